@@ -1,0 +1,788 @@
+//! One call on the wire: the request HEADERS, the request messages (the [`RequestSender`] half), and the
+//! response headers, messages and trailers (the [`Streaming`] half), per `doc/PROTOCOL-HTTP2.md`.
+//!
+//! The two halves share the h2 send stream, because only it can send RST_STREAM: the receiving half resets the
+//! stream with CANCEL when the call is cancelled, dropped, past its deadline, or the response is malformed.
+//!
+//! How a response becomes a status:
+//! * HEADERS with `:status` other than 200 and no `grpc-status`: the HTTP-status table;
+//! * a `content-type` that is not `application/grpc*`: the HTTP-status table (200 → UNKNOWN);
+//! * HEADERS with END_STREAM (Trailers-Only): the status in them, or the HTTP-status table without one;
+//! * trailers: `grpc-status` (strict decimal 0..=16, anything else UNKNOWN), `grpc-message` percent-decoded,
+//!   `grpc-status-details-bin` kept; no trailers at all: INTERNAL;
+//! * a stream reset or a dead connection: [`Status::from_h2`];
+//! * a bad message prefix or a truncated message: INTERNAL; a message over the limit: RESOURCE_EXHAUSTED;
+//!   a compressed message under `identity`: INTERNAL, under an encoding we lack: UNIMPLEMENTED.
+//!
+//! A call cancelled locally ends CANCELLED, or DEADLINE_EXCEEDED once its deadline has passed.
+
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{ready, Context, Poll};
+
+use bytes::{Bytes, BytesMut};
+use h2::client::ResponseFuture;
+use h2::{RecvStream, SendStream};
+use http::HeaderMap;
+use parking_lot::Mutex;
+use tokio::time::{Instant, Sleep};
+
+use crate::codec::Codec;
+use crate::compression::{Encoding, ReceivedEncoding};
+use crate::framing::{self, Deframer, Frame, FrameError, HEADER_LEN};
+use crate::metadata::{self, MetadataMap};
+use crate::percent;
+use crate::request::MessageOptions;
+use crate::status::{Code, Status};
+
+/// The send stream, shared by both halves of a call.
+pub(crate) struct Shared {
+    send: SendStream<Bytes>,
+    half_closed: bool,
+    /// Set when the call ended locally (cancel, deadline, malformed response) or the response is complete.
+    ended: Option<Status>,
+}
+
+type SharedRef = Arc<Mutex<Shared>>;
+
+impl Shared {
+    pub(crate) fn new(send: SendStream<Bytes>) -> SharedRef {
+        Arc::new(Mutex::new(Shared {
+            send,
+            half_closed: false,
+            ended: None,
+        }))
+    }
+
+    /// Sends a whole request message and half-closes.
+    pub(crate) fn send_whole(&mut self, frame: Bytes) -> Result<(), Status> {
+        self.half_closed = true;
+        self.send.send_data(frame, true).map_err(Status::from_h2)
+    }
+
+    /// Ends the call locally with `status`, resetting the stream with `reason`.
+    fn end(&mut self, status: &Status, reason: h2::Reason) {
+        if self.ended.is_none() {
+            self.ended = Some(status.clone());
+            self.send.send_reset(reason);
+        }
+    }
+}
+
+/// Encodes one message into a Length-Prefixed-Message, compressed with `encoding` if given.
+pub(crate) fn encode_frame<T>(
+    codec: &Codec<T, impl Sized>,
+    msg: &T,
+    encoding: Option<Encoding>,
+    limit: usize,
+) -> Result<Bytes, Status> {
+    let len = (codec.encoded_len)(msg);
+    let too_large = |len: usize| {
+        Status::new(
+            Code::ResourceExhausted,
+            format!("trying to send a message larger than max ({len} vs. {limit})"),
+        )
+    };
+    let mut buf = match encoding {
+        None => {
+            if len > limit {
+                return Err(too_large(len));
+            }
+            let mut buf = BytesMut::with_capacity(HEADER_LEN + len);
+            buf.extend_from_slice(&[0; HEADER_LEN]);
+            (codec.encode)(msg, &mut buf);
+            buf
+        }
+        Some(enc) => {
+            let mut plain = BytesMut::with_capacity(len);
+            (codec.encode)(msg, &mut plain);
+            let mut buf = BytesMut::with_capacity(HEADER_LEN + len / 2 + 64);
+            buf.extend_from_slice(&[0; HEADER_LEN]);
+            enc.compress(&plain, &mut buf)?;
+            buf
+        }
+    };
+    let payload_len = buf.len() - HEADER_LEN;
+    if payload_len > limit {
+        return Err(too_large(payload_len));
+    }
+    let wire_len = u32::try_from(payload_len).map_err(|_| too_large(payload_len))?;
+    let mut header = BytesMut::with_capacity(HEADER_LEN);
+    framing::put_header(&mut header, encoding.is_some(), wire_len);
+    buf[..HEADER_LEN].copy_from_slice(&header);
+    Ok(buf.freeze())
+}
+
+/// The sending half of a streaming call. Dropping it half-closes the call.
+pub struct RequestSender<T> {
+    shared: SharedRef,
+    codec: Codec<T, ()>,
+    encoding: Option<Encoding>,
+    limit: usize,
+    deadline: Option<Instant>,
+}
+
+impl<T> RequestSender<T> {
+    pub(crate) fn new(
+        shared: SharedRef,
+        codec: Codec<T, ()>,
+        encoding: Option<Encoding>,
+        limit: usize,
+        deadline: Option<Instant>,
+    ) -> Self {
+        RequestSender {
+            shared,
+            codec,
+            encoding,
+            limit,
+            deadline,
+        }
+    }
+
+    /// Sends a message, compressed if the call is. Waits for HTTP/2 flow control, so a slow server slows the
+    /// sender instead of filling memory.
+    ///
+    /// An error means the call can take no more messages. When the server ended the call, its status is what
+    /// the receiving half ([`Streaming`]) reports; the error here only says sending stopped.
+    pub async fn send(&mut self, message: T) -> Result<(), Status> {
+        self.send_with(message, MessageOptions::default()).await
+    }
+
+    /// Sends a message with per-message options (e.g. uncompressed on a compressed call).
+    pub async fn send_with(&mut self, message: T, options: MessageOptions) -> Result<(), Status> {
+        let encoding = self.encoding.filter(|_| options.compress);
+        let frame = encode_frame(&self.codec, &message, encoding, self.limit)?;
+        self.send_frame(frame, false).await
+    }
+
+    /// Half-closes the call: no more messages will be sent.
+    pub async fn finish(mut self) -> Result<(), Status> {
+        self.send_frame(Bytes::new(), true).await
+    }
+
+    async fn send_frame(&mut self, mut data: Bytes, end_stream: bool) -> Result<(), Status> {
+        let shared = self.shared.clone();
+        let send = poll_fn(move |cx| {
+            let mut s = shared.lock();
+            loop {
+                if let Some(status) = &s.ended {
+                    return Poll::Ready(Err(status.clone()));
+                }
+                if s.half_closed {
+                    return Poll::Ready(Err(Status::new(
+                        Code::Internal,
+                        "the call was already half-closed",
+                    )));
+                }
+                if data.is_empty() {
+                    if end_stream {
+                        s.half_closed = true;
+                        s.send
+                            .send_data(Bytes::new(), true)
+                            .map_err(Status::from_h2)?;
+                    }
+                    return Poll::Ready(Ok(()));
+                }
+                let capacity = s.send.capacity();
+                if capacity == 0 {
+                    s.send.reserve_capacity(data.len());
+                    match ready!(s.send.poll_capacity(cx)) {
+                        Some(Ok(_)) => continue,
+                        Some(Err(e)) => return Poll::Ready(Err(Status::from_h2(e))),
+                        None => {
+                            return Poll::Ready(Err(Status::new(
+                                Code::Unavailable,
+                                "the stream was closed",
+                            )))
+                        }
+                    }
+                }
+                let chunk = data.split_to(capacity.min(data.len()));
+                let last = end_stream && data.is_empty();
+                if last {
+                    s.half_closed = true;
+                }
+                s.send.send_data(chunk, last).map_err(Status::from_h2)?;
+                if last {
+                    return Poll::Ready(Ok(()));
+                }
+            }
+        });
+        match self.deadline {
+            None => send.await,
+            Some(deadline) => match tokio::time::timeout_at(deadline, send).await {
+                Ok(result) => result,
+                Err(_) => {
+                    let status = Status::deadline_exceeded();
+                    self.shared.lock().end(&status, h2::Reason::CANCEL);
+                    Err(status)
+                }
+            },
+        }
+    }
+}
+
+impl<T> Drop for RequestSender<T> {
+    fn drop(&mut self) {
+        let mut s = self.shared.lock();
+        if s.ended.is_none() && !s.half_closed {
+            s.half_closed = true;
+            let _ = s.send.send_data(Bytes::new(), true);
+        }
+    }
+}
+
+impl<T> std::fmt::Debug for RequestSender<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RequestSender")
+            .field("encoding", &self.encoding)
+            .finish_non_exhaustive()
+    }
+}
+
+enum RecvState {
+    Headers(ResponseFuture),
+    Body(RecvStream),
+    Trailers(RecvStream),
+    Done,
+}
+
+/// The receiving half of a call: response headers, messages, then trailers with the status.
+/// Dropping it before the call ended cancels the call (RST_STREAM(CANCEL)).
+pub struct Streaming<T> {
+    state: RecvState,
+    shared: SharedRef,
+    decode: fn(Bytes) -> Result<T, Status>,
+    deframer: Deframer,
+    encoding: ReceivedEncoding,
+    limit: usize,
+    deadline: Option<(Instant, Pin<Box<Sleep>>)>,
+    headers: Option<MetadataMap>,
+    trailers: Option<MetadataMap>,
+    outcome: Option<Status>,
+    last_compressed: bool,
+}
+
+impl<T> Streaming<T> {
+    pub(crate) fn new(
+        response: ResponseFuture,
+        shared: SharedRef,
+        decode: fn(Bytes) -> Result<T, Status>,
+        limit: usize,
+        deadline: Option<Instant>,
+    ) -> Self {
+        Streaming {
+            state: RecvState::Headers(response),
+            shared,
+            decode,
+            deframer: Deframer::new(limit),
+            encoding: ReceivedEncoding::Identity,
+            limit,
+            deadline: deadline.map(|d| (d, Box::pin(tokio::time::sleep_until(d)))),
+            headers: None,
+            trailers: None,
+            outcome: None,
+            last_compressed: false,
+        }
+    }
+
+    /// Waits for the response headers and returns their metadata. For a Trailers-Only response (an error
+    /// before any message) this is the call's status as an error.
+    pub async fn headers(&mut self) -> Result<&MetadataMap, Status> {
+        poll_fn(|cx| self.poll_headers(cx)).await?;
+        Ok(self.headers.get_or_insert_with(MetadataMap::new))
+    }
+
+    /// The next response message; `Ok(None)` when the call ended with OK, `Err` with the call's status when it
+    /// ended otherwise. After the end, every call returns the same outcome again.
+    pub async fn message(&mut self) -> Result<Option<T>, Status> {
+        poll_fn(|cx| self.poll_message(cx)).await
+    }
+
+    /// The trailing metadata, once the call has ended.
+    pub fn trailers(&self) -> Option<&MetadataMap> {
+        self.trailers.as_ref()
+    }
+
+    /// The response headers' metadata, once received.
+    pub fn metadata(&self) -> Option<&MetadataMap> {
+        self.headers.as_ref()
+    }
+
+    /// Whether the last message returned arrived compressed.
+    pub fn last_message_compressed(&self) -> bool {
+        self.last_compressed
+    }
+
+    /// Cancels the call: RST_STREAM(CANCEL) goes to the server and the call ends CANCELLED (or
+    /// DEADLINE_EXCEEDED if its deadline has already passed).
+    pub fn cancel(&mut self) {
+        if self.outcome.is_none() {
+            let status = self.local_status(Status::cancelled());
+            self.end_locally(status);
+        }
+    }
+
+    fn poll_headers(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Status>> {
+        if self.headers.is_some() {
+            return Poll::Ready(Ok(()));
+        }
+        if let Some(outcome) = &self.outcome {
+            return Poll::Ready(if outcome.code() == Code::Ok {
+                Ok(())
+            } else {
+                Err(outcome.clone())
+            });
+        }
+        if let RecvState::Headers(_) = self.state {
+            match self.poll_progress(cx, false) {
+                Poll::Ready(Err(status)) => return Poll::Ready(Err(status)),
+                Poll::Ready(Ok(_)) => {}
+                Poll::Pending => return self.poll_deadline(cx).map(|s| Err(s)),
+            }
+        }
+        match &self.outcome {
+            Some(outcome) if outcome.code() != Code::Ok => Poll::Ready(Err(outcome.clone())),
+            _ => Poll::Ready(Ok(())),
+        }
+    }
+
+    /// Polls for the next message.
+    pub fn poll_message(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<T>, Status>> {
+        match self.poll_progress(cx, true) {
+            Poll::Ready(Ok(Some(frame))) => {
+                self.last_compressed = frame.compressed;
+                Poll::Ready(self.decode_frame(frame).map(Some))
+            }
+            Poll::Ready(Ok(None)) => Poll::Ready(Ok(None)),
+            Poll::Ready(Err(status)) => Poll::Ready(Err(status)),
+            Poll::Pending => self.poll_deadline(cx).map(Err),
+        }
+    }
+
+    fn decode_frame(&mut self, frame: Frame) -> Result<T, Status> {
+        let payload = if frame.compressed {
+            let decoded = match &self.encoding {
+                ReceivedEncoding::Known(enc) => enc.decompress(frame.payload, self.limit),
+                ReceivedEncoding::Identity => Err(Status::new(
+                    Code::Internal,
+                    "compressed flag set on a message but the response has no grpc-encoding",
+                )),
+                ReceivedEncoding::Unsupported(name) => Err(Status::new(
+                    Code::Unimplemented,
+                    format!("the response uses the unsupported message encoding {name:?}"),
+                )),
+            };
+            match decoded {
+                Ok(p) => p,
+                Err(status) => return Err(self.end_locally(status)),
+            }
+        } else {
+            frame.payload
+        };
+        (self.decode)(payload).map_err(|status| self.end_locally(status))
+    }
+
+    /// Fires the local deadline if it has passed.
+    fn poll_deadline(&mut self, cx: &mut Context<'_>) -> Poll<Status> {
+        let Some((_, sleep)) = &mut self.deadline else {
+            return Poll::Pending;
+        };
+        ready!(sleep.as_mut().poll(cx));
+        Poll::Ready(self.end_locally(Status::deadline_exceeded()))
+    }
+
+    /// Ends the call on the client's side: resets the stream and records the outcome.
+    fn end_locally(&mut self, status: Status) -> Status {
+        self.shared.lock().end(&status, h2::Reason::CANCEL);
+        self.state = RecvState::Done;
+        self.outcome = Some(status.clone());
+        status
+    }
+
+    /// A local status, turned into DEADLINE_EXCEEDED when the deadline has passed.
+    fn local_status(&self, status: Status) -> Status {
+        match &self.deadline {
+            Some((deadline, _))
+                if status.code() == Code::Cancelled && Instant::now() >= *deadline =>
+            {
+                Status::deadline_exceeded()
+            }
+            _ => status,
+        }
+    }
+
+    /// Records the final status from the server and stops sending (RST_STREAM(NO_ERROR) if the client had not
+    /// half-closed yet).
+    fn end_remotely(&mut self, status: Status) -> Poll<Result<Option<Frame>, Status>> {
+        let status = self.local_status(status);
+        {
+            let mut s = self.shared.lock();
+            if s.ended.is_none() {
+                if !s.half_closed {
+                    s.send.send_reset(h2::Reason::NO_ERROR);
+                }
+                s.ended = Some(
+                    Status::new(Code::Internal, "the call has ended").with_source(status.clone()),
+                );
+            }
+        }
+        self.state = RecvState::Done;
+        self.outcome = Some(status.clone());
+        Poll::Ready(if status.code() == Code::Ok {
+            Ok(None)
+        } else {
+            Err(status)
+        })
+    }
+
+    /// Drives the response: headers, then frames, then trailers. With `want_frame` false it stops once the
+    /// headers are in.
+    fn poll_progress(
+        &mut self,
+        cx: &mut Context<'_>,
+        want_frame: bool,
+    ) -> Poll<Result<Option<Frame>, Status>> {
+        loop {
+            match &mut self.state {
+                RecvState::Done => {
+                    let outcome = self
+                        .outcome
+                        .clone()
+                        .unwrap_or_else(|| Status::new(Code::Internal, "no outcome"));
+                    return Poll::Ready(if outcome.code() == Code::Ok {
+                        Ok(None)
+                    } else {
+                        Err(outcome)
+                    });
+                }
+                RecvState::Headers(fut) => {
+                    let response = match ready!(Pin::new(fut).poll(cx)) {
+                        Ok(r) => r,
+                        Err(e) => return self.end_remotely(Status::from_h2(e)),
+                    };
+                    let (parts, body) = response.into_parts();
+                    match classify_head(parts.status.as_u16(), parts.headers, body.is_end_stream())
+                    {
+                        Head::Messages { encoding, metadata } => {
+                            self.encoding = encoding;
+                            self.headers = Some(metadata);
+                            self.state = RecvState::Body(body);
+                            if !want_frame {
+                                return Poll::Ready(Ok(None));
+                            }
+                        }
+                        Head::End(status, trailers) => {
+                            self.headers = Some(MetadataMap::new());
+                            self.trailers = Some(trailers);
+                            return self.end_remotely(status);
+                        }
+                    }
+                }
+                RecvState::Body(body) => {
+                    match self.deframer.next_frame() {
+                        Ok(Some(frame)) => return Poll::Ready(Ok(Some(frame))),
+                        Ok(None) => {}
+                        Err(e) => return Poll::Ready(Err(self.end_locally(frame_status(e)))),
+                    }
+                    match ready!(body.poll_data(cx)) {
+                        Some(Ok(chunk)) => {
+                            let _ = body.flow_control().release_capacity(chunk.len());
+                            self.deframer.push(chunk);
+                        }
+                        Some(Err(e)) => return self.end_remotely(Status::from_h2(e)),
+                        None => {
+                            if let Err(e) = self.deframer.finish() {
+                                return Poll::Ready(Err(self.end_locally(frame_status(e))));
+                            }
+                            let RecvState::Body(body) =
+                                std::mem::replace(&mut self.state, RecvState::Done)
+                            else {
+                                unreachable!("matched Body above")
+                            };
+                            self.state = RecvState::Trailers(body);
+                        }
+                    }
+                }
+                RecvState::Trailers(body) => {
+                    let status = match ready!(body.poll_trailers(cx)) {
+                        Ok(Some(trailers)) => {
+                            let (status, metadata) = status_from_trailers(trailers);
+                            self.trailers = Some(metadata);
+                            status
+                        }
+                        Ok(None) => Status::new(
+                            Code::Internal,
+                            "server closed the stream without sending trailers",
+                        ),
+                        Err(e) => Status::from_h2(e),
+                    };
+                    return self.end_remotely(status);
+                }
+            }
+        }
+    }
+}
+
+fn frame_status(e: FrameError) -> Status {
+    let code = match e {
+        FrameError::TooLarge { .. } => Code::ResourceExhausted,
+        FrameError::InvalidFlag(_) | FrameError::Truncated { .. } => Code::Internal,
+    };
+    Status::new(code, e.to_string()).with_source(e)
+}
+
+impl<T> Drop for Streaming<T> {
+    fn drop(&mut self) {
+        if self.outcome.is_none() {
+            self.shared
+                .lock()
+                .end(&Status::cancelled(), h2::Reason::CANCEL);
+        }
+    }
+}
+
+impl<T> futures_core::Stream for Streaming<T> {
+    type Item = Result<T, Status>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        if this.outcome.is_some() && matches!(this.state, RecvState::Done) {
+            // A stream ends after its final item, which is the error if the call failed.
+            return Poll::Ready(None);
+        }
+        this.poll_message(cx).map(Result::transpose)
+    }
+}
+
+impl<T> std::fmt::Debug for Streaming<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Streaming")
+            .field("headers", &self.headers)
+            .field("outcome", &self.outcome)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the response HEADERS say.
+enum Head {
+    /// Messages follow.
+    Messages {
+        encoding: ReceivedEncoding,
+        metadata: MetadataMap,
+    },
+    /// The call is over: Trailers-Only, or a response that is not gRPC.
+    End(Status, MetadataMap),
+}
+
+fn classify_head(http_status: u16, headers: HeaderMap, end_stream: bool) -> Head {
+    let has_grpc_status = headers.contains_key("grpc-status");
+    if http_status != 200 && !has_grpc_status {
+        let code = Code::from_http_status(http_status);
+        return Head::End(
+            Status::new(
+                code,
+                format!("unexpected HTTP status code received from server: {http_status}"),
+            ),
+            MetadataMap::from_headers(headers),
+        );
+    }
+    let content_type_ok = headers
+        .get(http::header::CONTENT_TYPE)
+        .map(|v| v.as_bytes())
+        .is_some_and(|ct| {
+            ct == b"application/grpc"
+                || ct.starts_with(b"application/grpc+")
+                || ct.starts_with(b"application/grpc;")
+        });
+    if !content_type_ok {
+        let ct = headers
+            .get(http::header::CONTENT_TYPE)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+            .unwrap_or_else(|| "(none)".to_owned());
+        let code = Code::from_http_status(http_status);
+        return Head::End(
+            Status::new(
+                code,
+                format!("unexpected content-type {ct:?} (HTTP status {http_status})"),
+            ),
+            MetadataMap::from_headers(headers),
+        );
+    }
+    if end_stream {
+        let (status, metadata) = status_from_trailers(headers);
+        return Head::End(status, metadata);
+    }
+    Head::Messages {
+        encoding: ReceivedEncoding::from_header(headers.get("grpc-encoding")),
+        metadata: MetadataMap::from_headers(headers),
+    }
+}
+
+/// The status in a trailer block (or Trailers-Only headers) and the block's metadata.
+fn status_from_trailers(trailers: HeaderMap) -> (Status, MetadataMap) {
+    let message = trailers
+        .get("grpc-message")
+        .map(|v| percent::decode(v.as_bytes()))
+        .unwrap_or_default();
+    let status = match trailers.get("grpc-status") {
+        None => Status::new(
+            Code::Unknown,
+            format!("missing grpc-status in trailers; message: {message:?}"),
+        ),
+        Some(raw) => match Code::from_header_bytes(raw.as_bytes()) {
+            Some(code) => Status::new(code, message),
+            None => Status::new(
+                Code::Unknown,
+                format!(
+                    "invalid grpc-status {:?}; message: {message:?}",
+                    String::from_utf8_lossy(raw.as_bytes())
+                ),
+            ),
+        },
+    };
+    let details = trailers
+        .get("grpc-status-details-bin")
+        .and_then(|v| metadata::decode_bin(v.as_bytes()).ok())
+        .map(Bytes::from);
+    let md = MetadataMap::from_headers(trailers);
+    (status.with_details(details).with_metadata(md.clone()), md)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(*k, HeaderValue::from_static(v));
+        }
+        h
+    }
+
+    fn end_code(head: Head) -> (Code, String) {
+        match head {
+            Head::End(s, _) => (s.code(), s.message().to_owned()),
+            Head::Messages { .. } => panic!("expected the call to end"),
+        }
+    }
+
+    #[test]
+    fn non_200_without_grpc_status_uses_the_http_table() {
+        let (code, msg) = end_code(classify_head(
+            503,
+            headers(&[("content-type", "text/html")]),
+            false,
+        ));
+        assert_eq!(code, Code::Unavailable);
+        assert!(msg.contains("503"), "{msg}");
+        let (code, _) = end_code(classify_head(404, HeaderMap::new(), true));
+        assert_eq!(code, Code::Unimplemented);
+    }
+
+    #[test]
+    fn non_200_with_grpc_status_uses_grpc_status() {
+        let h = headers(&[
+            ("content-type", "application/grpc"),
+            ("grpc-status", "7"),
+            ("grpc-message", "no"),
+        ]);
+        let (code, msg) = end_code(classify_head(500, h, true));
+        assert_eq!((code, msg.as_str()), (Code::PermissionDenied, "no"));
+    }
+
+    #[test]
+    fn wrong_content_type_is_unknown_on_200() {
+        let (code, msg) = end_code(classify_head(
+            200,
+            headers(&[("content-type", "text/plain")]),
+            false,
+        ));
+        assert_eq!(code, Code::Unknown);
+        assert!(msg.contains("text/plain"), "{msg}");
+        let (code, _) = end_code(classify_head(200, HeaderMap::new(), false));
+        assert_eq!(code, Code::Unknown);
+    }
+
+    #[test]
+    fn grpc_content_type_variants_are_accepted() {
+        for ct in [
+            "application/grpc",
+            "application/grpc+proto",
+            "application/grpc+json",
+        ] {
+            let mut h = HeaderMap::new();
+            h.insert("content-type", HeaderValue::from_static(ct));
+            assert!(
+                matches!(classify_head(200, h, false), Head::Messages { .. }),
+                "{ct}"
+            );
+        }
+    }
+
+    #[test]
+    fn trailers_only_carries_the_status_and_metadata() {
+        let h = headers(&[
+            ("content-type", "application/grpc"),
+            ("grpc-status", "2"),
+            ("grpc-message", "a%20b%"),
+            ("x-md", "v"),
+        ]);
+        match classify_head(200, h, true) {
+            Head::End(s, md) => {
+                assert_eq!(s.code(), Code::Unknown);
+                assert_eq!(s.message(), "a b%");
+                assert_eq!(md.get("x-md"), Some("v"));
+                assert_eq!(s.metadata().get("x-md"), Some("v"));
+            }
+            Head::Messages { .. } => panic!("trailers-only"),
+        }
+    }
+
+    #[test]
+    fn trailers_only_without_grpc_status_is_unknown() {
+        let (code, _) = end_code(classify_head(
+            200,
+            headers(&[("content-type", "application/grpc")]),
+            true,
+        ));
+        assert_eq!(code, Code::Unknown);
+    }
+
+    #[test]
+    fn trailer_status_parsing() {
+        let cases: [(&[(&'static str, &'static str)], Code); 5] = [
+            (&[("grpc-status", "0")], Code::Ok),
+            (&[("grpc-status", "14")], Code::Unavailable),
+            (&[("grpc-status", "abc")], Code::Unknown),
+            (&[("grpc-status", "99")], Code::Unknown),
+            (&[], Code::Unknown),
+        ];
+        for (h, want) in cases {
+            assert_eq!(status_from_trailers(headers(h)).0.code(), want, "{h:?}");
+        }
+        let (s, _) = status_from_trailers(headers(&[
+            ("grpc-status", "3"),
+            ("grpc-status-details-bin", "AQI"),
+        ]));
+        assert_eq!(s.details().map(|d| d.to_vec()), Some(vec![1, 2]));
+    }
+
+    #[test]
+    fn encode_frame_applies_limits_and_compression() {
+        let codec = Codec::<Bytes, Bytes>::raw();
+        let msg = Bytes::from(vec![0u8; 1000]);
+        let plain = encode_frame(&codec, &msg, None, 1000).expect("at the limit");
+        assert_eq!(&plain[..5], &[0, 0, 0, 3, 232]);
+        let err = encode_frame(&codec, &msg, None, 999).expect_err("over");
+        assert_eq!(err.code(), Code::ResourceExhausted);
+        let gz = encode_frame(&codec, &msg, Some(Encoding::Gzip), 999).expect("compressed fits");
+        assert_eq!(gz[0], 1);
+        let len = u32::from_be_bytes([gz[1], gz[2], gz[3], gz[4]]) as usize;
+        assert_eq!(len, gz.len() - 5);
+        assert!(len < 100);
+    }
+}

@@ -1,0 +1,472 @@
+//! [`Channel`]: the handle applications make calls on, and [`ChannelBuilder`], which checks every option
+//! before any connection is made.
+
+use std::future::poll_fn;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_core::Stream;
+use http::header::{HeaderValue, CONTENT_TYPE, TE, USER_AGENT};
+use http::uri::{Authority, PathAndQuery, Scheme};
+use tokio::time::Instant;
+
+use crate::call::{self, RequestSender, Shared, Streaming};
+use crate::codec::Codec;
+use crate::error::BuildError;
+use crate::metadata::MetadataMap;
+use crate::request::{CallOptions, Request, Response};
+use crate::status::{Code, Status};
+use crate::target::Target;
+use crate::timeout;
+use crate::transport::{Http2Settings, Transport};
+
+/// The default limit on a received message: 4 MiB.
+pub const DEFAULT_MAX_RECEIVE_MESSAGE_SIZE: usize = 4 << 20;
+/// The default limit on a sent message: 2 GiB − 1, the most a message prefix can describe portably.
+pub const DEFAULT_MAX_SEND_MESSAGE_SIZE: usize = i32::MAX as usize;
+
+/// A channel to one target. Cheap to clone: clones share the connection. Connects lazily, on the first call.
+#[derive(Clone)]
+pub struct Channel {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    target: Target,
+    authority: Authority,
+    user_agent: HeaderValue,
+    max_receive: usize,
+    max_send: usize,
+    transport: Transport,
+}
+
+impl std::fmt::Debug for Channel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Channel")
+            .field("target", &self.inner.target)
+            .field("authority", &self.inner.authority)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`Channel`].
+#[derive(Clone, Debug)]
+pub struct ChannelBuilder {
+    target: String,
+    authority: Option<String>,
+    user_agent: Option<String>,
+    max_receive: usize,
+    max_send: usize,
+    http2: Http2Settings,
+}
+
+impl ChannelBuilder {
+    /// Overrides the `:authority` sent with every call (by default the target's `host:port`).
+    pub fn authority(mut self, authority: impl Into<String>) -> Self {
+        self.authority = Some(authority.into());
+        self
+    }
+
+    /// Puts `product` in front of this crate's `user-agent` (`product grpc-rust/VERSION`).
+    pub fn user_agent(mut self, product: impl Into<String>) -> Self {
+        self.user_agent = Some(product.into());
+        self
+    }
+
+    /// The largest response message accepted; larger ones end the call with RESOURCE_EXHAUSTED.
+    pub fn max_receive_message_size(mut self, bytes: usize) -> Self {
+        self.max_receive = bytes;
+        self
+    }
+
+    /// The largest request message sent; larger ones end the call with RESOURCE_EXHAUSTED, unsent.
+    pub fn max_send_message_size(mut self, bytes: usize) -> Self {
+        self.max_send = bytes;
+        self
+    }
+
+    /// How long one connection attempt (TCP and HTTP/2 handshake) may take.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.http2.connect_timeout = timeout;
+        self
+    }
+
+    /// The HTTP/2 settings (windows, frame sizes); the defaults are documented on [`Http2Settings`].
+    pub fn http2_settings(mut self, settings: Http2Settings) -> Self {
+        self.http2 = settings;
+        self
+    }
+
+    /// Checks the options and builds the channel. Does not connect.
+    pub fn build(self) -> Result<Channel, BuildError> {
+        let target = Target::parse(&self.target)?;
+        let authority_text = self.authority.unwrap_or_else(|| target.authority());
+        let authority = Authority::try_from(authority_text.as_str()).map_err(|e| {
+            BuildError::InvalidOption {
+                option: "authority",
+                reason: format!("{authority_text:?} is not a valid authority: {e}"),
+            }
+        })?;
+        let agent = match &self.user_agent {
+            Some(product) => format!("{product} grpc-rust/{}", env!("CARGO_PKG_VERSION")),
+            None => format!("grpc-rust/{}", env!("CARGO_PKG_VERSION")),
+        };
+        let user_agent = HeaderValue::try_from(agent).map_err(|_| BuildError::InvalidOption {
+            option: "user_agent",
+            reason: "must be printable ASCII".to_owned(),
+        })?;
+        let h = &self.http2;
+        const MAX_WINDOW: u32 = (1 << 31) - 1;
+        let checks = [
+            (
+                "http2.stream_window",
+                h.stream_window >= 65_535 && h.stream_window <= MAX_WINDOW,
+                "65535..=2^31-1",
+            ),
+            (
+                "http2.connection_window",
+                h.connection_window >= 65_535 && h.connection_window <= MAX_WINDOW,
+                "65535..=2^31-1",
+            ),
+            (
+                "http2.max_frame_size",
+                (16_384..=16_777_215).contains(&h.max_frame_size),
+                "16384..=16777215",
+            ),
+            (
+                "http2.connect_timeout",
+                !h.connect_timeout.is_zero(),
+                "more than zero",
+            ),
+            (
+                "max_receive_message_size",
+                self.max_receive <= u32::MAX as usize,
+                "at most 2^32-1",
+            ),
+        ];
+        for (option, ok, range) in checks {
+            if !ok {
+                return Err(BuildError::InvalidOption {
+                    option,
+                    reason: format!("must be {range}"),
+                });
+            }
+        }
+        let transport = Transport::new(target.clone(), self.http2);
+        Ok(Channel {
+            inner: Arc::new(Inner {
+                target,
+                authority,
+                user_agent,
+                max_receive: self.max_receive,
+                max_send: self.max_send,
+                transport,
+            }),
+        })
+    }
+}
+
+/// The common parts of a started call.
+struct Started {
+    shared: Arc<parking_lot::Mutex<Shared>>,
+    response: h2::client::ResponseFuture,
+    deadline: Option<Instant>,
+    max_send: usize,
+    max_receive: usize,
+    options: CallOptions,
+}
+
+impl Channel {
+    /// A builder for a channel to `target` (`host:port`, `dns:///host:port`, `ipv4:...`, `ipv6:...`).
+    pub fn builder(target: impl Into<String>) -> ChannelBuilder {
+        ChannelBuilder {
+            target: target.into(),
+            authority: None,
+            user_agent: None,
+            max_receive: DEFAULT_MAX_RECEIVE_MESSAGE_SIZE,
+            max_send: DEFAULT_MAX_SEND_MESSAGE_SIZE,
+            http2: Http2Settings::default(),
+        }
+    }
+
+    /// A channel to `target` with default options.
+    pub fn new(target: impl Into<String>) -> Result<Channel, BuildError> {
+        Channel::builder(target).build()
+    }
+
+    /// The target the channel was built for.
+    pub fn target(&self) -> &Target {
+        &self.inner.target
+    }
+
+    /// A unary call with prost messages.
+    pub async fn unary<Req, Resp>(
+        &self,
+        path: &str,
+        request: Request<Req>,
+    ) -> Result<Response<Resp>, Status>
+    where
+        Req: prost::Message,
+        Resp: prost::Message + Default,
+    {
+        self.unary_with(Codec::prost(), path, request).await
+    }
+
+    /// A unary call whose messages are already serialized.
+    pub async fn unary_raw(
+        &self,
+        path: &str,
+        request: Request<Bytes>,
+    ) -> Result<Response<Bytes>, Status> {
+        self.unary_with(Codec::raw(), path, request).await
+    }
+
+    /// A server-streaming call: one request, then a stream of responses. Returns once the response headers
+    /// arrive (or the call fails first).
+    pub async fn server_streaming<Req, Resp>(
+        &self,
+        path: &str,
+        request: Request<Req>,
+    ) -> Result<Response<Streaming<Resp>>, Status>
+    where
+        Req: prost::Message,
+        Resp: prost::Message + Default,
+    {
+        let codec = Codec::<Req, Resp>::prost();
+        let (message, metadata, options) = request.into_parts();
+        let started = self.start(path, metadata, options).await?;
+        let frame = call::encode_frame(
+            &codec,
+            &message,
+            started.options.compression,
+            started.max_send,
+        );
+        let mut stream = self.send_single(started, codec, frame)?;
+        let metadata = stream.headers().await?.clone();
+        Ok(Response::new(stream, metadata, MetadataMap::new(), false))
+    }
+
+    /// A client-streaming call: a stream of requests, then one response.
+    pub async fn client_streaming<Req, Resp, S>(
+        &self,
+        path: &str,
+        request: Request<S>,
+    ) -> Result<Response<Resp>, Status>
+    where
+        Req: prost::Message,
+        Resp: prost::Message + Default,
+        S: Stream<Item = Req>,
+    {
+        let (messages, metadata, options) = request.into_parts();
+        let (mut sender, mut receiver) = self
+            .streaming::<Req, Resp>(path, Request::new(()).with_options(metadata, options))
+            .await?;
+        let mut messages = std::pin::pin!(messages);
+        while let Some(msg) = poll_fn(|cx| Pin::as_mut(&mut messages).poll_next(cx)).await {
+            if sender.send(msg).await.is_err() {
+                // The call ended; its status comes from the response side.
+                break;
+            }
+        }
+        drop(sender);
+        single_response(&mut receiver).await
+    }
+
+    /// A streaming call (client-streaming, server-streaming or bidi): returns the sending half, which
+    /// half-closes when finished or dropped, and the receiving half. Messages are prost messages.
+    pub async fn streaming<Req, Resp>(
+        &self,
+        path: &str,
+        request: Request<()>,
+    ) -> Result<(RequestSender<Req>, Streaming<Resp>), Status>
+    where
+        Req: prost::Message,
+        Resp: prost::Message + Default,
+    {
+        self.streaming_with(Codec::prost(), path, request).await
+    }
+
+    /// A streaming call whose messages are already serialized.
+    pub async fn streaming_raw(
+        &self,
+        path: &str,
+        request: Request<()>,
+    ) -> Result<(RequestSender<Bytes>, Streaming<Bytes>), Status> {
+        self.streaming_with(Codec::raw(), path, request).await
+    }
+
+    async fn unary_with<Req, Resp>(
+        &self,
+        codec: Codec<Req, Resp>,
+        path: &str,
+        request: Request<Req>,
+    ) -> Result<Response<Resp>, Status> {
+        let (message, metadata, options) = request.into_parts();
+        let started = self.start(path, metadata, options).await?;
+        let frame = call::encode_frame(
+            &codec,
+            &message,
+            started.options.compression,
+            started.max_send,
+        );
+        let mut receiver = self.send_single(started, codec, frame)?;
+        single_response(&mut receiver).await
+    }
+
+    /// Sends the one request message of a unary or server-streaming call, with END_STREAM.
+    fn send_single<Req, Resp>(
+        &self,
+        started: Started,
+        codec: Codec<Req, Resp>,
+        frame: Result<Bytes, Status>,
+    ) -> Result<Streaming<Resp>, Status> {
+        let receiver = Streaming::new(
+            started.response,
+            started.shared.clone(),
+            codec.decode,
+            started.max_receive,
+            started.deadline,
+        );
+        let frame = match frame {
+            Ok(f) => f,
+            Err(status) => {
+                // An oversize request is never sent: the stream is reset before any DATA.
+                let mut receiver = receiver;
+                receiver.cancel();
+                return Err(status);
+            }
+        };
+        {
+            // A single message is sent whole: h2 queues what the flow-control window does not admit yet.
+            let mut s = started.shared.lock();
+            s.send_whole(frame)?;
+        }
+        Ok(receiver)
+    }
+
+    async fn streaming_with<Req, Resp>(
+        &self,
+        codec: Codec<Req, Resp>,
+        path: &str,
+        request: Request<()>,
+    ) -> Result<(RequestSender<Req>, Streaming<Resp>), Status> {
+        let ((), metadata, options) = request.into_parts();
+        let started = self.start(path, metadata, options).await?;
+        let sender = RequestSender::new(
+            started.shared.clone(),
+            codec.encoder(),
+            started.options.compression,
+            started.max_send,
+            started.deadline,
+        );
+        let receiver = Streaming::new(
+            started.response,
+            started.shared,
+            codec.decode,
+            started.max_receive,
+            started.deadline,
+        );
+        Ok((sender, receiver))
+    }
+
+    /// Opens the stream and sends the request HEADERS.
+    async fn start(
+        &self,
+        path: &str,
+        metadata: MetadataMap,
+        options: CallOptions,
+    ) -> Result<Started, Status> {
+        let inner = &*self.inner;
+        let deadline = options.timeout.map(|t| Instant::now() + t);
+        let path = PathAndQuery::try_from(path)
+            .ok()
+            .filter(|p| {
+                p.query().is_none() && p.path().starts_with('/') && p.path()[1..].contains('/')
+            })
+            .ok_or_else(|| {
+                Status::new(
+                    Code::Internal,
+                    format!("invalid method path {path:?}: expected /package.Service/Method"),
+                )
+            })?;
+        let uri = http::Uri::builder()
+            .scheme(Scheme::HTTP)
+            .authority(inner.authority.clone())
+            .path_and_query(path)
+            .build()
+            .map_err(|e| Status::new(Code::Internal, format!("invalid request URI: {e}")))?;
+        let mut request = http::Request::post(uri)
+            .version(http::Version::HTTP_2)
+            .body(())
+            .map_err(|e| Status::new(Code::Internal, format!("invalid request: {e}")))?;
+        let headers = request.headers_mut();
+        if let Some(deadline) = deadline {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if let Ok(v) = HeaderValue::try_from(timeout::encode(remaining)) {
+                headers.insert("grpc-timeout", v);
+            }
+        }
+        headers.insert(TE, HeaderValue::from_static("trailers"));
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+        headers.insert(USER_AGENT, inner.user_agent.clone());
+        if let Some(enc) = options.compression {
+            headers.insert("grpc-encoding", HeaderValue::from_static(enc.as_str()));
+        }
+        headers.insert("grpc-accept-encoding", HeaderValue::from_static("gzip"));
+        for (k, v) in metadata.headers() {
+            headers.append(k.clone(), v.clone());
+        }
+
+        let open = async {
+            let mut send = inner.transport.ready(options.wait_for_ready).await?;
+            let (response, stream) = send.send_request(request, false).map_err(Status::from_h2)?;
+            Ok::<_, Status>((response, stream))
+        };
+        let (response, stream) = match deadline {
+            None => open.await?,
+            Some(d) => tokio::time::timeout_at(d, open)
+                .await
+                .map_err(|_| Status::deadline_exceeded())??,
+        };
+        let max_send = options
+            .max_send_message_size
+            .map_or(inner.max_send, |m| m.min(inner.max_send));
+        let max_receive = options
+            .max_receive_message_size
+            .map_or(inner.max_receive, |m| m.min(inner.max_receive));
+        Ok(Started {
+            shared: Shared::new(stream),
+            response,
+            deadline,
+            max_send,
+            max_receive,
+            options,
+        })
+    }
+}
+
+/// Reads exactly one response message and the status after it.
+async fn single_response<Resp>(receiver: &mut Streaming<Resp>) -> Result<Response<Resp>, Status> {
+    let message = match receiver.message().await? {
+        Some(m) => m,
+        None => {
+            return Err(Status::new(
+                Code::Unimplemented,
+                "response cardinality violation: the server sent no response message",
+            ))
+        }
+    };
+    let compressed = receiver.last_message_compressed();
+    if receiver.message().await?.is_some() {
+        receiver.cancel();
+        return Err(Status::new(
+            Code::Unimplemented,
+            "response cardinality violation: the server sent more than one response message",
+        ));
+    }
+    let metadata = receiver.metadata().cloned().unwrap_or_default();
+    let trailers = receiver.trailers().cloned().unwrap_or_default();
+    Ok(Response::new(message, metadata, trailers, compressed))
+}

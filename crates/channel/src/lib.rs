@@ -1,0 +1,47 @@
+//! A gRPC client channel over HTTP/2, on h2 and tokio.
+//!
+//! This crate implements the client side of gRPC over HTTP/2 (`doc/PROTOCOL-HTTP2.md`) for plaintext
+//! connections with prior knowledge: request headers (`grpc-timeout`, `grpc-encoding`, metadata with base64
+//! `-bin` values), Length-Prefixed-Message framing, per-message gzip compression, responses with headers,
+//! messages and trailers (and Trailers-Only), the HTTP-status and RST_STREAM status tables, deadlines,
+//! cancellation, and message size limits.
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! use grpc_channel::{Channel, Request};
+//! use std::time::Duration;
+//!
+//! let channel = Channel::new("localhost:50051")?;
+//! let request = Request::new(bytes::Bytes::from_static(b"")).with_timeout(Duration::from_secs(1));
+//! let response = channel.unary_raw("/grpc.testing.TestService/EmptyCall", request).await?;
+//! println!("{} bytes back", response.message().len());
+//! # Ok(()) }
+//! ```
+//!
+//! Not here yet (each has its own work item): TLS, the DNS resolver with service config (A2, A21), load
+//! balancing and connection backoff, retries and hedging (A6), keepalive.
+
+mod call;
+mod channel;
+mod codec;
+pub mod compression;
+mod error;
+pub mod framing;
+pub mod metadata;
+pub mod percent;
+mod request;
+mod status;
+pub mod target;
+pub mod timeout;
+mod transport;
+
+pub use call::{RequestSender, Streaming};
+pub use channel::{
+    Channel, ChannelBuilder, DEFAULT_MAX_RECEIVE_MESSAGE_SIZE, DEFAULT_MAX_SEND_MESSAGE_SIZE,
+};
+pub use compression::Encoding;
+pub use error::BuildError;
+pub use metadata::{MetadataError, MetadataMap};
+pub use request::{CallOptions, MessageOptions, Request, Response};
+pub use status::{Code, Status};
+pub use transport::Http2Settings;

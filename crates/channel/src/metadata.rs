@@ -1,0 +1,289 @@
+//! Custom metadata: the application's headers and trailers (`doc/PROTOCOL-HTTP2.md`, "Custom-Metadata").
+//!
+//! Keys are lower-case `[0-9a-z_.-]+`; keys starting `grpc-` are reserved for the protocol. ASCII values are
+//! printable bytes 0x20..=0x7E. Keys ending `-bin` carry binary values, sent as unpadded standard base64 and
+//! accepted padded or not; several values may arrive joined by commas in one header, so decoding splits first.
+
+use std::fmt;
+
+use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+use base64::Engine as _;
+use bytes::Bytes;
+use http::header::{HeaderMap, HeaderName, HeaderValue};
+
+/// Encodes unpadded; decodes padded and unpadded alike.
+const BASE64: GeneralPurpose = GeneralPurpose::new(
+    &base64::alphabet::STANDARD,
+    GeneralPurposeConfig::new()
+        .with_encode_padding(false)
+        .with_decode_padding_mode(DecodePaddingMode::Indifferent),
+);
+
+/// Encodes binary metadata the way it goes on the wire: standard alphabet, no padding.
+pub fn encode_bin(value: &[u8]) -> String {
+    BASE64.encode(value)
+}
+
+/// Decodes one base64 value of a `-bin` header, padded or not.
+pub fn decode_bin(value: &[u8]) -> Result<Vec<u8>, MetadataError> {
+    BASE64
+        .decode(value.trim_ascii())
+        .map_err(|e| MetadataError::InvalidBase64(e.to_string()))
+}
+
+/// Why a metadata key or value was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MetadataError {
+    /// The key is empty or has a character outside `[0-9a-z_.-]`.
+    #[error("invalid metadata key {0:?}: keys are lower-case [0-9a-z_.-]+")]
+    InvalidKey(String),
+    /// The key starts with `grpc-`, which the protocol reserves.
+    #[error("metadata key {0:?} is reserved: keys starting with grpc- belong to the protocol")]
+    ReservedKey(String),
+    /// An ASCII value was given for a `-bin` key, or a binary value for an ASCII key.
+    #[error(
+        "metadata key {0:?}: binary values need a key ending in -bin, and only they may have one"
+    )]
+    WrongKind(String),
+    /// The ASCII value has a byte outside 0x20..=0x7E.
+    #[error("invalid value for metadata key {0:?}: ASCII values are printable bytes 0x20..=0x7E")]
+    InvalidValue(String),
+    /// A `-bin` value is not base64.
+    #[error("invalid base64 in binary metadata: {0}")]
+    InvalidBase64(String),
+}
+
+/// Headers the protocol owns, which are never shown as metadata.
+fn is_protocol_header(name: &str) -> bool {
+    name.starts_with("grpc-")
+        || matches!(
+            name,
+            "content-type" | "te" | "user-agent" | "content-length"
+        )
+}
+
+fn check_key(key: &str) -> Result<HeaderName, MetadataError> {
+    let valid = !key.is_empty()
+        && key.bytes().all(|b| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'_' | b'.' | b'-')
+        });
+    if !valid {
+        return Err(MetadataError::InvalidKey(key.to_owned()));
+    }
+    if key.starts_with("grpc-") {
+        return Err(MetadataError::ReservedKey(key.to_owned()));
+    }
+    HeaderName::from_bytes(key.as_bytes()).map_err(|_| MetadataError::InvalidKey(key.to_owned()))
+}
+
+/// A multimap of metadata keys to values, backed by an `http::HeaderMap`.
+#[derive(Clone, Default, PartialEq)]
+pub struct MetadataMap {
+    headers: HeaderMap,
+}
+
+impl MetadataMap {
+    /// An empty map.
+    pub fn new() -> MetadataMap {
+        MetadataMap::default()
+    }
+
+    /// The metadata in a received header block: everything but the protocol's own headers.
+    pub(crate) fn from_headers(mut headers: HeaderMap) -> MetadataMap {
+        let protocol: Vec<HeaderName> = headers
+            .keys()
+            .filter(|k| is_protocol_header(k.as_str()))
+            .cloned()
+            .collect();
+        for k in protocol {
+            headers.remove(k);
+        }
+        MetadataMap { headers }
+    }
+
+    /// Adds an ASCII value for `key` (keeping earlier values of the same key).
+    pub fn append(&mut self, key: &str, value: &str) -> Result<(), MetadataError> {
+        let name = check_key(key)?;
+        if key.ends_with("-bin") {
+            return Err(MetadataError::WrongKind(key.to_owned()));
+        }
+        if !value.bytes().all(|b| (0x20..=0x7e).contains(&b)) {
+            return Err(MetadataError::InvalidValue(key.to_owned()));
+        }
+        let value = HeaderValue::from_str(value)
+            .map_err(|_| MetadataError::InvalidValue(key.to_owned()))?;
+        self.headers.append(name, value);
+        Ok(())
+    }
+
+    /// Adds a binary value for `key`, which must end in `-bin`.
+    pub fn append_bin(&mut self, key: &str, value: &[u8]) -> Result<(), MetadataError> {
+        let name = check_key(key)?;
+        if !key.ends_with("-bin") {
+            return Err(MetadataError::WrongKind(key.to_owned()));
+        }
+        let encoded = HeaderValue::from_str(&encode_bin(value))
+            .map_err(|_| MetadataError::InvalidValue(key.to_owned()))?;
+        self.headers.append(name, encoded);
+        Ok(())
+    }
+
+    /// The first ASCII value of `key`, if any (`None` for `-bin` keys and values that are not printable ASCII).
+    pub fn get(&self, key: &str) -> Option<&str> {
+        if key.ends_with("-bin") {
+            return None;
+        }
+        self.headers.get(key).and_then(|v| v.to_str().ok())
+    }
+
+    /// All ASCII values of `key`, in order.
+    pub fn get_all(&self, key: &str) -> Vec<&str> {
+        self.headers
+            .get_all(key)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect()
+    }
+
+    /// Every decoded value of the `-bin` key `key`, in order; a header holding comma-joined values yields each.
+    pub fn get_bin_all(&self, key: &str) -> Result<Vec<Bytes>, MetadataError> {
+        if !key.ends_with("-bin") {
+            return Err(MetadataError::WrongKind(key.to_owned()));
+        }
+        let mut out = Vec::new();
+        for v in self.headers.get_all(key) {
+            for part in v.as_bytes().split(|b| *b == b',') {
+                out.push(Bytes::from(decode_bin(part)?));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The first decoded value of the `-bin` key `key`: `None` if absent, an error if it is not base64.
+    pub fn get_bin(&self, key: &str) -> Option<Result<Bytes, MetadataError>> {
+        match self.get_bin_all(key) {
+            Ok(values) => values.into_iter().next().map(Ok),
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    /// Whether `key` has any value.
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.headers.contains_key(key)
+    }
+
+    /// The number of values.
+    pub fn len(&self) -> usize {
+        self.headers.len()
+    }
+
+    /// Whether the map has no values.
+    pub fn is_empty(&self) -> bool {
+        self.headers.is_empty()
+    }
+
+    /// Iterates over `(key, raw value)` pairs; `-bin` values are still base64 here.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &[u8])> {
+        self.headers.iter().map(|(k, v)| (k.as_str(), v.as_bytes()))
+    }
+
+    /// The map as HTTP headers.
+    pub(crate) fn headers(&self) -> &HeaderMap {
+        &self.headers
+    }
+}
+
+impl fmt::Debug for MetadataMap {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map()
+            .entries(self.iter().map(|(k, v)| (k, String::from_utf8_lossy(v))))
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bin_values_are_sent_unpadded_and_read_either_way() {
+        assert_eq!(encode_bin(&[0xab, 0xab, 0xab]), "q6ur");
+        assert_eq!(encode_bin(&[0xab]), "qw");
+        assert_eq!(decode_bin(b"qw").expect("unpadded"), vec![0xab]);
+        assert_eq!(decode_bin(b"qw==").expect("padded"), vec![0xab]);
+        assert_eq!(
+            decode_bin(b" q6ur ").expect("trimmed"),
+            vec![0xab, 0xab, 0xab]
+        );
+        assert!(decode_bin(b"q6u!").is_err());
+    }
+
+    #[test]
+    fn comma_joined_bin_values_are_split_before_decoding() {
+        let mut h = HeaderMap::new();
+        h.append("x-trace-bin", HeaderValue::from_static("AQ,Ag=="));
+        h.append("x-trace-bin", HeaderValue::from_static("Aw"));
+        let md = MetadataMap::from_headers(h);
+        let all = md.get_bin_all("x-trace-bin").expect("decodes");
+        assert_eq!(
+            all,
+            vec![
+                Bytes::from_static(&[1]),
+                Bytes::from_static(&[2]),
+                Bytes::from_static(&[3])
+            ]
+        );
+    }
+
+    #[test]
+    fn keys_and_values_are_checked() {
+        let mut md = MetadataMap::new();
+        assert!(md.append("x-ok", "value with spaces").is_ok());
+        assert_eq!(
+            md.append("X-Upper", "v"),
+            Err(MetadataError::InvalidKey("X-Upper".into()))
+        );
+        assert_eq!(
+            md.append("", "v"),
+            Err(MetadataError::InvalidKey("".into()))
+        );
+        assert_eq!(
+            md.append("grpc-status", "0"),
+            Err(MetadataError::ReservedKey("grpc-status".into()))
+        );
+        assert_eq!(
+            md.append("x-bin", "v"),
+            Err(MetadataError::WrongKind("x-bin".into()))
+        );
+        assert_eq!(
+            md.append("x-ctl", "a\nb"),
+            Err(MetadataError::InvalidValue("x-ctl".into()))
+        );
+        assert_eq!(
+            md.append("x-utf8", "é"),
+            Err(MetadataError::InvalidValue("x-utf8".into()))
+        );
+        assert_eq!(
+            md.append_bin("x-text", b"v"),
+            Err(MetadataError::WrongKind("x-text".into()))
+        );
+        md.append_bin("x-raw-bin", &[0, 255]).expect("bin");
+        assert_eq!(
+            md.get_bin("x-raw-bin").expect("present").expect("decodes"),
+            Bytes::from_static(&[0, 255])
+        );
+        assert_eq!(md.get("x-ok"), Some("value with spaces"));
+    }
+
+    #[test]
+    fn protocol_headers_are_not_metadata() {
+        let mut h = HeaderMap::new();
+        h.insert("content-type", HeaderValue::from_static("application/grpc"));
+        h.insert("grpc-status", HeaderValue::from_static("0"));
+        h.insert("grpc-message", HeaderValue::from_static("ok"));
+        h.insert("x-user", HeaderValue::from_static("kept"));
+        let md = MetadataMap::from_headers(h);
+        assert_eq!(md.len(), 1);
+        assert_eq!(md.get("x-user"), Some("kept"));
+    }
+}

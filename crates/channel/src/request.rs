@@ -1,0 +1,191 @@
+//! What the application hands a call and gets back: [`Request`] (a message, metadata and [`CallOptions`]) and
+//! [`Response`] (a message and the response headers' metadata).
+
+use std::time::Duration;
+
+use crate::compression::Encoding;
+use crate::metadata::MetadataMap;
+
+/// Per-call options. Unset options take the channel's defaults.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CallOptions {
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) compression: Option<Encoding>,
+    pub(crate) wait_for_ready: bool,
+    pub(crate) max_send_message_size: Option<usize>,
+    pub(crate) max_receive_message_size: Option<usize>,
+}
+
+impl CallOptions {
+    /// The call's timeout, if any.
+    pub fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    /// The encoding the call's messages are sent with, if any.
+    pub fn compression(&self) -> Option<Encoding> {
+        self.compression
+    }
+
+    /// Whether the call waits for a connection instead of failing fast.
+    pub fn wait_for_ready(&self) -> bool {
+        self.wait_for_ready
+    }
+}
+
+/// A call's request: the message (or `()` for streaming calls, whose messages are sent separately), metadata
+/// and options.
+#[derive(Clone, Debug)]
+pub struct Request<T> {
+    message: T,
+    metadata: MetadataMap,
+    options: CallOptions,
+}
+
+impl<T> Request<T> {
+    /// A request with no metadata and default options.
+    pub fn new(message: T) -> Request<T> {
+        Request {
+            message,
+            metadata: MetadataMap::new(),
+            options: CallOptions::default(),
+        }
+    }
+
+    /// The message.
+    pub fn message(&self) -> &T {
+        &self.message
+    }
+
+    /// The metadata sent as request headers.
+    pub fn metadata(&self) -> &MetadataMap {
+        &self.metadata
+    }
+
+    /// The metadata, for adding to it.
+    pub fn metadata_mut(&mut self) -> &mut MetadataMap {
+        &mut self.metadata
+    }
+
+    /// The options.
+    pub fn options(&self) -> &CallOptions {
+        &self.options
+    }
+
+    /// Sets the call's timeout: the deadline is the call's start plus this. It is sent as `grpc-timeout` and
+    /// enforced locally; when it passes the call ends with `DEADLINE_EXCEEDED`.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.options.timeout = Some(timeout);
+        self
+    }
+
+    /// Compresses the request messages with `encoding` (`grpc-encoding` is sent; streams may opt single
+    /// messages out with [`MessageOptions`]).
+    pub fn with_compression(mut self, encoding: Encoding) -> Self {
+        self.options.compression = match encoding {
+            Encoding::Identity => None,
+            other => Some(other),
+        };
+        self
+    }
+
+    /// Makes the call wait for a connection (until its deadline) instead of failing at once when the channel
+    /// cannot connect (`doc/wait-for-ready.md`).
+    pub fn with_wait_for_ready(mut self, wait: bool) -> Self {
+        self.options.wait_for_ready = wait;
+        self
+    }
+
+    /// Lowers the largest request message this call may send (the smaller of this and the channel's limit).
+    pub fn with_max_send_message_size(mut self, bytes: usize) -> Self {
+        self.options.max_send_message_size = Some(bytes);
+        self
+    }
+
+    /// Lowers the largest response message this call accepts (the smaller of this and the channel's limit).
+    pub fn with_max_receive_message_size(mut self, bytes: usize) -> Self {
+        self.options.max_receive_message_size = Some(bytes);
+        self
+    }
+
+    /// A request made of these parts.
+    pub(crate) fn with_options(mut self, metadata: MetadataMap, options: CallOptions) -> Self {
+        self.metadata = metadata;
+        self.options = options;
+        self
+    }
+
+    /// Splits the request into its parts.
+    pub(crate) fn into_parts(self) -> (T, MetadataMap, CallOptions) {
+        (self.message, self.metadata, self.options)
+    }
+}
+
+/// Options for one message of a streaming call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MessageOptions {
+    /// Compress this message with the call's encoding. Has no effect on a call without compression; `false`
+    /// sends this one message uncompressed on a compressed call.
+    pub compress: bool,
+}
+
+impl Default for MessageOptions {
+    fn default() -> Self {
+        MessageOptions { compress: true }
+    }
+}
+
+/// A call's response: the message (or a message stream) and the metadata of the response headers.
+#[derive(Debug)]
+pub struct Response<T> {
+    message: T,
+    metadata: MetadataMap,
+    trailers: MetadataMap,
+    compressed: bool,
+}
+
+impl<T> Response<T> {
+    pub(crate) fn new(
+        message: T,
+        metadata: MetadataMap,
+        trailers: MetadataMap,
+        compressed: bool,
+    ) -> Self {
+        Response {
+            message,
+            metadata,
+            trailers,
+            compressed,
+        }
+    }
+
+    /// The message.
+    pub fn message(&self) -> &T {
+        &self.message
+    }
+
+    /// The response headers' metadata.
+    pub fn metadata(&self) -> &MetadataMap {
+        &self.metadata
+    }
+
+    /// The trailers' metadata (unary and client-streaming calls; a stream has them on [`crate::Streaming`]).
+    pub fn trailers(&self) -> &MetadataMap {
+        &self.trailers
+    }
+
+    /// Whether the (unary) response message arrived compressed.
+    pub fn was_compressed(&self) -> bool {
+        self.compressed
+    }
+
+    /// The message, dropping the metadata.
+    pub fn into_message(self) -> T {
+        self.message
+    }
+
+    /// The metadata and the message.
+    pub fn into_parts(self) -> (MetadataMap, T) {
+        (self.metadata, self.message)
+    }
+}

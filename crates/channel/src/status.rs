@@ -1,0 +1,397 @@
+//! `Code` and `Status`: the outcome of a call, and the tables that make one up when the server did not send
+//! `grpc-status` (HTTP status → code, RST_STREAM error code → code), per gRPC's `doc/statuscodes.md`,
+//! `doc/http-grpc-status-mapping.md` and `doc/PROTOCOL-HTTP2.md`.
+//!
+//! Connection-level failures become `UNAVAILABLE` in exactly one place, [`Status::from_h2`]; the h2, I/O or DNS
+//! error that caused them stays reachable through [`std::error::Error::source`].
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::metadata::MetadataMap;
+
+/// A gRPC status code (`doc/statuscodes.md`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(i32)]
+pub enum Code {
+    /// 0: not an error.
+    Ok = 0,
+    /// 1: the operation was cancelled, typically by the caller.
+    Cancelled = 1,
+    /// 2: an unknown error, or a status that could not be parsed.
+    Unknown = 2,
+    /// 3: the client gave an invalid argument.
+    InvalidArgument = 3,
+    /// 4: the deadline expired before the operation completed.
+    DeadlineExceeded = 4,
+    /// 5: an entity was not found.
+    NotFound = 5,
+    /// 6: an entity already exists.
+    AlreadyExists = 6,
+    /// 7: the caller may not do this.
+    PermissionDenied = 7,
+    /// 8: a resource (quota, memory, message size) ran out.
+    ResourceExhausted = 8,
+    /// 9: the system is not in a state that allows the operation.
+    FailedPrecondition = 9,
+    /// 10: the operation was aborted (concurrency conflict).
+    Aborted = 10,
+    /// 11: the operation went past the valid range.
+    OutOfRange = 11,
+    /// 12: not implemented or not supported.
+    Unimplemented = 12,
+    /// 13: an internal invariant was broken.
+    Internal = 13,
+    /// 14: the service is currently unavailable; a retry may succeed.
+    Unavailable = 14,
+    /// 15: unrecoverable data loss.
+    DataLoss = 15,
+    /// 16: no valid authentication credentials.
+    Unauthenticated = 16,
+}
+
+const ALL_CODES: [Code; 17] = [
+    Code::Ok,
+    Code::Cancelled,
+    Code::Unknown,
+    Code::InvalidArgument,
+    Code::DeadlineExceeded,
+    Code::NotFound,
+    Code::AlreadyExists,
+    Code::PermissionDenied,
+    Code::ResourceExhausted,
+    Code::FailedPrecondition,
+    Code::Aborted,
+    Code::OutOfRange,
+    Code::Unimplemented,
+    Code::Internal,
+    Code::Unavailable,
+    Code::DataLoss,
+    Code::Unauthenticated,
+];
+
+impl Code {
+    /// The code for a number, or `None` for a number outside 0..=16.
+    pub fn from_i32(n: i32) -> Option<Code> {
+        usize::try_from(n)
+            .ok()
+            .and_then(|i| ALL_CODES.get(i))
+            .copied()
+    }
+
+    /// The code's number.
+    pub fn as_i32(self) -> i32 {
+        self as i32
+    }
+
+    /// The canonical upper-case name, e.g. `"UNAVAILABLE"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Code::Ok => "OK",
+            Code::Cancelled => "CANCELLED",
+            Code::Unknown => "UNKNOWN",
+            Code::InvalidArgument => "INVALID_ARGUMENT",
+            Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+            Code::NotFound => "NOT_FOUND",
+            Code::AlreadyExists => "ALREADY_EXISTS",
+            Code::PermissionDenied => "PERMISSION_DENIED",
+            Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+            Code::FailedPrecondition => "FAILED_PRECONDITION",
+            Code::Aborted => "ABORTED",
+            Code::OutOfRange => "OUT_OF_RANGE",
+            Code::Unimplemented => "UNIMPLEMENTED",
+            Code::Internal => "INTERNAL",
+            Code::Unavailable => "UNAVAILABLE",
+            Code::DataLoss => "DATA_LOSS",
+            Code::Unauthenticated => "UNAUTHENTICATED",
+        }
+    }
+
+    /// The code for a name, compared case-insensitively (`"unavailable"` and `"UNAVAILABLE"` both work).
+    pub fn from_name(name: &str) -> Option<Code> {
+        ALL_CODES
+            .iter()
+            .copied()
+            .find(|c| c.name().eq_ignore_ascii_case(name))
+    }
+
+    /// The code for the decimal text of a `grpc-status` header: digits only, no sign, no leading zeros (a lone
+    /// `0` is fine). Anything else, including a number outside 0..=16, is `None`.
+    pub fn from_header_bytes(value: &[u8]) -> Option<Code> {
+        if value.is_empty() || value.len() > 2 || !value.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        if value.len() > 1 && value[0] == b'0' {
+            return None;
+        }
+        let n = value
+            .iter()
+            .fold(0i32, |acc, d| acc * 10 + i32::from(d - b'0'));
+        Code::from_i32(n)
+    }
+
+    /// The code for an HTTP status when the response has no `grpc-status` (`doc/http-grpc-status-mapping.md`).
+    /// 200 maps to `UNKNOWN` here: a 200 response without `grpc-status` is itself an error.
+    pub fn from_http_status(status: u16) -> Code {
+        match status {
+            400 => Code::Internal,
+            401 => Code::Unauthenticated,
+            403 => Code::PermissionDenied,
+            404 => Code::Unimplemented,
+            429 | 502 | 503 | 504 => Code::Unavailable,
+            431 => Code::Internal,
+            _ => Code::Unknown,
+        }
+    }
+
+    /// The code for an RST_STREAM or GOAWAY error code sent by the server (`doc/PROTOCOL-HTTP2.md`).
+    pub fn from_h2_reason(reason: h2::Reason) -> Code {
+        match reason {
+            h2::Reason::REFUSED_STREAM => Code::Unavailable,
+            h2::Reason::CANCEL => Code::Cancelled,
+            h2::Reason::ENHANCE_YOUR_CALM => Code::ResourceExhausted,
+            h2::Reason::INADEQUATE_SECURITY => Code::PermissionDenied,
+            // NO_ERROR (aggressive lame-ducking), PROTOCOL_ERROR, INTERNAL_ERROR, FLOW_CONTROL_ERROR,
+            // SETTINGS_TIMEOUT, STREAM_CLOSED, FRAME_SIZE_ERROR, COMPRESSION_ERROR, CONNECT_ERROR and unknown codes.
+            _ => Code::Internal,
+        }
+    }
+}
+
+impl fmt::Display for Code {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The outcome of a call: a code, a message, the trailing metadata, the raw `grpc-status-details-bin`, and the
+/// error that caused it when the client made it up.
+#[derive(Clone)]
+pub struct Status {
+    code: Code,
+    message: String,
+    metadata: MetadataMap,
+    details: Option<Bytes>,
+    source: Option<Arc<dyn StdError + Send + Sync + 'static>>,
+}
+
+impl Status {
+    /// A status with this code and message.
+    pub fn new(code: Code, message: impl Into<String>) -> Status {
+        Status {
+            code,
+            message: message.into(),
+            metadata: MetadataMap::new(),
+            details: None,
+            source: None,
+        }
+    }
+
+    /// The status code.
+    pub fn code(&self) -> Code {
+        self.code
+    }
+
+    /// The status message (already percent-decoded).
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The trailing metadata that came with the status (empty for statuses the client made up).
+    pub fn metadata(&self) -> &MetadataMap {
+        &self.metadata
+    }
+
+    /// The decoded `grpc-status-details-bin` trailer (a serialized `google.rpc.Status`), if the server sent one.
+    pub fn details(&self) -> Option<&Bytes> {
+        self.details.as_ref()
+    }
+
+    /// Attaches the error that caused this status.
+    pub fn with_source(mut self, source: impl StdError + Send + Sync + 'static) -> Status {
+        self.source = Some(Arc::new(source));
+        self
+    }
+
+    pub(crate) fn with_metadata(mut self, metadata: MetadataMap) -> Status {
+        self.metadata = metadata;
+        self
+    }
+
+    pub(crate) fn with_details(mut self, details: Option<Bytes>) -> Status {
+        self.details = details;
+        self
+    }
+
+    /// The status for an h2 error on a stream or connection. This is the one place where transport failures
+    /// are turned into statuses:
+    /// * RST_STREAM from the server: the RST_STREAM table (REFUSED_STREAM → UNAVAILABLE, CANCEL → CANCELLED, ...);
+    /// * GOAWAY and I/O errors: UNAVAILABLE (the server went away; nothing says the call was bad);
+    /// * a protocol error h2 detected in what the server sent: INTERNAL.
+    pub fn from_h2(err: h2::Error) -> Status {
+        let (code, what) = if err.is_io() {
+            (Code::Unavailable, "connection error")
+        } else if err.is_go_away() {
+            match err.reason() {
+                Some(h2::Reason::ENHANCE_YOUR_CALM) if !err.is_remote() => (
+                    Code::ResourceExhausted,
+                    "connection closed: too many frames",
+                ),
+                _ => (Code::Unavailable, "connection closed by GOAWAY"),
+            }
+        } else if err.is_reset() && err.is_remote() {
+            let reason = err.reason().unwrap_or(h2::Reason::INTERNAL_ERROR);
+            (Code::from_h2_reason(reason), "stream reset by server")
+        } else if err.is_reset() {
+            (
+                Code::Internal,
+                "stream reset by client after a protocol error",
+            )
+        } else if err.is_library() {
+            (Code::Internal, "HTTP/2 error")
+        } else {
+            (Code::Unavailable, "transport error")
+        };
+        Status::new(code, format!("{what}: {err}")).with_source(err)
+    }
+
+    /// The status for an I/O error while connecting or talking to the server: UNAVAILABLE.
+    pub(crate) fn from_io(what: &str, err: std::io::Error) -> Status {
+        Status::new(Code::Unavailable, format!("{what}: {err}")).with_source(err)
+    }
+
+    /// A status of this code that says the deadline rule (`DEADLINE_EXCEEDED`).
+    pub(crate) fn deadline_exceeded() -> Status {
+        Status::new(Code::DeadlineExceeded, "deadline exceeded")
+    }
+
+    /// The status of a call cancelled by the application.
+    pub(crate) fn cancelled() -> Status {
+        Status::new(Code::Cancelled, "call cancelled by the client")
+    }
+}
+
+impl fmt::Debug for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("Status");
+        d.field("code", &self.code).field("message", &self.message);
+        if !self.metadata.is_empty() {
+            d.field("metadata", &self.metadata);
+        }
+        if let Some(details) = &self.details {
+            d.field("details", details);
+        }
+        if let Some(source) = &self.source {
+            d.field("source", source);
+        }
+        d.finish()
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
+}
+
+impl StdError for Status {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn StdError + 'static))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn code_numbers_and_names_round_trip() {
+        for (i, c) in ALL_CODES.iter().enumerate() {
+            assert_eq!(c.as_i32(), i as i32);
+            assert_eq!(Code::from_i32(i as i32), Some(*c));
+            assert_eq!(Code::from_name(c.name()), Some(*c));
+            assert_eq!(Code::from_name(&c.name().to_ascii_lowercase()), Some(*c));
+        }
+        assert_eq!(Code::from_i32(17), None);
+        assert_eq!(Code::from_i32(-1), None);
+        assert_eq!(Code::from_name("NOPE"), None);
+    }
+
+    #[test]
+    fn grpc_status_header_parsing_is_strict() {
+        assert_eq!(Code::from_header_bytes(b"0"), Some(Code::Ok));
+        assert_eq!(Code::from_header_bytes(b"14"), Some(Code::Unavailable));
+        assert_eq!(Code::from_header_bytes(b"16"), Some(Code::Unauthenticated));
+        for bad in [
+            &b""[..],
+            b"17",
+            b"014",
+            b"00",
+            b"-1",
+            b"+1",
+            b"abc",
+            b"1 ",
+            b"999999999999",
+        ] {
+            assert_eq!(Code::from_header_bytes(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn http_status_table() {
+        let table = [
+            (400, Code::Internal),
+            (401, Code::Unauthenticated),
+            (403, Code::PermissionDenied),
+            (404, Code::Unimplemented),
+            (429, Code::Unavailable),
+            (431, Code::Internal),
+            (502, Code::Unavailable),
+            (503, Code::Unavailable),
+            (504, Code::Unavailable),
+            (200, Code::Unknown),
+            (500, Code::Unknown),
+            (418, Code::Unknown),
+        ];
+        for (http, code) in table {
+            assert_eq!(Code::from_http_status(http), code, "HTTP {http}");
+        }
+    }
+
+    #[test]
+    fn rst_stream_table() {
+        use h2::Reason;
+        let table = [
+            (Reason::NO_ERROR, Code::Internal),
+            (Reason::PROTOCOL_ERROR, Code::Internal),
+            (Reason::INTERNAL_ERROR, Code::Internal),
+            (Reason::FLOW_CONTROL_ERROR, Code::Internal),
+            (Reason::SETTINGS_TIMEOUT, Code::Internal),
+            (Reason::FRAME_SIZE_ERROR, Code::Internal),
+            (Reason::REFUSED_STREAM, Code::Unavailable),
+            (Reason::CANCEL, Code::Cancelled),
+            (Reason::COMPRESSION_ERROR, Code::Internal),
+            (Reason::CONNECT_ERROR, Code::Internal),
+            (Reason::ENHANCE_YOUR_CALM, Code::ResourceExhausted),
+            (Reason::INADEQUATE_SECURITY, Code::PermissionDenied),
+            (Reason::from(0xff), Code::Internal),
+        ];
+        for (reason, code) in table {
+            assert_eq!(Code::from_h2_reason(reason), code, "{reason:?}");
+        }
+    }
+
+    #[test]
+    fn status_keeps_its_source() {
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        let s = Status::from_io("connect to 127.0.0.1:1", io);
+        assert_eq!(s.code(), Code::Unavailable);
+        let src = s.source().expect("source");
+        assert!(src.to_string().contains("refused"));
+    }
+}

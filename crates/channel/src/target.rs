@@ -1,0 +1,224 @@
+//! Channel targets (`doc/naming.md`): `host:port`, `dns:///host:port`, `ipv4:addr[:port],...` and
+//! `ipv6:[addr]:port,...`. A target without a known scheme is a DNS name. The default port is 443.
+//!
+//! Not here yet: `dns://server/...` (choosing the DNS server) and `unix:` paths, which come with the hickory
+//! resolver; they are refused with a clear error rather than silently ignored.
+
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use crate::error::BuildError;
+
+/// The default port when a target names none.
+pub const DEFAULT_PORT: u16 = 443;
+
+/// Where a channel connects.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// A DNS name to resolve.
+    Dns {
+        /// The host name (or an IP literal, which resolves to itself).
+        host: String,
+        /// The port.
+        port: u16,
+    },
+    /// A fixed list of addresses.
+    Addresses(Vec<SocketAddr>),
+}
+
+impl Target {
+    /// Parses a target string.
+    pub fn parse(target: &str) -> Result<Target, BuildError> {
+        let err = |reason: &str| BuildError::InvalidTarget {
+            target: target.to_owned(),
+            reason: reason.to_owned(),
+        };
+        if let Some(rest) = target.strip_prefix("dns:") {
+            let host_port = match rest.strip_prefix("//") {
+                Some(with_authority) => match with_authority.split_once('/') {
+                    Some(("", host_port)) => host_port,
+                    Some((_server, _)) => {
+                        return Err(err(
+                            "choosing a DNS server (dns://server/host) is not supported yet",
+                        ))
+                    }
+                    None => return Err(err("expected dns:///host:port")),
+                },
+                None => rest,
+            };
+            let (host, port) = split_host_port(host_port).map_err(err)?;
+            return Ok(Target::Dns { host, port });
+        }
+        if let Some(rest) = target.strip_prefix("ipv4:") {
+            let addrs = rest
+                .split(',')
+                .map(|a| {
+                    let (host, port) = split_host_port(a)?;
+                    let ip: Ipv4Addr = host.parse().map_err(|_| "not an IPv4 address")?;
+                    Ok(SocketAddr::new(IpAddr::V4(ip), port))
+                })
+                .collect::<Result<Vec<_>, &str>>()
+                .map_err(err)?;
+            return Ok(Target::Addresses(addrs));
+        }
+        if let Some(rest) = target.strip_prefix("ipv6:") {
+            let addrs = rest
+                .split(',')
+                .map(|a| {
+                    let (host, port) = if a.starts_with('[') {
+                        split_host_port(a)?
+                    } else {
+                        (a.to_owned(), DEFAULT_PORT)
+                    };
+                    let ip: Ipv6Addr = host.parse().map_err(|_| "not an IPv6 address")?;
+                    Ok(SocketAddr::new(IpAddr::V6(ip), port))
+                })
+                .collect::<Result<Vec<_>, &str>>()
+                .map_err(err)?;
+            return Ok(Target::Addresses(addrs));
+        }
+        if target.starts_with("unix:") || target.starts_with("unix-abstract:") {
+            return Err(err("unix sockets are not supported yet"));
+        }
+        let (host, port) = split_host_port(target).map_err(err)?;
+        Ok(Target::Dns { host, port })
+    }
+
+    /// The `:authority` for calls on this target: `host:port`.
+    pub fn authority(&self) -> String {
+        match self {
+            Target::Dns { host, port } if host.contains(':') => format!("[{host}]:{port}"),
+            Target::Dns { host, port } => format!("{host}:{port}"),
+            Target::Addresses(addrs) => addrs.first().map(ToString::to_string).unwrap_or_default(),
+        }
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Dns { .. } => write!(f, "dns:///{}", self.authority()),
+            Target::Addresses(addrs) => {
+                let list: Vec<String> = addrs.iter().map(ToString::to_string).collect();
+                let scheme = if addrs.first().is_some_and(SocketAddr::is_ipv6) {
+                    "ipv6"
+                } else {
+                    "ipv4"
+                };
+                write!(f, "{scheme}:{}", list.join(","))
+            }
+        }
+    }
+}
+
+/// Splits `host[:port]`, `[v6][:port]` or `:port` (host `localhost`).
+fn split_host_port(s: &str) -> Result<(String, u16), &'static str> {
+    if s.is_empty() {
+        return Err("empty host");
+    }
+    let (host, port) = if let Some(rest) = s.strip_prefix('[') {
+        let (host, after) = rest
+            .split_once(']')
+            .ok_or("missing ] after an IPv6 address")?;
+        match after {
+            "" => (host, None),
+            _ => (
+                host,
+                Some(after.strip_prefix(':').ok_or("expected :port after ]")?),
+            ),
+        }
+    } else {
+        match s.rsplit_once(':') {
+            Some((h, _)) if h.contains(':') => {
+                return Err("IPv6 addresses need brackets: [addr]:port")
+            }
+            Some((h, p)) => (if h.is_empty() { "localhost" } else { h }, Some(p)),
+            None => (s, None),
+        }
+    };
+    if host.is_empty()
+        || host
+            .bytes()
+            .any(|b| b.is_ascii_whitespace() || b == b'/' || b == b'@')
+    {
+        return Err("invalid host");
+    }
+    let port = match port {
+        None => DEFAULT_PORT,
+        Some("") => return Err("missing port after ':'"),
+        Some(p) => p.parse().map_err(|_| "invalid port")?,
+    };
+    Ok((host.to_owned(), port))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dns(host: &str, port: u16) -> Target {
+        Target::Dns {
+            host: host.into(),
+            port,
+        }
+    }
+
+    #[test]
+    fn parses_the_supported_forms() {
+        let ok = [
+            ("localhost:50051", dns("localhost", 50051)),
+            ("example.com", dns("example.com", 443)),
+            (":80", dns("localhost", 80)),
+            ("[::1]:8080", dns("::1", 8080)),
+            ("[::1]", dns("::1", 443)),
+            ("dns:///svc.test:50051", dns("svc.test", 50051)),
+            ("dns:svc.test:7", dns("svc.test", 7)),
+            (
+                "ipv4:127.0.0.1:1,127.0.0.2",
+                Target::Addresses(vec![
+                    "127.0.0.1:1".parse().expect("addr"),
+                    "127.0.0.2:443".parse().expect("addr"),
+                ]),
+            ),
+            (
+                "ipv6:[::1]:5,::2",
+                Target::Addresses(vec![
+                    "[::1]:5".parse().expect("addr"),
+                    "[::2]:443".parse().expect("addr"),
+                ]),
+            ),
+        ];
+        for (s, want) in ok {
+            assert_eq!(Target::parse(s).expect(s), want, "{s}");
+        }
+    }
+
+    #[test]
+    fn refuses_bad_targets_with_a_reason() {
+        let bad = [
+            "",
+            "host:",
+            "host:99999",
+            "host:port",
+            "::1:80",
+            "[::1",
+            "ipv4:::1",
+            "ipv6:127.0.0.1",
+            "dns://8.8.8.8/host:1",
+            "unix:/tmp/sock",
+            "bad host:1",
+        ];
+        for s in bad {
+            let e = Target::parse(s).expect_err(s);
+            assert!(matches!(e, BuildError::InvalidTarget { .. }), "{s}: {e}");
+        }
+    }
+
+    #[test]
+    fn authority_and_display() {
+        assert_eq!(dns("::1", 1).authority(), "[::1]:1");
+        assert_eq!(dns("a.b", 2).to_string(), "dns:///a.b:2");
+        let t = Target::parse("ipv4:127.0.0.1:9").expect("ipv4");
+        assert_eq!(t.authority(), "127.0.0.1:9");
+        assert_eq!(t.to_string(), "ipv4:127.0.0.1:9");
+    }
+}

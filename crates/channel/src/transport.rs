@@ -1,0 +1,221 @@
+//! The connection under a channel: TCP (with TCP_NODELAY) and an HTTP/2 client handshake with prior knowledge,
+//! a task that drives the connection, and reconnection when it dies.
+//!
+//! HTTP/2 settings, chosen deliberately (see [`Http2Settings`]):
+//! * stream window 1 MiB: a 4 MiB message needs four window updates, and one call cannot take the whole
+//!   connection;
+//! * connection window 16 MiB: sixteen streams can be at full stream window at once;
+//! * DATA-frame budget 8 MiB: h2 (0.4.16+) charges every unread DATA frame under 256 bytes that does not end a
+//!   stream, which is every small gRPC message; with h2's default (half the connection window, at least
+//!   25,600 bytes) about a hundred concurrent small responses would make h2 close the connection with
+//!   `too_many_data_frames`. 8 MiB allows over 32,000 unread small frames;
+//! * max frame size 16 KiB (the HTTP/2 default, which every server accepts), header list 16 KiB.
+//!
+//! Load balancing, connection backoff and connectivity state come with the `lb` crate; until then a channel
+//! holds one connection, to the first address that accepts, and makes a new one on the next call after it
+//! dies.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use h2::client::SendRequest;
+use parking_lot::Mutex;
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+use crate::status::{Code, Status};
+use crate::target::Target;
+
+/// HTTP/2 settings of the channel's connections.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Http2Settings {
+    /// SETTINGS_INITIAL_WINDOW_SIZE: how much one stream may receive before the client reads it.
+    pub stream_window: u32,
+    /// The connection-level receive window.
+    pub connection_window: u32,
+    /// h2's budget for unread small DATA frames (see the module docs).
+    pub data_frame_budget: usize,
+    /// SETTINGS_MAX_FRAME_SIZE.
+    pub max_frame_size: u32,
+    /// SETTINGS_MAX_HEADER_LIST_SIZE.
+    pub max_header_list_size: u32,
+    /// How long one connection attempt may take.
+    pub connect_timeout: Duration,
+}
+
+impl Default for Http2Settings {
+    fn default() -> Self {
+        Http2Settings {
+            stream_window: 1 << 20,
+            connection_window: 16 << 20,
+            data_frame_budget: 8 << 20,
+            max_frame_size: 16 << 10,
+            max_header_list_size: 16 << 10,
+            connect_timeout: Duration::from_secs(20),
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Conn {
+    send: SendRequest<Bytes>,
+    alive: Arc<AtomicBool>,
+}
+
+/// Backoff between connection attempts of a wait-for-ready call (`doc/connection-backoff.md` numbers; the
+/// jittered, per-subchannel version comes with the `lb` crate).
+const WAIT_BACKOFF_INITIAL: Duration = Duration::from_secs(1);
+const WAIT_BACKOFF_MAX: Duration = Duration::from_secs(120);
+
+pub(crate) struct Transport {
+    target: Target,
+    settings: Http2Settings,
+    current: Mutex<Option<Conn>>,
+    connecting: tokio::sync::Mutex<()>,
+}
+
+impl Transport {
+    pub(crate) fn new(target: Target, settings: Http2Settings) -> Transport {
+        Transport {
+            target,
+            settings,
+            current: Mutex::new(None),
+            connecting: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// A handle ready to open one stream. Fails fast with UNAVAILABLE when no connection can be made, unless
+    /// `wait_for_ready`, in which case it keeps trying until the caller's deadline (which the caller enforces).
+    pub(crate) async fn ready(&self, wait_for_ready: bool) -> Result<SendRequest<Bytes>, Status> {
+        let mut backoff = WAIT_BACKOFF_INITIAL;
+        loop {
+            match self.try_ready().await {
+                Ok(send) => return Ok(send),
+                Err(status) if wait_for_ready && status.code() == Code::Unavailable => {
+                    tracing::debug!(%status, ?backoff, "wait-for-ready call waiting for a connection");
+                    tokio::time::sleep(backoff).await;
+                    backoff = backoff.mul_f64(1.6).min(WAIT_BACKOFF_MAX);
+                }
+                Err(status) => return Err(status),
+            }
+        }
+    }
+
+    async fn try_ready(&self) -> Result<SendRequest<Bytes>, Status> {
+        // A connection found dead while waiting for a stream slot has sent nothing of this call: try a fresh
+        // connection once before giving up.
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let conn = self.connection().await?;
+            match conn.send.clone().ready().await {
+                Ok(send) => return Ok(send),
+                Err(e) => {
+                    conn.alive.store(false, Ordering::Release);
+                    if attempts >= 2 {
+                        return Err(Status::from_h2(e));
+                    }
+                }
+            }
+        }
+    }
+
+    async fn connection(&self) -> Result<Conn, Status> {
+        if let Some(conn) = self.live() {
+            return Ok(conn);
+        }
+        let _guard = self.connecting.lock().await;
+        if let Some(conn) = self.live() {
+            return Ok(conn);
+        }
+        let conn = self.connect().await?;
+        *self.current.lock() = Some(conn.clone());
+        Ok(conn)
+    }
+
+    fn live(&self) -> Option<Conn> {
+        let current = self.current.lock();
+        current
+            .as_ref()
+            .filter(|c| c.alive.load(Ordering::Acquire))
+            .cloned()
+    }
+
+    async fn resolve(&self) -> Result<Vec<SocketAddr>, Status> {
+        match &self.target {
+            Target::Addresses(addrs) => Ok(addrs.clone()),
+            Target::Dns { host, port } => {
+                let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), *port))
+                    .await
+                    .map_err(|e| Status::from_io(&format!("DNS resolution of {host} failed"), e))?
+                    .collect();
+                if addrs.is_empty() {
+                    return Err(Status::new(
+                        Code::Unavailable,
+                        format!("DNS resolution of {host} returned no addresses"),
+                    ));
+                }
+                Ok(addrs)
+            }
+        }
+    }
+
+    async fn connect(&self) -> Result<Conn, Status> {
+        let addrs = self.resolve().await?;
+        let mut last = None;
+        for addr in addrs {
+            match self.connect_one(addr).await {
+                Ok(conn) => return Ok(conn),
+                Err(status) => {
+                    tracing::debug!(%addr, %status, "connection attempt failed");
+                    last = Some(status);
+                }
+            }
+        }
+        let last = last.unwrap_or_else(|| Status::new(Code::Unavailable, "no addresses"));
+        let message = format!(
+            "failed to connect to all addresses of {}; last error: {}",
+            self.target,
+            last.message()
+        );
+        Err(Status::new(Code::Unavailable, message).with_source(last))
+    }
+
+    async fn connect_one(&self, addr: SocketAddr) -> Result<Conn, Status> {
+        let s = &self.settings;
+        let deadline = Instant::now() + s.connect_timeout;
+        let timed_out =
+            || Status::new(Code::Unavailable, format!("connecting to {addr} timed out"));
+        let tcp = tokio::time::timeout_at(deadline, TcpStream::connect(addr))
+            .await
+            .map_err(|_| timed_out())?
+            .map_err(|e| Status::from_io(&format!("connect to {addr}"), e))?;
+        tcp.set_nodelay(true)
+            .map_err(|e| Status::from_io(&format!("set TCP_NODELAY on {addr}"), e))?;
+        let handshake = h2::client::Builder::new()
+            .initial_window_size(s.stream_window)
+            .initial_connection_window_size(s.connection_window)
+            .data_frame_budget(s.data_frame_budget)
+            .max_frame_size(s.max_frame_size)
+            .max_header_list_size(s.max_header_list_size)
+            .enable_push(false)
+            .handshake::<_, Bytes>(tcp);
+        let (send, connection) = tokio::time::timeout_at(deadline, handshake)
+            .await
+            .map_err(|_| timed_out())?
+            .map_err(Status::from_h2)?;
+        let alive = Arc::new(AtomicBool::new(true));
+        let flag = alive.clone();
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(%addr, error = %e, "connection ended with an error");
+            }
+            flag.store(false, Ordering::Release);
+        });
+        tracing::debug!(%addr, "connected");
+        Ok(Conn { send, alive })
+    }
+}

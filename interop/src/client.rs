@@ -1,0 +1,776 @@
+//! The interop test cases (`shared/spec/interop.md`), client side, on `grpc-channel`.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use grpc_channel::{Channel, Code, Encoding, MessageOptions, Request, Status};
+use interop_proto::{
+    paths, BoolValue, EchoStatus, Empty, Payload, ResponseParameters, SimpleRequest,
+    SimpleResponse, StreamingInputCallRequest, StreamingInputCallResponse,
+    StreamingOutputCallRequest, StreamingOutputCallResponse,
+};
+
+/// Every case this client runs for `--test_case=all`, in order.
+pub const ALL_CASES: [&str; 20] = [
+    "empty_unary",
+    "large_unary",
+    "client_compressed_unary",
+    "server_compressed_unary",
+    "client_streaming",
+    "client_compressed_streaming",
+    "server_streaming",
+    "server_compressed_streaming",
+    "ping_pong",
+    "empty_stream",
+    "custom_metadata",
+    "status_code_and_message",
+    "special_status_message",
+    "unimplemented_method",
+    "unimplemented_service",
+    "cancel_after_begin",
+    "cancel_after_first_response",
+    "timeout_on_sleeping_server",
+    "rpc_soak",
+    "channel_soak",
+];
+
+/// Settings of the soak cases (the standard flags' defaults).
+#[derive(Clone, Debug)]
+pub struct SoakConfig {
+    /// `--soak_iterations`.
+    pub iterations: u32,
+    /// `--soak_max_failures`.
+    pub max_failures: u32,
+    /// `--soak_per_iteration_max_acceptable_latency_ms`.
+    pub max_latency: Duration,
+    /// `--soak_overall_timeout_seconds`.
+    pub overall_timeout: Duration,
+    /// `--soak_min_time_ms_between_rpcs`.
+    pub min_time_between: Duration,
+    /// `--soak_request_size`.
+    pub request_size: usize,
+    /// `--soak_response_size`.
+    pub response_size: usize,
+    /// `--soak_num_threads`.
+    pub threads: u32,
+}
+
+impl Default for SoakConfig {
+    fn default() -> Self {
+        SoakConfig {
+            iterations: 10,
+            max_failures: 0,
+            max_latency: Duration::from_millis(1000),
+            overall_timeout: Duration::from_secs(10),
+            min_time_between: Duration::ZERO,
+            request_size: 271_828,
+            response_size: 314_159,
+            threads: 1,
+        }
+    }
+}
+
+/// What the cases run against.
+#[derive(Clone, Debug)]
+pub struct Context {
+    /// The channel the cases share.
+    pub channel: Channel,
+    /// The target, for the channel_soak case's new channels.
+    pub target: String,
+    /// The `:authority` override, if any.
+    pub authority: Option<String>,
+    /// `--additional_metadata`, sent on every call.
+    pub metadata: Vec<(String, String)>,
+    /// Soak settings.
+    pub soak: SoakConfig,
+}
+
+type CaseResult = Result<(), String>;
+
+/// Runs one case by name.
+pub async fn run_case(ctx: &Context, name: &str) -> CaseResult {
+    match name {
+        "empty_unary" => empty_unary(ctx).await,
+        "large_unary" => large_unary(ctx).await,
+        "client_compressed_unary" => client_compressed_unary(ctx).await,
+        "server_compressed_unary" => server_compressed_unary(ctx).await,
+        "client_streaming" => client_streaming(ctx).await,
+        "client_compressed_streaming" => client_compressed_streaming(ctx).await,
+        "server_streaming" => server_streaming(ctx).await,
+        "server_compressed_streaming" => server_compressed_streaming(ctx).await,
+        "ping_pong" => ping_pong(ctx).await,
+        "empty_stream" => empty_stream(ctx).await,
+        "custom_metadata" => custom_metadata(ctx).await,
+        "status_code_and_message" => status_code_and_message(ctx).await,
+        "special_status_message" => special_status_message(ctx).await,
+        "unimplemented_method" => unimplemented(ctx, paths::UNIMPLEMENTED_CALL).await,
+        "unimplemented_service" => unimplemented(ctx, paths::UNIMPLEMENTED_SERVICE_CALL).await,
+        "cancel_after_begin" => cancel_after_begin(ctx).await,
+        "cancel_after_first_response" => cancel_after_first_response(ctx).await,
+        "timeout_on_sleeping_server" => timeout_on_sleeping_server(ctx).await,
+        "rpc_soak" => soak(ctx, false).await,
+        "channel_soak" => soak(ctx, true).await,
+        other => Err(format!("unknown test case {other:?}")),
+    }
+}
+
+macro_rules! ensure {
+    ($cond:expr, $($fmt:tt)+) => {
+        if !$cond {
+            return Err(format!($($fmt)+));
+        }
+    };
+}
+
+fn zeros(n: usize) -> Option<Payload> {
+    Some(Payload {
+        r#type: 0,
+        body: Bytes::from(vec![0u8; n]),
+    })
+}
+
+fn bool_value(value: bool) -> Option<BoolValue> {
+    Some(BoolValue { value })
+}
+
+fn body_len(payload: &Option<Payload>) -> usize {
+    payload.as_ref().map_or(0, |p| p.body.len())
+}
+
+impl Context {
+    fn request<T>(&self, message: T) -> Request<T> {
+        let mut r = Request::new(message);
+        for (k, v) in &self.metadata {
+            // The flag's keys were checked when it was parsed.
+            let _ = r.metadata_mut().append(k, v);
+        }
+        r
+    }
+}
+
+fn expect_code<T>(result: Result<T, Status>, code: Code, what: &str) -> CaseResult {
+    match result {
+        Ok(_) => Err(format!("{what}: expected {code}, got OK")),
+        Err(s) if s.code() == code => Ok(()),
+        Err(s) => Err(format!("{what}: expected {code}, got {s}")),
+    }
+}
+
+fn ok<T>(result: Result<T, Status>, what: &str) -> Result<T, String> {
+    result.map_err(|s| format!("{what}: {s}"))
+}
+
+async fn empty_unary(ctx: &Context) -> CaseResult {
+    let r = ok(
+        ctx.channel
+            .unary::<Empty, Empty>(paths::EMPTY_CALL, ctx.request(Empty {}))
+            .await,
+        "EmptyCall",
+    )?;
+    ensure!(*r.message() == Empty {}, "response is not Empty");
+    Ok(())
+}
+
+fn large_request() -> SimpleRequest {
+    SimpleRequest {
+        response_size: 314_159,
+        payload: zeros(271_828),
+        ..Default::default()
+    }
+}
+
+async fn large_unary(ctx: &Context) -> CaseResult {
+    let r = ok(
+        ctx.channel
+            .unary::<_, SimpleResponse>(paths::UNARY_CALL, ctx.request(large_request()))
+            .await,
+        "UnaryCall",
+    )?;
+    ensure!(
+        body_len(&r.message().payload) == 314_159,
+        "response body is {} bytes",
+        body_len(&r.message().payload)
+    );
+    ensure!(
+        r.message()
+            .payload
+            .as_ref()
+            .is_some_and(|p| p.body.iter().all(|b| *b == 0)),
+        "body is not zeros"
+    );
+    Ok(())
+}
+
+async fn client_compressed_unary(ctx: &Context) -> CaseResult {
+    let probe = SimpleRequest {
+        expect_compressed: bool_value(true),
+        ..large_request()
+    };
+    expect_code(
+        ctx.channel
+            .unary::<_, SimpleResponse>(paths::UNARY_CALL, ctx.request(probe.clone()))
+            .await,
+        Code::InvalidArgument,
+        "uncompressed probe",
+    )?;
+    let compressed = ctx.request(probe).with_compression(Encoding::Gzip);
+    let r = ok(
+        ctx.channel
+            .unary::<_, SimpleResponse>(paths::UNARY_CALL, compressed)
+            .await,
+        "compressed request",
+    )?;
+    ensure!(
+        body_len(&r.message().payload) == 314_159,
+        "compressed: wrong body size"
+    );
+    let plain = SimpleRequest {
+        expect_compressed: bool_value(false),
+        ..large_request()
+    };
+    let r = ok(
+        ctx.channel
+            .unary::<_, SimpleResponse>(paths::UNARY_CALL, ctx.request(plain))
+            .await,
+        "uncompressed request",
+    )?;
+    ensure!(
+        body_len(&r.message().payload) == 314_159,
+        "uncompressed: wrong body size"
+    );
+    Ok(())
+}
+
+async fn server_compressed_unary(ctx: &Context) -> CaseResult {
+    for compressed in [true, false] {
+        let req = SimpleRequest {
+            response_compressed: bool_value(compressed),
+            ..large_request()
+        };
+        let r = ok(
+            ctx.channel
+                .unary::<_, SimpleResponse>(paths::UNARY_CALL, ctx.request(req))
+                .await,
+            "UnaryCall",
+        )?;
+        ensure!(body_len(&r.message().payload) == 314_159, "wrong body size");
+        ensure!(
+            r.was_compressed() == compressed,
+            "response_compressed={compressed} but the message's compressed flag was {}",
+            r.was_compressed()
+        );
+    }
+    Ok(())
+}
+
+fn input(size: usize, expect_compressed: Option<bool>) -> StreamingInputCallRequest {
+    StreamingInputCallRequest {
+        payload: zeros(size),
+        expect_compressed: expect_compressed.and_then(bool_value),
+    }
+}
+
+async fn client_streaming(ctx: &Context) -> CaseResult {
+    let (mut tx, mut rx) = ok(
+        ctx.channel
+            .streaming::<StreamingInputCallRequest, StreamingInputCallResponse>(
+                paths::STREAMING_INPUT_CALL,
+                ctx.request(()),
+            )
+            .await,
+        "StreamingInputCall",
+    )?;
+    for size in [27_182, 8, 1_828, 45_904] {
+        ok(tx.send(input(size, None)).await, "send")?;
+    }
+    ok(tx.finish().await, "half-close")?;
+    let resp = ok(rx.message().await, "response")?.ok_or("no response")?;
+    ensure!(
+        resp.aggregated_payload_size == 74_922,
+        "aggregated_payload_size {}",
+        resp.aggregated_payload_size
+    );
+    ensure!(
+        ok(rx.message().await, "status")?.is_none(),
+        "more than one response"
+    );
+    Ok(())
+}
+
+async fn client_compressed_streaming(ctx: &Context) -> CaseResult {
+    let (mut tx, mut rx) = ok(
+        ctx.channel
+            .streaming::<StreamingInputCallRequest, StreamingInputCallResponse>(
+                paths::STREAMING_INPUT_CALL,
+                ctx.request(()),
+            )
+            .await,
+        "probe call",
+    )?;
+    // The probe's send may fail once the server has rejected the call; the status is what counts.
+    let _ = tx.send(input(27_182, Some(true))).await;
+    drop(tx);
+    expect_code(
+        rx.message().await,
+        Code::InvalidArgument,
+        "uncompressed probe",
+    )?;
+
+    let request = ctx.request(()).with_compression(Encoding::Gzip);
+    let (mut tx, mut rx) = ok(
+        ctx.channel
+            .streaming::<StreamingInputCallRequest, StreamingInputCallResponse>(
+                paths::STREAMING_INPUT_CALL,
+                request,
+            )
+            .await,
+        "compressed call",
+    )?;
+    ok(tx.send(input(27_182, Some(true))).await, "send compressed")?;
+    ok(
+        tx.send_with(
+            input(45_904, Some(false)),
+            MessageOptions { compress: false },
+        )
+        .await,
+        "send uncompressed",
+    )?;
+    ok(tx.finish().await, "half-close")?;
+    let resp = ok(rx.message().await, "response")?.ok_or("no response")?;
+    ensure!(
+        resp.aggregated_payload_size == 73_086,
+        "aggregated_payload_size {}",
+        resp.aggregated_payload_size
+    );
+    ensure!(
+        ok(rx.message().await, "status")?.is_none(),
+        "more than one response"
+    );
+    Ok(())
+}
+
+fn params(size: i32, compressed: Option<bool>) -> ResponseParameters {
+    ResponseParameters {
+        size,
+        compressed: compressed.and_then(bool_value),
+        ..Default::default()
+    }
+}
+
+async fn server_streaming(ctx: &Context) -> CaseResult {
+    let sizes = [31_415, 9, 2_653, 58_979];
+    let req = StreamingOutputCallRequest {
+        response_parameters: sizes.iter().map(|s| params(*s, None)).collect(),
+        ..Default::default()
+    };
+    let r = ok(
+        ctx.channel
+            .server_streaming::<_, StreamingOutputCallResponse>(
+                paths::STREAMING_OUTPUT_CALL,
+                ctx.request(req),
+            )
+            .await,
+        "StreamingOutputCall",
+    )?;
+    let mut stream = r.into_message();
+    let mut got = Vec::new();
+    while let Some(msg) = ok(stream.message().await, "message")? {
+        got.push(body_len(&msg.payload));
+    }
+    ensure!(got == sizes.map(|s| s as usize), "response sizes {got:?}");
+    Ok(())
+}
+
+async fn server_compressed_streaming(ctx: &Context) -> CaseResult {
+    let req = StreamingOutputCallRequest {
+        response_parameters: vec![params(31_415, Some(true)), params(92_653, Some(false))],
+        ..Default::default()
+    };
+    let r = ok(
+        ctx.channel
+            .server_streaming::<_, StreamingOutputCallResponse>(
+                paths::STREAMING_OUTPUT_CALL,
+                ctx.request(req),
+            )
+            .await,
+        "StreamingOutputCall",
+    )?;
+    let mut stream = r.into_message();
+    let mut got = Vec::new();
+    while let Some(msg) = ok(stream.message().await, "message")? {
+        got.push((body_len(&msg.payload), stream.last_message_compressed()));
+    }
+    ensure!(
+        got == [(31_415, true), (92_653, false)],
+        "(size, compressed) of responses: {got:?}"
+    );
+    Ok(())
+}
+
+async fn ping_pong(ctx: &Context) -> CaseResult {
+    let (mut tx, mut rx) = ok(
+        ctx.channel
+            .streaming::<StreamingOutputCallRequest, StreamingOutputCallResponse>(
+                paths::FULL_DUPLEX_CALL,
+                ctx.request(()),
+            )
+            .await,
+        "FullDuplexCall",
+    )?;
+    for (resp_size, req_size) in [(31_415, 27_182), (9, 8), (2_653, 1_828), (58_979, 45_904)] {
+        let req = StreamingOutputCallRequest {
+            response_parameters: vec![params(resp_size, None)],
+            payload: zeros(req_size),
+            ..Default::default()
+        };
+        ok(tx.send(req).await, "send")?;
+        let resp = ok(rx.message().await, "reply")?.ok_or("stream ended early")?;
+        ensure!(
+            body_len(&resp.payload) == resp_size as usize,
+            "reply of {} bytes",
+            body_len(&resp.payload)
+        );
+    }
+    ok(tx.finish().await, "half-close")?;
+    ensure!(
+        ok(rx.message().await, "status")?.is_none(),
+        "unexpected extra reply"
+    );
+    Ok(())
+}
+
+async fn empty_stream(ctx: &Context) -> CaseResult {
+    let (tx, mut rx) = ok(
+        ctx.channel
+            .streaming::<StreamingOutputCallRequest, StreamingOutputCallResponse>(
+                paths::FULL_DUPLEX_CALL,
+                ctx.request(()),
+            )
+            .await,
+        "FullDuplexCall",
+    )?;
+    ok(tx.finish().await, "half-close")?;
+    ensure!(
+        ok(rx.message().await, "status")?.is_none(),
+        "expected no responses"
+    );
+    Ok(())
+}
+
+const ECHO_INITIAL: &str = "x-grpc-test-echo-initial";
+const ECHO_TRAILING: &str = "x-grpc-test-echo-trailing-bin";
+const INITIAL_VALUE: &str = "test_initial_metadata_value";
+const TRAILING_VALUE: [u8; 3] = [0xab, 0xab, 0xab];
+
+fn with_echo_metadata<T>(mut r: Request<T>) -> Request<T> {
+    let md = r.metadata_mut();
+    let _ = md.append(ECHO_INITIAL, INITIAL_VALUE);
+    let _ = md.append_bin(ECHO_TRAILING, &TRAILING_VALUE);
+    r
+}
+
+fn check_echo(
+    initial: Option<&grpc_channel::MetadataMap>,
+    trailing: Option<&grpc_channel::MetadataMap>,
+) -> CaseResult {
+    let got = initial.and_then(|m| m.get(ECHO_INITIAL));
+    ensure!(got == Some(INITIAL_VALUE), "initial metadata echo: {got:?}");
+    let got = trailing
+        .and_then(|m| m.get_bin(ECHO_TRAILING))
+        .and_then(Result::ok);
+    ensure!(
+        got.as_deref() == Some(&TRAILING_VALUE[..]),
+        "trailing metadata echo: {got:?}"
+    );
+    Ok(())
+}
+
+async fn custom_metadata(ctx: &Context) -> CaseResult {
+    let req = with_echo_metadata(ctx.request(SimpleRequest {
+        response_size: 314_159,
+        payload: zeros(271_828),
+        ..Default::default()
+    }));
+    let r = ok(
+        ctx.channel
+            .unary::<_, SimpleResponse>(paths::UNARY_CALL, req)
+            .await,
+        "UnaryCall",
+    )?;
+    check_echo(Some(r.metadata()), Some(r.trailers())).map_err(|e| format!("unary: {e}"))?;
+
+    let (mut tx, mut rx) = ok(
+        ctx.channel
+            .streaming::<StreamingOutputCallRequest, StreamingOutputCallResponse>(
+                paths::FULL_DUPLEX_CALL,
+                with_echo_metadata(ctx.request(())),
+            )
+            .await,
+        "FullDuplexCall",
+    )?;
+    ok(
+        tx.send(StreamingOutputCallRequest {
+            response_parameters: vec![params(314_159, None)],
+            payload: zeros(271_828),
+            ..Default::default()
+        })
+        .await,
+        "send",
+    )?;
+    ok(tx.finish().await, "half-close")?;
+    let mut n = 0;
+    while let Some(msg) = ok(rx.message().await, "message")? {
+        ensure!(body_len(&msg.payload) == 314_159, "reply size");
+        n += 1;
+    }
+    ensure!(n == 1, "{n} replies");
+    check_echo(rx.metadata(), rx.trailers()).map_err(|e| format!("streaming: {e}"))
+}
+
+async fn check_status_echo(ctx: &Context, code: i32, message: &str) -> CaseResult {
+    let echo = Some(EchoStatus {
+        code,
+        message: message.to_owned(),
+    });
+    let req = SimpleRequest {
+        response_status: echo.clone(),
+        ..Default::default()
+    };
+    let want = Code::from_i32(code).ok_or("bad code")?;
+    match ctx
+        .channel
+        .unary::<_, SimpleResponse>(paths::UNARY_CALL, ctx.request(req))
+        .await
+    {
+        Err(s) if s.code() == want && s.message() == message => {}
+        Err(s) => return Err(format!("unary: got {:?} {:?}", s.code(), s.message())),
+        Ok(_) => return Err("unary: got OK".to_owned()),
+    }
+    let (mut tx, mut rx) = ok(
+        ctx.channel
+            .streaming::<StreamingOutputCallRequest, StreamingOutputCallResponse>(
+                paths::FULL_DUPLEX_CALL,
+                ctx.request(()),
+            )
+            .await,
+        "FullDuplexCall",
+    )?;
+    let _ = tx
+        .send(StreamingOutputCallRequest {
+            response_status: echo,
+            ..Default::default()
+        })
+        .await;
+    let _ = tx.finish().await;
+    match rx.message().await {
+        Err(s) if s.code() == want && s.message() == message => Ok(()),
+        Err(s) => Err(format!("streaming: got {:?} {:?}", s.code(), s.message())),
+        Ok(_) => Err("streaming: got no error".to_owned()),
+    }
+}
+
+async fn status_code_and_message(ctx: &Context) -> CaseResult {
+    check_status_echo(ctx, 2, "test status message").await
+}
+
+async fn special_status_message(ctx: &Context) -> CaseResult {
+    check_status_echo(
+        ctx,
+        2,
+        "\t\ntest with whitespace\r\nand Unicode BMP ☺ and non-BMP 😈\t\n",
+    )
+    .await
+}
+
+async fn unimplemented(ctx: &Context, path: &str) -> CaseResult {
+    expect_code(
+        ctx.channel
+            .unary::<Empty, Empty>(path, ctx.request(Empty {}))
+            .await,
+        Code::Unimplemented,
+        path,
+    )
+}
+
+async fn cancel_after_begin(ctx: &Context) -> CaseResult {
+    let (tx, mut rx) = ok(
+        ctx.channel
+            .streaming::<StreamingInputCallRequest, StreamingInputCallResponse>(
+                paths::STREAMING_INPUT_CALL,
+                ctx.request(()),
+            )
+            .await,
+        "StreamingInputCall",
+    )?;
+    rx.cancel();
+    drop(tx);
+    expect_code(rx.message().await, Code::Cancelled, "after cancel")
+}
+
+async fn cancel_after_first_response(ctx: &Context) -> CaseResult {
+    let (mut tx, mut rx) = ok(
+        ctx.channel
+            .streaming::<StreamingOutputCallRequest, StreamingOutputCallResponse>(
+                paths::FULL_DUPLEX_CALL,
+                ctx.request(()),
+            )
+            .await,
+        "FullDuplexCall",
+    )?;
+    ok(
+        tx.send(StreamingOutputCallRequest {
+            response_parameters: vec![params(31_415, None)],
+            payload: zeros(27_182),
+            ..Default::default()
+        })
+        .await,
+        "send",
+    )?;
+    let first = ok(rx.message().await, "first reply")?.ok_or("no reply")?;
+    ensure!(body_len(&first.payload) == 31_415, "reply size");
+    rx.cancel();
+    expect_code(rx.message().await, Code::Cancelled, "after cancel")?;
+    expect_code(
+        tx.send(StreamingOutputCallRequest::default()).await,
+        Code::Cancelled,
+        "send after cancel",
+    )
+}
+
+async fn timeout_on_sleeping_server(ctx: &Context) -> CaseResult {
+    let request = ctx.request(()).with_timeout(Duration::from_millis(1));
+    let started = ctx
+        .channel
+        .streaming::<StreamingOutputCallRequest, StreamingOutputCallResponse>(
+            paths::FULL_DUPLEX_CALL,
+            request,
+        )
+        .await;
+    let (mut tx, mut rx) = match started {
+        Ok(call) => call,
+        // The deadline may already pass while the call starts.
+        Err(s) if s.code() == Code::DeadlineExceeded => return Ok(()),
+        Err(s) => return Err(format!("FullDuplexCall: {s}")),
+    };
+    let _ = tx
+        .send(StreamingOutputCallRequest {
+            payload: zeros(27_182),
+            ..Default::default()
+        })
+        .await;
+    expect_code(
+        rx.message().await,
+        Code::DeadlineExceeded,
+        "sleeping server",
+    )
+}
+
+async fn soak(ctx: &Context, new_channel_each_time: bool) -> CaseResult {
+    let cfg = &ctx.soak;
+    let overall_deadline = Instant::now() + cfg.overall_timeout;
+    let threads = cfg.threads.max(1);
+    let mut tasks: Vec<Pin<Box<dyn Future<Output = (u32, u32, u32)> + Send>>> = Vec::new();
+    for t in 0..threads {
+        let ctx = ctx.clone();
+        let per_thread = cfg.iterations / threads + u32::from(t < cfg.iterations % threads);
+        tasks.push(Box::pin(async move {
+            soak_thread(&ctx, t, per_thread, new_channel_each_time, overall_deadline).await
+        }));
+    }
+    let handles: Vec<_> = tasks.into_iter().map(tokio::spawn).collect();
+    let (mut done, mut failures, mut attempted) = (0, 0, 0);
+    for h in handles {
+        let (d, f, a) = h.await.map_err(|e| format!("soak thread panicked: {e}"))?;
+        done += d;
+        failures += f;
+        attempted += a;
+    }
+    println!(
+        "soak summary: {attempted} of {} iterations ran, {done} succeeded within the latency limit, {failures} failed",
+        cfg.iterations
+    );
+    ensure!(
+        attempted == cfg.iterations,
+        "only {attempted} of {} iterations ran before the overall timeout",
+        cfg.iterations
+    );
+    ensure!(
+        failures <= cfg.max_failures,
+        "{failures} failures, more than the {} allowed",
+        cfg.max_failures
+    );
+    Ok(())
+}
+
+async fn soak_thread(
+    ctx: &Context,
+    thread: u32,
+    iterations: u32,
+    new_channel: bool,
+    overall_deadline: Instant,
+) -> (u32, u32, u32) {
+    let cfg = &ctx.soak;
+    let (mut done, mut failures, mut attempted) = (0, 0, 0);
+    for i in 0..iterations {
+        if Instant::now() >= overall_deadline {
+            break;
+        }
+        let start = Instant::now();
+        let result = async {
+            let channel = if new_channel {
+                let mut b = Channel::builder(ctx.target.clone());
+                if let Some(a) = &ctx.authority {
+                    b = b.authority(a.clone());
+                }
+                b.build().map_err(|e| e.to_string())?
+            } else {
+                ctx.channel.clone()
+            };
+            let req = SimpleRequest {
+                response_size: cfg.response_size as i32,
+                payload: zeros(cfg.request_size),
+                ..Default::default()
+            };
+            let r = channel
+                .unary::<_, SimpleResponse>(paths::UNARY_CALL, ctx.request(req))
+                .await
+                .map_err(|s| s.to_string())?;
+            ensure!(
+                body_len(&r.message().payload) == cfg.response_size,
+                "wrong response size"
+            );
+            Ok(())
+        }
+        .await;
+        let elapsed = start.elapsed();
+        attempted += 1;
+        let ms = elapsed.as_millis();
+        match result {
+            Ok(()) if elapsed <= cfg.max_latency => {
+                done += 1;
+                println!(
+                    "soak iteration: {i} thread: {thread} elapsed_ms: {ms} peer: {} succeeded",
+                    ctx.target
+                );
+            }
+            Ok(()) => {
+                failures += 1;
+                println!("soak iteration: {i} thread: {thread} elapsed_ms: {ms} peer: {} failed: slower than the latency limit", ctx.target);
+            }
+            Err(e) => {
+                failures += 1;
+                println!(
+                    "soak iteration: {i} thread: {thread} elapsed_ms: {ms} peer: {} failed: {e}",
+                    ctx.target
+                );
+            }
+        }
+        let wait = cfg.min_time_between.saturating_sub(start.elapsed());
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
+    }
+    (done, failures, attempted)
+}

@@ -1,0 +1,9 @@
+//! The gRPC interop suite for `grpc-channel`: the test cases (client side), an interop server on h2's server
+//! API, and a fault-injecting server for tests. The binaries `interop-client` and `interop-server` wrap them
+//! with the standard flags (`shared/spec/interop.md`).
+
+pub mod client;
+pub mod faulty;
+pub mod flags;
+pub mod server;
+pub mod server_call;

@@ -1,0 +1,257 @@
+//! The interop server: `grpc.testing.TestService` on h2's server API, with every server behaviour in
+//! `shared/spec/interop.md` (echo status and metadata, also on errors; `interval_us`; exact per-message
+//! compression checks, which only a server that reads frames itself can make; HalfDuplexCall;
+//! UnimplementedCall left unimplemented).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use grpc_channel::{timeout, Code, Status};
+use interop_proto::{
+    paths, Empty, Payload, SimpleRequest, SimpleResponse, StreamingInputCallRequest,
+    StreamingInputCallResponse, StreamingOutputCallRequest, StreamingOutputCallResponse,
+};
+use prost::Message;
+use tokio::net::TcpListener;
+
+use crate::server_call::{h2_server_builder, ServerCall};
+
+const ECHO_INITIAL: &str = "x-grpc-test-echo-initial";
+const ECHO_TRAILING: &str = "x-grpc-test-echo-trailing-bin";
+
+/// Binds `addr` and serves the interop service on it in the background; returns the bound address.
+pub async fn spawn(addr: SocketAddr) -> std::io::Result<SocketAddr> {
+    let listener = TcpListener::bind(addr).await?;
+    let local = listener.local_addr()?;
+    tokio::spawn(serve(listener));
+    Ok(local)
+}
+
+/// Serves the interop service on `listener` until the task is dropped.
+pub async fn serve(listener: TcpListener) {
+    loop {
+        let Ok((tcp, peer)) = listener.accept().await else {
+            continue;
+        };
+        let _ = tcp.set_nodelay(true);
+        tokio::spawn(async move {
+            let Ok(mut conn) = h2_server_builder().handshake::<_, Bytes>(tcp).await else {
+                return;
+            };
+            while let Some(Ok((request, respond))) = conn.accept().await {
+                tokio::spawn(handle(ServerCall::new(request, respond, peer)));
+            }
+        });
+    }
+}
+
+async fn handle(mut call: ServerCall) {
+    let deadline = call
+        .request_headers
+        .get("grpc-timeout")
+        .and_then(|v| timeout::decode(v.as_bytes()));
+    // Echo metadata, also on errors.
+    if let Some(v) = call.request_headers.get(ECHO_INITIAL).cloned() {
+        call.initial_metadata.insert(ECHO_INITIAL, v);
+    }
+    if let Some(v) = call.request_headers.get(ECHO_TRAILING).cloned() {
+        call.trailing_metadata.insert(ECHO_TRAILING, v);
+    }
+    let result = match deadline {
+        Some(d) => match tokio::time::timeout(d, dispatch(&mut call)).await {
+            Ok(r) => r,
+            Err(_) => Err(Status::new(
+                Code::DeadlineExceeded,
+                "deadline exceeded on the server",
+            )),
+        },
+        None => dispatch(&mut call).await,
+    };
+    match result {
+        Ok(()) => call.finish(&Status::new(Code::Ok, "")),
+        Err(status) => call.finish(&status),
+    }
+}
+
+async fn dispatch(call: &mut ServerCall) -> Result<(), Status> {
+    if let Some(enc) = call.unsupported_request_encoding() {
+        return Err(Status::new(
+            Code::Unimplemented,
+            format!("unsupported grpc-encoding {enc:?}"),
+        ));
+    }
+    let path = call.path.clone();
+    match path.as_str() {
+        paths::EMPTY_CALL => {
+            let _: Empty = read_one(call).await?;
+            send(call, &Empty {}, false).await
+        }
+        paths::UNARY_CALL => unary_call(call).await,
+        paths::CACHEABLE_UNARY_CALL => {
+            let _: SimpleRequest = read_one(call).await?;
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_nanos();
+            call.initial_metadata.insert(
+                "cache-control",
+                http::HeaderValue::from_static("max-age=60, public"),
+            );
+            let body = Bytes::from(now.to_string());
+            let resp = SimpleResponse {
+                payload: Some(Payload { r#type: 0, body }),
+                ..Default::default()
+            };
+            send(call, &resp, false).await
+        }
+        paths::STREAMING_OUTPUT_CALL => {
+            let req: StreamingOutputCallRequest = read_one(call).await?;
+            stream_responses(call, &req).await?;
+            echo_status(req.response_status.as_ref())
+        }
+        paths::STREAMING_INPUT_CALL => {
+            let mut total = 0usize;
+            while let Some(msg) = call.next_message().await? {
+                let req = StreamingInputCallRequest::decode(msg.payload).map_err(decode_error)?;
+                check_compressed(
+                    req.expect_compressed.as_ref().map(|b| b.value),
+                    msg.compressed,
+                )?;
+                total += req.payload.map_or(0, |p| p.body.len());
+            }
+            let aggregated_payload_size = i32::try_from(total).unwrap_or(i32::MAX);
+            send(
+                call,
+                &StreamingInputCallResponse {
+                    aggregated_payload_size,
+                },
+                false,
+            )
+            .await
+        }
+        paths::FULL_DUPLEX_CALL => {
+            while let Some(msg) = call.next_message().await? {
+                let req = StreamingOutputCallRequest::decode(msg.payload).map_err(decode_error)?;
+                echo_status(req.response_status.as_ref())?;
+                stream_responses(call, &req).await?;
+            }
+            Ok(())
+        }
+        paths::HALF_DUPLEX_CALL => {
+            let mut requests = Vec::new();
+            while let Some(msg) = call.next_message().await? {
+                requests
+                    .push(StreamingOutputCallRequest::decode(msg.payload).map_err(decode_error)?);
+            }
+            for req in &requests {
+                echo_status(req.response_status.as_ref())?;
+                stream_responses(call, req).await?;
+            }
+            Ok(())
+        }
+        other => Err(Status::new(
+            Code::Unimplemented,
+            format!("method {other} is not implemented"),
+        )),
+    }
+}
+
+async fn unary_call(call: &mut ServerCall) -> Result<(), Status> {
+    let msg = call
+        .next_message()
+        .await?
+        .ok_or_else(|| Status::new(Code::Unimplemented, "expected one request message"))?;
+    let req = SimpleRequest::decode(msg.payload).map_err(decode_error)?;
+    check_compressed(
+        req.expect_compressed.as_ref().map(|b| b.value),
+        msg.compressed,
+    )?;
+    echo_status(req.response_status.as_ref())?;
+    if req.response_type != 0 {
+        return Err(Status::new(
+            Code::InvalidArgument,
+            "unsupported response_type",
+        ));
+    }
+    let size = usize::try_from(req.response_size)
+        .map_err(|_| Status::new(Code::InvalidArgument, "negative response_size"))?;
+    let resp = SimpleResponse {
+        payload: Some(Payload {
+            r#type: 0,
+            body: Bytes::from(vec![0u8; size]),
+        }),
+        ..Default::default()
+    };
+    let compress = req.response_compressed.is_some_and(|b| b.value);
+    send(call, &resp, compress).await
+}
+
+async fn stream_responses(
+    call: &mut ServerCall,
+    req: &StreamingOutputCallRequest,
+) -> Result<(), Status> {
+    for params in &req.response_parameters {
+        if params.interval_us > 0 {
+            tokio::time::sleep(Duration::from_micros(params.interval_us as u64)).await;
+        }
+        let size = usize::try_from(params.size)
+            .map_err(|_| Status::new(Code::InvalidArgument, "negative size"))?;
+        let peer_socket_address = if params.fill_peer_socket_address.is_some_and(|b| b.value) {
+            call.peer.to_string()
+        } else {
+            String::new()
+        };
+        let resp = StreamingOutputCallResponse {
+            payload: Some(Payload {
+                r#type: 0,
+                body: Bytes::from(vec![0u8; size]),
+            }),
+            peer_socket_address,
+        };
+        send(call, &resp, params.compressed.is_some_and(|b| b.value)).await?;
+    }
+    Ok(())
+}
+
+/// The exact CompressedRequest check: `expect_compressed` true needs a compressed message, and (as the C++
+/// reference server does) false needs an uncompressed one.
+fn check_compressed(expect: Option<bool>, compressed: bool) -> Result<(), Status> {
+    match expect {
+        Some(true) if !compressed => Err(Status::new(
+            Code::InvalidArgument,
+            "expected a compressed request message, got an uncompressed one",
+        )),
+        Some(false) if compressed => Err(Status::new(
+            Code::InvalidArgument,
+            "expected an uncompressed request message, got a compressed one",
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn echo_status(status: Option<&interop_proto::EchoStatus>) -> Result<(), Status> {
+    match status {
+        Some(s) if s.code != 0 => {
+            let code = Code::from_i32(s.code).unwrap_or(Code::Unknown);
+            Err(Status::new(code, s.message.clone()))
+        }
+        _ => Ok(()),
+    }
+}
+
+async fn read_one<M: Message + Default>(call: &mut ServerCall) -> Result<M, Status> {
+    let msg = call
+        .next_message()
+        .await?
+        .ok_or_else(|| Status::new(Code::Unimplemented, "expected one request message"))?;
+    M::decode(msg.payload).map_err(decode_error)
+}
+
+async fn send<M: Message>(call: &mut ServerCall, msg: &M, compress: bool) -> Result<(), Status> {
+    call.send_message(&msg.encode_to_vec(), compress).await
+}
+
+fn decode_error(e: prost::DecodeError) -> Status {
+    Status::new(Code::Internal, format!("failed to decode the request: {e}"))
+}
