@@ -1,7 +1,5 @@
 //! The interop test cases (`shared/spec/interop.md`), client side, on `grpc-channel`.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -671,15 +669,15 @@ async fn soak(ctx: &Context, new_channel_each_time: bool) -> CaseResult {
     let cfg = &ctx.soak;
     let overall_deadline = Instant::now() + cfg.overall_timeout;
     let threads = cfg.threads.max(1);
-    let mut tasks: Vec<Pin<Box<dyn Future<Output = (u32, u32, u32)> + Send>>> = Vec::new();
-    for t in 0..threads {
-        let ctx = ctx.clone();
-        let per_thread = cfg.iterations / threads + u32::from(t < cfg.iterations % threads);
-        tasks.push(Box::pin(async move {
-            soak_thread(&ctx, t, per_thread, new_channel_each_time, overall_deadline).await
-        }));
-    }
-    let handles: Vec<_> = tasks.into_iter().map(tokio::spawn).collect();
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let ctx = ctx.clone();
+            let per_thread = cfg.iterations / threads + u32::from(t < cfg.iterations % threads);
+            tokio::spawn(async move {
+                soak_thread(&ctx, t, per_thread, new_channel_each_time, overall_deadline).await
+            })
+        })
+        .collect();
     let (mut done, mut failures, mut attempted) = (0, 0, 0);
     for h in handles {
         let (d, f, a) = h.await.map_err(|e| format!("soak thread panicked: {e}"))?;

@@ -124,12 +124,16 @@ impl FaultyServer {
         };
         let kill = Arc::new(Notify::new());
         let goaway = Arc::new(Notify::new());
+        let closed = Arc::new(Notify::new());
+        // Tells the faults that hold their call open that the connection is gone.
+        let _closed_on_exit = NotifyOnDrop(closed.clone());
         loop {
             tokio::select! {
                 next = conn.accept() => match next {
                     Some(Ok((request, respond))) => {
                         let call = ServerCall::new(request, respond, peer);
-                        tokio::spawn(self.clone().fault(call, kill.clone(), goaway.clone()));
+                        let signals = Signals { kill: kill.clone(), goaway: goaway.clone(), closed: closed.clone() };
+                        tokio::spawn(self.clone().fault(call, signals));
                     }
                     _ => return,
                 },
@@ -144,7 +148,7 @@ impl FaultyServer {
         }
     }
 
-    async fn fault(self, mut call: ServerCall, kill: Arc<Notify>, goaway: Arc<Notify>) {
+    async fn fault(self, mut call: ServerCall, signals: Signals) {
         use methods::*;
         let grpc_headers = || {
             let mut r = http::Response::new(());
@@ -273,6 +277,9 @@ impl FaultyServer {
             }
             ECHO_HEADERS => {
                 let mut trailers = status_trailers("0");
+                if let Ok(v) = HeaderValue::try_from(call.authority.clone()) {
+                    trailers.insert("x-seen-authority", v);
+                }
                 for (k, v) in &call.request_headers {
                     if let Ok(name) = http::HeaderName::try_from(format!("x-seen-{}", k.as_str())) {
                         trailers.append(name, v.clone());
@@ -287,11 +294,14 @@ impl FaultyServer {
             DROP_CONNECTION => {
                 let _ = call.send_headers();
                 call.mark_ended();
-                kill.notify_one();
+                signals.kill.notify_one();
+                // Hold the call: dropping it first would send RST_STREAM(CANCEL) before the connection closes.
+                signals.closed.notified().await;
             }
             GOAWAY => {
                 call.mark_ended();
-                goaway.notify_one();
+                signals.goaway.notify_one();
+                signals.closed.notified().await;
             }
             _ => call.finish(&grpc_channel::Status::new(
                 grpc_channel::Code::Unimplemented,
@@ -313,6 +323,22 @@ impl FaultyServer {
         if let Ok(mut e) = self.events.lock() {
             e.push(event);
         }
+    }
+}
+
+/// How a fault reaches its connection's task.
+struct Signals {
+    kill: Arc<Notify>,
+    goaway: Arc<Notify>,
+    closed: Arc<Notify>,
+}
+
+struct NotifyOnDrop(Arc<Notify>);
+
+impl Drop for NotifyOnDrop {
+    fn drop(&mut self) {
+        self.0.notify_waiters();
+        self.0.notify_one();
     }
 }
 

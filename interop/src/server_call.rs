@@ -20,6 +20,8 @@ pub const MAX_RECEIVE: usize = 4 << 20;
 pub struct ServerCall {
     /// The request's `:path`.
     pub path: String,
+    /// The request's `:authority`.
+    pub authority: String,
     /// The request headers.
     pub request_headers: HeaderMap,
     /// The client's address.
@@ -73,6 +75,11 @@ impl ServerCall {
             });
         ServerCall {
             path: parts.uri.path().to_owned(),
+            authority: parts
+                .uri
+                .authority()
+                .map(|a| a.to_string())
+                .unwrap_or_default(),
             request_headers: parts.headers,
             peer,
             recv,

@@ -339,7 +339,7 @@ impl<T> Streaming<T> {
             match self.poll_progress(cx, false) {
                 Poll::Ready(Err(status)) => return Poll::Ready(Err(status)),
                 Poll::Ready(Ok(_)) => {}
-                Poll::Pending => return self.poll_deadline(cx).map(|s| Err(s)),
+                Poll::Pending => return self.poll_deadline(cx).map(Err),
             }
         }
         match &self.outcome {

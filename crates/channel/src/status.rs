@@ -168,9 +168,12 @@ impl fmt::Display for Code {
 }
 
 /// The outcome of a call: a code, a message, the trailing metadata, the raw `grpc-status-details-bin`, and the
-/// error that caused it when the client made it up.
+/// error that caused it when the client made it up. One pointer wide, so `Result<T, Status>` stays small.
 #[derive(Clone)]
-pub struct Status {
+pub struct Status(Box<Inner>);
+
+#[derive(Clone)]
+struct Inner {
     code: Code,
     message: String,
     metadata: MetadataMap,
@@ -181,48 +184,48 @@ pub struct Status {
 impl Status {
     /// A status with this code and message.
     pub fn new(code: Code, message: impl Into<String>) -> Status {
-        Status {
+        Status(Box::new(Inner {
             code,
             message: message.into(),
             metadata: MetadataMap::new(),
             details: None,
             source: None,
-        }
+        }))
     }
 
     /// The status code.
     pub fn code(&self) -> Code {
-        self.code
+        self.0.code
     }
 
     /// The status message (already percent-decoded).
     pub fn message(&self) -> &str {
-        &self.message
+        &self.0.message
     }
 
     /// The trailing metadata that came with the status (empty for statuses the client made up).
     pub fn metadata(&self) -> &MetadataMap {
-        &self.metadata
+        &self.0.metadata
     }
 
     /// The decoded `grpc-status-details-bin` trailer (a serialized `google.rpc.Status`), if the server sent one.
     pub fn details(&self) -> Option<&Bytes> {
-        self.details.as_ref()
+        self.0.details.as_ref()
     }
 
     /// Attaches the error that caused this status.
     pub fn with_source(mut self, source: impl StdError + Send + Sync + 'static) -> Status {
-        self.source = Some(Arc::new(source));
+        self.0.source = Some(Arc::new(source));
         self
     }
 
     pub(crate) fn with_metadata(mut self, metadata: MetadataMap) -> Status {
-        self.metadata = metadata;
+        self.0.metadata = metadata;
         self
     }
 
     pub(crate) fn with_details(mut self, details: Option<Bytes>) -> Status {
-        self.details = details;
+        self.0.details = details;
         self
     }
 
@@ -255,7 +258,11 @@ impl Status {
         } else {
             (Code::Unavailable, "transport error")
         };
-        Status::new(code, format!("{what}: {err}")).with_source(err)
+        let message = match err.reason() {
+            Some(reason) => format!("{what} ({reason:?}): {err}"),
+            None => format!("{what}: {err}"),
+        };
+        Status::new(code, message).with_source(err)
     }
 
     /// The status for an I/O error while connecting or talking to the server: UNAVAILABLE.
@@ -276,15 +283,16 @@ impl Status {
 
 impl fmt::Debug for Status {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = &self.0;
         let mut d = f.debug_struct("Status");
-        d.field("code", &self.code).field("message", &self.message);
-        if !self.metadata.is_empty() {
-            d.field("metadata", &self.metadata);
+        d.field("code", &s.code).field("message", &s.message);
+        if !s.metadata.is_empty() {
+            d.field("metadata", &s.metadata);
         }
-        if let Some(details) = &self.details {
+        if let Some(details) = &s.details {
             d.field("details", details);
         }
-        if let Some(source) = &self.source {
+        if let Some(source) = &s.source {
             d.field("source", source);
         }
         d.finish()
@@ -293,13 +301,14 @@ impl fmt::Debug for Status {
 
 impl fmt::Display for Status {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.code, self.message)
+        write!(f, "{}: {}", self.0.code, self.0.message)
     }
 }
 
 impl StdError for Status {
     fn source(&self) -> Option<&(dyn StdError + 'static)> {
-        self.source
+        self.0
+            .source
             .as_deref()
             .map(|e| e as &(dyn StdError + 'static))
     }

@@ -1,0 +1,170 @@
+//! Deadlines, cancellation and wait-for-ready, over real sockets with tokio's paused clock: when every task
+//! waits, the clock jumps to the next timer, so these tests take no wall-clock time and cannot flake.
+
+mod support;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use grpc_channel::{Code, Request};
+use interop::faulty::{methods, Event, FaultyServer};
+use interop_proto::{paths, Empty};
+use support::{channel, faulty_server};
+use tokio::time::Instant;
+
+async fn wait_for_reset(server: &FaultyServer, path: &str, reason: h2::Reason) {
+    let want = Event::Reset {
+        path: path.to_owned(),
+        reason,
+    };
+    for _ in 0..100 {
+        if server.events().contains(&want) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("server never saw {want:?}: {:?}", server.events());
+}
+
+#[tokio::test(start_paused = true)]
+async fn deadline_exceeded_at_the_deadline_and_the_stream_is_cancelled() {
+    let server = faulty_server().await;
+    let ch = channel(server.addr);
+    let start = Instant::now();
+    let req = Request::new(Bytes::new()).with_timeout(Duration::from_millis(1500));
+    let status = ch
+        .unary_raw(methods::SILENT, req)
+        .await
+        .expect_err("silent server");
+    let elapsed = start.elapsed();
+    assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
+    assert!(
+        elapsed >= Duration::from_millis(1500) && elapsed < Duration::from_millis(1600),
+        "ended after {elapsed:?}"
+    );
+    wait_for_reset(&server, methods::SILENT, h2::Reason::CANCEL).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_a_call_sends_rst_stream_cancel() {
+    let server = faulty_server().await;
+    let ch = channel(server.addr);
+    let call = ch.unary_raw(methods::SILENT, Request::new(Bytes::new()));
+    // Give up on the call after a while, dropping its future.
+    assert!(tokio::time::timeout(Duration::from_secs(2), call)
+        .await
+        .is_err());
+    wait_for_reset(&server, methods::SILENT, h2::Reason::CANCEL).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn explicit_cancel_ends_cancelled_and_resets_the_stream() {
+    let server = faulty_server().await;
+    let ch = channel(server.addr);
+    let (mut tx, mut rx) = ch
+        .streaming_raw(methods::SILENT, Request::new(()))
+        .await
+        .expect("start");
+    tx.send(Bytes::from_static(b"hello")).await.expect("send");
+    rx.cancel();
+    let status = rx.message().await.expect_err("cancelled");
+    assert_eq!(status.code(), Code::Cancelled);
+    assert_eq!(
+        tx.send(Bytes::new())
+            .await
+            .expect_err("after cancel")
+            .code(),
+        Code::Cancelled
+    );
+    wait_for_reset(&server, methods::SILENT, h2::Reason::CANCEL).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn streaming_deadline_fires_while_waiting_for_a_message() {
+    let server = faulty_server().await;
+    let ch = channel(server.addr);
+    let start = Instant::now();
+    let (_tx, mut rx) = ch
+        .streaming_raw(
+            methods::SILENT,
+            Request::new(()).with_timeout(Duration::from_secs(30)),
+        )
+        .await
+        .expect("start");
+    let status = rx.message().await.expect_err("deadline");
+    assert_eq!(status.code(), Code::DeadlineExceeded);
+    let elapsed = start.elapsed();
+    assert!(
+        elapsed >= Duration::from_secs(30) && elapsed < Duration::from_millis(30_100),
+        "{elapsed:?}"
+    );
+}
+
+fn free_port() -> std::net::SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr")
+}
+
+#[tokio::test(start_paused = true)]
+async fn fail_fast_call_fails_at_once_when_nothing_listens() {
+    let ch = channel(free_port());
+    let start = Instant::now();
+    let status = ch
+        .unary::<_, Empty>(
+            paths::EMPTY_CALL,
+            Request::new(Empty {}).with_timeout(Duration::from_secs(10)),
+        )
+        .await
+        .expect_err("no server");
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+    assert!(
+        start.elapsed() < Duration::from_millis(100),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn wait_for_ready_call_waits_for_the_server() {
+    let addr = free_port();
+    let ch = channel(addr);
+    let start = Instant::now();
+    let server = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        interop::server::spawn(addr)
+            .await
+            .expect("server on the same port")
+    });
+    let req = Request::new(Empty {})
+        .with_wait_for_ready(true)
+        .with_timeout(Duration::from_secs(60));
+    ch.unary::<_, Empty>(paths::EMPTY_CALL, req)
+        .await
+        .expect("succeeds once the server is up");
+    server.await.expect("server task");
+    // Attempts at 0, 1 s and 2.6 s (1 s, then ×1.6): the third finds the server.
+    let elapsed = start.elapsed();
+    assert!(
+        elapsed >= Duration::from_millis(2600) && elapsed < Duration::from_millis(2700),
+        "{elapsed:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn wait_for_ready_call_ends_at_its_deadline() {
+    let ch = channel(free_port());
+    let start = Instant::now();
+    let req = Request::new(Empty {})
+        .with_wait_for_ready(true)
+        .with_timeout(Duration::from_secs(5));
+    let status = ch
+        .unary::<_, Empty>(paths::EMPTY_CALL, req)
+        .await
+        .expect_err("nothing listens");
+    assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
+    let elapsed = start.elapsed();
+    assert!(
+        elapsed >= Duration::from_secs(5) && elapsed < Duration::from_millis(5100),
+        "{elapsed:?}"
+    );
+}

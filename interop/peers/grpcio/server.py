@@ -1,0 +1,155 @@
+"""A gRPC interop server on Python grpcio (C-core), written from shared/spec/interop.md.
+
+Used by `cargo xtask interop --peer grpcio` as an independent implementation to test our client against.
+The protos are compiled at start-up with grpc_tools.protoc into a temporary directory. They are copied under
+the import root `interop_pb`, because generated modules named `grpc.testing` would collide with grpcio's own
+`grpc` package. Package and service names on the wire stay `grpc.testing`.
+
+Usage: python server.py --port=0 --proto_dir=PATH/TO/proto
+Prints `listening on 127.0.0.1:PORT` once it is serving.
+"""
+
+import argparse
+import importlib
+import os
+import pathlib
+import re
+import sys
+import tempfile
+import time
+from concurrent import futures
+
+import grpc
+from grpc_tools import protoc
+
+ECHO_INITIAL = "x-grpc-test-echo-initial"
+ECHO_TRAILING = "x-grpc-test-echo-trailing-bin"
+CODES = {code.value[0]: code for code in grpc.StatusCode}
+
+
+def compile_protos(proto_dir):
+    out = pathlib.Path(tempfile.mkdtemp(prefix="grpcio-peer-"))
+    src = out / "src" / "interop_pb"
+    src.mkdir(parents=True)
+    for name in ("empty.proto", "messages.proto", "test.proto"):
+        text = (pathlib.Path(proto_dir) / "grpc" / "testing" / name).read_text()
+        text = re.sub(r'import "grpc/testing/', 'import "interop_pb/', text)
+        (src / name).write_text(text)
+    gen = out / "gen"
+    (gen / "interop_pb").mkdir(parents=True)
+    (gen / "interop_pb" / "__init__.py").write_text("")
+    args = [
+        "grpc_tools.protoc",
+        f"-I{out / 'src'}",
+        f"--python_out={gen}",
+        f"--grpc_python_out={gen}",
+    ] + [f"interop_pb/{n}" for n in ("empty.proto", "messages.proto", "test.proto")]
+    if protoc.main(args) != 0:
+        raise SystemExit("grpc_tools.protoc failed")
+    sys.path.insert(0, str(gen))
+    return (
+        importlib.import_module("interop_pb.empty_pb2"),
+        importlib.import_module("interop_pb.messages_pb2"),
+        importlib.import_module("interop_pb.test_pb2_grpc"),
+    )
+
+
+def make_servicer(empty_pb2, messages_pb2, test_pb2_grpc):
+    def echo_metadata(context):
+        md = dict(context.invocation_metadata())
+        if ECHO_INITIAL in md:
+            context.send_initial_metadata([(ECHO_INITIAL, md[ECHO_INITIAL])])
+        if ECHO_TRAILING in md:
+            context.set_trailing_metadata([(ECHO_TRAILING, md[ECHO_TRAILING])])
+
+    def echo_status(request, context):
+        if request.HasField("response_status") and request.response_status.code != 0:
+            code = CODES.get(request.response_status.code, grpc.StatusCode.UNKNOWN)
+            context.abort(code, request.response_status.message)
+
+    def payload(size):
+        return messages_pb2.Payload(type=messages_pb2.COMPRESSABLE, body=b"\x00" * size)
+
+    def stream_responses(request, context):
+        for params in request.response_parameters:
+            if params.interval_us > 0:
+                time.sleep(params.interval_us / 1e6)
+            if params.HasField("compressed") and params.compressed.value:
+                context.set_compression(grpc.Compression.Gzip)
+            else:
+                context.disable_next_message_compression()
+            resp = messages_pb2.StreamingOutputCallResponse(payload=payload(params.size))
+            if params.HasField("fill_peer_socket_address") and params.fill_peer_socket_address.value:
+                resp.peer_socket_address = context.peer()
+            yield resp
+
+    class TestService(test_pb2_grpc.TestServiceServicer):
+        def EmptyCall(self, request, context):
+            echo_metadata(context)
+            return empty_pb2.Empty()
+
+        def UnaryCall(self, request, context):
+            echo_metadata(context)
+            echo_status(request, context)
+            if request.response_type != messages_pb2.COMPRESSABLE:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, "unsupported response_type")
+            if request.HasField("response_compressed") and request.response_compressed.value:
+                context.set_compression(grpc.Compression.Gzip)
+            else:
+                context.set_compression(grpc.Compression.NoCompression)
+            return messages_pb2.SimpleResponse(payload=payload(request.response_size))
+
+        def CacheableUnaryCall(self, request, context):
+            echo_metadata(context)
+            body = str(time.time_ns()).encode()
+            return messages_pb2.SimpleResponse(payload=messages_pb2.Payload(body=body))
+
+        def StreamingOutputCall(self, request, context):
+            echo_metadata(context)
+            echo_status(request, context)
+            yield from stream_responses(request, context)
+
+        def StreamingInputCall(self, request_iterator, context):
+            echo_metadata(context)
+            total = sum(len(r.payload.body) for r in request_iterator)
+            return messages_pb2.StreamingInputCallResponse(aggregated_payload_size=total)
+
+        def FullDuplexCall(self, request_iterator, context):
+            echo_metadata(context)
+            for request in request_iterator:
+                echo_status(request, context)
+                yield from stream_responses(request, context)
+
+        def HalfDuplexCall(self, request_iterator, context):
+            echo_metadata(context)
+            requests = list(request_iterator)
+            for request in requests:
+                echo_status(request, context)
+                yield from stream_responses(request, context)
+
+        # UnimplementedCall is left to the generated base class, which answers UNIMPLEMENTED.
+
+    return TestService()
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--use_tls", default="false")
+    parser.add_argument("--proto_dir", default=os.path.join(os.path.dirname(__file__), "..", "..", "..", "proto"))
+    args = parser.parse_args()
+    if args.use_tls.lower() in ("true", "1"):
+        raise SystemExit("--use_tls=true is not supported by this peer yet")
+    empty_pb2, messages_pb2, test_pb2_grpc = compile_protos(args.proto_dir)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=32))
+    test_pb2_grpc.add_TestServiceServicer_to_server(make_servicer(empty_pb2, messages_pb2, test_pb2_grpc), server)
+    port = server.add_insecure_port(f"127.0.0.1:{args.port}")
+    if port == 0:
+        raise SystemExit(f"cannot listen on port {args.port}")
+    server.start()
+    print(f"listening on 127.0.0.1:{port}", flush=True)
+    server.wait_for_termination()
+
+
+if __name__ == "__main__":
+    main()
