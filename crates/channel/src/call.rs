@@ -34,7 +34,7 @@ use crate::framing::{self, Deframer, Frame, FrameError, HEADER_LEN};
 use crate::metadata::{self, MetadataMap};
 use crate::percent;
 use crate::request::MessageOptions;
-use crate::status::{Code, Status};
+use crate::status::{code_from_http_status, Code, Status};
 
 /// The send stream, shared by both halves of a call.
 pub(crate) struct Shared {
@@ -579,7 +579,7 @@ enum Head {
 fn classify_head(http_status: u16, headers: HeaderMap, end_stream: bool) -> Head {
     let has_grpc_status = headers.contains_key("grpc-status");
     if http_status != 200 && !has_grpc_status {
-        let code = Code::from_http_status(http_status);
+        let code = code_from_http_status(http_status);
         return Head::End(
             Status::new(
                 code,
@@ -601,7 +601,7 @@ fn classify_head(http_status: u16, headers: HeaderMap, end_stream: bool) -> Head
             .get(http::header::CONTENT_TYPE)
             .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
             .unwrap_or_else(|| "(none)".to_owned());
-        let code = Code::from_http_status(http_status);
+        let code = code_from_http_status(http_status);
         return Head::End(
             Status::new(
                 code,
