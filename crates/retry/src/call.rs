@@ -1,0 +1,828 @@
+//! The per-call state machine: [`RetryCall`].
+//!
+//! The call order, after quinn-proto's `Connection`: feed events with the `handle_*` methods and application
+//! commands ([`RetryCall::send_message`], [`RetryCall::half_close`], [`RetryCall::cancel`]), then drain
+//! [`RetryCall::poll_action`] until it returns `None`, then re-arm one timer at [`RetryCall::poll_timeout`] and
+//! call [`RetryCall::handle_timeout`] when it fires. Every method takes `now`; nothing here reads a clock.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use grpc_code::Code;
+
+use crate::backoff::{Backoff, Rng};
+use crate::buffer::{BufferPool, DEFAULT_PER_CALL_LIMIT};
+use crate::policy::{HedgingPolicy, Policy, RetryPolicy};
+use crate::pushback::Pushback;
+use crate::stats::CallStats;
+use crate::throttle::Throttle;
+
+/// The safety cap on transparent retries of one call (grpc-java's number): past it the call fails INTERNAL.
+pub const DEFAULT_MAX_TRANSPARENT_RETRIES: u32 = 1000;
+
+/// Identifies one attempt of a call: 0 is the original, then in the order they were started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AttemptId(pub u32);
+
+/// Where an attempt failed (gRFC A6 "Transparent Retries": the four places an RPC can fail).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FailurePlace {
+    /// The load balancer dropped the call: it fails at once, with no retry of any kind.
+    Dropped,
+    /// The pick failed (e.g. TRANSIENT_FAILURE for a fail-fast call): the configured policy applies.
+    PickFailed,
+    /// The pick succeeded but nothing left the client: transparent retry, without limit until the deadline.
+    NotSent,
+    /// The server's HTTP/2 stack refused it before its application saw it (REFUSED_STREAM, GOAWAY above the
+    /// stream): one transparent retry per call, never after an attempt was processed.
+    Unprocessed,
+    /// The server's application may have seen it (trailers, or a failure after the request went out): the
+    /// configured policy applies.
+    Processed,
+}
+
+/// How an attempt ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttemptEnd {
+    /// The status code (OK for success).
+    pub code: Code,
+    /// Where it failed.
+    pub place: FailurePlace,
+    /// What the trailers said about retrying.
+    pub pushback: Pushback,
+}
+
+impl AttemptEnd {
+    /// The attempt ended with trailers carrying `code` (the server's application answered).
+    pub fn status(code: Code, pushback: Pushback) -> AttemptEnd {
+        AttemptEnd {
+            code,
+            place: FailurePlace::Processed,
+            pushback,
+        }
+    }
+
+    /// The attempt failed at `place` with `code`, and no pushback.
+    pub fn failure(code: Code, place: FailurePlace) -> AttemptEnd {
+        AttemptEnd {
+            code,
+            place,
+            pushback: Pushback::None,
+        }
+    }
+}
+
+/// Why the state machine itself ended a call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LocalReason {
+    /// The call's deadline passed: DEADLINE_EXCEEDED.
+    DeadlineExceeded,
+    /// The application cancelled: CANCELLED.
+    Cancelled,
+    /// Over the safety cap of transparent retries: INTERNAL.
+    TooManyTransparentRetries,
+}
+
+impl LocalReason {
+    /// The status code.
+    pub fn code(self) -> Code {
+        match self {
+            LocalReason::DeadlineExceeded => Code::DeadlineExceeded,
+            LocalReason::Cancelled => Code::Cancelled,
+            LocalReason::TooManyTransparentRetries => Code::Internal,
+        }
+    }
+
+    /// The status message.
+    pub fn message(self) -> &'static str {
+        match self {
+            LocalReason::DeadlineExceeded => "deadline exceeded",
+            LocalReason::Cancelled => "call cancelled by the client",
+            LocalReason::TooManyTransparentRetries => {
+                "too many transparent retries: the call never left the client; this is likely a bug"
+            }
+        }
+    }
+}
+
+/// The call's final outcome.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The status of this attempt is the call's status.
+    Attempt(AttemptId),
+    /// A status made by the state machine.
+    Local(LocalReason),
+}
+
+/// What the channel must do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Pick a subchannel (preferring addresses not in `avoid`) and open a stream for a new attempt.
+    StartAttempt {
+        /// The new attempt.
+        attempt: AttemptId,
+        /// The value of `grpc-previous-rpc-attempts` (omit the header when 0).
+        previous_attempts: u32,
+        /// Whether this is a transparent retry.
+        transparent: bool,
+        /// Addresses this call already used; hedges and retries should prefer others.
+        avoid: Vec<SocketAddr>,
+    },
+    /// Send message `index` of the call on `attempt` (in order; report with `handle_message_sent`).
+    SendMessage {
+        /// The attempt.
+        attempt: AttemptId,
+        /// The message's index in the call.
+        index: usize,
+        /// The message.
+        message: Bytes,
+    },
+    /// Half-close `attempt` after its messages.
+    HalfClose {
+        /// The attempt.
+        attempt: AttemptId,
+    },
+    /// Cancel `attempt` (RST_STREAM(CANCEL)); report nothing more about it.
+    CancelAttempt {
+        /// The attempt.
+        attempt: AttemptId,
+    },
+    /// The call is committed to `attempt`: hand its response to the application.
+    Commit {
+        /// The attempt.
+        attempt: AttemptId,
+    },
+    /// The call is over.
+    Finish(Outcome),
+}
+
+/// Per-call settings.
+#[derive(Clone, Debug)]
+pub struct CallConfig {
+    /// The method's policy.
+    pub policy: Policy,
+    /// `false` when the channel disabled retries (retries and hedging; transparent retries stay on).
+    pub retries_enabled: bool,
+    /// The call's deadline, spanning all attempts.
+    pub deadline: Option<Instant>,
+    /// The most bytes this call may keep for replay.
+    pub per_call_buffer_limit: usize,
+    /// The safety cap on transparent retries.
+    pub max_transparent_retries: u32,
+}
+
+impl Default for CallConfig {
+    fn default() -> Self {
+        CallConfig {
+            policy: Policy::None,
+            retries_enabled: true,
+            deadline: None,
+            per_call_buffer_limit: DEFAULT_PER_CALL_LIMIT,
+            max_transparent_retries: DEFAULT_MAX_TRANSPARENT_RETRIES,
+        }
+    }
+}
+
+/// What the channel shares between calls: the target's throttle and the channel's buffer pool.
+#[derive(Clone, Debug, Default)]
+pub struct Shared {
+    /// The throttle of the call's target, if the service config has `retryThrottling`.
+    pub throttle: Option<Arc<Throttle>>,
+    /// The channel's retry buffer pool.
+    pub pool: Arc<BufferPool>,
+}
+
+#[derive(Clone, Debug)]
+struct Attempt {
+    live: bool,
+    previous_attempts: u32,
+    /// Messages handed to the channel for this attempt.
+    queued: usize,
+    /// Messages the channel reported as sent.
+    sent: usize,
+}
+
+/// Which policy is in force, after `retries_enabled`.
+#[derive(Clone, Debug)]
+enum Mode {
+    None,
+    Retry(RetryPolicy),
+    Hedging(HedgingPolicy),
+}
+
+/// The timer table: at most one deadline per kind.
+#[derive(Clone, Copy, Debug, Default)]
+struct Timers {
+    deadline: Option<Instant>,
+    retry: Option<Instant>,
+    hedge: Option<Instant>,
+}
+
+impl Timers {
+    fn next(&self) -> Option<Instant> {
+        [self.deadline, self.retry, self.hedge]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+}
+
+/// The gRFC A6 state machine of one call. See the crate docs for the diagram.
+pub struct RetryCall {
+    mode: Mode,
+    max_transparent: u32,
+    per_call_limit: usize,
+    shared: Shared,
+    rng: Box<dyn Rng>,
+    attempts: Vec<Attempt>,
+    live: usize,
+    /// Every message of the call while it may still be replayed (released as the committed attempt sends).
+    messages: Vec<Bytes>,
+    /// Messages `0..accounted` are counted against the limits; later ones arrived after an overflow.
+    accounted: usize,
+    /// Bytes of `messages[released..accounted]` still counted.
+    buffered_bytes: usize,
+    released: usize,
+    next_index: usize,
+    half_closed: bool,
+    committed: Option<AttemptId>,
+    /// The buffer overflowed while no attempt was in flight: the next attempt is committed when it starts.
+    commit_on_start: bool,
+    finished: bool,
+    any_processed: bool,
+    unprocessed_retry_used: bool,
+    policy_attempts: u32,
+    backoff: Backoff,
+    hedging_stopped: bool,
+    timers: Timers,
+    used: Vec<SocketAddr>,
+    last_ended: Option<AttemptId>,
+    idle_since: Option<Instant>,
+    actions: VecDeque<Action>,
+    stats: CallStats,
+}
+
+impl std::fmt::Debug for RetryCall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RetryCall")
+            .field("mode", &self.mode)
+            .field("live", &self.live)
+            .field("committed", &self.committed)
+            .field("finished", &self.finished)
+            .field("timers", &self.timers)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RetryCall {
+    /// A new call; its first action is starting the original attempt (and, for a zero hedging delay, every
+    /// hedge).
+    pub fn new(config: CallConfig, shared: Shared, rng: Box<dyn Rng>, now: Instant) -> RetryCall {
+        let mode = match (config.retries_enabled, config.policy) {
+            (false, _) | (_, Policy::None) => Mode::None,
+            (true, Policy::Retry(p)) => Mode::Retry(p),
+            (true, Policy::Hedging(p)) => Mode::Hedging(p),
+        };
+        let mut call = RetryCall {
+            mode,
+            max_transparent: config.max_transparent_retries,
+            per_call_limit: config.per_call_buffer_limit,
+            shared,
+            rng,
+            attempts: Vec::new(),
+            live: 0,
+            messages: Vec::new(),
+            accounted: 0,
+            buffered_bytes: 0,
+            released: 0,
+            next_index: 0,
+            half_closed: false,
+            committed: None,
+            commit_on_start: false,
+            finished: false,
+            any_processed: false,
+            unprocessed_retry_used: false,
+            policy_attempts: 0,
+            backoff: Backoff::default(),
+            hedging_stopped: false,
+            timers: Timers {
+                deadline: config.deadline,
+                ..Timers::default()
+            },
+            used: Vec::new(),
+            last_ended: None,
+            idle_since: None,
+            actions: VecDeque::new(),
+            stats: CallStats::default(),
+        };
+        if config.deadline.is_some_and(|d| d <= now) {
+            call.finish(Outcome::Local(LocalReason::DeadlineExceeded), now);
+            return call;
+        }
+        call.start_policy_attempt(now);
+        if let Mode::Hedging(p) = &call.mode {
+            let delay = p.hedging_delay();
+            if delay.is_zero() {
+                while call.can_hedge() {
+                    call.start_policy_attempt(now);
+                }
+            } else {
+                call.arm_hedge(now + delay);
+            }
+        }
+        call
+    }
+
+    // ---- outputs ---------------------------------------------------------------------------------------
+
+    /// The next action, until `None`.
+    pub fn poll_action(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+
+    /// When to call [`RetryCall::handle_timeout`] next.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.finished {
+            None
+        } else {
+            self.timers.next()
+        }
+    }
+
+    // ---- getters ---------------------------------------------------------------------------------------
+
+    /// The attempt the call is committed to, if any.
+    pub fn committed(&self) -> Option<AttemptId> {
+        self.committed
+    }
+
+    /// Whether the call has finished.
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    /// Attempts in flight.
+    pub fn live_attempts(&self) -> usize {
+        self.live
+    }
+
+    /// Bytes currently counted against the buffer limits.
+    pub fn buffered_bytes(&self) -> usize {
+        self.buffered_bytes
+    }
+
+    /// The call's statistics so far (final once finished).
+    pub fn stats(&self) -> &CallStats {
+        &self.stats
+    }
+
+    // ---- events from attempts --------------------------------------------------------------------------
+
+    /// The attempt's pick chose `address`: later attempts are asked to avoid it.
+    pub fn handle_picked(&mut self, attempt: AttemptId, address: SocketAddr) {
+        if self.is_live(attempt) && !self.used.contains(&address) {
+            self.used.push(address);
+        }
+    }
+
+    /// The channel wrote message `index` on `attempt`.
+    pub fn handle_message_sent(&mut self, attempt: AttemptId, index: usize) {
+        let Some(a) = self.attempts.get_mut(attempt.0 as usize) else {
+            return;
+        };
+        if !a.live {
+            return;
+        }
+        a.sent = a.sent.max(index + 1).min(a.queued);
+        if self.committed == Some(attempt) {
+            self.release_sent();
+        }
+    }
+
+    /// The attempt received response headers: the call commits to it (A6 commit point 1).
+    pub fn handle_headers(&mut self, attempt: AttemptId, _now: Instant) {
+        if !self.is_live(attempt) || self.committed.is_some() {
+            return;
+        }
+        self.commit(attempt);
+    }
+
+    /// The attempt ended.
+    pub fn handle_end(&mut self, attempt: AttemptId, end: AttemptEnd, now: Instant) {
+        if !self.is_live(attempt) {
+            return;
+        }
+        self.attempts[attempt.0 as usize].live = false;
+        self.live -= 1;
+        self.last_ended = Some(attempt);
+        if self.live == 0 {
+            self.idle_since = Some(now);
+        }
+        let processed = end.place == FailurePlace::Processed;
+        if self.committed == Some(attempt) {
+            self.finish_with(attempt, end.code, now);
+            return;
+        }
+        match end.place {
+            FailurePlace::Dropped => return self.finish_with(attempt, end.code, now),
+            FailurePlace::NotSent => return self.transparent_retry(attempt, now),
+            FailurePlace::Unprocessed if !self.unprocessed_retry_used && !self.any_processed => {
+                self.unprocessed_retry_used = true;
+                return self.transparent_retry(attempt, now);
+            }
+            _ => {}
+        }
+        self.any_processed |= processed;
+        match self.mode.clone() {
+            Mode::None => self.finish_with(attempt, end.code, now),
+            Mode::Retry(policy) => self.after_retry_policy_attempt(attempt, end, &policy, now),
+            Mode::Hedging(policy) => self.after_hedge(attempt, end, &policy, now),
+        }
+    }
+
+    /// A timer fired.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.finished {
+            return;
+        }
+        if self.timers.deadline.is_some_and(|d| d <= now) {
+            self.finish(Outcome::Local(LocalReason::DeadlineExceeded), now);
+            return;
+        }
+        if self.timers.retry.is_some_and(|t| t <= now) {
+            self.timers.retry = None;
+            self.start_policy_attempt(now);
+        }
+        if self.timers.hedge.is_some_and(|t| t <= now) {
+            self.timers.hedge = None;
+            self.hedge_tick(now);
+        }
+    }
+
+    // ---- commands from the application -----------------------------------------------------------------
+
+    /// The application sends a message. Returns `false` if the call has already finished.
+    pub fn send_message(&mut self, message: Bytes, _now: Instant) -> bool {
+        if self.finished {
+            return false;
+        }
+        let index = self.next_index;
+        self.next_index += 1;
+        if let Some(c) = self.committed {
+            self.queue_send(c, index, message);
+            return true;
+        }
+        let len = message.len();
+        let fits = !self.commit_on_start
+            && self.buffered_bytes + len <= self.per_call_limit
+            && self.shared.pool.try_reserve(len);
+        if fits {
+            self.buffered_bytes += len;
+            self.accounted += 1;
+            self.messages.push(message.clone());
+            for id in self.live_ids() {
+                self.queue_send(id, index, message.clone());
+            }
+            return true;
+        }
+        // A6 commit point 2: the outgoing messages overflowed the retry buffer.
+        self.stats.committed_by_buffer_overflow = true;
+        match self.most_advanced_live_attempt() {
+            Some(winner) => {
+                self.commit(winner);
+                self.queue_send(winner, index, message);
+            }
+            None => {
+                // No attempt in flight (backing off): keep the message for the next attempt, which is then
+                // committed. It is not retry-buffered: it will be sent once.
+                self.commit_on_start = true;
+                self.messages.push(message);
+            }
+        }
+        true
+    }
+
+    /// The application half-closes.
+    pub fn half_close(&mut self) {
+        if self.finished || self.half_closed {
+            return;
+        }
+        self.half_closed = true;
+        for id in self.live_ids() {
+            self.actions.push_back(Action::HalfClose { attempt: id });
+        }
+    }
+
+    /// The application cancels the call.
+    pub fn cancel(&mut self, now: Instant) {
+        if !self.finished {
+            self.finish(Outcome::Local(LocalReason::Cancelled), now);
+        }
+    }
+
+    // ---- internals -------------------------------------------------------------------------------------
+
+    fn is_live(&self, attempt: AttemptId) -> bool {
+        !self.finished
+            && self
+                .attempts
+                .get(attempt.0 as usize)
+                .is_some_and(|a| a.live)
+    }
+
+    fn live_ids(&self) -> Vec<AttemptId> {
+        (0..self.attempts.len() as u32)
+            .map(AttemptId)
+            .filter(|id| self.attempts[id.0 as usize].live)
+            .collect()
+    }
+
+    fn most_advanced_live_attempt(&self) -> Option<AttemptId> {
+        // Most messages sent; the earliest attempt among equals.
+        self.live_ids()
+            .into_iter()
+            .max_by_key(|id| (self.attempts[id.0 as usize].sent, std::cmp::Reverse(id.0)))
+    }
+
+    fn queue_send(&mut self, attempt: AttemptId, index: usize, message: Bytes) {
+        self.attempts[attempt.0 as usize].queued = index + 1;
+        self.actions.push_back(Action::SendMessage {
+            attempt,
+            index,
+            message,
+        });
+    }
+
+    fn start_policy_attempt(&mut self, now: Instant) {
+        let previous = self.policy_attempts;
+        self.policy_attempts += 1;
+        if previous > 0 {
+            match self.mode {
+                Mode::Hedging(_) => self.stats.hedges += 1,
+                _ => self.stats.retries += 1,
+            }
+        }
+        self.start_attempt(previous, false, now);
+    }
+
+    fn transparent_retry(&mut self, replaced: AttemptId, now: Instant) {
+        if self.stats.transparent_retries >= self.max_transparent {
+            self.finish(Outcome::Local(LocalReason::TooManyTransparentRetries), now);
+            return;
+        }
+        self.stats.transparent_retries += 1;
+        let previous = self.attempts[replaced.0 as usize].previous_attempts;
+        self.start_attempt(previous, true, now);
+    }
+
+    fn start_attempt(&mut self, previous_attempts: u32, transparent: bool, now: Instant) {
+        let id = AttemptId(self.attempts.len() as u32);
+        self.attempts.push(Attempt {
+            live: true,
+            previous_attempts,
+            queued: 0,
+            sent: 0,
+        });
+        self.live += 1;
+        self.stats.attempts += 1;
+        if let Some(since) = self.idle_since.take() {
+            self.stats.retry_delay += now.saturating_duration_since(since);
+        }
+        self.actions.push_back(Action::StartAttempt {
+            attempt: id,
+            previous_attempts,
+            transparent,
+            avoid: self.used.clone(),
+        });
+        for index in 0..self.messages.len() {
+            let message = self.messages[index].clone();
+            self.queue_send(id, index, message);
+        }
+        if self.half_closed {
+            self.actions.push_back(Action::HalfClose { attempt: id });
+        }
+        if self.commit_on_start {
+            self.commit(id);
+        }
+    }
+
+    fn commit(&mut self, attempt: AttemptId) {
+        self.committed = Some(attempt);
+        self.commit_on_start = false;
+        self.timers.retry = None;
+        self.timers.hedge = None;
+        for id in self.live_ids() {
+            if id != attempt {
+                self.cancel_attempt(id);
+            }
+        }
+        self.actions.push_back(Action::Commit { attempt });
+        self.release_sent();
+    }
+
+    fn cancel_attempt(&mut self, id: AttemptId) {
+        self.attempts[id.0 as usize].live = false;
+        self.live -= 1;
+        self.actions
+            .push_back(Action::CancelAttempt { attempt: id });
+    }
+
+    /// Releases the buffered messages the committed attempt has sent: they will never be replayed.
+    fn release_sent(&mut self) {
+        let Some(c) = self.committed else { return };
+        let upto = self.attempts[c.0 as usize].sent.min(self.messages.len());
+        while self.released < upto {
+            let i = self.released;
+            if i < self.accounted {
+                let len = self.messages[i].len();
+                self.buffered_bytes -= len;
+                self.shared.pool.release(len);
+            }
+            self.messages[i] = Bytes::new();
+            self.released += 1;
+        }
+    }
+
+    fn release_all(&mut self) {
+        self.shared.pool.release(self.buffered_bytes);
+        self.buffered_bytes = 0;
+        self.messages.clear();
+        self.released = 0;
+        self.accounted = 0;
+    }
+
+    fn finish_with(&mut self, attempt: AttemptId, code: Code, now: Instant) {
+        if code == Code::Ok {
+            if let Some(t) = &self.shared.throttle {
+                t.record_success();
+            }
+        }
+        self.finish(Outcome::Attempt(attempt), now);
+    }
+
+    fn finish(&mut self, outcome: Outcome, now: Instant) {
+        for id in self.live_ids() {
+            self.cancel_attempt(id);
+        }
+        if let Some(since) = self.idle_since.take() {
+            self.stats.retry_delay += now.saturating_duration_since(since);
+        }
+        self.timers = Timers::default();
+        self.release_all();
+        self.finished = true;
+        self.actions.push_back(Action::Finish(outcome));
+    }
+
+    fn throttle_allows(&self) -> bool {
+        self.shared
+            .throttle
+            .as_ref()
+            .is_none_or(|t| t.allows_retry())
+    }
+
+    fn record_throttle_failure(&self) {
+        if let Some(t) = &self.shared.throttle {
+            t.record_failure();
+        }
+    }
+
+    fn after_retry_policy_attempt(
+        &mut self,
+        attempt: AttemptId,
+        end: AttemptEnd,
+        policy: &RetryPolicy,
+        now: Instant,
+    ) {
+        if end.code == Code::Ok {
+            return self.finish_with(attempt, end.code, now);
+        }
+        // The order grpc-go uses: a "don't retry" pushback counts as a failure; then the code must be
+        // retryable; then the throttle is charged and checked; then maxAttempts.
+        if end.pushback == Pushback::DontRetry {
+            self.record_throttle_failure();
+            return self.finish_with(attempt, end.code, now);
+        }
+        if !policy.retryable().contains(end.code) {
+            return self.finish_with(attempt, end.code, now);
+        }
+        self.record_throttle_failure();
+        if !self.throttle_allows() || self.policy_attempts >= policy.max_attempts().get() {
+            return self.finish_with(attempt, end.code, now);
+        }
+        let delay = match end.pushback {
+            Pushback::RetryAfter(d) => {
+                self.backoff.reset();
+                d
+            }
+            _ => self.backoff.next_delay(policy, self.rng.as_mut()),
+        };
+        let at = now + delay;
+        if self.timers.deadline.is_some_and(|d| at >= d) {
+            // Beyond A6: a retry that would start after the deadline could only end DEADLINE_EXCEEDED and
+            // would hide the real failure. End now with it.
+            return self.finish_with(attempt, end.code, now);
+        }
+        self.timers.retry = Some(at);
+    }
+
+    fn can_hedge(&self) -> bool {
+        match &self.mode {
+            Mode::Hedging(p) => {
+                !self.hedging_stopped
+                    && self.committed.is_none()
+                    && !self.commit_on_start
+                    && self.policy_attempts < p.max_attempts().get()
+                    && self.throttle_allows()
+            }
+            _ => false,
+        }
+    }
+
+    fn more_hedges_remain(&self) -> bool {
+        match &self.mode {
+            Mode::Hedging(p) => {
+                !self.hedging_stopped && self.policy_attempts < p.max_attempts().get()
+            }
+            _ => false,
+        }
+    }
+
+    fn arm_hedge(&mut self, at: Instant) {
+        if self.more_hedges_remain() && self.timers.deadline.is_none_or(|d| at < d) {
+            self.timers.hedge = Some(at);
+        } else {
+            self.timers.hedge = None;
+        }
+    }
+
+    fn hedge_delay(&self) -> Duration {
+        match &self.mode {
+            Mode::Hedging(p) => p.hedging_delay(),
+            _ => Duration::ZERO,
+        }
+    }
+
+    fn hedge_tick(&mut self, now: Instant) {
+        if self.can_hedge() {
+            self.start_policy_attempt(now);
+        }
+        // A throttled hedge is skipped, not postponed: the schedule goes on, and tokens may come back.
+        self.arm_hedge(now + self.hedge_delay());
+        self.finish_if_hedging_exhausted(now);
+    }
+
+    fn after_hedge(
+        &mut self,
+        attempt: AttemptId,
+        end: AttemptEnd,
+        policy: &HedgingPolicy,
+        now: Instant,
+    ) {
+        if end.code == Code::Ok || !policy.non_fatal().contains(end.code) {
+            // OK or a fatal code wins: every other attempt is cancelled.
+            return self.finish_with(attempt, end.code, now);
+        }
+        self.record_throttle_failure();
+        match end.pushback {
+            Pushback::DontRetry => {
+                self.hedging_stopped = true;
+                self.timers.hedge = None;
+            }
+            Pushback::RetryAfter(d) => {
+                // The next hedge after the pushback; later ones resume at hedgingDelay from it.
+                self.arm_hedge(now + d);
+            }
+            Pushback::None => {
+                if self.can_hedge() {
+                    self.start_policy_attempt(now);
+                    self.arm_hedge(now + policy.hedging_delay());
+                }
+            }
+        }
+        self.finish_if_hedging_exhausted(now);
+    }
+
+    /// With no attempt in flight and no hedge that can still be sent, the last status is the call's.
+    fn finish_if_hedging_exhausted(&mut self, now: Instant) {
+        if self.finished || self.live > 0 {
+            return;
+        }
+        let waiting = self.timers.hedge.is_some() && self.throttle_allows();
+        if !waiting {
+            if let Some(last) = self.last_ended {
+                self.finish(Outcome::Attempt(last), now);
+            }
+        }
+    }
+}
+
+impl Drop for RetryCall {
+    fn drop(&mut self) {
+        // Memory returns to the channel's pool whatever way the call ends.
+        self.shared.pool.release(self.buffered_bytes);
+    }
+}
