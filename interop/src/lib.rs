@@ -3,6 +3,8 @@
 //! with the standard flags (`shared/spec/interop.md`).
 
 pub mod client;
+#[cfg(feature = "test-dns")]
+pub mod dns;
 pub mod faulty;
 pub mod flags;
 pub mod server;

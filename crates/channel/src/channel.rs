@@ -17,10 +17,11 @@ use crate::codec::Codec;
 use crate::error::BuildError;
 use crate::metadata::MetadataMap;
 use crate::request::{CallOptions, Request, Response};
+use crate::resolution::Resolution;
 use crate::status::{Code, Status};
-use crate::target::Target;
 use crate::timeout;
 use crate::transport::{Http2Settings, Transport};
+use grpc_service_config::{MethodConfig, ResolverOptions, ServiceConfig, Target};
 
 /// The default limit on a received message: 4 MiB.
 pub const DEFAULT_MAX_RECEIVE_MESSAGE_SIZE: usize = 4 << 20;
@@ -37,9 +38,10 @@ struct Inner {
     target: Target,
     authority: Authority,
     user_agent: HeaderValue,
-    max_receive: usize,
-    max_send: usize,
+    max_receive: Option<usize>,
+    max_send: Option<usize>,
     transport: Transport,
+    resolution: Resolution,
 }
 
 impl std::fmt::Debug for Channel {
@@ -57,9 +59,11 @@ pub struct ChannelBuilder {
     target: String,
     authority: Option<String>,
     user_agent: Option<String>,
-    max_receive: usize,
-    max_send: usize,
+    max_receive: Option<usize>,
+    max_send: Option<usize>,
     http2: Http2Settings,
+    default_service_config: Option<String>,
+    resolver: ResolverOptions,
 }
 
 impl ChannelBuilder {
@@ -75,15 +79,37 @@ impl ChannelBuilder {
         self
     }
 
-    /// The largest response message accepted; larger ones end the call with RESOURCE_EXHAUSTED.
+    /// The largest response message accepted; larger ones end the call with RESOURCE_EXHAUSTED. With a
+    /// service config's `maxResponseMessageBytes` too, the smaller wins; with neither, 4 MiB.
     pub fn max_receive_message_size(mut self, bytes: usize) -> Self {
-        self.max_receive = bytes;
+        self.max_receive = Some(bytes);
         self
     }
 
-    /// The largest request message sent; larger ones end the call with RESOURCE_EXHAUSTED, unsent.
+    /// The largest request message sent; larger ones end the call with RESOURCE_EXHAUSTED, unsent. With a
+    /// service config's `maxRequestMessageBytes` too, the smaller wins.
     pub fn max_send_message_size(mut self, bytes: usize) -> Self {
-        self.max_send = bytes;
+        self.max_send = Some(bytes);
+        self
+    }
+
+    /// The service config to use when the resolver provides none (no TXT record, lookups turned off, a static
+    /// target) and when the first one it provides is invalid (gRFC A21). Checked by `build()`.
+    pub fn default_service_config(mut self, json: impl Into<String>) -> Self {
+        self.default_service_config = Some(json.into());
+        self
+    }
+
+    /// Turns the DNS TXT service config lookup on (the default) or off.
+    pub fn service_config_lookup(mut self, enabled: bool) -> Self {
+        self.resolver.txt_lookups = enabled;
+        self
+    }
+
+    /// The DNS resolver's options (minimum re-resolution interval, query timeout, `maxAttempts` cap, host
+    /// name for `clientHostname`).
+    pub fn resolver_options(mut self, options: ResolverOptions) -> Self {
+        self.resolver = options;
         self
     }
 
@@ -101,7 +127,20 @@ impl ChannelBuilder {
 
     /// Checks the options and builds the channel. Does not connect.
     pub fn build(self) -> Result<Channel, BuildError> {
-        let target = Target::parse(&self.target)?;
+        let target = Target::parse(&self.target).map_err(|e| BuildError::InvalidTarget {
+            target: e.target,
+            reason: e.reason,
+        })?;
+        let default_config =
+            match &self.default_service_config {
+                None => None,
+                Some(json) => Some(ServiceConfig::parse(json, self.resolver.parse).map_err(
+                    |e| BuildError::InvalidOption {
+                        option: "default_service_config",
+                        reason: e.to_string(),
+                    },
+                )?),
+            };
         let authority_text = self.authority.unwrap_or_else(|| target.authority());
         let authority = Authority::try_from(authority_text.as_str()).map_err(|e| {
             BuildError::InvalidOption {
@@ -142,7 +181,7 @@ impl ChannelBuilder {
             ),
             (
                 "max_receive_message_size",
-                self.max_receive <= u32::MAX as usize,
+                self.max_receive.is_none_or(|m| m <= u32::MAX as usize),
                 "at most 2^32-1",
             ),
         ];
@@ -154,7 +193,8 @@ impl ChannelBuilder {
                 });
             }
         }
-        let transport = Transport::new(target.clone(), self.http2);
+        let transport = Transport::new(self.http2);
+        let resolution = Resolution::new(target.clone(), self.resolver, default_config);
         Ok(Channel {
             inner: Arc::new(Inner {
                 target,
@@ -163,6 +203,7 @@ impl ChannelBuilder {
                 max_receive: self.max_receive,
                 max_send: self.max_send,
                 transport,
+                resolution,
             }),
         })
     }
@@ -185,9 +226,11 @@ impl Channel {
             target: target.into(),
             authority: None,
             user_agent: None,
-            max_receive: DEFAULT_MAX_RECEIVE_MESSAGE_SIZE,
-            max_send: DEFAULT_MAX_SEND_MESSAGE_SIZE,
+            max_receive: None,
+            max_send: None,
             http2: Http2Settings::default(),
+            default_service_config: None,
+            resolver: ResolverOptions::default(),
         }
     }
 
@@ -379,7 +422,28 @@ impl Channel {
         options: CallOptions,
     ) -> Result<Started, Status> {
         let inner = &*self.inner;
-        let deadline = options.timeout.map(|t| Instant::now() + t);
+        let call_start = Instant::now();
+        let api_deadline = options.timeout.map(|t| call_start + t);
+        // The service config comes with resolution; calls wait for the first result (bounded by their own
+        // deadline), and wait-for-ready calls set through the API also wait through resolution failures.
+        let api_wait = options.wait_for_ready.unwrap_or(false);
+        let resolved = match api_deadline {
+            None => inner.resolution.wait(api_wait).await,
+            Some(d) => tokio::time::timeout_at(d, inner.resolution.wait(api_wait))
+                .await
+                .map_err(|_| Status::deadline_exceeded())?,
+        };
+        let (_, config) = resolved?;
+        let method = config.method_config(path).map(|m| &**m);
+        let limits = effective_limits(method, inner, &options);
+        let deadline = min_deadline(
+            api_deadline,
+            method.and_then(|m| m.timeout).map(|t| call_start + t),
+        );
+        let wait_for_ready = options
+            .wait_for_ready
+            .or(method.and_then(|m| m.wait_for_ready))
+            .unwrap_or(false);
         let path = PathAndQuery::try_from(path)
             .ok()
             .filter(|p| {
@@ -420,7 +484,10 @@ impl Channel {
         }
 
         let open = async {
-            let mut send = inner.transport.ready(options.wait_for_ready).await?;
+            let mut send = inner
+                .transport
+                .ready(&inner.resolution, wait_for_ready)
+                .await?;
             let (response, stream) = send.send_request(request, false).map_err(Status::from_h2)?;
             Ok::<_, Status>((response, stream))
         };
@@ -430,12 +497,7 @@ impl Channel {
                 .await
                 .map_err(|_| Status::deadline_exceeded())??,
         };
-        let max_send = options
-            .max_send_message_size
-            .map_or(inner.max_send, |m| m.min(inner.max_send));
-        let max_receive = options
-            .max_receive_message_size
-            .map_or(inner.max_receive, |m| m.min(inner.max_receive));
+        let (max_send, max_receive) = limits;
         Ok(Started {
             shared: Shared::new(stream),
             response,
@@ -445,6 +507,47 @@ impl Channel {
             options,
         })
     }
+}
+
+/// The earlier of two optional deadlines.
+fn min_deadline(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// The message size limits of a call: the service config's and the channel's (the smaller when both are
+/// set, the built-in default when neither is), then lowered by the call's own options.
+fn effective_limits(
+    method: Option<&MethodConfig>,
+    inner: &Inner,
+    options: &CallOptions,
+) -> (usize, usize) {
+    fn pick(config: Option<u32>, api: Option<usize>, default: usize) -> usize {
+        match (config.map(|c| c as usize), api) {
+            (Some(c), Some(a)) => c.min(a),
+            (Some(c), None) => c,
+            (None, Some(a)) => a,
+            (None, None) => default,
+        }
+    }
+    let send = pick(
+        method.and_then(|m| m.max_request_message_bytes),
+        inner.max_send,
+        DEFAULT_MAX_SEND_MESSAGE_SIZE,
+    );
+    let receive = pick(
+        method.and_then(|m| m.max_response_message_bytes),
+        inner.max_receive,
+        DEFAULT_MAX_RECEIVE_MESSAGE_SIZE,
+    );
+    (
+        options.max_send_message_size.map_or(send, |m| m.min(send)),
+        options
+            .max_receive_message_size
+            .map_or(receive, |m| m.min(receive)),
+    )
 }
 
 /// Reads exactly one response message and the status after it.

@@ -18,8 +18,12 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Not here yet (each has its own work item): TLS, the DNS resolver with service config (A2, A21), load
-//! balancing and connection backoff, retries and hedging (A6), keepalive.
+//! Targets resolve through `grpc-service-config`'s hickory resolver, which also reads the service config from
+//! DNS TXT records (gRFC A2) and applies A21's rules for bad ones; the method config's `timeout`,
+//! `waitForReady` and message size limits apply to each call.
+//!
+//! Not here yet (each has its own work item): TLS, load balancing and connection backoff, retries and hedging
+//! (A6; the policies are parsed, the state machine is in `grpc-retry`, the wiring is not done), keepalive.
 
 mod call;
 mod channel;
@@ -30,8 +34,8 @@ pub mod framing;
 pub mod metadata;
 pub mod percent;
 mod request;
+mod resolution;
 mod status;
-pub mod target;
 pub mod timeout;
 mod transport;
 
@@ -41,6 +45,9 @@ pub use channel::{
 };
 pub use compression::Encoding;
 pub use error::BuildError;
+pub use grpc_service_config::{
+    self as service_config, target, ResolverOptions, ServiceConfig, Target,
+};
 pub use metadata::{MetadataError, MetadataMap};
 pub use request::{CallOptions, MessageOptions, Request, Response};
 pub use status::{Code, Status};

@@ -11,7 +11,7 @@ use crate::metadata::MetadataMap;
 pub struct CallOptions {
     pub(crate) timeout: Option<Duration>,
     pub(crate) compression: Option<Encoding>,
-    pub(crate) wait_for_ready: bool,
+    pub(crate) wait_for_ready: Option<bool>,
     pub(crate) max_send_message_size: Option<usize>,
     pub(crate) max_receive_message_size: Option<usize>,
 }
@@ -27,8 +27,9 @@ impl CallOptions {
         self.compression
     }
 
-    /// Whether the call waits for a connection instead of failing fast.
-    pub fn wait_for_ready(&self) -> bool {
+    /// Whether the call waits for a connection instead of failing fast, if the application said so (otherwise
+    /// the service config's `waitForReady` decides, and without one the call fails fast).
+    pub fn wait_for_ready(&self) -> Option<bool> {
         self.wait_for_ready
     }
 }
@@ -72,8 +73,9 @@ impl<T> Request<T> {
         &self.options
     }
 
-    /// Sets the call's timeout: the deadline is the call's start plus this. It is sent as `grpc-timeout` and
-    /// enforced locally; when it passes the call ends with `DEADLINE_EXCEEDED`.
+    /// Sets the call's timeout: the deadline is the call's start plus this (or the service config's `timeout`
+    /// if shorter). It is sent as `grpc-timeout` and enforced locally; when it passes the call ends with
+    /// `DEADLINE_EXCEEDED`.
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.options.timeout = Some(timeout);
         self
@@ -92,7 +94,7 @@ impl<T> Request<T> {
     /// Makes the call wait for a connection (until its deadline) instead of failing at once when the channel
     /// cannot connect (`doc/wait-for-ready.md`).
     pub fn with_wait_for_ready(mut self, wait: bool) -> Self {
-        self.options.wait_for_ready = wait;
+        self.options.wait_for_ready = Some(wait);
         self
     }
 

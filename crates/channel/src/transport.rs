@@ -12,10 +12,9 @@
 //! * max frame size 16 KiB (the HTTP/2 default, which every server accepts), header list 16 KiB.
 //!
 //! Load balancing, connection backoff and connectivity state come with the `lb` crate; until then a channel
-//! holds one connection, to the first address that accepts, and makes a new one on the next call after it
-//! dies.
+//! holds one connection, to the first endpoint that accepts, and makes a new one on the next call after it
+//! dies. A failed connection attempt asks the resolver for fresh addresses.
 
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,11 +22,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use h2::client::SendRequest;
 use parking_lot::Mutex;
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpStream, UnixStream};
 use tokio::time::Instant;
 
+use crate::resolution::{Endpoint, Resolution};
 use crate::status::{Code, Status};
-use crate::target::Target;
 
 /// HTTP/2 settings of the channel's connections.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -71,16 +71,14 @@ const WAIT_BACKOFF_INITIAL: Duration = Duration::from_secs(1);
 const WAIT_BACKOFF_MAX: Duration = Duration::from_secs(120);
 
 pub(crate) struct Transport {
-    target: Target,
     settings: Http2Settings,
     current: Mutex<Option<Conn>>,
     connecting: tokio::sync::Mutex<()>,
 }
 
 impl Transport {
-    pub(crate) fn new(target: Target, settings: Http2Settings) -> Transport {
+    pub(crate) fn new(settings: Http2Settings) -> Transport {
         Transport {
-            target,
             settings,
             current: Mutex::new(None),
             connecting: tokio::sync::Mutex::new(()),
@@ -89,10 +87,25 @@ impl Transport {
 
     /// A handle ready to open one stream. Fails fast with UNAVAILABLE when no connection can be made, unless
     /// `wait_for_ready`, in which case it keeps trying until the caller's deadline (which the caller enforces).
-    pub(crate) async fn ready(&self, wait_for_ready: bool) -> Result<SendRequest<Bytes>, Status> {
+    pub(crate) async fn ready(
+        &self,
+        resolution: &Resolution,
+        wait_for_ready: bool,
+    ) -> Result<SendRequest<Bytes>, Status> {
         let mut backoff = WAIT_BACKOFF_INITIAL;
         loop {
-            match self.try_ready().await {
+            let result = match self.live() {
+                Some(conn) => self.try_ready(conn, &[]).await,
+                None => {
+                    let (endpoints, _) = resolution.wait(wait_for_ready).await?;
+                    let result = self.try_ready_with(&endpoints).await;
+                    if result.is_err() {
+                        resolution.resolve_now();
+                    }
+                    result
+                }
+            };
+            match result {
                 Ok(send) => return Ok(send),
                 Err(status) if wait_for_ready && status.code() == Code::Unavailable => {
                     tracing::debug!(%status, ?backoff, "wait-for-ready call waiting for a connection");
@@ -104,26 +117,35 @@ impl Transport {
         }
     }
 
-    async fn try_ready(&self) -> Result<SendRequest<Bytes>, Status> {
-        // A connection found dead while waiting for a stream slot has sent nothing of this call: try a fresh
-        // connection once before giving up.
-        let mut attempts = 0;
-        loop {
-            attempts += 1;
-            let conn = self.connection().await?;
-            match conn.send.clone().ready().await {
-                Ok(send) => return Ok(send),
-                Err(e) => {
-                    conn.alive.store(false, Ordering::Release);
-                    if attempts >= 2 {
-                        return Err(Status::from_h2(e));
-                    }
+    async fn try_ready_with(&self, endpoints: &[Endpoint]) -> Result<SendRequest<Bytes>, Status> {
+        let conn = self.connection(endpoints).await?;
+        self.try_ready(conn, endpoints).await
+    }
+
+    /// Waits for a stream slot on `conn`. A connection found dead here has sent nothing of this call: try a
+    /// fresh one once (if endpoints are known) before giving up.
+    async fn try_ready(
+        &self,
+        conn: Conn,
+        endpoints: &[Endpoint],
+    ) -> Result<SendRequest<Bytes>, Status> {
+        match conn.send.clone().ready().await {
+            Ok(send) => Ok(send),
+            Err(e) => {
+                conn.alive.store(false, Ordering::Release);
+                if endpoints.is_empty() {
+                    return Err(Status::from_h2(e));
                 }
+                let fresh = self.connection(endpoints).await?;
+                fresh.send.clone().ready().await.map_err(|e| {
+                    fresh.alive.store(false, Ordering::Release);
+                    Status::from_h2(e)
+                })
             }
         }
     }
 
-    async fn connection(&self) -> Result<Conn, Status> {
+    async fn connection(&self, endpoints: &[Endpoint]) -> Result<Conn, Status> {
         if let Some(conn) = self.live() {
             return Ok(conn);
         }
@@ -131,7 +153,7 @@ impl Transport {
         if let Some(conn) = self.live() {
             return Ok(conn);
         }
-        let conn = self.connect().await?;
+        let conn = self.connect(endpoints).await?;
         *self.current.lock() = Some(conn.clone());
         Ok(conn)
     }
@@ -144,57 +166,73 @@ impl Transport {
             .cloned()
     }
 
-    async fn resolve(&self) -> Result<Vec<SocketAddr>, Status> {
-        match &self.target {
-            Target::Addresses(addrs) => Ok(addrs.clone()),
-            Target::Dns { host, port } => {
-                let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), *port))
-                    .await
-                    .map_err(|e| Status::from_io(&format!("DNS resolution of {host} failed"), e))?
-                    .collect();
-                if addrs.is_empty() {
-                    return Err(Status::new(
-                        Code::Unavailable,
-                        format!("DNS resolution of {host} returned no addresses"),
-                    ));
-                }
-                Ok(addrs)
-            }
-        }
-    }
-
-    async fn connect(&self) -> Result<Conn, Status> {
-        let addrs = self.resolve().await?;
+    async fn connect(&self, endpoints: &[Endpoint]) -> Result<Conn, Status> {
         let mut last = None;
-        for addr in addrs {
-            match self.connect_one(addr).await {
+        for endpoint in endpoints {
+            match self.connect_one(endpoint).await {
                 Ok(conn) => return Ok(conn),
                 Err(status) => {
-                    tracing::debug!(%addr, %status, "connection attempt failed");
+                    tracing::debug!(%endpoint, %status, "connection attempt failed");
                     last = Some(status);
                 }
             }
         }
         let last = last.unwrap_or_else(|| Status::new(Code::Unavailable, "no addresses"));
+        let list: Vec<String> = endpoints.iter().map(ToString::to_string).collect();
         let message = format!(
-            "failed to connect to all addresses of {}; last error: {}",
-            self.target,
+            "failed to connect to all addresses ({}); last error: {}",
+            list.join(", "),
             last.message()
         );
         Err(Status::new(Code::Unavailable, message).with_source(last))
     }
 
-    async fn connect_one(&self, addr: SocketAddr) -> Result<Conn, Status> {
+    async fn connect_one(&self, endpoint: &Endpoint) -> Result<Conn, Status> {
+        let deadline = Instant::now() + self.settings.connect_timeout;
+        let timed_out = || {
+            Status::new(
+                Code::Unavailable,
+                format!("connecting to {endpoint} timed out"),
+            )
+        };
+        match endpoint {
+            Endpoint::Tcp(addr) => {
+                let tcp = tokio::time::timeout_at(deadline, TcpStream::connect(addr))
+                    .await
+                    .map_err(|_| timed_out())?
+                    .map_err(|e| Status::from_io(&format!("connect to {addr}"), e))?;
+                tcp.set_nodelay(true)
+                    .map_err(|e| Status::from_io(&format!("set TCP_NODELAY on {addr}"), e))?;
+                self.handshake(tcp, endpoint, deadline).await
+            }
+            Endpoint::Unix(path) => {
+                let unix = tokio::time::timeout_at(deadline, UnixStream::connect(path))
+                    .await
+                    .map_err(|_| timed_out())?
+                    .map_err(|e| {
+                        Status::from_io(&format!("connect to unix:{}", path.display()), e)
+                    })?;
+                self.handshake(unix, endpoint, deadline).await
+            }
+        }
+    }
+
+    async fn handshake<T>(
+        &self,
+        io: T,
+        endpoint: &Endpoint,
+        deadline: Instant,
+    ) -> Result<Conn, Status>
+    where
+        T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
         let s = &self.settings;
-        let deadline = Instant::now() + s.connect_timeout;
-        let timed_out =
-            || Status::new(Code::Unavailable, format!("connecting to {addr} timed out"));
-        let tcp = tokio::time::timeout_at(deadline, TcpStream::connect(addr))
-            .await
-            .map_err(|_| timed_out())?
-            .map_err(|e| Status::from_io(&format!("connect to {addr}"), e))?;
-        tcp.set_nodelay(true)
-            .map_err(|e| Status::from_io(&format!("set TCP_NODELAY on {addr}"), e))?;
+        let timed_out = || {
+            Status::new(
+                Code::Unavailable,
+                format!("HTTP/2 handshake with {endpoint} timed out"),
+            )
+        };
         let handshake = h2::client::Builder::new()
             .initial_window_size(s.stream_window)
             .initial_connection_window_size(s.connection_window)
@@ -202,20 +240,21 @@ impl Transport {
             .max_frame_size(s.max_frame_size)
             .max_header_list_size(s.max_header_list_size)
             .enable_push(false)
-            .handshake::<_, Bytes>(tcp);
+            .handshake::<_, Bytes>(io);
         let (send, connection) = tokio::time::timeout_at(deadline, handshake)
             .await
             .map_err(|_| timed_out())?
             .map_err(Status::from_h2)?;
         let alive = Arc::new(AtomicBool::new(true));
         let flag = alive.clone();
+        let peer = endpoint.to_string();
         tokio::spawn(async move {
             if let Err(e) = connection.await {
-                tracing::debug!(%addr, error = %e, "connection ended with an error");
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
             }
             flag.store(false, Ordering::Release);
         });
-        tracing::debug!(%addr, "connected");
+        tracing::debug!(%endpoint, "connected");
         Ok(Conn { send, alive })
     }
 }

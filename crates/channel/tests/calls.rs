@@ -246,7 +246,17 @@ async fn message_and_message_stream_over_the_default_window() {
 #[test]
 fn invalid_targets_and_options_fail_at_build_time() {
     assert!(Channel::new("host:").is_err());
-    assert!(Channel::new("unix:/tmp/x").is_err());
+    assert!(Channel::new("unix:").is_err());
+    assert!(Channel::new("unix:/tmp/x").is_ok());
+    assert!(Channel::new("dns://127.0.0.1:5353/svc.test:1").is_ok());
+    let bad_config = Channel::builder("localhost:1")
+        .default_service_config(r#"{"methodConfig":[{"name":[{}],"timeout":"soon"}]}"#)
+        .build()
+        .expect_err("invalid default config");
+    assert!(
+        bad_config.to_string().contains("$.methodConfig[0].timeout"),
+        "{bad_config}"
+    );
     assert!(Channel::builder("localhost:1")
         .authority("bad authority")
         .build()

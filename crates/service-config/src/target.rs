@@ -1,13 +1,20 @@
-//! Channel targets (`doc/naming.md`): `host:port`, `dns:///host:port`, `ipv4:addr[:port],...` and
-//! `ipv6:[addr]:port,...`. A target without a known scheme is a DNS name. The default port is 443.
-//!
-//! Not here yet: `dns://server/...` (choosing the DNS server) and `unix:` paths, which come with the hickory
-//! resolver; they are refused with a clear error rather than silently ignored.
+//! Channel targets (`doc/naming.md`): `host:port`, `dns:[//dns-server-ip:port/]host[:port]`,
+//! `ipv4:addr[:port],...`, `ipv6:[addr]:port,...` and `unix:path` / `unix:///absolute/path`. A target without
+//! a known scheme is a DNS name. The default port is 443.
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::PathBuf;
 
-use crate::error::BuildError;
+/// A target string that is not a target.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid target {target:?}: {reason}")]
+pub struct TargetError {
+    /// The target as given.
+    pub target: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
 
 /// The default port when a target names none.
 pub const DEFAULT_PORT: u16 = 443;
@@ -17,6 +24,8 @@ pub const DEFAULT_PORT: u16 = 443;
 pub enum Target {
     /// A DNS name to resolve.
     Dns {
+        /// The DNS server to ask (`dns://1.2.3.4:53/host`), or the system's.
+        server: Option<SocketAddr>,
         /// The host name (or an IP literal, which resolves to itself).
         host: String,
         /// The port.
@@ -24,30 +33,34 @@ pub enum Target {
     },
     /// A fixed list of addresses.
     Addresses(Vec<SocketAddr>),
+    /// A Unix domain socket.
+    Unix(PathBuf),
 }
 
 impl Target {
     /// Parses a target string.
-    pub fn parse(target: &str) -> Result<Target, BuildError> {
-        let err = |reason: &str| BuildError::InvalidTarget {
+    pub fn parse(target: &str) -> Result<Target, TargetError> {
+        let err = |reason: &str| TargetError {
             target: target.to_owned(),
             reason: reason.to_owned(),
         };
         if let Some(rest) = target.strip_prefix("dns:") {
-            let host_port = match rest.strip_prefix("//") {
+            let (server, host_port) = match rest.strip_prefix("//") {
                 Some(with_authority) => match with_authority.split_once('/') {
-                    Some(("", host_port)) => host_port,
-                    Some((_server, _)) => {
-                        return Err(err(
-                            "choosing a DNS server (dns://server/host) is not supported yet",
-                        ))
+                    Some(("", host_port)) => (None, host_port),
+                    Some((server, host_port)) => {
+                        let (ip, port) = split_host_port_default(server, 53).map_err(err)?;
+                        let ip: IpAddr = ip
+                            .parse()
+                            .map_err(|_| err("the DNS server must be an IP address"))?;
+                        (Some(SocketAddr::new(ip, port)), host_port)
                     }
-                    None => return Err(err("expected dns:///host:port")),
+                    None => return Err(err("expected dns:///host:port or dns://server/host:port")),
                 },
-                None => rest,
+                None => (None, rest),
             };
             let (host, port) = split_host_port(host_port).map_err(err)?;
-            return Ok(Target::Dns { host, port });
+            return Ok(Target::Dns { server, host, port });
         }
         if let Some(rest) = target.strip_prefix("ipv4:") {
             let addrs = rest
@@ -77,19 +90,35 @@ impl Target {
                 .map_err(err)?;
             return Ok(Target::Addresses(addrs));
         }
-        if target.starts_with("unix:") || target.starts_with("unix-abstract:") {
-            return Err(err("unix sockets are not supported yet"));
+        if let Some(rest) = target.strip_prefix("unix:") {
+            let path = match rest.strip_prefix("//") {
+                Some(abs) if abs.starts_with('/') => abs,
+                Some(_) => return Err(err("expected unix:///absolute/path or unix:path")),
+                None => rest,
+            };
+            if path.is_empty() {
+                return Err(err("empty unix socket path"));
+            }
+            return Ok(Target::Unix(PathBuf::from(path)));
+        }
+        if target.starts_with("unix-abstract:") {
+            return Err(err("abstract unix sockets are not supported"));
         }
         let (host, port) = split_host_port(target).map_err(err)?;
-        Ok(Target::Dns { host, port })
+        Ok(Target::Dns {
+            server: None,
+            host,
+            port,
+        })
     }
 
     /// The `:authority` for calls on this target: `host:port`.
     pub fn authority(&self) -> String {
         match self {
-            Target::Dns { host, port } if host.contains(':') => format!("[{host}]:{port}"),
-            Target::Dns { host, port } => format!("{host}:{port}"),
+            Target::Dns { host, port, .. } if host.contains(':') => format!("[{host}]:{port}"),
+            Target::Dns { host, port, .. } => format!("{host}:{port}"),
             Target::Addresses(addrs) => addrs.first().map(ToString::to_string).unwrap_or_default(),
+            Target::Unix(_) => "localhost".to_owned(),
         }
     }
 }
@@ -97,7 +126,11 @@ impl Target {
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Target::Dns { .. } => write!(f, "dns:///{}", self.authority()),
+            Target::Dns { server: None, .. } => write!(f, "dns:///{}", self.authority()),
+            Target::Dns {
+                server: Some(s), ..
+            } => write!(f, "dns://{s}/{}", self.authority()),
+            Target::Unix(path) => write!(f, "unix:{}", path.display()),
             Target::Addresses(addrs) => {
                 let list: Vec<String> = addrs.iter().map(ToString::to_string).collect();
                 let scheme = if addrs.first().is_some_and(SocketAddr::is_ipv6) {
@@ -111,8 +144,12 @@ impl fmt::Display for Target {
     }
 }
 
-/// Splits `host[:port]`, `[v6][:port]` or `:port` (host `localhost`).
+/// Splits `host[:port]`, `[v6][:port]` or `:port` (host `localhost`), with port 443 by default.
 fn split_host_port(s: &str) -> Result<(String, u16), &'static str> {
+    split_host_port_default(s, DEFAULT_PORT)
+}
+
+fn split_host_port_default(s: &str, default_port: u16) -> Result<(String, u16), &'static str> {
     if s.is_empty() {
         return Err("empty host");
     }
@@ -144,7 +181,7 @@ fn split_host_port(s: &str) -> Result<(String, u16), &'static str> {
         return Err("invalid host");
     }
     let port = match port {
-        None => DEFAULT_PORT,
+        None => default_port,
         Some("") => return Err("missing port after ':'"),
         Some(p) => p.parse().map_err(|_| "invalid port")?,
     };
@@ -157,6 +194,7 @@ mod tests {
 
     fn dns(host: &str, port: u16) -> Target {
         Target::Dns {
+            server: None,
             host: host.into(),
             port,
         }
@@ -172,6 +210,25 @@ mod tests {
             ("[::1]", dns("::1", 443)),
             ("dns:///svc.test:50051", dns("svc.test", 50051)),
             ("dns:svc.test:7", dns("svc.test", 7)),
+            (
+                "dns://127.0.0.1:5353/svc.test:50051",
+                Target::Dns {
+                    server: Some("127.0.0.1:5353".parse().expect("addr")),
+                    host: "svc.test".into(),
+                    port: 50051,
+                },
+            ),
+            (
+                "dns://[::1]/svc.test",
+                Target::Dns {
+                    server: Some("[::1]:53".parse().expect("addr")),
+                    host: "svc.test".into(),
+                    port: 443,
+                },
+            ),
+            ("unix:/tmp/sock", Target::Unix("/tmp/sock".into())),
+            ("unix:relative/sock", Target::Unix("relative/sock".into())),
+            ("unix:///tmp/sock", Target::Unix("/tmp/sock".into())),
             (
                 "ipv4:127.0.0.1:1,127.0.0.2",
                 Target::Addresses(vec![
@@ -203,13 +260,15 @@ mod tests {
             "[::1",
             "ipv4:::1",
             "ipv6:127.0.0.1",
-            "dns://8.8.8.8/host:1",
-            "unix:/tmp/sock",
+            "dns://dns.example/host:1",
+            "unix:",
+            "unix://relative",
+            "unix-abstract:x",
             "bad host:1",
         ];
         for s in bad {
             let e = Target::parse(s).expect_err(s);
-            assert!(matches!(e, BuildError::InvalidTarget { .. }), "{s}: {e}");
+            assert_eq!(e.target, s, "{s}: {e}");
         }
     }
 

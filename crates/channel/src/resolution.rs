@@ -1,0 +1,198 @@
+//! Name resolution for a channel: the target's endpoints and the service config in use, per gRFC A21.
+//!
+//! Static targets (`ipv4:`, `ipv6:`, `unix:`) resolve at once, with the application's default service config
+//! or the empty one. DNS targets run a [`ResolverTask`] (hickory) and a small control task that applies each
+//! update through the A21 [`ConfigSelector`] and publishes the result; the control task runs whether or not
+//! calls flow, and ends when the channel is dropped. Both start on the channel's first call, inside the
+//! caller's tokio runtime.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use grpc_retry::SplitMix64;
+use grpc_service_config::{
+    ConfigSelector, Decision, DnsResolver, ResolverHandle, ResolverOptions, ResolverTask,
+    ServiceConfig, Target,
+};
+use tokio::sync::{watch, OnceCell};
+
+use crate::status::{Code, Status};
+
+/// Where a connection can be made.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Endpoint {
+    Tcp(SocketAddr),
+    Unix(PathBuf),
+}
+
+impl std::fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Endpoint::Tcp(a) => write!(f, "{a}"),
+            Endpoint::Unix(p) => write!(f, "unix:{}", p.display()),
+        }
+    }
+}
+
+/// What the channel knows from resolution.
+#[derive(Clone, Debug)]
+pub(crate) enum State {
+    /// No result yet: calls wait.
+    Pending,
+    /// Endpoints and the config to use.
+    Ready {
+        endpoints: Arc<[Endpoint]>,
+        config: Arc<ServiceConfig>,
+    },
+    /// The resolution failed: fail-fast calls fail with this status, wait-for-ready calls wait.
+    Failed(Status),
+}
+
+struct Started {
+    state: watch::Receiver<State>,
+    resolver: Option<ResolverHandle>,
+}
+
+pub(crate) struct Resolution {
+    target: Target,
+    options: ResolverOptions,
+    default_config: Option<ServiceConfig>,
+    started: OnceCell<Started>,
+}
+
+impl Resolution {
+    pub(crate) fn new(
+        target: Target,
+        options: ResolverOptions,
+        default_config: Option<ServiceConfig>,
+    ) -> Self {
+        Resolution {
+            target,
+            options,
+            default_config,
+            started: OnceCell::new(),
+        }
+    }
+
+    fn start(&self) -> Result<Started, Status> {
+        let static_endpoints = match &self.target {
+            Target::Addresses(addrs) => {
+                Some(addrs.iter().copied().map(Endpoint::Tcp).collect::<Vec<_>>())
+            }
+            Target::Unix(path) => Some(vec![Endpoint::Unix(path.clone())]),
+            Target::Dns { .. } => None,
+        };
+        if let Some(endpoints) = static_endpoints {
+            let config = Arc::new(
+                self.default_config
+                    .clone()
+                    .unwrap_or_else(ServiceConfig::empty),
+            );
+            let (_tx, rx) = watch::channel(State::Ready {
+                endpoints: endpoints.into(),
+                config,
+            });
+            return Ok(Started {
+                state: rx,
+                resolver: None,
+            });
+        }
+        let Target::Dns { server, host, port } = &self.target else {
+            return Err(Status::new(Code::Internal, "unreachable target kind"));
+        };
+        let resolver = DnsResolver::new(host, *port, *server, self.options.clone())
+            .map_err(|e| Status::new(Code::Unavailable, e.to_string()).with_source(e))?;
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0x5eed);
+        let handle = ResolverTask::spawn(resolver, Box::new(SplitMix64::new(seed)));
+        let (tx, rx) = watch::channel(State::Pending);
+        let mut updates = handle.updates();
+        let mut selector = ConfigSelector::new(self.default_config.clone());
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    changed = updates.changed() => if changed.is_err() { return },
+                    () = tx.closed() => return,
+                }
+                let Some(resolution) = updates.borrow_and_update().clone() else {
+                    continue;
+                };
+                let previous = tx.borrow().clone();
+                let decision = selector.update(resolution.config.clone());
+                if let Decision::KeepPrevious(_, e) = &decision {
+                    tracing::warn!(error = %e, "invalid service config from DNS; keeping the previous one");
+                }
+                let next = match (decision, &resolution.addresses) {
+                    (Decision::Fail(e), _) => State::Failed(
+                        Status::new(Code::Unavailable, format!("name resolution failed: {e}"))
+                            .with_source(e),
+                    ),
+                    (Decision::Use(config) | Decision::KeepPrevious(config, _), Ok(addrs)) => {
+                        State::Ready {
+                            endpoints: addrs
+                                .iter()
+                                .copied()
+                                .map(Endpoint::Tcp)
+                                .collect::<Vec<_>>()
+                                .into(),
+                            config,
+                        }
+                    }
+                    (_, Err(e)) => match previous {
+                        // Keep the endpoints we had; the resolver retries with backoff.
+                        State::Ready { endpoints, config } => State::Ready { endpoints, config },
+                        _ => State::Failed(
+                            Status::new(Code::Unavailable, e.to_string()).with_source(e.clone()),
+                        ),
+                    },
+                };
+                if tx.send(next).is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(Started {
+            state: rx,
+            resolver: Some(handle),
+        })
+    }
+
+    /// The endpoints and config to use, waiting for the first result (and, for wait-for-ready calls, through
+    /// failures). The caller bounds the wait with the call's deadline.
+    pub(crate) async fn wait(
+        &self,
+        wait_for_ready: bool,
+    ) -> Result<(Arc<[Endpoint]>, Arc<ServiceConfig>), Status> {
+        let started = self
+            .started
+            .get_or_try_init(|| async { self.start() })
+            .await?;
+        let mut state = started.state.clone();
+        loop {
+            let current = state.borrow_and_update().clone();
+            match current {
+                State::Ready { endpoints, config } => return Ok((endpoints, config)),
+                State::Failed(status) if !wait_for_ready => return Err(status),
+                State::Failed(_) | State::Pending => {
+                    if state.changed().await.is_err() {
+                        return Err(Status::new(Code::Unavailable, "name resolution stopped"));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Asks the resolver for a fresh resolution (rate-limited by the resolver).
+    pub(crate) fn resolve_now(&self) {
+        if let Some(Started {
+            resolver: Some(handle),
+            ..
+        }) = self.started.get()
+        {
+            handle.resolve_now();
+        }
+    }
+}

@@ -1,0 +1,41 @@
+//! The gRPC service config (gRFC A2, A6, A21; `doc/service_config.md`): typed, validated parsing; name
+//! resolution with the service config delivered in DNS TXT records; and the A21 rules for bad configs.
+//!
+//! * [`ServiceConfig::parse`] turns JSON into a config whose values cannot be invalid: unknown fields are
+//!   ignored, and a known field with a bad value rejects the whole config with a [`ParseError`] naming the
+//!   JSON path and the rule. Method lookup is two hash lookups at most.
+//! * [`txt::select`] picks the config from `_grpc_config.<host>` TXT records (A2).
+//! * [`ConfigSelector`] applies A21: keep the last good config, fall back to the application's default.
+//! * [`DnsResolver`] and [`ResolverTask`] (on hickory-resolver) resolve addresses and TXT records together,
+//!   re-resolve on request at most once per interval, and back off after failures ([`Schedule`]).
+//!
+//! Everything but the resolver is sans-IO. Not here: the LB policies themselves (`lb`), the retry state
+//! machine (`grpc-retry`, whose policy types the parser builds), `healthCheckConfig`, `perAttemptRecvTimeout`,
+//! SRV/grpclb lookups.
+
+mod duration;
+mod error;
+mod json;
+mod lb_config;
+mod method_config;
+mod resolver;
+mod schedule;
+mod selection;
+mod service_config;
+pub mod target;
+pub mod txt;
+
+#[cfg(test)]
+mod tests;
+
+pub use error::{ParseError, Rule};
+pub use lb_config::LbPolicy;
+pub use method_config::MethodConfig;
+pub use resolver::{
+    parse_default, DnsResolver, Resolution, ResolveError, ResolverHandle, ResolverOptions,
+    ResolverTask,
+};
+pub use schedule::{Schedule, DEFAULT_MIN_INTERVAL};
+pub use selection::{ConfigResult, ConfigSelector, Decision};
+pub use service_config::{ParseOptions, ServiceConfig};
+pub use target::{Target, TargetError};

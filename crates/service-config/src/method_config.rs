@@ -1,0 +1,147 @@
+//! `methodConfig` entries: names, `timeout`, `waitForReady`, message size limits, and the A6 `retryPolicy` /
+//! `hedgingPolicy` with every validation rule of A6.
+
+use std::time::Duration;
+
+use grpc_retry::{CodeSet, HedgingPolicy, MaxAttempts, Policy, RetryPolicy};
+use serde_json::{Map, Value};
+
+use crate::error::{ParseError, Rule};
+use crate::json::{each, field, required, At};
+
+/// What the service config says about one method (or a service's methods, or all methods).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MethodConfig {
+    /// `timeout`: the call's deadline is at most this far from its start.
+    pub timeout: Option<Duration>,
+    /// `waitForReady`: the default for calls that did not set it.
+    pub wait_for_ready: Option<bool>,
+    /// `maxRequestMessageBytes`.
+    pub max_request_message_bytes: Option<u32>,
+    /// `maxResponseMessageBytes`.
+    pub max_response_message_bytes: Option<u32>,
+    /// `retryPolicy` or `hedgingPolicy` (never both).
+    pub policy: Policy,
+}
+
+/// A method name entry: `service/method`, `service/` (all its methods) or `/` (every method).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Name {
+    Method(String),
+    Service(String),
+    Default,
+}
+
+pub(crate) fn parse_method_config(
+    at: At<'_>,
+    attempts_cap: u32,
+) -> Result<(Vec<Name>, MethodConfig), ParseError> {
+    let obj = at.object()?;
+    let names = field(&at, obj, "name", |names| each(&names, parse_name))?.unwrap_or_default();
+    let timeout = field(&at, obj, "timeout", |t| t.duration())?;
+    let wait_for_ready = field(&at, obj, "waitForReady", |w| w.bool())?;
+    let max_request_message_bytes = field(&at, obj, "maxRequestMessageBytes", u32_field)?;
+    let max_response_message_bytes = field(&at, obj, "maxResponseMessageBytes", u32_field)?;
+    let retry = field(&at, obj, "retryPolicy", |p| {
+        parse_retry_policy(p, attempts_cap)
+    })?;
+    let hedging = field(&at, obj, "hedgingPolicy", |p| {
+        parse_hedging_policy(p, attempts_cap)
+    })?;
+    let policy = match (retry, hedging) {
+        (Some(_), Some(_)) => return Err(at.error(Rule::BothPolicies)),
+        (Some(r), None) => Policy::Retry(r),
+        (None, Some(h)) => Policy::Hedging(h),
+        (None, None) => Policy::None,
+    };
+    Ok((
+        names,
+        MethodConfig {
+            timeout,
+            wait_for_ready,
+            max_request_message_bytes,
+            max_response_message_bytes,
+            policy,
+        },
+    ))
+}
+
+fn u32_field(at: At<'_>) -> Result<u32, ParseError> {
+    let n = at.uint()?;
+    u32::try_from(n)
+        .map_err(|_| at.error(Rule::OutOfRange(format!("{n} is larger than 4294967295"))))
+}
+
+fn parse_name(at: At<'_>) -> Result<Name, ParseError> {
+    let obj = at.object()?;
+    let service = field(&at, obj, "service", |s| s.str().map(str::to_owned))?.unwrap_or_default();
+    let method = field(&at, obj, "method", |m| m.str().map(str::to_owned))?.unwrap_or_default();
+    match (service.is_empty(), method.is_empty()) {
+        (true, true) => Ok(Name::Default),
+        (true, false) => Err(at.error(Rule::MethodWithoutService)),
+        (false, true) => Ok(Name::Service(service.to_owned())),
+        (false, false) => Ok(Name::Method(format!("{service}/{method}"))),
+    }
+}
+
+fn max_attempts(
+    at: &At<'_>,
+    obj: &Map<String, Value>,
+    cap: u32,
+) -> Result<MaxAttempts, ParseError> {
+    required(at, obj, "maxAttempts", |m| {
+        let n = m.uint()?;
+        MaxAttempts::new(n, cap).map_err(|e| m.error(Rule::Policy(e)))
+    })
+}
+
+fn codes(at: At<'_>) -> Result<CodeSet, ParseError> {
+    Ok(each(&at, |c| c.code())?.into_iter().collect())
+}
+
+fn parse_retry_policy(at: At<'_>, cap: u32) -> Result<RetryPolicy, ParseError> {
+    let obj = at.object()?;
+    let max_attempts = max_attempts(&at, obj, cap)?;
+    let positive = |name: &'static str| {
+        move |d: At<'_>| {
+            let v = d.duration()?;
+            if v.is_zero() {
+                Err(d.error(Rule::OutOfRange(format!(
+                    "{name} must be greater than zero"
+                ))))
+            } else {
+                Ok(v)
+            }
+        }
+    };
+    let initial = required(&at, obj, "initialBackoff", positive("initialBackoff"))?;
+    let max = required(&at, obj, "maxBackoff", positive("maxBackoff"))?;
+    let multiplier = required(&at, obj, "backoffMultiplier", |m| {
+        let x = m.number()?;
+        if x > 0.0 {
+            Ok(x)
+        } else {
+            Err(m.error(Rule::OutOfRange(format!(
+                "backoffMultiplier must be greater than zero, got {x}"
+            ))))
+        }
+    })?;
+    let retryable = required(&at, obj, "retryableStatusCodes", |c| {
+        let set = codes(c)?;
+        if set.is_empty() {
+            Err(c.error(Rule::Policy(grpc_retry::PolicyError::NoRetryableCodes)))
+        } else {
+            Ok(set)
+        }
+    })?;
+    RetryPolicy::new(max_attempts, initial, max, multiplier, retryable)
+        .map_err(|e| at.error(Rule::Policy(e)))
+}
+
+fn parse_hedging_policy(at: At<'_>, cap: u32) -> Result<HedgingPolicy, ParseError> {
+    let obj = at.object()?;
+    let max_attempts = max_attempts(&at, obj, cap)?;
+    let delay = field(&at, obj, "hedgingDelay", |d| d.duration())?.unwrap_or(Duration::ZERO);
+    let non_fatal = field(&at, obj, "nonFatalStatusCodes", codes)?.unwrap_or_default();
+    Ok(HedgingPolicy::new(max_attempts, delay, non_fatal))
+}

@@ -1,0 +1,309 @@
+//! The DNS resolver (gRFC A2, A10, `doc/naming.md`) on hickory-resolver: A and AAAA records for the
+//! addresses and, unless turned off, the TXT record `_grpc_config.<host>` for the service config, queried
+//! together. No TXT lookup for `localhost` or IP literals (A10). A [`ResolverTask`] re-resolves when asked, at
+//! most once per minimum interval, and retries failures with backoff ([`Schedule`]).
+//!
+//! This is the one module of the crate that does I/O.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use grpc_retry::Rng;
+use hickory_resolver::config::{ConnectionConfig, NameServerConfig, ResolverConfig, ResolverOpts};
+use hickory_resolver::net::runtime::TokioRuntimeProvider;
+use hickory_resolver::proto::rr::RData;
+use hickory_resolver::{Resolver, TokioResolver};
+use tokio::sync::{watch, Notify};
+
+use crate::schedule::{Schedule, DEFAULT_MIN_INTERVAL};
+use crate::selection::ConfigResult;
+use crate::service_config::{ParseOptions, ServiceConfig};
+use crate::txt::{self, ChoiceContext, CLIENT_LANGUAGE};
+
+/// Resolver options.
+#[derive(Clone, Debug)]
+pub struct ResolverOptions {
+    /// Look up the `_grpc_config` TXT record (on by default; the application may turn it off).
+    pub txt_lookups: bool,
+    /// The minimum interval between resolutions (30 s by default).
+    pub min_interval: Duration,
+    /// How long one DNS query may take before it is retried or fails.
+    pub query_timeout: Duration,
+    /// How the service config is parsed.
+    pub parse: ParseOptions,
+    /// The host name matched against `clientHostname`.
+    pub hostname: Option<String>,
+}
+
+impl Default for ResolverOptions {
+    fn default() -> Self {
+        ResolverOptions {
+            txt_lookups: true,
+            min_interval: DEFAULT_MIN_INTERVAL,
+            query_timeout: Duration::from_secs(5),
+            parse: ParseOptions::default(),
+            hostname: None,
+        }
+    }
+}
+
+/// Why the addresses could not be resolved.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ResolveError {
+    /// The DNS query failed.
+    #[error("DNS resolution of {host} failed: {source}")]
+    Dns {
+        /// The host.
+        host: String,
+        /// hickory's error.
+        #[source]
+        source: Arc<hickory_resolver::net::NetError>,
+    },
+    /// The name has no A or AAAA records.
+    #[error("DNS resolution of {host} returned no addresses")]
+    NoAddresses {
+        /// The host.
+        host: String,
+    },
+    /// The resolver could not be set up.
+    #[error("cannot set up the DNS resolver: {0}")]
+    Setup(String),
+}
+
+/// One resolution's result.
+#[derive(Debug, Clone)]
+pub struct Resolution {
+    /// The addresses, in the order DNS gave them.
+    pub addresses: Result<Vec<SocketAddr>, ResolveError>,
+    /// What the TXT record said.
+    pub config: ConfigResult,
+}
+
+/// Resolves one host.
+pub struct DnsResolver {
+    inner: Option<TokioResolver>,
+    host: String,
+    port: u16,
+    txt: bool,
+    options: ResolverOptions,
+}
+
+impl std::fmt::Debug for DnsResolver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DnsResolver")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("txt", &self.txt)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DnsResolver {
+    /// A resolver for `host:port`, asking `server` (or the system's resolvers, from /etc/resolv.conf).
+    pub fn new(
+        host: &str,
+        port: u16,
+        server: Option<SocketAddr>,
+        options: ResolverOptions,
+    ) -> Result<DnsResolver, ResolveError> {
+        let literal = host.parse::<IpAddr>().is_ok();
+        let localhost = host.eq_ignore_ascii_case("localhost");
+        let inner = if literal {
+            None
+        } else {
+            let mut builder = match server {
+                Some(server) => {
+                    let mut ns = NameServerConfig::udp_and_tcp(server.ip());
+                    for c in &mut ns.connections {
+                        c.port = server.port();
+                    }
+                    let _: &Vec<ConnectionConfig> = &ns.connections;
+                    Resolver::builder_with_config(
+                        ResolverConfig::from_name_servers(vec![ns]),
+                        TokioRuntimeProvider::default(),
+                    )
+                }
+                None => {
+                    Resolver::builder_tokio().map_err(|e| ResolveError::Setup(e.to_string()))?
+                }
+            };
+            let opts: &mut ResolverOpts = builder.options_mut();
+            opts.timeout = options.query_timeout;
+            opts.attempts = 1;
+            // gRPC asks again when it needs to; hickory's cache would hide record changes (and the tests'
+            // updated records) behind TTLs.
+            opts.cache_size = 0;
+            Some(
+                builder
+                    .build()
+                    .map_err(|e| ResolveError::Setup(e.to_string()))?,
+            )
+        };
+        Ok(DnsResolver {
+            inner,
+            host: host.trim_end_matches('.').to_owned(),
+            port,
+            txt: options.txt_lookups && !literal && !localhost,
+            options,
+        })
+    }
+
+    /// Resolves once: addresses and (if enabled) the service config, queried together.
+    pub async fn resolve(&self, rng: &mut dyn Rng) -> Resolution {
+        let Some(inner) = &self.inner else {
+            // An IP literal resolves to itself, with no DNS and no service config lookup (A10).
+            let addresses = self
+                .host
+                .parse::<IpAddr>()
+                .map(|ip| vec![SocketAddr::new(ip, self.port)])
+                .map_err(|_| ResolveError::NoAddresses {
+                    host: self.host.clone(),
+                });
+            return Resolution {
+                addresses,
+                config: ConfigResult::None,
+            };
+        };
+        let fqdn = format!("{}.", self.host);
+        let txt_name = format!("_grpc_config.{}.", self.host);
+        let ips = inner.lookup_ip(fqdn.as_str());
+        let txt = async {
+            if self.txt {
+                Some(inner.txt_lookup(txt_name.as_str()).await)
+            } else {
+                None
+            }
+        };
+        let (ips, txt) = tokio::join!(ips, txt);
+        let addresses = match ips {
+            Ok(lookup) => {
+                let list: Vec<SocketAddr> = lookup
+                    .iter()
+                    .map(|ip| SocketAddr::new(ip, self.port))
+                    .collect();
+                if list.is_empty() {
+                    Err(ResolveError::NoAddresses {
+                        host: self.host.clone(),
+                    })
+                } else {
+                    Ok(list)
+                }
+            }
+            Err(e) if e.is_no_records_found() => Err(ResolveError::NoAddresses {
+                host: self.host.clone(),
+            }),
+            Err(e) => Err(ResolveError::Dns {
+                host: self.host.clone(),
+                source: Arc::new(e),
+            }),
+        };
+        let config = match txt {
+            None => ConfigResult::None,
+            Some(Err(e)) if e.is_no_records_found() => ConfigResult::None,
+            Some(Err(e)) => {
+                ConfigResult::LookupFailed(format!("TXT lookup of {txt_name} failed: {e}"))
+            }
+            Some(Ok(lookup)) => {
+                let records: Vec<Vec<Vec<u8>>> = lookup
+                    .answers()
+                    .iter()
+                    .filter_map(|r| match &r.data {
+                        RData::TXT(t) => Some(t.txt_data.iter().map(|s| s.to_vec()).collect()),
+                        _ => None,
+                    })
+                    .collect();
+                let mut ctx = ChoiceContext {
+                    language: CLIENT_LANGUAGE,
+                    hostname: self.options.hostname.as_deref(),
+                    rng,
+                };
+                match txt::select(&records, &mut ctx, self.options.parse) {
+                    Ok(Some(config)) => ConfigResult::Config(Arc::new(config)),
+                    Ok(None) => ConfigResult::None,
+                    Err(e) => ConfigResult::Invalid(e),
+                }
+            }
+        };
+        Resolution { addresses, config }
+    }
+}
+
+/// A running resolver: the latest resolution, and a way to ask for a new one.
+#[derive(Clone, Debug)]
+pub struct ResolverHandle {
+    updates: watch::Receiver<Option<Arc<Resolution>>>,
+    resolve_now: Arc<Notify>,
+}
+
+impl ResolverHandle {
+    /// Asks for a new resolution (honouring the minimum interval).
+    pub fn resolve_now(&self) {
+        self.resolve_now.notify_one();
+    }
+
+    /// A receiver of resolutions.
+    pub fn updates(&self) -> watch::Receiver<Option<Arc<Resolution>>> {
+        self.updates.clone()
+    }
+}
+
+/// Drives a [`DnsResolver`] on a [`Schedule`].
+pub struct ResolverTask;
+
+impl ResolverTask {
+    /// Spawns the resolver loop on the current tokio runtime. It stops when every handle is dropped.
+    pub fn spawn(resolver: DnsResolver, mut rng: Box<dyn Rng>) -> ResolverHandle {
+        let (tx, rx) = watch::channel(None);
+        let notify = Arc::new(Notify::new());
+        let resolve_now = notify.clone();
+        let min_interval = resolver.options.min_interval;
+        tokio::spawn(async move {
+            let mut schedule = Schedule::new(min_interval);
+            loop {
+                let now = tokio::time::Instant::now();
+                match schedule.next(now.into_std()) {
+                    Some(at) if at > now.into_std() => {
+                        tokio::select! {
+                            () = tokio::time::sleep_until(tokio::time::Instant::from_std(at)) => {}
+                            () = notify.notified() => { schedule.resolve_now(); continue; }
+                            () = tx.closed() => return,
+                        }
+                    }
+                    Some(_) => {}
+                    None => {
+                        tokio::select! {
+                            () = notify.notified() => { schedule.resolve_now(); continue; }
+                            () = tx.closed() => return,
+                        }
+                    }
+                }
+                let started = tokio::time::Instant::now().into_std();
+                let resolution = resolver.resolve(rng.as_mut()).await;
+                match &resolution.addresses {
+                    Ok(_) => schedule.succeeded(started),
+                    Err(e) => {
+                        let wait =
+                            schedule.failed(tokio::time::Instant::now().into_std(), rng.as_mut());
+                        tracing::debug!(error = %e, ?wait, "resolution failed; retrying after backoff");
+                    }
+                }
+                if tx.send(Some(Arc::new(resolution))).is_err() {
+                    return;
+                }
+            }
+        });
+        ResolverHandle {
+            updates: rx,
+            resolve_now,
+        }
+    }
+}
+
+/// Parses a default service config given by the application.
+pub fn parse_default(
+    json: &str,
+    options: ParseOptions,
+) -> Result<ServiceConfig, crate::ParseError> {
+    ServiceConfig::parse(json, options)
+}
