@@ -1,0 +1,205 @@
+//! The channel resolving through a real DNS server on loopback, with the service config from a TXT record:
+//! the method config's `timeout`, `waitForReady` and message size limits apply to calls (gRFC A2, A21).
+
+mod support;
+
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use grpc_channel::{Channel, Code, Request, ResolverOptions};
+use interop::dns::TestDns;
+use interop::faulty::methods;
+use interop_proto::{paths, SimpleRequest, SimpleResponse};
+use tokio::time::Instant;
+
+const HOST: &str = "svc.test";
+
+async fn dns_with(config: Option<&str>) -> TestDns {
+    let dns = TestDns::start().await.expect("dns");
+    dns.add_a(HOST, Ipv4Addr::LOCALHOST).await;
+    if let Some(c) = config {
+        dns.set_service_config(HOST, c).await;
+    }
+    dns
+}
+
+fn channel(dns: &TestDns, port: u16) -> Channel {
+    Channel::builder(format!("dns://{}/{HOST}:{port}", dns.addr))
+        .resolver_options(ResolverOptions {
+            query_timeout: Duration::from_secs(2),
+            ..ResolverOptions::default()
+        })
+        .build()
+        .expect("channel")
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_call_timeout_comes_from_the_txt_record() {
+    let server = support::faulty_server().await;
+    let dns = dns_with(Some(
+        r#"[{"clientLanguage":["rust"],"serviceConfig":{"methodConfig":[{"name":[{"service":"fault.Faulty"}],"timeout":"2.5s"}]}}]"#,
+    ))
+    .await;
+    let ch = channel(&dns, server.addr.port());
+
+    // The server sees the config's timeout as grpc-timeout...
+    let echoed = ch
+        .unary_raw(methods::ECHO_HEADERS, Request::new(Bytes::new()))
+        .await
+        .expect("call");
+    let header = echoed
+        .trailers()
+        .get("x-seen-grpc-timeout")
+        .expect("grpc-timeout sent");
+    let sent = grpc_channel::timeout::decode(header.as_bytes()).expect("valid");
+    assert!(
+        sent <= Duration::from_millis(2500) && sent > Duration::from_millis(2400),
+        "{header}"
+    );
+
+    // ...and the client enforces it: a call with no timeout of its own ends DEADLINE_EXCEEDED at 2.5 s.
+    let start = Instant::now();
+    let status = ch
+        .unary_raw(methods::SILENT, Request::new(Bytes::new()))
+        .await
+        .expect_err("silent server");
+    assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
+    let elapsed = start.elapsed();
+    assert!(
+        elapsed >= Duration::from_millis(2500) && elapsed < Duration::from_millis(2600),
+        "{elapsed:?}"
+    );
+
+    // The call's own shorter timeout wins.
+    let start = Instant::now();
+    let status = ch
+        .unary_raw(
+            methods::SILENT,
+            Request::new(Bytes::new()).with_timeout(Duration::from_secs(1)),
+        )
+        .await
+        .expect_err("silent server");
+    assert_eq!(status.code(), Code::DeadlineExceeded);
+    assert!(
+        start.elapsed() < Duration::from_millis(1100),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn message_size_limits_come_from_the_txt_record() {
+    let addr = support::interop_server().await;
+    let dns = dns_with(Some(
+        r#"[{"serviceConfig":{"methodConfig":[{"name":[{"service":"grpc.testing.TestService","method":"UnaryCall"}],"maxResponseMessageBytes":1000,"maxRequestMessageBytes":500}]}}]"#,
+    ))
+    .await;
+    let ch = channel(&dns, addr.port());
+    let big_response = SimpleRequest {
+        response_size: 2000,
+        ..Default::default()
+    };
+    let status = ch
+        .unary::<_, SimpleResponse>(paths::UNARY_CALL, Request::new(big_response))
+        .await
+        .expect_err("response over the config's limit");
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    let big_request = SimpleRequest {
+        payload: Some(interop_proto::Payload {
+            r#type: 0,
+            body: Bytes::from(vec![0; 600]),
+        }),
+        ..Default::default()
+    };
+    let status = ch
+        .unary::<_, SimpleResponse>(paths::UNARY_CALL, Request::new(big_request))
+        .await
+        .expect_err("request over the config's limit");
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    let ok = SimpleRequest {
+        response_size: 900,
+        ..Default::default()
+    };
+    ch.unary::<_, SimpleResponse>(paths::UNARY_CALL, Request::new(ok))
+        .await
+        .expect("within the limits");
+}
+
+#[tokio::test(start_paused = true)]
+async fn wait_for_ready_comes_from_the_txt_record_and_the_api_overrides_it() {
+    let free = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr")
+    };
+    let dns = dns_with(Some(
+        r#"[{"serviceConfig":{"methodConfig":[{"name":[{}],"waitForReady":true,"timeout":"3s"}]}}]"#,
+    ))
+    .await;
+    let ch = channel(&dns, free.port());
+    // The config says wait: the call waits for a server until its (config) deadline.
+    let start = Instant::now();
+    let status = ch
+        .unary_raw("/a.B/C", Request::new(Bytes::new()))
+        .await
+        .expect_err("nothing listens");
+    assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
+    assert!(start.elapsed() >= Duration::from_secs(3));
+    // The API says fail fast: it fails at once.
+    let start = Instant::now();
+    let status = ch
+        .unary_raw(
+            "/a.B/C",
+            Request::new(Bytes::new()).with_wait_for_ready(false),
+        )
+        .await
+        .expect_err("nothing listens");
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+    assert!(start.elapsed() < Duration::from_millis(100));
+}
+
+#[tokio::test]
+async fn a_first_config_that_is_bad_fails_the_channel_unless_there_is_a_default() {
+    let addr = support::interop_server().await;
+    let bad = r#"[{"serviceConfig":{"retryThrottling":{"maxTokens":5000,"tokenRatio":1}}}]"#;
+    let dns = dns_with(Some(bad)).await;
+    let ch = channel(&dns, addr.port());
+    let status = ch
+        .unary::<_, interop_proto::Empty>(paths::EMPTY_CALL, Request::new(interop_proto::Empty {}))
+        .await
+        .expect_err("resolution failed");
+    assert_eq!(status.code(), Code::Unavailable);
+    assert!(
+        status
+            .message()
+            .contains("$[0].serviceConfig.retryThrottling.maxTokens"),
+        "{status:?}"
+    );
+
+    let with_default = Channel::builder(format!("dns://{}/{HOST}:{}", dns.addr, addr.port()))
+        .default_service_config(r#"{"methodConfig":[{"name":[{}],"timeout":"30s"}]}"#)
+        .build()
+        .expect("channel");
+    with_default
+        .unary::<_, interop_proto::Empty>(paths::EMPTY_CALL, Request::new(interop_proto::Empty {}))
+        .await
+        .expect("the default config is used");
+}
+
+#[tokio::test]
+async fn service_config_lookup_can_be_turned_off() {
+    let server = support::faulty_server().await;
+    let dns = dns_with(Some(
+        r#"[{"serviceConfig":{"methodConfig":[{"name":[{}],"timeout":"0.001s"}]}}]"#,
+    ))
+    .await;
+    let ch = Channel::builder(format!("dns://{}/{HOST}:{}", dns.addr, server.addr.port()))
+        .service_config_lookup(false)
+        .build()
+        .expect("channel");
+    let r = ch
+        .unary_raw(methods::ECHO_HEADERS, Request::new(Bytes::new()))
+        .await
+        .expect("no 1 ms timeout from DNS");
+    assert_eq!(r.trailers().get("x-seen-grpc-timeout"), None);
+}
