@@ -50,13 +50,6 @@ fn setup() -> Result<(Context, Vec<String>, Vec<String>), String> {
         return Err("--use_tls=true is not supported yet: TLS has its own work item".to_owned());
     }
     let _ = flags.bool("use_test_ca", false)?;
-    if let Some(json) = flags.str("service_config_json").filter(|j| !j.is_empty()) {
-        eprintln!(
-            "interop-client: note: --service_config_json ({} bytes) is accepted but not applied yet: the service \
-             config arrives with the service-config crate",
-            json.len()
-        );
-    }
     let host = flags.str("server_host").unwrap_or("localhost").to_owned();
     let port: u16 = flags.num("server_port", 0)?;
     if port == 0 {
@@ -74,6 +67,12 @@ fn setup() -> Result<(Context, Vec<String>, Vec<String>), String> {
     let mut builder = Channel::builder(target.clone());
     if let Some(a) = &authority {
         builder = builder.authority(a.clone());
+    }
+    // The standard meaning: no service config lookup, and this JSON as the default config.
+    if let Some(json) = flags.str("service_config_json").filter(|j| !j.is_empty()) {
+        builder = builder
+            .service_config_lookup(false)
+            .default_service_config(json);
     }
     let channel = builder.build().map_err(|e| e.to_string())?;
     let iterations: u32 = flags.num("soak_iterations", SoakConfig::default().iterations)?;

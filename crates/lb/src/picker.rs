@@ -1,0 +1,209 @@
+//! Pickers: an immutable snapshot of where calls go, built by the control plane and swapped in whole, so a
+//! pick takes no lock the control plane holds. A pick may be asked to avoid addresses the call already used
+//! (its earlier attempts and hedges); round_robin honours that when another READY backend exists.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::subchannel::SubchannelId;
+
+/// What a policy wants picks to do (the channel turns it into a [`Picker`] with connection handles).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PickerSpec {
+    /// The policy is idle: queue the call and ask the policy to leave IDLE.
+    Idle,
+    /// Nothing is READY yet: queue the call.
+    Queue,
+    /// TRANSIENT_FAILURE: fail fail-fast calls with this message (wait-for-ready calls queue).
+    Fail(String),
+    /// Pick among these READY subchannels.
+    Ready(Vec<(SubchannelId, SocketAddr)>),
+}
+
+/// What a call wants from a pick.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PickRequest<'a> {
+    /// The full method name.
+    pub method: &'a str,
+    /// Addresses this call already used; prefer others.
+    pub avoid: &'a [SocketAddr],
+}
+
+/// The result of a pick.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PickResult<T> {
+    /// Use this connection.
+    Pick {
+        /// The connection handle.
+        handle: T,
+        /// Its address.
+        addr: SocketAddr,
+    },
+    /// Wait for the next picker (and, if `exit_idle`, ask the policy to connect).
+    Queue {
+        /// The policy is IDLE and must be woken.
+        exit_idle: bool,
+    },
+    /// Fail a fail-fast call (UNAVAILABLE) with this message; a wait-for-ready call queues instead.
+    Fail(String),
+    /// Drop the call (never retried). No policy here drops, but the result exists for those that will.
+    Drop(String),
+}
+
+enum Kind<T> {
+    Idle,
+    Queue,
+    Fail(String),
+    Ready {
+        backends: Vec<(SocketAddr, T)>,
+        next: AtomicUsize,
+    },
+}
+
+/// An immutable picker.
+pub struct Picker<T> {
+    kind: Kind<T>,
+}
+
+impl<T: Clone> Picker<T> {
+    /// Builds a picker from a policy's spec; `handle` gives the connection of each READY subchannel, and
+    /// `start` the first index (round_robin starts at a random one).
+    pub fn new(
+        spec: &PickerSpec,
+        handle: impl Fn(SubchannelId) -> Option<T>,
+        start: usize,
+    ) -> Picker<T> {
+        let kind = match spec {
+            PickerSpec::Idle => Kind::Idle,
+            PickerSpec::Queue => Kind::Queue,
+            PickerSpec::Fail(m) => Kind::Fail(m.clone()),
+            PickerSpec::Ready(list) => {
+                let backends: Vec<(SocketAddr, T)> = list
+                    .iter()
+                    .filter_map(|(id, addr)| handle(*id).map(|h| (*addr, h)))
+                    .collect();
+                if backends.is_empty() {
+                    Kind::Queue
+                } else {
+                    let start = start % backends.len();
+                    Kind::Ready {
+                        backends,
+                        next: AtomicUsize::new(start),
+                    }
+                }
+            }
+        };
+        Picker { kind }
+    }
+
+    /// Picks: rotating over the READY backends, skipping those the call already used when another is there.
+    pub fn pick(&self, request: &PickRequest<'_>) -> PickResult<T> {
+        match &self.kind {
+            Kind::Idle => PickResult::Queue { exit_idle: true },
+            Kind::Queue => PickResult::Queue { exit_idle: false },
+            Kind::Fail(m) => PickResult::Fail(m.clone()),
+            Kind::Ready { backends, next } => {
+                let n = backends.len();
+                let first = next.fetch_add(1, Ordering::Relaxed) % n;
+                let chosen = (0..n)
+                    .map(|k| (first + k) % n)
+                    .find(|i| !request.avoid.contains(&backends[*i].0))
+                    .unwrap_or(first);
+                let (addr, handle) = &backends[chosen];
+                PickResult::Pick {
+                    handle: handle.clone(),
+                    addr: *addr,
+                }
+            }
+        }
+    }
+
+    /// The READY addresses.
+    pub fn ready_addresses(&self) -> Vec<SocketAddr> {
+        match &self.kind {
+            Kind::Ready { backends, .. } => backends.iter().map(|(a, _)| *a).collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(n: u8) -> SocketAddr {
+        SocketAddr::from(([10, 0, 0, n], 1))
+    }
+
+    fn ready(n: u8) -> Picker<u8> {
+        let list = (1..=n)
+            .map(|i| (SubchannelId(u64::from(i)), addr(i)))
+            .collect();
+        Picker::new(&PickerSpec::Ready(list), |id| Some(id.0 as u8), 0)
+    }
+
+    fn picked(p: &Picker<u8>, avoid: &[SocketAddr]) -> u8 {
+        match p.pick(&PickRequest {
+            method: "/a.B/C",
+            avoid,
+        }) {
+            PickResult::Pick { handle, .. } => handle,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn rotates_evenly() {
+        let p = ready(3);
+        let picks: Vec<u8> = (0..6).map(|_| picked(&p, &[])).collect();
+        assert_eq!(picks, [1, 2, 3, 1, 2, 3]);
+    }
+
+    #[test]
+    fn avoid_hint_with_one_two_and_three_backends() {
+        // One backend: nothing else to go to, so the used one is picked.
+        assert_eq!(picked(&ready(1), &[addr(1)]), 1);
+        // Two backends: always the other one.
+        let two = ready(2);
+        for _ in 0..4 {
+            assert_eq!(picked(&two, &[addr(1)]), 2);
+        }
+        // Three backends, one used: the two others, in rotation.
+        let three = ready(3);
+        let picks: Vec<u8> = (0..4).map(|_| picked(&three, &[addr(2)])).collect();
+        assert!(picks.iter().all(|p| *p != 2), "{picks:?}");
+        assert!(picks.contains(&1) && picks.contains(&3), "{picks:?}");
+        // All used: fall back to the rotation.
+        let all = [addr(1), addr(2), addr(3)];
+        let picks: Vec<u8> = (0..3).map(|_| picked(&three, &all)).collect();
+        assert_eq!(picks.len(), 3);
+    }
+
+    #[test]
+    fn queue_fail_and_idle() {
+        let idle: Picker<u8> = Picker::new(&PickerSpec::Idle, |_| None, 0);
+        assert_eq!(
+            idle.pick(&PickRequest::default()),
+            PickResult::Queue { exit_idle: true }
+        );
+        let q: Picker<u8> = Picker::new(&PickerSpec::Queue, |_| None, 0);
+        assert_eq!(
+            q.pick(&PickRequest::default()),
+            PickResult::Queue { exit_idle: false }
+        );
+        let f: Picker<u8> = Picker::new(&PickerSpec::Fail("down".into()), |_| None, 0);
+        assert_eq!(
+            f.pick(&PickRequest::default()),
+            PickResult::Fail("down".into())
+        );
+        let gone: Picker<u8> = Picker::new(
+            &PickerSpec::Ready(vec![(SubchannelId(1), addr(1))]),
+            |_| None,
+            0,
+        );
+        assert_eq!(
+            gone.pick(&PickRequest::default()),
+            PickResult::Queue { exit_idle: false }
+        );
+    }
+}

@@ -1,0 +1,159 @@
+//! [`LbPolicy`]: the policy a service config selects, behind one sans-IO interface: feed it address lists,
+//! subchannel events and timers; drain its [`LbAction`]s; re-arm one timer.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use grpc_retry::Rng;
+
+use crate::backoff::BackoffConfig;
+use crate::pick_first::{PickFirst, DEFAULT_ATTEMPT_DELAY};
+use crate::round_robin::RoundRobin;
+use crate::state::ConnectivityState;
+use crate::subchannel::{LbAction, SubchannelId, Subchannels};
+
+/// Which policy, with its configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PolicyConfig {
+    /// pick_first.
+    PickFirst {
+        /// A62 `shuffleAddressList`.
+        shuffle_address_list: bool,
+    },
+    /// round_robin.
+    RoundRobin,
+}
+
+impl Default for PolicyConfig {
+    fn default() -> Self {
+        PolicyConfig::PickFirst {
+            shuffle_address_list: false,
+        }
+    }
+}
+
+enum Inner {
+    PickFirst(PickFirst),
+    RoundRobin(RoundRobin),
+}
+
+/// A load-balancing policy.
+pub struct LbPolicy {
+    config: PolicyConfig,
+    inner: Inner,
+}
+
+impl std::fmt::Debug for LbPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LbPolicy")
+            .field("config", &self.config)
+            .field("state", &self.state())
+            .finish_non_exhaustive()
+    }
+}
+
+macro_rules! each {
+    ($self:ident, $p:ident => $e:expr) => {
+        match &mut $self.inner {
+            Inner::PickFirst($p) => $e,
+            Inner::RoundRobin($p) => $e,
+        }
+    };
+}
+
+impl LbPolicy {
+    /// A policy with the default connection backoff and Happy Eyeballs delay.
+    pub fn new(config: PolicyConfig, rng: Box<dyn Rng>) -> LbPolicy {
+        LbPolicy::with(config, BackoffConfig::default(), DEFAULT_ATTEMPT_DELAY, rng)
+    }
+
+    /// A policy with explicit backoff parameters and Happy Eyeballs delay.
+    pub fn with(
+        config: PolicyConfig,
+        backoff: BackoffConfig,
+        attempt_delay: Duration,
+        rng: Box<dyn Rng>,
+    ) -> LbPolicy {
+        let subs = Subchannels::new(backoff, rng);
+        let inner = match config {
+            PolicyConfig::PickFirst {
+                shuffle_address_list,
+            } => Inner::PickFirst(PickFirst::new(subs, shuffle_address_list, attempt_delay)),
+            PolicyConfig::RoundRobin => Inner::RoundRobin(RoundRobin::new(subs)),
+        };
+        LbPolicy { config, inner }
+    }
+
+    /// The policy's configuration.
+    pub fn config(&self) -> PolicyConfig {
+        self.config
+    }
+
+    /// The policy's connectivity state.
+    pub fn state(&self) -> ConnectivityState {
+        match &self.inner {
+            Inner::PickFirst(p) => p.state(),
+            Inner::RoundRobin(p) => p.state(),
+        }
+    }
+
+    /// A new address list from the resolver.
+    pub fn update_addresses(&mut self, addresses: Vec<SocketAddr>, now: Instant) {
+        each!(self, p => p.update(addresses, now))
+    }
+
+    /// A call found the policy IDLE: connect.
+    pub fn exit_idle(&mut self, now: Instant) {
+        each!(self, p => p.exit_idle(now))
+    }
+
+    /// Subchannel `id` connected and the server's SETTINGS arrived.
+    pub fn subchannel_ready(&mut self, id: SubchannelId, now: Instant) {
+        each!(self, p => p.subchannel_ready(id, now))
+    }
+
+    /// Subchannel `id`'s connection attempt failed.
+    pub fn subchannel_failed(&mut self, id: SubchannelId, error: String, now: Instant) {
+        each!(self, p => p.subchannel_failed(id, error, now))
+    }
+
+    /// Subchannel `id`'s READY connection closed (GOAWAY, error, EOF).
+    pub fn subchannel_closed(&mut self, id: SubchannelId, now: Instant) {
+        each!(self, p => p.subchannel_closed(id, now))
+    }
+
+    /// When to call [`LbPolicy::handle_timeout`] next.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        match &self.inner {
+            Inner::PickFirst(p) => p.poll_timeout(),
+            Inner::RoundRobin(p) => p.poll_timeout(),
+        }
+    }
+
+    /// Fires the timers due at `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        each!(self, p => p.handle_timeout(now))
+    }
+
+    /// The next action, until `None`.
+    pub fn poll_action(&mut self) -> Option<LbAction> {
+        each!(self, p => p.subs.out.pop_front())
+    }
+
+    /// The state of subchannel `id` (SHUTDOWN once removed).
+    pub fn subchannel_state(&self, id: SubchannelId) -> ConnectivityState {
+        match &self.inner {
+            Inner::PickFirst(p) => p.subs.state(id),
+            Inner::RoundRobin(p) => p.subs.state(id),
+        }
+    }
+
+    /// Every subchannel with its address and state.
+    pub fn subchannels(&self) -> Vec<(SubchannelId, SocketAddr, ConnectivityState)> {
+        let subs = match &self.inner {
+            Inner::PickFirst(p) => &p.subs,
+            Inner::RoundRobin(p) => &p.subs,
+        };
+        subs.iter().map(|s| (s.id, s.addr, s.state)).collect()
+    }
+}

@@ -1,0 +1,137 @@
+//! round_robin: a subchannel per address, every one kept connected (reconnecting as soon as its backoff
+//! ends), picks rotating over the READY ones from a random start. The aggregate state is READY if any is
+//! READY, else CONNECTING if any is, else IDLE if any is, else TRANSIENT_FAILURE; a subchannel that failed
+//! since it was last READY counts as TRANSIENT_FAILURE while it reconnects (A61's sticky children).
+//! A failed or lost connection asks for re-resolution.
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use crate::picker::PickerSpec;
+use crate::state::ConnectivityState;
+use crate::subchannel::{LbAction, SubchannelId, Subchannels, TimerEvent};
+
+pub(crate) struct RoundRobin {
+    pub(crate) subs: Subchannels,
+    order: Vec<SubchannelId>,
+    published: Option<(ConnectivityState, PickerSpec)>,
+}
+
+impl RoundRobin {
+    pub(crate) fn new(subs: Subchannels) -> RoundRobin {
+        RoundRobin {
+            subs,
+            order: Vec::new(),
+            published: None,
+        }
+    }
+
+    pub(crate) fn state(&self) -> ConnectivityState {
+        self.published
+            .as_ref()
+            .map_or(ConnectivityState::Idle, |(s, _)| *s)
+    }
+
+    fn effective(&self, id: SubchannelId) -> ConnectivityState {
+        match self.subs.get(id) {
+            Some(s) if s.failed_since_ready && s.state != ConnectivityState::Ready => {
+                ConnectivityState::TransientFailure
+            }
+            Some(s) => s.state,
+            None => ConnectivityState::Shutdown,
+        }
+    }
+
+    fn recompute(&mut self) {
+        let state = ConnectivityState::aggregate(self.order.iter().map(|id| self.effective(*id)));
+        let ready: Vec<(SubchannelId, SocketAddr)> = self
+            .order
+            .iter()
+            .filter_map(|id| self.subs.get(*id))
+            .filter(|s| s.state == ConnectivityState::Ready)
+            .map(|s| (s.id, s.addr))
+            .collect();
+        let picker = match state {
+            ConnectivityState::Ready => PickerSpec::Ready(ready),
+            ConnectivityState::TransientFailure => PickerSpec::Fail(format!(
+                "failed to connect to all addresses; last error: {}",
+                self.subs
+                    .last_error
+                    .as_deref()
+                    .unwrap_or("the resolver returned no addresses")
+            )),
+            _ => PickerSpec::Queue,
+        };
+        let next = (state, picker);
+        if self.published.as_ref() != Some(&next) {
+            self.subs.out.push_back(LbAction::UpdatePicker {
+                state: next.0,
+                picker: next.1.clone(),
+            });
+            self.published = Some(next);
+        }
+    }
+
+    pub(crate) fn update(&mut self, addresses: Vec<SocketAddr>, now: Instant) {
+        let mut order = Vec::with_capacity(addresses.len());
+        for addr in addresses {
+            let id = self.subs.find(addr).unwrap_or_else(|| self.subs.add(addr));
+            if !order.contains(&id) {
+                order.push(id);
+            }
+        }
+        let stale: Vec<SubchannelId> = self.subs.ids().filter(|id| !order.contains(id)).collect();
+        for id in stale {
+            self.subs.remove(id);
+        }
+        self.order = order;
+        for id in self.order.clone() {
+            self.subs.connect(id, now);
+        }
+        self.recompute();
+    }
+
+    pub(crate) fn exit_idle(&mut self, now: Instant) {
+        for id in self.order.clone() {
+            self.subs.connect(id, now);
+        }
+        self.recompute();
+    }
+
+    pub(crate) fn subchannel_ready(&mut self, id: SubchannelId, _now: Instant) {
+        if self.subs.ready(id) {
+            self.recompute();
+        }
+    }
+
+    pub(crate) fn subchannel_failed(&mut self, id: SubchannelId, error: String, now: Instant) {
+        if self.subs.failed(id, error, now) {
+            self.subs.out.push_back(LbAction::ResolveNow);
+            self.recompute();
+        }
+    }
+
+    pub(crate) fn subchannel_closed(&mut self, id: SubchannelId, now: Instant) {
+        if self.subs.closed(id) {
+            self.subs.out.push_back(LbAction::ResolveNow);
+            self.subs.connect(id, now);
+            self.recompute();
+        }
+    }
+
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        self.subs.poll_timeout()
+    }
+
+    pub(crate) fn handle_timeout(&mut self, now: Instant) {
+        for event in self.subs.handle_timeout(now) {
+            match event {
+                TimerEvent::BackoffOver(id) => {
+                    self.subs.connect(id, now);
+                }
+                TimerEvent::ConnectTimedOut(_) => self.subs.out.push_back(LbAction::ResolveNow),
+            }
+        }
+        self.recompute();
+    }
+}

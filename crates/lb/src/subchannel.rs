@@ -1,0 +1,269 @@
+//! Subchannels: one per address, each with its connectivity state and connection backoff. The policy owns a
+//! [`Subchannels`] registry; the channel performs the connection attempts it asks for and reports back.
+//!
+//! ```text
+//!   IDLE ──connect──▶ CONNECTING ──SETTINGS received──▶ READY
+//!    ▲                    │                               │
+//!    │           failure / 20 s+ deadline          connection lost
+//!    │                    ▼                               │
+//!    └── backoff over ── TRANSIENT_FAILURE                └──▶ IDLE
+//! ```
+//! A subchannel reports TRANSIENT_FAILURE while it backs off and IDLE when the backoff ends (A61); the
+//! policy then decides whether to connect again.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use grpc_retry::Rng;
+
+use crate::backoff::{BackoffConfig, ConnectionBackoff};
+use crate::picker::PickerSpec;
+use crate::state::ConnectivityState;
+
+/// Identifies a subchannel for the life of its policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SubchannelId(pub u64);
+
+/// What the channel must do for the policy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LbAction {
+    /// Start a connection attempt to `addr` for subchannel `id`; give up at `deadline`, and report the result
+    /// with `subchannel_ready` (once the server's SETTINGS arrived) or `subchannel_failed`.
+    Connect {
+        /// The subchannel.
+        id: SubchannelId,
+        /// Its address.
+        addr: SocketAddr,
+        /// When to give up on this attempt.
+        deadline: Instant,
+    },
+    /// Close subchannel `id`'s connection (or attempt).
+    Disconnect {
+        /// The subchannel.
+        id: SubchannelId,
+    },
+    /// Ask the resolver for fresh addresses.
+    ResolveNow,
+    /// The policy's state changed: publish a new picker.
+    UpdatePicker {
+        /// The policy's (the channel's) connectivity state.
+        state: ConnectivityState,
+        /// What picks should do.
+        picker: PickerSpec,
+    },
+}
+
+#[derive(Debug)]
+pub(crate) struct Subchannel {
+    pub(crate) id: SubchannelId,
+    pub(crate) addr: SocketAddr,
+    pub(crate) state: ConnectivityState,
+    backoff: ConnectionBackoff,
+    next_start: Option<Instant>,
+    connect_deadline: Option<Instant>,
+    idle_at: Option<Instant>,
+    /// Failed since it was last READY (round_robin reports such a subchannel as TRANSIENT_FAILURE).
+    pub(crate) failed_since_ready: bool,
+}
+
+/// A state change a timer caused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TimerEvent {
+    /// The backoff ended: TRANSIENT_FAILURE → IDLE.
+    BackoffOver(SubchannelId),
+    /// The attempt's deadline passed: CONNECTING → TRANSIENT_FAILURE.
+    ConnectTimedOut(SubchannelId),
+}
+
+/// The subchannels of one policy, and the actions they produce.
+pub(crate) struct Subchannels {
+    list: Vec<Subchannel>,
+    next_id: u64,
+    config: BackoffConfig,
+    pub(crate) rng: Box<dyn Rng>,
+    pub(crate) out: VecDeque<LbAction>,
+    pub(crate) last_error: Option<String>,
+}
+
+impl Subchannels {
+    pub(crate) fn new(config: BackoffConfig, rng: Box<dyn Rng>) -> Subchannels {
+        Subchannels {
+            list: Vec::new(),
+            next_id: 0,
+            config,
+            rng,
+            out: VecDeque::new(),
+            last_error: None,
+        }
+    }
+
+    pub(crate) fn get(&self, id: SubchannelId) -> Option<&Subchannel> {
+        self.list.iter().find(|s| s.id == id)
+    }
+
+    fn get_mut(&mut self, id: SubchannelId) -> Option<&mut Subchannel> {
+        self.list.iter_mut().find(|s| s.id == id)
+    }
+
+    pub(crate) fn find(&self, addr: SocketAddr) -> Option<SubchannelId> {
+        self.list.iter().find(|s| s.addr == addr).map(|s| s.id)
+    }
+
+    pub(crate) fn state(&self, id: SubchannelId) -> ConnectivityState {
+        self.get(id)
+            .map_or(ConnectivityState::Shutdown, |s| s.state)
+    }
+
+    pub(crate) fn add(&mut self, addr: SocketAddr) -> SubchannelId {
+        let id = SubchannelId(self.next_id);
+        self.next_id += 1;
+        self.list.push(Subchannel {
+            id,
+            addr,
+            state: ConnectivityState::Idle,
+            backoff: ConnectionBackoff::new(self.config),
+            next_start: None,
+            connect_deadline: None,
+            idle_at: None,
+            failed_since_ready: false,
+        });
+        id
+    }
+
+    /// Removes a subchannel, closing its connection or attempt.
+    pub(crate) fn remove(&mut self, id: SubchannelId) {
+        if let Some(i) = self.list.iter().position(|s| s.id == id) {
+            let s = self.list.remove(i);
+            if matches!(
+                s.state,
+                ConnectivityState::Connecting | ConnectivityState::Ready
+            ) {
+                self.out.push_back(LbAction::Disconnect { id });
+            }
+        }
+    }
+
+    /// Closes a subchannel's connection but keeps it (IDLE), e.g. the losers of pick_first's race.
+    pub(crate) fn disconnect(&mut self, id: SubchannelId) {
+        if let Some(s) = self.get_mut(id) {
+            if matches!(
+                s.state,
+                ConnectivityState::Connecting | ConnectivityState::Ready
+            ) {
+                s.state = ConnectivityState::Idle;
+                s.connect_deadline = None;
+                self.out.push_back(LbAction::Disconnect { id });
+            }
+        }
+    }
+
+    /// Starts an attempt if the subchannel is IDLE. Returns whether it did.
+    pub(crate) fn connect(&mut self, id: SubchannelId, now: Instant) -> bool {
+        let Some(i) = self.list.iter().position(|s| s.id == id) else {
+            return false;
+        };
+        if self.list[i].state != ConnectivityState::Idle {
+            return false;
+        }
+        let (next_start, deadline) = self.list[i].backoff.attempt(now, self.rng.as_mut());
+        let s = &mut self.list[i];
+        s.state = ConnectivityState::Connecting;
+        s.next_start = Some(next_start);
+        s.connect_deadline = Some(deadline);
+        self.out.push_back(LbAction::Connect {
+            id,
+            addr: s.addr,
+            deadline,
+        });
+        true
+    }
+
+    /// The server's SETTINGS arrived. Returns whether the subchannel was CONNECTING.
+    pub(crate) fn ready(&mut self, id: SubchannelId) -> bool {
+        let Some(s) = self.get_mut(id) else {
+            return false;
+        };
+        if s.state != ConnectivityState::Connecting {
+            return false;
+        }
+        s.state = ConnectivityState::Ready;
+        s.connect_deadline = None;
+        s.failed_since_ready = false;
+        s.backoff.reset();
+        true
+    }
+
+    /// The attempt failed: TRANSIENT_FAILURE until the attempt's backoff deadline. Returns whether it was
+    /// CONNECTING.
+    pub(crate) fn failed(&mut self, id: SubchannelId, error: String, now: Instant) -> bool {
+        let Some(s) = self.get_mut(id) else {
+            return false;
+        };
+        if s.state != ConnectivityState::Connecting {
+            return false;
+        }
+        s.state = ConnectivityState::TransientFailure;
+        s.connect_deadline = None;
+        s.failed_since_ready = true;
+        s.idle_at = Some(s.next_start.unwrap_or(now).max(now));
+        self.last_error = Some(format!("{}: {error}", s.addr));
+        true
+    }
+
+    /// The READY connection closed: IDLE. Returns whether it was READY.
+    pub(crate) fn closed(&mut self, id: SubchannelId) -> bool {
+        let Some(s) = self.get_mut(id) else {
+            return false;
+        };
+        if s.state != ConnectivityState::Ready {
+            return false;
+        }
+        s.state = ConnectivityState::Idle;
+        true
+    }
+
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        self.list
+            .iter()
+            .filter_map(|s| match s.state {
+                ConnectivityState::TransientFailure => s.idle_at,
+                ConnectivityState::Connecting => s.connect_deadline,
+                _ => None,
+            })
+            .min()
+    }
+
+    /// Fires the subchannel timers due at `now`.
+    pub(crate) fn handle_timeout(&mut self, now: Instant) -> Vec<TimerEvent> {
+        let mut events = Vec::new();
+        for s in &mut self.list {
+            match s.state {
+                ConnectivityState::TransientFailure if s.idle_at.is_some_and(|t| t <= now) => {
+                    s.state = ConnectivityState::Idle;
+                    s.idle_at = None;
+                    events.push(TimerEvent::BackoffOver(s.id));
+                }
+                ConnectivityState::Connecting if s.connect_deadline.is_some_and(|t| t <= now) => {
+                    events.push(TimerEvent::ConnectTimedOut(s.id));
+                }
+                _ => {}
+            }
+        }
+        for e in &events {
+            if let TimerEvent::ConnectTimedOut(id) = e {
+                self.out.push_back(LbAction::Disconnect { id: *id });
+                self.failed(*id, "connection attempt timed out".to_owned(), now);
+            }
+        }
+        events
+    }
+
+    pub(crate) fn ids(&self) -> impl Iterator<Item = SubchannelId> + '_ {
+        self.list.iter().map(|s| s.id)
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Subchannel> {
+        self.list.iter()
+    }
+}
