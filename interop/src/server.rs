@@ -20,7 +20,7 @@ use crate::server_call::{h2_server_builder, ServerCall};
 const ECHO_INITIAL: &str = "x-grpc-test-echo-initial";
 const ECHO_TRAILING: &str = "x-grpc-test-echo-trailing-bin";
 
-/// Binds `addr` and serves the interop service on it in the background; returns the bound address.
+/// Binds `addr` and serves the interop service on it in the background for good; returns the bound address.
 pub async fn spawn(addr: SocketAddr) -> std::io::Result<SocketAddr> {
     let listener = TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
@@ -28,25 +28,87 @@ pub async fn spawn(addr: SocketAddr) -> std::io::Result<SocketAddr> {
     Ok(local)
 }
 
+/// A server running in the background; [`ServerHandle::shutdown`] (or dropping the handle) stops it and
+/// closes every connection, like a killed process.
+pub struct ServerHandle {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    tasks: tokio::task::JoinSet<()>,
+    stop: tokio::sync::watch::Sender<bool>,
+}
+
+impl ServerHandle {
+    /// Stops the server: the listener and every connection close at once.
+    pub fn shutdown(mut self) {
+        let _ = self.stop.send(true);
+        self.tasks.abort_all();
+    }
+}
+
+impl Drop for ServerHandle {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+        self.tasks.abort_all();
+    }
+}
+
+/// Binds `addr` and serves the interop service until the returned handle is shut down or dropped. The
+/// server answers `fill_server_id` with its listening address.
+pub async fn start(addr: SocketAddr) -> std::io::Result<ServerHandle> {
+    let listener = TcpListener::bind(addr).await?;
+    let local = listener.local_addr()?;
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(serve_until(listener, stopped));
+    Ok(ServerHandle {
+        addr: local,
+        tasks,
+        stop,
+    })
+}
+
 /// Serves the interop service on `listener` until the task is dropped.
 pub async fn serve(listener: TcpListener) {
+    let (_stop, stopped) = tokio::sync::watch::channel(false);
+    serve_until(listener, stopped).await;
+}
+
+async fn serve_until(listener: TcpListener, stopped: tokio::sync::watch::Receiver<bool>) {
+    let server_id: std::sync::Arc<str> = listener
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default()
+        .into();
     loop {
         let Ok((tcp, peer)) = listener.accept().await else {
             continue;
         };
         let _ = tcp.set_nodelay(true);
+        let server_id = server_id.clone();
+        let mut stopped = stopped.clone();
         tokio::spawn(async move {
             let Ok(mut conn) = h2_server_builder().handshake::<_, Bytes>(tcp).await else {
                 return;
             };
-            while let Some(Ok((request, respond))) = conn.accept().await {
-                tokio::spawn(handle(ServerCall::new(request, respond, peer)));
+            let mut calls = tokio::task::JoinSet::new();
+            loop {
+                tokio::select! {
+                    next = conn.accept() => match next {
+                        Some(Ok((request, respond))) => {
+                            let call = ServerCall::new(request, respond, peer);
+                            calls.spawn(handle(call, server_id.clone()));
+                        }
+                        _ => return,
+                    },
+                    // The server was stopped: drop the connection (and its calls) like a killed process.
+                    _ = stopped.wait_for(|s| *s) => return,
+                }
             }
         });
     }
 }
 
-async fn handle(mut call: ServerCall) {
+async fn handle(mut call: ServerCall, server_id: std::sync::Arc<str>) {
     let deadline = call
         .request_headers
         .get("grpc-timeout")
@@ -59,14 +121,14 @@ async fn handle(mut call: ServerCall) {
         call.trailing_metadata.insert(ECHO_TRAILING, v);
     }
     let result = match deadline {
-        Some(d) => match tokio::time::timeout(d, dispatch(&mut call)).await {
+        Some(d) => match tokio::time::timeout(d, dispatch(&mut call, &server_id)).await {
             Ok(r) => r,
             Err(_) => Err(Status::new(
                 Code::DeadlineExceeded,
                 "deadline exceeded on the server",
             )),
         },
-        None => dispatch(&mut call).await,
+        None => dispatch(&mut call, &server_id).await,
     };
     match result {
         Ok(()) => call.finish(&Status::new(Code::Ok, "")),
@@ -74,7 +136,7 @@ async fn handle(mut call: ServerCall) {
     }
 }
 
-async fn dispatch(call: &mut ServerCall) -> Result<(), Status> {
+async fn dispatch(call: &mut ServerCall, server_id: &str) -> Result<(), Status> {
     if let Some(enc) = call.unsupported_request_encoding() {
         return Err(Status::new(
             Code::Unimplemented,
@@ -87,7 +149,7 @@ async fn dispatch(call: &mut ServerCall) -> Result<(), Status> {
             let _: Empty = read_one(call).await?;
             send(call, &Empty {}, false).await
         }
-        paths::UNARY_CALL => unary_call(call).await,
+        paths::UNARY_CALL => unary_call(call, server_id).await,
         paths::CACHEABLE_UNARY_CALL => {
             let _: SimpleRequest = read_one(call).await?;
             let now = std::time::SystemTime::now()
@@ -157,7 +219,7 @@ async fn dispatch(call: &mut ServerCall) -> Result<(), Status> {
     }
 }
 
-async fn unary_call(call: &mut ServerCall) -> Result<(), Status> {
+async fn unary_call(call: &mut ServerCall, server_id: &str) -> Result<(), Status> {
     let msg = call
         .next_message()
         .await?
@@ -181,6 +243,11 @@ async fn unary_call(call: &mut ServerCall) -> Result<(), Status> {
             r#type: 0,
             body: Bytes::from(vec![0u8; size]),
         }),
+        server_id: if req.fill_server_id {
+            server_id.to_owned()
+        } else {
+            String::new()
+        },
         ..Default::default()
     };
     let compress = req.response_compressed.is_some_and(|b| b.value);

@@ -42,16 +42,22 @@ pub(crate) struct Shared {
     half_closed: bool,
     /// Set when the call ended locally (cancel, deadline, malformed response) or the response is complete.
     ended: Option<Status>,
+    /// Counts the call as active for the channel's idle timeout while either half lives.
+    _active: Option<crate::control::CallGuard>,
 }
 
 type SharedRef = Arc<Mutex<Shared>>;
 
 impl Shared {
-    pub(crate) fn new(send: SendStream<Bytes>) -> SharedRef {
+    pub(crate) fn new(
+        send: SendStream<Bytes>,
+        active: Option<crate::control::CallGuard>,
+    ) -> SharedRef {
         Arc::new(Mutex::new(Shared {
             send,
             half_closed: false,
             ended: None,
+            _active: active,
         }))
     }
 

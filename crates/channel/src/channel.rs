@@ -14,6 +14,7 @@ use tokio::time::Instant;
 
 use crate::call::{self, RequestSender, Shared, Streaming};
 use crate::codec::Codec;
+use crate::control::{ControlPlane, DEFAULT_IDLE_TIMEOUT};
 use crate::error::BuildError;
 use crate::metadata::MetadataMap;
 use crate::request::{CallOptions, Request, Response};
@@ -21,6 +22,7 @@ use crate::resolution::Resolution;
 use crate::status::{Code, Status};
 use crate::timeout;
 use crate::transport::{Http2Settings, Transport};
+use grpc_lb::ConnectivityState;
 use grpc_service_config::{MethodConfig, ResolverOptions, ServiceConfig, Target};
 
 /// The default limit on a received message: 4 MiB.
@@ -41,7 +43,10 @@ struct Inner {
     max_receive: Option<usize>,
     max_send: Option<usize>,
     transport: Transport,
-    resolution: Resolution,
+    resolution: Arc<Resolution>,
+    control: std::sync::OnceLock<ControlPlane>,
+    http2: Http2Settings,
+    idle_timeout: Duration,
 }
 
 impl std::fmt::Debug for Channel {
@@ -64,6 +69,7 @@ pub struct ChannelBuilder {
     http2: Http2Settings,
     default_service_config: Option<String>,
     resolver: ResolverOptions,
+    idle_timeout: Duration,
 }
 
 impl ChannelBuilder {
@@ -103,6 +109,13 @@ impl ChannelBuilder {
     /// Turns the DNS TXT service config lookup on (the default) or off.
     pub fn service_config_lookup(mut self, enabled: bool) -> Self {
         self.resolver.txt_lookups = enabled;
+        self
+    }
+
+    /// How long the channel keeps its connections with no call in flight before it goes IDLE (30 min by
+    /// default, as gRFC A62 recommends).
+    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_timeout = timeout;
         self
     }
 
@@ -193,8 +206,12 @@ impl ChannelBuilder {
                 });
             }
         }
-        let transport = Transport::new(self.http2);
-        let resolution = Resolution::new(target.clone(), self.resolver, default_config);
+        let transport = Transport::new(self.http2.clone());
+        let resolution = Arc::new(Resolution::new(
+            target.clone(),
+            self.resolver,
+            default_config,
+        ));
         Ok(Channel {
             inner: Arc::new(Inner {
                 target,
@@ -204,6 +221,9 @@ impl ChannelBuilder {
                 max_send: self.max_send,
                 transport,
                 resolution,
+                control: std::sync::OnceLock::new(),
+                http2: self.http2,
+                idle_timeout: self.idle_timeout,
             }),
         })
     }
@@ -231,6 +251,7 @@ impl Channel {
             http2: Http2Settings::default(),
             default_service_config: None,
             resolver: ResolverOptions::default(),
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
         }
     }
 
@@ -242,6 +263,59 @@ impl Channel {
     /// The target the channel was built for.
     pub fn target(&self) -> &Target {
         &self.inner.target
+    }
+
+    /// The control plane, started on first use (inside a tokio runtime). `None` for `unix:` targets, which
+    /// have one connection and no load balancing.
+    fn control(&self) -> Option<&ControlPlane> {
+        if self.inner.resolution.is_unix() {
+            return None;
+        }
+        Some(self.inner.control.get_or_init(|| {
+            ControlPlane::start(
+                self.inner.resolution.clone(),
+                self.inner.http2.clone(),
+                self.inner.idle_timeout,
+            )
+        }))
+    }
+
+    /// The channel's connectivity state (`doc/connectivity-semantics-and-api.md`). A new channel is IDLE
+    /// until its first call or [`Channel::connect`].
+    pub fn state(&self) -> ConnectivityState {
+        match self.inner.control.get() {
+            Some(control) => control.state(),
+            None => ConnectivityState::Idle,
+        }
+    }
+
+    /// Leaves IDLE: resolves and connects without waiting for a call. Must be called inside a tokio runtime.
+    pub fn connect(&self) {
+        if let Some(control) = self.control() {
+            control.connect();
+        }
+    }
+
+    /// Waits until the state differs from `from`, or until `deadline`; returns the state then.
+    pub async fn wait_for_state_change(
+        &self,
+        from: ConnectivityState,
+        deadline: tokio::time::Instant,
+    ) -> ConnectivityState {
+        let Some(control) = self.control() else {
+            return self.state();
+        };
+        tokio::time::timeout_at(deadline, control.wait_for_state_change(from))
+            .await
+            .unwrap_or(from)
+    }
+
+    /// Shuts the channel down: connections close, new calls fail with UNAVAILABLE, and the state becomes
+    /// SHUTDOWN. Dropping every clone of the channel does the same.
+    pub fn close(&self) {
+        if let Some(control) = self.inner.control.get() {
+            control.close();
+        }
     }
 
     /// A unary call with prost messages.
@@ -444,6 +518,7 @@ impl Channel {
             .wait_for_ready
             .or(method.and_then(|m| m.wait_for_ready))
             .unwrap_or(false);
+        let path_text = path;
         let path = PathAndQuery::try_from(path)
             .ok()
             .filter(|p| {
@@ -483,11 +558,17 @@ impl Channel {
             headers.append(k.clone(), v.clone());
         }
 
+        let guard = self.control().map(ControlPlane::call_started);
         let open = async {
-            let mut send = inner
-                .transport
-                .ready(&inner.resolution, wait_for_ready)
-                .await?;
+            let mut send = match self.control() {
+                Some(control) => control.pick(path_text, wait_for_ready, &[]).await?.0,
+                None => {
+                    inner
+                        .transport
+                        .ready(&inner.resolution, wait_for_ready)
+                        .await?
+                }
+            };
             let (response, stream) = send.send_request(request, false).map_err(Status::from_h2)?;
             Ok::<_, Status>((response, stream))
         };
@@ -499,7 +580,7 @@ impl Channel {
         };
         let (max_send, max_receive) = limits;
         Ok(Started {
-            shared: Shared::new(stream),
+            shared: Shared::new(stream, guard),
             response,
             deadline,
             max_send,

@@ -29,6 +29,7 @@ mod call;
 mod channel;
 mod codec;
 pub mod compression;
+mod control;
 mod error;
 pub mod framing;
 pub mod metadata;

@@ -160,6 +160,20 @@ impl Resolution {
         })
     }
 
+    /// The resolution state, starting the resolver if needed.
+    pub(crate) async fn subscribe(&self) -> Result<watch::Receiver<State>, Status> {
+        let started = self
+            .started
+            .get_or_try_init(|| async { self.start() })
+            .await?;
+        Ok(started.state.clone())
+    }
+
+    /// Whether the target resolves to Unix sockets (which the load balancer does not handle).
+    pub(crate) fn is_unix(&self) -> bool {
+        matches!(self.target, Target::Unix(_))
+    }
+
     /// The endpoints and config to use, waiting for the first result (and, for wait-for-ready calls, through
     /// failures). The caller bounds the wait with the call's deadline.
     pub(crate) async fn wait(

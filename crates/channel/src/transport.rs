@@ -46,6 +46,20 @@ pub struct Http2Settings {
     pub connect_timeout: Duration,
 }
 
+impl Http2Settings {
+    /// An h2 client builder with these settings.
+    pub(crate) fn client_builder(&self) -> h2::client::Builder {
+        let mut b = h2::client::Builder::new();
+        b.initial_window_size(self.stream_window)
+            .initial_connection_window_size(self.connection_window)
+            .data_frame_budget(self.data_frame_budget)
+            .max_frame_size(self.max_frame_size)
+            .max_header_list_size(self.max_header_list_size)
+            .enable_push(false);
+        b
+    }
+}
+
 impl Default for Http2Settings {
     fn default() -> Self {
         Http2Settings {
@@ -233,14 +247,7 @@ impl Transport {
                 format!("HTTP/2 handshake with {endpoint} timed out"),
             )
         };
-        let handshake = h2::client::Builder::new()
-            .initial_window_size(s.stream_window)
-            .initial_connection_window_size(s.connection_window)
-            .data_frame_budget(s.data_frame_budget)
-            .max_frame_size(s.max_frame_size)
-            .max_header_list_size(s.max_header_list_size)
-            .enable_push(false)
-            .handshake::<_, Bytes>(io);
+        let handshake = s.client_builder().handshake::<_, Bytes>(io);
         let (send, connection) = tokio::time::timeout_at(deadline, handshake)
             .await
             .map_err(|_| timed_out())?

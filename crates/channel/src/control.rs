@@ -1,0 +1,564 @@
+//! The channel's control plane (`doc/connectivity-semantics-and-api.md`, gRFC A61/A62): one event loop per
+//! channel that owns the load-balancing policy and the subchannel connections, processes resolver updates
+//! and subchannel state changes whether or not calls flow, and publishes an immutable picker for calls.
+//!
+//! * Resolver updates (endpoints and service config, after A21) feed `update_addresses`; a new
+//!   `loadBalancingConfig` replaces the policy.
+//! * The policy's `Connect` actions start connection tasks: TCP (TCP_NODELAY), the HTTP/2 handshake, then a
+//!   PING whose ACK proves the server's SETTINGS arrived, which makes the subchannel READY (and resets its
+//!   backoff). The task then drives the connection and reports when it closes.
+//! * Calls pick from the current picker without locking the control plane; a queued call waits for the next
+//!   picker, a call that finds the policy IDLE wakes it.
+//! * With no call for the idle timeout (30 min by default), the channel drops its connections and goes IDLE;
+//!   `close()` (or dropping every handle) makes it SHUTDOWN.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use grpc_lb::{
+    ConnectivityState, LbAction, LbPolicy, PickRequest, PickResult, Picker, PickerSpec,
+    PolicyConfig, SubchannelId,
+};
+use grpc_retry::SplitMix64;
+use grpc_service_config::LbPolicy as LbConfig;
+use h2::client::SendRequest;
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::resolution::{Endpoint, Resolution, State};
+use crate::status::{Code, Status};
+use crate::transport::Http2Settings;
+
+/// How long a channel with no calls keeps its connections (A62 recommends 30 minutes).
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+
+type Conn = SendRequest<Bytes>;
+
+/// What calls see: the state and the picker, swapped together.
+pub(crate) struct Published {
+    pub(crate) state: ConnectivityState,
+    picker: Picker<Conn>,
+    /// The last connection failure, kept as the source of the statuses of failed picks.
+    last_failure: Option<Status>,
+}
+
+enum Event {
+    Ready(SubchannelId, u64, Conn),
+    Failed(SubchannelId, u64, Status),
+    Closed(SubchannelId, u64),
+    ExitIdle,
+    CallsIdle,
+    Shutdown,
+}
+
+/// Counts the calls in flight; the last one to end tells the control plane.
+pub(crate) struct ActiveCalls {
+    count: AtomicUsize,
+    events: mpsc::UnboundedSender<Event>,
+}
+
+/// Held by a call while it runs.
+pub(crate) struct CallGuard(Arc<ActiveCalls>);
+
+impl Drop for CallGuard {
+    fn drop(&mut self) {
+        if self.0.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let _ = self.0.events.send(Event::CallsIdle);
+        }
+    }
+}
+
+/// The handle calls use.
+pub(crate) struct ControlPlane {
+    events: mpsc::UnboundedSender<Event>,
+    published: watch::Receiver<Arc<Published>>,
+    active: Arc<ActiveCalls>,
+    _stop: oneshot::Sender<()>,
+}
+
+impl ControlPlane {
+    /// Starts the control plane on the current runtime.
+    pub(crate) fn start(
+        resolution: Arc<Resolution>,
+        settings: Http2Settings,
+        idle_timeout: Duration,
+    ) -> ControlPlane {
+        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        let initial = Arc::new(Published {
+            state: ConnectivityState::Idle,
+            picker: Picker::new(&PickerSpec::Idle, |_| None, 0),
+            last_failure: None,
+        });
+        let (published_tx, published_rx) = watch::channel(initial);
+        let (stop_tx, stop_rx) = oneshot::channel();
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(7);
+        let active = Arc::new(ActiveCalls {
+            count: AtomicUsize::new(0),
+            events: events_tx.clone(),
+        });
+        let lp = Loop {
+            resolution,
+            settings,
+            idle_timeout,
+            events_tx: events_tx.clone(),
+            published: published_tx,
+            policy: None,
+            policy_config: None,
+            addresses: Vec::new(),
+            tasks: HashMap::new(),
+            conns: HashMap::new(),
+            generation: 0,
+            rng: SplitMix64::new(seed),
+            active: active.clone(),
+            idle_deadline: None,
+            idle: true,
+            spec: (ConnectivityState::Idle, PickerSpec::Idle),
+            last_failure: None,
+        };
+        tokio::spawn(lp.run(events_rx, stop_rx));
+        ControlPlane {
+            events: events_tx,
+            published: published_rx,
+            active,
+            _stop: stop_tx,
+        }
+    }
+
+    /// Registers a call; the guard ends it.
+    pub(crate) fn call_started(&self) -> CallGuard {
+        self.active.count.fetch_add(1, Ordering::AcqRel);
+        CallGuard(self.active.clone())
+    }
+
+    /// The channel's connectivity state.
+    pub(crate) fn state(&self) -> ConnectivityState {
+        self.published.borrow().state
+    }
+
+    /// Leaves IDLE (as a call would).
+    pub(crate) fn connect(&self) {
+        let _ = self.events.send(Event::ExitIdle);
+    }
+
+    /// Shuts the channel down.
+    pub(crate) fn close(&self) {
+        let _ = self.events.send(Event::Shutdown);
+    }
+
+    /// Waits until the state is not `from`; returns the new state.
+    pub(crate) async fn wait_for_state_change(&self, from: ConnectivityState) -> ConnectivityState {
+        let mut rx = self.published.clone();
+        loop {
+            let state = rx.borrow_and_update().state;
+            if state != from {
+                return state;
+            }
+            if rx.changed().await.is_err() {
+                return ConnectivityState::Shutdown;
+            }
+        }
+    }
+
+    /// Picks a connection for a call (the caller bounds the wait with the call's deadline).
+    pub(crate) async fn pick(
+        &self,
+        method: &str,
+        wait_for_ready: bool,
+        avoid: &[SocketAddr],
+    ) -> Result<(Conn, SocketAddr), Status> {
+        let mut rx = self.published.clone();
+        loop {
+            let published = rx.borrow_and_update().clone();
+            if published.state == ConnectivityState::Shutdown {
+                return Err(Status::new(Code::Unavailable, "the channel is shut down"));
+            }
+            match published.picker.pick(&PickRequest { method, avoid }) {
+                PickResult::Pick { handle, addr } => match handle.ready().await {
+                    Ok(conn) => return Ok((conn, addr)),
+                    // The connection died under the pick: its task reports it, and a new picker follows.
+                    Err(e) => {
+                        tracing::debug!(%addr, error = %e, "picked connection is gone; waiting for a new picker")
+                    }
+                },
+                PickResult::Queue { exit_idle } => {
+                    if exit_idle {
+                        let _ = self.events.send(Event::ExitIdle);
+                    }
+                }
+                PickResult::Fail(message) if !wait_for_ready => {
+                    let status = Status::new(Code::Unavailable, message);
+                    return Err(match &published.last_failure {
+                        Some(cause) => status.with_source(cause.clone()),
+                        None => status,
+                    });
+                }
+                PickResult::Fail(_) => {}
+                PickResult::Drop(message) => return Err(Status::new(Code::Unavailable, message)),
+            }
+            if rx.changed().await.is_err() {
+                return Err(Status::new(Code::Unavailable, "the channel is shut down"));
+            }
+        }
+    }
+}
+
+struct Loop {
+    resolution: Arc<Resolution>,
+    settings: Http2Settings,
+    idle_timeout: Duration,
+    events_tx: mpsc::UnboundedSender<Event>,
+    published: watch::Sender<Arc<Published>>,
+    policy: Option<LbPolicy>,
+    policy_config: Option<PolicyConfig>,
+    addresses: Vec<SocketAddr>,
+    tasks: HashMap<SubchannelId, (u64, JoinHandle<()>)>,
+    conns: HashMap<SubchannelId, Conn>,
+    generation: u64,
+    rng: SplitMix64,
+    active: Arc<ActiveCalls>,
+    idle_deadline: Option<Instant>,
+    idle: bool,
+    spec: (ConnectivityState, PickerSpec),
+    last_failure: Option<Status>,
+}
+
+impl Drop for Loop {
+    fn drop(&mut self) {
+        for (_, (_, task)) in self.tasks.drain() {
+            task.abort();
+        }
+    }
+}
+
+fn policy_config(lb: &LbConfig) -> PolicyConfig {
+    match lb {
+        LbConfig::RoundRobin => PolicyConfig::RoundRobin,
+        LbConfig::PickFirst {
+            shuffle_address_list,
+        } => PolicyConfig::PickFirst {
+            shuffle_address_list: *shuffle_address_list,
+        },
+        LbConfig::Default => PolicyConfig::default(),
+    }
+}
+
+impl Loop {
+    async fn run(
+        mut self,
+        mut events: mpsc::UnboundedReceiver<Event>,
+        mut stop: oneshot::Receiver<()>,
+    ) {
+        let mut resolution: Option<watch::Receiver<State>> = None;
+        loop {
+            let timer = [
+                self.policy
+                    .as_ref()
+                    .and_then(|p| p.poll_timeout().map(Instant::from_std)),
+                self.idle_deadline,
+            ]
+            .into_iter()
+            .flatten()
+            .min();
+            tokio::select! {
+                _ = &mut stop => break,
+                event = events.recv() => match event {
+                    None | Some(Event::Shutdown) => break,
+                    Some(event) => {
+                        if let Event::ExitIdle = event {
+                            if resolution.is_none() {
+                                match self.resolution.subscribe().await {
+                                    Ok(rx) => resolution = Some(rx),
+                                    Err(status) => self.fail_all(status.message()),
+                                }
+                            }
+                        }
+                        self.handle_event(event, resolution.as_ref());
+                    }
+                },
+                changed = async {
+                    match resolution.as_mut() {
+                        Some(rx) => rx.changed().await.map(|()| rx.borrow_and_update().clone()),
+                        None => std::future::pending().await,
+                    }
+                } => match changed {
+                    Ok(state) => self.on_resolution(state),
+                    Err(_) => resolution = None,
+                },
+                () = async {
+                    match timer {
+                        Some(at) => tokio::time::sleep_until(at).await,
+                        None => std::future::pending().await,
+                    }
+                } => self.on_timer(),
+            }
+            self.drain_actions();
+        }
+        self.shutdown();
+    }
+
+    fn now(&self) -> std::time::Instant {
+        Instant::now().into_std()
+    }
+
+    fn handle_event(&mut self, event: Event, resolution: Option<&watch::Receiver<State>>) {
+        let now = self.now();
+        match event {
+            Event::Ready(id, generation, conn) if self.is_current(id, generation) => {
+                self.conns.insert(id, conn);
+                if let Some(p) = self.policy.as_mut() {
+                    p.subchannel_ready(id, now);
+                }
+            }
+            Event::Failed(id, generation, error) if self.is_current(id, generation) => {
+                self.tasks.remove(&id);
+                let message = error.message().to_owned();
+                self.last_failure = Some(error);
+                if let Some(p) = self.policy.as_mut() {
+                    p.subchannel_failed(id, message, now);
+                }
+            }
+            Event::Closed(id, generation) if self.is_current(id, generation) => {
+                self.tasks.remove(&id);
+                self.conns.remove(&id);
+                if let Some(p) = self.policy.as_mut() {
+                    p.subchannel_closed(id, now);
+                }
+            }
+            Event::Ready(..) | Event::Failed(..) | Event::Closed(..) => {}
+            Event::ExitIdle => {
+                self.idle_deadline = None;
+                if self.idle {
+                    self.idle = false;
+                    if let Some(state) = resolution.map(|rx| rx.borrow().clone()) {
+                        self.on_resolution(state);
+                    } else {
+                        self.publish(ConnectivityState::Connecting, PickerSpec::Queue);
+                    }
+                }
+                if let Some(p) = self.policy.as_mut() {
+                    p.exit_idle(now);
+                }
+            }
+            Event::CallsIdle => {
+                if self.active.count.load(Ordering::Acquire) == 0 {
+                    self.idle_deadline = Some(Instant::now() + self.idle_timeout);
+                }
+            }
+            Event::Shutdown => {}
+        }
+    }
+
+    fn is_current(&self, id: SubchannelId, generation: u64) -> bool {
+        self.tasks.get(&id).is_some_and(|(g, _)| *g == generation)
+    }
+
+    fn on_resolution(&mut self, state: State) {
+        if self.idle {
+            return;
+        }
+        let now = self.now();
+        match state {
+            State::Pending => {}
+            State::Failed(status) => {
+                if self.addresses.is_empty() {
+                    self.fail_all(status.message());
+                }
+            }
+            State::Ready { endpoints, config } => {
+                let wanted = policy_config(config.lb_policy());
+                if self.policy_config != Some(wanted) {
+                    self.drop_connections();
+                    self.policy = Some(LbPolicy::new(
+                        wanted,
+                        Box::new(SplitMix64::new(self.rng.next())),
+                    ));
+                    self.policy_config = Some(wanted);
+                }
+                self.addresses = endpoints
+                    .iter()
+                    .filter_map(|e| match e {
+                        Endpoint::Tcp(a) => Some(*a),
+                        Endpoint::Unix(_) => None,
+                    })
+                    .collect();
+                if let Some(p) = self.policy.as_mut() {
+                    p.update_addresses(self.addresses.clone(), now);
+                }
+            }
+        }
+    }
+
+    fn on_timer(&mut self) {
+        let now = Instant::now();
+        if self.idle_deadline.is_some_and(|d| d <= now) {
+            self.idle_deadline = None;
+            if self.active.count.load(Ordering::Acquire) == 0 {
+                self.enter_idle();
+                return;
+            }
+        }
+        if let Some(p) = self.policy.as_mut() {
+            p.handle_timeout(now.into_std());
+        }
+    }
+
+    fn enter_idle(&mut self) {
+        tracing::debug!("no calls for the idle timeout: the channel goes IDLE");
+        self.drop_connections();
+        self.policy = None;
+        self.policy_config = None;
+        self.idle = true;
+        self.publish(ConnectivityState::Idle, PickerSpec::Idle);
+    }
+
+    fn drop_connections(&mut self) {
+        for (_, (_, task)) in self.tasks.drain() {
+            task.abort();
+        }
+        self.conns.clear();
+    }
+
+    fn fail_all(&mut self, message: &str) {
+        self.publish(
+            ConnectivityState::TransientFailure,
+            PickerSpec::Fail(message.to_owned()),
+        );
+    }
+
+    fn shutdown(&mut self) {
+        self.drop_connections();
+        self.policy = None;
+        self.publish(
+            ConnectivityState::Shutdown,
+            PickerSpec::Fail("the channel is shut down".to_owned()),
+        );
+    }
+
+    fn publish(&mut self, state: ConnectivityState, spec: PickerSpec) {
+        let start = self.rng.next() as usize;
+        let conns = &self.conns;
+        let picker = Picker::new(&spec, |id| conns.get(&id).cloned(), start);
+        self.spec = (state, spec);
+        let _ = self.published.send(Arc::new(Published {
+            state,
+            picker,
+            last_failure: self.last_failure.clone(),
+        }));
+    }
+
+    fn drain_actions(&mut self) {
+        while let Some(action) = self.policy.as_mut().and_then(LbPolicy::poll_action) {
+            match action {
+                LbAction::Connect { id, addr, deadline } => {
+                    self.generation += 1;
+                    let generation = self.generation;
+                    let task = tokio::spawn(connect_subchannel(
+                        id,
+                        generation,
+                        addr,
+                        Instant::from_std(deadline),
+                        self.settings.clone(),
+                        self.events_tx.clone(),
+                    ));
+                    if let Some((_, old)) = self.tasks.insert(id, (generation, task)) {
+                        old.abort();
+                    }
+                }
+                LbAction::Disconnect { id } => {
+                    if let Some((_, task)) = self.tasks.remove(&id) {
+                        task.abort();
+                    }
+                    self.conns.remove(&id);
+                }
+                LbAction::ResolveNow => self.resolution.resolve_now(),
+                LbAction::UpdatePicker { state, picker } => {
+                    if !self.idle {
+                        self.publish(state, picker);
+                    }
+                }
+            }
+        }
+    }
+}
+
+trait NextU64 {
+    fn next(&mut self) -> u64;
+}
+
+impl NextU64 for SplitMix64 {
+    fn next(&mut self) -> u64 {
+        grpc_retry::Rng::next_u64(self)
+    }
+}
+
+/// One connection attempt and, once READY, the connection's life.
+async fn connect_subchannel(
+    id: SubchannelId,
+    generation: u64,
+    addr: SocketAddr,
+    deadline: Instant,
+    settings: Http2Settings,
+    events: mpsc::UnboundedSender<Event>,
+) {
+    let attempt = async {
+        let tcp = TcpStream::connect(addr)
+            .await
+            .map_err(|e| Status::from_io("connect", e))?;
+        tcp.set_nodelay(true)
+            .map_err(|e| Status::from_io("set TCP_NODELAY", e))?;
+        let (send, mut connection) = settings
+            .client_builder()
+            .handshake::<_, Bytes>(tcp)
+            .await
+            .map_err(Status::from_h2)?;
+        let ping_pong = connection.ping_pong();
+        let (closed_tx, closed_rx) = oneshot::channel::<()>();
+        let driver = tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(%addr, error = %e, "connection ended with an error");
+            }
+            let _ = closed_tx.send(());
+        });
+        // The server's SETTINGS come before its PING ACK: an answered PING means the connection was accepted.
+        if let Some(mut ping_pong) = ping_pong {
+            if let Err(e) = ping_pong.ping(h2::Ping::opaque()).await {
+                driver.abort();
+                return Err(Status::from_h2(e));
+            }
+        }
+        Ok::<_, Status>((send, driver, closed_rx))
+    };
+    match tokio::time::timeout_at(deadline, attempt).await {
+        Ok(Ok((send, driver, closed))) => {
+            let _ = events.send(Event::Ready(id, generation, send));
+            // Aborting this task (Disconnect) must close the connection too.
+            let _abort = AbortOnDrop(driver);
+            let _ = closed.await;
+            let _ = events.send(Event::Closed(id, generation));
+        }
+        Ok(Err(error)) => {
+            let _ = events.send(Event::Failed(id, generation, error));
+        }
+        Err(_) => {
+            let timed_out = Status::new(Code::Unavailable, "connection attempt timed out");
+            let _ = events.send(Event::Failed(id, generation, timed_out));
+        }
+    }
+}
+
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
