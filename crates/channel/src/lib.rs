@@ -45,6 +45,7 @@ pub use channel::{
     Channel, ChannelBuilder, DEFAULT_MAX_RECEIVE_MESSAGE_SIZE, DEFAULT_MAX_SEND_MESSAGE_SIZE,
 };
 pub use compression::Encoding;
+pub use control::DEFAULT_IDLE_TIMEOUT;
 pub use error::BuildError;
 pub use grpc_service_config::{
     self as service_config, target, ResolverOptions, ServiceConfig, Target,
