@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hickory_server::proto::rr::rdata::{A, AAAA, SOA, TXT};
-use hickory_server::proto::rr::{LowerName, Name, RData, Record, RecordType, RrKey};
+use hickory_server::proto::rr::{LowerName, Name, RData, Record, RrKey};
+
+pub use hickory_server::proto::rr::RecordType;
 use hickory_server::store::in_memory::InMemoryZoneHandler;
 use hickory_server::zone_handler::{AxfrPolicy, Catalog, ZoneType};
 use hickory_server::Server;

@@ -47,6 +47,7 @@ pub use channel::{
 pub use compression::Encoding;
 pub use control::DEFAULT_IDLE_TIMEOUT;
 pub use error::BuildError;
+pub use grpc_lb::ConnectivityState;
 pub use grpc_service_config::{
     self as service_config, target, ResolverOptions, ServiceConfig, Target,
 };

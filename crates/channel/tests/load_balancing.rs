@@ -1,0 +1,286 @@
+//! Load balancing over real sockets with several interop servers on loopback: round_robin's spread,
+//! failover and reconnection with backoff, pick_first failover, and the control plane picking up a new address
+//! list with no call in flight. Timing tests run on tokio's paused clock.
+
+mod support;
+
+use std::collections::HashMap;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use grpc_channel::{Channel, Code, ConnectivityState, Request, ResolverOptions};
+use interop::dns::TestDns;
+use interop::server::{self, ServerHandle};
+use interop_proto::{paths, SimpleRequest, SimpleResponse};
+use tokio::time::Instant;
+
+const ROUND_ROBIN: &str = r#"{"loadBalancingConfig":[{"round_robin":{}}]}"#;
+const PICK_FIRST: &str = r#"{"loadBalancingConfig":[{"pick_first":{}}]}"#;
+
+async fn backends(n: usize) -> Vec<ServerHandle> {
+    let mut out = Vec::new();
+    for _ in 0..n {
+        out.push(
+            server::start("127.0.0.1:0".parse().expect("addr"))
+                .await
+                .expect("server"),
+        );
+    }
+    out
+}
+
+fn channel_to(addrs: &[SocketAddr], config: &str) -> Channel {
+    let list: Vec<String> = addrs.iter().map(ToString::to_string).collect();
+    Channel::builder(format!("ipv4:{}", list.join(",")))
+        .default_service_config(config)
+        .build()
+        .expect("channel")
+}
+
+/// One call; the server that answered it.
+async fn which(ch: &Channel) -> Result<String, grpc_channel::Status> {
+    let req = SimpleRequest {
+        fill_server_id: true,
+        ..Default::default()
+    };
+    let r = ch
+        .unary::<_, SimpleResponse>(paths::UNARY_CALL, Request::new(req))
+        .await?;
+    Ok(r.into_message().server_id)
+}
+
+/// Calls until `pred` holds for a call's server (bounded), returning how many calls it took.
+async fn calls_until(ch: &Channel, mut pred: impl FnMut(&str) -> bool) -> usize {
+    for i in 1..=2000 {
+        if let Ok(id) = which(ch).await {
+            if pred(&id) {
+                return i;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("the condition never held");
+}
+
+#[tokio::test]
+async fn round_robin_spreads_3000_calls_evenly_over_3_backends() {
+    let servers = backends(3).await;
+    let addrs: Vec<SocketAddr> = servers.iter().map(|s| s.addr).collect();
+    let ch = channel_to(&addrs, ROUND_ROBIN);
+    // Wait until every backend is connected (each has answered once).
+    let mut seen = std::collections::HashSet::new();
+    calls_until(&ch, |id| {
+        seen.insert(id.to_owned());
+        seen.len() == 3
+    })
+    .await;
+    let mut counts: HashMap<String, usize> = HashMap::new();
+    for _ in 0..3000 {
+        *counts.entry(which(&ch).await.expect("call")).or_default() += 1;
+    }
+    assert_eq!(counts.len(), 3, "{counts:?}");
+    for (server, n) in &counts {
+        assert!(
+            (950..=1050).contains(n),
+            "{server} got {n} of 3000: {counts:?}"
+        );
+    }
+    println!("round_robin over 3 backends, calls per backend: {counts:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_killed_backend_stops_getting_calls_and_is_reconnected_with_backoff() {
+    let mut servers = backends(2).await;
+    let addrs: Vec<SocketAddr> = servers.iter().map(|s| s.addr).collect();
+    let (a, b) = (addrs[0].to_string(), addrs[1].to_string());
+    let ch = channel_to(&addrs, ROUND_ROBIN);
+    calls_until(&ch, |id| id == b).await;
+
+    // Kill B: after the channel notices, every call goes to A.
+    let killed = servers.pop().expect("b");
+    killed.shutdown();
+    let killed_at = Instant::now();
+    calls_until(&ch, |id| id == a).await;
+    for _ in 0..50 {
+        assert_eq!(which(&ch).await.expect("A serves"), a);
+    }
+
+    // Bring B back on the same port 5 s later: it gets calls again once a reconnection attempt (spaced by
+    // the connection backoff: 1 s, then 1.6 s, 2.56 s, ... ± 20 %) finds it.
+    tokio::time::sleep_until(killed_at + Duration::from_secs(5)).await;
+    let revived = server::start(addrs[1])
+        .await
+        .expect("restart on the same port");
+    let revived_at = Instant::now();
+    calls_until(&ch, |id| id == b).await;
+    let waited = revived_at.elapsed();
+    println!("backend reconnected {waited:?} after it came back");
+    assert!(
+        waited <= Duration::from_secs(5),
+        "the next attempt within one backoff step: {waited:?}"
+    );
+    drop(revived);
+}
+
+#[tokio::test(start_paused = true)]
+async fn pick_first_sends_everything_to_one_backend_and_fails_over() {
+    let mut servers = backends(2).await;
+    let addrs: Vec<SocketAddr> = servers.iter().map(|s| s.addr).collect();
+    let ch = channel_to(&addrs, PICK_FIRST);
+    let first = which(&ch).await.expect("call");
+    assert_eq!(first, addrs[0].to_string(), "the first address wins");
+    for _ in 0..20 {
+        assert_eq!(
+            which(&ch).await.expect("call"),
+            first,
+            "all calls to one backend"
+        );
+    }
+    servers.remove(0).shutdown();
+    let other = addrs[1].to_string();
+    calls_until(&ch, |id| id == other).await;
+    for _ in 0..20 {
+        assert_eq!(which(&ch).await.expect("call"), other);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn fail_fast_and_wait_for_ready_calls_while_no_backend_is_up() {
+    let free = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr")
+    };
+    let ch = channel_to(&[free], ROUND_ROBIN);
+    let status = which(&ch).await.expect_err("no backend");
+    assert_eq!(status.code(), Code::Unavailable);
+    assert_eq!(ch.state(), ConnectivityState::TransientFailure);
+
+    let waiting = {
+        let ch = ch.clone();
+        tokio::spawn(async move {
+            let req = SimpleRequest {
+                fill_server_id: true,
+                ..Default::default()
+            };
+            ch.unary::<_, SimpleResponse>(
+                paths::UNARY_CALL,
+                Request::new(req)
+                    .with_wait_for_ready(true)
+                    .with_timeout(Duration::from_secs(60)),
+            )
+            .await
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        !waiting.is_finished(),
+        "a wait-for-ready call queues through TRANSIENT_FAILURE"
+    );
+    let status = which(&ch).await.expect_err("still no backend");
+    assert_eq!(
+        status.code(),
+        Code::Unavailable,
+        "fail-fast calls still fail"
+    );
+    let _server = server::start(free).await.expect("server");
+    let r = waiting
+        .await
+        .expect("task")
+        .expect("succeeds once a backend is up");
+    assert_eq!(r.message().server_id, free.to_string());
+    assert_eq!(ch.state(), ConnectivityState::Ready);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_channel_picks_up_a_new_address_list_without_calls() {
+    // Two backends on the same port of two loopback addresses; DNS moves from the first to the second.
+    let first = server::start("127.0.0.1:0".parse().expect("addr"))
+        .await
+        .expect("server");
+    let port = first.addr.port();
+    let second = server::start(SocketAddr::from((Ipv4Addr::new(127, 0, 0, 2), port)))
+        .await
+        .expect("second loopback address");
+    let dns = TestDns::start().await.expect("dns");
+    dns.add_a("svc.test", Ipv4Addr::new(127, 0, 0, 1)).await;
+    dns.set_service_config(
+        "svc.test",
+        &format!(r#"[{{"serviceConfig":{ROUND_ROBIN}}}]"#),
+    )
+    .await;
+    let ch = Channel::builder(format!("dns://{}/svc.test:{port}", dns.addr))
+        .resolver_options(ResolverOptions {
+            min_interval: Duration::from_secs(1),
+            query_timeout: Duration::from_secs(2),
+            ..ResolverOptions::default()
+        })
+        .build()
+        .expect("channel");
+    ch.connect();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut state = ch.state();
+    while state != ConnectivityState::Ready {
+        state = ch.wait_for_state_change(state, deadline).await;
+        assert!(Instant::now() < deadline, "never READY");
+    }
+
+    // DNS now says 127.0.0.2; the first backend dies. No call is made: the control plane re-resolves on the
+    // failure and connects to the new address by itself.
+    dns.remove("svc.test", hickory_record_type_a()).await;
+    dns.add_a("svc.test", Ipv4Addr::new(127, 0, 0, 2)).await;
+    first.shutdown();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut saw_not_ready = false;
+    loop {
+        let next = ch.wait_for_state_change(state, deadline).await;
+        assert!(
+            Instant::now() < deadline,
+            "the new address was never used (state {next:?})"
+        );
+        saw_not_ready |= next != ConnectivityState::Ready;
+        state = next;
+        if saw_not_ready && state == ConnectivityState::Ready {
+            break;
+        }
+    }
+    assert_eq!(which(&ch).await.expect("call"), second.addr.to_string());
+}
+
+fn hickory_record_type_a() -> interop::dns::RecordType {
+    interop::dns::RecordType::A
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_idle_channel_drops_its_connections_and_wakes_on_the_next_call() {
+    let servers = backends(1).await;
+    let ch = Channel::builder(format!("ipv4:{}", servers[0].addr))
+        .idle_timeout(Duration::from_secs(60))
+        .build()
+        .expect("channel");
+    assert_eq!(ch.state(), ConnectivityState::Idle, "a new channel is IDLE");
+    which(&ch).await.expect("call");
+    assert_eq!(ch.state(), ConnectivityState::Ready);
+    let state = ch
+        .wait_for_state_change(
+            ConnectivityState::Ready,
+            Instant::now() + Duration::from_secs(120),
+        )
+        .await;
+    assert_eq!(
+        state,
+        ConnectivityState::Idle,
+        "IDLE after the idle timeout with no calls"
+    );
+    which(&ch).await.expect("the next call wakes it");
+    assert_eq!(ch.state(), ConnectivityState::Ready);
+    ch.close();
+    let state = ch
+        .wait_for_state_change(
+            ConnectivityState::Ready,
+            Instant::now() + Duration::from_secs(1),
+        )
+        .await;
+    assert_eq!(state, ConnectivityState::Shutdown);
+    let status = which(&ch).await.expect_err("closed");
+    assert_eq!(status.code(), Code::Unavailable);
+}
