@@ -137,7 +137,36 @@ fn body_len(payload: &Option<Payload>) -> usize {
     payload.as_ref().map_or(0, |p| p.body.len())
 }
 
+type FullDuplex = (
+    grpc_channel::RequestSender<StreamingOutputCallRequest>,
+    grpc_channel::Streaming<StreamingOutputCallResponse>,
+);
+type StreamingInput = (
+    grpc_channel::RequestSender<StreamingInputCallRequest>,
+    grpc_channel::Streaming<StreamingInputCallResponse>,
+);
+
 impl Context {
+    /// Starts a FullDuplexCall.
+    async fn full_duplex(&self, request: Request<()>) -> Result<FullDuplex, String> {
+        ok(
+            self.channel
+                .streaming(paths::FULL_DUPLEX_CALL, request)
+                .await,
+            "FullDuplexCall",
+        )
+    }
+
+    /// Starts a StreamingInputCall.
+    async fn streaming_input(&self, request: Request<()>) -> Result<StreamingInput, String> {
+        ok(
+            self.channel
+                .streaming(paths::STREAMING_INPUT_CALL, request)
+                .await,
+            "StreamingInputCall",
+        )
+    }
+
     fn request<T>(&self, message: T) -> Request<T> {
         let mut r = Request::new(message);
         for (k, v) in &self.metadata {
@@ -271,15 +300,7 @@ fn input(size: usize, expect_compressed: Option<bool>) -> StreamingInputCallRequ
 }
 
 async fn client_streaming(ctx: &Context) -> CaseResult {
-    let (mut tx, mut rx) = ok(
-        ctx.channel
-            .streaming::<StreamingInputCallRequest, StreamingInputCallResponse>(
-                paths::STREAMING_INPUT_CALL,
-                ctx.request(()),
-            )
-            .await,
-        "StreamingInputCall",
-    )?;
+    let (mut tx, mut rx) = ctx.streaming_input(ctx.request(())).await?;
     for size in [27_182, 8, 1_828, 45_904] {
         ok(tx.send(input(size, None)).await, "send")?;
     }
@@ -298,15 +319,7 @@ async fn client_streaming(ctx: &Context) -> CaseResult {
 }
 
 async fn client_compressed_streaming(ctx: &Context) -> CaseResult {
-    let (mut tx, mut rx) = ok(
-        ctx.channel
-            .streaming::<StreamingInputCallRequest, StreamingInputCallResponse>(
-                paths::STREAMING_INPUT_CALL,
-                ctx.request(()),
-            )
-            .await,
-        "probe call",
-    )?;
+    let (mut tx, mut rx) = ctx.streaming_input(ctx.request(())).await?;
     // The probe's send may fail once the server has rejected the call; the status is what counts.
     let _ = tx.send(input(27_182, Some(true))).await;
     drop(tx);
@@ -317,15 +330,7 @@ async fn client_compressed_streaming(ctx: &Context) -> CaseResult {
     )?;
 
     let request = ctx.request(()).with_compression(Encoding::Gzip);
-    let (mut tx, mut rx) = ok(
-        ctx.channel
-            .streaming::<StreamingInputCallRequest, StreamingInputCallResponse>(
-                paths::STREAMING_INPUT_CALL,
-                request,
-            )
-            .await,
-        "compressed call",
-    )?;
+    let (mut tx, mut rx) = ctx.streaming_input(request).await?;
     ok(tx.send(input(27_182, Some(true))).await, "send compressed")?;
     ok(
         tx.send_with(
@@ -408,15 +413,7 @@ async fn server_compressed_streaming(ctx: &Context) -> CaseResult {
 }
 
 async fn ping_pong(ctx: &Context) -> CaseResult {
-    let (mut tx, mut rx) = ok(
-        ctx.channel
-            .streaming::<StreamingOutputCallRequest, StreamingOutputCallResponse>(
-                paths::FULL_DUPLEX_CALL,
-                ctx.request(()),
-            )
-            .await,
-        "FullDuplexCall",
-    )?;
+    let (mut tx, mut rx) = ctx.full_duplex(ctx.request(())).await?;
     for (resp_size, req_size) in [(31_415, 27_182), (9, 8), (2_653, 1_828), (58_979, 45_904)] {
         let req = StreamingOutputCallRequest {
             response_parameters: vec![params(resp_size, None)],
@@ -440,15 +437,7 @@ async fn ping_pong(ctx: &Context) -> CaseResult {
 }
 
 async fn empty_stream(ctx: &Context) -> CaseResult {
-    let (tx, mut rx) = ok(
-        ctx.channel
-            .streaming::<StreamingOutputCallRequest, StreamingOutputCallResponse>(
-                paths::FULL_DUPLEX_CALL,
-                ctx.request(()),
-            )
-            .await,
-        "FullDuplexCall",
-    )?;
+    let (tx, mut rx) = ctx.full_duplex(ctx.request(())).await?;
     ok(tx.finish().await, "half-close")?;
     ensure!(
         ok(rx.message().await, "status")?.is_none(),
@@ -499,15 +488,7 @@ async fn custom_metadata(ctx: &Context) -> CaseResult {
     )?;
     check_echo(Some(r.metadata()), Some(r.trailers())).map_err(|e| format!("unary: {e}"))?;
 
-    let (mut tx, mut rx) = ok(
-        ctx.channel
-            .streaming::<StreamingOutputCallRequest, StreamingOutputCallResponse>(
-                paths::FULL_DUPLEX_CALL,
-                with_echo_metadata(ctx.request(())),
-            )
-            .await,
-        "FullDuplexCall",
-    )?;
+    let (mut tx, mut rx) = ctx.full_duplex(with_echo_metadata(ctx.request(()))).await?;
     ok(
         tx.send(StreamingOutputCallRequest {
             response_parameters: vec![params(314_159, None)],
@@ -546,15 +527,7 @@ async fn check_status_echo(ctx: &Context, code: i32, message: &str) -> CaseResul
         Err(s) => return Err(format!("unary: got {:?} {:?}", s.code(), s.message())),
         Ok(_) => return Err("unary: got OK".to_owned()),
     }
-    let (mut tx, mut rx) = ok(
-        ctx.channel
-            .streaming::<StreamingOutputCallRequest, StreamingOutputCallResponse>(
-                paths::FULL_DUPLEX_CALL,
-                ctx.request(()),
-            )
-            .await,
-        "FullDuplexCall",
-    )?;
+    let (mut tx, mut rx) = ctx.full_duplex(ctx.request(())).await?;
     let _ = tx
         .send(StreamingOutputCallRequest {
             response_status: echo,
@@ -593,30 +566,14 @@ async fn unimplemented(ctx: &Context, path: &str) -> CaseResult {
 }
 
 async fn cancel_after_begin(ctx: &Context) -> CaseResult {
-    let (tx, mut rx) = ok(
-        ctx.channel
-            .streaming::<StreamingInputCallRequest, StreamingInputCallResponse>(
-                paths::STREAMING_INPUT_CALL,
-                ctx.request(()),
-            )
-            .await,
-        "StreamingInputCall",
-    )?;
+    let (tx, mut rx) = ctx.streaming_input(ctx.request(())).await?;
     rx.cancel();
     drop(tx);
     expect_code(rx.message().await, Code::Cancelled, "after cancel")
 }
 
 async fn cancel_after_first_response(ctx: &Context) -> CaseResult {
-    let (mut tx, mut rx) = ok(
-        ctx.channel
-            .streaming::<StreamingOutputCallRequest, StreamingOutputCallResponse>(
-                paths::FULL_DUPLEX_CALL,
-                ctx.request(()),
-            )
-            .await,
-        "FullDuplexCall",
-    )?;
+    let (mut tx, mut rx) = ctx.full_duplex(ctx.request(())).await?;
     ok(
         tx.send(StreamingOutputCallRequest {
             response_parameters: vec![params(31_415, None)],

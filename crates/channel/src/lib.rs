@@ -22,8 +22,11 @@
 //! DNS TXT records (gRFC A2) and applies A21's rules for bad ones; the method config's `timeout`,
 //! `waitForReady` and message size limits apply to each call.
 //!
-//! Not here yet (each has its own work item): TLS, load balancing and connection backoff, retries and hedging
-//! (A6; the policies are parsed, the state machine is in `grpc-retry`, the wiring is not done), keepalive.
+//! Calls are load-balanced by a per-channel control plane (`grpc-lb`: pick_first or round_robin, subchannels
+//! with connection backoff), with connectivity state, wait-for-ready, an idle timeout and `close()`.
+//!
+//! Not here yet (each has its own work item): TLS, retries and hedging (A6; the policies are parsed and the
+//! state machine is in `grpc-retry`, but calls do not run through it yet), transparent retries, keepalive.
 
 mod call;
 mod channel;

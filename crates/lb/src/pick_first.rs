@@ -94,21 +94,7 @@ impl PickFirst {
             }
         }
         let ordered = interleave_families(endpoints);
-        let mut order = Vec::with_capacity(ordered.len());
-        for addr in &ordered {
-            let id = self
-                .subs
-                .find(*addr)
-                .unwrap_or_else(|| self.subs.add(*addr));
-            if !order.contains(&id) {
-                order.push(id);
-            }
-        }
-        let stale: Vec<SubchannelId> = self.subs.ids().filter(|id| !order.contains(id)).collect();
-        for id in stale {
-            self.subs.remove(id);
-        }
-        self.order = order;
+        self.order = self.subs.sync(&ordered);
         let first = !self.had_update;
         self.had_update = true;
         if let Some(sel) = self.selected {

@@ -73,18 +73,7 @@ impl RoundRobin {
     }
 
     pub(crate) fn update(&mut self, addresses: Vec<SocketAddr>, now: Instant) {
-        let mut order = Vec::with_capacity(addresses.len());
-        for addr in addresses {
-            let id = self.subs.find(addr).unwrap_or_else(|| self.subs.add(addr));
-            if !order.contains(&id) {
-                order.push(id);
-            }
-        }
-        let stale: Vec<SubchannelId> = self.subs.ids().filter(|id| !order.contains(id)).collect();
-        for id in stale {
-            self.subs.remove(id);
-        }
-        self.order = order;
+        self.order = self.subs.sync(&addresses);
         for id in self.order.clone() {
             self.subs.connect(id, now);
         }

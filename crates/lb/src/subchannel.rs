@@ -131,6 +131,23 @@ impl Subchannels {
         id
     }
 
+    /// Makes the subchannels match `addresses` (in order, without duplicates): keeps those whose address
+    /// stays, adds the new ones (IDLE), removes the rest. Returns the ids in order.
+    pub(crate) fn sync(&mut self, addresses: &[SocketAddr]) -> Vec<SubchannelId> {
+        let mut order = Vec::with_capacity(addresses.len());
+        for addr in addresses {
+            let id = self.find(*addr).unwrap_or_else(|| self.add(*addr));
+            if !order.contains(&id) {
+                order.push(id);
+            }
+        }
+        let stale: Vec<SubchannelId> = self.ids().filter(|id| !order.contains(id)).collect();
+        for id in stale {
+            self.remove(id);
+        }
+        order
+    }
+
     /// Removes a subchannel, closing its connection or attempt.
     pub(crate) fn remove(&mut self, id: SubchannelId) {
         if let Some(i) = self.list.iter().position(|s| s.id == id) {
