@@ -732,9 +732,10 @@ impl RetryCall {
     fn can_hedge(&self) -> bool {
         match &self.mode {
             Mode::Hedging(p) => {
+                // A pending commit (overflow while no attempt was live) does not stop the next hedge: that
+                // hedge is the one committed when it starts.
                 !self.hedging_stopped
                     && self.committed.is_none()
-                    && !self.commit_on_start
                     && self.policy_attempts < p.max_attempts().get()
                     && self.throttle_allows()
             }
@@ -745,7 +746,9 @@ impl RetryCall {
     fn more_hedges_remain(&self) -> bool {
         match &self.mode {
             Mode::Hedging(p) => {
-                !self.hedging_stopped && self.policy_attempts < p.max_attempts().get()
+                !self.hedging_stopped
+                    && self.committed.is_none()
+                    && self.policy_attempts < p.max_attempts().get()
             }
             _ => false,
         }

@@ -168,3 +168,33 @@ fn buffer_accounting_is_released_on_drop() {
     }
     assert_eq!(shared.pool.used(), 0);
 }
+
+#[test]
+fn hedging_overflow_while_waiting_on_a_pushback_commits_the_next_hedge() {
+    let mut t = Timeline::with(
+        config(hedging_policy(3, 100, &[Unavailable]), 150),
+        Shared::default(),
+    );
+    t.actions();
+    t.send(100);
+    t.actions();
+    t.pushback(
+        0,
+        Unavailable,
+        Pushback::RetryAfter(std::time::Duration::from_millis(500)),
+    );
+    t.send(100); // overflows with no attempt in flight
+    assert_eq!(t.actions(), Vec::<String>::new());
+    assert_eq!(t.advance(), Some(500));
+    assert_eq!(
+        t.actions(),
+        ["start 1 prev=1", "send 1#0", "send 1#1", "commit 1"]
+    );
+    assert_eq!(
+        t.call.poll_timeout(),
+        None,
+        "no more hedges after the commit"
+    );
+    t.status(1, Unavailable);
+    assert_eq!(t.actions(), ["finish 1"]);
+}

@@ -183,10 +183,11 @@ proptest! {
             Policy::None => 1,
         };
         let start = Instant::now();
+        let deadline = deadline_ms.map(|ms| start + Duration::from_millis(ms));
         let shared = Shared { throttle: throttled.then(|| throttle(max_tokens, ratio)), pool: pool(pool_limit) };
         let config = CallConfig {
             policy,
-            deadline: deadline_ms.map(|ms| start + Duration::from_millis(ms)),
+            deadline,
             per_call_buffer_limit: per_call,
             ..CallConfig::default()
         };
@@ -197,6 +198,11 @@ proptest! {
             prop_assert!(u64::from(tokens) <= max_tokens * 1000);
             prop_assert!(t.call.buffered_bytes() <= per_call, "per-call limit");
             prop_assert!(shared.pool.used() <= pool_limit, "channel limit");
+            if t.call.committed().is_some() {
+                // After commit no retry or hedge is scheduled: only the deadline may remain.
+                let timer = t.call.poll_timeout();
+                prop_assert!(timer.is_none() || timer == deadline, "a timer after commit: {timer:?}");
+            }
             Ok(())
         };
         // Ops name attempts relative to the most recent ones (so long retry chains happen), and sometimes by
