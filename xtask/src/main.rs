@@ -6,6 +6,10 @@
 //!   on any failure. Against grpcio the client_compressed_* cases are skipped: grpcio's server application
 //!   cannot see a request message's compressed flag.
 //!
+//! * `bench [--quick]`: builds the release interop server and `grpc-bench`, starts the server in its own
+//!   process on a free loopback port, and runs the same scenarios through grpc-channel, tonic and a raw h2
+//!   client, printing a table with ratios.
+//!
 //! Plain `std::process`: no dependencies.
 
 use std::io::{BufRead, BufReader, Write};
@@ -20,9 +24,11 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("interop") => interop(&args[1..]),
-        _ => {
-            Err("usage: cargo xtask interop [--peer ours|grpcio] [--test_case=a,b,...]".to_owned())
-        }
+        Some("bench") => bench(&args[1..]),
+        _ => Err(
+            "usage: cargo xtask interop [--peer ours|grpcio] [--test_case=a,b,...] | cargo xtask bench [--quick]"
+                .to_owned(),
+        ),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,
@@ -167,6 +173,42 @@ fn interop(args: &[String]) -> Result<bool, String> {
     }
     println!("{summary}");
     Ok(status.success() && !summary.is_empty())
+}
+
+fn bench(args: &[String]) -> Result<bool, String> {
+    let quick = args.iter().any(|a| a == "--quick");
+    if let Some(other) = args.iter().find(|a| *a != "--quick") {
+        return Err(format!("unknown argument {other:?}"));
+    }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    eprintln!("xtask: building the interop server and grpc-bench (release)");
+    run(
+        Command::new(&cargo).current_dir(root()).args([
+            "build",
+            "--release",
+            "--package",
+            "interop",
+            "--package",
+            "grpc-bench",
+            "--bins",
+        ]),
+        "cargo build",
+    )?;
+    let bin = target_dir().join("release");
+    let mut server = Command::new(bin.join("interop-server"));
+    server.arg("--port=0");
+    let (server, port) = start_server(server, "interop")?;
+    eprintln!("xtask: server on 127.0.0.1:{port}; running the scenarios (this takes a while)");
+    let mut bench = Command::new(bin.join("grpc-bench"));
+    bench.arg(format!("--port={port}"));
+    if quick {
+        bench.arg("--quick");
+    }
+    let status = bench
+        .status()
+        .map_err(|e| format!("cannot start grpc-bench: {e}"))?;
+    drop(server);
+    Ok(status.success())
 }
 
 /// Starts a server that prints `listening on HOST:PORT`, and returns it with the port.
