@@ -61,6 +61,13 @@ pub mod methods {
     pub const ECHO_HEADERS: &str = "/fault.Faulty/EchoHeaders";
     /// Sends the response headers, then closes the TCP connection.
     pub const DROP_CONNECTION: &str = "/fault.Faulty/DropConnection";
+    /// Stateful, for retry tests: counts attempts per `x-test-key` and records each attempt's
+    /// `grpc-previous-rpc-attempts`. The first `x-fail-times` attempts fail: with status `x-fail-code` (and
+    /// `grpc-retry-pushback-ms: x-pushback-ms` if given), or with RST_STREAM(REFUSED_STREAM) if `x-fail-mode:
+    /// refuse`. Attempts listed in `x-hang-attempts` (e.g. `1,2`, counted as the client does:
+    /// `grpc-previous-rpc-attempts` + 1, so the same on every backend) never answer. The others answer OK with
+    /// an empty message and the trailer `x-attempt: N` (this server's count for the key).
+    pub const FLAKY: &str = "/fault.Faulty/Flaky";
     /// Sends GOAWAY(NO_ERROR) (covering the open stream, as h2 names the last accepted one) and closes.
     pub const GOAWAY: &str = "/fault.Faulty/Goaway";
 }
@@ -68,6 +75,15 @@ pub mod methods {
 /// What the faulty server saw.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
+    /// An attempt of a `Flaky` call.
+    Attempt {
+        /// The `x-test-key`.
+        key: String,
+        /// Which attempt this is for the key (1 = first).
+        number: u32,
+        /// Its `grpc-previous-rpc-attempts` header, if any.
+        previous_attempts: Option<String>,
+    },
     /// A stream was reset by the client with this reason.
     Reset {
         /// The method path.
@@ -83,6 +99,7 @@ pub struct FaultyServer {
     /// Where it listens.
     pub addr: SocketAddr,
     events: Arc<Mutex<Vec<Event>>>,
+    attempts: Arc<Mutex<std::collections::HashMap<String, u32>>>,
     connections: Arc<Mutex<usize>>,
 }
 
@@ -93,6 +110,7 @@ impl FaultyServer {
         let server = FaultyServer {
             addr: listener.local_addr()?,
             events: Arc::default(),
+            attempts: Arc::default(),
             connections: Arc::default(),
         };
         let s = server.clone();
@@ -157,6 +175,10 @@ impl FaultyServer {
             r
         };
         let path = call.path.clone();
+        if path == FLAKY {
+            self.flaky(call).await;
+            return;
+        }
         // Read the request (unary or not) before answering, as servers do.
         if path != SILENT && path != RST_REFUSED && path != RST_CALM && path != GOAWAY {
             while let Ok(Some(_)) = call.next_message().await {}
@@ -307,6 +329,80 @@ impl FaultyServer {
                 grpc_channel::Code::Unimplemented,
                 "no such fault",
             )),
+        }
+    }
+
+    async fn flaky(&self, mut call: ServerCall) {
+        let header = |name: &str| {
+            call.request_headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        let key = header("x-test-key").unwrap_or_default();
+        let fail_times: u32 = header("x-fail-times")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let fail_code = header("x-fail-code").unwrap_or_else(|| "14".to_owned());
+        let refuse = header("x-fail-mode").as_deref() == Some("refuse");
+        let pushback = header("x-pushback-ms");
+        let hang: Vec<u32> = header("x-hang-attempts")
+            .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+            .unwrap_or_default();
+        let number = match self.attempts.lock() {
+            Ok(mut a) => {
+                let n = a.entry(key.clone()).or_insert(0);
+                *n += 1;
+                *n
+            }
+            Err(_) => 0,
+        };
+        let previous = header("grpc-previous-rpc-attempts");
+        let client_number = previous
+            .as_deref()
+            .and_then(|p| p.parse::<u32>().ok())
+            .unwrap_or(0)
+            + 1;
+        self.record(Event::Attempt {
+            key,
+            number,
+            previous_attempts: previous,
+        });
+        if number <= fail_times && refuse {
+            call.reset(Reason::REFUSED_STREAM);
+            return;
+        }
+        while let Ok(Some(_)) = call.next_message().await {}
+        if hang.contains(&client_number) {
+            let respond = call.respond_mut();
+            if let Ok(reason) = poll_fn(|cx| respond.poll_reset(cx)).await {
+                self.record(Event::Reset {
+                    path: methods::FLAKY.to_owned(),
+                    reason,
+                });
+            }
+            call.mark_ended();
+            return;
+        }
+        if number <= fail_times {
+            let mut r = http::Response::new(());
+            let h = r.headers_mut();
+            h.insert("content-type", HeaderValue::from_static("application/grpc"));
+            if let Ok(v) = HeaderValue::try_from(fail_code) {
+                h.insert("grpc-status", v);
+            }
+            if let Some(p) = pushback.and_then(|p| HeaderValue::try_from(p).ok()) {
+                h.insert("grpc-retry-pushback-ms", p);
+            }
+            let _ = call.respond_mut().send_response(r, true);
+            call.mark_ended();
+            return;
+        }
+        if let Ok(v) = HeaderValue::try_from(number.to_string()) {
+            call.trailing_metadata.insert("x-attempt", v);
+        }
+        if call.send_message(&[], false).await.is_ok() {
+            call.finish(&grpc_channel::Status::new(grpc_channel::Code::Ok, ""));
         }
     }
 

@@ -249,6 +249,8 @@ impl<T> std::fmt::Debug for RequestSender<T> {
 
 enum RecvState {
     Headers(ResponseFuture),
+    /// Response headers already received (by the retry driver, which committed on them).
+    Received(Option<http::Response<RecvStream>>),
     Body(RecvStream),
     Trailers(RecvStream),
     Done,
@@ -291,6 +293,32 @@ impl<T> Streaming<T> {
             outcome: None,
             last_compressed: false,
         }
+    }
+
+    /// The receiving half of an attempt whose response headers already arrived (the retry driver committed
+    /// the call to it).
+    pub(crate) fn from_response(
+        response: http::Response<RecvStream>,
+        shared: SharedRef,
+        decode: fn(Bytes) -> Result<T, Status>,
+        limit: usize,
+        deadline: Option<Instant>,
+    ) -> Self {
+        let mut s = Streaming {
+            state: RecvState::Done,
+            shared,
+            decode,
+            deframer: Deframer::new(limit),
+            encoding: ReceivedEncoding::Identity,
+            limit,
+            deadline: deadline.map(|d| (d, Box::pin(tokio::time::sleep_until(d)))),
+            headers: None,
+            trailers: None,
+            outcome: None,
+            last_compressed: false,
+        };
+        s.state = RecvState::Received(Some(response));
+        s
     }
 
     /// Waits for the response headers and returns their metadata. For a Trailers-Only response (an error
@@ -443,6 +471,28 @@ impl<T> Streaming<T> {
         })
     }
 
+    /// Handles the response headers; `Some` when polling should return now.
+    fn on_head(
+        &mut self,
+        response: http::Response<RecvStream>,
+        want_frame: bool,
+    ) -> Option<Poll<Result<Option<Frame>, Status>>> {
+        let (parts, body) = response.into_parts();
+        match classify_head(parts.status.as_u16(), parts.headers, body.is_end_stream()) {
+            Head::Messages { encoding, metadata } => {
+                self.encoding = encoding;
+                self.headers = Some(metadata);
+                self.state = RecvState::Body(body);
+                (!want_frame).then_some(Poll::Ready(Ok(None)))
+            }
+            Head::End(status, trailers) => {
+                self.headers = Some(MetadataMap::new());
+                self.trailers = Some(trailers);
+                Some(self.end_remotely(status))
+            }
+        }
+    }
+
     /// Drives the response: headers, then frames, then trailers. With `want_frame` false it stops once the
     /// headers are in.
     fn poll_progress(
@@ -468,22 +518,19 @@ impl<T> Streaming<T> {
                         Ok(r) => r,
                         Err(e) => return self.end_remotely(Status::from_h2(e)),
                     };
-                    let (parts, body) = response.into_parts();
-                    match classify_head(parts.status.as_u16(), parts.headers, body.is_end_stream())
-                    {
-                        Head::Messages { encoding, metadata } => {
-                            self.encoding = encoding;
-                            self.headers = Some(metadata);
-                            self.state = RecvState::Body(body);
-                            if !want_frame {
-                                return Poll::Ready(Ok(None));
-                            }
-                        }
-                        Head::End(status, trailers) => {
-                            self.headers = Some(MetadataMap::new());
-                            self.trailers = Some(trailers);
-                            return self.end_remotely(status);
-                        }
+                    if let Some(done) = self.on_head(response, want_frame) {
+                        return done;
+                    }
+                }
+                RecvState::Received(slot) => {
+                    let Some(response) = slot.take() else {
+                        return self.end_remotely(Status::new(
+                            Code::Internal,
+                            "response headers already taken",
+                        ));
+                    };
+                    if let Some(done) = self.on_head(response, want_frame) {
+                        return done;
                     }
                 }
                 RecvState::Body(body) => {
@@ -572,7 +619,7 @@ impl<T> std::fmt::Debug for Streaming<T> {
 }
 
 /// What the response HEADERS say.
-enum Head {
+pub(crate) enum Head {
     /// Messages follow.
     Messages {
         encoding: ReceivedEncoding,
@@ -582,7 +629,7 @@ enum Head {
     End(Status, MetadataMap),
 }
 
-fn classify_head(http_status: u16, headers: HeaderMap, end_stream: bool) -> Head {
+pub(crate) fn classify_head(http_status: u16, headers: HeaderMap, end_stream: bool) -> Head {
     let has_grpc_status = headers.contains_key("grpc-status");
     if http_status != 200 && !has_grpc_status {
         let code = code_from_http_status(http_status);

@@ -19,10 +19,14 @@ use crate::error::BuildError;
 use crate::metadata::MetadataMap;
 use crate::request::{CallOptions, Request, Response};
 use crate::resolution::Resolution;
+use crate::retry_driver::{self, AttemptSetup, Committed};
 use crate::status::{Code, Status};
 use crate::timeout;
 use crate::transport::{Http2Settings, Transport};
 use grpc_lb::ConnectivityState;
+use grpc_retry::{
+    AttemptEnd, BufferPool, Policy, Pushback, Shared as RetryShared, Throttle, ThrottleConfig,
+};
 use grpc_service_config::{MethodConfig, ResolverOptions, ServiceConfig, Target};
 
 /// The default limit on a received message: 4 MiB.
@@ -47,6 +51,10 @@ struct Inner {
     control: std::sync::OnceLock<ControlPlane>,
     http2: Http2Settings,
     idle_timeout: Duration,
+    /// The retry throttle of the target (A6), for the `retryThrottling` setting it was made for.
+    throttle: parking_lot::Mutex<Option<(ThrottleConfig, Arc<Throttle>)>>,
+    /// The bytes all calls of the channel may keep for replay (A6).
+    retry_pool: Arc<BufferPool>,
 }
 
 impl std::fmt::Debug for Channel {
@@ -224,6 +232,8 @@ impl ChannelBuilder {
                 control: std::sync::OnceLock::new(),
                 http2: self.http2,
                 idle_timeout: self.idle_timeout,
+                throttle: parking_lot::Mutex::new(None),
+                retry_pool: Arc::new(BufferPool::default()),
             }),
         })
     }
@@ -421,7 +431,18 @@ impl Channel {
         request: Request<Req>,
     ) -> Result<Response<Resp>, Status> {
         let (message, metadata, options) = request.into_parts();
-        let started = self.start(path, metadata, options).await?;
+        let prepared = self.prepare(path, metadata, options).await?;
+        let policy = prepared
+            .method
+            .as_ref()
+            .map(|m| m.policy.clone())
+            .unwrap_or_default();
+        if !matches!(policy, Policy::None) && !self.inner.resolution.is_unix() {
+            return self
+                .unary_with_policy(codec, prepared, message, policy)
+                .await;
+        }
+        let started = self.open(prepared).await?;
         let frame = call::encode_frame(
             &codec,
             &message,
@@ -495,6 +516,18 @@ impl Channel {
         metadata: MetadataMap,
         options: CallOptions,
     ) -> Result<Started, Status> {
+        let prepared = self.prepare(path, metadata, options).await?;
+        self.open(prepared).await
+    }
+
+    /// Everything a call needs before its first attempt: the resolution result and method config, the
+    /// deadline, the limits, and the request headers (without `grpc-timeout`, which each attempt sets).
+    async fn prepare(
+        &self,
+        path: &str,
+        metadata: MetadataMap,
+        options: CallOptions,
+    ) -> Result<Prepared, Status> {
         let inner = &*self.inner;
         let call_start = Instant::now();
         let api_deadline = options.timeout.map(|t| call_start + t);
@@ -508,18 +541,20 @@ impl Channel {
                 .map_err(|_| Status::deadline_exceeded())?,
         };
         let (_, config) = resolved?;
-        let method = config.method_config(path).map(|m| &**m);
-        let limits = effective_limits(method, inner, &options);
+        let method = config.method_config(path).cloned();
+        let (max_send, max_receive) = effective_limits(method.as_deref(), inner, &options);
         let deadline = min_deadline(
             api_deadline,
-            method.and_then(|m| m.timeout).map(|t| call_start + t),
+            method
+                .as_ref()
+                .and_then(|m| m.timeout)
+                .map(|t| call_start + t),
         );
         let wait_for_ready = options
             .wait_for_ready
-            .or(method.and_then(|m| m.wait_for_ready))
+            .or(method.as_ref().and_then(|m| m.wait_for_ready))
             .unwrap_or(false);
-        let path_text = path;
-        let path = PathAndQuery::try_from(path)
+        let path_and_query = PathAndQuery::try_from(path)
             .ok()
             .filter(|p| {
                 p.query().is_none() && p.path().starts_with('/') && p.path()[1..].contains('/')
@@ -533,20 +568,10 @@ impl Channel {
         let uri = http::Uri::builder()
             .scheme(Scheme::HTTP)
             .authority(inner.authority.clone())
-            .path_and_query(path)
+            .path_and_query(path_and_query)
             .build()
             .map_err(|e| Status::new(Code::Internal, format!("invalid request URI: {e}")))?;
-        let mut request = http::Request::post(uri)
-            .version(http::Version::HTTP_2)
-            .body(())
-            .map_err(|e| Status::new(Code::Internal, format!("invalid request: {e}")))?;
-        let headers = request.headers_mut();
-        if let Some(deadline) = deadline {
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            if let Ok(v) = HeaderValue::try_from(timeout::encode(remaining)) {
-                headers.insert("grpc-timeout", v);
-            }
-        }
+        let mut headers = http::HeaderMap::new();
         headers.insert(TE, HeaderValue::from_static("trailers"));
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
         headers.insert(USER_AGENT, inner.user_agent.clone());
@@ -557,11 +582,45 @@ impl Channel {
         for (k, v) in metadata.headers() {
             headers.append(k.clone(), v.clone());
         }
+        Ok(Prepared {
+            path: path.to_owned(),
+            uri,
+            headers,
+            deadline,
+            wait_for_ready,
+            max_send,
+            max_receive,
+            options,
+            method,
+            config,
+        })
+    }
 
+    /// The single-attempt path: pick, open the stream, send the request HEADERS.
+    async fn open(&self, prepared: Prepared) -> Result<Started, Status> {
+        let inner = &*self.inner;
+        let mut request = http::Request::post(prepared.uri.clone())
+            .version(http::Version::HTTP_2)
+            .body(())
+            .map_err(|e| Status::new(Code::Internal, format!("invalid request: {e}")))?;
+        let mut headers = prepared.headers.clone();
+        if let Some(deadline) = prepared.deadline {
+            // grpc-timeout goes right after the pseudo-headers.
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if let Ok(v) = HeaderValue::try_from(timeout::encode(remaining)) {
+                let mut first = http::HeaderMap::new();
+                first.insert("grpc-timeout", v);
+                first.extend(headers);
+                headers = first;
+            }
+        }
+        *request.headers_mut() = headers;
         let guard = self.control().map(ControlPlane::call_started);
+        let wait_for_ready = prepared.wait_for_ready;
+        let path = prepared.path.as_str();
         let open = async {
             let mut send = match self.control() {
-                Some(control) => control.pick(path_text, wait_for_ready, &[]).await?.0,
+                Some(control) => control.pick(path, wait_for_ready, &[]).await?.0,
                 None => {
                     inner
                         .transport
@@ -572,22 +631,125 @@ impl Channel {
             let (response, stream) = send.send_request(request, false).map_err(Status::from_h2)?;
             Ok::<_, Status>((response, stream))
         };
-        let (response, stream) = match deadline {
+        let (response, stream) = match prepared.deadline {
             None => open.await?,
             Some(d) => tokio::time::timeout_at(d, open)
                 .await
                 .map_err(|_| Status::deadline_exceeded())??,
         };
-        let (max_send, max_receive) = limits;
         Ok(Started {
             shared: Shared::new(stream, guard),
             response,
-            deadline,
-            max_send,
-            max_receive,
-            options,
+            deadline: prepared.deadline,
+            max_send: prepared.max_send,
+            max_receive: prepared.max_receive,
+            options: prepared.options,
         })
     }
+
+    /// A pick for one attempt of the retry driver.
+    pub(crate) async fn pick_for_retry(
+        &self,
+        method: &str,
+        wait_for_ready: bool,
+        avoid: &[std::net::SocketAddr],
+    ) -> Result<(h2::client::SendRequest<Bytes>, std::net::SocketAddr), Status> {
+        match self.control() {
+            Some(control) => control.pick(method, wait_for_ready, avoid).await,
+            None => Err(Status::new(
+                Code::Internal,
+                "retries need a load-balanced target",
+            )),
+        }
+    }
+
+    /// The throttle of this channel's target for `config`'s `retryThrottling`, created once per setting.
+    fn throttle_for(&self, config: &ServiceConfig) -> Option<Arc<Throttle>> {
+        let wanted = config.retry_throttling()?;
+        let mut slot = self.inner.throttle.lock();
+        match &*slot {
+            Some((c, t)) if *c == wanted => Some(t.clone()),
+            _ => {
+                let t = Arc::new(Throttle::new(wanted));
+                *slot = Some((wanted, t.clone()));
+                Some(t)
+            }
+        }
+    }
+
+    /// A unary call through the A6 retry driver (the method has a retry or hedging policy).
+    async fn unary_with_policy<Req, Resp>(
+        &self,
+        codec: Codec<Req, Resp>,
+        prepared: Prepared,
+        message: Req,
+        policy: Policy,
+    ) -> Result<Response<Resp>, Status> {
+        let frame = call::encode_frame(
+            &codec,
+            &message,
+            prepared.options.compression,
+            prepared.max_send,
+        )?;
+        let guard = self.control().map(ControlPlane::call_started);
+        let shared = RetryShared {
+            throttle: self.throttle_for(&prepared.config),
+            pool: self.inner.retry_pool.clone(),
+        };
+        let setup = AttemptSetup {
+            uri: prepared.uri.clone(),
+            headers: prepared.headers.clone(),
+            method: prepared.path.clone(),
+            wait_for_ready: prepared.wait_for_ready,
+            deadline: prepared.deadline,
+        };
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1);
+        let committed =
+            retry_driver::run_unary(self.clone(), setup, frame, policy, shared, seed).await?;
+        let Committed {
+            mut call,
+            attempt,
+            response,
+            send,
+        } = committed;
+        let shared = Shared::new(send, guard);
+        let mut receiver = Streaming::from_response(
+            response,
+            shared,
+            codec.decode,
+            prepared.max_receive,
+            prepared.deadline,
+        );
+        let result = single_response(&mut receiver).await;
+        let code = match &result {
+            Ok(_) => Code::Ok,
+            Err(status) => status.code(),
+        };
+        // The committed attempt's end settles the throttle (a success adds tokens).
+        call.handle_end(
+            attempt,
+            AttemptEnd::status(code, Pushback::None),
+            Instant::now().into_std(),
+        );
+        result
+    }
+}
+
+/// A call, ready for its first attempt.
+struct Prepared {
+    path: String,
+    uri: http::Uri,
+    headers: http::HeaderMap,
+    deadline: Option<Instant>,
+    wait_for_ready: bool,
+    max_send: usize,
+    max_receive: usize,
+    options: CallOptions,
+    method: Option<Arc<MethodConfig>>,
+    config: Arc<ServiceConfig>,
 }
 
 /// The earlier of two optional deadlines.

@@ -39,6 +39,7 @@ pub mod metadata;
 pub mod percent;
 mod request;
 mod resolution;
+mod retry_driver;
 mod status;
 pub mod timeout;
 mod transport;
