@@ -84,27 +84,57 @@ async fn serve_until(listener: TcpListener, stopped: tokio::sync::watch::Receive
             continue;
         };
         let _ = tcp.set_nodelay(true);
-        let server_id = server_id.clone();
-        let mut stopped = stopped.clone();
-        tokio::spawn(async move {
-            let Ok(mut conn) = h2_server_builder().handshake::<_, Bytes>(tcp).await else {
-                return;
-            };
-            let mut calls = tokio::task::JoinSet::new();
-            loop {
-                tokio::select! {
-                    next = conn.accept() => match next {
-                        Some(Ok((request, respond))) => {
-                            let call = ServerCall::new(request, respond, peer);
-                            calls.spawn(handle(call, server_id.clone()));
-                        }
-                        _ => return,
-                    },
-                    // The server was stopped: drop the connection (and its calls) like a killed process.
-                    _ = stopped.wait_for(|s| *s) => return,
+        tokio::spawn(serve_connection(
+            tcp,
+            peer,
+            server_id.clone(),
+            stopped.clone(),
+        ));
+    }
+}
+
+/// Serves the interop service on a Unix socket until the task is dropped.
+pub async fn serve_unix(listener: tokio::net::UnixListener) {
+    let (_stop, stopped) = tokio::sync::watch::channel(false);
+    let server_id: std::sync::Arc<str> = "unix".into();
+    let peer = SocketAddr::from(([0, 0, 0, 0], 0));
+    loop {
+        let Ok((io, _)) = listener.accept().await else {
+            continue;
+        };
+        tokio::spawn(serve_connection(
+            io,
+            peer,
+            server_id.clone(),
+            stopped.clone(),
+        ));
+    }
+}
+
+async fn serve_connection<T>(
+    io: T,
+    peer: SocketAddr,
+    server_id: std::sync::Arc<str>,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+) where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let Ok(mut conn) = h2_server_builder().handshake::<_, Bytes>(io).await else {
+        return;
+    };
+    let mut calls = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            next = conn.accept() => match next {
+                Some(Ok((request, respond))) => {
+                    let call = ServerCall::new(request, respond, peer);
+                    calls.spawn(handle(call, server_id.clone()));
                 }
-            }
-        });
+                _ => return,
+            },
+            // The server was stopped: drop the connection (and its calls) like a killed process.
+            _ = stopped.wait_for(|s| *s) => return,
+        }
     }
 }
 

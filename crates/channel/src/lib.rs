@@ -25,8 +25,11 @@
 //! Calls are load-balanced by a per-channel control plane (`grpc-lb`: pick_first or round_robin, subchannels
 //! with connection backoff), with connectivity state, wait-for-ready, an idle timeout and `close()`.
 //!
-//! Not here yet (each has its own work item): TLS, retries and hedging (A6; the policies are parsed and the
-//! state machine is in `grpc-retry`, but calls do not run through it yet), transparent retries, keepalive.
+//! Unary calls whose method config has a `retryPolicy` or `hedgingPolicy` run through `grpc-retry`'s A6
+//! state machine (retries, hedging, throttling, pushback, transparent retries, the avoid hint).
+//!
+//! Not here yet (each has its own work item): TLS, A6 for streaming calls, transparent retries for calls
+//! without a policy, keepalive.
 
 mod call;
 mod channel;

@@ -286,3 +286,24 @@ async fn invalid_method_path_is_a_clear_error() {
         "{status:?}"
     );
 }
+
+#[tokio::test]
+async fn a_unix_socket_target() {
+    let dir = std::env::temp_dir().join(format!("grpc-channel-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = dir.join("interop.sock");
+    let _ = std::fs::remove_file(&path);
+    let listener = tokio::net::UnixListener::bind(&path).expect("bind unix socket");
+    tokio::spawn(interop::server::serve_unix(listener));
+    let ch = Channel::new(format!("unix:{}", path.display())).expect("channel");
+    let req = SimpleRequest {
+        response_size: 10,
+        ..Default::default()
+    };
+    let r = ch
+        .unary::<_, SimpleResponse>(paths::UNARY_CALL, Request::new(req))
+        .await
+        .expect("call over a unix socket");
+    assert_eq!(r.message().payload.as_ref().map(|p| p.body.len()), Some(10));
+    let _ = std::fs::remove_file(&path);
+}
