@@ -338,10 +338,10 @@ impl Loop {
                 self.idle_deadline = None;
                 if self.idle {
                     self.idle = false;
+                    // CONNECTING until the policy (or a resolution failure) says otherwise.
+                    self.publish(ConnectivityState::Connecting, PickerSpec::Queue);
                     if let Some(state) = resolution.map(|rx| rx.borrow().clone()) {
                         self.on_resolution(state);
-                    } else {
-                        self.publish(ConnectivityState::Connecting, PickerSpec::Queue);
                     }
                 }
                 if let Some(p) = self.policy.as_mut() {

@@ -284,3 +284,24 @@ async fn an_idle_channel_drops_its_connections_and_wakes_on_the_next_call() {
     let status = which(&ch).await.expect_err("closed");
     assert_eq!(status.code(), Code::Unavailable);
 }
+
+#[tokio::test(start_paused = true)]
+async fn leaving_idle_reports_connecting_while_resolution_is_pending() {
+    let (_socket, silent) = interop::dns::silent().await.expect("socket");
+    let ch = Channel::builder(format!("dns://{silent}/svc.test:1"))
+        .resolver_options(ResolverOptions {
+            query_timeout: Duration::from_secs(30),
+            ..ResolverOptions::default()
+        })
+        .build()
+        .expect("channel");
+    assert_eq!(ch.state(), ConnectivityState::Idle);
+    ch.connect();
+    let state = ch
+        .wait_for_state_change(
+            ConnectivityState::Idle,
+            Instant::now() + Duration::from_secs(1),
+        )
+        .await;
+    assert_eq!(state, ConnectivityState::Connecting);
+}
