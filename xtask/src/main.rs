@@ -64,6 +64,19 @@ fn run(cmd: &mut Command, what: &str) -> Result<(), String> {
     }
 }
 
+/// Builds the binaries of `packages` in release mode.
+fn build_release(packages: &[&str], what: &str) -> Result<(), String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    eprintln!("xtask: building {what} (release)");
+    let mut cmd = Command::new(&cargo);
+    cmd.current_dir(root())
+        .args(["build", "--release", "--bins"]);
+    for p in packages {
+        cmd.args(["--package", p]);
+    }
+    run(&mut cmd, "cargo build")
+}
+
 /// Kills the server when dropped, whatever happens in between.
 struct Server(Child);
 
@@ -89,18 +102,7 @@ fn interop(args: &[String]) -> Result<bool, String> {
             return Err(format!("unknown argument {a:?}"));
         }
     }
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    eprintln!("xtask: building the interop binaries (release)");
-    run(
-        Command::new(&cargo).current_dir(root()).args([
-            "build",
-            "--release",
-            "--package",
-            "interop",
-            "--bins",
-        ]),
-        "cargo build",
-    )?;
+    build_release(&["interop"], "the interop binaries")?;
     let bin = target_dir().join("release");
     let (server_cmd, skip) = match peer.as_str() {
         "ours" => {
@@ -180,19 +182,9 @@ fn bench(args: &[String]) -> Result<bool, String> {
     if let Some(other) = args.iter().find(|a| *a != "--quick") {
         return Err(format!("unknown argument {other:?}"));
     }
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    eprintln!("xtask: building the interop server and grpc-bench (release)");
-    run(
-        Command::new(&cargo).current_dir(root()).args([
-            "build",
-            "--release",
-            "--package",
-            "interop",
-            "--package",
-            "grpc-bench",
-            "--bins",
-        ]),
-        "cargo build",
+    build_release(
+        &["interop", "grpc-bench"],
+        "the interop server and grpc-bench",
     )?;
     let bin = target_dir().join("release");
     let mut server = Command::new(bin.join("interop-server"));

@@ -280,8 +280,24 @@ impl<T> Streaming<T> {
         limit: usize,
         deadline: Option<Instant>,
     ) -> Self {
+        Self::with_state(
+            RecvState::Headers(response),
+            shared,
+            decode,
+            limit,
+            deadline,
+        )
+    }
+
+    fn with_state(
+        state: RecvState,
+        shared: SharedRef,
+        decode: fn(Bytes) -> Result<T, Status>,
+        limit: usize,
+        deadline: Option<Instant>,
+    ) -> Self {
         Streaming {
-            state: RecvState::Headers(response),
+            state,
             shared,
             decode,
             deframer: Deframer::new(limit),
@@ -304,21 +320,13 @@ impl<T> Streaming<T> {
         limit: usize,
         deadline: Option<Instant>,
     ) -> Self {
-        let mut s = Streaming {
-            state: RecvState::Done,
+        Self::with_state(
+            RecvState::Received(Some(response)),
             shared,
             decode,
-            deframer: Deframer::new(limit),
-            encoding: ReceivedEncoding::Identity,
             limit,
-            deadline: deadline.map(|d| (d, Box::pin(tokio::time::sleep_until(d)))),
-            headers: None,
-            trailers: None,
-            outcome: None,
-            last_compressed: false,
-        };
-        s.state = RecvState::Received(Some(response));
-        s
+            deadline,
+        )
     }
 
     /// Waits for the response headers and returns their metadata. For a Trailers-Only response (an error
