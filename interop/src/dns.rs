@@ -39,9 +39,18 @@ fn name(n: &str) -> Name {
 impl TestDns {
     /// Starts a server for the zone `test.` on a free loopback port.
     pub async fn start() -> std::io::Result<TestDns> {
-        let udp = UdpSocket::bind("127.0.0.1:0").await?;
-        let addr = udp.local_addr()?;
-        let tcp = TcpListener::bind(addr).await?;
+        // UDP and TCP on the same port: the free UDP port may be taken for TCP (other tests run in parallel),
+        // so try a few.
+        let mut attempt = 0;
+        let (udp, tcp, addr) = loop {
+            let udp = UdpSocket::bind("127.0.0.1:0").await?;
+            let addr = udp.local_addr()?;
+            match TcpListener::bind(addr).await {
+                Ok(tcp) => break (udp, tcp, addr),
+                Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && attempt < 50 => attempt += 1,
+                Err(e) => return Err(e),
+            }
+        };
         let origin = name(ZONE);
         let mut zone =
             InMemoryZoneHandler::empty(origin.clone(), ZoneType::Primary, AxfrPolicy::Deny);
