@@ -100,14 +100,10 @@ async fn streaming_deadline_fires_while_waiting_for_a_message() {
     );
 }
 
-fn free_port() -> std::net::SocketAddr {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("addr")
-}
-
 #[tokio::test(start_paused = true)]
 async fn fail_fast_call_fails_at_once_when_nothing_listens() {
-    let ch = channel(free_port());
+    let (_held, addr) = support::reserved_port();
+    let ch = channel(addr);
     let start = Instant::now();
     let status = ch
         .unary::<_, Empty>(
@@ -126,11 +122,12 @@ async fn fail_fast_call_fails_at_once_when_nothing_listens() {
 
 #[tokio::test(start_paused = true)]
 async fn wait_for_ready_call_waits_for_the_server() {
-    let addr = free_port();
+    let (held, addr) = support::reserved_port();
     let ch = channel(addr);
     let start = Instant::now();
     let server = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(2500)).await;
+        drop(held);
         interop::server::spawn(addr)
             .await
             .expect("server on the same port")
@@ -153,7 +150,8 @@ async fn wait_for_ready_call_waits_for_the_server() {
 
 #[tokio::test(start_paused = true)]
 async fn wait_for_ready_call_ends_at_its_deadline() {
-    let ch = channel(free_port());
+    let (_held, addr) = support::reserved_port();
+    let ch = channel(addr);
     let start = Instant::now();
     let req = Request::new(Empty {})
         .with_wait_for_ready(true)

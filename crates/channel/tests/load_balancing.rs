@@ -146,10 +146,7 @@ async fn pick_first_sends_everything_to_one_backend_and_fails_over() {
 
 #[tokio::test(start_paused = true)]
 async fn fail_fast_and_wait_for_ready_calls_while_no_backend_is_up() {
-    let free = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        l.local_addr().expect("addr")
-    };
+    let (held, free) = support::reserved_port();
     let ch = channel_to(&[free], ROUND_ROBIN);
     let status = which(&ch).await.expect_err("no backend");
     assert_eq!(status.code(), Code::Unavailable);
@@ -182,6 +179,7 @@ async fn fail_fast_and_wait_for_ready_calls_while_no_backend_is_up() {
         Code::Unavailable,
         "fail-fast calls still fail"
     );
+    drop(held);
     let _server = server::start(free).await.expect("server");
     let r = waiting
         .await

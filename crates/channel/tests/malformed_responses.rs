@@ -220,11 +220,8 @@ async fn rich_trailers_only_status_keeps_message_details_and_metadata() {
 
 #[tokio::test]
 async fn connection_refused_is_unavailable_with_its_source() {
-    // A port that was just free: nothing listens there.
-    let addr = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        l.local_addr().expect("addr")
-    };
+    // A reserved port: nothing listens there.
+    let (_held, addr) = support::reserved_port();
     let ch = channel(addr);
     let status = ch
         .unary_raw("/a.B/C", Request::new(Bytes::new()))

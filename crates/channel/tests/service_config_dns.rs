@@ -128,10 +128,7 @@ async fn message_size_limits_come_from_the_txt_record() {
 
 #[tokio::test(start_paused = true)]
 async fn wait_for_ready_comes_from_the_txt_record_and_the_api_overrides_it() {
-    let free = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        l.local_addr().expect("addr")
-    };
+    let (_held, free) = support::reserved_port();
     let dns = dns_with(Some(
         r#"[{"serviceConfig":{"methodConfig":[{"name":[{}],"waitForReady":true,"timeout":"3s"}]}}]"#,
     ))

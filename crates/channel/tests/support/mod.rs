@@ -28,3 +28,15 @@ pub fn channel(addr: SocketAddr) -> Channel {
 /// A bound on how long a test's call may take: the test fails instead of hanging. (Real time: a guard, not a
 /// measurement.)
 pub const NO_HANG: Duration = Duration::from_secs(20);
+
+/// A loopback port where nothing listens, held for as long as the returned socket lives: connections are
+/// refused, and no other test can be given the port meanwhile. Drop the socket just before starting a server
+/// on the port.
+pub fn reserved_port() -> (tokio::net::TcpSocket, SocketAddr) {
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket
+        .bind("127.0.0.1:0".parse().expect("addr"))
+        .expect("bind");
+    let addr = socket.local_addr().expect("addr");
+    (socket, addr)
+}
