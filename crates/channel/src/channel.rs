@@ -26,6 +26,7 @@ use crate::transport::{Http2Settings, Transport};
 use grpc_lb::ConnectivityState;
 use grpc_retry::{
     AttemptEnd, BufferPool, Policy, Pushback, Shared as RetryShared, Throttle, ThrottleConfig,
+    DEFAULT_PER_CALL_LIMIT, DEFAULT_PER_CHANNEL_LIMIT,
 };
 use grpc_service_config::{MethodConfig, ResolverOptions, ServiceConfig, Target};
 
@@ -55,6 +56,10 @@ struct Inner {
     throttle: parking_lot::Mutex<Option<(ThrottleConfig, Arc<Throttle>)>>,
     /// The bytes all calls of the channel may keep for replay (A6).
     retry_pool: Arc<BufferPool>,
+    /// Whether policy retries and hedging are on.
+    retries: bool,
+    /// The most bytes one call may keep for replay.
+    per_rpc_buffer_limit: usize,
 }
 
 impl std::fmt::Debug for Channel {
@@ -78,9 +83,35 @@ pub struct ChannelBuilder {
     default_service_config: Option<String>,
     resolver: ResolverOptions,
     idle_timeout: Duration,
+    retries: bool,
+    per_rpc_buffer_limit: usize,
+    retry_buffer_size: usize,
 }
 
 impl ChannelBuilder {
+    /// Turns policy retries and hedging on (the default) or off for every call of the channel (gRFC A6
+    /// "Disabling Retries"). Transparent retries (a call that never left the client, or that the server's
+    /// HTTP/2 stack refused) stay on either way.
+    pub fn retries(mut self, enabled: bool) -> Self {
+        self.retries = enabled;
+        self
+    }
+
+    /// The most request bytes one call keeps for replay on a retry, hedge or transparent retry (1 MiB by
+    /// default). A call whose messages outgrow it commits to its current attempt: it is still sent, but
+    /// never retried again.
+    pub fn per_rpc_buffer_limit(mut self, bytes: usize) -> Self {
+        self.per_rpc_buffer_limit = bytes;
+        self
+    }
+
+    /// The most request bytes all calls of the channel keep for replay together (16 MiB by default). A
+    /// message that does not fit commits its call, as with [`ChannelBuilder::per_rpc_buffer_limit`].
+    pub fn retry_buffer_size(mut self, bytes: usize) -> Self {
+        self.retry_buffer_size = bytes;
+        self
+    }
+
     /// Overrides the `:authority` sent with every call (by default the target's `host:port`).
     pub fn authority(mut self, authority: impl Into<String>) -> Self {
         self.authority = Some(authority.into());
@@ -233,7 +264,9 @@ impl ChannelBuilder {
                 http2: self.http2,
                 idle_timeout: self.idle_timeout,
                 throttle: parking_lot::Mutex::new(None),
-                retry_pool: Arc::new(BufferPool::default()),
+                retry_pool: Arc::new(BufferPool::new(self.retry_buffer_size)),
+                retries: self.retries,
+                per_rpc_buffer_limit: self.per_rpc_buffer_limit,
             }),
         })
     }
@@ -262,6 +295,9 @@ impl Channel {
             default_service_config: None,
             resolver: ResolverOptions::default(),
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            retries: true,
+            per_rpc_buffer_limit: DEFAULT_PER_CALL_LIMIT,
+            retry_buffer_size: DEFAULT_PER_CHANNEL_LIMIT,
         }
     }
 
