@@ -42,6 +42,10 @@ pub enum FailurePlace {
     /// The server's application may have seen it (trailers, or a failure after the request went out): the
     /// configured policy applies.
     Processed,
+    /// A local error that is nobody's failure, e.g. a request the HTTP/2 library refuses to send (malformed
+    /// metadata): the call ends at once with this attempt's status; never retried, transparently or by policy,
+    /// and never counted by the throttle.
+    Local,
 }
 
 /// How an attempt ended.
@@ -423,6 +427,10 @@ impl RetryCall {
             self.idle_since = Some(now);
         }
         let processed = end.place == FailurePlace::Processed;
+        if end.place == FailurePlace::Local {
+            // Nobody's failure: not retried, and the throttle neither gains nor loses.
+            return self.finish(Outcome::Attempt(attempt), now);
+        }
         if self.committed == Some(attempt) {
             self.finish_with(attempt, end.code, now);
             return;

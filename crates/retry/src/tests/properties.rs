@@ -34,7 +34,7 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        6 => (0u8..10, code(), 0u8..5, 0u8..4).prop_map(|(attempt, code, place, pushback)| Op::End { attempt, code, place, pushback }),
+        6 => (0u8..10, code(), 0u8..6, 0u8..4).prop_map(|(attempt, code, place, pushback)| Op::End { attempt, code, place, pushback }),
         1 => (0u8..10).prop_map(Op::Headers),
         3 => (0u16..400).prop_map(Op::Send),
         2 => (0u8..10, 0u8..8).prop_map(|(attempt, index)| Op::Sent { attempt, index }),
@@ -78,7 +78,8 @@ fn place(n: u8) -> FailurePlace {
         FailurePlace::Unprocessed,
         FailurePlace::PickFailed,
         FailurePlace::Dropped,
-    ][n as usize % 5]
+        FailurePlace::Local,
+    ][n as usize % 6]
 }
 
 fn pushback(n: u8) -> Pushback {
