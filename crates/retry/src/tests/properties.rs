@@ -228,10 +228,17 @@ proptest! {
         step(&mut t, &mut checker, &mut recent)?;
         for op in ops {
             match op {
-                Op::End { attempt, code, place: p, pushback: pb } => t.end(
-                    resolve(&recent, attempt),
-                    AttemptEnd { code: Code::from_i32(i32::from(code)).unwrap_or(Code::Ok), place: place(p), pushback: pushback(pb) },
-                ),
+                Op::End { attempt, code, place: p, pushback: pb } => {
+                    let tokens = |s: &Shared| s.throttle.as_ref().map(|t| t.milli_tokens());
+                    let before = tokens(&shared);
+                    t.end(
+                        resolve(&recent, attempt),
+                        AttemptEnd { code: Code::from_i32(i32::from(code)).unwrap_or(Code::Ok), place: place(p), pushback: pushback(pb) },
+                    );
+                    if matches!(place(p), FailurePlace::Local | FailurePlace::Dropped) {
+                        prop_assert_eq!(tokens(&shared), before, "a {:?} end changed the throttle", place(p));
+                    }
+                }
                 Op::Headers(a) => t.headers(resolve(&recent, a)),
                 Op::Send(n) => t.send(usize::from(n)),
                 Op::Sent { attempt, index } => t.sent(resolve(&recent, attempt), usize::from(index)),
