@@ -447,6 +447,25 @@ impl RetryCall {
             self.idle_since = Some(now);
         }
         let processed = end.place == FailurePlace::Processed;
+        let transparent = self.committed != Some(attempt)
+            && match end.place {
+                FailurePlace::NotSent => true,
+                FailurePlace::Unprocessed => !self.unprocessed_retry_used && !self.any_processed,
+                _ => false,
+            };
+        if transparent {
+            if end.place == FailurePlace::Unprocessed {
+                self.unprocessed_retry_used = true;
+            }
+            if self.stats.transparent_retries < self.max_transparent {
+                // The replacement goes on with this attempt (same `grpc-previous-rpc-attempts`): if this was
+                // a retry or hedge, it has not failed yet.
+                return self.transparent_retry(attempt, now);
+            }
+            self.count_failed_retry(attempt, end.code);
+            return self.finish(Outcome::Local(LocalReason::TooManyTransparentRetries), now);
+        }
+        self.count_failed_retry(attempt, end.code);
         if matches!(end.place, FailurePlace::Local | FailurePlace::Dropped) {
             // A local error is nobody's failure, and a drop never reached a backend: the call ends at once,
             // and the throttle neither gains nor loses.
@@ -459,14 +478,6 @@ impl RetryCall {
                 self.account(end);
             }
             return self.finish(Outcome::Attempt(attempt), now);
-        }
-        match end.place {
-            FailurePlace::NotSent => return self.transparent_retry(attempt, now),
-            FailurePlace::Unprocessed if !self.unprocessed_retry_used && !self.any_processed => {
-                self.unprocessed_retry_used = true;
-                return self.transparent_retry(attempt, now);
-            }
-            _ => {}
         }
         self.any_processed |= processed;
         // The one place where an attempt's end is charged, before the policy reads the throttle.
@@ -603,14 +614,19 @@ impl RetryCall {
         self.start_attempt(previous, false, now);
     }
 
+    /// Replaces `replaced` by a transparent retry (the caller checked the safety cap).
     fn transparent_retry(&mut self, replaced: AttemptId, now: Instant) {
-        if self.stats.transparent_retries >= self.max_transparent {
-            self.finish(Outcome::Local(LocalReason::TooManyTransparentRetries), now);
-            return;
-        }
         self.stats.transparent_retries += 1;
         let previous = self.attempts[replaced.0 as usize].previous_attempts;
         self.start_attempt(previous, true, now);
+    }
+
+    /// A6 "retry attempts which failed": a retry or hedge (sent with `grpc-previous-rpc-attempts` > 0) whose
+    /// end, reported by the channel, is not OK.
+    fn count_failed_retry(&mut self, attempt: AttemptId, code: Code) {
+        if code != Code::Ok && self.attempts[attempt.0 as usize].previous_attempts > 0 {
+            self.stats.failed_retries += 1;
+        }
     }
 
     fn start_attempt(&mut self, previous_attempts: u32, transparent: bool, now: Instant) {

@@ -258,5 +258,11 @@ proptest! {
         prop_assert!(checker.policy_starts <= max_attempts, "{} attempts > maxAttempts {}", checker.policy_starts, max_attempts);
         prop_assert_eq!(shared.pool.used(), 0, "buffer memory returned to the pool");
         prop_assert_eq!(t.call.live_attempts(), 0);
+        // A6 statistics: failed retry attempts are among those made, and each retry attempt is in one bucket.
+        let stats = t.call.stats();
+        prop_assert!(stats.failed_retries <= stats.retries + stats.hedges, "{:?}", stats);
+        let mut method = crate::stats::MethodStats::default();
+        method.record(stats);
+        prop_assert_eq!(method.retry_count_buckets.iter().sum::<u64>(), method.retries + method.hedges);
     }
 }
