@@ -4,6 +4,15 @@
 //! commands ([`RetryCall::send_message`], [`RetryCall::half_close`], [`RetryCall::cancel`]), then drain
 //! [`RetryCall::poll_action`] until it returns `None`, then re-arm one timer at [`RetryCall::poll_timeout`] and
 //! call [`RetryCall::handle_timeout`] when it fires. Every method takes `now`; nothing here reads a clock.
+//!
+//! Throttle accounting (A6: "every outgoing RPC regardless of method") covers every call, whatever its
+//! policy and whether retries are enabled. Each attempt's end is charged at most once: an OK gives back
+//! `tokenRatio`; a qualifying failure costs one token, where qualifying means a code in the *configured*
+//! policy's `retryableStatusCodes` / `nonFatalStatusCodes` (still so when retries are disabled) or a "don't
+//! retry" pushback, fatal code or not; the committed attempt's end counts too. Transparent retries
+//! ([`FailurePlace::NotSent`], a transparently retried [`FailurePlace::Unprocessed`]),
+//! [`FailurePlace::Dropped`] and [`FailurePlace::Local`] never touch the throttle, and a call without a
+//! policy only pays for "don't retry" pushbacks.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -15,7 +24,7 @@ use grpc_code::Code;
 
 use crate::backoff::{Backoff, Rng};
 use crate::buffer::{BufferPool, DEFAULT_PER_CALL_LIMIT};
-use crate::policy::{HedgingPolicy, Policy, RetryPolicy};
+use crate::policy::{CodeSet, HedgingPolicy, Policy, RetryPolicy};
 use crate::pushback::Pushback;
 use crate::stats::CallStats;
 use crate::throttle::Throttle;
@@ -30,7 +39,8 @@ pub struct AttemptId(pub u32);
 /// Where an attempt failed (gRFC A6 "Transparent Retries": the four places an RPC can fail).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum FailurePlace {
-    /// The load balancer dropped the call: it fails at once, with no retry of any kind.
+    /// The load balancer dropped the call: it fails at once, with no retry of any kind, and the throttle is
+    /// not touched (no backend saw it).
     Dropped,
     /// The pick failed (e.g. TRANSIENT_FAILURE for a fail-fast call): the configured policy applies.
     PickFailed,
@@ -42,6 +52,10 @@ pub enum FailurePlace {
     /// The server's application may have seen it (trailers, or a failure after the request went out): the
     /// configured policy applies.
     Processed,
+    /// A local error that is nobody's failure, e.g. a request the HTTP/2 library refuses to send (malformed
+    /// metadata): the call ends at once with this attempt's status; never retried, transparently or by policy,
+    /// and never counted by the throttle.
+    Local,
 }
 
 /// How an attempt ended.
@@ -164,7 +178,8 @@ pub enum Action {
 pub struct CallConfig {
     /// The method's policy.
     pub policy: Policy,
-    /// `false` when the channel disabled retries (retries and hedging; transparent retries stay on).
+    /// `false` when the channel disabled retries (retries and hedging; transparent retries stay on). The
+    /// policy's codes still decide which failures the throttle counts.
     pub retries_enabled: bool,
     /// The call's deadline, spanning all attempts.
     pub deadline: Option<Instant>,
@@ -233,6 +248,9 @@ impl Timers {
 /// The gRFC A6 state machine of one call. See the crate docs for the diagram.
 pub struct RetryCall {
     mode: Mode,
+    /// The configured policy's retryable / non-fatal codes, kept for throttle accounting even when retries
+    /// are disabled (the failure still qualifies for the target; the policy is just not acted on).
+    qualifying: CodeSet,
     max_transparent: u32,
     per_call_limit: usize,
     shared: Shared,
@@ -282,6 +300,11 @@ impl RetryCall {
     /// A new call; its first action is starting the original attempt (and, for a zero hedging delay, every
     /// hedge).
     pub fn new(config: CallConfig, shared: Shared, rng: Box<dyn Rng>, now: Instant) -> RetryCall {
+        let qualifying = match &config.policy {
+            Policy::None => CodeSet::empty(),
+            Policy::Retry(p) => p.retryable(),
+            Policy::Hedging(p) => p.non_fatal(),
+        };
         let mode = match (config.retries_enabled, config.policy) {
             (false, _) | (_, Policy::None) => Mode::None,
             (true, Policy::Retry(p)) => Mode::Retry(p),
@@ -289,6 +312,7 @@ impl RetryCall {
         };
         let mut call = RetryCall {
             mode,
+            qualifying,
             max_transparent: config.max_transparent_retries,
             per_call_limit: config.per_call_buffer_limit,
             shared,
@@ -423,22 +447,43 @@ impl RetryCall {
             self.idle_since = Some(now);
         }
         let processed = end.place == FailurePlace::Processed;
-        if self.committed == Some(attempt) {
-            self.finish_with(attempt, end.code, now);
-            return;
-        }
-        match end.place {
-            FailurePlace::Dropped => return self.finish_with(attempt, end.code, now),
-            FailurePlace::NotSent => return self.transparent_retry(attempt, now),
-            FailurePlace::Unprocessed if !self.unprocessed_retry_used && !self.any_processed => {
+        let transparent = self.committed != Some(attempt)
+            && match end.place {
+                FailurePlace::NotSent => true,
+                FailurePlace::Unprocessed => !self.unprocessed_retry_used && !self.any_processed,
+                _ => false,
+            };
+        if transparent {
+            if end.place == FailurePlace::Unprocessed {
                 self.unprocessed_retry_used = true;
+            }
+            if self.stats.transparent_retries < self.max_transparent {
+                // The replacement goes on with this attempt (same `grpc-previous-rpc-attempts`): if this was
+                // a retry or hedge, it has not failed yet.
                 return self.transparent_retry(attempt, now);
             }
-            _ => {}
+            self.count_failed_retry(attempt, end.code);
+            return self.finish(Outcome::Local(LocalReason::TooManyTransparentRetries), now);
+        }
+        self.count_failed_retry(attempt, end.code);
+        if matches!(end.place, FailurePlace::Local | FailurePlace::Dropped) {
+            // A local error is nobody's failure, and a drop never reached a backend: the call ends at once,
+            // and the throttle neither gains nor loses.
+            return self.finish(Outcome::Attempt(attempt), now);
+        }
+        if self.committed == Some(attempt) {
+            // Too late for any retry, but the RPC still counts for the throttle, unless it never left the
+            // client.
+            if end.place != FailurePlace::NotSent {
+                self.account(end);
+            }
+            return self.finish(Outcome::Attempt(attempt), now);
         }
         self.any_processed |= processed;
+        // The one place where an attempt's end is charged, before the policy reads the throttle.
+        self.account(end);
         match self.mode.clone() {
-            Mode::None => self.finish_with(attempt, end.code, now),
+            Mode::None => self.finish(Outcome::Attempt(attempt), now),
             Mode::Retry(policy) => self.after_retry_policy_attempt(attempt, end, &policy, now),
             Mode::Hedging(policy) => self.after_hedge(attempt, end, &policy, now),
         }
@@ -569,14 +614,19 @@ impl RetryCall {
         self.start_attempt(previous, false, now);
     }
 
+    /// Replaces `replaced` by a transparent retry (the caller checked the safety cap).
     fn transparent_retry(&mut self, replaced: AttemptId, now: Instant) {
-        if self.stats.transparent_retries >= self.max_transparent {
-            self.finish(Outcome::Local(LocalReason::TooManyTransparentRetries), now);
-            return;
-        }
         self.stats.transparent_retries += 1;
         let previous = self.attempts[replaced.0 as usize].previous_attempts;
         self.start_attempt(previous, true, now);
+    }
+
+    /// A6 "retry attempts which failed": a retry or hedge (sent with `grpc-previous-rpc-attempts` > 0) whose
+    /// end, reported by the channel, is not OK.
+    fn count_failed_retry(&mut self, attempt: AttemptId, code: Code) {
+        if code != Code::Ok && self.attempts[attempt.0 as usize].previous_attempts > 0 {
+            self.stats.failed_retries += 1;
+        }
     }
 
     fn start_attempt(&mut self, previous_attempts: u32, transparent: bool, now: Instant) {
@@ -655,15 +705,6 @@ impl RetryCall {
         self.accounted = 0;
     }
 
-    fn finish_with(&mut self, attempt: AttemptId, code: Code, now: Instant) {
-        if code == Code::Ok {
-            if let Some(t) = &self.shared.throttle {
-                t.record_success();
-            }
-        }
-        self.finish(Outcome::Attempt(attempt), now);
-    }
-
     fn finish(&mut self, outcome: Outcome, now: Instant) {
         for id in self.live_ids() {
             self.cancel_attempt(id);
@@ -684,8 +725,16 @@ impl RetryCall {
             .is_none_or(|t| t.allows_retry())
     }
 
-    fn record_throttle_failure(&self) {
-        if let Some(t) = &self.shared.throttle {
+    /// Throttle accounting of one attempt's end (A6: every outgoing RPC, whatever its method or policy): OK
+    /// gives back `tokenRatio`; a qualifying failure (a retryable / non-fatal code of the configured policy,
+    /// even with retries disabled, or a "don't retry" pushback) costs one token; anything else costs nothing.
+    fn account(&self, end: AttemptEnd) {
+        let Some(t) = &self.shared.throttle else {
+            return;
+        };
+        if end.code == Code::Ok {
+            t.record_success();
+        } else if end.pushback == Pushback::DontRetry || self.qualifying.contains(end.code) {
             t.record_failure();
         }
     }
@@ -697,21 +746,17 @@ impl RetryCall {
         policy: &RetryPolicy,
         now: Instant,
     ) {
-        if end.code == Code::Ok {
-            return self.finish_with(attempt, end.code, now);
-        }
-        // The order grpc-go uses: a "don't retry" pushback counts as a failure; then the code must be
-        // retryable; then the throttle is charged and checked; then maxAttempts.
-        if end.pushback == Pushback::DontRetry {
-            self.record_throttle_failure();
-            return self.finish_with(attempt, end.code, now);
+        // The order grpc-go uses: a "don't retry" pushback ends the call; then the code must be retryable;
+        // then the throttle (already charged by `account`) is checked; then maxAttempts.
+        let done = Outcome::Attempt(attempt);
+        if end.code == Code::Ok || end.pushback == Pushback::DontRetry {
+            return self.finish(done, now);
         }
         if !policy.retryable().contains(end.code) {
-            return self.finish_with(attempt, end.code, now);
+            return self.finish(done, now);
         }
-        self.record_throttle_failure();
         if !self.throttle_allows() || self.policy_attempts >= policy.max_attempts().get() {
-            return self.finish_with(attempt, end.code, now);
+            return self.finish(done, now);
         }
         let delay = match end.pushback {
             Pushback::RetryAfter(d) => {
@@ -724,7 +769,7 @@ impl RetryCall {
         if self.timers.deadline.is_some_and(|d| at >= d) {
             // Beyond A6: a retry that would start after the deadline could only end DEADLINE_EXCEEDED and
             // would hide the real failure. End now with it.
-            return self.finish_with(attempt, end.code, now);
+            return self.finish(done, now);
         }
         self.timers.retry = Some(at);
     }
@@ -786,10 +831,10 @@ impl RetryCall {
         now: Instant,
     ) {
         if end.code == Code::Ok || !policy.non_fatal().contains(end.code) {
-            // OK or a fatal code wins: every other attempt is cancelled.
-            return self.finish_with(attempt, end.code, now);
+            // OK or a fatal code wins: every other attempt is cancelled. (`account` charged a fatal code
+            // that came with a "don't retry" pushback.)
+            return self.finish(Outcome::Attempt(attempt), now);
         }
-        self.record_throttle_failure();
         match end.pushback {
             Pushback::DontRetry => {
                 self.hedging_stopped = true;

@@ -27,7 +27,7 @@
 //!    overflow here commits                                                        ▲
 //!    the next attempt)                                                            │
 //!        └──── fatal / not retryable / throttled / max attempts / pushback "don't retry" /
-//!              deadline / cancel / drop / retry past the deadline ───────────────┘
+//!              deadline / cancel / drop / local error / retry past the deadline ──┘
 //! ```
 //!
 //! What it does beyond A6: a retry whose backoff would end after the deadline is not scheduled (the call

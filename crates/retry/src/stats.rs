@@ -1,6 +1,10 @@
-//! Retry statistics: per call ([`CallStats`]) and per method ([`MethodStats`]), with the A6 retry-count
-//! buckets and the gRFC A96 instruments (`grpc.client.call.retries`, `…transparent_retries`, `…hedges`,
-//! `…retry_delay`), recorded once when a call ends. A96's count instruments record nothing for a zero count.
+//! Retry statistics: per call ([`CallStats`]) and per method ([`MethodStats`]), with A6's per-method metrics
+//! (retry attempts made, retry attempts which failed, the retry-count buckets) and the gRFC A96 instruments
+//! (`grpc.client.call.retries`, `…transparent_retries`, `…hedges`, `…retry_delay`), recorded once when a call
+//! ends. A96's count instruments record nothing for a zero count.
+//!
+//! A6 "Retry and Hedging Statistics" treats hedging like retrying: the first hedged request is the initial
+//! RPC and later hedges are retry attempts, so A6's metrics count retries and hedges together.
 
 use std::time::Duration;
 
@@ -15,6 +19,11 @@ pub struct CallStats {
     pub hedges: u32,
     /// Transparent retries.
     pub transparent_retries: u32,
+    /// Retry and hedge attempts (those sent with `grpc-previous-rpc-attempts` > 0) that ended, as reported by
+    /// the channel, with a status other than OK (A6 "retry attempts which failed"). Attempts the state
+    /// machine cancelled (hedges that lost, attempts cut by commit, the deadline or a cancel) are not
+    /// counted; a retry replaced by a transparent retry counts once, through its replacement.
+    pub failed_retries: u32,
     /// Time with no attempt in flight (A45/A96 `retry_delay`).
     pub retry_delay: Duration,
     /// Whether the call committed because its outgoing messages overflowed the retry buffer.
@@ -107,7 +116,9 @@ impl Histogram {
     }
 }
 
-/// A6's retry-count thresholds: how many calls needed at least this many retries.
+/// A6's retry-count buckets, `>=1`, `>=2`, `>=3`, `>=4`, `>=5`, `>=10`, `>=100`, `>=1000`: the k-th retry
+/// attempt of a call (k = 1, 2, …; hedges included) adds one to the bucket of the largest threshold ≤ k, so
+/// each retry attempt is counted in exactly one bucket.
 pub const RETRY_COUNT_THRESHOLDS: [u32; 8] = [1, 2, 3, 4, 5, 10, 100, 1000];
 
 /// Statistics of one method over many calls.
@@ -123,12 +134,17 @@ pub struct MethodStats {
     pub hedges: u64,
     /// Transparent retries.
     pub transparent_retries: u64,
+    /// A6 "total number of retry attempts which failed": the sum of [`CallStats::failed_retries`].
+    pub failed_retries: u64,
     /// Total time without an attempt in flight.
     pub retry_delay: Duration,
     /// Calls committed because their messages overflowed the retry buffer.
     pub committed_by_buffer_overflow: u64,
-    /// For each of [`RETRY_COUNT_THRESHOLDS`], the calls with at least that many retries and hedges.
-    pub retry_count_at_least: [u64; 8],
+    /// A6's histogram of retry attempts: for each of [`RETRY_COUNT_THRESHOLDS`], the retry and hedge
+    /// attempts that were the k-th of their call for a k from that threshold up to (not including) the next.
+    /// A call with 7 retries adds 1 to `>=1`, `>=2`, `>=3` and `>=4`, and 3 to `>=5`; the buckets sum to
+    /// [`MethodStats::retries`] + [`MethodStats::hedges`].
+    pub retry_count_buckets: [u64; 8],
     /// `grpc.client.call.retries`.
     pub retries_histogram: Histogram,
     /// `grpc.client.call.transparent_retries`.
@@ -147,9 +163,10 @@ impl Default for MethodStats {
             retries: 0,
             hedges: 0,
             transparent_retries: 0,
+            failed_retries: 0,
             retry_delay: Duration::ZERO,
             committed_by_buffer_overflow: 0,
-            retry_count_at_least: [0; 8],
+            retry_count_buckets: [0; 8],
             retries_histogram: Histogram::new(RETRIES),
             transparent_retries_histogram: Histogram::new(TRANSPARENT_RETRIES),
             hedges_histogram: Histogram::new(HEDGES),
@@ -166,12 +183,21 @@ impl MethodStats {
         self.retries += u64::from(call.retries);
         self.hedges += u64::from(call.hedges);
         self.transparent_retries += u64::from(call.transparent_retries);
+        self.failed_retries += u64::from(call.failed_retries);
         self.retry_delay += call.retry_delay;
         self.committed_by_buffer_overflow += u64::from(call.committed_by_buffer_overflow);
-        let extra = call.retries + call.hedges;
-        for (i, threshold) in RETRY_COUNT_THRESHOLDS.iter().enumerate() {
-            if extra >= *threshold {
-                self.retry_count_at_least[i] += 1;
+        // Retry attempts k = 1..=n fall in bucket i when threshold[i] <= k < threshold[i + 1].
+        let n = u64::from(call.retries) + u64::from(call.hedges);
+        for (i, low) in RETRY_COUNT_THRESHOLDS
+            .iter()
+            .map(|t| u64::from(*t))
+            .enumerate()
+        {
+            let high = RETRY_COUNT_THRESHOLDS
+                .get(i + 1)
+                .map_or(n, |next| n.min(u64::from(*next) - 1));
+            if high >= low {
+                self.retry_count_buckets[i] += high - low + 1;
             }
         }
         // A96: the count instruments report nothing when the count is zero.
@@ -211,6 +237,7 @@ mod tests {
         m.record(&CallStats {
             attempts: 8,
             hedges: 7,
+            failed_retries: 3,
             ..Default::default()
         });
         assert_eq!(m.calls, 3);
@@ -231,7 +258,13 @@ mod tests {
             3,
             "retry_delay is recorded for every call"
         );
-        assert_eq!(m.retry_count_at_least, [2, 2, 1, 1, 1, 0, 0, 0]);
+        // Each retry or hedge in exactly one bucket: 2 retries → >=1, >=2; 7 hedges → >=1..>=4, and 3 in >=5.
+        assert_eq!(m.retry_count_buckets, [2, 2, 1, 1, 3, 0, 0, 0]);
+        assert_eq!(
+            m.retry_count_buckets.iter().sum::<u64>(),
+            m.retries + m.hedges
+        );
+        assert_eq!(m.failed_retries, 3);
         assert_eq!(RETRIES.name, "grpc.client.call.retries");
         assert_eq!(
             TRANSPARENT_RETRIES.name,
@@ -239,5 +272,23 @@ mod tests {
         );
         assert_eq!(HEDGES.name, "grpc.client.call.hedges");
         assert_eq!(RETRY_DELAY.name, "grpc.client.call.retry_delay");
+    }
+
+    #[test]
+    fn retry_count_buckets_count_each_retry_attempt_once() {
+        let mut m = MethodStats::default();
+        m.record(&CallStats {
+            retries: 1000,
+            ..Default::default()
+        });
+        // 1, 2, 3, 4, then 5..=9, 10..=99, 100..=999, and the 1000th.
+        assert_eq!(m.retry_count_buckets, [1, 1, 1, 1, 5, 90, 900, 1]);
+        m.record(&CallStats {
+            retries: 2,
+            hedges: 1,
+            ..Default::default()
+        });
+        assert_eq!(m.retry_count_buckets, [2, 2, 2, 1, 5, 90, 900, 1]);
+        assert_eq!(m.retry_count_buckets.iter().sum::<u64>(), 1003);
     }
 }

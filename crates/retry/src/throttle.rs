@@ -8,12 +8,13 @@
 //! the outage outlives its cause. Per-call limits cannot see this, because each call only knows its own
 //! failures. The throttle is a token bucket shared by all calls to one target: each qualifying failure (a
 //! retryable or non-fatal code, or a "don't retry" pushback) costs one token, each success gives back
-//! `tokenRatio` tokens, and retries and hedges are only sent while the bucket holds more than half its
-//! capacity. When most calls succeed, the bucket stays full and retries flow freely; when failures outpace
-//! successes by more than the ratio, the bucket drains and the client falls back to sending each call once,
-//! which is the load it would have sent without retries at all. The first attempt of a call is never
-//! throttled: throttling limits the extra load, never the base load. (Compare tower's `retry::budget`, which
-//! makes the same argument for a time-windowed budget.)
+//! `tokenRatio` tokens (every call counts, whatever its method, and even with no policy or retries disabled),
+//! and retries and hedges are only sent while the bucket holds more than half its capacity. When most calls
+//! succeed, the bucket stays full and retries flow freely; when failures outpace successes by more than the
+//! ratio, the bucket drains and the client falls back to sending each call once, which is the load it would
+//! have sent without retries at all. The first attempt of a call is never throttled: throttling limits the
+//! extra load, never the base load. (Compare tower's `retry::budget`, which makes the same argument for a
+//! time-windowed budget.)
 //!
 //! Tokens are kept as integer milli-tokens, as C-core does: `tokenRatio` counts to three decimals, and no
 //! floating-point drift can creep into a counter that millions of calls update.

@@ -6,6 +6,8 @@ mod cancel_and_deadline;
 mod hedging;
 mod properties;
 mod retry_policy;
+mod stats;
+mod throttle_accounting;
 mod transparent;
 
 use std::net::SocketAddr;

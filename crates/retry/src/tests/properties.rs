@@ -34,7 +34,7 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        6 => (0u8..10, code(), 0u8..5, 0u8..4).prop_map(|(attempt, code, place, pushback)| Op::End { attempt, code, place, pushback }),
+        6 => (0u8..10, code(), 0u8..6, 0u8..4).prop_map(|(attempt, code, place, pushback)| Op::End { attempt, code, place, pushback }),
         1 => (0u8..10).prop_map(Op::Headers),
         3 => (0u16..400).prop_map(Op::Send),
         2 => (0u8..10, 0u8..8).prop_map(|(attempt, index)| Op::Sent { attempt, index }),
@@ -78,7 +78,8 @@ fn place(n: u8) -> FailurePlace {
         FailurePlace::Unprocessed,
         FailurePlace::PickFailed,
         FailurePlace::Dropped,
-    ][n as usize % 5]
+        FailurePlace::Local,
+    ][n as usize % 6]
 }
 
 fn pushback(n: u8) -> Pushback {
@@ -227,10 +228,17 @@ proptest! {
         step(&mut t, &mut checker, &mut recent)?;
         for op in ops {
             match op {
-                Op::End { attempt, code, place: p, pushback: pb } => t.end(
-                    resolve(&recent, attempt),
-                    AttemptEnd { code: Code::from_i32(i32::from(code)).unwrap_or(Code::Ok), place: place(p), pushback: pushback(pb) },
-                ),
+                Op::End { attempt, code, place: p, pushback: pb } => {
+                    let tokens = |s: &Shared| s.throttle.as_ref().map(|t| t.milli_tokens());
+                    let before = tokens(&shared);
+                    t.end(
+                        resolve(&recent, attempt),
+                        AttemptEnd { code: Code::from_i32(i32::from(code)).unwrap_or(Code::Ok), place: place(p), pushback: pushback(pb) },
+                    );
+                    if matches!(place(p), FailurePlace::Local | FailurePlace::Dropped) {
+                        prop_assert_eq!(tokens(&shared), before, "a {:?} end changed the throttle", place(p));
+                    }
+                }
                 Op::Headers(a) => t.headers(resolve(&recent, a)),
                 Op::Send(n) => t.send(usize::from(n)),
                 Op::Sent { attempt, index } => t.sent(resolve(&recent, attempt), usize::from(index)),
@@ -250,5 +258,11 @@ proptest! {
         prop_assert!(checker.policy_starts <= max_attempts, "{} attempts > maxAttempts {}", checker.policy_starts, max_attempts);
         prop_assert_eq!(shared.pool.used(), 0, "buffer memory returned to the pool");
         prop_assert_eq!(t.call.live_attempts(), 0);
+        // A6 statistics: failed retry attempts are among those made, and each retry attempt is in one bucket.
+        let stats = t.call.stats();
+        prop_assert!(stats.failed_retries <= stats.retries + stats.hedges, "{:?}", stats);
+        let mut method = crate::stats::MethodStats::default();
+        method.record(stats);
+        prop_assert_eq!(method.retry_count_buckets.iter().sum::<u64>(), method.retries + method.hedges);
     }
 }

@@ -156,3 +156,29 @@ fn a_hedge_that_never_left_is_replaced_in_place() {
     assert_eq!(t.actions(), ["start 2 prev=1 transparent"]);
     assert_eq!(t.call.stats().hedges, 1);
 }
+
+#[test]
+fn a_local_error_ends_the_call_at_once_and_costs_no_token() {
+    // A request the HTTP/2 library refuses to send (malformed metadata) is nobody's failure: even a code the
+    // policy retries ends the call with this attempt, and the throttle does not move.
+    let shared = Shared {
+        throttle: Some(throttle(10, 100)),
+        ..Shared::default()
+    };
+    let mut t = Timeline::with(
+        CallConfig {
+            policy: retry_policy(5, 10, 10, 1.0, &[Internal]),
+            ..CallConfig::default()
+        },
+        shared.clone(),
+    );
+    assert_eq!(t.actions(), ["start 0 prev=0"]);
+    t.fail(0, Internal, Local);
+    assert_eq!(t.actions(), ["finish 0"]);
+    assert_eq!(t.call.poll_timeout(), None, "no retry scheduled");
+    assert_eq!(t.call.stats().attempts, 1);
+    assert_eq!(
+        shared.throttle.as_ref().map(|t| t.milli_tokens()),
+        Some(10_000)
+    );
+}
