@@ -19,7 +19,7 @@
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{ready, Context, Poll};
+use std::task::{ready, Context, Poll, Waker};
 
 use bytes::{Bytes, BytesMut};
 use h2::client::ResponseFuture;
@@ -28,50 +28,212 @@ use http::HeaderMap;
 use parking_lot::Mutex;
 use tokio::time::{Instant, Sleep};
 
+use grpc_retry::{AttemptEnd, AttemptId, Pushback, RetryCall};
+
+use crate::attempt::{OpenAttempt, Response};
 use crate::codec::Codec;
 use crate::compression::{Encoding, ReceivedEncoding};
 use crate::framing::{self, Deframer, Frame, FrameError, HEADER_LEN};
 use crate::metadata::{self, MetadataMap};
 use crate::percent;
 use crate::request::MessageOptions;
+use crate::retry_driver::Committed;
 use crate::status::{code_from_http_status, Code, Status};
 
-/// The send stream, shared by both halves of a call.
+/// What both halves of a call share: the sending side (the retry driver before the call commits, the
+/// committed attempt's stream after), the call's end, and what the driver hands over at commit.
 pub(crate) struct Shared {
-    send: SendStream<Bytes>,
+    side: Side,
+    /// The application half-closed (finished or dropped the sender).
     half_closed: bool,
     /// Set when the call ended locally (cancel, deadline, malformed response) or the response is complete.
     ended: Option<Status>,
+    /// What the driver handed over for the receiving half: the committed attempt's response, or the
+    /// call's status when it finished before committing.
+    handed: Option<Result<Response, Status>>,
+    /// An attempt has opened its stream (the request HEADERS went to h2).
+    started: bool,
+    /// The receiving half, or the caller waiting for the call to start.
+    receiver: Option<Waker>,
+    /// The call's retry state machine after commit, told how the committed attempt ended (throttle).
+    retry: Option<(RetryCall, AttemptId)>,
     /// Counts the call as active for the channel's idle timeout while either half lives.
     _active: Option<crate::control::CallGuard>,
 }
 
-type SharedRef = Arc<Mutex<Shared>>;
+/// Where the application's messages go.
+enum Side {
+    /// Before commit: one message at a time to the retry driver, which writes it to every live attempt.
+    Driving(Inbox),
+    /// After commit: the committed attempt's stream.
+    Direct(SendStream<Bytes>),
+}
+
+/// The driver's side of a call that has not committed yet.
+#[derive(Default)]
+struct Inbox {
+    /// The next message, until the driver takes it (when every open attempt has written the previous ones).
+    slot: Option<Bytes>,
+    sender: Option<Waker>,
+    driver: Option<Waker>,
+    /// The application cancelled (or the receiving half ended the call) before commit.
+    cancelled: bool,
+}
+
+pub(crate) type SharedRef = Arc<Mutex<Shared>>;
+
+/// What the retry driver may see of the application's side of an uncommitted call.
+pub(crate) enum Input {
+    /// A message to send.
+    Message(Bytes),
+    /// The application half-closed after its last message.
+    HalfClose,
+    /// The call was cancelled.
+    Cancel,
+}
 
 impl Shared {
-    pub(crate) fn new(
-        send: SendStream<Bytes>,
-        active: Option<crate::control::CallGuard>,
-    ) -> SharedRef {
+    /// A call whose attempts the retry driver runs until it commits.
+    pub(crate) fn driving(active: Option<crate::control::CallGuard>) -> SharedRef {
         Arc::new(Mutex::new(Shared {
-            send,
+            side: Side::Driving(Inbox::default()),
             half_closed: false,
             ended: None,
+            handed: None,
+            started: false,
+            receiver: None,
+            retry: None,
             _active: active,
         }))
     }
 
-    /// Sends a whole request message and half-closes.
-    pub(crate) fn send_whole(&mut self, frame: Bytes) -> Result<(), Status> {
-        self.half_closed = true;
-        self.send.send_data(frame, true).map_err(Status::from_h2)
+    /// For the driver: the next application input, if `accept_message` allows taking a message now.
+    /// Registers the driver's waker otherwise.
+    pub(crate) fn poll_input(
+        &mut self,
+        cx: &Context<'_>,
+        accept_message: bool,
+        half_close_sent: bool,
+    ) -> Option<Input> {
+        let Side::Driving(inbox) = &mut self.side else {
+            return None;
+        };
+        if inbox.cancelled {
+            return Some(Input::Cancel);
+        }
+        inbox.driver = Some(cx.waker().clone());
+        if accept_message {
+            if let Some(message) = inbox.slot.take() {
+                if let Some(w) = inbox.sender.take() {
+                    w.wake();
+                }
+                return Some(Input::Message(message));
+            }
+        }
+        (inbox.slot.is_none() && self.half_closed && !half_close_sent).then_some(Input::HalfClose)
     }
 
-    /// Ends the call locally with `status`, resetting the stream with `reason`.
+    /// For the driver: an attempt opened its stream.
+    pub(crate) fn mark_started(&mut self) {
+        if !self.started {
+            self.started = true;
+            if let Some(w) = self.receiver.take() {
+                w.wake();
+            }
+        }
+    }
+
+    /// Ready once an attempt has opened its stream, or with the call's status if it ended before any did.
+    pub(crate) fn poll_started(&mut self, cx: &Context<'_>) -> Poll<Result<(), Status>> {
+        match &self.handed {
+            _ if self.started => Poll::Ready(Ok(())),
+            Some(Err(status)) => Poll::Ready(Err(status.clone())),
+            Some(Ok(_)) => Poll::Ready(Ok(())),
+            None => {
+                self.receiver = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+
+    /// For the driver: the call committed (the attempt's stream, after the messages it had queued), or
+    /// finished before committing.
+    pub(crate) fn hand_over(&mut self, result: Result<Committed, Status>) {
+        let inbox = match std::mem::replace(&mut self.side, Side::Driving(Inbox::default())) {
+            Side::Driving(inbox) => inbox,
+            Side::Direct(send) => {
+                self.side = Side::Direct(send);
+                return;
+            }
+        };
+        for w in [inbox.sender, inbox.driver].into_iter().flatten() {
+            w.wake();
+        }
+        match result {
+            Ok(committed) => {
+                let OpenAttempt { mut send, response } = committed.open;
+                if self.ended.is_some() {
+                    send.send_reset(h2::Reason::CANCEL);
+                    return;
+                }
+                // A message the driver had not taken yet follows the replayed ones; errors reappear on the
+                // response side.
+                let mut half_closed = committed.half_closed;
+                if let Some(message) = inbox.slot {
+                    let _ = send.send_data(message, false);
+                }
+                if self.half_closed && !half_closed {
+                    let _ = send.send_data(Bytes::new(), true);
+                    half_closed = true;
+                }
+                self.half_closed |= half_closed;
+                self.side = Side::Direct(send);
+                self.retry = Some((committed.call, committed.attempt));
+                self.handed = Some(Ok(response));
+            }
+            Err(status) => {
+                if self.ended.is_none() {
+                    self.ended = Some(status.clone());
+                }
+                self.handed = Some(Err(status));
+            }
+        }
+        if let Some(w) = self.receiver.take() {
+            w.wake();
+        }
+    }
+
+    /// Ends the call locally with `status`, resetting the stream with `reason` (or cancelling the driver).
     fn end(&mut self, status: &Status, reason: h2::Reason) {
         if self.ended.is_none() {
             self.ended = Some(status.clone());
-            self.send.send_reset(reason);
+            match &mut self.side {
+                Side::Direct(send) => send.send_reset(reason),
+                Side::Driving(inbox) => {
+                    inbox.cancelled = true;
+                    if let Some(w) = inbox.driver.take() {
+                        w.wake();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Tells the retry state machine how the committed attempt ended (a success refills the throttle).
+    fn report_end(&mut self, status: &Status) {
+        if let Some((mut call, attempt)) = self.retry.take() {
+            let pushback = Pushback::from_values(
+                status
+                    .metadata()
+                    .get_all("grpc-retry-pushback-ms")
+                    .into_iter()
+                    .map(str::as_bytes),
+            );
+            call.handle_end(
+                attempt,
+                AttemptEnd::status(status.code(), pushback),
+                Instant::now().into_std(),
+            );
         }
     }
 }
@@ -170,7 +332,8 @@ impl<T> RequestSender<T> {
     async fn send_frame(&mut self, mut data: Bytes, end_stream: bool) -> Result<(), Status> {
         let shared = self.shared.clone();
         let send = poll_fn(move |cx| {
-            let mut s = shared.lock();
+            let mut guard = shared.lock();
+            let s = &mut *guard;
             loop {
                 if let Some(status) = &s.ended {
                     return Poll::Ready(Err(status.clone()));
@@ -181,19 +344,37 @@ impl<T> RequestSender<T> {
                         "the call was already half-closed",
                     )));
                 }
+                let send = match &mut s.side {
+                    Side::Direct(send) => send,
+                    Side::Driving(inbox) => {
+                        // Before commit the driver takes one message at a time, once every open attempt
+                        // has written the previous ones: the slowest live attempt paces the sender.
+                        if !data.is_empty() {
+                            if inbox.slot.is_some() {
+                                inbox.sender = Some(cx.waker().clone());
+                                return Poll::Pending;
+                            }
+                            inbox.slot = Some(std::mem::take(&mut data));
+                        }
+                        s.half_closed = end_stream;
+                        if let Some(w) = inbox.driver.take() {
+                            w.wake();
+                        }
+                        return Poll::Ready(Ok(()));
+                    }
+                };
                 if data.is_empty() {
                     if end_stream {
                         s.half_closed = true;
-                        s.send
-                            .send_data(Bytes::new(), true)
+                        send.send_data(Bytes::new(), true)
                             .map_err(Status::from_h2)?;
                     }
                     return Poll::Ready(Ok(()));
                 }
-                let capacity = s.send.capacity();
+                let capacity = send.capacity();
                 if capacity == 0 {
-                    s.send.reserve_capacity(data.len());
-                    match ready!(s.send.poll_capacity(cx)) {
+                    send.reserve_capacity(data.len());
+                    match ready!(send.poll_capacity(cx)) {
                         Some(Ok(_)) => continue,
                         Some(Err(e)) => return Poll::Ready(Err(Status::from_h2(e))),
                         None => {
@@ -206,11 +387,9 @@ impl<T> RequestSender<T> {
                 }
                 let chunk = data.split_to(capacity.min(data.len()));
                 let last = end_stream && data.is_empty();
+                send.send_data(chunk, last).map_err(Status::from_h2)?;
                 if last {
                     s.half_closed = true;
-                }
-                s.send.send_data(chunk, last).map_err(Status::from_h2)?;
-                if last {
                     return Poll::Ready(Ok(()));
                 }
             }
@@ -231,10 +410,20 @@ impl<T> RequestSender<T> {
 
 impl<T> Drop for RequestSender<T> {
     fn drop(&mut self) {
-        let mut s = self.shared.lock();
+        let mut guard = self.shared.lock();
+        let s = &mut *guard;
         if s.ended.is_none() && !s.half_closed {
             s.half_closed = true;
-            let _ = s.send.send_data(Bytes::new(), true);
+            match &mut s.side {
+                Side::Direct(send) => {
+                    let _ = send.send_data(Bytes::new(), true);
+                }
+                Side::Driving(inbox) => {
+                    if let Some(w) = inbox.driver.take() {
+                        w.wake();
+                    }
+                }
+            }
         }
     }
 }
@@ -248,6 +437,9 @@ impl<T> std::fmt::Debug for RequestSender<T> {
 }
 
 enum RecvState {
+    /// The retry driver runs the attempts; the committed one's response (or the call's status) comes
+    /// through [`Shared`].
+    Driving,
     Headers(ResponseFuture),
     /// Response headers already received (by the retry driver, which committed on them).
     Received(Option<http::Response<RecvStream>>),
@@ -273,31 +465,15 @@ pub struct Streaming<T> {
 }
 
 impl<T> Streaming<T> {
-    pub(crate) fn new(
-        response: ResponseFuture,
-        shared: SharedRef,
-        decode: fn(Bytes) -> Result<T, Status>,
-        limit: usize,
-        deadline: Option<Instant>,
-    ) -> Self {
-        Self::with_state(
-            RecvState::Headers(response),
-            shared,
-            decode,
-            limit,
-            deadline,
-        )
-    }
-
-    fn with_state(
-        state: RecvState,
+    /// The receiving half of a call whose attempts the retry driver runs.
+    pub(crate) fn driven(
         shared: SharedRef,
         decode: fn(Bytes) -> Result<T, Status>,
         limit: usize,
         deadline: Option<Instant>,
     ) -> Self {
         Streaming {
-            state,
+            state: RecvState::Driving,
             shared,
             decode,
             deframer: Deframer::new(limit),
@@ -309,24 +485,6 @@ impl<T> Streaming<T> {
             outcome: None,
             last_compressed: false,
         }
-    }
-
-    /// The receiving half of an attempt whose response headers already arrived (the retry driver committed
-    /// the call to it).
-    pub(crate) fn from_response(
-        response: http::Response<RecvStream>,
-        shared: SharedRef,
-        decode: fn(Bytes) -> Result<T, Status>,
-        limit: usize,
-        deadline: Option<Instant>,
-    ) -> Self {
-        Self::with_state(
-            RecvState::Received(Some(response)),
-            shared,
-            decode,
-            limit,
-            deadline,
-        )
     }
 
     /// Waits for the response headers and returns their metadata. For a Trailers-Only response (an error
@@ -377,7 +535,7 @@ impl<T> Streaming<T> {
                 Err(outcome.clone())
             });
         }
-        if let RecvState::Headers(_) = self.state {
+        if let RecvState::Headers(_) | RecvState::Driving = self.state {
             match self.poll_progress(cx, false) {
                 Poll::Ready(Err(status)) => return Poll::Ready(Err(status)),
                 Poll::Ready(Ok(_)) => {}
@@ -437,7 +595,11 @@ impl<T> Streaming<T> {
 
     /// Ends the call on the client's side: resets the stream and records the outcome.
     fn end_locally(&mut self, status: Status) -> Status {
-        self.shared.lock().end(&status, h2::Reason::CANCEL);
+        {
+            let mut s = self.shared.lock();
+            s.end(&status, h2::Reason::CANCEL);
+            s.report_end(&status);
+        }
         self.state = RecvState::Done;
         self.outcome = Some(status.clone());
         status
@@ -460,10 +622,12 @@ impl<T> Streaming<T> {
     fn end_remotely(&mut self, status: Status) -> Poll<Result<Option<Frame>, Status>> {
         let status = self.local_status(status);
         {
-            let mut s = self.shared.lock();
+            let mut guard = self.shared.lock();
+            let s = &mut *guard;
+            s.report_end(&status);
             if s.ended.is_none() {
-                if !s.half_closed {
-                    s.send.send_reset(h2::Reason::NO_ERROR);
+                if let (Side::Direct(send), false) = (&mut s.side, s.half_closed) {
+                    send.send_reset(h2::Reason::NO_ERROR);
                 }
                 s.ended = Some(
                     Status::new(Code::Internal, "the call has ended").with_source(status.clone()),
@@ -510,6 +674,31 @@ impl<T> Streaming<T> {
     ) -> Poll<Result<Option<Frame>, Status>> {
         loop {
             match &mut self.state {
+                RecvState::Driving => {
+                    let handed = {
+                        let mut s = self.shared.lock();
+                        match s.handed.take() {
+                            Some(handed) => handed,
+                            None => {
+                                s.receiver = Some(cx.waker().clone());
+                                return Poll::Pending;
+                            }
+                        }
+                    };
+                    match handed {
+                        Ok(Response::Pending(future)) => self.state = RecvState::Headers(future),
+                        Ok(Response::Received(response)) => {
+                            self.state = RecvState::Received(Some(response))
+                        }
+                        // The call finished before committing: the status of its last attempt (with that
+                        // attempt's Trailers-Only metadata) or one the state machine made.
+                        Err(status) => {
+                            self.headers.get_or_insert_with(MetadataMap::new);
+                            self.trailers = Some(status.metadata().clone());
+                            return self.end_remotely(status);
+                        }
+                    }
+                }
                 RecvState::Done => {
                     let outcome = self
                         .outcome

@@ -3,6 +3,7 @@
 
 use std::future::poll_fn;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,20 +13,20 @@ use http::header::{HeaderValue, CONTENT_TYPE, TE, USER_AGENT};
 use http::uri::{Authority, PathAndQuery, Scheme};
 use tokio::time::Instant;
 
-use crate::call::{self, RequestSender, Shared, Streaming};
+use crate::attempt::{AttemptSetup, PickError, PickFuture};
+use crate::call::{self, RequestSender, Shared, SharedRef, Streaming};
 use crate::codec::Codec;
 use crate::control::{ControlPlane, DEFAULT_IDLE_TIMEOUT};
 use crate::error::BuildError;
 use crate::metadata::MetadataMap;
 use crate::request::{CallOptions, Request, Response};
 use crate::resolution::Resolution;
-use crate::retry_driver::{self, AttemptSetup, Committed};
+use crate::retry_driver::Driver;
 use crate::status::{Code, Status};
-use crate::timeout;
 use crate::transport::{Http2Settings, Transport};
 use grpc_lb::ConnectivityState;
 use grpc_retry::{
-    AttemptEnd, BufferPool, Policy, Pushback, Shared as RetryShared, Throttle, ThrottleConfig,
+    BufferPool, CallConfig, RetryCall, Shared as RetryShared, SplitMix64, Throttle, ThrottleConfig,
     DEFAULT_PER_CALL_LIMIT, DEFAULT_PER_CHANNEL_LIMIT,
 };
 use grpc_service_config::{MethodConfig, ResolverOptions, ServiceConfig, Target};
@@ -60,6 +61,9 @@ struct Inner {
     retries: bool,
     /// The most bytes one call may keep for replay.
     per_rpc_buffer_limit: usize,
+    /// Seeds each call's backoff jitter: `seed` mixed with a call counter.
+    seed: u64,
+    calls: AtomicU64,
 }
 
 impl std::fmt::Debug for Channel {
@@ -267,19 +271,14 @@ impl ChannelBuilder {
                 retry_pool: Arc::new(BufferPool::new(self.retry_buffer_size)),
                 retries: self.retries,
                 per_rpc_buffer_limit: self.per_rpc_buffer_limit,
+                seed: std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos() as u64)
+                    .unwrap_or(1),
+                calls: AtomicU64::new(0),
             }),
         })
     }
-}
-
-/// The common parts of a started call.
-struct Started {
-    shared: Arc<parking_lot::Mutex<Shared>>,
-    response: h2::client::ResponseFuture,
-    deadline: Option<Instant>,
-    max_send: usize,
-    max_receive: usize,
-    options: CallOptions,
 }
 
 impl Channel {
@@ -399,14 +398,14 @@ impl Channel {
     {
         let codec = Codec::<Req, Resp>::prost();
         let (message, metadata, options) = request.into_parts();
-        let started = self.start(path, metadata, options).await?;
+        let prepared = self.prepare(path, metadata, options).await?;
         let frame = call::encode_frame(
             &codec,
             &message,
-            started.options.compression,
-            started.max_send,
-        );
-        let mut stream = self.send_single(started, codec, frame)?;
+            prepared.options.compression,
+            prepared.max_send,
+        )?;
+        let mut stream = self.call_with_request(prepared, frame, codec.decode).await;
         let metadata = stream.headers().await?.clone();
         Ok(Response::new(stream, metadata, MetadataMap::new(), false))
     }
@@ -468,56 +467,32 @@ impl Channel {
     ) -> Result<Response<Resp>, Status> {
         let (message, metadata, options) = request.into_parts();
         let prepared = self.prepare(path, metadata, options).await?;
-        let policy = prepared
-            .method
-            .as_ref()
-            .map(|m| m.policy.clone())
-            .unwrap_or_default();
-        if !matches!(policy, Policy::None) && !self.inner.resolution.is_unix() {
-            return self
-                .unary_with_policy(codec, prepared, message, policy)
-                .await;
-        }
-        let started = self.open(prepared).await?;
+        // An oversize request is never sent.
         let frame = call::encode_frame(
             &codec,
             &message,
-            started.options.compression,
-            started.max_send,
-        );
-        let mut receiver = self.send_single(started, codec, frame)?;
+            prepared.options.compression,
+            prepared.max_send,
+        )?;
+        let mut receiver = self.call_with_request(prepared, frame, codec.decode).await;
         single_response(&mut receiver).await
     }
 
-    /// Sends the one request message of a unary or server-streaming call, with END_STREAM.
-    fn send_single<Req, Resp>(
+    /// A call whose one request message is known before the first attempt (unary, server-streaming): the
+    /// retry driver runs in the caller's task until the call commits or finishes.
+    async fn call_with_request<Resp>(
         &self,
-        started: Started,
-        codec: Codec<Req, Resp>,
-        frame: Result<Bytes, Status>,
-    ) -> Result<Streaming<Resp>, Status> {
-        let receiver = Streaming::new(
-            started.response,
-            started.shared.clone(),
-            codec.decode,
-            started.max_receive,
-            started.deadline,
-        );
-        let frame = match frame {
-            Ok(f) => f,
-            Err(status) => {
-                // An oversize request is never sent: the stream is reset before any DATA.
-                let mut receiver = receiver;
-                receiver.cancel();
-                return Err(status);
-            }
-        };
-        {
-            // A single message is sent whole: h2 queues what the flow-control window does not admit yet.
-            let mut s = started.shared.lock();
-            s.send_whole(frame)?;
-        }
-        Ok(receiver)
+        prepared: Prepared,
+        frame: Bytes,
+        decode: fn(Bytes) -> Result<Resp, Status>,
+    ) -> Streaming<Resp> {
+        let (mut call, setup, shared) = self.new_call(&prepared, true);
+        let now = Instant::now().into_std();
+        call.send_message(frame, now);
+        call.half_close();
+        let result = Driver::new(self.clone(), setup, call, None).run().await;
+        shared.lock().hand_over(result);
+        Streaming::driven(shared, decode, prepared.max_receive, prepared.deadline)
     }
 
     async fn streaming_with<Req, Resp>(
@@ -527,33 +502,70 @@ impl Channel {
         request: Request<()>,
     ) -> Result<(RequestSender<Req>, Streaming<Resp>), Status> {
         let ((), metadata, options) = request.into_parts();
-        let started = self.start(path, metadata, options).await?;
+        let prepared = self.prepare(path, metadata, options).await?;
+        let (call, setup, shared) = self.new_call(&prepared, false);
+        // The application sends after the call starts: the driver runs in its own task until commit.
+        let driver = Driver::new(self.clone(), setup, call, Some(shared.clone()));
+        tokio::spawn(driver.run_into(shared.clone()));
+        // Like a single-attempt call, return once the first attempt's request is on its way (or the call
+        // failed before any was).
+        poll_fn(|cx| shared.lock().poll_started(cx)).await?;
         let sender = RequestSender::new(
-            started.shared.clone(),
+            shared.clone(),
             codec.encoder(),
-            started.options.compression,
-            started.max_send,
-            started.deadline,
+            prepared.options.compression,
+            prepared.max_send,
+            prepared.deadline,
         );
-        let receiver = Streaming::new(
-            started.response,
-            started.shared,
+        let receiver = Streaming::driven(
+            shared,
             codec.decode,
-            started.max_receive,
-            started.deadline,
+            prepared.max_receive,
+            prepared.deadline,
         );
         Ok((sender, receiver))
     }
 
-    /// Opens the stream and sends the request HEADERS.
-    async fn start(
+    /// The retry state machine of a new call (gRFC A6: the method's policy, or none, with the channel's
+    /// throttle and buffer limits), what its attempts send, and the state its halves share.
+    fn new_call(
         &self,
-        path: &str,
-        metadata: MetadataMap,
-        options: CallOptions,
-    ) -> Result<Started, Status> {
-        let prepared = self.prepare(path, metadata, options).await?;
-        self.open(prepared).await
+        prepared: &Prepared,
+        eager: bool,
+    ) -> (RetryCall, Arc<AttemptSetup>, SharedRef) {
+        let inner = &*self.inner;
+        let config = CallConfig {
+            policy: prepared
+                .method
+                .as_ref()
+                .map(|m| m.policy.clone())
+                .unwrap_or_default(),
+            retries_enabled: inner.retries,
+            deadline: prepared.deadline.map(Instant::into_std),
+            per_call_buffer_limit: inner.per_rpc_buffer_limit,
+            ..CallConfig::default()
+        };
+        let shared = RetryShared {
+            throttle: self.throttle_for(&prepared.config),
+            pool: inner.retry_pool.clone(),
+        };
+        let seed = inner.seed ^ inner.calls.fetch_add(1, Ordering::Relaxed);
+        let call = RetryCall::new(
+            config,
+            shared,
+            Box::new(SplitMix64::new(seed)),
+            Instant::now().into_std(),
+        );
+        let setup = Arc::new(AttemptSetup {
+            uri: prepared.uri.clone(),
+            headers: prepared.headers.clone(),
+            method: prepared.path.clone(),
+            wait_for_ready: prepared.wait_for_ready,
+            deadline: prepared.deadline,
+            eager,
+        });
+        let guard = self.control().map(ControlPlane::call_started);
+        (call, setup, Shared::driving(guard))
     }
 
     /// Everything a call needs before its first attempt: the resolution result and method config, the
@@ -566,7 +578,8 @@ impl Channel {
     ) -> Result<Prepared, Status> {
         let inner = &*self.inner;
         let call_start = Instant::now();
-        let api_deadline = options.timeout.map(|t| call_start + t);
+        // A timeout too large to add means no deadline.
+        let api_deadline = options.timeout.and_then(|t| call_start.checked_add(t));
         // The service config comes with resolution; calls wait for the first result (bounded by their own
         // deadline), and wait-for-ready calls set through the API also wait through resolution failures.
         let api_wait = options.wait_for_ready.unwrap_or(false);
@@ -584,7 +597,7 @@ impl Channel {
             method
                 .as_ref()
                 .and_then(|m| m.timeout)
-                .map(|t| call_start + t),
+                .and_then(|t| call_start.checked_add(t)),
         );
         let wait_for_ready = options
             .wait_for_ready
@@ -632,71 +645,32 @@ impl Channel {
         })
     }
 
-    /// The single-attempt path: pick, open the stream, send the request HEADERS.
-    async fn open(&self, prepared: Prepared) -> Result<Started, Status> {
-        let inner = &*self.inner;
-        let mut request = http::Request::post(prepared.uri.clone())
-            .version(http::Version::HTTP_2)
-            .body(())
-            .map_err(|e| Status::new(Code::Internal, format!("invalid request: {e}")))?;
-        let mut headers = prepared.headers.clone();
-        if let Some(deadline) = prepared.deadline {
-            // grpc-timeout goes right after the pseudo-headers.
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            if let Ok(v) = HeaderValue::try_from(timeout::encode(remaining)) {
-                let mut first = http::HeaderMap::new();
-                first.insert("grpc-timeout", v);
-                first.extend(headers);
-                headers = first;
-            }
-        }
-        *request.headers_mut() = headers;
-        let guard = self.control().map(ControlPlane::call_started);
-        let wait_for_ready = prepared.wait_for_ready;
-        let path = prepared.path.as_str();
-        let open = async {
-            let mut send = match self.control() {
-                Some(control) => control.pick(path, wait_for_ready, &[]).await?.0,
-                None => {
-                    inner
-                        .transport
-                        .ready(&inner.resolution, wait_for_ready)
-                        .await?
-                }
-            };
-            let (response, stream) = send.send_request(request, false).map_err(Status::from_h2)?;
-            Ok::<_, Status>((response, stream))
-        };
-        let (response, stream) = match prepared.deadline {
-            None => open.await?,
-            Some(d) => tokio::time::timeout_at(d, open)
-                .await
-                .map_err(|_| Status::deadline_exceeded())??,
-        };
-        Ok(Started {
-            shared: Shared::new(stream, guard),
-            response,
-            deadline: prepared.deadline,
-            max_send: prepared.max_send,
-            max_receive: prepared.max_receive,
-            options: prepared.options,
-        })
-    }
-
-    /// A pick for one attempt of the retry driver.
-    pub(crate) async fn pick_for_retry(
+    /// A pick for one attempt: a connection from the balancer (avoiding `avoid` where it can), or the
+    /// single connection of a `unix:` target.
+    pub(crate) fn pick_future(
         &self,
-        method: &str,
-        wait_for_ready: bool,
-        avoid: &[std::net::SocketAddr],
-    ) -> Result<(h2::client::SendRequest<Bytes>, std::net::SocketAddr), Status> {
-        match self.control() {
-            Some(control) => control.pick(method, wait_for_ready, avoid).await,
-            None => Err(Status::new(
-                Code::Internal,
-                "retries need a load-balanced target",
-            )),
-        }
+        setup: Arc<AttemptSetup>,
+        avoid: Vec<std::net::SocketAddr>,
+    ) -> PickFuture {
+        let channel = self.clone();
+        Box::pin(async move {
+            let inner = &*channel.inner;
+            match channel.control() {
+                Some(control) => control
+                    .pick(&setup.method, setup.wait_for_ready, &avoid)
+                    .await
+                    .map(|(conn, addr)| (conn, Some(addr))),
+                None => inner
+                    .transport
+                    .ready(&inner.resolution, setup.wait_for_ready)
+                    .await
+                    .map(|conn| (conn, None))
+                    .map_err(|status| PickError {
+                        status,
+                        dropped: false,
+                    }),
+            }
+        })
     }
 
     /// The throttle of this channel's target for `config`'s `retryThrottling`, created once per setting.
@@ -711,66 +685,6 @@ impl Channel {
                 Some(t)
             }
         }
-    }
-
-    /// A unary call through the A6 retry driver (the method has a retry or hedging policy).
-    async fn unary_with_policy<Req, Resp>(
-        &self,
-        codec: Codec<Req, Resp>,
-        prepared: Prepared,
-        message: Req,
-        policy: Policy,
-    ) -> Result<Response<Resp>, Status> {
-        let frame = call::encode_frame(
-            &codec,
-            &message,
-            prepared.options.compression,
-            prepared.max_send,
-        )?;
-        let guard = self.control().map(ControlPlane::call_started);
-        let shared = RetryShared {
-            throttle: self.throttle_for(&prepared.config),
-            pool: self.inner.retry_pool.clone(),
-        };
-        let setup = AttemptSetup {
-            uri: prepared.uri.clone(),
-            headers: prepared.headers.clone(),
-            method: prepared.path.clone(),
-            wait_for_ready: prepared.wait_for_ready,
-            deadline: prepared.deadline,
-        };
-        let seed = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(1);
-        let committed =
-            retry_driver::run_unary(self.clone(), setup, frame, policy, shared, seed).await?;
-        let Committed {
-            mut call,
-            attempt,
-            response,
-            send,
-        } = committed;
-        let shared = Shared::new(send, guard);
-        let mut receiver = Streaming::from_response(
-            response,
-            shared,
-            codec.decode,
-            prepared.max_receive,
-            prepared.deadline,
-        );
-        let result = single_response(&mut receiver).await;
-        let code = match &result {
-            Ok(_) => Code::Ok,
-            Err(status) => status.code(),
-        };
-        // The committed attempt's end settles the throttle (a success adds tokens).
-        call.handle_end(
-            attempt,
-            AttemptEnd::status(code, Pushback::None),
-            Instant::now().into_std(),
-        );
-        result
     }
 }
 

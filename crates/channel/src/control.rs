@@ -31,6 +31,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use crate::attempt::PickError;
 use crate::resolution::{Endpoint, Resolution, State};
 use crate::status::{Code, Status};
 use crate::transport::Http2Settings;
@@ -174,12 +175,19 @@ impl ControlPlane {
         method: &str,
         wait_for_ready: bool,
         avoid: &[SocketAddr],
-    ) -> Result<(Conn, SocketAddr), Status> {
+    ) -> Result<(Conn, SocketAddr), PickError> {
+        let fail = |status| PickError {
+            status,
+            dropped: false,
+        };
         let mut rx = self.published.clone();
         loop {
             let published = rx.borrow_and_update().clone();
             if published.state == ConnectivityState::Shutdown {
-                return Err(Status::new(Code::Unavailable, "the channel is shut down"));
+                return Err(fail(Status::new(
+                    Code::Unavailable,
+                    "the channel is shut down",
+                )));
             }
             match published.picker.pick(&PickRequest { method, avoid }) {
                 PickResult::Pick { handle, addr } => match handle.ready().await {
@@ -196,16 +204,24 @@ impl ControlPlane {
                 }
                 PickResult::Fail(message) if !wait_for_ready => {
                     let status = Status::new(Code::Unavailable, message);
-                    return Err(match &published.last_failure {
+                    return Err(fail(match &published.last_failure {
                         Some(cause) => status.with_source(cause.clone()),
                         None => status,
-                    });
+                    }));
                 }
                 PickResult::Fail(_) => {}
-                PickResult::Drop(message) => return Err(Status::new(Code::Unavailable, message)),
+                PickResult::Drop(message) => {
+                    return Err(PickError {
+                        status: Status::new(Code::Unavailable, message),
+                        dropped: true,
+                    })
+                }
             }
             if rx.changed().await.is_err() {
-                return Err(Status::new(Code::Unavailable, "the channel is shut down"));
+                return Err(fail(Status::new(
+                    Code::Unavailable,
+                    "the channel is shut down",
+                )));
             }
         }
     }

@@ -31,6 +31,7 @@
 //! Not here yet (each has its own work item): TLS, A6 for streaming calls, transparent retries for calls
 //! without a policy, keepalive.
 
+mod attempt;
 mod call;
 mod channel;
 mod codec;

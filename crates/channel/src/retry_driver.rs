@@ -1,268 +1,260 @@
-//! Executes `grpc-retry`'s decisions (gRFC A6) for a unary call whose method has a `retryPolicy` or a
-//! `hedgingPolicy`: every attempt is a fresh pick (avoiding the addresses the call already used), sends the
-//! one request message with `grpc-previous-rpc-attempts`, and reports back how it ended. The driver feeds
-//! those events to the call's [`RetryCall`], runs its timers, and executes its actions until the call commits
-//! to an attempt whose response headers arrived (the caller then reads that response) or finishes.
+//! Runs one call's [`RetryCall`] (gRFC A6) over real attempts until the call commits to one of them or
+//! finishes. Every call passes through here, whatever its shape and whether or not its method has a policy:
+//! a call without a policy is a policy of one attempt plus A6's transparent retries.
 //!
-//! Failure places: a pick that fails is `PickFailed` (a drop is `Dropped`); an h2 error before the request
-//! was handed to the connection is `NotSent`; RST_STREAM(REFUSED_STREAM) and a GOAWAY that did not cover the
-//! stream are `Unprocessed`; anything else is `Processed`.
+//! The driver is a future that owns the state machine and its [`Attempt`]s and polls them all from one
+//! task: it executes the machine's actions (start an attempt with a fresh pick avoiding the addresses the
+//! call used, queue message n on attempt k, half-close, cancel, commit, finish), feeds back what the
+//! attempts report (picked, message sent, response headers, end in A6's failure places), and runs the
+//! machine's one timer. For calls whose request is known up front (unary, server-streaming) the caller
+//! awaits the driver; for client-streaming and bidi calls it is spawned, and takes the application's
+//! messages one at a time from the call's [`Shared`] inbox, only once every open attempt has written the
+//! previous ones (so the slowest live attempt paces the sender).
 //!
-//! Not here yet: streaming calls, and transparent retries for calls without a policy (both run on the
-//! single-attempt path for now).
+//! At commit the driver hands the committed attempt over to the call ([`Shared::hand_over`]): its stream,
+//! with whatever it had queued handed to h2, and its response (headers already in, or still to come).
+//! From then on the call's halves use that stream directly; the state machine goes along to hear how the
+//! committed attempt ends.
 
-use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
-use bytes::Bytes;
-use grpc_retry::{
-    Action, AttemptEnd, AttemptId, CallConfig, FailurePlace, Outcome, Policy, Pushback, RetryCall,
-    Shared,
-};
-use h2::{RecvStream, SendStream};
-use http::{HeaderMap, HeaderValue};
-use tokio::sync::mpsc;
-use tokio::task::JoinSet;
-use tokio::time::Instant;
+use grpc_retry::{Action, AttemptId, Outcome, RetryCall};
+use tokio::time::{Instant, Sleep};
 
-use crate::call::{classify_head, Head};
+use crate::attempt::{Attempt, AttemptEvent, AttemptSetup, OpenAttempt};
+use crate::call::{Input, SharedRef};
 use crate::channel::Channel;
 use crate::status::{Code, Status};
-use crate::timeout;
 
-/// What every attempt of the call sends.
-pub(crate) struct AttemptSetup {
-    pub(crate) uri: http::Uri,
-    /// The request headers, without `grpc-timeout` and `grpc-previous-rpc-attempts` (set per attempt).
-    pub(crate) headers: HeaderMap,
-    pub(crate) method: String,
-    pub(crate) wait_for_ready: bool,
-    pub(crate) deadline: Option<Instant>,
-}
-
-/// The attempt the call committed to, with its response headers.
+/// The attempt a call committed to.
 pub(crate) struct Committed {
     pub(crate) call: RetryCall,
     pub(crate) attempt: AttemptId,
-    pub(crate) response: http::Response<RecvStream>,
-    pub(crate) send: SendStream<Bytes>,
+    pub(crate) open: OpenAttempt,
+    /// Whether the attempt already wrote the application's half-close.
+    pub(crate) half_closed: bool,
 }
 
-enum Event {
-    Picked(AttemptId, SocketAddr),
-    Sent(AttemptId),
-    Headers(AttemptId, http::Response<RecvStream>, SendStream<Bytes>),
-    Ended(AttemptId, AttemptEnd, Status),
-}
-
-/// Where an h2 error on an attempt's stream leaves it (A6 "Transparent Retries").
-fn classify(err: &h2::Error) -> FailurePlace {
-    if err.is_remote()
-        && (err.reason() == Some(h2::Reason::REFUSED_STREAM) && err.is_reset() || err.is_go_away())
-    {
-        FailurePlace::Unprocessed
-    } else {
-        FailurePlace::Processed
-    }
-}
-
-/// Runs the attempts of one unary call until it commits to one with response headers, or finishes.
-pub(crate) async fn run_unary(
+/// Runs a call's attempts.
+pub(crate) struct Driver {
     channel: Channel,
-    setup: AttemptSetup,
-    frame: Bytes,
-    policy: Policy,
-    shared: Shared,
-    seed: u64,
-) -> Result<Committed, Status> {
-    let setup = Arc::new(setup);
-    let config = CallConfig {
-        policy,
-        deadline: setup.deadline.map(Instant::into_std),
-        ..CallConfig::default()
-    };
-    let now = || Instant::now().into_std();
-    let mut call = RetryCall::new(
-        config,
-        shared,
-        Box::new(grpc_retry::SplitMix64::new(seed)),
-        now(),
-    );
-    call.send_message(frame.clone(), now());
-    call.half_close();
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let mut tasks = JoinSet::new();
-    let mut aborts = HashMap::new();
-    let mut statuses: HashMap<AttemptId, Status> = HashMap::new();
-    let mut heads: HashMap<AttemptId, (http::Response<RecvStream>, SendStream<Bytes>)> =
-        HashMap::new();
-    loop {
-        while let Some(action) = call.poll_action() {
-            match action {
-                Action::StartAttempt {
-                    attempt,
-                    previous_attempts,
-                    avoid,
-                    ..
-                } => {
-                    let handle = tasks.spawn(attempt_task(
-                        channel.clone(),
+    setup: Arc<AttemptSetup>,
+    call: Option<RetryCall>,
+    /// Indexed by attempt id; `None` once ended or cancelled.
+    attempts: Vec<Option<Attempt>>,
+    /// The status each ended attempt reported (the call's status if the machine picks it).
+    statuses: Vec<Option<Status>>,
+    committed: Option<AttemptId>,
+    timer: Option<(std::time::Instant, Pin<Box<Sleep>>)>,
+    /// The application's side, for calls that send after they start.
+    input: Option<SharedRef>,
+    half_close_sent: bool,
+}
+
+fn now() -> std::time::Instant {
+    Instant::now().into_std()
+}
+
+impl Driver {
+    pub(crate) fn new(
+        channel: Channel,
+        setup: Arc<AttemptSetup>,
+        call: RetryCall,
+        input: Option<SharedRef>,
+    ) -> Driver {
+        Driver {
+            channel,
+            setup,
+            call: Some(call),
+            attempts: Vec::new(),
+            statuses: Vec::new(),
+            committed: None,
+            timer: None,
+            input,
+            half_close_sent: false,
+        }
+    }
+
+    /// Runs until the call commits or finishes.
+    pub(crate) async fn run(mut self) -> Result<Committed, Status> {
+        poll_fn(|cx| self.poll_drive(cx)).await
+    }
+
+    /// Runs, then hands the outcome to the call's halves.
+    pub(crate) async fn run_into(self, shared: SharedRef) {
+        let result = self.run().await;
+        shared.lock().hand_over(result);
+    }
+
+    fn poll_drive(&mut self, cx: &mut Context<'_>) -> Poll<Result<Committed, Status>> {
+        let Some(call) = self.call.as_mut() else {
+            return Poll::Ready(Err(Status::new(
+                Code::Internal,
+                "the retry driver was polled after it finished",
+            )));
+        };
+        loop {
+            while let Some(action) = call.poll_action() {
+                match action {
+                    Action::StartAttempt {
                         attempt,
                         previous_attempts,
                         avoid,
-                        setup.clone(),
-                        frame.clone(),
-                        tx.clone(),
-                    ));
-                    aborts.insert(attempt, handle);
-                }
-                // A unary attempt sends its one message and half-closes by itself.
-                Action::SendMessage { .. } | Action::HalfClose { .. } => {}
-                Action::CancelAttempt { attempt } => {
-                    if let Some(handle) = aborts.remove(&attempt) {
-                        handle.abort();
+                        ..
+                    } => {
+                        let pick = self.channel.pick_future(self.setup.clone(), avoid);
+                        let index = attempt.0 as usize;
+                        if self.attempts.len() <= index {
+                            self.attempts.resize_with(index + 1, || None);
+                            self.statuses.resize_with(index + 1, || None);
+                        }
+                        self.attempts[index] =
+                            Some(Attempt::new(pick, self.setup.clone(), previous_attempts));
                     }
-                    // Dropping its streams sends RST_STREAM(CANCEL).
-                    heads.remove(&attempt);
+                    Action::SendMessage {
+                        attempt,
+                        index,
+                        message,
+                        ..
+                    } => {
+                        if let Some(Some(a)) = self.attempts.get_mut(attempt.0 as usize) {
+                            a.send(index, message);
+                        }
+                    }
+                    Action::HalfClose { attempt } => {
+                        if let Some(Some(a)) = self.attempts.get_mut(attempt.0 as usize) {
+                            a.half_close();
+                        }
+                    }
+                    Action::CancelAttempt { attempt } => {
+                        if let Some(mut a) = self
+                            .attempts
+                            .get_mut(attempt.0 as usize)
+                            .and_then(Option::take)
+                        {
+                            a.cancel();
+                        }
+                    }
+                    Action::Commit { attempt } => self.committed = Some(attempt),
+                    Action::Finish(outcome) => {
+                        for mut a in self.attempts.drain(..).flatten() {
+                            a.cancel();
+                        }
+                        self.call = None;
+                        return Poll::Ready(Err(match outcome {
+                            Outcome::Attempt(a) => self
+                                .statuses
+                                .get_mut(a.0 as usize)
+                                .and_then(Option::take)
+                                .unwrap_or_else(|| {
+                                    Status::new(
+                                        Code::Internal,
+                                        "the attempt ended without a status",
+                                    )
+                                }),
+                            Outcome::Local(reason) => Status::new(reason.code(), reason.message()),
+                        }));
+                    }
                 }
-                Action::Commit { attempt } => {
-                    if let Some((response, send)) = heads.remove(&attempt) {
-                        return Ok(Committed {
-                            call,
-                            attempt,
-                            response,
-                            send,
+            }
+            // Committed: hand the attempt over once it has a stream.
+            if let Some(id) = self.committed {
+                let index = id.0 as usize;
+                if let Some(attempt) = self.attempts.get_mut(index).and_then(Option::as_mut) {
+                    if let Some(open) = attempt.take_open() {
+                        let half_closed = attempt.half_closed();
+                        self.attempts[index] = None;
+                        return Poll::Ready(match self.call.take() {
+                            Some(call) => Ok(Committed {
+                                call,
+                                attempt: id,
+                                open,
+                                half_closed,
+                            }),
+                            None => Err(Status::new(
+                                Code::Internal,
+                                "the retry driver lost its call",
+                            )),
                         });
                     }
                 }
-                Action::Finish(Outcome::Attempt(attempt)) => {
-                    return Err(statuses.remove(&attempt).unwrap_or_else(|| {
-                        Status::new(Code::Internal, "the attempt ended without a status")
-                    }));
-                }
-                Action::Finish(Outcome::Local(reason)) => {
-                    return Err(Status::new(reason.code(), reason.message()))
+            }
+            // The application's next message, half-close or cancel.
+            if let Some(shared) = &self.input {
+                let accept = self.attempts.iter().flatten().all(Attempt::caught_up);
+                let input = shared.lock().poll_input(cx, accept, self.half_close_sent);
+                match input {
+                    None => {}
+                    Some(Input::Message(message)) => {
+                        call.send_message(message, now());
+                        continue;
+                    }
+                    Some(Input::HalfClose) => {
+                        self.half_close_sent = true;
+                        call.half_close();
+                        continue;
+                    }
+                    Some(Input::Cancel) => {
+                        call.cancel(now());
+                        continue;
+                    }
                 }
             }
-        }
-        let timer = call.poll_timeout().map(Instant::from_std);
-        tokio::select! {
-            event = rx.recv() => match event {
-                Some(Event::Picked(id, addr)) => call.handle_picked(id, addr),
-                Some(Event::Sent(id)) => call.handle_message_sent(id, 0),
-                Some(Event::Headers(id, response, send)) => {
-                    heads.insert(id, (response, send));
-                    call.handle_headers(id, now());
-                    // Committed earlier (the message overflowed the retry buffer): these are its headers.
-                    if call.committed() == Some(id) {
-                        if let Some((response, send)) = heads.remove(&id) {
-                            return Ok(Committed { call, attempt: id, response, send });
+            // What the attempts have to say.
+            let mut progressed = false;
+            for (index, slot) in self.attempts.iter_mut().enumerate() {
+                let Some(attempt) = slot else { continue };
+                let id = AttemptId(index as u32);
+                while let Poll::Ready(event) = attempt.poll(cx) {
+                    progressed = true;
+                    match event {
+                        AttemptEvent::Picked(addr) => {
+                            if let Some(addr) = addr {
+                                call.handle_picked(id, addr);
+                            }
+                            if let Some(shared) = &self.input {
+                                shared.lock().mark_started();
+                            }
+                        }
+                        AttemptEvent::Sent(message) => call.handle_message_sent(id, message),
+                        AttemptEvent::Headers => {
+                            call.handle_headers(id, now());
+                            break;
+                        }
+                        AttemptEvent::Ended(end, status) => {
+                            *slot = None;
+                            self.statuses[index] = Some(status);
+                            call.handle_end(id, end, now());
+                            break;
                         }
                     }
                 }
-                Some(Event::Ended(id, end, status)) => {
-                    statuses.insert(id, status);
-                    call.handle_end(id, end, now());
-                }
-                None => return Err(Status::new(Code::Internal, "retry driver lost its attempts")),
-            },
-            () = async {
-                match timer {
-                    Some(at) => tokio::time::sleep_until(at).await,
-                    None => std::future::pending().await,
-                }
-            } => call.handle_timeout(now()),
-        }
-    }
-}
-
-async fn attempt_task(
-    channel: Channel,
-    id: AttemptId,
-    previous_attempts: u32,
-    avoid: Vec<SocketAddr>,
-    setup: Arc<AttemptSetup>,
-    frame: Bytes,
-    tx: mpsc::UnboundedSender<Event>,
-) {
-    let end = |place: FailurePlace, status: Status| {
-        Event::Ended(id, AttemptEnd::failure(status.code(), place), status)
-    };
-    let (mut send, addr) = match channel
-        .pick_for_retry(&setup.method, setup.wait_for_ready, &avoid)
-        .await
-    {
-        Ok(picked) => picked,
-        Err(status) => {
-            let _ = tx.send(end(FailurePlace::PickFailed, status));
-            return;
-        }
-    };
-    let _ = tx.send(Event::Picked(id, addr));
-    let mut request = http::Request::new(());
-    *request.method_mut() = http::Method::POST;
-    *request.uri_mut() = setup.uri.clone();
-    *request.version_mut() = http::Version::HTTP_2;
-    let mut headers = setup.headers.clone();
-    if let Some(deadline) = setup.deadline {
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        if let Ok(v) = HeaderValue::try_from(timeout::encode(remaining)) {
-            headers.insert("grpc-timeout", v);
-        }
-    }
-    if previous_attempts > 0 {
-        headers.insert(
-            "grpc-previous-rpc-attempts",
-            HeaderValue::from(previous_attempts),
-        );
-    }
-    *request.headers_mut() = headers;
-    let (response, mut stream) = match send.send_request(request, false) {
-        Ok(pair) => pair,
-        Err(e) => {
-            let _ = tx.send(end(FailurePlace::NotSent, Status::from_h2(e)));
-            return;
-        }
-    };
-    if let Err(e) = stream.send_data(frame, true) {
-        let place = classify(&e);
-        let _ = tx.send(end(place, Status::from_h2(e)));
-        return;
-    }
-    let _ = tx.send(Event::Sent(id));
-    match response.await {
-        Ok(response) => {
-            let (parts, body) = response.into_parts();
-            let head = classify_head(
-                parts.status.as_u16(),
-                parts.headers.clone(),
-                body.is_end_stream(),
-            );
-            match head {
-                Head::Messages { .. } => {
-                    let response = http::Response::from_parts(parts, body);
-                    let _ = tx.send(Event::Headers(id, response, stream));
-                }
-                Head::End(status, _) => {
-                    let pushback = Pushback::from_values(
-                        parts
-                            .headers
-                            .get_all("grpc-retry-pushback-ms")
-                            .iter()
-                            .map(HeaderValue::as_bytes),
-                    );
-                    let _ = tx.send(Event::Ended(
-                        id,
-                        AttemptEnd::status(status.code(), pushback),
-                        status,
-                    ));
+            }
+            if progressed {
+                continue;
+            }
+            // The machine's timer (backoff, hedging delay, deadline).
+            match call.poll_timeout() {
+                None => self.timer = None,
+                Some(at) => {
+                    let sleep = match &mut self.timer {
+                        Some((armed, sleep)) if *armed == at => sleep,
+                        _ => {
+                            let sleep = Box::pin(tokio::time::sleep_until(Instant::from_std(at)));
+                            &mut self.timer.insert((at, sleep)).1
+                        }
+                    };
+                    if sleep.as_mut().poll(cx).is_ready() {
+                        self.timer = None;
+                        call.handle_timeout(now());
+                        continue;
+                    }
                 }
             }
-        }
-        Err(e) => {
-            let place = classify(&e);
-            let _ = tx.send(end(place, Status::from_h2(e)));
+            return Poll::Pending;
         }
     }
 }

@@ -129,6 +129,8 @@ impl Status {
             )
         } else if err.is_library() {
             (Code::Internal, "HTTP/2 error")
+        } else if grpc_transparent::is_user_error(&err) {
+            (Code::Internal, "the request could not be sent")
         } else {
             (Code::Unavailable, "transport error")
         };

@@ -1,0 +1,349 @@
+//! One attempt of a call (gRFC A6): a pick, the request HEADERS (with this attempt's `grpc-timeout` and
+//! `grpc-previous-rpc-attempts`), the request messages the retry state machine hands it, and the response
+//! headers. An attempt is a poll-driven state machine owned by the call's [`crate::retry_driver`], which
+//! polls every live attempt from one task: no task or channel per attempt.
+//!
+//! How it ended is reported in A6's failure places: a failed pick is `PickFailed` (`Dropped` for a
+//! load-balancer drop); an h2 error is classified by `grpc-transparent` from how far the stream had got
+//! ([`Progress`]); trailers (Trailers-Only) are `Processed`, with their pushback.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use grpc_retry::{AttemptEnd, FailurePlace, Pushback};
+use grpc_transparent::Progress;
+use h2::client::{ResponseFuture, SendRequest};
+use h2::{RecvStream, SendStream};
+use http::{HeaderMap, HeaderValue};
+use std::collections::VecDeque;
+use tokio::time::Instant;
+
+use crate::call::{classify_head, Head};
+use crate::status::{Code, Status};
+use crate::timeout;
+
+/// What every attempt of a call sends.
+pub(crate) struct AttemptSetup {
+    pub(crate) uri: http::Uri,
+    /// The request headers, without `grpc-timeout` and `grpc-previous-rpc-attempts` (set per attempt).
+    pub(crate) headers: HeaderMap,
+    pub(crate) method: String,
+    pub(crate) wait_for_ready: bool,
+    pub(crate) deadline: Option<Instant>,
+    /// Hand each message to h2 whole instead of as flow control admits it: for calls whose request is
+    /// complete before the first attempt (unary, server-streaming), which need no backpressure.
+    pub(crate) eager: bool,
+}
+
+/// A pick that failed: its status, and whether the load balancer dropped the call.
+pub(crate) struct PickError {
+    pub(crate) status: Status,
+    pub(crate) dropped: bool,
+}
+
+/// A connection chosen for an attempt, and its address (none for `unix:` targets).
+pub(crate) type Picked = (SendRequest<Bytes>, Option<SocketAddr>);
+
+pub(crate) type PickFuture = Pin<Box<dyn Future<Output = Result<Picked, PickError>> + Send>>;
+
+/// What polling an attempt reports.
+pub(crate) enum AttemptEvent {
+    /// The pick chose this address.
+    Picked(Option<SocketAddr>),
+    /// Message `index` was handed to h2 whole.
+    Sent(usize),
+    /// Response headers arrived and messages follow; [`Attempt::take_open`] has them.
+    Headers,
+    /// The attempt is over.
+    Ended(AttemptEnd, Status),
+}
+
+/// The parts of an attempt the call keeps once it commits to it.
+pub(crate) struct OpenAttempt {
+    pub(crate) send: SendStream<Bytes>,
+    /// The response headers, or the future that brings them.
+    pub(crate) response: Response,
+}
+
+/// The response side of an open attempt.
+pub(crate) enum Response {
+    Pending(ResponseFuture),
+    Received(http::Response<RecvStream>),
+}
+
+enum State {
+    Picking(PickFuture),
+    Open {
+        handle: SendRequest<Bytes>,
+        send: SendStream<Bytes>,
+        response: Response,
+        progress: Progress,
+    },
+    Done,
+}
+
+/// One attempt.
+pub(crate) struct Attempt {
+    state: State,
+    setup: Arc<AttemptSetup>,
+    previous_attempts: u32,
+    /// Messages to write, with their index in the call; the front one may be partly written.
+    queue: VecDeque<(usize, Bytes)>,
+    /// Half-close once the queue is written.
+    half_close: bool,
+    /// END_STREAM was sent.
+    half_closed: bool,
+}
+
+impl Attempt {
+    pub(crate) fn new(pick: PickFuture, setup: Arc<AttemptSetup>, previous_attempts: u32) -> Self {
+        Attempt {
+            state: State::Picking(pick),
+            setup,
+            previous_attempts,
+            queue: VecDeque::new(),
+            half_close: false,
+            half_closed: false,
+        }
+    }
+
+    /// Queues message `index` for this attempt.
+    pub(crate) fn send(&mut self, index: usize, message: Bytes) {
+        self.queue.push_back((index, message));
+    }
+
+    /// Half-closes after the queued messages.
+    pub(crate) fn half_close(&mut self) {
+        self.half_close = true;
+    }
+
+    /// Whether every queued message has been handed to h2 (a picking attempt has nothing to wait for).
+    pub(crate) fn caught_up(&self) -> bool {
+        self.queue.is_empty() || !matches!(self.state, State::Open { .. })
+    }
+
+    /// Whether the attempt has a stream.
+    pub(crate) fn is_open(&self) -> bool {
+        matches!(self.state, State::Open { .. })
+    }
+
+    /// Cancels the attempt: RST_STREAM(CANCEL) if its stream exists.
+    pub(crate) fn cancel(&mut self) {
+        if let State::Open { send, .. } = &mut self.state {
+            send.send_reset(h2::Reason::CANCEL);
+        }
+        self.state = State::Done;
+    }
+
+    /// Hands the committed attempt's stream to the call: what is still queued goes to h2 whole (it was
+    /// accepted from the application already), then END_STREAM if the call half-closed. `None` while the
+    /// attempt has no stream yet.
+    pub(crate) fn take_open(&mut self) -> Option<OpenAttempt> {
+        if !self.is_open() {
+            return None;
+        }
+        let State::Open {
+            mut send, response, ..
+        } = std::mem::replace(&mut self.state, State::Done)
+        else {
+            return None;
+        };
+        while let Some((_, data)) = self.queue.pop_front() {
+            let last = self.half_close && self.queue.is_empty();
+            // An error here reappears on the response side, which reports the stream's end.
+            let _ = send.send_data(data, last);
+            self.half_closed |= last;
+        }
+        if self.half_close && !self.half_closed {
+            let _ = send.send_data(Bytes::new(), true);
+            self.half_closed = true;
+        }
+        Some(OpenAttempt { send, response })
+    }
+
+    /// Whether the application's half-close has been written.
+    pub(crate) fn half_closed(&self) -> bool {
+        self.half_closed
+    }
+
+    /// Drives the attempt until it has something to report.
+    pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<AttemptEvent> {
+        let pick = match &mut self.state {
+            State::Done => return Poll::Pending,
+            State::Open { .. } => return self.poll_open(cx),
+            State::Picking(pick) => pick,
+        };
+        let (handle, addr) = match pick.as_mut().poll(cx) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(Ok(picked)) => picked,
+            Poll::Ready(Err(e)) => {
+                self.state = State::Done;
+                let place = if e.dropped {
+                    FailurePlace::Dropped
+                } else {
+                    FailurePlace::PickFailed
+                };
+                return Poll::Ready(ended(place, e.status));
+            }
+        };
+        Poll::Ready(match self.open(handle, cx) {
+            Ok(()) => AttemptEvent::Picked(addr),
+            Err(err) => {
+                self.state = State::Done;
+                let place = grpc_transparent::classify(&err, Progress::Opening);
+                ended(place, status_of(err, place))
+            }
+        })
+    }
+
+    /// Sends the request HEADERS on the picked connection.
+    fn open(
+        &mut self,
+        mut handle: SendRequest<Bytes>,
+        cx: &mut Context<'_>,
+    ) -> Result<(), h2::Error> {
+        let mut request = http::Request::new(());
+        *request.method_mut() = http::Method::POST;
+        *request.uri_mut() = self.setup.uri.clone();
+        *request.version_mut() = http::Version::HTTP_2;
+        *request.headers_mut() = attempt_headers(&self.setup, self.previous_attempts);
+        let (response, send) = handle.send_request(request, false)?;
+        let mut progress = Progress::Opened;
+        // h2 keeps a stream over the server's MAX_CONCURRENT_STREAMS in a local queue; the handle that opened
+        // it is not ready until it leaves.
+        if handle.poll_ready(cx).is_pending() {
+            progress = Progress::QueuedLocally;
+        }
+        self.state = State::Open {
+            handle,
+            send,
+            response: Response::Pending(response),
+            progress,
+        };
+        Ok(())
+    }
+
+    fn poll_open(&mut self, cx: &mut Context<'_>) -> Poll<AttemptEvent> {
+        let State::Open {
+            handle,
+            send,
+            response,
+            progress,
+        } = &mut self.state
+        else {
+            return Poll::Pending;
+        };
+        if *progress == Progress::QueuedLocally {
+            if let Poll::Ready(Ok(())) = handle.poll_ready(cx) {
+                *progress = Progress::Opened;
+            }
+        }
+        if let Response::Pending(future) = response {
+            match Pin::new(future).poll(cx) {
+                Poll::Pending => {}
+                Poll::Ready(Err(err)) => {
+                    let place = grpc_transparent::classify(&err, *progress);
+                    self.state = State::Done;
+                    return Poll::Ready(ended(place, status_of(err, place)));
+                }
+                Poll::Ready(Ok(head)) => {
+                    let (parts, body) = head.into_parts();
+                    let pushback = Pushback::from_values(
+                        parts
+                            .headers
+                            .get_all("grpc-retry-pushback-ms")
+                            .iter()
+                            .map(HeaderValue::as_bytes),
+                    );
+                    match classify_head(
+                        parts.status.as_u16(),
+                        parts.headers.clone(),
+                        body.is_end_stream(),
+                    ) {
+                        Head::Messages { .. } => {
+                            *response = Response::Received(http::Response::from_parts(parts, body));
+                            return Poll::Ready(AttemptEvent::Headers);
+                        }
+                        Head::End(status, _) => {
+                            self.state = State::Done;
+                            let end = AttemptEnd::status(status.code(), pushback);
+                            return Poll::Ready(AttemptEvent::Ended(end, status));
+                        }
+                    }
+                }
+            }
+        }
+        // Write what flow control admits (everything at once for eager calls).
+        while let Some((index, data)) = self.queue.front_mut() {
+            let index = *index;
+            let eager = self.setup.eager;
+            let capacity = if eager { data.len() } else { send.capacity() };
+            if capacity == 0 && !data.is_empty() {
+                send.reserve_capacity(data.len());
+                match send.poll_capacity(cx) {
+                    Poll::Ready(Some(Ok(_))) => continue,
+                    // The stream is gone: the response side reports how.
+                    Poll::Ready(Some(Err(_)) | None) | Poll::Pending => return Poll::Pending,
+                }
+            }
+            let chunk = data.split_to(capacity.min(data.len()));
+            let done = data.is_empty();
+            let last = done && self.half_close && self.queue.len() == 1;
+            if send.send_data(chunk, last).is_err() {
+                return Poll::Pending;
+            }
+            if done {
+                self.queue.pop_front();
+                self.half_closed |= last;
+                return Poll::Ready(AttemptEvent::Sent(index));
+            }
+        }
+        if self.half_close && !self.half_closed {
+            self.half_closed = true;
+            let _ = send.send_data(Bytes::new(), true);
+        }
+        Poll::Pending
+    }
+}
+
+/// The request headers of one attempt: `grpc-timeout` first after the pseudo-headers (the time left now),
+/// `grpc-previous-rpc-attempts` on retries, then the call's headers.
+fn attempt_headers(setup: &AttemptSetup, previous_attempts: u32) -> HeaderMap {
+    let mut headers = HeaderMap::with_capacity(setup.headers.len() + 2);
+    if let Some(deadline) = setup.deadline {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if let Ok(v) = HeaderValue::try_from(timeout::encode(remaining)) {
+            headers.insert("grpc-timeout", v);
+        }
+    }
+    if previous_attempts > 0 {
+        headers.insert(
+            "grpc-previous-rpc-attempts",
+            HeaderValue::from(previous_attempts),
+        );
+    }
+    for (name, value) in &setup.headers {
+        headers.append(name.clone(), value.clone());
+    }
+    headers
+}
+
+fn ended(place: FailurePlace, status: Status) -> AttemptEvent {
+    AttemptEvent::Ended(AttemptEnd::failure(status.code(), place), status)
+}
+
+/// The status of an attempt that failed with an h2 error at `place`.
+fn status_of(err: h2::Error, place: FailurePlace) -> Status {
+    if place == FailurePlace::Local {
+        return Status::new(
+            Code::Internal,
+            format!("the request could not be sent: {err}"),
+        )
+        .with_source(err);
+    }
+    Status::from_h2(err)
+}
