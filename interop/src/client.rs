@@ -1,5 +1,7 @@
 //! The interop test cases (`shared/spec/interop.md`), client side, on `grpc-channel`.
 
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -33,6 +35,37 @@ pub const ALL_CASES: [&str; 20] = [
     "rpc_soak",
     "channel_soak",
 ];
+
+/// Set once a write to stdout has failed; nothing more is written after that.
+static STDOUT_GONE: AtomicBool = AtomicBool::new(false);
+
+/// Writes `text` to stdout and flushes it. Unlike `print!`, which panics when stdout is a closed pipe (Rust
+/// ignores SIGPIPE, so `| head -1` gives EPIPE), this returns the error; after the first failure it writes
+/// nothing more and returns `BrokenPipe`.
+pub fn write_stdout(text: std::fmt::Arguments<'_>) -> std::io::Result<()> {
+    if STDOUT_GONE.load(Ordering::Relaxed) {
+        return Err(std::io::ErrorKind::BrokenPipe.into());
+    }
+    let mut stdout = std::io::stdout().lock();
+    let result = stdout.write_fmt(text).and_then(|()| stdout.flush());
+    if result.is_err() {
+        STDOUT_GONE.store(true, Ordering::Relaxed);
+    }
+    result
+}
+
+/// Writes one line to stdout, never panicking: once stdout is gone (a closed pipe), the remaining lines are
+/// dropped quietly and the caller carries on; any other write error is reported once on stderr.
+pub fn out_line(line: std::fmt::Arguments<'_>) {
+    if STDOUT_GONE.load(Ordering::Relaxed) {
+        return;
+    }
+    if let Err(e) = write_stdout(format_args!("{line}\n")) {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("interop-client: cannot write to stdout ({e}); carrying on without output");
+        }
+    }
+}
 
 /// Settings of the soak cases (the standard flags' defaults).
 #[derive(Clone, Debug)]
@@ -642,10 +675,10 @@ async fn soak(ctx: &Context, new_channel_each_time: bool) -> CaseResult {
         failures += f;
         attempted += a;
     }
-    println!(
+    out_line(format_args!(
         "soak summary: {attempted} of {} iterations ran, {done} succeeded within the latency limit, {failures} failed",
         cfg.iterations
-    );
+    ));
     ensure!(
         attempted == cfg.iterations,
         "only {attempted} of {} iterations ran before the overall timeout",
@@ -705,21 +738,21 @@ async fn soak_thread(
         match result {
             Ok(()) if elapsed <= cfg.max_latency => {
                 done += 1;
-                println!(
+                out_line(format_args!(
                     "soak iteration: {i} thread: {thread} elapsed_ms: {ms} peer: {} succeeded",
                     ctx.target
-                );
+                ));
             }
             Ok(()) => {
                 failures += 1;
-                println!("soak iteration: {i} thread: {thread} elapsed_ms: {ms} peer: {} failed: slower than the latency limit", ctx.target);
+                out_line(format_args!("soak iteration: {i} thread: {thread} elapsed_ms: {ms} peer: {} failed: slower than the latency limit", ctx.target));
             }
             Err(e) => {
                 failures += 1;
-                println!(
+                out_line(format_args!(
                     "soak iteration: {i} thread: {thread} elapsed_ms: {ms} peer: {} failed: {e}",
                     ctx.target
-                );
+                ));
             }
         }
         let wait = cfg.min_time_between.saturating_sub(start.elapsed());

@@ -2,31 +2,130 @@
 //! finishes (`name: passed` or `name: failed: reason`), then `N passed, N failed`; exits non-zero on any
 //! failure.
 
+use std::io::ErrorKind;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use grpc_channel::Channel;
-use interop::client::{self, Context, SoakConfig, ALL_CASES};
-use interop::flags::Flags;
+use interop::client::{self, out_line, write_stdout, Context, SoakConfig, ALL_CASES};
+use interop::flags::{help_text, FlagSpec, Flags};
 
-const FLAGS: &[&str] = &[
-    "server_host",
-    "server_port",
-    "server_host_override",
-    "test_case",
-    "use_tls",
-    "use_test_ca",
-    "service_config_json",
-    "additional_metadata",
-    "skip",
-    "soak_iterations",
-    "soak_max_failures",
-    "soak_per_iteration_max_acceptable_latency_ms",
-    "soak_overall_timeout_seconds",
-    "soak_min_time_ms_between_rpcs",
-    "soak_request_size",
-    "soak_response_size",
-    "soak_num_threads",
+/// Every flag the client accepts: `Flags::parse` takes its names from here and `--help` prints it.
+const FLAGS: &[FlagSpec] = &[
+    FlagSpec {
+        name: "target",
+        value: "URI",
+        default: "",
+        help: "channel target (host:port, dns:[//auth/]host[:port], ipv4:a:p[,b:p], ipv6:[::1]:p, unix:/path); overrides --server_host/--server_port",
+    },
+    FlagSpec {
+        name: "server_host",
+        value: "HOST",
+        default: "localhost",
+        help: "host to connect to (ignored with --target)",
+    },
+    FlagSpec {
+        name: "server_port",
+        value: "PORT",
+        default: "",
+        help: "port to connect to; required unless --target is given",
+    },
+    FlagSpec {
+        name: "server_host_override",
+        value: "NAME",
+        default: "",
+        help: "the :authority to send, as NAME:PORT (NAME alone for a target without a port)",
+    },
+    FlagSpec {
+        name: "test_case",
+        value: "NAME[,NAME...]",
+        default: "all",
+        help: "the cases to run, in order (all: every case this client knows)",
+    },
+    FlagSpec {
+        name: "use_tls",
+        value: "BOOL",
+        default: "false",
+        help: "TLS; only false is supported for now",
+    },
+    FlagSpec {
+        name: "use_test_ca",
+        value: "BOOL",
+        default: "false",
+        help: "trust the test CA (accepted; no effect without TLS)",
+    },
+    FlagSpec {
+        name: "service_config_json",
+        value: "JSON",
+        default: "",
+        help: "turn off service config lookup and use this JSON as the default service config",
+    },
+    FlagSpec {
+        name: "additional_metadata",
+        value: "K:V[;K:V...]",
+        default: "",
+        help: "extra metadata on every call",
+    },
+    FlagSpec {
+        name: "skip",
+        value: "NAME[,NAME...]",
+        default: "",
+        help: "cases to report as skipped instead of running (not a standard flag)",
+    },
+    FlagSpec {
+        name: "soak_iterations",
+        value: "N",
+        default: "10",
+        help: "RPCs per soak case",
+    },
+    FlagSpec {
+        name: "soak_max_failures",
+        value: "N",
+        default: "0",
+        help: "failed or too slow soak RPCs allowed",
+    },
+    FlagSpec {
+        name: "soak_per_iteration_max_acceptable_latency_ms",
+        value: "MS",
+        default: "1000",
+        help: "a soak RPC slower than this counts as a failure",
+    },
+    FlagSpec {
+        name: "soak_overall_timeout_seconds",
+        value: "S",
+        default: "latency limit x iterations, at least 10",
+        help: "time limit of a whole soak case",
+    },
+    FlagSpec {
+        name: "soak_min_time_ms_between_rpcs",
+        value: "MS",
+        default: "0",
+        help: "least time from the start of one soak RPC to the next",
+    },
+    FlagSpec {
+        name: "soak_request_size",
+        value: "BYTES",
+        default: "271828",
+        help: "payload size of a soak request",
+    },
+    FlagSpec {
+        name: "soak_response_size",
+        value: "BYTES",
+        default: "314159",
+        help: "payload size of a soak response",
+    },
+    FlagSpec {
+        name: "soak_num_threads",
+        value: "N",
+        default: "1",
+        help: "concurrent soak workers sharing the iterations",
+    },
+    FlagSpec {
+        name: "help",
+        value: "",
+        default: "",
+        help: "print this list and exit (also -h)",
+    },
 ];
 
 fn parse_metadata(spec: &str) -> Result<Vec<(String, String)>, String> {
@@ -44,37 +143,89 @@ fn parse_metadata(spec: &str) -> Result<Vec<(String, String)>, String> {
     Ok(out)
 }
 
-fn setup() -> Result<(Context, Vec<String>, Vec<String>), String> {
-    let flags = Flags::parse(std::env::args().skip(1), FLAGS)?;
-    if flags.bool("use_tls", false)? {
-        return Err("--use_tls=true is not supported yet: TLS has its own work item".to_owned());
+/// What the flags ask for, before any channel exists.
+#[derive(Debug)]
+struct Settings {
+    target: String,
+    authority: Option<String>,
+    service_config_json: Option<String>,
+    metadata: Vec<(String, String)>,
+    soak: SoakConfig,
+    cases: Vec<String>,
+    skip: Vec<String>,
+}
+
+/// The port a channel target names, if any: for the authority with `--server_host_override`.
+fn target_port(target: &str) -> Option<u16> {
+    let host_port = if let Some(rest) = target.strip_prefix("dns:") {
+        match rest.strip_prefix("//") {
+            Some(with_authority) => with_authority.split_once('/')?.1,
+            None => rest,
+        }
+    } else if let Some(list) = target
+        .strip_prefix("ipv4:")
+        .or_else(|| target.strip_prefix("ipv6:"))
+    {
+        list.split(',').next()?
+    } else if target.starts_with("unix:") || target.starts_with("unix-abstract:") {
+        return None;
+    } else {
+        target
+    };
+    let port = match host_port.strip_prefix('[') {
+        Some(bracketed) => bracketed.split_once("]:")?.1,
+        None => match host_port.split_once(':') {
+            Some((_, p)) if !p.contains(':') => p,
+            _ => return None,
+        },
+    };
+    port.parse().ok()
+}
+
+/// The channel target and the `:authority` override: `--target` as given, or `--server_host:--server_port`.
+fn target_and_authority(flags: &Flags) -> Result<(String, Option<String>), String> {
+    let host_override = flags.str("server_host_override").filter(|h| !h.is_empty());
+    if let Some(target) = flags.str("target") {
+        if target.is_empty() {
+            return Err("--target needs a value".to_owned());
+        }
+        if flags.str("server_host").is_some() || flags.str("server_port").is_some() {
+            eprintln!("interop-client: --target given; ignoring --server_host and --server_port");
+        }
+        let authority = host_override.map(|h| match target_port(target) {
+            Some(port) => format!("{h}:{port}"),
+            None => h.to_owned(),
+        });
+        return Ok((target.to_owned(), authority));
     }
-    let _ = flags.bool("use_test_ca", false)?;
-    let host = flags.str("server_host").unwrap_or("localhost").to_owned();
+    let host = flags.str("server_host").unwrap_or("localhost");
     let port: u16 = flags.num("server_port", 0)?;
     if port == 0 {
-        return Err("--server_port is required".to_owned());
+        return Err("--server_port (or --target) is required".to_owned());
     }
     let target = if host.contains(':') {
         format!("[{host}]:{port}")
     } else {
         format!("{host}:{port}")
     };
-    let authority = flags
-        .str("server_host_override")
-        .filter(|h| !h.is_empty())
-        .map(|h| format!("{h}:{port}"));
-    let mut builder = Channel::builder(target.clone());
-    if let Some(a) = &authority {
-        builder = builder.authority(a.clone());
+    Ok((target, host_override.map(|h| format!("{h}:{port}"))))
+}
+
+/// Reads the flags; `None` for `--help`.
+fn settings(args: impl IntoIterator<Item = String>) -> Result<Option<Settings>, String> {
+    let flags = Flags::parse(args, FLAGS)?;
+    if flags.bool("help", false)? {
+        return Ok(None);
     }
-    // The standard meaning: no service config lookup, and this JSON as the default config.
-    if let Some(json) = flags.str("service_config_json").filter(|j| !j.is_empty()) {
-        builder = builder
-            .service_config_lookup(false)
-            .default_service_config(json);
+    if flags.bool("use_tls", false)? {
+        return Err("--use_tls=true is not supported yet: TLS has its own work item".to_owned());
     }
-    let channel = builder.build().map_err(|e| e.to_string())?;
+    let _ = flags.bool("use_test_ca", false)?;
+    let (target, authority) = target_and_authority(&flags)?;
+    let service_config_json = flags
+        .str("service_config_json")
+        .filter(|j| !j.is_empty())
+        .map(str::to_owned);
     let iterations: u32 = flags.num("soak_iterations", SoakConfig::default().iterations)?;
     let max_latency_ms: u64 = flags.num("soak_per_iteration_max_acceptable_latency_ms", 1000)?;
     let soak = SoakConfig {
@@ -118,29 +269,72 @@ fn setup() -> Result<(Context, Vec<String>, Vec<String>), String> {
         .filter(|s| !s.is_empty())
         .map(str::to_owned)
         .collect();
-    let ctx = Context {
-        channel,
+    Ok(Some(Settings {
         target,
         authority,
+        service_config_json,
         metadata,
         soak,
+        cases,
+        skip,
+    }))
+}
+
+fn context(s: Settings) -> Result<(Context, Vec<String>, Vec<String>), String> {
+    let mut builder = Channel::builder(s.target.clone());
+    if let Some(a) = &s.authority {
+        builder = builder.authority(a.clone());
+    }
+    // The standard meaning: no service config lookup, and this JSON as the default config.
+    if let Some(json) = &s.service_config_json {
+        builder = builder
+            .service_config_lookup(false)
+            .default_service_config(json.clone());
+    }
+    let channel = builder.build().map_err(|e| e.to_string())?;
+    let ctx = Context {
+        channel,
+        target: s.target,
+        authority: s.authority,
+        metadata: s.metadata,
+        soak: s.soak,
     };
-    Ok((ctx, cases, skip))
+    Ok((ctx, s.cases, s.skip))
+}
+
+/// Prints the flag table; a closed pipe (`--help | head -1`) is a normal end.
+fn print_help() -> ExitCode {
+    let text = format!(
+        "usage: interop-client [--flag=value ...]; every flag:\n{}",
+        help_text(FLAGS)
+    );
+    match write_stdout(format_args!("{text}")) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind() == ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("interop-client: cannot write the help: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let (ctx, cases, skip) = match setup() {
-        Ok(s) => s,
+    let setup = settings(std::env::args().skip(1)).and_then(|s| s.map(context).transpose());
+    let (ctx, cases, skip) = match setup {
+        Ok(Some(s)) => s,
+        Ok(None) => return print_help(),
         Err(e) => {
             eprintln!("interop-client: {e}");
             return ExitCode::from(2);
         }
     };
+    // Once stdout is gone (`| head -1`), the cases still run, without output, so the exit status stays the
+    // suite's result.
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);
     for case in &cases {
         if skip.contains(case) {
-            println!("{case}: skipped");
+            out_line(format_args!("{case}: skipped"));
             skipped += 1;
             continue;
         }
@@ -151,26 +345,144 @@ async fn main() -> ExitCode {
         match result {
             Ok(Ok(())) => {
                 passed += 1;
-                println!("{case}: passed ({ms} ms)");
+                out_line(format_args!("{case}: passed ({ms} ms)"));
             }
             Ok(Err(reason)) => {
                 failed += 1;
-                println!("{case}: failed: {reason}");
+                out_line(format_args!("{case}: failed: {reason}"));
             }
             Err(_) => {
                 failed += 1;
-                println!("{case}: failed: did not finish within 120 s");
+                out_line(format_args!("{case}: failed: did not finish within 120 s"));
             }
         }
     }
     if skipped > 0 {
-        println!("{passed} passed, {failed} failed, {skipped} skipped");
+        out_line(format_args!(
+            "{passed} passed, {failed} failed, {skipped} skipped"
+        ));
     } else {
-        println!("{passed} passed, {failed} failed");
+        out_line(format_args!("{passed} passed, {failed} failed"));
     }
     if failed > 0 {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings_of(args: &[&str]) -> Result<Option<Settings>, String> {
+        settings(args.iter().map(|s| s.to_string()))
+    }
+
+    fn run_settings(args: &[&str]) -> Settings {
+        settings_of(args).expect("valid flags").expect("not --help")
+    }
+
+    #[test]
+    fn help_lists_every_flag_once() {
+        let help = help_text(FLAGS);
+        assert_eq!(help.lines().count(), FLAGS.len());
+        for spec in FLAGS {
+            assert!(!spec.help.is_empty(), "--{} has no description", spec.name);
+            let prefix = format!("  --{}", spec.name);
+            let lines = help
+                .lines()
+                .filter(|l| {
+                    l.strip_prefix(prefix.as_str())
+                        .is_some_and(|rest| rest.starts_with(['=', ' ']) || rest.is_empty())
+                })
+                .count();
+            assert_eq!(lines, 1, "--{} in the help:\n{help}", spec.name);
+        }
+    }
+
+    #[test]
+    fn help_and_h_ask_for_the_help() {
+        assert!(settings_of(&["--help"]).expect("parses").is_none());
+        assert!(settings_of(&["-h"]).expect("parses").is_none());
+        // Before the checks of the other flags, so `--help` works whatever else is on the line.
+        assert!(settings_of(&["--server_port=x", "--help"])
+            .expect("parses")
+            .is_none());
+        let e = settings_of(&["--bogus"]).expect_err("unknown flag");
+        assert!(
+            e.contains("--target") && e.contains("--soak_num_threads"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn every_flag_in_the_table_parses_together() {
+        // Each flag the code reads must be in the table (Flags::str checks that in debug builds).
+        let s = run_settings(&[
+            "--target=localhost:1",
+            "--server_host=h",
+            "--server_port=2",
+            "--server_host_override=o",
+            "--test_case=empty_unary,large_unary",
+            "--use_tls=false",
+            "--use_test_ca=false",
+            "--service_config_json={}",
+            "--additional_metadata=k:v",
+            "--skip=large_unary",
+            "--soak_iterations=3",
+            "--soak_max_failures=1",
+            "--soak_per_iteration_max_acceptable_latency_ms=5",
+            "--soak_overall_timeout_seconds=6",
+            "--soak_min_time_ms_between_rpcs=7",
+            "--soak_request_size=8",
+            "--soak_response_size=9",
+            "--soak_num_threads=2",
+        ]);
+        assert_eq!(s.cases, ["empty_unary", "large_unary"]);
+        assert_eq!(s.skip, ["large_unary"]);
+        assert_eq!(s.service_config_json.as_deref(), Some("{}"));
+        assert_eq!(s.soak.threads, 2);
+    }
+
+    #[test]
+    fn target_overrides_host_and_port() {
+        for (target, authority) in [
+            ("ipv4:127.0.0.1:5000,127.0.0.2:5001", "o:5000"),
+            ("ipv6:[::1]:5002", "o:5002"),
+            ("dns:///localhost:5003", "o:5003"),
+            ("dns://8.8.8.8:53/example.com:5004", "o:5004"),
+            ("dns:example.com", "o"),
+            ("unix:/tmp/sock", "o"),
+            ("unix:///tmp/sock", "o"),
+            ("localhost:5005", "o:5005"),
+            ("[::1]:5006", "o:5006"),
+        ] {
+            let s = run_settings(&[
+                &format!("--target={target}"),
+                "--server_host=ignored",
+                "--server_port=1",
+                "--server_host_override=o",
+            ]);
+            assert_eq!(s.target, target);
+            assert_eq!(s.authority.as_deref(), Some(authority), "{target}");
+            let s = run_settings(&[&format!("--target={target}")]);
+            assert_eq!((s.target.as_str(), s.authority), (target, None));
+        }
+        assert!(settings_of(&["--target="]).is_err());
+    }
+
+    #[test]
+    fn without_target_host_and_port_make_the_target() {
+        let s = run_settings(&["--server_port=50051"]);
+        assert_eq!((s.target.as_str(), s.authority), ("localhost:50051", None));
+        let s = run_settings(&[
+            "--server_host=::1",
+            "--server_port=50051",
+            "--server_host_override=foo.test.google.fr",
+        ]);
+        assert_eq!(s.target, "[::1]:50051");
+        assert_eq!(s.authority.as_deref(), Some("foo.test.google.fr:50051"));
+        assert!(settings_of(&["--server_host=h"]).is_err());
     }
 }
