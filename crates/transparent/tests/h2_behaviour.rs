@@ -228,7 +228,7 @@ async fn a_request_h2_refuses_to_encode_is_a_local_error() {
             http::HeaderName::from_static(name),
             http::HeaderValue::from_static(value),
         );
-        let err = send.send_request(req, true).err().expect("refused by h2");
+        let err = send.send_request(req, true).expect_err("refused by h2");
         assert!(is_user_error(&err), "{name}: {err:?}");
         assert_eq!(
             classify(&err, Progress::Opening),
