@@ -144,8 +144,7 @@ async fn a_goaway_below_the_stream_fails_it_as_unprocessed_and_later_requests_ne
         Err(e) => e,
         Ok(mut s) => s
             .send_request(request(), true)
-            .err()
-            .expect("refused after GOAWAY"),
+            .expect_err("refused after GOAWAY"),
     };
     assert!(err.is_go_away(), "{err:?}");
     assert_eq!(classify(&err, Progress::Opening), FailurePlace::NotSent);
