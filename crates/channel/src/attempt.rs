@@ -123,7 +123,12 @@ impl Attempt {
 
     /// Whether every queued message has been handed to h2 (a picking attempt has nothing to wait for).
     pub(crate) fn caught_up(&self) -> bool {
-        self.queue.is_empty() || !matches!(self.state, State::Open { .. })
+        self.queue.is_empty() || !self.is_open()
+    }
+
+    /// Whether nothing is queued.
+    pub(crate) fn queue_empty(&self) -> bool {
+        self.queue.is_empty()
     }
 
     /// Whether the attempt has a stream.

@@ -184,7 +184,18 @@ impl Driver {
             }
             // The application's next message, half-close or cancel.
             if let Some(shared) = &self.input {
-                let accept = self.attempts.iter().flatten().all(Attempt::caught_up);
+                // Take the next message once some attempt has a stream and every attempt with a stream has
+                // written what it was given (and, after commit, the committed one has, stream or not):
+                // memory stays bounded while attempts pick or the call backs off.
+                let mut open = self.attempts.iter().flatten().filter(|a| a.is_open());
+                let accept = open.clone().next().is_some()
+                    && open.all(Attempt::caught_up)
+                    && self.committed.is_none_or(|c| {
+                        self.attempts
+                            .get(c.0 as usize)
+                            .and_then(Option::as_ref)
+                            .is_none_or(Attempt::queue_empty)
+                    });
                 let input = shared.lock().poll_input(cx, accept, self.half_close_sent);
                 match input {
                     None => {}

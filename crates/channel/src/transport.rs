@@ -109,7 +109,12 @@ impl Transport {
         let mut backoff = WAIT_BACKOFF_INITIAL;
         loop {
             let result = match self.live() {
-                Some(conn) => self.try_ready(conn, &[]).await,
+                // A connection found dead (closed, or refusing streams after a GOAWAY) is marked so:
+                // connect anew at once; the call never left the client.
+                Some(conn) => match self.try_ready(conn, &[]).await {
+                    Err(_) => continue,
+                    ready => ready,
+                },
                 None => {
                     let (endpoints, _) = resolution.wait(wait_for_ready).await?;
                     let result = self.try_ready_with(&endpoints).await;
