@@ -25,11 +25,14 @@
 //! Calls are load-balanced by a per-channel control plane (`grpc-lb`: pick_first or round_robin, subchannels
 //! with connection backoff), with connectivity state, wait-for-ready, an idle timeout and `close()`.
 //!
-//! Unary calls whose method config has a `retryPolicy` or `hedgingPolicy` run through `grpc-retry`'s A6
-//! state machine (retries, hedging, throttling, pushback, transparent retries, the avoid hint).
+//! Every call, whatever its shape and whether or not its method config has a `retryPolicy` or
+//! `hedgingPolicy`, runs through `grpc-retry`'s A6 state machine: retries, hedging (hedges avoid the
+//! addresses the call used), throttling, pushback, commit with bounded replay buffers, and transparent
+//! retries of attempts that never left the client or that the server's HTTP/2 stack refused (classified by
+//! `grpc-transparent`). `ChannelBuilder::retries(false)` turns policy retries and hedging off; transparent
+//! retries stay on.
 //!
-//! Not here yet (each has its own work item): TLS, A6 for streaming calls, transparent retries for calls
-//! without a policy, keepalive.
+//! Not here yet (each has its own work item): TLS, keepalive.
 
 mod attempt;
 mod call;
