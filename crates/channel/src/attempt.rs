@@ -352,3 +352,45 @@ fn status_of(err: h2::Error, place: FailurePlace) -> Status {
     }
     Status::from_h2(err)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn every_attempt_puts_grpc_timeout_first_then_the_attempt_count_then_the_call_headers() {
+        let mut headers = HeaderMap::new();
+        headers.insert("te", HeaderValue::from_static("trailers"));
+        headers.insert("content-type", HeaderValue::from_static("application/grpc"));
+        headers.append("x-md", HeaderValue::from_static("1"));
+        headers.append("x-md", HeaderValue::from_static("2"));
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("runtime");
+        let _guard = rt.enter();
+        let setup = AttemptSetup {
+            uri: http::Uri::from_static("http://h/p.S/M"),
+            headers,
+            method: "/p.S/M".to_owned(),
+            wait_for_ready: false,
+            deadline: Some(Instant::now() + Duration::from_secs(5)),
+            eager: true,
+        };
+        for previous in [0, 3] {
+            let built = attempt_headers(&setup, previous);
+            let names: Vec<&str> = built.keys().map(|k| k.as_str()).collect();
+            let mut want = vec!["grpc-timeout"];
+            if previous > 0 {
+                want.push("grpc-previous-rpc-attempts");
+            }
+            want.extend(["te", "content-type", "x-md"]);
+            assert_eq!(names, want);
+            assert_eq!(built.get_all("x-md").iter().count(), 2);
+            if previous > 0 {
+                assert_eq!(built["grpc-previous-rpc-attempts"], "3");
+            }
+        }
+    }
+}
