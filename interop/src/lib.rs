@@ -9,3 +9,5 @@ pub mod faulty;
 pub mod flags;
 pub mod server;
 pub mod server_call;
+#[cfg(test)]
+mod test_h2;
