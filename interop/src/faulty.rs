@@ -11,6 +11,7 @@ use grpc_channel::metadata::encode_bin;
 use grpc_channel::Encoding;
 use h2::Reason;
 use http::{HeaderMap, HeaderValue};
+use prost::Message as _;
 use std::sync::Mutex;
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
@@ -61,13 +62,30 @@ pub mod methods {
     pub const ECHO_HEADERS: &str = "/fault.Faulty/EchoHeaders";
     /// Sends the response headers, then closes the TCP connection.
     pub const DROP_CONNECTION: &str = "/fault.Faulty/DropConnection";
-    /// Stateful, for retry tests: counts attempts per `x-test-key` and records each attempt's
+    /// Stateful, for retry tests (unary): counts attempts per `x-test-key` and records each attempt's
     /// `grpc-previous-rpc-attempts`. The first `x-fail-times` attempts fail: with status `x-fail-code` (and
     /// `grpc-retry-pushback-ms: x-pushback-ms` if given), or with RST_STREAM(REFUSED_STREAM) if `x-fail-mode:
     /// refuse`. Attempts listed in `x-hang-attempts` (e.g. `1,2`, counted as the client does:
     /// `grpc-previous-rpc-attempts` + 1, so the same on every backend) never answer. The others answer OK with
     /// an empty message and the trailer `x-attempt: N` (this server's count for the key).
+    ///
+    /// The full set of request headers every `Flaky*` method understands is in [`super::FlakyHeaders`]; what
+    /// each attempt did is recorded as [`super::Event::Attempt`] and [`super::Event::AttemptEnded`].
     pub const FLAKY: &str = "/fault.Faulty/Flaky";
+    /// [`FLAKY`] for client streaming: reads every request message until the client half-closes, then fails
+    /// (Trailers-Only) or hangs as the Flaky headers say, or answers one [`super::FlakyTotals`]: how many
+    /// messages and bytes this attempt received.
+    pub const FLAKY_CLIENT_STREAM: &str = "/fault.Faulty/FlakyClientStream";
+    /// [`FLAKY`] for server streaming: reads the request (to the client's half-close), then fails
+    /// (Trailers-Only) or hangs as the Flaky headers say, or answers `x-response-count` (default 1)
+    /// [`super::FlakyItem`] messages.
+    pub const FLAKY_SERVER_STREAM: &str = "/fault.Faulty/FlakyServerStream";
+    /// [`FLAKY`] for bidi streaming: echoes each request message as it arrives, and ends OK when the client
+    /// half-closes. A failing attempt reads the first request message (or the half-close) and then answers
+    /// Trailers-Only with `x-fail-code`; with `x-fail-after-first-response: true` it echoes that first message
+    /// (response headers and one message) and then fails in the trailers. A hanging attempt reads and never
+    /// answers.
+    pub const FLAKY_BIDI: &str = "/fault.Faulty/FlakyBidi";
     /// Sends GOAWAY(NO_ERROR) (covering the open stream, as h2 names the last accepted one) and closes.
     pub const GOAWAY: &str = "/fault.Faulty/Goaway";
 }
@@ -91,13 +109,223 @@ pub enum Event {
         /// The RST_STREAM error code.
         reason: Reason,
     },
+    /// How an attempt of a `Flaky*` call ended, and what it received. Recorded before the server sends the
+    /// attempt's last frame (so a client that saw the attempt's status can read it), or when the server
+    /// notices the client's reset.
+    AttemptEnded {
+        /// The `x-test-key`.
+        key: String,
+        /// Which attempt this is for the key on this server (1 = first), as in [`Event::Attempt`].
+        number: u32,
+        /// The method path.
+        path: String,
+        /// How many request messages this attempt received.
+        messages: u32,
+        /// The request messages' bytes (payloads without their 5-byte prefixes, after decompression).
+        bytes: u64,
+        /// How it ended.
+        outcome: AttemptOutcome,
+    },
+}
+
+/// How one attempt of a `Flaky*` call ended on the server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AttemptOutcome {
+    /// Refused with RST_STREAM(REFUSED_STREAM) before anything was read (`x-fail-mode: refuse`).
+    Refused,
+    /// Failed with this `grpc-status` (the `x-fail-code` text): Trailers-Only when `after_response` is false,
+    /// trailers after a response message when it is true.
+    Failed {
+        /// The `grpc-status` sent.
+        code: String,
+        /// Whether response headers and a message went first.
+        after_response: bool,
+    },
+    /// Answered and ended with OK.
+    Ok,
+    /// The client reset the stream with this reason (CANCEL when it gave the attempt up).
+    Reset(Reason),
+    /// The stream failed otherwise (e.g. the connection went away).
+    Broken(String),
+}
+
+/// The response of [`methods::FLAKY_CLIENT_STREAM`]: what the attempt received.
+#[derive(Clone, Copy, PartialEq, Eq, prost::Message)]
+pub struct FlakyTotals {
+    /// How many request messages the attempt received.
+    #[prost(uint32, tag = "1")]
+    pub messages: u32,
+    /// Their bytes (payloads without the 5-byte prefixes).
+    #[prost(uint64, tag = "2")]
+    pub bytes: u64,
+    /// This server's attempt number for the key (as the `x-attempt` trailer).
+    #[prost(uint32, tag = "3")]
+    pub attempt: u32,
+}
+
+/// One response of [`methods::FLAKY_SERVER_STREAM`].
+#[derive(Clone, Copy, PartialEq, Eq, prost::Message)]
+pub struct FlakyItem {
+    /// 0 for the first response of the attempt, then 1, 2, ...
+    #[prost(uint32, tag = "1")]
+    pub index: u32,
+    /// The attempt as the client counts it: `grpc-previous-rpc-attempts` + 1 (so a hedge says 2 on any
+    /// backend).
+    #[prost(uint32, tag = "2")]
+    pub client_attempt: u32,
+    /// This server's attempt number for the key.
+    #[prost(uint32, tag = "3")]
+    pub attempt: u32,
+}
+
+/// A request message for the Flaky streaming methods (they only count request messages, so any bytes do;
+/// this is a convenient prost message of a chosen size).
+#[derive(Clone, PartialEq, Eq, prost::Message)]
+pub struct FlakyMessage {
+    /// Any bytes.
+    #[prost(bytes = "bytes", tag = "1")]
+    pub payload: Bytes,
+}
+
+/// The request headers the `Flaky*` methods read (all optional but `x-test-key`).
+///
+/// | header | meaning |
+/// |---|---|
+/// | `x-test-key` | attempts are counted per key (per server) |
+/// | `x-fail-times: N` | attempts 1..=N (this server's count) fail |
+/// | `x-fail-code: C` | the `grpc-status` of a failure (default 14, UNAVAILABLE) |
+/// | `x-pushback-ms: P` | sent as `grpc-retry-pushback-ms` with a failure |
+/// | `x-fail-mode: refuse` | failures are RST_STREAM(REFUSED_STREAM) before anything is read |
+/// | `x-attempt-script: a,b,...` | overrides the three above: entry n decides attempt n (this server's count): `ok`, `refuse`, `hang`, or a status code to fail with; attempts past the list answer OK |
+/// | `x-hang-attempts: 1,2` | these attempts, counted as the client does (`grpc-previous-rpc-attempts` + 1), never answer (unless refused) |
+/// | `x-response-count: N` | [`methods::FLAKY_SERVER_STREAM`]: responses of a successful attempt (default 1) |
+/// | `x-fail-after-first-response: true` | [`methods::FLAKY_BIDI`]: a failing attempt echoes the first message first |
+#[derive(Clone, Debug, Default)]
+pub struct FlakyHeaders {
+    /// `x-test-key`.
+    pub key: String,
+    /// `grpc-previous-rpc-attempts`.
+    pub previous_attempts: Option<String>,
+    fail_times: u32,
+    fail_code: String,
+    pushback: Option<String>,
+    refuse: bool,
+    script: Option<Vec<String>>,
+    hang: Vec<u32>,
+    response_count: u32,
+    fail_after_first_response: bool,
+}
+
+/// What one Flaky attempt does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Plan {
+    Refuse,
+    Hang,
+    Fail(String),
+    Answer,
+}
+
+impl FlakyHeaders {
+    /// Reads the headers of a request.
+    pub fn parse(headers: &HeaderMap) -> FlakyHeaders {
+        let header = |name: &str| {
+            headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        let list = |v: String| -> Vec<String> {
+            v.split(',')
+                .map(|n| n.trim().to_owned())
+                .filter(|n| !n.is_empty())
+                .collect()
+        };
+        FlakyHeaders {
+            key: header("x-test-key").unwrap_or_default(),
+            previous_attempts: header("grpc-previous-rpc-attempts"),
+            fail_times: header("x-fail-times")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0),
+            fail_code: header("x-fail-code").unwrap_or_else(|| "14".to_owned()),
+            pushback: header("x-pushback-ms"),
+            refuse: header("x-fail-mode").as_deref() == Some("refuse"),
+            script: header("x-attempt-script").map(list),
+            hang: header("x-hang-attempts")
+                .map(list)
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|n| n.parse().ok())
+                .collect(),
+            response_count: header("x-response-count")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(1),
+            fail_after_first_response: header("x-fail-after-first-response").as_deref()
+                == Some("true"),
+        }
+    }
+
+    /// The attempt as the client counts it: `grpc-previous-rpc-attempts` + 1.
+    pub fn client_attempt(&self) -> u32 {
+        self.previous_attempts
+            .as_deref()
+            .and_then(|p| p.parse::<u32>().ok())
+            .unwrap_or(0)
+            + 1
+    }
+
+    /// What attempt `number` (this server's count for the key) does.
+    fn plan(&self, number: u32) -> Plan {
+        let plan = match &self.script {
+            Some(script) => match (number as usize)
+                .checked_sub(1)
+                .and_then(|i| script.get(i))
+                .map(String::as_str)
+            {
+                None | Some("ok") => Plan::Answer,
+                Some("refuse") => Plan::Refuse,
+                Some("hang") => Plan::Hang,
+                Some(code) => Plan::Fail(code.to_owned()),
+            },
+            None if number <= self.fail_times && self.refuse => Plan::Refuse,
+            None if number <= self.fail_times => Plan::Fail(self.fail_code.clone()),
+            None => Plan::Answer,
+        };
+        if plan != Plan::Refuse && self.hang.contains(&self.client_attempt()) {
+            return Plan::Hang;
+        }
+        plan
+    }
+}
+
+/// Which Flaky method.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Shape {
+    Unary,
+    ClientStream,
+    ServerStream,
+    Bidi,
+}
+
+/// What one attempt received so far.
+#[derive(Clone, Copy, Debug, Default)]
+struct Tally {
+    messages: u32,
+    bytes: u64,
+}
+
+/// How reading one request message went.
+enum Read {
+    Message(Bytes),
+    HalfClosed,
+    Failed(AttemptOutcome),
 }
 
 /// A running faulty server.
 #[derive(Clone)]
 pub struct FaultyServer {
-    /// Where it listens.
+    /// Where it listens (`0.0.0.0:0` for a server on a Unix socket).
     pub addr: SocketAddr,
+    unix: Option<Arc<std::path::PathBuf>>,
     events: Arc<Mutex<Vec<Event>>>,
     attempts: Arc<Mutex<std::collections::HashMap<String, u32>>>,
     connections: Arc<Mutex<usize>>,
@@ -109,21 +337,57 @@ impl FaultyServer {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let server = FaultyServer {
             addr: listener.local_addr()?,
-            events: Arc::default(),
-            attempts: Arc::default(),
-            connections: Arc::default(),
+            ..FaultyServer::detached()
         };
         let s = server.clone();
         tokio::spawn(async move {
             while let Ok((tcp, peer)) = listener.accept().await {
                 let _ = tcp.set_nodelay(true);
-                if let Ok(mut n) = s.connections.lock() {
-                    *n += 1;
-                }
-                tokio::spawn(s.clone().connection(tcp, peer));
+                s.count_connection();
+                tokio::spawn(s.clone().serve_connection(tcp, peer));
             }
         });
         Ok(server)
+    }
+
+    /// Starts a faulty server on a Unix socket at `path` (removing a stale socket file there first).
+    pub async fn start_unix(path: impl AsRef<std::path::Path>) -> std::io::Result<FaultyServer> {
+        let path = path.as_ref().to_path_buf();
+        let _ = std::fs::remove_file(&path);
+        let listener = tokio::net::UnixListener::bind(&path)?;
+        let server = FaultyServer {
+            unix: Some(Arc::new(path)),
+            ..FaultyServer::detached()
+        };
+        let s = server.clone();
+        let peer = SocketAddr::from(([0, 0, 0, 0], 0));
+        tokio::spawn(async move {
+            while let Ok((io, _)) = listener.accept().await {
+                s.count_connection();
+                tokio::spawn(s.clone().serve_connection(io, peer));
+            }
+        });
+        Ok(server)
+    }
+
+    /// A faulty server with no listener of its own: connections reach it through
+    /// [`FaultyServer::serve_connection`] (e.g. from [`crate::raw::RawServer`]).
+    pub fn detached() -> FaultyServer {
+        FaultyServer {
+            addr: SocketAddr::from(([0, 0, 0, 0], 0)),
+            unix: None,
+            events: Arc::default(),
+            attempts: Arc::default(),
+            connections: Arc::default(),
+        }
+    }
+
+    /// The channel target that reaches this server: `ipv4:127.0.0.1:PORT` or `unix:PATH`.
+    pub fn target(&self) -> String {
+        match &self.unix {
+            Some(path) => format!("unix:{}", path.display()),
+            None => format!("ipv4:{}", self.addr),
+        }
     }
 
     /// The events seen so far.
@@ -131,13 +395,24 @@ impl FaultyServer {
         self.events.lock().map(|e| e.clone()).unwrap_or_default()
     }
 
-    /// How many TCP connections were accepted.
+    /// How many connections its own listener accepted (connections handed to
+    /// [`FaultyServer::serve_connection`] by someone else are not counted).
     pub fn connections(&self) -> usize {
         self.connections.lock().map(|n| *n).unwrap_or_default()
     }
 
-    async fn connection(self, tcp: tokio::net::TcpStream, peer: SocketAddr) {
-        let Ok(mut conn) = h2_server_builder().handshake::<_, Bytes>(tcp).await else {
+    fn count_connection(&self) {
+        if let Ok(mut n) = self.connections.lock() {
+            *n += 1;
+        }
+    }
+
+    /// Serves one HTTP/2 connection (any byte stream) until it closes, recording into this server's events.
+    pub async fn serve_connection<T>(self, io: T, peer: SocketAddr)
+    where
+        T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let Ok(mut conn) = h2_server_builder().handshake::<_, Bytes>(io).await else {
             return;
         };
         let kill = Arc::new(Notify::new());
@@ -175,8 +450,15 @@ impl FaultyServer {
             r
         };
         let path = call.path.clone();
-        if path == FLAKY {
-            self.flaky(call).await;
+        let shape = match path.as_str() {
+            FLAKY => Some(Shape::Unary),
+            FLAKY_CLIENT_STREAM => Some(Shape::ClientStream),
+            FLAKY_SERVER_STREAM => Some(Shape::ServerStream),
+            FLAKY_BIDI => Some(Shape::Bidi),
+            _ => None,
+        };
+        if let Some(shape) = shape {
+            self.flaky(call, shape).await;
             return;
         }
         // Read the request (unary or not) before answering, as servers do.
@@ -332,77 +614,95 @@ impl FaultyServer {
         }
     }
 
-    async fn flaky(&self, mut call: ServerCall) {
-        let header = |name: &str| {
-            call.request_headers
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned)
-        };
-        let key = header("x-test-key").unwrap_or_default();
-        let fail_times: u32 = header("x-fail-times")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
-        let fail_code = header("x-fail-code").unwrap_or_else(|| "14".to_owned());
-        let refuse = header("x-fail-mode").as_deref() == Some("refuse");
-        let pushback = header("x-pushback-ms");
-        let hang: Vec<u32> = header("x-hang-attempts")
-            .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect())
-            .unwrap_or_default();
-        let number = match self.attempts.lock() {
+    /// Counts an attempt for `key` on this server.
+    fn count_attempt(&self, key: &str) -> u32 {
+        match self.attempts.lock() {
             Ok(mut a) => {
-                let n = a.entry(key.clone()).or_insert(0);
+                let n = a.entry(key.to_owned()).or_insert(0);
                 *n += 1;
                 *n
             }
             Err(_) => 0,
-        };
-        let previous = header("grpc-previous-rpc-attempts");
-        let client_number = previous
-            .as_deref()
-            .and_then(|p| p.parse::<u32>().ok())
-            .unwrap_or(0)
-            + 1;
+        }
+    }
+
+    async fn flaky(&self, mut call: ServerCall, shape: Shape) {
+        let headers = FlakyHeaders::parse(&call.request_headers);
+        let number = self.count_attempt(&headers.key);
         self.record(Event::Attempt {
-            key,
+            key: headers.key.clone(),
             number,
-            previous_attempts: previous,
+            previous_attempts: headers.previous_attempts.clone(),
         });
-        if number <= fail_times && refuse {
+        let plan = headers.plan(number);
+        let attempt = FlakyAttempt {
+            server: self,
+            key: headers.key.clone(),
+            number,
+            path: call.path.clone(),
+        };
+        let mut tally = Tally::default();
+        if plan == Plan::Refuse {
+            attempt.ended(tally, AttemptOutcome::Refused);
             call.reset(Reason::REFUSED_STREAM);
             return;
         }
-        while let Ok(Some(_)) = call.next_message().await {}
-        if hang.contains(&client_number) {
-            let respond = call.respond_mut();
-            if let Ok(reason) = poll_fn(|cx| respond.poll_reset(cx)).await {
-                self.record(Event::Reset {
-                    path: methods::FLAKY.to_owned(),
-                    reason,
-                });
-            }
-            call.mark_ended();
-            return;
+        if shape == Shape::Bidi {
+            return attempt.bidi(call, &headers, plan).await;
         }
-        if number <= fail_times {
-            let mut r = http::Response::new(());
-            let h = r.headers_mut();
-            h.insert("content-type", HeaderValue::from_static("application/grpc"));
-            if let Ok(v) = HeaderValue::try_from(fail_code) {
-                h.insert("grpc-status", v);
+        // Unary, client and server streaming: read the whole request first.
+        loop {
+            match attempt.read(&mut call, &mut tally).await {
+                Read::Message(_) => {}
+                Read::HalfClosed => break,
+                Read::Failed(outcome) => return attempt.ended(tally, outcome),
             }
-            if let Some(p) = pushback.and_then(|p| HeaderValue::try_from(p).ok()) {
-                h.insert("grpc-retry-pushback-ms", p);
+        }
+        match plan {
+            Plan::Refuse => {}
+            Plan::Hang => attempt.hang(&mut call, tally).await,
+            Plan::Fail(code) => {
+                attempt.ended(
+                    tally,
+                    AttemptOutcome::Failed {
+                        code: code.clone(),
+                        after_response: false,
+                    },
+                );
+                fail_trailers_only(&mut call, &code, headers.pushback.as_deref());
             }
-            let _ = call.respond_mut().send_response(r, true);
-            call.mark_ended();
-            return;
-        }
-        if let Ok(v) = HeaderValue::try_from(number.to_string()) {
-            call.trailing_metadata.insert("x-attempt", v);
-        }
-        if call.send_message(&[], false).await.is_ok() {
-            call.finish(&grpc_channel::Status::new(grpc_channel::Code::Ok, ""));
+            Plan::Answer => {
+                if let Ok(v) = HeaderValue::try_from(number.to_string()) {
+                    call.trailing_metadata.insert("x-attempt", v);
+                }
+                let messages: Vec<Vec<u8>> = match shape {
+                    Shape::Unary | Shape::Bidi => vec![Vec::new()],
+                    Shape::ClientStream => vec![FlakyTotals {
+                        messages: tally.messages,
+                        bytes: tally.bytes,
+                        attempt: number,
+                    }
+                    .encode_to_vec()],
+                    Shape::ServerStream => (0..headers.response_count)
+                        .map(|index| {
+                            FlakyItem {
+                                index,
+                                client_attempt: headers.client_attempt(),
+                                attempt: number,
+                            }
+                            .encode_to_vec()
+                        })
+                        .collect(),
+                };
+                for m in &messages {
+                    if call.send_message(m, false).await.is_err() {
+                        let outcome = attempt.stream_failure(&mut call);
+                        return attempt.ended(tally, outcome);
+                    }
+                }
+                attempt.ended(tally, AttemptOutcome::Ok);
+                call.finish(&grpc_channel::Status::new(grpc_channel::Code::Ok, ""));
+            }
         }
     }
 
@@ -420,6 +720,188 @@ impl FaultyServer {
             e.push(event);
         }
     }
+}
+
+/// One attempt of a `Flaky*` call, for recording how it ends.
+struct FlakyAttempt<'a> {
+    server: &'a FaultyServer,
+    key: String,
+    number: u32,
+    path: String,
+}
+
+impl FlakyAttempt<'_> {
+    fn ended(&self, tally: Tally, outcome: AttemptOutcome) {
+        if let AttemptOutcome::Reset(reason) = outcome {
+            self.server.record(Event::Reset {
+                path: self.path.clone(),
+                reason,
+            });
+        }
+        self.server.record(Event::AttemptEnded {
+            key: self.key.clone(),
+            number: self.number,
+            path: self.path.clone(),
+            messages: tally.messages,
+            bytes: tally.bytes,
+            outcome,
+        });
+    }
+
+    /// Reads one request message, counting it.
+    async fn read(&self, call: &mut ServerCall, tally: &mut Tally) -> Read {
+        match call.next_message().await {
+            Ok(Some(m)) => {
+                tally.messages += 1;
+                tally.bytes += m.payload.len() as u64;
+                Read::Message(m.payload)
+            }
+            Ok(None) => Read::HalfClosed,
+            Err(status) => match self.reset_now(call) {
+                Some(reason) => Read::Failed(AttemptOutcome::Reset(reason)),
+                None => Read::Failed(AttemptOutcome::Broken(status.message().to_owned())),
+            },
+        }
+    }
+
+    /// The client's reset, if it already came.
+    fn reset_now(&self, call: &mut ServerCall) -> Option<Reason> {
+        let waker = std::task::Waker::noop();
+        let mut cx = std::task::Context::from_waker(waker);
+        let polled = match call.send_stream_mut() {
+            Some(send) => send.poll_reset(&mut cx),
+            None => call.respond_mut().poll_reset(&mut cx),
+        };
+        match polled {
+            std::task::Poll::Ready(Ok(reason)) => Some(reason),
+            _ => None,
+        }
+    }
+
+    /// How the stream failed after a send error: the client's reset, or something else.
+    fn stream_failure(&self, call: &mut ServerCall) -> AttemptOutcome {
+        match self.reset_now(call) {
+            Some(reason) => AttemptOutcome::Reset(reason),
+            None => AttemptOutcome::Broken("the response could not be sent".to_owned()),
+        }
+    }
+
+    /// Never answers: waits for the client to reset the stream (or the connection to go).
+    async fn hang(&self, call: &mut ServerCall, tally: Tally) {
+        let reset = match call.send_stream_mut() {
+            Some(send) => poll_fn(|cx| send.poll_reset(cx)).await,
+            None => {
+                let respond = call.respond_mut();
+                poll_fn(|cx| respond.poll_reset(cx)).await
+            }
+        };
+        let outcome = match reset {
+            Ok(reason) => AttemptOutcome::Reset(reason),
+            Err(e) => AttemptOutcome::Broken(e.to_string()),
+        };
+        call.mark_ended();
+        self.ended(tally, outcome);
+    }
+
+    async fn bidi(&self, mut call: ServerCall, headers: &FlakyHeaders, plan: Plan) {
+        let mut tally = Tally::default();
+        match plan {
+            Plan::Refuse => {}
+            Plan::Hang => {
+                // Keep reading (so the client is not blocked on flow control), never answer.
+                loop {
+                    match self.read(&mut call, &mut tally).await {
+                        Read::Message(_) => {}
+                        Read::HalfClosed => break,
+                        Read::Failed(outcome) => return self.ended(tally, outcome),
+                    }
+                }
+                self.hang(&mut call, tally).await;
+            }
+            Plan::Fail(code) => {
+                let first = match self.read(&mut call, &mut tally).await {
+                    Read::Message(m) => Some(m),
+                    Read::HalfClosed => None,
+                    Read::Failed(outcome) => return self.ended(tally, outcome),
+                };
+                match first {
+                    Some(m) if headers.fail_after_first_response => {
+                        if call.send_message(&m, false).await.is_err() {
+                            let outcome = self.stream_failure(&mut call);
+                            return self.ended(tally, outcome);
+                        }
+                        self.ended(
+                            tally,
+                            AttemptOutcome::Failed {
+                                code: code.clone(),
+                                after_response: true,
+                            },
+                        );
+                        let mut trailers = HeaderMap::new();
+                        if let Ok(v) = HeaderValue::try_from(code) {
+                            trailers.insert("grpc-status", v);
+                        }
+                        if let Some(p) = headers
+                            .pushback
+                            .as_deref()
+                            .and_then(|p| HeaderValue::try_from(p).ok())
+                        {
+                            trailers.insert("grpc-retry-pushback-ms", p);
+                        }
+                        if let Some(send) = call.send_stream_mut() {
+                            let _ = send.send_trailers(trailers);
+                        }
+                        call.mark_ended();
+                    }
+                    _ => {
+                        self.ended(
+                            tally,
+                            AttemptOutcome::Failed {
+                                code: code.clone(),
+                                after_response: false,
+                            },
+                        );
+                        fail_trailers_only(&mut call, &code, headers.pushback.as_deref());
+                    }
+                }
+            }
+            Plan::Answer => {
+                loop {
+                    match self.read(&mut call, &mut tally).await {
+                        Read::Message(m) => {
+                            if call.send_message(&m, false).await.is_err() {
+                                let outcome = self.stream_failure(&mut call);
+                                return self.ended(tally, outcome);
+                            }
+                        }
+                        Read::HalfClosed => break,
+                        Read::Failed(outcome) => return self.ended(tally, outcome),
+                    }
+                }
+                if let Ok(v) = HeaderValue::try_from(self.number.to_string()) {
+                    call.trailing_metadata.insert("x-attempt", v);
+                }
+                self.ended(tally, AttemptOutcome::Ok);
+                call.finish(&grpc_channel::Status::new(grpc_channel::Code::Ok, ""));
+            }
+        }
+    }
+}
+
+/// Fails the call before any response: one HEADERS frame with END_STREAM carrying `grpc-status` (and the
+/// pushback, if any), as gRPC servers do for errors before the first message.
+fn fail_trailers_only(call: &mut ServerCall, code: &str, pushback: Option<&str>) {
+    let mut r = http::Response::new(());
+    let h = r.headers_mut();
+    h.insert("content-type", HeaderValue::from_static("application/grpc"));
+    if let Ok(v) = HeaderValue::try_from(code) {
+        h.insert("grpc-status", v);
+    }
+    if let Some(p) = pushback.and_then(|p| HeaderValue::try_from(p).ok()) {
+        h.insert("grpc-retry-pushback-ms", p);
+    }
+    let _ = call.respond_mut().send_response(r, true);
+    call.mark_ended();
 }
 
 /// How a fault reaches its connection's task.
@@ -470,3 +952,7 @@ fn raw_message(call: &mut ServerCall, encoding: Option<&'static str>, data: Byte
     }
     call.mark_ended();
 }
+
+#[cfg(test)]
+#[path = "faulty_tests.rs"]
+mod tests;

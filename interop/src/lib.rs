@@ -1,11 +1,14 @@
 //! The gRPC interop suite for `grpc-channel`: the test cases (client side), an interop server on h2's server
-//! API, and a fault-injecting server for tests. The binaries `interop-client` and `interop-server` wrap them
-//! with the standard flags (`shared/spec/interop.md`).
+//! API, a fault-injecting server for tests, and a raw-frame HTTP/2 server for what h2 cannot send. The
+//! binaries `interop-client` and `interop-server` wrap them with the standard flags (`shared/spec/interop.md`).
 
 pub mod client;
 #[cfg(feature = "test-dns")]
 pub mod dns;
 pub mod faulty;
 pub mod flags;
+pub mod raw;
 pub mod server;
 pub mod server_call;
+#[cfg(test)]
+mod test_h2;
