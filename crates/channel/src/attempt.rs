@@ -67,6 +67,8 @@ pub(crate) struct OpenAttempt {
     pub(crate) send: SendStream<Bytes>,
     /// The response headers, or the future that brings them.
     pub(crate) response: Response,
+    /// The last message handed to h2 at the handover (the state machine may release up to it).
+    pub(crate) flushed: Option<usize>,
 }
 
 /// The response side of an open attempt.
@@ -121,13 +123,8 @@ impl Attempt {
         self.half_close = true;
     }
 
-    /// Whether every queued message has been handed to h2 (a picking attempt has nothing to wait for).
+    /// Whether every queued message has been handed to h2.
     pub(crate) fn caught_up(&self) -> bool {
-        self.queue.is_empty() || !self.is_open()
-    }
-
-    /// Whether nothing is queued.
-    pub(crate) fn queue_empty(&self) -> bool {
         self.queue.is_empty()
     }
 
@@ -157,17 +154,23 @@ impl Attempt {
         else {
             return None;
         };
-        while let Some((_, data)) = self.queue.pop_front() {
+        let mut flushed = None;
+        while let Some((index, data)) = self.queue.pop_front() {
             let last = self.half_close && self.queue.is_empty();
             // An error here reappears on the response side, which reports the stream's end.
             let _ = send.send_data(data, last);
             self.half_closed |= last;
+            flushed = Some(index);
         }
         if self.half_close && !self.half_closed {
             let _ = send.send_data(Bytes::new(), true);
             self.half_closed = true;
         }
-        Some(OpenAttempt { send, response })
+        Some(OpenAttempt {
+            send,
+            response,
+            flushed,
+        })
     }
 
     /// Whether the application's half-close has been written.
@@ -274,6 +277,11 @@ impl Attempt {
                             return Poll::Ready(AttemptEvent::Headers);
                         }
                         Head::End(status, _) => {
+                            // The server ended the call before the request did: stop sending
+                            // (RST_STREAM(NO_ERROR), as after a committed attempt's early trailers).
+                            if !self.half_closed {
+                                send.send_reset(h2::Reason::NO_ERROR);
+                            }
                             self.state = State::Done;
                             let end = AttemptEnd::status(status.code(), pushback);
                             return Poll::Ready(AttemptEvent::Ended(end, status));
@@ -291,15 +299,16 @@ impl Attempt {
                 send.reserve_capacity(data.len());
                 match send.poll_capacity(cx) {
                     Poll::Ready(Some(Ok(_))) => continue,
-                    // The stream is gone: the response side reports how.
-                    Poll::Ready(Some(Err(_)) | None) | Poll::Pending => return Poll::Pending,
+                    Poll::Ready(Some(Err(err))) => return Poll::Ready(self.write_failed(err)),
+                    // The stream is closed for sending: the response side reports how it ended.
+                    Poll::Ready(None) | Poll::Pending => return Poll::Pending,
                 }
             }
             let chunk = data.split_to(capacity.min(data.len()));
             let done = data.is_empty();
             let last = done && self.half_close && self.queue.len() == 1;
-            if send.send_data(chunk, last).is_err() {
-                return Poll::Pending;
+            if let Err(err) = send.send_data(chunk, last) {
+                return Poll::Ready(self.write_failed(err));
             }
             if done {
                 self.queue.pop_front();
@@ -309,9 +318,22 @@ impl Attempt {
         }
         if self.half_close && !self.half_closed {
             self.half_closed = true;
-            let _ = send.send_data(Bytes::new(), true);
+            if let Err(err) = send.send_data(Bytes::new(), true) {
+                return Poll::Ready(self.write_failed(err));
+            }
         }
         Poll::Pending
+    }
+
+    /// Writing failed: h2 refused the data (a user error such as a frame too large) or the stream is gone.
+    fn write_failed(&mut self, err: h2::Error) -> AttemptEvent {
+        let progress = match &self.state {
+            State::Open { progress, .. } => *progress,
+            _ => Progress::Opened,
+        };
+        let place = grpc_transparent::classify(&err, progress);
+        self.cancel();
+        ended(place, status_of(err, place))
     }
 }
 

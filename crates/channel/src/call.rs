@@ -171,7 +171,9 @@ impl Shared {
         }
         match result {
             Ok(committed) => {
-                let OpenAttempt { mut send, response } = committed.open;
+                let OpenAttempt {
+                    mut send, response, ..
+                } = committed.open;
                 if self.ended.is_some() {
                     send.send_reset(h2::Reason::CANCEL);
                     return;
@@ -193,7 +195,13 @@ impl Shared {
             }
             Err(status) => {
                 if self.ended.is_none() {
-                    self.ended = Some(status.clone());
+                    // Sending stops with the call's status, or a plain "ended" when that is OK.
+                    self.ended = Some(if status.code() == Code::Ok {
+                        Status::new(Code::Internal, "the call has ended")
+                            .with_source(status.clone())
+                    } else {
+                        status.clone()
+                    });
                 }
                 self.handed = Some(Err(status));
             }
@@ -201,6 +209,11 @@ impl Shared {
         if let Some(w) = self.receiver.take() {
             w.wake();
         }
+    }
+
+    /// Cancels the call (the application gave up before it had both halves).
+    pub(crate) fn cancel(&mut self) {
+        self.end(&Status::cancelled(), h2::Reason::CANCEL);
     }
 
     /// Ends the call locally with `status`, resetting the stream with `reason` (or cancelling the driver).

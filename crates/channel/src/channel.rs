@@ -508,8 +508,10 @@ impl Channel {
         let driver = Driver::new(self.clone(), setup, call, Some(shared.clone()));
         tokio::spawn(driver.run_into(shared.clone()));
         // Like a single-attempt call, return once the first attempt's request is on its way (or the call
-        // failed before any was).
+        // failed before any was). A caller that gives up before then cancels the call.
+        let cancel_on_drop = CancelOnDrop(Some(shared.clone()));
         poll_fn(|cx| shared.lock().poll_started(cx)).await?;
+        cancel_on_drop.disarm();
         let sender = RequestSender::new(
             shared.clone(),
             codec.encoder(),
@@ -684,6 +686,23 @@ impl Channel {
                 *slot = Some((wanted, t.clone()));
                 Some(t)
             }
+        }
+    }
+}
+
+/// Cancels a call whose halves were never handed to the application.
+struct CancelOnDrop(Option<SharedRef>);
+
+impl CancelOnDrop {
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(shared) = self.0.take() {
+            shared.lock().cancel();
         }
     }
 }

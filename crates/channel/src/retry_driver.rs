@@ -167,6 +167,10 @@ impl Driver {
                     if let Some(open) = attempt.take_open() {
                         let half_closed = attempt.half_closed();
                         self.attempts[index] = None;
+                        // What was handed to h2 at the handover will not be replayed: free it.
+                        if let Some(last) = open.flushed {
+                            call.handle_message_sent(id, last);
+                        }
                         return Poll::Ready(match self.call.take() {
                             Some(call) => Ok(Committed {
                                 call,
@@ -184,18 +188,22 @@ impl Driver {
             }
             // The application's next message, half-close or cancel.
             if let Some(shared) = &self.input {
-                // Take the next message once some attempt has a stream and every attempt with a stream has
-                // written what it was given (and, after commit, the committed one has, stream or not):
-                // memory stays bounded while attempts pick or the call backs off.
-                let mut open = self.attempts.iter().flatten().filter(|a| a.is_open());
-                let accept = open.clone().next().is_some()
-                    && open.all(Attempt::caught_up)
-                    && self.committed.is_none_or(|c| {
-                        self.attempts
-                            .get(c.0 as usize)
-                            .and_then(Option::as_ref)
-                            .is_none_or(Attempt::queue_empty)
-                    });
+                // Take the next message once an attempt with a stream has written everything it was
+                // given: the readiest attempt paces the sender, and slower ones queue what the retry
+                // buffer holds anyway (its limit commits the call to the most advanced attempt). After
+                // commit, the committed attempt alone paces it, stream or not.
+                let accept = match self.committed {
+                    Some(c) => self
+                        .attempts
+                        .get(c.0 as usize)
+                        .and_then(Option::as_ref)
+                        .is_none_or(Attempt::caught_up),
+                    None => self
+                        .attempts
+                        .iter()
+                        .flatten()
+                        .any(|a| a.is_open() && a.caught_up()),
+                };
                 let input = shared.lock().poll_input(cx, accept, self.half_close_sent);
                 match input {
                     None => {}

@@ -1,10 +1,9 @@
-//! Review of "every call through the A6 driver": tests that try to break the retry driver, the commit
-//! handover and the call halves, over real loopback sockets against a scriptable raw h2 server, on tokio's
-//! paused clock. Every test is bounded by a `tokio::time::timeout` guard, so a hang fails instead of
-//! blocking the run.
-//!
-//! Tests marked `DEFECT` fail on the code under review (the assertion is what the spec / docs require);
-//! tests marked `HOLDS` pass and cover something important.
+//! The A6 call path under stress: the retry driver, the commit handover and the call halves, over real
+//! loopback sockets against a scriptable h2 server that logs every stream, DATA frame, END_STREAM and reset,
+//! on tokio's paused clock. Pacing by the readiest attempt, bounded buffering while no attempt can write,
+//! buffer release at commit, cancellation of a call abandoned before it returns, early Trailers-Only, order
+//! and uniqueness of messages around a hedge's commit, half-close forms, huge timeouts. Every test is bounded
+//! by a `tokio::time::timeout` guard, so a hang fails instead of blocking the run.
 
 mod support;
 
@@ -375,16 +374,16 @@ async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
     panic!("never happened: {what}");
 }
 
-// ---- DEFECT: hedging paced by an attempt that cannot move --------------------------------------------------
+// ---- : hedging paced by an attempt that cannot move --------------------------------------------------
 
-/// DEFECT. A bidi call with a hedging policy on a server with MAX_CONCURRENT_STREAMS = 1: the hedge waits in
+/// Regression (the failure it guards against): A bidi call with a hedging policy on a server with MAX_CONCURRENT_STREAMS = 1: the hedge waits in
 /// h2's local queue (h2 assigns no send capacity to a pending-open stream), so it never "catches up", so the
 /// driver never takes the next message, so `send` blocks forever while the original attempt, which is
 /// healthy, waits for the rest of the request. The call can only end at its deadline. A6 hedging forwards
 /// messages to all attempts, but a stuck hedge must not stall the call (grpc-java paces by the readiest
 /// attempt and buffers for the others).
 #[tokio::test(start_paused = true)]
-async fn defect_a_locally_queued_hedge_stalls_the_sender_forever() {
+async fn a_hedge_queued_locally_does_not_stall_the_sender() {
     fn one_stream(b: &mut h2::server::Builder) {
         b.max_concurrent_streams(1);
     }
@@ -426,12 +425,12 @@ async fn defect_a_locally_queued_hedge_stalls_the_sender_forever() {
     );
 }
 
-/// DEFECT (same root cause, more realistic). Two backends; the hedge lands on one that accepts the stream
+/// Regression (the failure it guards against): (same root cause, more realistic). Two backends; the hedge lands on one that accepts the stream
 /// but never reads it (its flow-control window closes). The original backend is healthy and answers once the
 /// request is complete, but the sender is paced by the stuck hedge and the call never finishes. Hedging
 /// exists to route around a slow backend; here a slow backend stalls the call.
 #[tokio::test(start_paused = true)]
-async fn defect_a_hedge_on_a_backend_that_never_reads_stalls_the_sender() {
+async fn a_hedge_on_a_backend_that_never_reads_does_not_stall_the_sender() {
     let good = Raw::start(
         defaults,
         handler(|mut s: Stream| async move {
@@ -478,9 +477,9 @@ async fn defect_a_hedge_on_a_backend_that_never_reads_stalls_the_sender() {
     );
 }
 
-// ---- DEFECT: unbounded buffering while no attempt can take messages ----------------------------------------
+// ---- : unbounded buffering while no attempt can take messages ----------------------------------------
 
-/// DEFECT. While a retry backs off there is no attempt, so the driver takes every message the application
+/// Regression (the failure it guards against): While a retry backs off there is no attempt, so the driver takes every message the application
 /// sends (`all()` over no attempts is true). Past the per-call buffer limit the call switches to
 /// "commit on start" and keeps *every* further message in memory (`RetryCall::send_message` pushes to
 /// `messages` without bound): `send` never waits, whatever the limits say. `RequestSender::send` promises "a
@@ -489,7 +488,7 @@ async fn defect_a_hedge_on_a_backend_that_never_reads_stalls_the_sender() {
 /// same hole exists while the (committed) attempt is still picking: `Attempt::caught_up` is true for a
 /// picking attempt, so its queue grows without bound too (e.g. a wait-for-ready retry with no backend).
 #[tokio::test(start_paused = true)]
-async fn defect_messages_sent_during_backoff_are_buffered_without_bound() {
+async fn messages_sent_during_backoff_are_not_buffered_without_bound() {
     let server = Raw::start(
         defaults,
         handler(|mut s: Stream| async move {
@@ -542,9 +541,9 @@ async fn defect_messages_sent_during_backoff_are_buffered_without_bound() {
     );
 }
 
-// ---- DEFECT: the retry buffer is not freed at commit ------------------------------------------------------
+// ---- : the retry buffer is not freed at commit ------------------------------------------------------
 
-/// DEFECT. A6: "On commit, ... free the buffer". The state machine frees, at commit, only the messages the
+/// Regression (the failure it guards against): A6: "On commit, ... free the buffer". The state machine frees, at commit, only the messages the
 /// committed attempt has reported as sent (`release_sent`); the rest are written by `Attempt::take_open` at
 /// handover, and after the handover no one reports them to the `RetryCall` that now sits in
 /// `Shared::retry` until the call ends. Their bytes stay counted in the channel's buffer pool (and the
@@ -553,7 +552,7 @@ async fn defect_messages_sent_during_backoff_are_buffered_without_bound() {
 /// 300 KiB channel pool has only 50 KiB for everyone, so an unrelated unary call with a 100 KiB request
 /// "overflows", commits at once and is never retried.
 #[tokio::test(start_paused = true)]
-async fn defect_commit_does_not_free_the_unsent_part_of_the_retry_buffer() {
+async fn commit_frees_the_unsent_part_of_the_retry_buffer() {
     let server = Raw::start(
         defaults,
         handler(|mut s: Stream| async move {
@@ -625,15 +624,15 @@ async fn defect_commit_does_not_free_the_unsent_part_of_the_retry_buffer() {
     assert_eq!(&r.into_message()[..], b"retried");
 }
 
-// ---- DEFECT: a leaked driver when `streaming()` is abandoned -----------------------------------------------
+// ---- : a leaked driver when `streaming()` is abandoned -----------------------------------------------
 
-/// DEFECT. `streaming_with` spawns the driver and then waits for the first attempt to start. If the caller
+/// Regression (the failure it guards against): `streaming_with` spawns the driver and then waits for the first attempt to start. If the caller
 /// gives up on `streaming()` (a timeout around it, a `select!`), nobody owns the call any more, but the
 /// spawned driver goes on: here a wait-for-ready call without a deadline keeps picking, and once the server
 /// comes up it opens a stream there that is never cancelled (and its `CallGuard` keeps the channel from ever
 /// going idle). Dropping the future must cancel the call.
 #[tokio::test(start_paused = true)]
-async fn defect_abandoning_streaming_before_it_returns_leaks_the_call() {
+async fn abandoning_streaming_before_it_returns_cancels_the_call() {
     let (held, addr) = support::reserved_port();
     let ch = Channel::new(format!("ipv4:{addr}")).expect("channel");
     let gave_up = tokio::time::timeout(
@@ -664,14 +663,14 @@ async fn defect_abandoning_streaming_before_it_returns_leaks_the_call() {
     );
 }
 
-// ---- DEFECT: RST_STREAM(NO_ERROR) after an early Trailers-Only ---------------------------------------------
+// ---- : RST_STREAM(NO_ERROR) after an early Trailers-Only ---------------------------------------------
 
-/// DEFECT (minor, a regression). PROTOCOL-HTTP2: a client that gets the server's END_STREAM before sending its
+/// Regression (the failure it guards against): (minor, a regression). PROTOCOL-HTTP2: a client that gets the server's END_STREAM before sending its
 /// own should send RST_STREAM(NO_ERROR). Before commit the attempt owns the stream: on Trailers-Only it is set
 /// to `Done`, dropping every handle, and h2's implicit reset for a client stream is CANCEL. (`end_remotely`
 /// still sends NO_ERROR after commit.)
 #[tokio::test(start_paused = true)]
-async fn defect_early_trailers_only_is_answered_with_rst_cancel_not_no_error() {
+async fn early_trailers_only_is_answered_with_rst_no_error() {
     let server = Raw::start(
         defaults,
         handler(|mut s: Stream| async move {
@@ -704,14 +703,14 @@ async fn defect_early_trailers_only_is_answered_with_rst_cancel_not_no_error() {
     );
 }
 
-// ---- DEFECT: an error that says OK ---------------------------------------------------------------------------
+// ---- : an error that says OK ---------------------------------------------------------------------------
 
-/// DEFECT (minor). A streaming call whose server answers Trailers-Only OK before commit: the call is OK, but
+/// Regression (the failure it guards against): (minor). A streaming call whose server answers Trailers-Only OK before commit: the call is OK, but
 /// the next `send` returns `Err` carrying that OK status (`hand_over` stores the call's status as `ended`,
 /// and `send_frame` returns `ended` as the error). After commit the same situation gives INTERNAL "the call
 /// has ended". An `Err(Status)` whose code is OK is not an error a caller can act on.
 #[tokio::test(start_paused = true)]
-async fn defect_send_after_an_ok_trailers_only_fails_with_code_ok() {
+async fn send_after_an_ok_trailers_only_fails_with_a_non_ok_code() {
     let server = Raw::start(
         defaults,
         handler(|mut s: Stream| async move {
@@ -739,13 +738,13 @@ async fn defect_send_after_an_ok_trailers_only_fails_with_code_ok() {
     );
 }
 
-// ---- HOLDS: graceful GOAWAY mid-call ----------------------------------------------------------------------
+// ---- : graceful GOAWAY mid-call ----------------------------------------------------------------------
 
-/// HOLDS. After a graceful GOAWAY (A9: 2^31-1, PING, then the real id) the old connection keeps serving its
+/// After a graceful GOAWAY (A9: 2^31-1, PING, then the real id) the old connection keeps serving its
 /// open stream while h2 refuses new ones: a new call does not wait for the old stream to end, it goes out on
 /// a new connection (PROTOCOL-HTTP2 §GOAWAY).
 #[tokio::test(start_paused = true)]
-async fn holds_a_graceful_goaway_does_not_strand_new_calls_while_an_old_stream_lives() {
+async fn a_graceful_goaway_does_not_strand_new_calls_while_an_old_stream_lives() {
     let server = Raw::start(
         defaults,
         handler(|mut s: Stream| async move {
@@ -783,13 +782,13 @@ async fn holds_a_graceful_goaway_does_not_strand_new_calls_while_an_old_stream_l
     assert!(server.conns.load(Ordering::SeqCst) >= 2, "a new connection");
 }
 
-// ---- HOLDS: ordering and duplication at the commit handover ----------------------------------------------
+// ---- : ordering and duplication at the commit handover ----------------------------------------------
 
-/// HOLDS. A hedged bidi call commits to the hedge (it sends response headers after the first message), while
+/// A hedged bidi call commits to the hedge (it sends response headers after the first message), while
 /// the application streams 200 messages as fast as `send` allows. The committed stream gets every message
 /// exactly once, in order, then exactly one END_STREAM; the losing original is reset with CANCEL.
 #[tokio::test(start_paused = true)]
-async fn holds_messages_around_a_hedge_commit_arrive_once_in_order() {
+async fn messages_around_a_hedge_commit_arrive_once_in_order() {
     let server = Raw::start(
         defaults,
         handler(|mut s: Stream| async move {
@@ -856,10 +855,10 @@ async fn holds_messages_around_a_hedge_commit_arrive_once_in_order() {
     .await;
 }
 
-/// HOLDS. Half-close with no message at all, and dropping the sender instead of finishing, both reach the
+/// Half-close with no message at all, and dropping the sender instead of finishing, both reach the
 /// committed stream as one END_STREAM with an empty body.
 #[tokio::test(start_paused = true)]
-async fn holds_half_close_without_messages_and_dropped_sender() {
+async fn half_close_without_messages_and_dropped_sender() {
     let server = Raw::start(
         defaults,
         handler(|mut s: Stream| async move {
@@ -892,12 +891,12 @@ async fn holds_half_close_without_messages_and_dropped_sender() {
     }
 }
 
-// ---- HOLDS: cancellation before commit --------------------------------------------------------------------
+// ---- : cancellation before commit --------------------------------------------------------------------
 
-/// HOLDS. Dropping the receiving half of an uncommitted hedged call resets every live attempt with CANCEL,
+/// Dropping the receiving half of an uncommitted hedged call resets every live attempt with CANCEL,
 /// and a later `send` fails CANCELLED.
 #[tokio::test(start_paused = true)]
-async fn holds_dropping_the_receiver_before_commit_cancels_every_attempt() {
+async fn dropping_the_receiver_before_commit_cancels_every_attempt() {
     let server = Raw::start(
         defaults,
         handler(|mut s: Stream| async move {
@@ -930,12 +929,12 @@ async fn holds_dropping_the_receiver_before_commit_cancels_every_attempt() {
         .all(|(_, reason)| *reason == Reason::CANCEL));
 }
 
-// ---- HOLDS: deadlines -------------------------------------------------------------------------------------
+// ---- : deadlines -------------------------------------------------------------------------------------
 
-/// HOLDS. `streaming()` with wait-for-ready and nothing listening waits, but ends at its deadline with
+/// `streaming()` with wait-for-ready and nothing listening waits, but ends at its deadline with
 /// DEADLINE_EXCEEDED.
 #[tokio::test(start_paused = true)]
-async fn holds_streaming_wait_for_ready_ends_at_the_deadline() {
+async fn streaming_wait_for_ready_ends_at_the_deadline() {
     let (_held, addr) = support::reserved_port();
     let ch = Channel::new(format!("ipv4:{addr}")).expect("channel");
     let start = Instant::now();
@@ -959,10 +958,10 @@ async fn holds_streaming_wait_for_ready_ends_at_the_deadline() {
     );
 }
 
-/// HOLDS. A timeout too large to add to now (`Duration::MAX`) or merely enormous does not panic, for unary
+/// A timeout too large to add to now (`Duration::MAX`) or merely enormous does not panic, for unary
 /// and streaming calls.
 #[tokio::test(start_paused = true)]
-async fn holds_huge_timeouts_do_not_panic() {
+async fn huge_timeouts_do_not_panic() {
     let server = Raw::start(
         defaults,
         handler(|mut s: Stream| async move {
@@ -996,12 +995,12 @@ async fn holds_huge_timeouts_do_not_panic() {
     assert!(outcome.is_ok());
 }
 
-// ---- HOLDS: retry semantics per shape ---------------------------------------------------------------------
+// ---- : retry semantics per shape ---------------------------------------------------------------------
 
-/// HOLDS. Server-streaming: response headers and then UNAVAILABLE before any message is committed (headers
+/// Server-streaming: response headers and then UNAVAILABLE before any message is committed (headers
 /// commit) and not retried.
 #[tokio::test(start_paused = true)]
-async fn holds_server_streaming_headers_then_failure_is_not_retried() {
+async fn server_streaming_headers_then_failure_is_not_retried() {
     let server = Raw::start(
         defaults,
         handler(|mut s: Stream| async move {
@@ -1047,11 +1046,11 @@ async fn holds_server_streaming_headers_then_failure_is_not_retried() {
     assert!(outcome.is_ok());
 }
 
-/// HOLDS. A client-streaming call without any policy whose first attempt is refused (REFUSED_STREAM) after
+/// A client-streaming call without any policy whose first attempt is refused (REFUSED_STREAM) after
 /// the whole request was written is retried once, transparently: every message replayed in order, one
 /// END_STREAM, and no `grpc-previous-rpc-attempts`.
 #[tokio::test(start_paused = true)]
-async fn holds_refused_stream_replays_the_streamed_request_transparently() {
+async fn refused_stream_replays_the_streamed_request_transparently() {
     let seen = Arc::new(AtomicUsize::new(0));
     let s2 = seen.clone();
     let server = Raw::start(
@@ -1099,9 +1098,9 @@ async fn holds_refused_stream_replays_the_streamed_request_transparently() {
     assert_eq!(ends, 1);
 }
 
-/// HOLDS. Dropping a unary call's future during a retry backoff ends it: no further attempt is made.
+/// Dropping a unary call's future during a retry backoff ends it: no further attempt is made.
 #[tokio::test(start_paused = true)]
-async fn holds_dropping_a_unary_call_during_backoff_stops_retrying() {
+async fn dropping_a_unary_call_during_backoff_stops_retrying() {
     let server = Raw::start(
         defaults,
         handler(|mut s: Stream| async move {
