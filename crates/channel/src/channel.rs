@@ -482,11 +482,11 @@ impl Channel {
     /// retry driver runs in the caller's task until the call commits or finishes.
     async fn call_with_request<Resp>(
         &self,
-        prepared: Prepared,
+        mut prepared: Prepared,
         frame: Bytes,
         decode: fn(Bytes) -> Result<Resp, Status>,
     ) -> Streaming<Resp> {
-        let (mut call, setup, shared) = self.new_call(&prepared, true);
+        let (mut call, setup, shared) = self.new_call(&mut prepared, true);
         let now = Instant::now().into_std();
         call.send_message(frame, now);
         call.half_close();
@@ -502,8 +502,8 @@ impl Channel {
         request: Request<()>,
     ) -> Result<(RequestSender<Req>, Streaming<Resp>), Status> {
         let ((), metadata, options) = request.into_parts();
-        let prepared = self.prepare(path, metadata, options).await?;
-        let (call, setup, shared) = self.new_call(&prepared, false);
+        let mut prepared = self.prepare(path, metadata, options).await?;
+        let (call, setup, shared) = self.new_call(&mut prepared, false);
         // The application sends after the call starts: the driver runs in its own task until commit.
         let driver = Driver::new(self.clone(), setup, call, Some(shared.clone()));
         tokio::spawn(driver.run_into(shared.clone()));
@@ -532,7 +532,7 @@ impl Channel {
     /// throttle and buffer limits), what its attempts send, and the state its halves share.
     fn new_call(
         &self,
-        prepared: &Prepared,
+        prepared: &mut Prepared,
         eager: bool,
     ) -> (RetryCall, Arc<AttemptSetup>, SharedRef) {
         let inner = &*self.inner;
@@ -560,8 +560,8 @@ impl Channel {
         );
         let setup = Arc::new(AttemptSetup {
             uri: prepared.uri.clone(),
-            headers: prepared.headers.clone(),
-            method: prepared.path.clone(),
+            headers: std::mem::take(&mut prepared.headers),
+            method: std::mem::take(&mut prepared.path),
             wait_for_ready: prepared.wait_for_ready,
             deadline: prepared.deadline,
             eager,
