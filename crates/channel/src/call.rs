@@ -549,10 +549,13 @@ impl<T> Streaming<T> {
             });
         }
         if let RecvState::Headers(_) | RecvState::Driving = self.state {
+            if let Poll::Ready(status) = self.poll_deadline(cx) {
+                return Poll::Ready(Err(status));
+            }
             match self.poll_progress(cx, false) {
                 Poll::Ready(Err(status)) => return Poll::Ready(Err(status)),
                 Poll::Ready(Ok(_)) => {}
-                Poll::Pending => return self.poll_deadline(cx).map(Err),
+                Poll::Pending => return Poll::Pending,
             }
         }
         match &self.outcome {
@@ -563,6 +566,11 @@ impl<T> Streaming<T> {
 
     /// Polls for the next message.
     pub fn poll_message(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<T>, Status>> {
+        // The deadline first: data that keeps arriving must not keep a call alive past it (A96: the client
+        // may fail with DEADLINE_EXCEEDED at any point after the deadline, even discarding messages).
+        if let Poll::Ready(status) = self.poll_deadline(cx) {
+            return Poll::Ready(Err(status));
+        }
         match self.poll_progress(cx, true) {
             Poll::Ready(Ok(Some(frame))) => {
                 self.last_compressed = frame.compressed;
@@ -570,7 +578,7 @@ impl<T> Streaming<T> {
             }
             Poll::Ready(Ok(None)) => Poll::Ready(Ok(None)),
             Poll::Ready(Err(status)) => Poll::Ready(Err(status)),
-            Poll::Pending => self.poll_deadline(cx).map(Err),
+            Poll::Pending => Poll::Pending,
         }
     }
 
@@ -597,8 +605,11 @@ impl<T> Streaming<T> {
         (self.decode)(payload).map_err(|status| self.end_locally(status))
     }
 
-    /// Fires the local deadline if it has passed.
+    /// Fires the local deadline if it has passed (once: an ended call keeps its outcome).
     fn poll_deadline(&mut self, cx: &mut Context<'_>) -> Poll<Status> {
+        if self.outcome.is_some() {
+            return Poll::Pending;
+        }
         let Some((_, sleep)) = &mut self.deadline else {
             return Poll::Pending;
         };

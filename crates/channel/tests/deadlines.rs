@@ -167,3 +167,48 @@ async fn wait_for_ready_call_ends_at_its_deadline() {
         "{elapsed:?}"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_response_that_keeps_flowing_cannot_keep_the_call_alive_past_its_deadline() {
+    // The server sends 1,000 messages at once; they sit in the client's buffers, so a message is always
+    // ready. The application reads one every 10 ms: the call must still end at its 200 ms deadline.
+    let addr = support::interop_server().await;
+    let ch = channel(addr);
+    let req = interop_proto::StreamingOutputCallRequest {
+        response_parameters: (0..1000)
+            .map(|_| interop_proto::ResponseParameters {
+                size: 100,
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    };
+    let start = Instant::now();
+    let resp = ch
+        .server_streaming::<_, interop_proto::StreamingOutputCallResponse>(
+            paths::STREAMING_OUTPUT_CALL,
+            Request::new(req).with_timeout(Duration::from_millis(200)),
+        )
+        .await
+        .expect("headers");
+    let mut stream = resp.into_message();
+    let mut received = 0;
+    let status = loop {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        match stream.message().await {
+            Ok(Some(_)) => received += 1,
+            Ok(None) => panic!(
+                "ended OK after {received} messages and {:?}",
+                start.elapsed()
+            ),
+            Err(status) => break status,
+        }
+    };
+    let elapsed = start.elapsed();
+    assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
+    assert!(
+        elapsed >= Duration::from_millis(200) && elapsed <= Duration::from_millis(210),
+        "ended after {elapsed:?} with {received} messages"
+    );
+    assert!(received < 25, "{received} messages read past the deadline");
+}
