@@ -156,7 +156,7 @@ impl ChannelBuilder {
     }
 
     /// How long the channel keeps its connections with no call in flight before it goes IDLE (30 min by
-    /// default, as gRFC A62 recommends).
+    /// default, as gRFC A62 recommends). A value too large to add to the clock means never.
     pub fn idle_timeout(mut self, timeout: Duration) -> Self {
         self.idle_timeout = timeout;
         self
@@ -169,7 +169,10 @@ impl ChannelBuilder {
         self
     }
 
-    /// How long one connection attempt (TCP and HTTP/2 handshake) may take.
+    /// The least time each connection attempt (TCP connect and HTTP/2 handshake) gets before it counts as
+    /// failed: the connection-backoff spec's MIN_CONNECT_TIMEOUT, 20 s by default (an attempt after a longer
+    /// backoff gets that backoff). Applies to every target; a value too large to add to the clock means the
+    /// attempt never times out.
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.http2.connect_timeout = timeout;
         self

@@ -20,8 +20,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use grpc_lb::{
-    ConnectivityState, LbAction, LbPolicy, PickRequest, PickResult, Picker, PickerSpec,
-    PolicyConfig, SubchannelId,
+    BackoffConfig, ConnectivityState, LbAction, LbPolicy, PickRequest, PickResult, Picker,
+    PickerSpec, PolicyConfig, SubchannelId, DEFAULT_ATTEMPT_DELAY,
 };
 use grpc_retry::SplitMix64;
 use grpc_service_config::LbPolicy as LbConfig;
@@ -366,7 +366,8 @@ impl Loop {
             }
             Event::CallsIdle => {
                 if self.active.count.load(Ordering::Acquire) == 0 {
-                    self.idle_deadline = Some(Instant::now() + self.idle_timeout);
+                    // A timeout too large to add to now means never.
+                    self.idle_deadline = Instant::now().checked_add(self.idle_timeout);
                 }
             }
             Event::Shutdown => {}
@@ -393,8 +394,16 @@ impl Loop {
                 let wanted = policy_config(config.lb_policy());
                 if self.policy_config != Some(wanted) {
                     self.drop_connections();
-                    self.policy = Some(LbPolicy::new(
+                    // connect_timeout is the connection-backoff spec's MIN_CONNECT_TIMEOUT: every attempt
+                    // gets at least that long.
+                    let backoff = BackoffConfig {
+                        min_connect_timeout: self.settings.connect_timeout,
+                        ..BackoffConfig::default()
+                    };
+                    self.policy = Some(LbPolicy::with(
                         wanted,
+                        backoff,
+                        DEFAULT_ATTEMPT_DELAY,
                         Box::new(SplitMix64::new(self.rng.next())),
                     ));
                     self.policy_config = Some(wanted);

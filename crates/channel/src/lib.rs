@@ -66,3 +66,11 @@ pub use metadata::{MetadataError, MetadataMap};
 pub use request::{CallOptions, MessageOptions, Request, Response};
 pub use status::{Code, Status};
 pub use transport::Http2Settings;
+
+/// `now + timeout`, or a deadline a century away when the sum does not fit: a huge timeout means never.
+pub(crate) fn saturating_deadline(timeout: std::time::Duration) -> tokio::time::Instant {
+    const CENTURY: std::time::Duration = std::time::Duration::from_secs(100 * 365 * 24 * 3600);
+    let now = tokio::time::Instant::now();
+    now.checked_add(timeout.min(CENTURY))
+        .unwrap_or(now + std::time::Duration::from_secs(3600))
+}

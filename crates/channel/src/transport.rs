@@ -207,7 +207,7 @@ impl Transport {
     }
 
     async fn connect_one(&self, endpoint: &Endpoint) -> Result<Conn, Status> {
-        let deadline = Instant::now() + self.settings.connect_timeout;
+        let deadline = crate::saturating_deadline(self.settings.connect_timeout);
         let timed_out = || {
             Status::new(
                 Code::Unavailable,

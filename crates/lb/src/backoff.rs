@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 
 use grpc_retry::Rng;
 
+const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
 /// The backoff parameters.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BackoffConfig {
@@ -69,7 +71,11 @@ impl ConnectionBackoff {
             }
         };
         let next_start = now + wait;
-        let deadline = next_start.max(now + self.config.min_connect_timeout);
+        // A MIN_CONNECT_TIMEOUT too large to add to now (e.g. `Duration::MAX`) means a century.
+        let min_deadline = now
+            .checked_add(self.config.min_connect_timeout.min(CENTURY))
+            .unwrap_or(next_start);
+        let deadline = next_start.max(min_deadline);
         (next_start, deadline)
     }
 
