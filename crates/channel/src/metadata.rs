@@ -37,8 +37,10 @@ pub enum MetadataError {
     /// The key is empty or has a character outside `[0-9a-z_.-]`.
     #[error("invalid metadata key {0:?}: keys are lower-case [0-9a-z_.-]+")]
     InvalidKey(String),
-    /// The key starts with `grpc-`, which the protocol reserves.
-    #[error("metadata key {0:?} is reserved: keys starting with grpc- belong to the protocol")]
+    /// The key starts with `grpc-`, which the protocol reserves, or is a header the channel sets itself
+    /// (`te`, `content-type`, `user-agent`, `host`, `content-length`): sending it as metadata would make the
+    /// request ambiguous. (`ChannelBuilder::user_agent` puts a product in front of the user agent.)
+    #[error("metadata key {0:?} is reserved: grpc-* keys and te, content-type, user-agent, host and content-length belong to the protocol")]
     ReservedKey(String),
     /// An ASCII value was given for a `-bin` key, or a binary value for an ASCII key.
     #[error(
@@ -70,7 +72,12 @@ fn check_key(key: &str) -> Result<HeaderName, MetadataError> {
     if !valid {
         return Err(MetadataError::InvalidKey(key.to_owned()));
     }
-    if key.starts_with("grpc-") {
+    if key.starts_with("grpc-")
+        || matches!(
+            key,
+            "te" | "content-type" | "user-agent" | "host" | "content-length"
+        )
+    {
         return Err(MetadataError::ReservedKey(key.to_owned()));
     }
     HeaderName::from_bytes(key.as_bytes()).map_err(|_| MetadataError::InvalidKey(key.to_owned()))
@@ -250,6 +257,18 @@ mod tests {
         assert_eq!(
             md.append("grpc-status", "0"),
             Err(MetadataError::ReservedKey("grpc-status".into()))
+        );
+        // Headers the channel sets itself would go out twice.
+        for key in ["te", "content-type", "user-agent", "host", "content-length"] {
+            assert_eq!(
+                md.append(key, "x"),
+                Err(MetadataError::ReservedKey(key.into())),
+                "{key}"
+            );
+        }
+        assert_eq!(
+            md.append(":path", "/x"),
+            Err(MetadataError::InvalidKey(":path".into()))
         );
         assert_eq!(
             md.append("x-bin", "v"),
