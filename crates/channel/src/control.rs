@@ -33,6 +33,7 @@ use tokio::time::Instant;
 
 use crate::attempt::PickError;
 use crate::resolution::{Endpoint, Resolution, State};
+use crate::sniff::{GoAway, Sniffer};
 use crate::status::{Code, Status};
 use crate::transport::Http2Settings;
 
@@ -53,6 +54,8 @@ enum Event {
     Ready(SubchannelId, u64, Conn),
     Failed(SubchannelId, u64, Status),
     Closed(SubchannelId, u64),
+    /// The server sent GOAWAY: no new stream goes to the connection; its streams finish on it.
+    Draining(SubchannelId, u64, GoAway),
     ExitIdle,
     CallsIdle,
     Shutdown,
@@ -349,7 +352,21 @@ impl Loop {
                     p.subchannel_closed(id, now);
                 }
             }
-            Event::Ready(..) | Event::Failed(..) | Event::Closed(..) => {}
+            Event::Draining(id, generation, goaway) if self.is_current(id, generation) => {
+                tracing::debug!(
+                    last_stream_id = goaway.last_stream_id,
+                    error_code = goaway.error_code,
+                    debug_data = %String::from_utf8_lossy(&goaway.debug_data),
+                    "GOAWAY: the connection drains; new calls go to a new one"
+                );
+                // Detached, not aborted: the connection's task ends when its last stream does.
+                drop(self.tasks.remove(&id));
+                self.conns.remove(&id);
+                if let Some(p) = self.policy.as_mut() {
+                    p.subchannel_closed(id, now);
+                }
+            }
+            Event::Ready(..) | Event::Failed(..) | Event::Closed(..) | Event::Draining(..) => {}
             Event::ExitIdle => {
                 self.idle_deadline = None;
                 if self.idle {
@@ -540,9 +557,10 @@ async fn connect_subchannel(
             .map_err(|e| Status::from_io("connect", e))?;
         tcp.set_nodelay(true)
             .map_err(|e| Status::from_io("set TCP_NODELAY", e))?;
+        let (io, seen) = Sniffer::new(tcp);
         let (send, mut connection) = settings
             .client_builder()
-            .handshake::<_, Bytes>(tcp)
+            .handshake::<_, Bytes>(io)
             .await
             .map_err(Status::from_h2)?;
         let ping_pong = connection.ping_pong();
@@ -557,18 +575,32 @@ async fn connect_subchannel(
         if let Some(mut ping_pong) = ping_pong {
             if let Err(e) = ping_pong.ping(h2::Ping::opaque()).await {
                 driver.abort();
+                if seen.answered_http1() {
+                    return Err(Status::new(
+                        Code::Unavailable,
+                        format!("{addr} does not speak HTTP/2: it answered in HTTP/1"),
+                    )
+                    .with_source(e));
+                }
                 return Err(Status::from_h2(e));
             }
         }
-        Ok::<_, Status>((send, driver, closed_rx))
+        Ok::<_, Status>((send, driver, closed_rx, seen))
     };
     match tokio::time::timeout_at(deadline, attempt).await {
-        Ok(Ok((send, driver, closed))) => {
+        Ok(Ok((send, driver, mut closed, seen))) => {
             let _ = events.send(Event::Ready(id, generation, send));
             // Aborting this task (Disconnect) must close the connection too.
             let _abort = AbortOnDrop(driver);
-            let _ = closed.await;
-            let _ = events.send(Event::Closed(id, generation));
+            tokio::select! {
+                _ = &mut closed => {
+                    let _ = events.send(Event::Closed(id, generation));
+                }
+                goaway = seen.goaway_received() => {
+                    let _ = events.send(Event::Draining(id, generation, goaway));
+                    let _ = closed.await;
+                }
+            }
         }
         Ok(Err(error)) => {
             let _ = events.send(Event::Failed(id, generation, error));

@@ -47,6 +47,7 @@ pub mod percent;
 mod request;
 mod resolution;
 mod retry_driver;
+mod sniff;
 mod status;
 pub mod timeout;
 mod transport;

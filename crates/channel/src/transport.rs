@@ -27,6 +27,7 @@ use tokio::net::{TcpStream, UnixStream};
 use tokio::time::Instant;
 
 use crate::resolution::{Endpoint, Resolution};
+use crate::sniff::{Seen, Sniffer};
 use crate::status::{Code, Status};
 
 /// HTTP/2 settings of the channel's connections.
@@ -77,6 +78,8 @@ impl Default for Http2Settings {
 struct Conn {
     send: SendRequest<Bytes>,
     alive: Arc<AtomicBool>,
+    /// What the server sent that h2 does not report (a GOAWAY: the connection takes no new streams).
+    seen: Arc<Seen>,
 }
 
 /// Backoff between connection attempts of a wait-for-ready call (`doc/connection-backoff.md` numbers; the
@@ -152,6 +155,13 @@ impl Transport {
             Ok(send) => Ok(send),
             Err(e) => {
                 conn.alive.store(false, Ordering::Release);
+                if conn.seen.answered_http1() {
+                    return Err(Status::new(
+                        Code::Unavailable,
+                        "the server does not speak HTTP/2: it answered in HTTP/1",
+                    )
+                    .with_source(e));
+                }
                 if endpoints.is_empty() {
                     return Err(Status::from_h2(e));
                 }
@@ -181,7 +191,8 @@ impl Transport {
         let current = self.current.lock();
         current
             .as_ref()
-            .filter(|c| c.alive.load(Ordering::Acquire))
+            // After a GOAWAY the connection only finishes its streams: new calls get a new one.
+            .filter(|c| c.alive.load(Ordering::Acquire) && c.seen.goaway().is_none())
             .cloned()
     }
 
@@ -252,6 +263,7 @@ impl Transport {
                 format!("HTTP/2 handshake with {endpoint} timed out"),
             )
         };
+        let (io, seen) = Sniffer::new(io);
         let handshake = s.client_builder().handshake::<_, Bytes>(io);
         let (send, connection) = tokio::time::timeout_at(deadline, handshake)
             .await
@@ -267,6 +279,6 @@ impl Transport {
             flag.store(false, Ordering::Release);
         });
         tracing::debug!(%endpoint, "connected");
-        Ok(Conn { send, alive })
+        Ok(Conn { send, alive, seen })
     }
 }

@@ -1,0 +1,175 @@
+//! GOAWAY draining: after a graceful GOAWAY (A9: a server's max-connection-age) the connection finishes the
+//! streams it has while every new call goes to a new connection at once, on TCP and `unix:` targets alike.
+//! Real time, bounded: these tests wait for conditions (a call answered by the new connection), never for a
+//! duration.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use grpc_channel::{Channel, Request};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::{mpsc, Notify};
+
+const HOLD: &str = "/drain.Svc/Hold";
+const UNARY: &str = "/drain.Svc/Unary";
+
+fn frame(payload: &[u8]) -> Bytes {
+    let mut f = vec![0u8];
+    f.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+    f.extend_from_slice(payload);
+    Bytes::from(f)
+}
+
+fn grpc_headers() -> http::Response<()> {
+    http::Response::builder()
+        .header("content-type", "application/grpc")
+        .body(())
+        .expect("response")
+}
+
+fn ok_trailers() -> http::HeaderMap {
+    let mut t = http::HeaderMap::new();
+    t.insert("grpc-status", http::HeaderValue::from_static("0"));
+    t
+}
+
+/// What the test tells the server, and what the server reports.
+struct Control {
+    connections: AtomicUsize,
+    /// Start the graceful shutdown of connection 1.
+    goaway: Notify,
+    /// Finish the held stream with one message and OK.
+    finish_hold: Notify,
+}
+
+/// Serves one connection: the first stream on `HOLD` is held open (headers sent) until `finish_hold`;
+/// `UNARY` answers at once. Connection 1 shuts down gracefully when told to.
+async fn serve<T>(io: T, number: usize, control: Arc<Control>)
+where
+    T: AsyncRead + AsyncWrite + Unpin,
+{
+    let mut conn: h2::server::Connection<T, Bytes> =
+        h2::server::handshake(io).await.expect("handshake");
+    let (held_tx, mut held_rx) = mpsc::unbounded_channel();
+    let mut shutting_down = false;
+    loop {
+        tokio::select! {
+            accepted = conn.accept() => {
+                let Some(Ok((req, mut respond))) = accepted else { break };
+                if req.uri().path() == HOLD {
+                    let mut send = respond.send_response(grpc_headers(), false).expect("headers");
+                    let _ = held_tx.send(());
+                    let control = control.clone();
+                    tokio::spawn(async move {
+                        control.finish_hold.notified().await;
+                        let _ = send.send_data(frame(b"late"), false);
+                        let _ = send.send_trailers(ok_trailers());
+                    });
+                } else {
+                    let mut send = respond.send_response(grpc_headers(), false).expect("headers");
+                    let _ = send.send_data(frame(format!("conn{number}").as_bytes()), false);
+                    let _ = send.send_trailers(ok_trailers());
+                }
+            }
+            _ = control.goaway.notified(), if number == 1 && !shutting_down => {
+                shutting_down = true;
+                conn.graceful_shutdown();
+            }
+            Some(()) = held_rx.recv() => {}
+        }
+    }
+}
+
+async fn call(ch: &Channel) -> Result<Bytes, grpc_channel::Status> {
+    ch.unary_raw(UNARY, Request::new(Bytes::new()))
+        .await
+        .map(|r| r.into_message())
+}
+
+async fn drains(ch: Channel, control: Arc<Control>) {
+    assert_eq!(&call(&ch).await.expect("first call")[..], b"conn1");
+    let (_tx, mut held) = ch
+        .streaming_raw(HOLD, Request::new(()))
+        .await
+        .expect("held call");
+    held.headers().await.expect("held call is up");
+    control.goaway.notify_waiters();
+    // A call that races the GOAWAY may rightly go to the old connection (the server still processes it);
+    // once the client has read it, calls go to connection 2 without waiting for the held stream, which has
+    // no end in sight. Each call is bounded: a call that waits for the draining connection fails the test.
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let answered = tokio::time::timeout(Duration::from_secs(5), call(&ch))
+            .await
+            .expect("a call after a graceful GOAWAY must not wait for the draining connection")
+            .expect("ok");
+        if &answered[..] == b"conn2" {
+            break;
+        }
+        assert!(attempts < 200, "calls never moved to a new connection");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(control.connections.load(Ordering::SeqCst), 2);
+    // The held stream still finishes on connection 1.
+    control.finish_hold.notify_waiters();
+    let message = held
+        .message()
+        .await
+        .expect("held stream")
+        .expect("a message");
+    assert_eq!(&message[..], b"late");
+    assert_eq!(held.message().await.expect("ends OK"), None);
+}
+
+fn control() -> Arc<Control> {
+    Arc::new(Control {
+        connections: AtomicUsize::new(0),
+        goaway: Notify::new(),
+        finish_hold: Notify::new(),
+    })
+}
+
+#[tokio::test]
+async fn a_graceful_goaway_drains_the_connection_and_new_calls_use_a_new_one() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let c = control();
+    let server_control = c.clone();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let n = server_control.connections.fetch_add(1, Ordering::SeqCst) + 1;
+            tokio::spawn(serve(tcp, n, server_control.clone()));
+        }
+    });
+    let ch = Channel::new(format!("ipv4:{addr}")).expect("channel");
+    tokio::time::timeout(Duration::from_secs(60), drains(ch, c))
+        .await
+        .expect("no hang");
+}
+
+#[tokio::test]
+async fn a_graceful_goaway_on_a_unix_target_drains_too() {
+    let dir = std::env::temp_dir().join(format!("grpc-channel-goaway-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = dir.join("drain.sock");
+    let _ = std::fs::remove_file(&path);
+    let listener = tokio::net::UnixListener::bind(&path).expect("bind");
+    let c = control();
+    let server_control = c.clone();
+    tokio::spawn(async move {
+        while let Ok((io, _)) = listener.accept().await {
+            let n = server_control.connections.fetch_add(1, Ordering::SeqCst) + 1;
+            tokio::spawn(serve(io, n, server_control.clone()));
+        }
+    });
+    let ch = Channel::new(format!("unix:{}", path.display())).expect("channel");
+    tokio::time::timeout(Duration::from_secs(60), drains(ch, c))
+        .await
+        .expect("no hang");
+    let _ = std::fs::remove_file(&path);
+}
