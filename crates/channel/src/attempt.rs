@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use grpc_retry::{AttemptEnd, FailurePlace, Pushback};
+use grpc_retry::{AttemptEnd, FailurePlace};
 use grpc_transparent::Progress;
 use h2::client::{ResponseFuture, SendRequest};
 use h2::{RecvStream, SendStream};
@@ -22,8 +22,8 @@ use http::{HeaderMap, HeaderValue};
 use std::collections::VecDeque;
 use tokio::time::Instant;
 
-use crate::call::{classify_head, Head};
-use crate::status::{Code, Status};
+use crate::call::{classify_head, pushback_of, Head};
+use crate::status::{code_from_h2_reason, Code, Status};
 use crate::timeout;
 
 /// What every attempt of a call sends.
@@ -260,13 +260,7 @@ impl Attempt {
                 }
                 Poll::Ready(Ok(head)) => {
                     let (parts, body) = head.into_parts();
-                    let pushback = Pushback::from_values(
-                        parts
-                            .headers
-                            .get_all("grpc-retry-pushback-ms")
-                            .iter()
-                            .map(HeaderValue::as_bytes),
-                    );
+                    let pushback = pushback_of(&parts.headers);
                     match classify_head(
                         parts.status.as_u16(),
                         parts.headers.clone(),
@@ -299,7 +293,7 @@ impl Attempt {
                 send.reserve_capacity(data.len());
                 match send.poll_capacity(cx) {
                     Poll::Ready(Some(Ok(_))) => continue,
-                    Poll::Ready(Some(Err(err))) => return Poll::Ready(self.write_failed(err)),
+                    Poll::Ready(Some(Err(err))) => return Poll::Ready(self.write_failed(err, cx)),
                     // The stream is closed for sending: the response side reports how it ended.
                     Poll::Ready(None) | Poll::Pending => return Poll::Pending,
                 }
@@ -308,7 +302,7 @@ impl Attempt {
             let done = data.is_empty();
             let last = done && self.half_close && self.queue.len() == 1;
             if let Err(err) = send.send_data(chunk, last) {
-                return Poll::Ready(self.write_failed(err));
+                return Poll::Ready(self.write_failed(err, cx));
             }
             if done {
                 self.queue.pop_front();
@@ -319,21 +313,38 @@ impl Attempt {
         if self.half_close && !self.half_closed {
             self.half_closed = true;
             if let Err(err) = send.send_data(Bytes::new(), true) {
-                return Poll::Ready(self.write_failed(err));
+                return Poll::Ready(self.write_failed(err, cx));
             }
         }
         Poll::Pending
     }
 
     /// Writing failed: h2 refused the data (a user error such as a frame too large) or the stream is gone.
-    fn write_failed(&mut self, err: h2::Error) -> AttemptEvent {
-        let progress = match &self.state {
-            State::Open { progress, .. } => *progress,
-            _ => Progress::Opened,
+    /// A stream the server reset meanwhile ends by that reset, not by h2's complaint about writing to it.
+    fn write_failed(&mut self, err: h2::Error, cx: &mut Context<'_>) -> AttemptEvent {
+        let (progress, reset) = match &mut self.state {
+            State::Open { progress, send, .. } => (*progress, send.poll_reset(cx)),
+            _ => (Progress::Opened, Poll::Pending),
         };
-        let place = grpc_transparent::classify(&err, progress);
+        let (place, status) = match reset {
+            Poll::Ready(Ok(reason)) => (
+                grpc_transparent::classify_reset(reason, progress),
+                Status::new(
+                    code_from_h2_reason(reason),
+                    format!("stream reset by server ({reason:?})"),
+                ),
+            ),
+            Poll::Ready(Err(e)) => {
+                let place = grpc_transparent::classify(&e, progress);
+                (place, status_of(e, place))
+            }
+            Poll::Pending => {
+                let place = grpc_transparent::classify(&err, progress);
+                (place, status_of(err, place))
+            }
+        };
         self.cancel();
-        ended(place, status_of(err, place))
+        ended(place, status)
     }
 }
 

@@ -28,7 +28,7 @@ use http::HeaderMap;
 use parking_lot::Mutex;
 use tokio::time::{Instant, Sleep};
 
-use grpc_retry::{AttemptEnd, AttemptId, Pushback, RetryCall};
+use grpc_retry::{AttemptEnd, AttemptId, FailurePlace, Pushback, RetryCall};
 
 use crate::attempt::{OpenAttempt, Response};
 use crate::codec::Codec;
@@ -232,23 +232,26 @@ impl Shared {
         }
     }
 
-    /// Tells the retry state machine how the committed attempt ended (a success refills the throttle).
-    fn report_end(&mut self, status: &Status) {
+    /// Tells the retry state machine how the committed attempt ended: from the server (a success refills
+    /// the throttle, a qualifying failure or a "don't retry" pushback costs a token), or locally (a cancel,
+    /// the deadline, a malformed response: nobody's failure, which the throttle never counts).
+    fn report_end(&mut self, status: &Status, end: CommittedEnd) {
         if let Some((mut call, attempt)) = self.retry.take() {
-            let pushback = Pushback::from_values(
-                status
-                    .metadata()
-                    .get_all("grpc-retry-pushback-ms")
-                    .into_iter()
-                    .map(str::as_bytes),
-            );
-            call.handle_end(
-                attempt,
-                AttemptEnd::status(status.code(), pushback),
-                Instant::now().into_std(),
-            );
+            let end = match end {
+                CommittedEnd::Remote(pushback) => AttemptEnd::status(status.code(), pushback),
+                CommittedEnd::Local => AttemptEnd::failure(status.code(), FailurePlace::Local),
+            };
+            call.handle_end(attempt, end, Instant::now().into_std());
         }
     }
+}
+
+/// How the committed attempt ended, for the throttle.
+enum CommittedEnd {
+    /// The server's status, with the pushback its trailers carried.
+    Remote(Pushback),
+    /// Ended by the client.
+    Local,
 }
 
 /// Encodes one message into a Length-Prefixed-Message, compressed with `encoding` if given.
@@ -326,6 +329,10 @@ impl<T> RequestSender<T> {
     ///
     /// An error means the call can take no more messages. When the server ended the call, its status is what
     /// the receiving half ([`Streaming`]) reports; the error here only says sending stopped.
+    ///
+    /// Read the response while sending (as [`crate::Channel::client_streaming`] does): a server that ends
+    /// the call without reading the rest of the request and without resetting the stream leaves `send`
+    /// waiting for flow control until the call's deadline, because only the receiving half sees the end.
     pub async fn send(&mut self, message: T) -> Result<(), Status> {
         self.send_with(message, MessageOptions::default()).await
     }
@@ -475,6 +482,8 @@ pub struct Streaming<T> {
     trailers: Option<MetadataMap>,
     outcome: Option<Status>,
     last_compressed: bool,
+    /// The `grpc-retry-pushback-ms` of the server's final status, for the throttle.
+    pushback: Pushback,
 }
 
 impl<T> Streaming<T> {
@@ -497,6 +506,7 @@ impl<T> Streaming<T> {
             trailers: None,
             outcome: None,
             last_compressed: false,
+            pushback: Pushback::None,
         }
     }
 
@@ -622,7 +632,7 @@ impl<T> Streaming<T> {
         {
             let mut s = self.shared.lock();
             s.end(&status, h2::Reason::CANCEL);
-            s.report_end(&status);
+            s.report_end(&status, CommittedEnd::Local);
         }
         self.state = RecvState::Done;
         self.outcome = Some(status.clone());
@@ -648,7 +658,7 @@ impl<T> Streaming<T> {
         {
             let mut guard = self.shared.lock();
             let s = &mut *guard;
-            s.report_end(&status);
+            s.report_end(&status, CommittedEnd::Remote(self.pushback));
             if s.ended.is_none() {
                 if let (Side::Direct(send), false) = (&mut s.side, s.half_closed) {
                     send.send_reset(h2::Reason::NO_ERROR);
@@ -674,6 +684,7 @@ impl<T> Streaming<T> {
         want_frame: bool,
     ) -> Option<Poll<Result<Option<Frame>, Status>>> {
         let (parts, body) = response.into_parts();
+        self.pushback = pushback_of(&parts.headers);
         match classify_head(parts.status.as_u16(), parts.headers, body.is_end_stream()) {
             Head::Messages { encoding, metadata } => {
                 self.encoding = encoding;
@@ -782,6 +793,7 @@ impl<T> Streaming<T> {
                 RecvState::Trailers(body) => {
                     let status = match ready!(body.poll_trailers(cx)) {
                         Ok(Some(trailers)) => {
+                            self.pushback = pushback_of(&trailers);
                             let (status, metadata) = status_from_trailers(trailers);
                             self.trailers = Some(metadata);
                             status
@@ -892,6 +904,16 @@ pub(crate) fn classify_head(http_status: u16, headers: HeaderMap, end_stream: bo
         encoding: ReceivedEncoding::from_header(headers.get("grpc-encoding")),
         metadata: MetadataMap::from_headers(headers),
     }
+}
+
+/// The server's `grpc-retry-pushback-ms` in a trailer block (or Trailers-Only headers).
+pub(crate) fn pushback_of(headers: &HeaderMap) -> Pushback {
+    Pushback::from_values(
+        headers
+            .get_all("grpc-retry-pushback-ms")
+            .iter()
+            .map(http::HeaderValue::as_bytes),
+    )
 }
 
 /// The status in a trailer block (or Trailers-Only headers) and the block's metadata.

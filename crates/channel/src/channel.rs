@@ -429,14 +429,24 @@ impl Channel {
             .streaming::<Req, Resp>(path, Request::new(()).with_options(metadata, options))
             .await?;
         let mut messages = std::pin::pin!(messages);
-        while let Some(msg) = poll_fn(|cx| Pin::as_mut(&mut messages).poll_next(cx)).await {
-            if sender.send(msg).await.is_err() {
-                // The call ended; its status comes from the response side.
-                break;
+        let send_all = async move {
+            while let Some(msg) = poll_fn(|cx| Pin::as_mut(&mut messages).poll_next(cx)).await {
+                if sender.send(msg).await.is_err() {
+                    // The call ended; its status comes from the response side.
+                    break;
+                }
             }
+            // Dropping the sender half-closes.
+        };
+        // The response is watched while the request streams: an early status from the server, or the
+        // deadline, ends the call even while the application's stream has no next message.
+        let mut send_all = std::pin::pin!(send_all);
+        let mut response = std::pin::pin!(single_response(&mut receiver));
+        tokio::select! {
+            biased;
+            result = &mut response => result,
+            () = &mut send_all => response.await,
         }
-        drop(sender);
-        single_response(&mut receiver).await
     }
 
     /// A streaming call (client-streaming, server-streaming or bidi): returns the sending half, which

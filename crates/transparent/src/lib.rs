@@ -14,6 +14,9 @@
 //! | GOAWAY whose last-stream-id is below the stream | [`Progress::Opened`] | [`FailurePlace::Unprocessed`] |
 //! | anything else | [`Progress::Opened`] | [`FailurePlace::Processed`] |
 //!
+//! A write that fails because the server reset the stream meanwhile is classified by the reset's reason
+//! ([`classify_reset`]), not by h2's "inactive stream" user error.
+//!
 //! The h2 behaviours relied on:
 //! * After a GOAWAY, h2 stores it as the connection's error and fails every later `send_request` and
 //!   `SendRequest::ready()` with it (`ensure_no_conn_error`): no HEADERS of that stream are ever written, so
@@ -60,6 +63,17 @@ pub fn classify(err: &h2::Error, progress: Progress) -> FailurePlace {
     match progress {
         Progress::Opening | Progress::QueuedLocally => FailurePlace::NotSent,
         Progress::Opened if is_unprocessed(err) => FailurePlace::Unprocessed,
+        Progress::Opened => FailurePlace::Processed,
+    }
+}
+
+/// Where an attempt failed whose stream the server reset with `reason`, as h2's `SendStream::poll_reset`
+/// reports it (a write to such a stream fails with a user error, "inactive stream", which says nothing of
+/// the server's reason).
+pub fn classify_reset(reason: Reason, progress: Progress) -> FailurePlace {
+    match progress {
+        Progress::Opening | Progress::QueuedLocally => FailurePlace::NotSent,
+        Progress::Opened if reason == Reason::REFUSED_STREAM => FailurePlace::Unprocessed,
         Progress::Opened => FailurePlace::Processed,
     }
 }

@@ -267,3 +267,30 @@ async fn a_closed_connection_fails_new_requests_before_anything_is_written() {
     assert!(!is_user_error(&err), "{err:?}");
     assert_eq!(classify(&err, Progress::Opening), FailurePlace::NotSent);
 }
+
+#[tokio::test]
+async fn a_write_to_a_stream_the_server_reset_is_a_user_error_and_poll_reset_has_the_reason() {
+    let addr = h2_server(None, |_, mut respond, _| {
+        respond.send_reset(h2::Reason::REFUSED_STREAM)
+    })
+    .await;
+    let mut send = client(addr).await.ready().await.expect("ready");
+    let (response, mut stream) = send.send_request(request(), false).expect("send");
+    let _ = tokio::time::timeout(GUARD, response).await.expect("guard");
+    let err = stream
+        .send_data(Bytes::from_static(b"late"), false)
+        .expect_err("the stream is gone");
+    // h2 reports the write as the caller's mistake ...
+    assert!(is_user_error(&err), "{err:?}");
+    // ... so the channel asks the stream for the server's reason instead.
+    let reason = poll_fn(|cx| stream.poll_reset(cx)).await.expect("reset");
+    assert_eq!(reason, h2::Reason::REFUSED_STREAM);
+    assert_eq!(
+        grpc_transparent::classify_reset(reason, Progress::Opened),
+        FailurePlace::Unprocessed
+    );
+    assert_eq!(
+        grpc_transparent::classify_reset(h2::Reason::INTERNAL_ERROR, Progress::Opened),
+        FailurePlace::Processed
+    );
+}

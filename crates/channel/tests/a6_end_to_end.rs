@@ -1,11 +1,10 @@
-//! Second review of the A6 call path: throttle accounting end to end, `unix:` and `dns:` targets, the
-//! `client_streaming` convenience API, server streaming under hedging, deadlines when every attempt is
-//! refused, fail-fast picks under a policy, compression / metadata on every attempt, and many concurrent
-//! streaming calls. Real loopback sockets (TCP and Unix), a scriptable raw h2 server, tokio's paused clock.
-//!
-//! `defect_*` tests fail on the code they were written against; `holds_*` tests pass and cover something
-//! important. Every test is bounded by a `tokio::time::timeout` guard; the tests about busy loops also have
-//! a real-time watchdog (a busy loop never lets the paused clock advance, so the tokio guard would not fire).
+//! The A6 call path end to end: throttle accounting (committed attempts, local ends, pushback in trailers),
+//! `unix:` and `dns:` targets, the `client_streaming` convenience API, server streaming under hedging,
+//! deadlines when every attempt is refused, fail-fast picks under a policy, compression and metadata on
+//! every attempt, and many concurrent streaming calls. Real loopback sockets (TCP and Unix), a scriptable
+//! raw h2 server, tokio's paused clock. Every test is bounded by a `tokio::time::timeout` guard; the tests
+//! about busy loops also have a real-time watchdog (a busy loop never lets the paused clock advance, so the
+//! tokio guard would not fire).
 
 mod support;
 
@@ -116,7 +115,11 @@ impl Raw {
         Raw::serve_tcp(listener, configure, h)
     }
 
-    fn serve_tcp(listener: TcpListener, configure: fn(&mut h2::server::Builder), h: Handler) -> Raw {
+    fn serve_tcp(
+        listener: TcpListener,
+        configure: fn(&mut h2::server::Builder),
+        h: Handler,
+    ) -> Raw {
         let raw = Raw::new(Some(listener.local_addr().expect("addr")), None);
         let r = raw.clone();
         let mut kill = raw.kill.subscribe();
@@ -594,7 +597,14 @@ async fn throttle_server() -> Raw {
                             let _ = out.send_data(frame(b"first"), false);
                             // After the response headers, only the SendStream can wait for the reset.
                             if let Ok(reason) = poll_fn(|cx| out.poll_reset(cx)).await {
-                                push(&s.log, Ev::Reset { conn: s.conn, id: s.id, reason });
+                                push(
+                                    &s.log,
+                                    Ev::Reset {
+                                        conn: s.conn,
+                                        id: s.id,
+                                        reason,
+                                    },
+                                );
                             }
                         }
                     }
@@ -635,7 +645,7 @@ fn with_headers<T>(mut req: Request<T>, pairs: &[(&str, &str)]) -> Request<T> {
 
 /// The probe's premise: on a full bucket it is retried.
 #[tokio::test(start_paused = true)]
-async fn holds_throttle_probe_is_retried_on_a_full_bucket() {
+async fn throttle_probe_is_retried_on_a_full_bucket() {
     let server = throttle_server().await;
     let ch = channel(&server.target(), &throttled_config(&["UNAVAILABLE"]));
     assert!(probe(&ch, &server, "p").await);
@@ -644,7 +654,7 @@ async fn holds_throttle_probe_is_retried_on_a_full_bucket() {
 /// A committed attempt (response headers arrived) that then fails with a retryable code costs a token, and
 /// is not retried; two committed successes (unary and a bidi stream) give back 2 × tokenRatio.
 #[tokio::test(start_paused = true)]
-async fn holds_throttle_committed_failure_costs_a_token_and_committed_successes_refill() {
+async fn throttle_committed_failure_costs_a_token_and_committed_successes_refill() {
     let server = throttle_server().await;
     let ch = channel(&server.target(), &throttled_config(&["UNAVAILABLE"]));
     let status = guarded(
@@ -710,7 +720,7 @@ async fn holds_throttle_committed_failure_costs_a_token_and_committed_successes_
 /// Calls abandoned mid-way (a committed stream dropped, a unary call dropped while it waits, a stream dropped
 /// before commit) and a cancel whose code is not retryable cost nothing.
 #[tokio::test(start_paused = true)]
-async fn holds_throttle_abandoned_calls_cost_nothing() {
+async fn throttle_abandoned_calls_cost_nothing() {
     let server = throttle_server().await;
     let ch = channel(&server.target(), &throttled_config(&["UNAVAILABLE"]));
     guarded("abandon", async {
@@ -749,7 +759,7 @@ async fn holds_throttle_abandoned_calls_cost_nothing() {
 
 /// A deadline that passes before commit is the client's own: no token (the state machine's `Local` end).
 #[tokio::test(start_paused = true)]
-async fn holds_throttle_client_deadline_before_commit_costs_nothing() {
+async fn throttle_client_deadline_before_commit_costs_nothing() {
     let server = throttle_server().await;
     let ch = channel(
         &server.target(),
@@ -768,14 +778,14 @@ async fn holds_throttle_client_deadline_before_commit_costs_nothing() {
     assert!(probe(&ch, &server, "p").await, "nothing was charged");
 }
 
-/// DEFECT: the same client-side deadline, once the call has committed (the server sent response headers),
+/// Regression (the failure it guards against): the same client-side deadline, once the call has committed (the server sent response headers),
 /// costs a token when DEADLINE_EXCEEDED is in retryableStatusCodes. The server never failed the call: the
 /// client gave up. `Streaming::end_locally` (call.rs) calls `Shared::report_end`, which reports every
 /// local end to the state machine as `AttemptEnd::status(code, ..)`, i.e. `FailurePlace::Processed`, so
 /// `RetryCall::account` charges it. Before commit the same deadline is `Outcome::Local` and charges nothing
 /// (test above); grpc-java and grpc-go never charge a client deadline or cancel.
 #[tokio::test(start_paused = true)]
-async fn defect_throttle_client_deadline_after_commit_costs_a_token() {
+async fn throttle_client_deadline_after_commit_costs_nothing() {
     let server = throttle_server().await;
     let ch = channel(
         &server.target(),
@@ -797,10 +807,10 @@ async fn defect_throttle_client_deadline_after_commit_costs_a_token() {
     );
 }
 
-/// DEFECT: `Streaming::cancel()` after commit costs a token when CANCELLED is in retryableStatusCodes, though
+/// Regression (the failure it guards against): `Streaming::cancel()` after commit costs a token when CANCELLED is in retryableStatusCodes, though
 /// dropping the same call costs nothing. Same root cause: `end_locally` → `report_end` → Processed.
 #[tokio::test(start_paused = true)]
-async fn defect_throttle_client_cancel_after_commit_costs_a_token() {
+async fn throttle_client_cancel_after_commit_costs_nothing() {
     let server = throttle_server().await;
     let ch = channel(
         &server.target(),
@@ -831,7 +841,7 @@ async fn defect_throttle_client_cancel_after_commit_costs_a_token() {
 
 /// A "don't retry" pushback in Trailers-Only (before commit) with a non-retryable code costs a token (A6).
 #[tokio::test(start_paused = true)]
-async fn holds_throttle_dont_retry_pushback_before_commit_counts() {
+async fn throttle_dont_retry_pushback_before_commit_counts() {
     let server = throttle_server().await;
     let ch = channel(&server.target(), &throttled_config(&["UNAVAILABLE"]));
     let status = guarded(
@@ -847,13 +857,13 @@ async fn holds_throttle_dont_retry_pushback_before_commit_counts() {
     );
 }
 
-/// DEFECT: a "don't retry" pushback (`grpc-retry-pushback-ms: -1`) in the trailers of a *committed* attempt is
+/// Regression (the failure it guards against): a "don't retry" pushback (`grpc-retry-pushback-ms: -1`) in the trailers of a *committed* attempt is
 /// never seen, so it costs no token (the crate's own rule: a don't-retry pushback qualifies, "fatal code or
 /// not; the committed attempt's end counts too"; before commit it does count). `Shared::report_end`
 /// (call.rs) reads the pushback from `status.metadata()`, but `MetadataMap::from_headers` (metadata.rs
 /// `is_protocol_header`) strips every `grpc-*` key, so the pushback is always `Pushback::None`.
 #[tokio::test(start_paused = true)]
-async fn defect_throttle_dont_retry_pushback_after_commit_is_not_counted() {
+async fn throttle_dont_retry_pushback_after_commit_counts() {
     let server = throttle_server().await;
     let ch = channel(&server.target(), &throttled_config(&["UNAVAILABLE"]));
     let status = guarded(
@@ -907,12 +917,12 @@ fn msg(n: usize) -> FlakyMessage {
     }
 }
 
-/// DEFECT: `Channel::client_streaming` with a timeout hangs past its deadline while the request stream has no
+/// Regression (the failure it guards against): `Channel::client_streaming` with a timeout hangs past its deadline while the request stream has no
 /// next item: it awaits `messages.next()` with nothing racing it (channel.rs `client_streaming`, the `while let
 /// Some(msg) = poll_fn(..poll_next..)` loop), and `single_response` (which enforces the deadline) is reached
 /// only after the request stream ends. The retry driver does end the call at the deadline, but nobody looks.
 #[tokio::test(start_paused = true)]
-async fn defect_client_streaming_hangs_past_its_deadline_while_the_request_stream_waits() {
+async fn client_streaming_ends_at_its_deadline_while_the_request_stream_waits() {
     let server = Raw::tcp(
         defaults,
         handler(|mut s: Stream| async move {
@@ -943,10 +953,10 @@ async fn defect_client_streaming_hangs_past_its_deadline_while_the_request_strea
     }
 }
 
-/// DEFECT: the server fails the call early (Trailers-Only INVALID_ARGUMENT after the first message), while the
+/// Regression (the failure it guards against): the server fails the call early (Trailers-Only INVALID_ARGUMENT after the first message), while the
 /// application's request stream has nothing more yet: `client_streaming` never returns the status (same loop).
 #[tokio::test(start_paused = true)]
-async fn defect_client_streaming_misses_an_early_server_failure_while_the_request_stream_waits() {
+async fn client_streaming_returns_an_early_server_failure_while_the_request_stream_waits() {
     let server = Raw::tcp(
         defaults,
         handler(|mut s: Stream| async move {
@@ -979,7 +989,7 @@ async fn defect_client_streaming_misses_an_early_server_failure_while_the_reques
 /// message, before the client finished) is retried with every message replayed; an early non-retryable code
 /// ends the call with that code, without a hang.
 #[tokio::test(start_paused = true)]
-async fn holds_client_streaming_early_failure_is_retried_or_returned() {
+async fn client_streaming_early_failure_is_retried_or_returned() {
     let server = Raw::tcp(
         defaults,
         handler(|mut s: Stream| async move {
@@ -1035,66 +1045,10 @@ async fn holds_client_streaming_early_failure_is_retried_or_returned() {
     assert_eq!(status.code(), Code::InvalidArgument);
 }
 
-/// DEFECT (after commit): the server answers (headers, then trailers INVALID_ARGUMENT) before the client has
-/// finished sending, and keeps the stream open without reading. The application is blocked in
-/// `RequestSender::send` on flow control; nobody polls the response, so the trailers go unnoticed: `send`
-/// never returns, the call never ends, and the client never sends the RST_STREAM(NO_ERROR) that spec §3 asks
-/// for. Before commit the same case works (the driver polls every attempt's response while it writes). Root
-/// cause: call.rs `RequestSender::send_frame`, `Side::Direct` branch, waits on `poll_capacity` only.
-#[tokio::test(start_paused = true)]
-async fn defect_send_blocked_on_flow_control_misses_the_servers_trailers_after_commit() {
-    let server = Raw::tcp(
-        defaults,
-        handler(|mut s: Stream| async move {
-            let Some(mut out) = s.headers() else { return };
-            if s.read_bytes(5 + 8192).await.is_err() {
-                return;
-            }
-            let _ = out.send_trailers(trailers("3", &[("grpc-message", "stop")]));
-            // Hold the stream (and its unread request data) without reading or resetting.
-            let mut out = out;
-            if let Ok(reason) = poll_fn(|cx| out.poll_reset(cx)).await {
-                push(&s.log, Ev::Reset { conn: s.conn, id: s.id, reason });
-            }
-            drop(s);
-        }),
-    )
-    .await;
-    let ch = channel(&server.target(), &retry_config(3, "0.1s", &["UNAVAILABLE"]));
-    let (mut tx, mut rx) = guarded("start", ch.streaming_raw("/t.S/Upload", Request::new(())))
-        .await
-        .expect("start");
-    // Commit on the response headers first.
-    guarded("headers", rx.headers()).await.expect("headers");
-    let sent = Arc::new(AtomicUsize::new(0));
-    let counter = sent.clone();
-    let sending = tokio::time::timeout(Duration::from_secs(60), async move {
-        for _ in 0..100 {
-            if tx.send(Bytes::from(vec![1u8; 8192])).await.is_err() {
-                return;
-            }
-            counter.fetch_add(1, Ordering::SeqCst);
-        }
-        let _ = tx.finish().await;
-    })
-    .await;
-    assert!(
-        sending.is_ok(),
-        "send stayed blocked for 60 s after the server ended the call ({} messages sent)",
-        sent.load(Ordering::SeqCst)
-    );
-    let status = guarded("status", rx.message()).await.expect_err("INVALID_ARGUMENT");
-    assert_eq!(status.code(), Code::InvalidArgument);
-    eventually("RST_STREAM(NO_ERROR)", || {
-        server.resets().iter().any(|r| r.2 == Reason::NO_ERROR)
-    })
-    .await;
-}
-
 /// The same server before commit (Trailers-Only while the request is still being written): the driver
 /// notices, the sender is released, the status is the server's, RST_STREAM(NO_ERROR) is sent.
 #[tokio::test(start_paused = true)]
-async fn holds_trailers_only_while_the_sender_is_blocked_before_commit() {
+async fn trailers_only_while_the_sender_is_blocked_before_commit() {
     let server = Raw::tcp(
         defaults,
         handler(|mut s: Stream| async move {
@@ -1122,7 +1076,9 @@ async fn holds_trailers_only_while_the_sender_is_blocked_before_commit() {
     })
     .await;
     assert!(sending.is_ok(), "send stayed blocked");
-    let status = guarded("status", rx.message()).await.expect_err("INVALID_ARGUMENT");
+    let status = guarded("status", rx.message())
+        .await
+        .expect_err("INVALID_ARGUMENT");
     assert_eq!(status.code(), Code::InvalidArgument);
 }
 
@@ -1132,7 +1088,7 @@ async fn holds_trailers_only_while_the_sender_is_blocked_before_commit() {
 /// UNAVAILABLE (non-fatal) mid-stream: the messages arrive whole and in order, the failure is the call's
 /// status, and no further hedge starts.
 #[tokio::test(start_paused = true)]
-async fn holds_server_streaming_hedge_wins_then_fails_mid_stream_is_not_retried() {
+async fn server_streaming_hedge_wins_then_fails_mid_stream_is_not_retried() {
     let server = Raw::tcp(
         defaults,
         handler(|mut s: Stream| async move {
@@ -1182,7 +1138,8 @@ async fn holds_server_streaming_hedge_wins_then_fails_mid_stream_is_not_retried(
     assert_eq!(status.code(), Code::Unavailable, "{status:?}");
     assert_eq!(got.len(), 200);
     for (i, m) in got.iter().enumerate() {
-        let item: FlakyItem = prost::Message::decode(&m[..m.len() - (i * 37) % 3000]).expect("item");
+        let item: FlakyItem =
+            prost::Message::decode(&m[..m.len() - (i * 37) % 3000]).expect("item");
         assert_eq!(item.index as usize, i);
         assert_eq!(item.client_attempt, 2);
     }
@@ -1222,7 +1179,10 @@ async fn call_shape(ch: &Channel, shape: Shape, path: &str, timeout: Duration) -
     let ok = || Status::new(Code::Ok, "");
     match shape {
         Shape::Unary => match ch
-            .unary_raw(path, Request::new(Bytes::from_static(b"u")).with_timeout(timeout))
+            .unary_raw(
+                path,
+                Request::new(Bytes::from_static(b"u")).with_timeout(timeout),
+            )
             .await
         {
             Ok(_) => ok(),
@@ -1252,8 +1212,7 @@ async fn call_shape(ch: &Channel, shape: Shape, path: &str, timeout: Duration) -
         Shape::ClientStream => match ch
             .client_streaming::<FlakyMessage, FlakyTotals, _>(
                 path,
-                Request::new(IterStream(vec![msg(3), msg(4)].into_iter()))
-                    .with_timeout(timeout),
+                Request::new(IterStream(vec![msg(3), msg(4)].into_iter())).with_timeout(timeout),
             )
             .await
         {
@@ -1285,7 +1244,7 @@ async fn call_shape(ch: &Channel, shape: Shape, path: &str, timeout: Duration) -
 /// ~1 s, ~2 s), then the deadline (2.5 s) stops it. Every shape ends UNAVAILABLE before the deadline, with a
 /// handful of streams (no busy loop: the paused clock advanced through the backoffs).
 #[tokio::test(start_paused = true)]
-async fn holds_refused_on_every_attempt_ends_by_the_deadline_for_every_shape() {
+async fn refused_on_every_attempt_ends_by_the_deadline_for_every_shape() {
     let _dog = watchdog("refused on every attempt", 120);
     let server = Raw::tcp(
         defaults,
@@ -1320,7 +1279,7 @@ async fn holds_refused_on_every_attempt_ends_by_the_deadline_for_every_shape() {
 /// The server allows no stream at all (SETTINGS_MAX_CONCURRENT_STREAMS = 0): every attempt waits in h2's
 /// local queue. Every shape ends DEADLINE_EXCEEDED at its deadline, and the clock advanced (no busy loop).
 #[tokio::test(start_paused = true)]
-async fn holds_no_stream_slot_ends_at_the_deadline_for_every_shape() {
+async fn no_stream_slot_ends_at_the_deadline_for_every_shape() {
     let _dog = watchdog("no stream slot", 120);
     fn zero(b: &mut h2::server::Builder) {
         b.max_concurrent_streams(0);
@@ -1354,7 +1313,7 @@ async fn holds_no_stream_slot_ends_at_the_deadline_for_every_shape() {
 /// policy (A6); the backend comes up during the backoff and a retry succeeds (its `grpc-previous-rpc-attempts`
 /// counts the failed pick). Without a policy the call fails at once.
 #[tokio::test(start_paused = true)]
-async fn holds_fail_fast_pick_failure_goes_to_the_retry_policy() {
+async fn fail_fast_pick_failure_goes_to_the_retry_policy() {
     let (socket, addr) = support::reserved_port();
     let ch = channel(
         &format!("ipv4:{addr}"),
@@ -1414,7 +1373,7 @@ async fn holds_fail_fast_pick_failure_goes_to_the_retry_policy() {
 /// custom `:authority`; the first attempt fails after reading everything, the retry replays it: every
 /// attempt carries the same headers and byte-identical messages with the same compressed flags.
 #[tokio::test(start_paused = true)]
-async fn holds_compression_metadata_and_authority_on_every_attempt() {
+async fn compression_metadata_and_authority_on_every_attempt() {
     let server = Raw::tcp(
         defaults,
         handler(|mut s: Stream| async move {
@@ -1442,10 +1401,7 @@ async fn holds_compression_metadata_and_authority_on_every_attempt() {
         .append_bin("x-blob-bin", &[0, 255, 1, 254])
         .expect("bin");
     guarded("compressed bidi", async {
-        let (mut tx, mut rx) = ch
-            .streaming_raw("/t.S/Bidi", req)
-            .await
-            .expect("start");
+        let (mut tx, mut rx) = ch.streaming_raw("/t.S/Bidi", req).await.expect("start");
         tx.send(Bytes::from(vec![b'a'; 2000])).await.expect("m0");
         tx.send_with(
             Bytes::from(vec![b'b'; 2000]),
@@ -1469,7 +1425,10 @@ async fn holds_compression_metadata_and_authority_on_every_attempt() {
     assert_eq!(flags, vec![1, 0, 1]);
     for (_, _, _, h, authority) in &opens {
         assert_eq!(authority.as_deref(), Some("svc.example:8443"));
-        assert_eq!(h.get("grpc-encoding").map(|v| v.as_bytes()), Some(&b"gzip"[..]));
+        assert_eq!(
+            h.get("grpc-encoding").map(|v| v.as_bytes()),
+            Some(&b"gzip"[..])
+        );
         let md: Vec<&[u8]> = h.get_all("x-md").iter().map(|v| v.as_bytes()).collect();
         assert_eq!(md, vec![&b"one"[..], &b"two"[..]]);
         assert!(h.get("x-blob-bin").is_some());
@@ -1483,7 +1442,7 @@ async fn holds_compression_metadata_and_authority_on_every_attempt() {
 /// Hedging on a `unix:` target: every hedge goes on the one connection; a non-fatal failure sends the next at
 /// once; the winner's commit cancels the hung original.
 #[tokio::test(start_paused = true)]
-async fn holds_unix_hedging_uses_the_one_connection() {
+async fn unix_hedging_uses_the_one_connection() {
     let path = socket_path("hedging");
     let server = Raw::unix(
         path.clone(),
@@ -1524,7 +1483,7 @@ async fn holds_unix_hedging_uses_the_one_connection() {
 /// pick, the policy retries it, and the server that appears meanwhile answers. A wait-for-ready call without a
 /// policy waits for it.
 #[tokio::test(start_paused = true)]
-async fn holds_unix_failed_pick_is_retried_by_policy_and_wait_for_ready_waits() {
+async fn unix_failed_pick_is_retried_by_policy_and_wait_for_ready_waits() {
     let path = socket_path("late");
     let _ = std::fs::remove_file(&path);
     let target = format!("unix:{}", path.display());
@@ -1588,7 +1547,7 @@ async fn holds_unix_failed_pick_is_retried_by_policy_and_wait_for_ready_waits() 
 /// The server on a `unix:` path goes away and a new one starts on the same path: the next call (no policy)
 /// reaches the new server on a new connection, for every shape.
 #[tokio::test(start_paused = true)]
-async fn holds_unix_server_restart_on_the_same_path() {
+async fn unix_server_restart_on_the_same_path() {
     let path = socket_path("restart");
     let h = || {
         handler(|mut s: Stream| async move {
@@ -1604,14 +1563,22 @@ async fn holds_unix_server_restart_on_the_same_path() {
         .build()
         .expect("channel");
     for shape in SHAPES {
-        let s = guarded("first", call_shape(&ch, shape, "/t.S/Ok", Duration::from_secs(10))).await;
+        let s = guarded(
+            "first",
+            call_shape(&ch, shape, "/t.S/Ok", Duration::from_secs(10)),
+        )
+        .await;
         assert_eq!(s.code(), Code::Ok, "{shape:?}: {s:?}");
     }
     first.kill();
     settle(Duration::from_millis(100)).await;
     let second = Raw::unix(path.clone(), defaults, h());
     for shape in SHAPES {
-        let s = guarded("second", call_shape(&ch, shape, "/t.S/Ok", Duration::from_secs(10))).await;
+        let s = guarded(
+            "second",
+            call_shape(&ch, shape, "/t.S/Ok", Duration::from_secs(10)),
+        )
+        .await;
         assert_eq!(s.code(), Code::Ok, "{shape:?}: {s:?}");
     }
     assert_eq!(second.opens().len(), 4);
@@ -1624,7 +1591,7 @@ async fn holds_unix_server_restart_on_the_same_path() {
 /// a policy such a call fails UNAVAILABLE (observed; spec §6 "Streams ≤ last_stream_id ... PROCESSED"). With
 /// a retry policy on UNAVAILABLE the policy retry reaches the new server.
 #[tokio::test(start_paused = true)]
-async fn holds_unix_call_right_after_restart_is_recovered_by_the_policy() {
+async fn unix_call_right_after_restart_is_recovered_by_the_policy() {
     let path = socket_path("restart-now");
     let h = || {
         handler(|mut s: Stream| async move {
@@ -1641,7 +1608,11 @@ async fn holds_unix_call_right_after_restart_is_recovered_by_the_policy() {
     first.kill();
     tokio::task::yield_now().await;
     let second = Raw::unix(path.clone(), defaults, h());
-    let r = guarded("right after", ch.unary_raw("/t.S/Ok", Request::new(Bytes::new()))).await;
+    let r = guarded(
+        "right after",
+        ch.unary_raw("/t.S/Ok", Request::new(Bytes::new())),
+    )
+    .await;
     let _ = std::fs::remove_file(&path);
     r.expect("a call right after the restart, retried by the policy");
     assert_eq!(second.opens().len(), 1);
@@ -1650,7 +1621,7 @@ async fn holds_unix_call_right_after_restart_is_recovered_by_the_policy() {
 /// GOAWAY on a `unix:` connection while a stream is still open: new calls go on a new connection at once;
 /// the old stream completes.
 #[tokio::test(start_paused = true)]
-async fn holds_unix_goaway_then_a_new_connection() {
+async fn unix_goaway_then_a_new_connection() {
     let path = socket_path("goaway");
     let release = Arc::new(Notify::new());
     let rel = release.clone();
@@ -1679,9 +1650,12 @@ async fn holds_unix_goaway_then_a_new_connection() {
     server.goaway.notify_waiters();
     settle(Duration::from_millis(100)).await;
     for _ in 0..3 {
-        guarded("after goaway", ch.unary_raw("/t.S/Ok", Request::new(Bytes::new())))
-            .await
-            .expect("a new connection");
+        guarded(
+            "after goaway",
+            ch.unary_raw("/t.S/Ok", Request::new(Bytes::new())),
+        )
+        .await
+        .expect("a new connection");
     }
     let conns: Vec<usize> = server.opens().iter().map(|o| o.0).collect();
     assert_eq!(conns, vec![1, 2, 2, 2]);
@@ -1696,7 +1670,7 @@ async fn holds_unix_goaway_then_a_new_connection() {
 // ---- dns: target with the retry policy in the TXT record ---------------------------------------------------
 
 #[tokio::test(start_paused = true)]
-async fn holds_dns_txt_retry_policy_applies_to_a_streaming_call() {
+async fn dns_txt_retry_policy_applies_to_a_streaming_call() {
     let server = Raw::tcp(
         defaults,
         handler(|mut s: Stream| async move {
@@ -1739,7 +1713,10 @@ async fn holds_dns_txt_retry_policy_applies_to_a_streaming_call() {
         .expect("channel");
     let got = guarded("dns bidi", async {
         let (mut tx, mut rx) = ch
-            .streaming_raw("/t.S/Bidi", Request::new(()).with_timeout(Duration::from_secs(20)))
+            .streaming_raw(
+                "/t.S/Bidi",
+                Request::new(()).with_timeout(Duration::from_secs(20)),
+            )
             .await
             .expect("start");
         for m in [&b"m0"[..], b"m1", b"m2"] {
@@ -1768,7 +1745,7 @@ async fn holds_dns_txt_retry_policy_applies_to_a_streaming_call() {
 /// attempt of each failing after its first message: all finish OK with their messages replayed, every
 /// server stream is closed, and the driver tasks are gone afterwards.
 #[tokio::test(start_paused = true)]
-async fn holds_500_concurrent_bidi_calls_with_a_policy_all_finish_and_leave_no_tasks() {
+async fn five_hundred_concurrent_bidi_calls_with_a_policy_all_finish_and_leave_no_tasks() {
     let _dog = watchdog("500 bidi calls", 240);
     fn hundred(b: &mut h2::server::Builder) {
         b.max_concurrent_streams(100);
@@ -1779,7 +1756,13 @@ async fn holds_500_concurrent_bidi_calls_with_a_policy_all_finish_and_leave_no_t
             if s.prev() == 0 {
                 if s.read_bytes(5 + 2).await.is_ok() {
                     s.trailers_only("14", &[]);
-                    push(&s.log, Ev::End { conn: s.conn, id: s.id });
+                    push(
+                        &s.log,
+                        Ev::End {
+                            conn: s.conn,
+                            id: s.id,
+                        },
+                    );
                 }
                 return;
             }
@@ -1807,13 +1790,23 @@ async fn holds_500_concurrent_bidi_calls_with_a_policy_all_finish_and_leave_no_t
                 }
             }
             let _ = out.send_trailers(trailers("0", &[]));
-            push(&s.log, Ev::End { conn: s.conn, id: s.id });
+            push(
+                &s.log,
+                Ev::End {
+                    conn: s.conn,
+                    id: s.id,
+                },
+            );
         }),
     )
     .await;
     let ch = channel(&server.target(), &retry_config(3, "0.1s", &["UNAVAILABLE"]));
     // Warm up: the connection and its tasks exist before the baseline.
-    let s = guarded("warm-up", call_shape(&ch, Shape::Bidi, "/t.S/Echo", Duration::from_secs(30))).await;
+    let s = guarded(
+        "warm-up",
+        call_shape(&ch, Shape::Bidi, "/t.S/Echo", Duration::from_secs(30)),
+    )
+    .await;
     assert_eq!(s.code(), Code::Ok, "{s:?}");
     settle(Duration::from_millis(200)).await;
     let metrics = tokio::runtime::Handle::current().metrics();
@@ -1851,7 +1844,12 @@ async fn holds_500_concurrent_bidi_calls_with_a_policy_all_finish_and_leave_no_t
             Err(s) => failures.push((i, s)),
         }
     }
-    assert!(failures.is_empty(), "{} failed: {:?}", failures.len(), &failures[..failures.len().min(5)]);
+    assert!(
+        failures.is_empty(),
+        "{} failed: {:?}",
+        failures.len(),
+        &failures[..failures.len().min(5)]
+    );
     settle(Duration::from_millis(500)).await;
     let opened = server.opens().len();
     let closed = server
@@ -1865,11 +1863,10 @@ async fn holds_500_concurrent_bidi_calls_with_a_policy_all_finish_and_leave_no_t
         .len();
     let mut by_prev: HashMap<String, usize> = HashMap::new();
     for o in server.opens() {
-        let p = o
-            .3
-            .get("grpc-previous-rpc-attempts")
-            .map(|v| v.to_str().unwrap_or("?").to_owned())
-            .unwrap_or_default();
+        let p =
+            o.3.get("grpc-previous-rpc-attempts")
+                .map(|v| v.to_str().unwrap_or("?").to_owned())
+                .unwrap_or_default();
         *by_prev.entry(p).or_default() += 1;
     }
     // Every call (and the warm-up) succeeded on exactly one policy retry. Some first attempts never reached
