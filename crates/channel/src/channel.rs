@@ -18,6 +18,7 @@ use crate::call::{self, RequestSender, Shared, SharedRef, Streaming};
 use crate::codec::Codec;
 use crate::control::{ControlPlane, DEFAULT_IDLE_TIMEOUT};
 use crate::error::BuildError;
+use crate::keepalive::{Keepalive, DEFAULT_KEEPALIVE_TIMEOUT};
 use crate::metadata::MetadataMap;
 use crate::request::{CallOptions, Request, Response};
 use crate::resolution::Resolution;
@@ -53,6 +54,7 @@ struct Inner {
     control: std::sync::OnceLock<ControlPlane>,
     http2: Http2Settings,
     idle_timeout: Duration,
+    keepalive: Arc<Keepalive>,
     /// The retry throttle of the target (A6), for the `retryThrottling` setting it was made for.
     throttle: parking_lot::Mutex<Option<(ThrottleConfig, Arc<Throttle>)>>,
     /// The bytes all calls of the channel may keep for replay (A6).
@@ -90,9 +92,35 @@ pub struct ChannelBuilder {
     retries: bool,
     per_rpc_buffer_limit: usize,
     retry_buffer_size: usize,
+    keepalive_time: Option<Duration>,
+    keepalive_timeout: Duration,
+    keepalive_permit_without_calls: bool,
 }
 
 impl ChannelBuilder {
+    /// Turns client keepalive on (gRFC A8; off by default): after `time` without any frame from the
+    /// server, the client sends a PING, and closes the connection if it is not answered within the
+    /// keepalive timeout (its calls fail UNAVAILABLE, the channel reconnects). Values under 10 s are raised
+    /// to 10 s. A server that answers GOAWAY "too_many_pings" doubles the time for the channel's later
+    /// connections.
+    pub fn keepalive_time(mut self, time: Duration) -> Self {
+        self.keepalive_time = Some(time);
+        self
+    }
+
+    /// How long a keepalive PING may go unanswered before the connection is closed (20 s by default).
+    pub fn keepalive_timeout(mut self, timeout: Duration) -> Self {
+        self.keepalive_timeout = timeout;
+        self
+    }
+
+    /// Whether keepalive PINGs are sent while the channel has no call in flight (off by default; servers
+    /// usually refuse pings without calls).
+    pub fn keepalive_permit_without_calls(mut self, permit: bool) -> Self {
+        self.keepalive_permit_without_calls = permit;
+        self
+    }
+
     /// Turns policy retries and hedging on (the default) or off for every call of the channel (gRFC A6
     /// "Disabling Retries"). Transparent retries (a call that never left the client, or that the server's
     /// HTTP/2 stack refused) stay on either way.
@@ -252,7 +280,12 @@ impl ChannelBuilder {
                 });
             }
         }
-        let transport = Transport::new(self.http2.clone());
+        let keepalive = Keepalive::new(
+            self.keepalive_time,
+            self.keepalive_timeout,
+            self.keepalive_permit_without_calls,
+        );
+        let transport = Transport::new(self.http2.clone(), keepalive.clone());
         let resolution = Arc::new(Resolution::new(
             target.clone(),
             self.resolver,
@@ -270,6 +303,7 @@ impl ChannelBuilder {
                 control: std::sync::OnceLock::new(),
                 http2: self.http2,
                 idle_timeout: self.idle_timeout,
+                keepalive,
                 throttle: parking_lot::Mutex::new(None),
                 retry_pool: Arc::new(BufferPool::new(self.retry_buffer_size)),
                 retries: self.retries,
@@ -300,6 +334,9 @@ impl Channel {
             retries: true,
             per_rpc_buffer_limit: DEFAULT_PER_CALL_LIMIT,
             retry_buffer_size: DEFAULT_PER_CHANNEL_LIMIT,
+            keepalive_time: None,
+            keepalive_timeout: DEFAULT_KEEPALIVE_TIMEOUT,
+            keepalive_permit_without_calls: false,
         }
     }
 
@@ -324,6 +361,7 @@ impl Channel {
                 self.inner.resolution.clone(),
                 self.inner.http2.clone(),
                 self.inner.idle_timeout,
+                self.inner.keepalive.clone(),
             )
         }))
     }
@@ -579,8 +617,11 @@ impl Channel {
             deadline: prepared.deadline,
             eager,
         });
-        let guard = self.control().map(ControlPlane::call_started);
-        (call, setup, Shared::driving(guard))
+        let guard = match self.control() {
+            Some(control) => control.call_started(),
+            None => inner.transport.call_started(),
+        };
+        (call, setup, Shared::driving(Some(guard)))
     }
 
     /// Everything a call needs before its first attempt: the resolution result and method config, the

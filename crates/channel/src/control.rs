@@ -32,6 +32,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::attempt::PickError;
+use crate::keepalive::{self, Keepalive, TCP_KEEPALIVE};
 use crate::resolution::{Endpoint, Resolution, State};
 use crate::sniff::{GoAway, Sniffer};
 use crate::status::{Code, Status};
@@ -67,6 +68,38 @@ pub(crate) struct ActiveCalls {
     events: mpsc::UnboundedSender<Event>,
 }
 
+impl ActiveCalls {
+    /// A counter no control plane listens to (for `unix:` targets).
+    pub(crate) fn detached() -> Arc<ActiveCalls> {
+        let (events, _) = mpsc::unbounded_channel();
+        Arc::new(ActiveCalls {
+            count: AtomicUsize::new(0),
+            events,
+        })
+    }
+
+    /// Registers a call; the guard ends it.
+    pub(crate) fn call_started(self: &Arc<Self>) -> CallGuard {
+        self.count.fetch_add(1, Ordering::AcqRel);
+        CallGuard(self.clone())
+    }
+
+    /// Whether a call is in flight.
+    pub(crate) fn in_use(&self) -> bool {
+        self.count.load(Ordering::Acquire) > 0
+    }
+}
+
+/// Turns on the kernel's TCP keepalive probes (a dead peer is found even when nothing is sent).
+pub(crate) fn set_tcp_keepalive<S: std::os::fd::AsFd>(socket: &S) {
+    let params = socket2::TcpKeepalive::new()
+        .with_time(TCP_KEEPALIVE)
+        .with_interval(TCP_KEEPALIVE);
+    if let Err(e) = socket2::SockRef::from(socket).set_tcp_keepalive(&params) {
+        tracing::debug!(error = %e, "could not set TCP keepalive");
+    }
+}
+
 /// Held by a call while it runs.
 pub(crate) struct CallGuard(Arc<ActiveCalls>);
 
@@ -92,6 +125,7 @@ impl ControlPlane {
         resolution: Arc<Resolution>,
         settings: Http2Settings,
         idle_timeout: Duration,
+        keepalive: Arc<Keepalive>,
     ) -> ControlPlane {
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let initial = Arc::new(Published {
@@ -112,6 +146,7 @@ impl ControlPlane {
         let lp = Loop {
             resolution,
             settings,
+            keepalive,
             idle_timeout,
             events_tx: events_tx.clone(),
             published: published_tx,
@@ -139,8 +174,7 @@ impl ControlPlane {
 
     /// Registers a call; the guard ends it.
     pub(crate) fn call_started(&self) -> CallGuard {
-        self.active.count.fetch_add(1, Ordering::AcqRel);
-        CallGuard(self.active.clone())
+        self.active.call_started()
     }
 
     /// The channel's connectivity state.
@@ -233,6 +267,7 @@ impl ControlPlane {
 struct Loop {
     resolution: Arc<Resolution>,
     settings: Http2Settings,
+    keepalive: Arc<Keepalive>,
     idle_timeout: Duration,
     events_tx: mpsc::UnboundedSender<Event>,
     published: watch::Sender<Arc<Published>>,
@@ -503,13 +538,18 @@ impl Loop {
                 LbAction::Connect { id, addr, deadline } => {
                     self.generation += 1;
                     let generation = self.generation;
+                    let channel = ChannelParts {
+                        settings: self.settings.clone(),
+                        keepalive: self.keepalive.clone(),
+                        active: self.active.clone(),
+                        events: self.events_tx.clone(),
+                    };
                     let task = tokio::spawn(connect_subchannel(
                         id,
                         generation,
                         addr,
                         Instant::from_std(deadline),
-                        self.settings.clone(),
-                        self.events_tx.clone(),
+                        channel,
                     ));
                     if let Some((_, old)) = self.tasks.insert(id, (generation, task)) {
                         old.abort();
@@ -542,28 +582,42 @@ impl NextU64 for SplitMix64 {
     }
 }
 
+/// What a connection task needs of its channel.
+struct ChannelParts {
+    settings: Http2Settings,
+    keepalive: Arc<Keepalive>,
+    active: Arc<ActiveCalls>,
+    events: mpsc::UnboundedSender<Event>,
+}
+
 /// One connection attempt and, once READY, the connection's life.
 async fn connect_subchannel(
     id: SubchannelId,
     generation: u64,
     addr: SocketAddr,
     deadline: Instant,
-    settings: Http2Settings,
-    events: mpsc::UnboundedSender<Event>,
+    channel: ChannelParts,
 ) {
+    let ChannelParts {
+        settings,
+        keepalive,
+        active,
+        events,
+    } = channel;
     let attempt = async {
         let tcp = TcpStream::connect(addr)
             .await
             .map_err(|e| Status::from_io("connect", e))?;
         tcp.set_nodelay(true)
             .map_err(|e| Status::from_io("set TCP_NODELAY", e))?;
+        set_tcp_keepalive(&tcp);
         let (io, seen) = Sniffer::new(tcp);
         let (send, mut connection) = settings
             .client_builder()
             .handshake::<_, Bytes>(io)
             .await
             .map_err(Status::from_h2)?;
-        let ping_pong = connection.ping_pong();
+        let mut ping_pong = connection.ping_pong();
         let (closed_tx, closed_rx) = oneshot::channel::<()>();
         let driver = tokio::spawn(async move {
             if let Err(e) = connection.await {
@@ -572,7 +626,7 @@ async fn connect_subchannel(
             let _ = closed_tx.send(());
         });
         // The server's SETTINGS come before its PING ACK: an answered PING means the connection was accepted.
-        if let Some(mut ping_pong) = ping_pong {
+        if let Some(ping_pong) = ping_pong.as_mut() {
             if let Err(e) = ping_pong.ping(h2::Ping::opaque()).await {
                 driver.abort();
                 if seen.answered_http1() {
@@ -585,10 +639,10 @@ async fn connect_subchannel(
                 return Err(Status::from_h2(e));
             }
         }
-        Ok::<_, Status>((send, driver, closed_rx, seen))
+        Ok::<_, Status>((send, driver, closed_rx, seen, ping_pong))
     };
     match tokio::time::timeout_at(deadline, attempt).await {
-        Ok(Ok((send, driver, mut closed, seen))) => {
+        Ok(Ok((send, driver, mut closed, seen, ping_pong))) => {
             let _ = events.send(Event::Ready(id, generation, send));
             // Aborting this task (Disconnect) must close the connection too.
             let _abort = AbortOnDrop(driver);
@@ -597,8 +651,14 @@ async fn connect_subchannel(
                     let _ = events.send(Event::Closed(id, generation));
                 }
                 goaway = seen.goaway_received() => {
+                    keepalive.on_goaway(&goaway);
                     let _ = events.send(Event::Draining(id, generation, goaway));
                     let _ = closed.await;
+                }
+                status = keepalive::run(keepalive.clone(), ping_pong, seen.clone(), || active.in_use()) => {
+                    // The peer stopped answering: close the connection (its calls fail UNAVAILABLE).
+                    tracing::info!(%addr, %status, "closing the connection");
+                    let _ = events.send(Event::Closed(id, generation));
                 }
             }
         }

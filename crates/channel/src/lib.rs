@@ -42,6 +42,7 @@ pub mod compression;
 mod control;
 mod error;
 pub mod framing;
+mod keepalive;
 pub mod metadata;
 pub mod percent;
 mod request;
@@ -63,6 +64,7 @@ pub use grpc_lb::ConnectivityState;
 pub use grpc_service_config::{
     self as service_config, target, ResolverOptions, ServiceConfig, Target,
 };
+pub use keepalive::{DEFAULT_KEEPALIVE_TIMEOUT, MIN_KEEPALIVE_TIME};
 pub use metadata::{MetadataError, MetadataMap};
 pub use request::{CallOptions, MessageOptions, Request, Response};
 pub use status::{Code, Status};
@@ -70,8 +72,15 @@ pub use transport::Http2Settings;
 
 /// `now + timeout`, or a deadline a century away when the sum does not fit: a huge timeout means never.
 pub(crate) fn saturating_deadline(timeout: std::time::Duration) -> tokio::time::Instant {
+    saturating_deadline_from(tokio::time::Instant::now(), timeout)
+}
+
+/// `from + timeout`, saturating like [`saturating_deadline`].
+pub(crate) fn saturating_deadline_from(
+    from: tokio::time::Instant,
+    timeout: std::time::Duration,
+) -> tokio::time::Instant {
     const CENTURY: std::time::Duration = std::time::Duration::from_secs(100 * 365 * 24 * 3600);
-    let now = tokio::time::Instant::now();
-    now.checked_add(timeout.min(CENTURY))
-        .unwrap_or(now + std::time::Duration::from_secs(3600))
+    from.checked_add(timeout.min(CENTURY))
+        .unwrap_or(from + std::time::Duration::from_secs(3600))
 }

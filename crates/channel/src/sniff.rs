@@ -8,12 +8,15 @@
 
 use std::io;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::Notify;
+use tokio::time::Instant;
 
 /// How much of a GOAWAY's debug data is kept.
 pub(crate) const DEBUG_DATA_LIMIT: usize = 64;
@@ -31,14 +34,37 @@ pub(crate) struct GoAway {
 }
 
 /// What the sniffer saw, shared with the connection's owner.
-#[derive(Default, Debug)]
+#[derive(Debug)]
 pub(crate) struct Seen {
     goaway: Mutex<Option<GoAway>>,
     first_bytes: Mutex<Vec<u8>>,
     notify: Notify,
+    /// When bytes last arrived: nanoseconds after `base`, plus one (0: never).
+    last_read: AtomicU64,
+    base: Instant,
+}
+
+impl Default for Seen {
+    fn default() -> Self {
+        Seen {
+            goaway: Mutex::new(None),
+            first_bytes: Mutex::new(Vec::new()),
+            notify: Notify::new(),
+            last_read: AtomicU64::new(0),
+            base: Instant::now(),
+        }
+    }
 }
 
 impl Seen {
+    /// When the server last sent anything.
+    pub(crate) fn last_frame_at(&self) -> Option<Instant> {
+        match self.last_read.load(Ordering::Relaxed) {
+            0 => None,
+            n => Some(self.base + Duration::from_nanos(n - 1)),
+        }
+    }
+
     /// The last GOAWAY received, if any.
     pub(crate) fn goaway(&self) -> Option<GoAway> {
         self.goaway.lock().clone()
@@ -163,7 +189,13 @@ impl<T: AsyncRead + Unpin> AsyncRead for Sniffer<T> {
         let result = Pin::new(&mut self.io).poll_read(cx, buf);
         if let Poll::Ready(Ok(())) = result {
             let this = &mut *self;
-            this.observe(&buf.filled()[before..]);
+            let new = &buf.filled()[before..];
+            if !new.is_empty() {
+                let since = Instant::now().saturating_duration_since(this.seen.base);
+                let nanos = u64::try_from(since.as_nanos()).unwrap_or(u64::MAX - 1);
+                this.seen.last_read.store(nanos + 1, Ordering::Relaxed);
+            }
+            this.observe(new);
         }
         result
     }
@@ -226,6 +258,7 @@ mod tests {
         bytes.extend(frame(6, 0, &[1; 8]));
         for chunk in [1, 2, 7, 9, 10, 64, bytes.len()] {
             let (mut s, seen) = Sniffer::new(());
+            let _ = seen.last_frame_at();
             for piece in bytes.chunks(chunk) {
                 s.observe(piece);
             }

@@ -26,6 +26,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpStream, UnixStream};
 use tokio::time::Instant;
 
+use crate::control::{ActiveCalls, CallGuard};
+use crate::keepalive::{self, Keepalive};
 use crate::resolution::{Endpoint, Resolution};
 use crate::sniff::{Seen, Sniffer};
 use crate::status::{Code, Status};
@@ -89,17 +91,27 @@ const WAIT_BACKOFF_MAX: Duration = Duration::from_secs(120);
 
 pub(crate) struct Transport {
     settings: Http2Settings,
+    keepalive: Arc<Keepalive>,
+    /// The calls in flight (keepalive pings only while there are some, unless permitted without).
+    active: Arc<ActiveCalls>,
     current: Mutex<Option<Conn>>,
     connecting: tokio::sync::Mutex<()>,
 }
 
 impl Transport {
-    pub(crate) fn new(settings: Http2Settings) -> Transport {
+    pub(crate) fn new(settings: Http2Settings, keepalive: Arc<Keepalive>) -> Transport {
         Transport {
             settings,
+            keepalive,
+            active: ActiveCalls::detached(),
             current: Mutex::new(None),
             connecting: tokio::sync::Mutex::new(()),
         }
+    }
+
+    /// Registers a call (for keepalive).
+    pub(crate) fn call_started(&self) -> CallGuard {
+        self.active.call_started()
     }
 
     /// A handle ready to open one stream. Fails fast with UNAVAILABLE when no connection can be made, unless
@@ -265,16 +277,32 @@ impl Transport {
         };
         let (io, seen) = Sniffer::new(io);
         let handshake = s.client_builder().handshake::<_, Bytes>(io);
-        let (send, connection) = tokio::time::timeout_at(deadline, handshake)
+        let (send, mut connection) = tokio::time::timeout_at(deadline, handshake)
             .await
             .map_err(|_| timed_out())?
             .map_err(Status::from_h2)?;
         let alive = Arc::new(AtomicBool::new(true));
         let flag = alive.clone();
         let peer = endpoint.to_string();
+        let ping_pong = connection.ping_pong();
+        let (keepalive, active, watched) =
+            (self.keepalive.clone(), self.active.clone(), seen.clone());
         tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            tokio::select! {
+                ended = connection => {
+                    if let Err(e) = ended {
+                        tracing::debug!(%peer, error = %e, "connection ended with an error");
+                    }
+                }
+                status = keepalive::run(keepalive.clone(), ping_pong, watched.clone(), || active.in_use()) => {
+                    // The peer stopped answering: dropping the connection fails its calls UNAVAILABLE.
+                    tracing::info!(%peer, %status, "closing the connection");
+                }
+                goaway = async {
+                    let goaway = watched.goaway_received().await;
+                    keepalive.on_goaway(&goaway);
+                    std::future::pending::<()>().await
+                } => goaway,
             }
             flag.store(false, Ordering::Release);
         });
