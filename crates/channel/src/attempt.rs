@@ -22,7 +22,7 @@ use http::{HeaderMap, HeaderValue};
 use std::collections::VecDeque;
 use tokio::time::Instant;
 
-use crate::call::{classify_head, pushback_of, Head};
+use crate::call::{check_header_list, classify_head, pushback_of, Head};
 use crate::status::{code_from_h2_reason, Code, Status};
 use crate::timeout;
 
@@ -37,6 +37,8 @@ pub(crate) struct AttemptSetup {
     /// Hand each message to h2 whole instead of as flow control admits it: for calls whose request is
     /// complete before the first attempt (unary, server-streaming), which need no backpressure.
     pub(crate) eager: bool,
+    /// The largest response header list accepted.
+    pub(crate) header_limit: usize,
 }
 
 /// A pick that failed: its status, and whether the load balancer dropped the call.
@@ -261,6 +263,12 @@ impl Attempt {
                 Poll::Ready(Ok(head)) => {
                     let (parts, body) = head.into_parts();
                     let pushback = pushback_of(&parts.headers);
+                    if let Err(status) = check_header_list(&parts.headers, self.setup.header_limit)
+                    {
+                        self.cancel();
+                        let end = AttemptEnd::failure(status.code(), FailurePlace::Processed);
+                        return Poll::Ready(AttemptEvent::Ended(end, status));
+                    }
                     match classify_head(
                         parts.status.as_u16(),
                         parts.headers.clone(),
@@ -410,6 +418,7 @@ mod tests {
             wait_for_ready: false,
             deadline: Some(Instant::now() + Duration::from_secs(5)),
             eager: true,
+            header_limit: 16 << 10,
         };
         for previous in [0, 3] {
             let built = attempt_headers(&setup, previous);

@@ -484,6 +484,8 @@ pub struct Streaming<T> {
     last_compressed: bool,
     /// The `grpc-retry-pushback-ms` of the server's final status, for the throttle.
     pushback: Pushback,
+    /// The largest header list (response headers, trailers) accepted.
+    header_limit: usize,
 }
 
 impl<T> Streaming<T> {
@@ -492,6 +494,7 @@ impl<T> Streaming<T> {
         shared: SharedRef,
         decode: fn(Bytes) -> Result<T, Status>,
         limit: usize,
+        header_limit: usize,
         deadline: Option<Instant>,
     ) -> Self {
         Streaming {
@@ -507,6 +510,7 @@ impl<T> Streaming<T> {
             outcome: None,
             last_compressed: false,
             pushback: Pushback::None,
+            header_limit,
         }
     }
 
@@ -684,6 +688,9 @@ impl<T> Streaming<T> {
         want_frame: bool,
     ) -> Option<Poll<Result<Option<Frame>, Status>>> {
         let (parts, body) = response.into_parts();
+        if let Err(status) = check_header_list(&parts.headers, self.header_limit) {
+            return Some(Poll::Ready(Err(self.end_locally(status))));
+        }
         self.pushback = pushback_of(&parts.headers);
         match classify_head(parts.status.as_u16(), parts.headers, body.is_end_stream()) {
             Head::Messages { encoding, metadata } => {
@@ -793,6 +800,9 @@ impl<T> Streaming<T> {
                 RecvState::Trailers(body) => {
                     let status = match ready!(body.poll_trailers(cx)) {
                         Ok(Some(trailers)) => {
+                            if let Err(status) = check_header_list(&trailers, self.header_limit) {
+                                return Poll::Ready(Err(self.end_locally(status)));
+                            }
                             self.pushback = pushback_of(&trailers);
                             let (status, metadata) = status_from_trailers(trailers);
                             self.trailers = Some(metadata);
@@ -904,6 +914,26 @@ pub(crate) fn classify_head(http_status: u16, headers: HeaderMap, end_stream: bo
         encoding: ReceivedEncoding::from_header(headers.get("grpc-encoding")),
         metadata: MetadataMap::from_headers(headers),
     }
+}
+
+/// A header block over the client's header list limit (RFC 7541 §4.1 sizes: name, value and 32 bytes of
+/// overhead per field), as RESOURCE_EXHAUSTED naming the limit. h2 is given a much larger limit, so that a
+/// block moderately over ours arrives whole and gets this status instead of a protocol error.
+pub(crate) fn check_header_list(headers: &HeaderMap, limit: usize) -> Result<(), Status> {
+    let size: usize = headers
+        .iter()
+        .map(|(k, v)| k.as_str().len() + v.len() + 32)
+        .sum();
+    if size > limit {
+        return Err(Status::new(
+            Code::ResourceExhausted,
+            format!(
+                "the response header list of {size} bytes is over the client's limit of {limit} bytes \
+                 (Http2Settings::max_header_list_size)"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The server's `grpc-retry-pushback-ms` in a trailer block (or Trailers-Only headers).

@@ -543,7 +543,13 @@ impl Channel {
         call.half_close();
         let result = Driver::new(self.clone(), setup, call, None).run().await;
         shared.lock().hand_over(result);
-        Streaming::driven(shared, decode, prepared.max_receive, prepared.deadline)
+        Streaming::driven(
+            shared,
+            decode,
+            prepared.max_receive,
+            self.header_limit(),
+            prepared.deadline,
+        )
     }
 
     async fn streaming_with<Req, Resp>(
@@ -574,9 +580,15 @@ impl Channel {
             shared,
             codec.decode,
             prepared.max_receive,
+            self.header_limit(),
             prepared.deadline,
         );
         Ok((sender, receiver))
+    }
+
+    /// The largest response header list (headers or trailers) a call accepts.
+    fn header_limit(&self) -> usize {
+        self.inner.http2.max_header_list_size as usize
     }
 
     /// The retry state machine of a new call (gRFC A6: the method's policy, or none, with the channel's
@@ -616,6 +628,7 @@ impl Channel {
             wait_for_ready: prepared.wait_for_ready,
             deadline: prepared.deadline,
             eager,
+            header_limit: self.header_limit(),
         });
         let guard = match self.control() {
             Some(control) => control.call_started(),

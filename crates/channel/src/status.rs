@@ -106,18 +106,27 @@ impl Status {
     /// The status for an h2 error on a stream or connection. This is the one place where transport failures
     /// are turned into statuses:
     /// * RST_STREAM from the server: the RST_STREAM table (REFUSED_STREAM → UNAVAILABLE, CANCEL → CANCELLED, ...);
-    /// * GOAWAY and I/O errors: UNAVAILABLE (the server went away; nothing says the call was bad);
-    /// * a protocol error h2 detected in what the server sent: INTERNAL.
+    /// * a GOAWAY from the server and I/O errors: UNAVAILABLE (the server went away; nothing says the call
+    ///   was bad);
+    /// * a GOAWAY the client sent because of what the server sent: RESOURCE_EXHAUSTED for ENHANCE_YOUR_CALM
+    ///   (a flood, or a header block far over the limit), INTERNAL for a protocol or flow-control violation;
+    /// * a stream the client reset after a protocol error: INTERNAL;
+    /// * a request h2 refused to encode (the caller's metadata): INTERNAL.
     pub fn from_h2(err: h2::Error) -> Status {
         let (code, what) = if err.is_io() {
             (Code::Unavailable, "connection error")
+        } else if err.is_go_away() && err.is_remote() {
+            (Code::Unavailable, "connection closed by GOAWAY")
         } else if err.is_go_away() {
+            // The client closed the connection because of what the server sent.
             match err.reason() {
-                Some(h2::Reason::ENHANCE_YOUR_CALM) if !err.is_remote() => (
+                Some(h2::Reason::ENHANCE_YOUR_CALM) => (
                     Code::ResourceExhausted,
-                    "connection closed: too many frames",
+                    "the server sent more than the client allows (a header block far over the header \
+                     list limit, or a flood of frames)",
                 ),
-                _ => (Code::Unavailable, "connection closed by GOAWAY"),
+                Some(h2::Reason::NO_ERROR) | None => (Code::Unavailable, "connection closed"),
+                Some(_) => (Code::Internal, "the server broke the HTTP/2 protocol"),
             }
         } else if err.is_reset() && err.is_remote() {
             let reason = err.reason().unwrap_or(h2::Reason::INTERNAL_ERROR);

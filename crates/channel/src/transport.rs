@@ -43,7 +43,8 @@ pub struct Http2Settings {
     pub data_frame_budget: usize,
     /// SETTINGS_MAX_FRAME_SIZE.
     pub max_frame_size: u32,
-    /// SETTINGS_MAX_HEADER_LIST_SIZE.
+    /// The largest response header list (headers or trailers, RFC 7541 sizes) a call accepts; a larger one
+    /// ends the call RESOURCE_EXHAUSTED. 16 KiB by default.
     pub max_header_list_size: u32,
     /// How long one connection attempt may take.
     pub connect_timeout: Duration,
@@ -57,7 +58,9 @@ impl Http2Settings {
             .initial_connection_window_size(self.connection_window)
             .data_frame_budget(self.data_frame_budget)
             .max_frame_size(self.max_frame_size)
-            .max_header_list_size(self.max_header_list_size)
+            // h2 gets 16 times the limit, which the channel enforces itself with a status that names
+            // it; h2's own checks (a protocol error, then ENHANCE_YOUR_CALM at 4x its limit) say less.
+            .max_header_list_size(self.max_header_list_size.saturating_mul(16))
             .enable_push(false);
         b
     }
