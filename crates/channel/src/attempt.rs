@@ -101,6 +101,8 @@ pub(crate) struct Attempt {
     half_close: bool,
     /// END_STREAM was sent.
     half_closed: bool,
+    /// The last message written together with the HEADERS, not yet reported.
+    flushed_up_front: Option<usize>,
 }
 
 impl Attempt {
@@ -112,6 +114,7 @@ impl Attempt {
             queue: VecDeque::new(),
             half_close: false,
             half_closed: false,
+            flushed_up_front: None,
         }
     }
 
@@ -221,7 +224,20 @@ impl Attempt {
         *request.uri_mut() = self.setup.uri.clone();
         *request.version_mut() = http::Version::HTTP_2;
         *request.headers_mut() = attempt_headers(&self.setup, self.previous_attempts);
-        let (response, send) = handle.send_request(request, false)?;
+        let (response, mut send) = handle.send_request(request, false)?;
+        // A request known up front goes to h2 with its HEADERS, so they leave in one write.
+        if self.setup.eager {
+            while let Some((index, data)) = self.queue.front() {
+                let last = self.half_close && self.queue.len() == 1;
+                if send.send_data(data.clone(), last).is_err() {
+                    // Left queued: the next write reports how the stream failed.
+                    break;
+                }
+                self.half_closed |= last;
+                self.flushed_up_front = Some(*index);
+                self.queue.pop_front();
+            }
+        }
         let mut progress = Progress::Opened;
         // h2 keeps a stream over the server's MAX_CONCURRENT_STREAMS in a local queue; the handle that opened
         // it is not ready until it leaves.
@@ -247,6 +263,9 @@ impl Attempt {
         else {
             return Poll::Pending;
         };
+        if let Some(index) = self.flushed_up_front.take() {
+            return Poll::Ready(AttemptEvent::Sent(index));
+        }
         if *progress == Progress::QueuedLocally {
             if let Poll::Ready(Ok(())) = handle.poll_ready(cx) {
                 *progress = Progress::Opened;
