@@ -22,7 +22,7 @@ use http::{HeaderMap, HeaderValue};
 use std::collections::VecDeque;
 use tokio::time::Instant;
 
-use crate::call::{check_header_list, classify_head, pushback_of, Head};
+use crate::call::{check_header_list, classify_head, head_opens_messages, pushback_of, Head};
 use crate::status::{code_from_h2_reason, Code, Status};
 use crate::timeout;
 
@@ -288,14 +288,18 @@ impl Attempt {
                         let end = AttemptEnd::failure(status.code(), FailurePlace::Processed);
                         return Poll::Ready(AttemptEvent::Ended(end, status));
                     }
-                    match classify_head(
-                        parts.status.as_u16(),
-                        parts.headers.clone(),
-                        body.is_end_stream(),
-                    ) {
+                    let status_code = parts.status.as_u16();
+                    if head_opens_messages(status_code, &parts.headers, body.is_end_stream()) {
+                        *response = Response::Received(http::Response::from_parts(parts, body));
+                        return Poll::Ready(AttemptEvent::Headers);
+                    }
+                    match classify_head(status_code, parts.headers, body.is_end_stream()) {
+                        // Not reachable: `head_opens_messages` agrees with `classify_head` (tested).
                         Head::Messages { .. } => {
-                            *response = Response::Received(http::Response::from_parts(parts, body));
-                            return Poll::Ready(AttemptEvent::Headers);
+                            self.cancel();
+                            let status = Status::new(Code::Internal, "response headers misread");
+                            let end = AttemptEnd::failure(status.code(), FailurePlace::Local);
+                            return Poll::Ready(AttemptEvent::Ended(end, status));
                         }
                         Head::End(status, _) => {
                             // The server ended the call before the request did: stop sending
