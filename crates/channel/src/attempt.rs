@@ -422,6 +422,50 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
+    /// A request h2 refuses to encode (headers that bypass `MetadataMap`'s checks, which refuse them
+    /// earlier) ends the attempt at once as a local error with INTERNAL: never sent, never retried.
+    #[tokio::test]
+    async fn a_request_h2_refuses_ends_the_attempt_as_a_local_internal_error() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move {
+            let (tcp, _) = listener.accept().await.expect("accept");
+            let mut conn: h2::server::Connection<_, Bytes> =
+                h2::server::handshake(tcp).await.expect("handshake");
+            while conn.accept().await.is_some() {}
+        });
+        let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let (send, conn) = h2::client::handshake(tcp).await.expect("handshake");
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let mut headers = HeaderMap::new();
+        headers.insert("connection", HeaderValue::from_static("close"));
+        let setup = Arc::new(AttemptSetup {
+            uri: http::Uri::from_static("http://h/p.S/M"),
+            headers,
+            method: "/p.S/M".to_owned(),
+            wait_for_ready: false,
+            deadline: None,
+            eager: true,
+            header_limit: 16 << 10,
+        });
+        let pick: PickFuture = Box::pin(async move { Ok((send, None)) });
+        let mut attempt = Attempt::new(pick, setup, 0);
+        attempt.send(0, Bytes::from_static(&[0, 0, 0, 0, 0]));
+        attempt.half_close();
+        let event = std::future::poll_fn(|cx| attempt.poll(cx)).await;
+        match event {
+            AttemptEvent::Ended(end, status) => {
+                assert_eq!(end.place, FailurePlace::Local);
+                assert_eq!(status.code(), Code::Internal, "{status:?}");
+            }
+            _ => panic!("the attempt must end at once"),
+        }
+    }
+
     #[test]
     fn every_attempt_puts_grpc_timeout_first_then_the_attempt_count_then_the_call_headers() {
         let mut headers = HeaderMap::new();

@@ -37,10 +37,13 @@ pub enum MetadataError {
     /// The key is empty or has a character outside `[0-9a-z_.-]`.
     #[error("invalid metadata key {0:?}: keys are lower-case [0-9a-z_.-]+")]
     InvalidKey(String),
-    /// The key starts with `grpc-`, which the protocol reserves, or is a header the channel sets itself
-    /// (`te`, `content-type`, `user-agent`, `host`, `content-length`): sending it as metadata would make the
-    /// request ambiguous. (`ChannelBuilder::user_agent` puts a product in front of the user agent.)
-    #[error("metadata key {0:?} is reserved: grpc-* keys and te, content-type, user-agent, host and content-length belong to the protocol")]
+    /// The key is one user metadata may not set (see [`RESERVED_KEYS`]): it starts with `grpc-`, which the
+    /// protocol reserves; or it is a header the channel sets itself (`te`, `content-type`, `user-agent`,
+    /// `host`, `content-length`), which would go out twice; or an HTTP/1 connection-specific header
+    /// (`connection`, `keep-alive`, `proxy-connection`, `transfer-encoding`, `upgrade`), which HTTP/2
+    /// forbids. Pseudo-headers (`:path`...) are not valid keys at all. (`ChannelBuilder::user_agent` puts a
+    /// product in front of the user agent.)
+    #[error("metadata key {0:?} is reserved: grpc-* keys, the headers the channel sets (te, content-type, user-agent, host, content-length) and HTTP/1 connection headers (connection, keep-alive, proxy-connection, transfer-encoding, upgrade) cannot be metadata")]
     ReservedKey(String),
     /// An ASCII value was given for a `-bin` key, or a binary value for an ASCII key.
     #[error(
@@ -54,6 +57,21 @@ pub enum MetadataError {
     #[error("invalid base64 in binary metadata: {0}")]
     InvalidBase64(String),
 }
+
+/// Keys user metadata may not set, besides every key starting with `grpc-`: the headers the channel sets
+/// itself, and the HTTP/1 connection-specific headers HTTP/2 forbids (RFC 9113 §8.2.2).
+pub const RESERVED_KEYS: &[&str] = &[
+    "te",
+    "content-type",
+    "user-agent",
+    "host",
+    "content-length",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "upgrade",
+];
 
 /// Headers the protocol owns, which are never shown as metadata.
 fn is_protocol_header(name: &str) -> bool {
@@ -72,12 +90,7 @@ fn check_key(key: &str) -> Result<HeaderName, MetadataError> {
     if !valid {
         return Err(MetadataError::InvalidKey(key.to_owned()));
     }
-    if key.starts_with("grpc-")
-        || matches!(
-            key,
-            "te" | "content-type" | "user-agent" | "host" | "content-length"
-        )
-    {
+    if key.starts_with("grpc-") || RESERVED_KEYS.contains(&key) {
         return Err(MetadataError::ReservedKey(key.to_owned()));
     }
     HeaderName::from_bytes(key.as_bytes()).map_err(|_| MetadataError::InvalidKey(key.to_owned()))
@@ -259,10 +272,10 @@ mod tests {
             Err(MetadataError::ReservedKey("grpc-status".into()))
         );
         // Headers the channel sets itself would go out twice.
-        for key in ["te", "content-type", "user-agent", "host", "content-length"] {
+        for key in RESERVED_KEYS {
             assert_eq!(
                 md.append(key, "x"),
-                Err(MetadataError::ReservedKey(key.into())),
+                Err(MetadataError::ReservedKey((*key).into())),
                 "{key}"
             );
         }
