@@ -187,6 +187,14 @@ impl ControlPlane {
         let _ = self.events.send(Event::ExitIdle);
     }
 
+    /// A call is about to wait for resolution: an IDLE channel leaves IDLE now, so that a resolution failure
+    /// shows as TRANSIENT_FAILURE even when the call fails before it picks.
+    pub(crate) fn call_coming(&self) {
+        if self.published.borrow().state == ConnectivityState::Idle {
+            let _ = self.events.send(Event::ExitIdle);
+        }
+    }
+
     /// Shuts the channel down.
     pub(crate) fn close(&self) {
         let _ = self.events.send(Event::Shutdown);

@@ -32,7 +32,7 @@ pub use error::{ParseError, Rule};
 pub use lb_config::LbPolicy;
 pub use method_config::MethodConfig;
 pub use resolver::{
-    parse_default, DnsResolver, Resolution, ResolveError, ResolverHandle, ResolverOptions,
+    parse_default, Accept, DnsResolver, Resolution, ResolveError, ResolverHandle, ResolverOptions,
     ResolverTask,
 };
 pub use schedule::{Schedule, DEFAULT_MIN_INTERVAL};

@@ -248,12 +248,29 @@ impl ResolverHandle {
     }
 }
 
+/// The consumer's verdict on each resolution, called in the resolver task right after it: `false` means the
+/// channel could not use it (A21: the first service config is invalid and there is no default), and the
+/// resolver then retries with backoff as it does after a DNS failure. This is grpc-go's contract, where
+/// `ClientConn.UpdateState` returns `ErrBadResolverState` and the DNS resolver backs off.
+pub type Accept = Box<dyn FnMut(&Resolution) -> bool + Send>;
+
 /// Drives a [`DnsResolver`] on a [`Schedule`].
 pub struct ResolverTask;
 
 impl ResolverTask {
-    /// Spawns the resolver loop on the current tokio runtime. It stops when every handle is dropped.
-    pub fn spawn(resolver: DnsResolver, mut rng: Box<dyn Rng>) -> ResolverHandle {
+    /// Spawns the resolver loop on the current tokio runtime. It stops when every handle is dropped. Every
+    /// resolution whose addresses resolved counts as a success.
+    pub fn spawn(resolver: DnsResolver, rng: Box<dyn Rng>) -> ResolverHandle {
+        ResolverTask::spawn_with(resolver, rng, Box::new(|_| true))
+    }
+
+    /// Spawns the resolver loop with a consumer that judges each resolution before it is published
+    /// ([`Accept`]): a rejected one is retried with backoff (1 s × 1.6 up to 120 s), like a failed one.
+    pub fn spawn_with(
+        resolver: DnsResolver,
+        mut rng: Box<dyn Rng>,
+        mut accept: Accept,
+    ) -> ResolverHandle {
         let (tx, rx) = watch::channel(None);
         let notify = Arc::new(Notify::new());
         let resolve_now = notify.clone();
@@ -280,8 +297,17 @@ impl ResolverTask {
                 }
                 let started = tokio::time::Instant::now().into_std();
                 let resolution = resolver.resolve(rng.as_mut()).await;
+                let accepted = accept(&resolution);
                 match &resolution.addresses {
-                    Ok(_) => schedule.succeeded(started),
+                    Ok(_) if accepted => schedule.succeeded(started),
+                    Ok(_) => {
+                        let wait =
+                            schedule.failed(tokio::time::Instant::now().into_std(), rng.as_mut());
+                        tracing::debug!(
+                            ?wait,
+                            "the channel rejected the resolution; retrying after backoff"
+                        );
+                    }
                     Err(e) => {
                         let wait =
                             schedule.failed(tokio::time::Instant::now().into_std(), rng.as_mut());

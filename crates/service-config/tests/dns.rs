@@ -282,3 +282,41 @@ async fn re_resolution_is_rate_limited_and_only_on_request() {
             .is_err()
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_rejected_resolution_is_retried_with_backoff_and_an_accepted_one_is_not() {
+    let dns = TestDns::start().await.expect("dns");
+    dns.add_a(HOST, Ipv4Addr::LOCALHOST).await;
+    let resolver = DnsResolver::new(HOST, 443, Some(dns.addr), options()).expect("resolver");
+    // The channel rejects the first three resolutions (A21: a bad first config and no default).
+    let mut rejections = 3;
+    let handle = ResolverTask::spawn_with(
+        resolver,
+        Box::new(SplitMix64::new(5)),
+        Box::new(move |_| {
+            rejections -= 1;
+            rejections < 0
+        }),
+    );
+    let mut updates = handle.updates();
+    let start = Instant::now();
+    let mut at = Vec::new();
+    for _ in 0..4 {
+        updates.changed().await.expect("update");
+        updates.borrow_and_update();
+        at.push(start.elapsed().as_secs_f64());
+    }
+    for (i, base) in [1.0, 1.6, 2.56].iter().enumerate() {
+        let gap = at[i + 1] - at[i];
+        assert!(
+            gap >= base * 0.8 - 0.01 && gap <= base * 1.2 + 0.01,
+            "retry {i}: {gap} vs {base} ({at:?})"
+        );
+    }
+    // Accepted: no more resolutions without a request.
+    assert!(
+        tokio::time::timeout(Duration::from_secs(300), updates.changed())
+            .await
+            .is_err()
+    );
+}
