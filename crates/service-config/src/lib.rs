@@ -32,8 +32,8 @@ pub use error::{ParseError, Rule};
 pub use lb_config::LbPolicy;
 pub use method_config::MethodConfig;
 pub use resolver::{
-    parse_default, Accept, DnsResolver, Resolution, ResolveError, ResolverHandle, ResolverOptions,
-    ResolverTask,
+    parse_default, system_hostname, Accept, DnsResolver, Resolution, ResolveError, ResolverHandle,
+    ResolverOptions, ResolverTask,
 };
 pub use schedule::{Schedule, DEFAULT_MIN_INTERVAL};
 pub use selection::{ConfigResult, ConfigSelector, Decision};

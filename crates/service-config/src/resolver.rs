@@ -32,7 +32,7 @@ pub struct ResolverOptions {
     pub query_timeout: Duration,
     /// How the service config is parsed.
     pub parse: ParseOptions,
-    /// The host name matched against `clientHostname`.
+    /// The host name matched against `clientHostname`; `None` means the machine's ([`system_hostname`]).
     pub hostname: Option<String>,
 }
 
@@ -46,6 +46,22 @@ impl Default for ResolverOptions {
             hostname: None,
         }
     }
+}
+
+/// The machine's host name, as gethostname(2) gives it on Linux: the kernel's UTS node name from
+/// `/proc/sys/kernel/hostname`, else the first line of `/etc/hostname`. Read from files because the
+/// workspace forbids `unsafe` (no libc call), and a dependency is not worth two reads. `None` when neither
+/// says anything.
+pub fn system_hostname() -> Option<String> {
+    ["/proc/sys/kernel/hostname", "/etc/hostname"]
+        .iter()
+        .find_map(|path| {
+            let text = std::fs::read_to_string(path).ok()?;
+            text.lines()
+                .map(str::trim)
+                .find(|l| !l.is_empty() && !l.starts_with('#'))
+                .map(str::to_owned)
+        })
 }
 
 /// Why the addresses could not be resolved.
@@ -107,6 +123,11 @@ impl DnsResolver {
         server: Option<SocketAddr>,
         options: ResolverOptions,
     ) -> Result<DnsResolver, ResolveError> {
+        let mut options = options;
+        if options.hostname.is_none() && options.txt_lookups {
+            // `clientHostname` choices match the machine's name unless the application gives another.
+            options.hostname = system_hostname();
+        }
         let literal = host.parse::<IpAddr>().is_ok();
         let localhost = host.eq_ignore_ascii_case("localhost");
         let inner = if literal {

@@ -320,3 +320,25 @@ async fn a_rejected_resolution_is_retried_with_backoff_and_an_accepted_one_is_no
             .is_err()
     );
 }
+
+#[tokio::test]
+async fn client_hostname_choices_match_the_machine_name_by_default() {
+    let me = grpc_service_config::system_hostname().expect("this machine has a host name");
+    let dns = TestDns::start().await.expect("dns");
+    dns.add_a(HOST, Ipv4Addr::LOCALHOST).await;
+    dns.set_service_config(
+        HOST,
+        &format!(
+            r#"[{{"clientHostname":["{me}"],"serviceConfig":{{"loadBalancingPolicy":"round_robin"}}}}]"#
+        ),
+    )
+    .await;
+    // No hostname from the application: the OS's is used, and the choice matches.
+    assert_eq!(lb(&resolve(&dns, HOST).await), "round_robin");
+    // The application's hostname wins over the OS's.
+    let other = ResolverOptions {
+        hostname: Some(format!("not-{me}")),
+        ..options()
+    };
+    assert_eq!(lb(&resolve_with(dns.addr, HOST, other).await), "none");
+}
