@@ -116,33 +116,41 @@ impl Resolution {
         // until the record is fixed (grpc-go: `UpdateState` returns `ErrBadResolverState`).
         let accept: Accept = Box::new(move |resolution: &grpc_service_config::Resolution| {
             let previous = tx.borrow().clone();
+            let addrs = match &resolution.addresses {
+                Ok(addrs) => addrs,
+                Err(e) => {
+                    // The name did not resolve, so its TXT answer ("no records" for a vanished name) says
+                    // nothing about the config: the selector is left alone, as the channel keeps what it has
+                    // (C-core returns both as errors when the addresses fail). Feeding it here made the
+                    // selector's "last good config" `{}` while the channel still used the old one.
+                    let next = match previous {
+                        State::Ready { endpoints, config } => State::Ready { endpoints, config },
+                        _ => State::Failed(
+                            Status::new(Code::Unavailable, e.to_string()).with_source(e.clone()),
+                        ),
+                    };
+                    tx.send_replace(next);
+                    return false;
+                }
+            };
             let decision = selector.update(resolution.config.clone());
             if let Decision::KeepPrevious(_, e) = &decision {
                 tracing::warn!(error = %e, "invalid service config from DNS; keeping the previous one");
             }
             let accepted = !matches!(decision, Decision::Fail(_));
-            let next = match (decision, &resolution.addresses) {
-                (Decision::Fail(e), _) => State::Failed(
+            let next = match decision {
+                Decision::Fail(e) => State::Failed(
                     Status::new(Code::Unavailable, format!("name resolution failed: {e}"))
                         .with_source(e),
                 ),
-                (Decision::Use(config) | Decision::KeepPrevious(config, _), Ok(addrs)) => {
-                    State::Ready {
-                        endpoints: addrs
-                            .iter()
-                            .copied()
-                            .map(Endpoint::Tcp)
-                            .collect::<Vec<_>>()
-                            .into(),
-                        config,
-                    }
-                }
-                (_, Err(e)) => match previous {
-                    // Keep the endpoints we had; the resolver retries with backoff.
-                    State::Ready { endpoints, config } => State::Ready { endpoints, config },
-                    _ => State::Failed(
-                        Status::new(Code::Unavailable, e.to_string()).with_source(e.clone()),
-                    ),
+                Decision::Use(config) | Decision::KeepPrevious(config, _) => State::Ready {
+                    endpoints: addrs
+                        .iter()
+                        .copied()
+                        .map(Endpoint::Tcp)
+                        .collect::<Vec<_>>()
+                        .into(),
+                    config,
                 },
             };
             tx.send_replace(next);

@@ -267,3 +267,50 @@ async fn a_bad_first_config_is_retried_with_backoff_and_a_fixed_record_is_used_w
     );
     empty_call(&ch).await.expect("the fixed config is used");
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_last_good_config_survives_an_address_failure_followed_by_an_invalid_record() {
+    // Nothing listens: with the config's waitForReady a call waits out its 3 s timeout; with `{}` it would
+    // fail fast. That tells which config is in use.
+    let (_held, free) = support::reserved_port();
+    let good = r#"[{"serviceConfig":{"methodConfig":[{"name":[{}],"waitForReady":true,"timeout":"3s"}]}}]"#;
+    let dns = dns_with(Some(good)).await;
+    let ch = channel(&dns, free.port());
+    let uses_good_config = |ch: Channel| async move {
+        let start = Instant::now();
+        let status = ch
+            .unary_raw("/a.B/C", Request::new(Bytes::new()))
+            .await
+            .expect_err("nothing listens");
+        (status.code(), start.elapsed() >= Duration::from_secs(3))
+    };
+    assert_eq!(
+        uses_good_config(ch.clone()).await,
+        (Code::DeadlineExceeded, true)
+    );
+
+    // The name vanishes (no A record, no TXT record). pick_first keeps failing and asks for re-resolution,
+    // which comes 30 s after the last one and fails: the channel keeps its endpoints and config.
+    dns.remove(HOST, interop::dns::RecordType::A).await;
+    dns.remove(
+        &format!("_grpc_config.{HOST}"),
+        interop::dns::RecordType::TXT,
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(35)).await;
+
+    // The name comes back with an invalid config: A21 keeps the last good one, not `{}`.
+    dns.add_a(HOST, Ipv4Addr::LOCALHOST).await;
+    dns.set_service_config(
+        HOST,
+        r#"[{"serviceConfig":{"retryThrottling":{"maxTokens":5000,"tokenRatio":1}}}]"#,
+    )
+    .await;
+    // The resolver retries the failed resolutions with backoff (1 s, 1.6 s, ...) and picks it up.
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(
+        uses_good_config(ch.clone()).await,
+        (Code::DeadlineExceeded, true),
+        "the config in use must still be the last good one"
+    );
+}
