@@ -387,3 +387,38 @@ async fn a_channel_woken_by_connect_and_never_used_goes_idle_after_the_timeout()
         "{after:?}"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_resolver_that_cannot_be_set_up_leaves_the_channel_in_transient_failure() {
+    // A resolv.conf with no name server: the system resolver cannot be set up.
+    let ch = Channel::builder("dns:///svc.test:1")
+        .resolver_options(ResolverOptions {
+            resolv_conf: Some("search test\n".to_owned()),
+            ..ResolverOptions::default()
+        })
+        .build()
+        .expect("channel");
+    ch.connect();
+    let seen = states_until(
+        &ch,
+        ConnectivityState::TransientFailure,
+        Duration::from_secs(1),
+    )
+    .await;
+    assert_eq!(
+        seen.last(),
+        Some(&ConnectivityState::TransientFailure),
+        "{seen:?}"
+    );
+    // Not overwritten by CONNECTING.
+    let later = ch
+        .wait_for_state_change(
+            ConnectivityState::TransientFailure,
+            Instant::now() + Duration::from_secs(5),
+        )
+        .await;
+    assert_eq!(later, ConnectivityState::TransientFailure);
+    let status = which(&ch).await.expect_err("no resolver");
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+    assert!(status.message().contains("DNS resolver"), "{status:?}");
+}

@@ -13,6 +13,7 @@ use grpc_retry::Rng;
 use hickory_resolver::config::{ConnectionConfig, NameServerConfig, ResolverConfig, ResolverOpts};
 use hickory_resolver::net::runtime::TokioRuntimeProvider;
 use hickory_resolver::proto::rr::RData;
+use hickory_resolver::system_conf::{parse_resolv_conf, read_system_conf};
 use hickory_resolver::{Resolver, TokioResolver};
 use tokio::sync::{watch, Notify};
 
@@ -34,6 +35,10 @@ pub struct ResolverOptions {
     pub parse: ParseOptions,
     /// The host name matched against `clientHostname`; `None` means the machine's ([`system_hostname`]).
     pub hostname: Option<String>,
+    /// The text of a resolv.conf to use instead of `/etc/resolv.conf`: name servers, `search` domains,
+    /// `ndots`. With a DNS server in the target (`dns://server/host`) only its search domains and `ndots`
+    /// apply, and `/etc/resolv.conf` is not read.
+    pub resolv_conf: Option<String>,
 }
 
 impl Default for ResolverOptions {
@@ -44,6 +49,7 @@ impl Default for ResolverOptions {
             query_timeout: Duration::from_secs(5),
             parse: ParseOptions::default(),
             hostname: None,
+            resolv_conf: None,
         }
     }
 }
@@ -133,6 +139,7 @@ impl DnsResolver {
         let inner = if literal {
             None
         } else {
+            let setup = |e: hickory_resolver::net::NetError| ResolveError::Setup(e.to_string());
             let mut builder = match server {
                 Some(server) => {
                     let mut ns = NameServerConfig::udp_and_tcp(server.ip());
@@ -140,13 +147,35 @@ impl DnsResolver {
                         c.port = server.port();
                     }
                     let _: &Vec<ConnectionConfig> = &ns.connections;
-                    Resolver::builder_with_config(
-                        ResolverConfig::from_name_servers(vec![ns]),
+                    // The target names its DNS server; search domains come only from a resolv.conf the
+                    // application gave.
+                    let (search, ndots) = match options.resolv_conf.as_deref() {
+                        Some(text) => {
+                            let (config, opts) = parse_resolv_conf(text).map_err(setup)?;
+                            (config.search().to_vec(), Some(opts.ndots))
+                        }
+                        None => (Vec::new(), None),
+                    };
+                    let mut builder = Resolver::builder_with_config(
+                        ResolverConfig::from_parts(None, search, vec![ns]),
                         TokioRuntimeProvider::default(),
-                    )
+                    );
+                    if let Some(ndots) = ndots {
+                        builder.options_mut().ndots = ndots;
+                    }
+                    builder
                 }
                 None => {
-                    Resolver::builder_tokio().map_err(|e| ResolveError::Setup(e.to_string()))?
+                    // The system's name servers, search list and ndots (or those of the given resolv.conf).
+                    let (config, opts) = match options.resolv_conf.as_deref() {
+                        Some(text) => parse_resolv_conf(text),
+                        None => read_system_conf(),
+                    }
+                    .map_err(setup)?;
+                    let mut builder =
+                        Resolver::builder_with_config(config, TokioRuntimeProvider::default());
+                    *builder.options_mut() = opts;
+                    builder
                 }
             };
             let opts: &mut ResolverOpts = builder.options_mut();
@@ -163,7 +192,7 @@ impl DnsResolver {
         };
         Ok(DnsResolver {
             inner,
-            host: host.trim_end_matches('.').to_owned(),
+            host: host.to_owned(),
             port,
             txt: options.txt_lookups && !literal && !localhost,
             options,
@@ -186,9 +215,10 @@ impl DnsResolver {
                 config: ConfigResult::None,
             };
         };
-        let fqdn = format!("{}.", self.host);
-        let txt_name = format!("_grpc_config.{}.", self.host);
-        let ips = inner.lookup_ip(fqdn.as_str());
+        // Relative names go through the search list (resolv.conf `search`, `ndots`), as getaddrinfo and
+        // grpc-go's net.LookupHost / LookupTXT do; a name ending in '.' is absolute.
+        let txt_name = format!("_grpc_config.{}", self.host);
+        let ips = inner.lookup_ip(self.host.as_str());
         let txt = async {
             if self.txt {
                 Some(inner.txt_lookup(txt_name.as_str()).await)

@@ -342,3 +342,39 @@ async fn client_hostname_choices_match_the_machine_name_by_default() {
     };
     assert_eq!(lb(&resolve_with(dns.addr, HOST, other).await), "none");
 }
+
+#[tokio::test]
+async fn a_short_name_resolves_through_the_search_list_of_a_resolv_conf() {
+    let dns = TestDns::start().await.expect("dns");
+    dns.add_a("my-svc.test", Ipv4Addr::new(127, 0, 0, 7)).await;
+    dns.set_service_config("my-svc.test", RR).await;
+    // resolv.conf names no port, so the target names the loopback server and the resolv.conf its search list.
+    let with_search = ResolverOptions {
+        resolv_conf: Some("nameserver 127.0.0.1\nsearch example.invalid test\n".to_owned()),
+        ..options()
+    };
+    let r = resolve_with(dns.addr, "my-svc", with_search.clone()).await;
+    assert_eq!(addrs(&r), ["127.0.0.7:50051".parse().expect("addr")]);
+    assert_eq!(
+        lb(&r),
+        "round_robin",
+        "the TXT name goes through the search list too"
+    );
+    // Without a search list the short name is not found; an absolute name never uses the list.
+    let r = resolve_with(dns.addr, "my-svc", options()).await;
+    assert!(r.addresses.is_err(), "{:?}", r.addresses);
+    let r = resolve_with(dns.addr, "my-svc.", with_search).await;
+    assert!(r.addresses.is_err(), "{:?}", r.addresses);
+    // A resolv.conf that names no server cannot set up the system resolver.
+    let err = DnsResolver::new(
+        "my-svc",
+        1,
+        None,
+        ResolverOptions {
+            resolv_conf: Some("search test\n".to_owned()),
+            ..options()
+        },
+    )
+    .expect_err("no name server");
+    assert!(matches!(err, ResolveError::Setup(_)), "{err:?}");
+}
