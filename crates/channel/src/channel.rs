@@ -652,6 +652,10 @@ impl Channel {
         // The service config comes with resolution; calls wait for the first result (bounded by their own
         // deadline), and wait-for-ready calls set through the API also wait through resolution failures.
         let api_wait = options.wait_for_ready.unwrap_or(false);
+        // An IDLE channel leaves IDLE now: a resolution failure must show in its state (TRANSIENT_FAILURE).
+        if let Some(control) = self.control() {
+            control.call_coming();
+        }
         let resolved = match api_deadline {
             None => inner.resolution.wait(api_wait).await,
             Some(d) => tokio::time::timeout_at(d, inner.resolution.wait(api_wait))

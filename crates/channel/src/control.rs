@@ -187,6 +187,14 @@ impl ControlPlane {
         let _ = self.events.send(Event::ExitIdle);
     }
 
+    /// A call is about to wait for resolution: an IDLE channel leaves IDLE now, so that a resolution failure
+    /// shows as TRANSIENT_FAILURE even when the call fails before it picks.
+    pub(crate) fn call_coming(&self) {
+        if self.published.borrow().state == ConnectivityState::Idle {
+            let _ = self.events.send(Event::ExitIdle);
+        }
+    }
+
     /// Shuts the channel down.
     pub(crate) fn close(&self) {
         let _ = self.events.send(Event::Shutdown);
@@ -331,7 +339,15 @@ impl Loop {
                             if resolution.is_none() {
                                 match self.resolution.subscribe().await {
                                     Ok(rx) => resolution = Some(rx),
-                                    Err(status) => self.fail_all(status.message()),
+                                    Err(status) => {
+                                        // The resolver cannot be set up: TRANSIENT_FAILURE, and not the
+                                        // CONNECTING that leaving IDLE would publish over it. The next call
+                                        // or `connect()` tries again.
+                                        self.idle = false;
+                                        self.fail_all(status.message());
+                                        self.arm_idle_timer();
+                                        continue;
+                                    }
                                 }
                             }
                         }
@@ -403,7 +419,10 @@ impl Loop {
             }
             Event::Ready(..) | Event::Failed(..) | Event::Closed(..) | Event::Draining(..) => {}
             Event::ExitIdle => {
-                self.idle_deadline = None;
+                // Woken with no call in flight (`connect()`, or a call still resolving): the idle timeout runs
+                // from now, so a channel that is never used goes IDLE again. A call that starts disarms
+                // nothing: the timer checks for calls in flight when it fires, and the last call re-arms it.
+                self.arm_idle_timer();
                 if self.idle {
                     self.idle = false;
                     // CONNECTING until the policy (or a resolution failure) says otherwise.
@@ -416,13 +435,15 @@ impl Loop {
                     p.exit_idle(now);
                 }
             }
-            Event::CallsIdle => {
-                if self.active.count.load(Ordering::Acquire) == 0 {
-                    // A timeout too large to add to now means never.
-                    self.idle_deadline = Instant::now().checked_add(self.idle_timeout);
-                }
-            }
+            Event::CallsIdle => self.arm_idle_timer(),
             Event::Shutdown => {}
+        }
+    }
+
+    /// Starts the idle timeout if no call is in flight (a timeout too large to add to now means never).
+    fn arm_idle_timer(&mut self) {
+        if self.active.count.load(Ordering::Acquire) == 0 {
+            self.idle_deadline = Instant::now().checked_add(self.idle_timeout);
         }
     }
 

@@ -1,9 +1,11 @@
 //! Name resolution for a channel: the target's endpoints and the service config in use, per gRFC A21.
 //!
 //! Static targets (`ipv4:`, `ipv6:`, `unix:`) resolve at once, with the application's default service config
-//! or the empty one. DNS targets run a [`ResolverTask`] (hickory) and a small control task that applies each
-//! update through the A21 [`ConfigSelector`] and publishes the result; the control task runs whether or not
-//! calls flow, and ends when the channel is dropped. Both start on the channel's first call, inside the
+//! or the empty one. DNS targets run a [`ResolverTask`] (hickory) that hands each
+//! resolution to the A21 [`ConfigSelector`] here, which publishes the result and tells the resolver whether the
+//! channel could use it: a first config that is invalid with no default is rejected, and the resolver retries
+//! with backoff until a valid one arrives. The task runs whether or not calls flow, and ends when the channel
+//! is dropped. Both start on the channel's first call, inside the
 //! caller's tokio runtime.
 
 use std::net::SocketAddr;
@@ -12,7 +14,7 @@ use std::sync::Arc;
 
 use grpc_retry::SplitMix64;
 use grpc_service_config::{
-    ConfigSelector, Decision, DnsResolver, ResolverHandle, ResolverOptions, ResolverTask,
+    Accept, ConfigSelector, Decision, DnsResolver, ResolverHandle, ResolverOptions, ResolverTask,
     ServiceConfig, Target,
 };
 use tokio::sync::{watch, OnceCell};
@@ -107,53 +109,54 @@ impl Resolution {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(0x5eed);
-        let handle = ResolverTask::spawn(resolver, Box::new(SplitMix64::new(seed)));
         let (tx, rx) = watch::channel(State::Pending);
-        let mut updates = handle.updates();
         let mut selector = ConfigSelector::new(self.default_config.clone());
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    changed = updates.changed() => if changed.is_err() { return },
-                    () = tx.closed() => return,
-                }
-                let Some(resolution) = updates.borrow_and_update().clone() else {
-                    continue;
-                };
-                let previous = tx.borrow().clone();
-                let decision = selector.update(resolution.config.clone());
-                if let Decision::KeepPrevious(_, e) = &decision {
-                    tracing::warn!(error = %e, "invalid service config from DNS; keeping the previous one");
-                }
-                let next = match (decision, &resolution.addresses) {
-                    (Decision::Fail(e), _) => State::Failed(
-                        Status::new(Code::Unavailable, format!("name resolution failed: {e}"))
-                            .with_source(e),
-                    ),
-                    (Decision::Use(config) | Decision::KeepPrevious(config, _), Ok(addrs)) => {
-                        State::Ready {
-                            endpoints: addrs
-                                .iter()
-                                .copied()
-                                .map(Endpoint::Tcp)
-                                .collect::<Vec<_>>()
-                                .into(),
-                            config,
-                        }
-                    }
-                    (_, Err(e)) => match previous {
-                        // Keep the endpoints we had; the resolver retries with backoff.
+        // Runs in the resolver task after each resolution: applies A21 and publishes the result. A first
+        // config that is invalid (with no default) is rejected, so the resolver retries it with backoff
+        // until the record is fixed (grpc-go: `UpdateState` returns `ErrBadResolverState`).
+        let accept: Accept = Box::new(move |resolution: &grpc_service_config::Resolution| {
+            let previous = tx.borrow().clone();
+            let addrs = match &resolution.addresses {
+                Ok(addrs) => addrs,
+                Err(e) => {
+                    // The name did not resolve, so its TXT answer ("no records" for a vanished name) says
+                    // nothing about the config: the selector is left alone, as the channel keeps what it has
+                    // (C-core returns both as errors when the addresses fail). Feeding it here made the
+                    // selector's "last good config" `{}` while the channel still used the old one.
+                    let next = match previous {
                         State::Ready { endpoints, config } => State::Ready { endpoints, config },
                         _ => State::Failed(
                             Status::new(Code::Unavailable, e.to_string()).with_source(e.clone()),
                         ),
-                    },
-                };
-                if tx.send(next).is_err() {
-                    return;
+                    };
+                    tx.send_replace(next);
+                    return false;
                 }
+            };
+            let decision = selector.update(resolution.config.clone());
+            if let Decision::KeepPrevious(_, e) = &decision {
+                tracing::warn!(error = %e, "invalid service config from DNS; keeping the previous one");
             }
+            let accepted = !matches!(decision, Decision::Fail(_));
+            let next = match decision {
+                Decision::Fail(e) => State::Failed(
+                    Status::new(Code::Unavailable, format!("name resolution failed: {e}"))
+                        .with_source(e),
+                ),
+                Decision::Use(config) | Decision::KeepPrevious(config, _) => State::Ready {
+                    endpoints: addrs
+                        .iter()
+                        .copied()
+                        .map(Endpoint::Tcp)
+                        .collect::<Vec<_>>()
+                        .into(),
+                    config,
+                },
+            };
+            tx.send_replace(next);
+            accepted
         });
+        let handle = ResolverTask::spawn_with(resolver, Box::new(SplitMix64::new(seed)), accept);
         Ok(Started {
             state: rx,
             resolver: Some(handle),

@@ -303,3 +303,122 @@ async fn leaving_idle_reports_connecting_while_resolution_is_pending() {
         .await;
     assert_eq!(state, ConnectivityState::Connecting);
 }
+
+/// Records the states a channel goes through (a watch channel may merge quick steps) until `until` holds
+/// or the deadline passes.
+async fn states_until(
+    ch: &Channel,
+    until: ConnectivityState,
+    within: Duration,
+) -> Vec<ConnectivityState> {
+    let deadline = Instant::now() + within;
+    let mut state = ch.state();
+    let mut seen = vec![state];
+    while state != until {
+        let next = ch.wait_for_state_change(state, deadline).await;
+        if next == state {
+            break;
+        }
+        seen.push(next);
+        state = next;
+    }
+    seen
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_failed_by_resolution_leaves_the_channel_in_transient_failure_not_idle() {
+    let dns = TestDns::start().await.expect("dns");
+    // No records: the name does not resolve.
+    let ch = Channel::builder(format!("dns://{}/gone.test:1", dns.addr))
+        .resolver_options(ResolverOptions {
+            query_timeout: Duration::from_secs(2),
+            ..ResolverOptions::default()
+        })
+        .build()
+        .expect("channel");
+    assert_eq!(ch.state(), ConnectivityState::Idle);
+    let status = which(&ch).await.expect_err("no addresses");
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+    let seen = states_until(
+        &ch,
+        ConnectivityState::TransientFailure,
+        Duration::from_secs(1),
+    )
+    .await;
+    assert_eq!(
+        seen.last(),
+        Some(&ConnectivityState::TransientFailure),
+        "{seen:?}"
+    );
+    assert!(
+        !seen[1..].contains(&ConnectivityState::Idle),
+        "no IDLE after the call: {seen:?}"
+    );
+    // The resolver retries with backoff; the channel stays in TRANSIENT_FAILURE meanwhile.
+    let later = ch
+        .wait_for_state_change(
+            ConnectivityState::TransientFailure,
+            Instant::now() + Duration::from_secs(30),
+        )
+        .await;
+    assert_eq!(later, ConnectivityState::TransientFailure);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_channel_woken_by_connect_and_never_used_goes_idle_after_the_timeout() {
+    let servers = backends(1).await;
+    let ch = Channel::builder(format!("ipv4:{}", servers[0].addr))
+        .idle_timeout(Duration::from_secs(60))
+        .build()
+        .expect("channel");
+    ch.connect();
+    let seen = states_until(&ch, ConnectivityState::Ready, Duration::from_secs(5)).await;
+    assert_eq!(seen.last(), Some(&ConnectivityState::Ready), "{seen:?}");
+    let woke = Instant::now();
+    let seen = states_until(&ch, ConnectivityState::Idle, Duration::from_secs(120)).await;
+    assert_eq!(
+        seen,
+        [ConnectivityState::Ready, ConnectivityState::Idle],
+        "IDLE after the idle timeout though no call ever came"
+    );
+    let after = woke.elapsed();
+    assert!(
+        after >= Duration::from_secs(59) && after <= Duration::from_secs(61),
+        "{after:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_resolver_that_cannot_be_set_up_leaves_the_channel_in_transient_failure() {
+    // A resolv.conf with no name server: the system resolver cannot be set up.
+    let ch = Channel::builder("dns:///svc.test:1")
+        .resolver_options(ResolverOptions {
+            resolv_conf: Some("search test\n".to_owned()),
+            ..ResolverOptions::default()
+        })
+        .build()
+        .expect("channel");
+    ch.connect();
+    let seen = states_until(
+        &ch,
+        ConnectivityState::TransientFailure,
+        Duration::from_secs(1),
+    )
+    .await;
+    assert_eq!(
+        seen.last(),
+        Some(&ConnectivityState::TransientFailure),
+        "{seen:?}"
+    );
+    // Not overwritten by CONNECTING.
+    let later = ch
+        .wait_for_state_change(
+            ConnectivityState::TransientFailure,
+            Instant::now() + Duration::from_secs(5),
+        )
+        .await;
+    assert_eq!(later, ConnectivityState::TransientFailure);
+    let status = which(&ch).await.expect_err("no resolver");
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+    assert!(status.message().contains("DNS resolver"), "{status:?}");
+}

@@ -7,7 +7,7 @@ use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use bytes::Bytes;
-use grpc_channel::{Channel, Code, Request, ResolverOptions};
+use grpc_channel::{Channel, Code, ConnectivityState, Request, ResolverOptions};
 use interop::dns::TestDns;
 use interop::faulty::methods;
 use interop_proto::{paths, SimpleRequest, SimpleResponse};
@@ -199,4 +199,118 @@ async fn service_config_lookup_can_be_turned_off() {
         .await
         .expect("no 1 ms timeout from DNS");
     assert_eq!(r.trailers().get("x-seen-grpc-timeout"), None);
+}
+
+/// Waits (bounded) until the channel's state is `want`, through `wait_for_state_change`.
+async fn state_becomes(ch: &Channel, want: ConnectivityState, within: Duration) {
+    let deadline = Instant::now() + within;
+    let mut state = ch.state();
+    while state != want {
+        let next = ch.wait_for_state_change(state, deadline).await;
+        assert!(
+            next != state || Instant::now() < deadline,
+            "still {state:?}, wanted {want:?}"
+        );
+        state = next;
+    }
+}
+
+async fn empty_call(ch: &Channel) -> Result<(), grpc_channel::Status> {
+    ch.unary::<_, interop_proto::Empty>(paths::EMPTY_CALL, Request::new(interop_proto::Empty {}))
+        .await
+        .map(drop)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_bad_first_config_is_retried_with_backoff_and_a_fixed_record_is_used_without_restart() {
+    let addr = support::interop_server().await;
+    let bad = r#"[{"serviceConfig":{"retryThrottling":{"maxTokens":5000,"tokenRatio":1}}}]"#;
+    let dns = dns_with(Some(bad)).await;
+    let ch = channel(&dns, addr.port());
+
+    // A21: the channel never had a valid config: calls fail UNAVAILABLE with the parse error, and the
+    // channel is in TRANSIENT_FAILURE.
+    let status = empty_call(&ch).await.expect_err("resolution failed");
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+    assert!(
+        status
+            .message()
+            .contains("$[0].serviceConfig.retryThrottling.maxTokens"),
+        "{status:?}"
+    );
+    state_becomes(
+        &ch,
+        ConnectivityState::TransientFailure,
+        Duration::from_secs(1),
+    )
+    .await;
+
+    // The resolver keeps trying (backoff 1 s, 1.6 s, 2.56 s, ...): still the same error while the record is bad.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let status = empty_call(&ch).await.expect_err("still bad");
+    assert!(status.message().contains("maxTokens"), "{status:?}");
+    assert_eq!(ch.state(), ConnectivityState::TransientFailure);
+
+    // The record is fixed: the next retry (at most 1.2 × 6.55 s after the 10 s mark) picks it up, and the
+    // config it carries applies to the next call, with no restart.
+    dns.set_service_config(
+        HOST,
+        r#"[{"serviceConfig":{"methodConfig":[{"name":[{}],"timeout":"7s"}]}}]"#,
+    )
+    .await;
+    let fixed = Instant::now();
+    state_becomes(&ch, ConnectivityState::Ready, Duration::from_secs(10)).await;
+    assert!(
+        fixed.elapsed() <= Duration::from_secs(9),
+        "{:?}",
+        fixed.elapsed()
+    );
+    empty_call(&ch).await.expect("the fixed config is used");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_last_good_config_survives_an_address_failure_followed_by_an_invalid_record() {
+    // Nothing listens: with the config's waitForReady a call waits out its 3 s timeout; with `{}` it would
+    // fail fast. That tells which config is in use.
+    let (_held, free) = support::reserved_port();
+    let good = r#"[{"serviceConfig":{"methodConfig":[{"name":[{}],"waitForReady":true,"timeout":"3s"}]}}]"#;
+    let dns = dns_with(Some(good)).await;
+    let ch = channel(&dns, free.port());
+    let uses_good_config = |ch: Channel| async move {
+        let start = Instant::now();
+        let status = ch
+            .unary_raw("/a.B/C", Request::new(Bytes::new()))
+            .await
+            .expect_err("nothing listens");
+        (status.code(), start.elapsed() >= Duration::from_secs(3))
+    };
+    assert_eq!(
+        uses_good_config(ch.clone()).await,
+        (Code::DeadlineExceeded, true)
+    );
+
+    // The name vanishes (no A record, no TXT record). pick_first keeps failing and asks for re-resolution,
+    // which comes 30 s after the last one and fails: the channel keeps its endpoints and config.
+    dns.remove(HOST, interop::dns::RecordType::A).await;
+    dns.remove(
+        &format!("_grpc_config.{HOST}"),
+        interop::dns::RecordType::TXT,
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(35)).await;
+
+    // The name comes back with an invalid config: A21 keeps the last good one, not `{}`.
+    dns.add_a(HOST, Ipv4Addr::LOCALHOST).await;
+    dns.set_service_config(
+        HOST,
+        r#"[{"serviceConfig":{"retryThrottling":{"maxTokens":5000,"tokenRatio":1}}}]"#,
+    )
+    .await;
+    // The resolver retries the failed resolutions with backoff (1 s, 1.6 s, ...) and picks it up.
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(
+        uses_good_config(ch.clone()).await,
+        (Code::DeadlineExceeded, true),
+        "the config in use must still be the last good one"
+    );
 }

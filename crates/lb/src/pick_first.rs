@@ -167,7 +167,7 @@ impl PickFirst {
         self.check_pass_failed(now);
     }
 
-    fn check_pass_failed(&mut self, _now: Instant) {
+    fn check_pass_failed(&mut self, now: Instant) {
         if self.selected.is_some() || self.steady {
             return;
         }
@@ -181,6 +181,13 @@ impl PickFirst {
             self.failures = 0;
             self.subs.out.push_back(LbAction::ResolveNow);
             self.publish(ConnectivityState::TransientFailure);
+            // A subchannel whose backoff ended during the pass is IDLE and no timer will wake it: connect it
+            // now (grpc-go `endFirstPassIfPossibleLocked`), or it would stay IDLE while the others retry.
+            for id in self.order.clone() {
+                if self.subs.state(id) == ConnectivityState::Idle {
+                    self.subs.connect(id, now);
+                }
+            }
         }
     }
 

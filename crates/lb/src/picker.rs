@@ -104,11 +104,27 @@ impl<T: Clone> Picker<T> {
             Kind::Fail(m) => PickResult::Fail(m.clone()),
             Kind::Ready { backends, next } => {
                 let n = backends.len();
-                let first = next.fetch_add(1, Ordering::Relaxed) % n;
-                let chosen = (0..n)
-                    .map(|k| (first + k) % n)
-                    .find(|i| !request.avoid.contains(&backends[*i].0))
-                    .unwrap_or(first);
+                let turn = next.fetch_add(1, Ordering::Relaxed);
+                // Rotate over the backends the call has not used, so that they share its picks evenly
+                // (skipping to the next one after an avoided backend would give that one a double share).
+                let allowed = if request.avoid.is_empty() {
+                    n
+                } else {
+                    backends
+                        .iter()
+                        .filter(|(a, _)| !request.avoid.contains(a))
+                        .count()
+                };
+                let chosen = if allowed == n || allowed == 0 {
+                    turn % n
+                } else {
+                    backends
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, (a, _))| !request.avoid.contains(a))
+                        .nth(turn % allowed)
+                        .map_or(turn % n, |(i, _)| i)
+                };
                 let (addr, handle) = &backends[chosen];
                 PickResult::Pick {
                     handle: handle.clone(),
@@ -177,6 +193,36 @@ mod tests {
         let all = [addr(1), addr(2), addr(3)];
         let picks: Vec<u8> = (0..3).map(|_| picked(&three, &all)).collect();
         assert_eq!(picks.len(), 3);
+    }
+
+    #[test]
+    fn the_avoid_hint_splits_picks_evenly_over_the_other_backends() {
+        for avoided in 1..=3u8 {
+            let three = ready(3);
+            let mut counts = [0usize; 4];
+            for _ in 0..3000 {
+                counts[usize::from(picked(&three, &[addr(avoided)]))] += 1;
+            }
+            assert_eq!(counts[usize::from(avoided)], 0, "{counts:?}");
+            for other in (1..=3u8).filter(|o| *o != avoided) {
+                let got = counts[usize::from(other)];
+                assert!(
+                    got.abs_diff(1500) <= 75,
+                    "avoiding {avoided}: {counts:?} is not within 5 % of 1500 each"
+                );
+            }
+        }
+        // Two of four avoided: the other two share evenly too.
+        let four = ready(4);
+        let mut counts = [0usize; 5];
+        for _ in 0..3000 {
+            counts[usize::from(picked(&four, &[addr(1), addr(3)]))] += 1;
+        }
+        assert_eq!((counts[1], counts[3]), (0, 0), "{counts:?}");
+        assert!(
+            counts[2].abs_diff(1500) <= 75 && counts[4].abs_diff(1500) <= 75,
+            "{counts:?}"
+        );
     }
 
     #[test]

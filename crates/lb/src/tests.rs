@@ -236,6 +236,45 @@ fn transient_failure_is_sticky_while_pick_first_keeps_reconnecting() {
 }
 
 #[test]
+fn the_end_of_the_first_pass_connects_an_address_whose_backoff_ended_during_it() {
+    let mut s = pick_first();
+    s.lb.update_addresses(vec![v4(1), v4(2)], s.now);
+    assert_eq!(s.actions(), ["Connecting", "connect 0 10.0.0.1:443"]);
+    // A is refused at once; B starts at once.
+    s.fail(0);
+    assert_eq!(s.actions(), ["connect 1 10.0.0.2:443"]);
+    // A's backoff (1 s) ends while B is still trying: A is IDLE, and nothing connects it yet (first pass).
+    s.sleep(5000);
+    assert_eq!(s.actions(), Vec::<String>::new());
+    // B fails: the pass is over, and A (IDLE) is connected along with the sticky TRANSIENT_FAILURE.
+    s.fail(1);
+    let a = s.actions();
+    assert_eq!(
+        a,
+        ["resolve", "TransientFailure", "connect 0 10.0.0.1:443"],
+        "A must not stay IDLE while B is retried"
+    );
+    // Steady state: every address is retried after its own backoff, again and again.
+    let mut connects = [0usize; 2];
+    for _ in 0..20 {
+        s.advance();
+        for x in s.actions() {
+            if let Some(rest) = x.strip_prefix("connect ") {
+                let id: usize = rest[..1].parse().expect("id");
+                connects[id] += 1;
+                s.fail(id as u64);
+            }
+        }
+        s.actions();
+    }
+    assert!(
+        connects[0] >= 5 && connects[1] >= 5,
+        "both addresses retried: {connects:?}"
+    );
+    assert_eq!(s.lb.state(), ConnectivityState::TransientFailure);
+}
+
+#[test]
 fn address_families_are_interleaved() {
     let list = vec![v6(1), v6(2), v6(3), v4(1), v4(2)];
     assert_eq!(

@@ -32,10 +32,10 @@ pub use error::{ParseError, Rule};
 pub use lb_config::LbPolicy;
 pub use method_config::MethodConfig;
 pub use resolver::{
-    parse_default, DnsResolver, Resolution, ResolveError, ResolverHandle, ResolverOptions,
-    ResolverTask,
+    parse_default, system_hostname, Accept, DnsResolver, Resolution, ResolveError, ResolverHandle,
+    ResolverOptions, ResolverTask,
 };
 pub use schedule::{Schedule, DEFAULT_MIN_INTERVAL};
 pub use selection::{ConfigResult, ConfigSelector, Decision};
 pub use service_config::{ParseOptions, ServiceConfig};
-pub use target::{Target, TargetError};
+pub use target::{Target, TargetError, SUPPORTED_SCHEMES};

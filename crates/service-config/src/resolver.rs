@@ -13,6 +13,7 @@ use grpc_retry::Rng;
 use hickory_resolver::config::{ConnectionConfig, NameServerConfig, ResolverConfig, ResolverOpts};
 use hickory_resolver::net::runtime::TokioRuntimeProvider;
 use hickory_resolver::proto::rr::RData;
+use hickory_resolver::system_conf::{parse_resolv_conf, read_system_conf};
 use hickory_resolver::{Resolver, TokioResolver};
 use tokio::sync::{watch, Notify};
 
@@ -32,8 +33,12 @@ pub struct ResolverOptions {
     pub query_timeout: Duration,
     /// How the service config is parsed.
     pub parse: ParseOptions,
-    /// The host name matched against `clientHostname`.
+    /// The host name matched against `clientHostname`; `None` means the machine's ([`system_hostname`]).
     pub hostname: Option<String>,
+    /// The text of a resolv.conf to use instead of `/etc/resolv.conf`: name servers, `search` domains,
+    /// `ndots`. With a DNS server in the target (`dns://server/host`) only its search domains and `ndots`
+    /// apply, and `/etc/resolv.conf` is not read.
+    pub resolv_conf: Option<String>,
 }
 
 impl Default for ResolverOptions {
@@ -44,8 +49,25 @@ impl Default for ResolverOptions {
             query_timeout: Duration::from_secs(5),
             parse: ParseOptions::default(),
             hostname: None,
+            resolv_conf: None,
         }
     }
+}
+
+/// The machine's host name, as gethostname(2) gives it on Linux: the kernel's UTS node name from
+/// `/proc/sys/kernel/hostname`, else the first line of `/etc/hostname`. Read from files because the
+/// workspace forbids `unsafe` (no libc call), and a dependency is not worth two reads. `None` when neither
+/// says anything.
+pub fn system_hostname() -> Option<String> {
+    ["/proc/sys/kernel/hostname", "/etc/hostname"]
+        .iter()
+        .find_map(|path| {
+            let text = std::fs::read_to_string(path).ok()?;
+            text.lines()
+                .map(str::trim)
+                .find(|l| !l.is_empty() && !l.starts_with('#'))
+                .map(str::to_owned)
+        })
 }
 
 /// Why the addresses could not be resolved.
@@ -107,11 +129,17 @@ impl DnsResolver {
         server: Option<SocketAddr>,
         options: ResolverOptions,
     ) -> Result<DnsResolver, ResolveError> {
+        let mut options = options;
+        if options.hostname.is_none() && options.txt_lookups {
+            // `clientHostname` choices match the machine's name unless the application gives another.
+            options.hostname = system_hostname();
+        }
         let literal = host.parse::<IpAddr>().is_ok();
         let localhost = host.eq_ignore_ascii_case("localhost");
         let inner = if literal {
             None
         } else {
+            let setup = |e: hickory_resolver::net::NetError| ResolveError::Setup(e.to_string());
             let mut builder = match server {
                 Some(server) => {
                     let mut ns = NameServerConfig::udp_and_tcp(server.ip());
@@ -119,13 +147,35 @@ impl DnsResolver {
                         c.port = server.port();
                     }
                     let _: &Vec<ConnectionConfig> = &ns.connections;
-                    Resolver::builder_with_config(
-                        ResolverConfig::from_name_servers(vec![ns]),
+                    // The target names its DNS server; search domains come only from a resolv.conf the
+                    // application gave.
+                    let (search, ndots) = match options.resolv_conf.as_deref() {
+                        Some(text) => {
+                            let (config, opts) = parse_resolv_conf(text).map_err(setup)?;
+                            (config.search().to_vec(), Some(opts.ndots))
+                        }
+                        None => (Vec::new(), None),
+                    };
+                    let mut builder = Resolver::builder_with_config(
+                        ResolverConfig::from_parts(None, search, vec![ns]),
                         TokioRuntimeProvider::default(),
-                    )
+                    );
+                    if let Some(ndots) = ndots {
+                        builder.options_mut().ndots = ndots;
+                    }
+                    builder
                 }
                 None => {
-                    Resolver::builder_tokio().map_err(|e| ResolveError::Setup(e.to_string()))?
+                    // The system's name servers, search list and ndots (or those of the given resolv.conf).
+                    let (config, opts) = match options.resolv_conf.as_deref() {
+                        Some(text) => parse_resolv_conf(text),
+                        None => read_system_conf(),
+                    }
+                    .map_err(setup)?;
+                    let mut builder =
+                        Resolver::builder_with_config(config, TokioRuntimeProvider::default());
+                    *builder.options_mut() = opts;
+                    builder
                 }
             };
             let opts: &mut ResolverOpts = builder.options_mut();
@@ -142,7 +192,7 @@ impl DnsResolver {
         };
         Ok(DnsResolver {
             inner,
-            host: host.trim_end_matches('.').to_owned(),
+            host: host.to_owned(),
             port,
             txt: options.txt_lookups && !literal && !localhost,
             options,
@@ -165,9 +215,10 @@ impl DnsResolver {
                 config: ConfigResult::None,
             };
         };
-        let fqdn = format!("{}.", self.host);
-        let txt_name = format!("_grpc_config.{}.", self.host);
-        let ips = inner.lookup_ip(fqdn.as_str());
+        // Relative names go through the search list (resolv.conf `search`, `ndots`), as getaddrinfo and
+        // grpc-go's net.LookupHost / LookupTXT do; a name ending in '.' is absolute.
+        let txt_name = format!("_grpc_config.{}", self.host);
+        let ips = inner.lookup_ip(self.host.as_str());
         let txt = async {
             if self.txt {
                 Some(inner.txt_lookup(txt_name.as_str()).await)
@@ -248,12 +299,29 @@ impl ResolverHandle {
     }
 }
 
+/// The consumer's verdict on each resolution, called in the resolver task right after it: `false` means the
+/// channel could not use it (A21: the first service config is invalid and there is no default), and the
+/// resolver then retries with backoff as it does after a DNS failure. This is grpc-go's contract, where
+/// `ClientConn.UpdateState` returns `ErrBadResolverState` and the DNS resolver backs off.
+pub type Accept = Box<dyn FnMut(&Resolution) -> bool + Send>;
+
 /// Drives a [`DnsResolver`] on a [`Schedule`].
 pub struct ResolverTask;
 
 impl ResolverTask {
-    /// Spawns the resolver loop on the current tokio runtime. It stops when every handle is dropped.
-    pub fn spawn(resolver: DnsResolver, mut rng: Box<dyn Rng>) -> ResolverHandle {
+    /// Spawns the resolver loop on the current tokio runtime. It stops when every handle is dropped. Every
+    /// resolution whose addresses resolved counts as a success.
+    pub fn spawn(resolver: DnsResolver, rng: Box<dyn Rng>) -> ResolverHandle {
+        ResolverTask::spawn_with(resolver, rng, Box::new(|_| true))
+    }
+
+    /// Spawns the resolver loop with a consumer that judges each resolution before it is published
+    /// ([`Accept`]): a rejected one is retried with backoff (1 s × 1.6 up to 120 s), like a failed one.
+    pub fn spawn_with(
+        resolver: DnsResolver,
+        mut rng: Box<dyn Rng>,
+        mut accept: Accept,
+    ) -> ResolverHandle {
         let (tx, rx) = watch::channel(None);
         let notify = Arc::new(Notify::new());
         let resolve_now = notify.clone();
@@ -280,8 +348,17 @@ impl ResolverTask {
                 }
                 let started = tokio::time::Instant::now().into_std();
                 let resolution = resolver.resolve(rng.as_mut()).await;
+                let accepted = accept(&resolution);
                 match &resolution.addresses {
-                    Ok(_) => schedule.succeeded(started),
+                    Ok(_) if accepted => schedule.succeeded(started),
+                    Ok(_) => {
+                        let wait =
+                            schedule.failed(tokio::time::Instant::now().into_std(), rng.as_mut());
+                        tracing::debug!(
+                            ?wait,
+                            "the channel rejected the resolution; retrying after backoff"
+                        );
+                    }
                     Err(e) => {
                         let wait =
                             schedule.failed(tokio::time::Instant::now().into_std(), rng.as_mut());

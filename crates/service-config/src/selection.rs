@@ -8,6 +8,10 @@
 //! * An invalid config keeps the last good one (the update's addresses are still applied). A channel that
 //!   never had one uses the application's default if there is one; otherwise the resolution counts as
 //!   failed and the channel stays in TRANSIENT_FAILURE until a valid result arrives.
+//!
+//! Feed it only the updates whose addresses resolved: when the name itself fails, its TXT answer (typically
+//! "no records") is no news about the config, and the channel keeps what it has; feeding it would replace
+//! the last good config with the default or `{}` behind the channel's back.
 
 use std::sync::Arc;
 

@@ -1,6 +1,11 @@
 //! Channel targets (`doc/naming.md`): `host:port`, `dns:[//dns-server-ip:port/]host[:port]`,
 //! `ipv4:addr[:port],...`, `ipv6:[addr]:port,...` and `unix:path` / `unix:///absolute/path`. A target without
-//! a known scheme is a DNS name. The default port is 443.
+//! a scheme is a DNS name. The default port is 443.
+//!
+//! Schemes are case-insensitive (RFC 3986 §3.1): `DNS:///host` is `dns:///host`. A target of the form
+//! `scheme://...` whose scheme is not one of [`SUPPORTED_SCHEMES`] is refused with a message naming them
+//! (naming.md would fall back to DNS, which can only fail later with a confusing reason: `xds:///svc` is not a
+//! host name); `name:rest` without `//` stays a `host:port`.
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -15,6 +20,9 @@ pub struct TargetError {
     /// What is wrong with it.
     pub reason: String,
 }
+
+/// The schemes this crate resolves.
+pub const SUPPORTED_SCHEMES: &[&str] = &["dns", "ipv4", "ipv6", "unix"];
 
 /// The default port when a target names none.
 pub const DEFAULT_PORT: u16 = 443;
@@ -44,7 +52,19 @@ impl Target {
             target: target.to_owned(),
             reason: reason.to_owned(),
         };
-        if let Some(rest) = target.strip_prefix("dns:") {
+        // `scheme:rest` when the text before the first ':' can be a URI scheme (RFC 3986: a letter, then
+        // letters, digits, '+', '-', '.'); otherwise (`[::1]:80`, `:80`) there is no scheme.
+        let (scheme, rest) = match target.split_once(':') {
+            Some((s, rest))
+                if s.starts_with(|c: char| c.is_ascii_alphabetic())
+                    && s.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b)) =>
+            {
+                (Some(s.to_ascii_lowercase()), rest)
+            }
+            _ => (None, target),
+        };
+        if scheme.as_deref() == Some("dns") {
             let (server, host_port) = match rest.strip_prefix("//") {
                 Some(with_authority) => match with_authority.split_once('/') {
                     Some(("", host_port)) => (None, host_port),
@@ -62,7 +82,7 @@ impl Target {
             let (host, port) = split_host_port(host_port).map_err(err)?;
             return Ok(Target::Dns { server, host, port });
         }
-        if let Some(rest) = target.strip_prefix("ipv4:") {
+        if scheme.as_deref() == Some("ipv4") {
             let addrs = rest
                 .split(',')
                 .map(|a| {
@@ -74,7 +94,7 @@ impl Target {
                 .map_err(err)?;
             return Ok(Target::Addresses(addrs));
         }
-        if let Some(rest) = target.strip_prefix("ipv6:") {
+        if scheme.as_deref() == Some("ipv6") {
             let addrs = rest
                 .split(',')
                 .map(|a| {
@@ -90,7 +110,7 @@ impl Target {
                 .map_err(err)?;
             return Ok(Target::Addresses(addrs));
         }
-        if let Some(rest) = target.strip_prefix("unix:") {
+        if scheme.as_deref() == Some("unix") {
             let path = match rest.strip_prefix("//") {
                 Some(abs) if abs.starts_with('/') => abs,
                 Some(_) => return Err(err("expected unix:///absolute/path or unix:path")),
@@ -101,8 +121,17 @@ impl Target {
             }
             return Ok(Target::Unix(PathBuf::from(path)));
         }
-        if target.starts_with("unix-abstract:") {
+        if scheme.as_deref() == Some("unix-abstract") {
             return Err(err("abstract unix sockets are not supported"));
+        }
+        if let Some(other) = scheme.as_deref().filter(|_| rest.starts_with("//")) {
+            return Err(TargetError {
+                target: target.to_owned(),
+                reason: format!(
+                    "unsupported scheme {other:?}: the supported schemes are {} (a target without a scheme is a DNS name)",
+                    SUPPORTED_SCHEMES.join(", ")
+                ),
+            });
         }
         let (host, port) = split_host_port(target).map_err(err)?;
         Ok(Target::Dns {
@@ -210,6 +239,20 @@ mod tests {
             ("[::1]", dns("::1", 443)),
             ("dns:///svc.test:50051", dns("svc.test", 50051)),
             ("dns:svc.test:7", dns("svc.test", 7)),
+            ("DNS:///h:1", dns("h", 1)),
+            (
+                "Dns://127.0.0.1/h",
+                Target::Dns {
+                    server: Some("127.0.0.1:53".parse().expect("addr")),
+                    host: "h".into(),
+                    port: 443,
+                },
+            ),
+            ("UNIX:/tmp/sock", Target::Unix("/tmp/sock".into())),
+            (
+                "IPv4:127.0.0.1:1",
+                Target::Addresses(vec!["127.0.0.1:1".parse().expect("addr")]),
+            ),
             (
                 "dns://127.0.0.1:5353/svc.test:50051",
                 Target::Dns {
@@ -270,6 +313,35 @@ mod tests {
             let e = Target::parse(s).expect_err(s);
             assert_eq!(e.target, s, "{s}: {e}");
         }
+    }
+
+    #[test]
+    fn unknown_schemes_name_the_supported_ones() {
+        for s in [
+            "passthrough:///h:1",
+            "xds:///svc",
+            "xds://authority/svc",
+            "http://h:1",
+        ] {
+            let e = Target::parse(s).expect_err(s).to_string();
+            assert!(
+                e.contains("unsupported scheme") && e.contains("dns, ipv4, ipv6, unix"),
+                "{s}: {e}"
+            );
+            assert!(
+                !e.contains("brackets") && !e.contains("invalid port"),
+                "{s}: {e}"
+            );
+        }
+        let e = Target::parse("PassThrough:///h:1")
+            .expect_err("passthrough")
+            .to_string();
+        assert!(e.contains("\"passthrough\""), "{e}");
+        // Still a host and a port, not a scheme.
+        assert_eq!(
+            Target::parse("svc:8080").expect("host:port"),
+            dns("svc", 8080)
+        );
     }
 
     #[test]

@@ -282,3 +282,99 @@ async fn re_resolution_is_rate_limited_and_only_on_request() {
             .is_err()
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_rejected_resolution_is_retried_with_backoff_and_an_accepted_one_is_not() {
+    let dns = TestDns::start().await.expect("dns");
+    dns.add_a(HOST, Ipv4Addr::LOCALHOST).await;
+    let resolver = DnsResolver::new(HOST, 443, Some(dns.addr), options()).expect("resolver");
+    // The channel rejects the first three resolutions (A21: a bad first config and no default).
+    let mut rejections = 3;
+    let handle = ResolverTask::spawn_with(
+        resolver,
+        Box::new(SplitMix64::new(5)),
+        Box::new(move |_| {
+            rejections -= 1;
+            rejections < 0
+        }),
+    );
+    let mut updates = handle.updates();
+    let start = Instant::now();
+    let mut at = Vec::new();
+    for _ in 0..4 {
+        updates.changed().await.expect("update");
+        updates.borrow_and_update();
+        at.push(start.elapsed().as_secs_f64());
+    }
+    for (i, base) in [1.0, 1.6, 2.56].iter().enumerate() {
+        let gap = at[i + 1] - at[i];
+        assert!(
+            gap >= base * 0.8 - 0.01 && gap <= base * 1.2 + 0.01,
+            "retry {i}: {gap} vs {base} ({at:?})"
+        );
+    }
+    // Accepted: no more resolutions without a request.
+    assert!(
+        tokio::time::timeout(Duration::from_secs(300), updates.changed())
+            .await
+            .is_err()
+    );
+}
+
+#[tokio::test]
+async fn client_hostname_choices_match_the_machine_name_by_default() {
+    let me = grpc_service_config::system_hostname().expect("this machine has a host name");
+    let dns = TestDns::start().await.expect("dns");
+    dns.add_a(HOST, Ipv4Addr::LOCALHOST).await;
+    dns.set_service_config(
+        HOST,
+        &format!(
+            r#"[{{"clientHostname":["{me}"],"serviceConfig":{{"loadBalancingPolicy":"round_robin"}}}}]"#
+        ),
+    )
+    .await;
+    // No hostname from the application: the OS's is used, and the choice matches.
+    assert_eq!(lb(&resolve(&dns, HOST).await), "round_robin");
+    // The application's hostname wins over the OS's.
+    let other = ResolverOptions {
+        hostname: Some(format!("not-{me}")),
+        ..options()
+    };
+    assert_eq!(lb(&resolve_with(dns.addr, HOST, other).await), "none");
+}
+
+#[tokio::test]
+async fn a_short_name_resolves_through_the_search_list_of_a_resolv_conf() {
+    let dns = TestDns::start().await.expect("dns");
+    dns.add_a("my-svc.test", Ipv4Addr::new(127, 0, 0, 7)).await;
+    dns.set_service_config("my-svc.test", RR).await;
+    // resolv.conf names no port, so the target names the loopback server and the resolv.conf its search list.
+    let with_search = ResolverOptions {
+        resolv_conf: Some("nameserver 127.0.0.1\nsearch example.invalid test\n".to_owned()),
+        ..options()
+    };
+    let r = resolve_with(dns.addr, "my-svc", with_search.clone()).await;
+    assert_eq!(addrs(&r), ["127.0.0.7:50051".parse().expect("addr")]);
+    assert_eq!(
+        lb(&r),
+        "round_robin",
+        "the TXT name goes through the search list too"
+    );
+    // Without a search list the short name is not found; an absolute name never uses the list.
+    let r = resolve_with(dns.addr, "my-svc", options()).await;
+    assert!(r.addresses.is_err(), "{:?}", r.addresses);
+    let r = resolve_with(dns.addr, "my-svc.", with_search).await;
+    assert!(r.addresses.is_err(), "{:?}", r.addresses);
+    // A resolv.conf that names no server cannot set up the system resolver.
+    let err = DnsResolver::new(
+        "my-svc",
+        1,
+        None,
+        ResolverOptions {
+            resolv_conf: Some("search test\n".to_owned()),
+            ..options()
+        },
+    )
+    .expect_err("no name server");
+    assert!(matches!(err, ResolveError::Setup(_)), "{err:?}");
+}
