@@ -161,6 +161,7 @@ impl ControlPlane {
             idle_deadline: None,
             idle: true,
             spec: (ConnectivityState::Idle, PickerSpec::Idle),
+            retired: None,
             last_failure: None,
         };
         tokio::spawn(lp.run(events_rx, stop_rx));
@@ -290,6 +291,8 @@ struct Loop {
     idle_deadline: Option<Instant>,
     idle: bool,
     spec: (ConnectivityState, PickerSpec),
+    /// The previous policy's READY connections and picker, serving while a new policy connects.
+    retired: Option<Retired>,
     last_failure: Option<Status>,
 }
 
@@ -466,7 +469,9 @@ impl Loop {
             State::Ready { endpoints, config } => {
                 let wanted = policy_config(config.lb_policy());
                 if self.policy_config != Some(wanted) {
-                    self.drop_connections();
+                    // A graceful switch: while the new policy connects, the old one's READY connections keep
+                    // serving (its last picker), and they close once the new policy is READY.
+                    self.retire_policy();
                     // connect_timeout is the connection-backoff spec's MIN_CONNECT_TIMEOUT: every attempt
                     // gets at least that long.
                     let backoff = BackoffConfig {
@@ -519,6 +524,7 @@ impl Loop {
     }
 
     fn drop_connections(&mut self) {
+        self.drop_retired(true);
         for (_, (_, task)) in self.tasks.drain() {
             task.abort();
         }
@@ -541,7 +547,53 @@ impl Loop {
         );
     }
 
+    /// Keeps the current policy's connections serving its last picker (if it was READY) while a new
+    /// policy starts; otherwise closes them.
+    fn retire_policy(&mut self) {
+        self.drop_retired(false);
+        let tasks: Vec<JoinHandle<()>> = self.tasks.drain().map(|(_, (_, task))| task).collect();
+        let conns = std::mem::take(&mut self.conns);
+        if self.spec.0 == ConnectivityState::Ready && !conns.is_empty() {
+            self.retired = Some(Retired {
+                spec: self.spec.1.clone(),
+                conns,
+                tasks,
+            });
+        } else {
+            for task in tasks {
+                task.abort();
+            }
+        }
+    }
+
+    /// Lets go of a retired policy's connections: closed at once (`abort`), or left to finish the calls
+    /// they carry (h2 closes a connection whose handles are gone once its last stream ends).
+    fn drop_retired(&mut self, abort: bool) {
+        if let Some(retired) = self.retired.take() {
+            if abort {
+                for task in retired.tasks {
+                    task.abort();
+                }
+            }
+        }
+    }
+
     fn publish(&mut self, state: ConnectivityState, spec: PickerSpec) {
+        // Until the new policy is READY, a retired READY policy keeps serving.
+        if state == ConnectivityState::Ready {
+            self.drop_retired(false);
+        } else if let Some(retired) = &self.retired {
+            let start = self.rng.next() as usize;
+            let conns = &retired.conns;
+            let picker = Picker::new(&retired.spec, |id| conns.get(&id).cloned(), start);
+            self.spec = (state, spec);
+            let _ = self.published.send(Arc::new(Published {
+                state: ConnectivityState::Ready,
+                picker,
+                last_failure: self.last_failure.clone(),
+            }));
+            return;
+        }
         let start = self.rng.next() as usize;
         let conns = &self.conns;
         let picker = Picker::new(&spec, |id| conns.get(&id).cloned(), start);
@@ -601,6 +653,13 @@ impl NextU64 for SplitMix64 {
     fn next(&mut self) -> u64 {
         grpc_retry::Rng::next_u64(self)
     }
+}
+
+/// A replaced policy's connections, kept until the new policy is READY.
+struct Retired {
+    spec: PickerSpec,
+    conns: HashMap<SubchannelId, Conn>,
+    tasks: Vec<JoinHandle<()>>,
 }
 
 /// What a connection task needs of its channel.
