@@ -38,6 +38,9 @@ use crate::sniff::{GoAway, Sniffer};
 use crate::status::{Code, Status};
 use crate::transport::Http2Settings;
 
+/// How long a channel leaving IDLE waits for a fresh resolution before it uses the last one.
+const FRESH_RESOLUTION_WAIT: Duration = Duration::from_secs(1);
+
 /// How long a channel with no calls keeps its connections (A62 recommends 30 minutes).
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 
@@ -162,6 +165,8 @@ impl ControlPlane {
             idle: true,
             spec: (ConnectivityState::Idle, PickerSpec::Idle),
             retired: None,
+            was_active: false,
+            fresh_wait: None,
             last_failure: None,
         };
         tokio::spawn(lp.run(events_rx, stop_rx));
@@ -293,6 +298,10 @@ struct Loop {
     spec: (ConnectivityState, PickerSpec),
     /// The previous policy's READY connections and picker, serving while a new policy connects.
     retired: Option<Retired>,
+    /// The channel has left IDLE before (its resolution may be stale when it leaves IDLE again).
+    was_active: bool,
+    /// Leaving IDLE, waiting until then for a fresh resolution.
+    fresh_wait: Option<Instant>,
     last_failure: Option<Status>,
 }
 
@@ -329,6 +338,7 @@ impl Loop {
                     .as_ref()
                     .and_then(|p| p.poll_timeout().map(Instant::from_std)),
                 self.idle_deadline,
+                self.fresh_wait,
             ]
             .into_iter()
             .flatten()
@@ -371,7 +381,16 @@ impl Loop {
                         Some(at) => tokio::time::sleep_until(at).await,
                         None => std::future::pending().await,
                     }
-                } => self.on_timer(),
+                } => {
+                    self.on_timer();
+                    // No fresh resolution in time: go on with the last one (a fresh one updates it later).
+                    if self.fresh_wait.is_some_and(|at| at <= Instant::now()) {
+                        if let Some(state) = resolution.as_ref().map(|rx| rx.borrow().clone()) {
+                            self.on_resolution(state);
+                        }
+                        self.fresh_wait = None;
+                    }
+                }
             }
             self.drain_actions();
         }
@@ -430,9 +449,15 @@ impl Loop {
                     self.idle = false;
                     // CONNECTING until the policy (or a resolution failure) says otherwise.
                     self.publish(ConnectivityState::Connecting, PickerSpec::Queue);
-                    if let Some(state) = resolution.map(|rx| rx.borrow().clone()) {
+                    if self.was_active && self.resolution.has_resolver() {
+                        // Back from IDLE, the last resolution may be as old as the idle timeout: resolve
+                        // again and wait (briefly) for the fresh result rather than connect to old addresses.
+                        self.resolution.resolve_now();
+                        self.fresh_wait = Some(Instant::now() + FRESH_RESOLUTION_WAIT);
+                    } else if let Some(state) = resolution.map(|rx| rx.borrow().clone()) {
                         self.on_resolution(state);
                     }
+                    self.was_active = true;
                 }
                 if let Some(p) = self.policy.as_mut() {
                     p.exit_idle(now);
@@ -458,6 +483,7 @@ impl Loop {
         if self.idle {
             return;
         }
+        self.fresh_wait = None;
         let now = self.now();
         match state {
             State::Pending => {}

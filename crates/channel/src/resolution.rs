@@ -203,6 +203,17 @@ impl Resolution {
     }
 
     /// Asks the resolver for a fresh resolution (rate-limited by the resolver).
+    /// Whether a resolver runs (DNS targets), so that `resolve_now` brings a fresh result.
+    pub(crate) fn has_resolver(&self) -> bool {
+        matches!(
+            self.started.get(),
+            Some(Started {
+                resolver: Some(_),
+                ..
+            })
+        )
+    }
+
     pub(crate) fn resolve_now(&self) {
         if let Some(Started {
             resolver: Some(handle),

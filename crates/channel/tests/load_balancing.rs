@@ -422,3 +422,46 @@ async fn a_resolver_that_cannot_be_set_up_leaves_the_channel_in_transient_failur
     assert_eq!(status.code(), Code::Unavailable, "{status:?}");
     assert!(status.message().contains("DNS resolver"), "{status:?}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn leaving_idle_resolves_again_instead_of_reusing_an_old_resolution() {
+    // A backend on 127.0.0.1 and one on 127.0.0.2, same port. While the channel is IDLE, DNS moves from
+    // the first to the second and the first goes away: the call that wakes the channel must use a fresh
+    // resolution (a fail-fast call to the old address would fail).
+    let first = server::start("127.0.0.1:0".parse().expect("addr"))
+        .await
+        .expect("server");
+    let port = first.addr.port();
+    let second = server::start(SocketAddr::from((Ipv4Addr::new(127, 0, 0, 2), port)))
+        .await
+        .expect("second loopback address");
+    let dns = TestDns::start().await.expect("dns");
+    dns.add_a("svc.test", Ipv4Addr::new(127, 0, 0, 1)).await;
+    let ch = Channel::builder(format!("dns://{}/svc.test:{port}", dns.addr))
+        .idle_timeout(Duration::from_secs(60))
+        .service_config_lookup(false)
+        .resolver_options(ResolverOptions {
+            min_interval: Duration::from_secs(1),
+            query_timeout: Duration::from_secs(2),
+            ..ResolverOptions::default()
+        })
+        .build()
+        .expect("channel");
+    assert_eq!(which(&ch).await.expect("call"), first.addr.to_string());
+    let state = ch
+        .wait_for_state_change(
+            ConnectivityState::Ready,
+            Instant::now() + Duration::from_secs(120),
+        )
+        .await;
+    assert_eq!(state, ConnectivityState::Idle);
+    dns.remove("svc.test", hickory_record_type_a()).await;
+    dns.add_a("svc.test", Ipv4Addr::new(127, 0, 0, 2)).await;
+    first.shutdown();
+    assert_eq!(
+        which(&ch)
+            .await
+            .expect("the waking call uses the fresh resolution"),
+        second.addr.to_string()
+    );
+}
