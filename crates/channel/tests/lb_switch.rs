@@ -11,17 +11,20 @@ use std::time::Duration;
 use bytes::Bytes;
 use grpc_channel::{Channel, Request, ResolverOptions};
 use interop::dns::TestDns;
-use tokio::sync::Notify;
 
 const UNARY: &str = "/switch.Svc/Unary";
 
 /// A backend answering its name after `delay`; it shuts its connections down gracefully when told to.
-async fn backend(addr: SocketAddr, name: &'static str, goaway: Arc<Notify>) -> SocketAddr {
+async fn backend(
+    addr: SocketAddr,
+    name: &'static str,
+    goaway: tokio::sync::watch::Receiver<bool>,
+) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind(addr).await.expect("bind");
     let bound = listener.local_addr().expect("addr");
     tokio::spawn(async move {
         while let Ok((tcp, _)) = listener.accept().await {
-            let goaway = goaway.clone();
+            let mut goaway = goaway.clone();
             tokio::spawn(async move {
                 let mut conn: h2::server::Connection<_, Bytes> =
                     h2::server::handshake(tcp).await.expect("handshake");
@@ -47,9 +50,11 @@ async fn backend(addr: SocketAddr, name: &'static str, goaway: Arc<Notify>) -> S
                                 }
                             });
                         }
-                        () = goaway.notified(), if !closing => {
+                        changed = goaway.wait_for(|go| *go), if !closing => {
                             closing = true;
-                            conn.graceful_shutdown();
+                            if changed.is_ok() {
+                                conn.graceful_shutdown();
+                            }
                         }
                     }
                 }
@@ -71,14 +76,14 @@ async fn call(ch: &Channel) -> Result<String, grpc_channel::Status> {
 
 #[tokio::test]
 async fn switching_from_round_robin_to_pick_first_fails_no_call_under_load() {
-    let a_goaway = Arc::new(Notify::new());
-    let b_goaway = Arc::new(Notify::new());
-    let a = backend("127.0.0.1:0".parse().expect("addr"), "a", a_goaway).await;
+    let (_a_goaway, a_rx) = tokio::sync::watch::channel(false);
+    let (b_goaway, b_rx) = tokio::sync::watch::channel(false);
+    let a = backend("127.0.0.1:0".parse().expect("addr"), "a", a_rx).await;
     let port = a.port();
     backend(
         SocketAddr::from((Ipv4Addr::new(127, 0, 0, 2), port)),
         "b",
-        b_goaway.clone(),
+        b_rx,
     )
     .await;
     let dns = TestDns::start().await.expect("dns");
@@ -136,7 +141,7 @@ async fn switching_from_round_robin_to_pick_first_fails_no_call_under_load() {
         r#"[{"serviceConfig":{"loadBalancingConfig":[{"pick_first":{}}]}}]"#,
     )
     .await;
-    b_goaway.notify_waiters();
+    let _ = b_goaway.send(true);
     // pick_first sends every call to one backend: wait (bounded) for a long run of calls to one.
     let mut run = 0;
     let mut previous = String::new();
