@@ -95,7 +95,7 @@ async fn drains(ch: Channel, control: Arc<Control>) {
         .await
         .expect("held call");
     held.headers().await.expect("held call is up");
-    control.goaway.notify_waiters();
+    control.goaway.notify_one();
     // A call that races the GOAWAY may rightly go to the old connection (the server still processes it);
     // once the client has read it, calls go to connection 2 without waiting for the held stream, which has
     // no end in sight. Each call is bounded: a call that waits for the draining connection fails the test.
@@ -114,7 +114,7 @@ async fn drains(ch: Channel, control: Arc<Control>) {
     }
     assert_eq!(control.connections.load(Ordering::SeqCst), 2);
     // The held stream still finishes on connection 1.
-    control.finish_hold.notify_waiters();
+    control.finish_hold.notify_one();
     let message = held
         .message()
         .await

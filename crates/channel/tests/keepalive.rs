@@ -111,7 +111,7 @@ async fn without_calls_no_ping_goes_out_unless_permitted() {
             .expect("channel");
         assert_eq!(&unary(&ch, UNARY).await.expect("call")[..], b"ok");
         assert_eq!(ch.state(), ConnectivityState::Ready);
-        freeze.notify_waiters();
+        freeze.notify_one();
         // A minute without calls: an idle connection is only pinged when permitted.
         tokio::time::sleep(Duration::from_secs(60)).await;
         let state = ch.state();
