@@ -765,6 +765,7 @@ async fn a_graceful_goaway_does_not_strand_new_calls_while_an_old_stream_lives()
             .expect("start");
         rx.headers().await.expect("held call is up");
         server.goaway.notify_waiters();
+        server.goaway.notify_one();
         settle(Duration::from_millis(200)).await;
         let r = tokio::time::timeout(
             Duration::from_secs(30),

@@ -1648,6 +1648,7 @@ async fn unix_goaway_then_a_new_connection() {
     });
     eventually("held stream open", || server.opens().len() == 1).await;
     server.goaway.notify_waiters();
+    server.goaway.notify_one();
     settle(Duration::from_millis(100)).await;
     for _ in 0..3 {
         guarded(
@@ -1660,6 +1661,7 @@ async fn unix_goaway_then_a_new_connection() {
     let conns: Vec<usize> = server.opens().iter().map(|o| o.0).collect();
     assert_eq!(conns, vec![1, 2, 2, 2]);
     release.notify_waiters();
+    release.notify_one();
     guarded("held", held)
         .await
         .expect("join")
