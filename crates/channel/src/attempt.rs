@@ -255,10 +255,7 @@ impl Attempt {
 
     fn poll_open(&mut self, cx: &mut Context<'_>) -> Poll<AttemptEvent> {
         let State::Open {
-            handle,
-            send,
-            response,
-            progress,
+            handle, progress, ..
         } = &mut self.state
         else {
             return Poll::Pending;
@@ -271,6 +268,58 @@ impl Attempt {
                 *progress = Progress::Opened;
             }
         }
+        if let Poll::Ready(event) = self.poll_response(cx) {
+            return Poll::Ready(event);
+        }
+        let State::Open { send, .. } = &mut self.state else {
+            return Poll::Pending;
+        };
+        // Write what flow control admits (everything at once for eager calls).
+        while let Some((index, data)) = self.queue.front_mut() {
+            let index = *index;
+            let eager = self.setup.eager;
+            let capacity = if eager { data.len() } else { send.capacity() };
+            if capacity == 0 && !data.is_empty() {
+                send.reserve_capacity(data.len());
+                match send.poll_capacity(cx) {
+                    Poll::Ready(Some(Ok(_))) => continue,
+                    Poll::Ready(Some(Err(err))) => return Poll::Ready(self.write_failed(err, cx)),
+                    // The stream is closed for sending: the response side reports how it ended.
+                    Poll::Ready(None) | Poll::Pending => return Poll::Pending,
+                }
+            }
+            let chunk = data.split_to(capacity.min(data.len()));
+            let done = data.is_empty();
+            let last = done && self.half_close && self.queue.len() == 1;
+            if let Err(err) = send.send_data(chunk, last) {
+                return Poll::Ready(self.write_failed(err, cx));
+            }
+            if done {
+                self.queue.pop_front();
+                self.half_closed |= last;
+                return Poll::Ready(AttemptEvent::Sent(index));
+            }
+        }
+        if self.half_close && !self.half_closed {
+            self.half_closed = true;
+            if let Err(err) = send.send_data(Bytes::new(), true) {
+                return Poll::Ready(self.write_failed(err, cx));
+            }
+        }
+        Poll::Pending
+    }
+
+    /// Polls for the response headers: `Ready` when they ended the attempt or open a message stream.
+    fn poll_response(&mut self, cx: &mut Context<'_>) -> Poll<AttemptEvent> {
+        let State::Open {
+            send,
+            response,
+            progress,
+            ..
+        } = &mut self.state
+        else {
+            return Poll::Pending;
+        };
         if let Response::Pending(future) = response {
             match Pin::new(future).poll(cx) {
                 Poll::Pending => {}
@@ -315,44 +364,17 @@ impl Attempt {
                 }
             }
         }
-        // Write what flow control admits (everything at once for eager calls).
-        while let Some((index, data)) = self.queue.front_mut() {
-            let index = *index;
-            let eager = self.setup.eager;
-            let capacity = if eager { data.len() } else { send.capacity() };
-            if capacity == 0 && !data.is_empty() {
-                send.reserve_capacity(data.len());
-                match send.poll_capacity(cx) {
-                    Poll::Ready(Some(Ok(_))) => continue,
-                    Poll::Ready(Some(Err(err))) => return Poll::Ready(self.write_failed(err, cx)),
-                    // The stream is closed for sending: the response side reports how it ended.
-                    Poll::Ready(None) | Poll::Pending => return Poll::Pending,
-                }
-            }
-            let chunk = data.split_to(capacity.min(data.len()));
-            let done = data.is_empty();
-            let last = done && self.half_close && self.queue.len() == 1;
-            if let Err(err) = send.send_data(chunk, last) {
-                return Poll::Ready(self.write_failed(err, cx));
-            }
-            if done {
-                self.queue.pop_front();
-                self.half_closed |= last;
-                return Poll::Ready(AttemptEvent::Sent(index));
-            }
-        }
-        if self.half_close && !self.half_closed {
-            self.half_closed = true;
-            if let Err(err) = send.send_data(Bytes::new(), true) {
-                return Poll::Ready(self.write_failed(err, cx));
-            }
-        }
         Poll::Pending
     }
 
     /// Writing failed: h2 refused the data (a user error such as a frame too large) or the stream is gone.
     /// A stream the server reset meanwhile ends by that reset, not by h2's complaint about writing to it.
     fn write_failed(&mut self, err: h2::Error, cx: &mut Context<'_>) -> AttemptEvent {
+        // A response that arrived meanwhile (Trailers-Only, then RST_STREAM(NO_ERROR) because the request
+        // was still coming: RFC 9113 §8.1) says how the attempt ended.
+        if let Poll::Ready(event) = self.poll_response(cx) {
+            return event;
+        }
         let (progress, reset) = match &mut self.state {
             State::Open { progress, send, .. } => (*progress, send.poll_reset(cx)),
             _ => (Progress::Opened, Poll::Pending),
