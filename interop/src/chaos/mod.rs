@@ -86,7 +86,7 @@
 
 use bytes::Bytes;
 
-
+pub mod client;
 pub mod server;
 
 /// The methods of `chaos.Chaos`.
