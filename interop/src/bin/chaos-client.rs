@@ -1,5 +1,5 @@
 //! The chaos client: `chaos-client --ports=P1,P2,P3,P4 [--quick] [--calls=N] [--concurrency=N] [--seed=N]`.
-//! Runs the soak of `interop::chaos::client` against the chaos server's backends on 127.0.0.1 (200,000 calls,
+//! Runs the soak of `interop::chaos::client` against the chaos server's backends on 127.0.0.1 (1,000,000 calls,
 //! or 10,000 with `--quick`), prints a table of outcomes and the closing `chaos: calls=N ok=N ...` line, and
 //! exits non-zero when any check fails.
 
@@ -44,13 +44,14 @@ fn parse() -> Result<Config, String> {
     if ports.is_empty() {
         return Err("--ports needs at least one port".to_owned());
     }
-    let calls: u64 = flags.num("calls", if quick { 10_000 } else { 200_000 })?;
+    let calls: u64 = flags.num("calls", if quick { 10_000 } else { 1_000_000 })?;
     Ok(Config {
         ports,
         calls,
         concurrency: flags.num("concurrency", 96)?,
         seed: flags.num("seed", 1)?,
-        // Far more than the calls need (~700 calls/s); a hang shows as a stalled soak, not a stuck CI job.
-        max_duration: Duration::from_secs(60 + calls / 100),
+        // Far more than the calls need (~4,000 calls/s on 2 cores; this assumes 500): a hang shows as a
+        // stalled soak, not a stuck CI job.
+        max_duration: Duration::from_secs(120 + calls / 500),
     })
 }

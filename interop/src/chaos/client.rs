@@ -90,6 +90,18 @@ enum Outcome {
     Failed(Status),
 }
 
+/// Channel defects the soak has found, recognised by the status they end calls with: (code, a fragment of the
+/// message, what happened). Each has a reproduction in `interop/tests/chaos_repro.rs`.
+const KNOWN_DEFECTS: &[(&str, &str, &str)] = &[(
+    "INTERNAL",
+    "stream reset by server (NO_ERROR)",
+    "the server answered before the request ended (Trailers-Only UNAVAILABLE on a client-streaming call) and \
+     h2 followed with RST_STREAM(NO_ERROR); the attempt's write failed on the reset and reported it \
+     (NO_ERROR -> INTERNAL, not retryable) instead of the response h2 had already received \
+     (Attempt::write_failed; repro: interop/tests/chaos_repro.rs, \
+     early_trailers_only_then_rst_no_error_keeps_the_servers_status)",
+)];
+
 /// The outcome key of the table.
 fn key(outcome: &Outcome) -> &'static str {
     match outcome {
@@ -107,6 +119,8 @@ struct Tally {
     samples: BTreeMap<(&'static str, usize), Vec<String>>,
     /// The most a call ended after its deadline.
     max_overrun: Duration,
+    /// Index in [`KNOWN_DEFECTS`] → calls.
+    defects: BTreeMap<usize, u64>,
 }
 
 #[derive(Default)]
@@ -127,6 +141,13 @@ impl Ctx {
                 Outcome::Bad(m) => Some(format!("{}: {m}", SHAPES[shape])),
                 Outcome::Failed(s) => Some(format!("{}: {}", SHAPES[shape], s.message())),
             };
+            if let Outcome::Failed(status) = &outcome {
+                for (i, (code, fragment, _)) in KNOWN_DEFECTS.iter().enumerate() {
+                    if k == *code && status.message().contains(fragment) {
+                        *t.defects.entry(i).or_default() += 1;
+                    }
+                }
+            }
             if let Some(m) = message {
                 let samples = t.samples.entry((k, flavour)).or_default();
                 if samples.len() < 4 && !samples.contains(&m) {
@@ -590,6 +611,7 @@ impl Tally {
             counts: self.counts.clone(),
             samples: self.samples.clone(),
             max_overrun: self.max_overrun,
+            defects: self.defects.clone(),
         }
     }
 }
@@ -721,6 +743,12 @@ impl Report {
             failures.push(format!(
                 "{unexpected} calls ended with a code the faults cannot produce ({} kinds: see the samples)",
                 not_ok.len()
+            ));
+        }
+        for (i, calls) in &self.tally.defects {
+            failures.push(format!(
+                "known channel defect in {calls} calls: {}",
+                KNOWN_DEFECTS[*i].2
             ));
         }
         if self.lost > 0 {

@@ -46,8 +46,10 @@ pub struct Stats {
     pub abrupt_goaway: AtomicU64,
     /// Connections reset (SO_LINGER 0).
     pub tcp_reset: AtomicU64,
-    /// Attempts delayed.
+    /// Attempts delayed up to 300 ms.
     pub slow: AtomicU64,
+    /// Attempts delayed 0.5 to 4 s.
+    pub stalled: AtomicU64,
     /// Backend restarts.
     pub restarts: AtomicU64,
     /// Calls that ran past their deadline on the server and were dropped.
@@ -59,7 +61,7 @@ impl Stats {
     pub fn line(&self) -> String {
         let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
         format!(
-            "calls={} connections={} refused={} unavailable={} negative_pushback={} graceful_goaway={} abrupt_goaway={} tcp_reset={} slow={} restarts={} server_timeouts={}",
+            "calls={} connections={} refused={} unavailable={} negative_pushback={} graceful_goaway={} abrupt_goaway={} tcp_reset={} slow={} stalled={} restarts={} server_timeouts={}",
             g(&self.calls),
             g(&self.connections),
             g(&self.refused),
@@ -69,6 +71,7 @@ impl Stats {
             g(&self.abrupt_goaway),
             g(&self.tcp_reset),
             g(&self.slow),
+            g(&self.stalled),
             g(&self.restarts),
             g(&self.server_timeouts),
         )
@@ -87,6 +90,7 @@ const P_ABRUPT: f64 = 0.001;
 const P_RESET: f64 = 0.001;
 const P_SLOW: f64 = 0.20;
 const MAX_SLOW_MS: u64 = 300;
+const P_STALL: f64 = 0.005;
 
 /// How one attempt goes wrong.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -154,7 +158,13 @@ impl Backend {
             Fault::None
         };
         let at = rng.range(0, 4) as u32;
-        let delay = (rng.unit() < P_SLOW).then(|| Duration::from_millis(rng.range(1, MAX_SLOW_MS)));
+        let delay = if rng.unit() < P_STALL {
+            Some(Duration::from_millis(rng.range(500, 4000)))
+        } else if rng.unit() < P_SLOW {
+            Some(Duration::from_millis(rng.range(1, MAX_SLOW_MS)))
+        } else {
+            None
+        };
         Plan { fault, at, delay }
     }
 }
@@ -327,8 +337,10 @@ async fn handle(mut call: ServerCall, backend: Arc<Backend>, signals: Arc<Signal
         }
         _ => {}
     }
-    if plan.delay.is_some() {
-        bump(&stats.slow);
+    match plan.delay {
+        Some(d) if d.as_millis() > u128::from(MAX_SLOW_MS) => bump(&stats.stalled),
+        Some(_) => bump(&stats.slow),
+        None => {}
     }
     let mut chaos = Chaos {
         plan,
