@@ -272,11 +272,18 @@ async fn server_stream(channel: &Channel, rng: &mut Rng, timeout: Duration) -> O
 }
 
 async fn client_stream(channel: &Channel, rng: &mut Rng, timeout: Duration) -> Outcome {
-    let count = rng.range(1, 20) as u32;
+    // A third of the calls stream many small messages: the server's early answer (UNAVAILABLE after the
+    // first message) then races with the client's writes.
+    let many = rng.unit() < 1.0 / 3.0;
+    let count = if many {
+        rng.range(50, 300)
+    } else {
+        rng.range(1, 20)
+    } as u32;
     let numbers: Vec<Number> = (0..count)
         .map(|_| Number {
             value: rng.next_u64() >> 8,
-            padding: if rng.unit() < 0.5 {
+            padding: if many || rng.unit() < 0.5 {
                 Bytes::new()
             } else {
                 payload(rng)
