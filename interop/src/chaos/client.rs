@@ -708,12 +708,6 @@ impl Report {
             }
             println!();
         }
-        let not_ok: Vec<_> = self
-            .tally
-            .samples
-            .iter()
-            .filter(|((k, _), _)| *k != "UNAVAILABLE" && *k != "DEADLINE_EXCEEDED")
-            .collect();
         let notable: Vec<_> = self.tally.samples.iter().collect();
         if !notable.is_empty() {
             println!();
@@ -747,9 +741,14 @@ impl Report {
         }
         let unexpected = by(&|k| !EXPECTED.contains(&k.0) && k.0 != "OK_BAD_PAYLOAD");
         if unexpected > 0 {
+            let codes: Vec<&str> = outcomes
+                .iter()
+                .copied()
+                .filter(|o| !EXPECTED.contains(o) && *o != "OK_BAD_PAYLOAD")
+                .collect();
             failures.push(format!(
-                "{unexpected} calls ended with a code the faults cannot produce ({} kinds: see the samples)",
-                not_ok.len()
+                "{unexpected} calls ended with a code the faults cannot produce ({}; see the samples)",
+                codes.join(", ")
             ));
         }
         for (i, calls) in &self.tally.defects {
