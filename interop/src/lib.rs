@@ -2,6 +2,7 @@
 //! API, a fault-injecting server for tests, and a raw-frame HTTP/2 server for what h2 cannot send. The
 //! binaries `interop-client` and `interop-server` wrap them with the standard flags (`shared/spec/interop.md`).
 
+pub mod chaos;
 pub mod client;
 #[cfg(feature = "test-dns")]
 pub mod dns;

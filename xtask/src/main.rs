@@ -14,6 +14,11 @@
 //!   process on a free loopback port, and runs the same scenarios through grpc-channel, tonic and a raw h2
 //!   client, printing a table with ratios.
 //!
+//! * `chaos [--quick]`: builds the release `chaos-server` and `chaos-client` (package `interop`), starts the
+//!   server (four fault-injecting backends on loopback ports, which it prints on one line), runs the client's
+//!   soak against them (1,000,000 calls, or 10,000 with `--quick`; see `interop::chaos`), then closes the
+//!   server's stdin so it prints what it injected, and exits with the client's exit status.
+//!
 //! Plain `std::process`: no dependencies.
 
 use std::io::{BufRead, BufReader, Write};
@@ -27,10 +32,11 @@ const GRPCIO_SKIPS: &str = "client_compressed_unary,client_compressed_streaming"
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
+        Some("chaos") => return chaos(&args[1..]),
         Some("interop") => interop(&args[1..]),
         Some("bench") => bench(&args[1..]),
         _ => Err(
-            "usage: cargo xtask interop [--peer ours|grpcio] [--test_case=a,b,...] [--service_config_json=JSON] | cargo xtask bench [--quick]"
+            "usage: cargo xtask interop [--peer ours|grpcio] [--test_case=a,b,...] [--service_config_json=JSON] | cargo xtask bench [--quick] | cargo xtask chaos [--quick]"
                 .to_owned(),
         ),
     };
@@ -297,6 +303,79 @@ fn bench(args: &[String]) -> Result<bool, String> {
         .map_err(|e| format!("cannot start grpc-bench: {e}"))?;
     drop(server);
     Ok(status.success())
+}
+
+fn chaos(args: &[String]) -> ExitCode {
+    match chaos_run(args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Runs the chaos soak; the client's exit status is the result.
+fn chaos_run(args: &[String]) -> Result<ExitCode, String> {
+    let quick = args.iter().any(|a| a == "--quick");
+    if let Some(other) = args.iter().find(|a| *a != "--quick") {
+        return Err(format!("unknown argument {other:?}"));
+    }
+    build_release(&["interop"], "chaos-server and chaos-client")?;
+    let bin = target_dir().join("release");
+    let started = Instant::now();
+    let mut child = Command::new(bin.join("chaos-server"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start chaos-server: {e}"))?;
+    // Closing the server's stdin asks it to print its tally and exit.
+    let stdin = child.stdin.take();
+    let stdout = child.stdout.take().ok_or("no server stdout")?;
+    let mut server = Server(child);
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut lines = BufReader::new(stdout).lines();
+        for line in lines.by_ref() {
+            let Ok(line) = line else { break };
+            if let Some(ports) = line.strip_prefix("chaos ports: ") {
+                let _ = tx.send(ports.trim().to_owned());
+                break;
+            }
+        }
+        for _ in lines {}
+    });
+    let ports = rx
+        .recv_timeout(Duration::from_secs(60))
+        .map_err(|_| "chaos-server did not print its ports within 60 s".to_owned())?;
+    eprintln!("xtask: chaos-server backends on 127.0.0.1:{{{ports}}}");
+    let mut client = Command::new(bin.join("chaos-client"));
+    client.arg(format!("--ports={ports}"));
+    if quick {
+        client.arg("--quick");
+    }
+    let status = client
+        .status()
+        .map_err(|e| format!("cannot start chaos-client: {e}"))?;
+    drop(stdin);
+    let stop = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < stop {
+        if matches!(server.0.try_wait(), Ok(Some(_))) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(server);
+    eprintln!(
+        "xtask: chaos{} took {:.0} s",
+        if quick { " --quick" } else { "" },
+        started.elapsed().as_secs_f64()
+    );
+    Ok(match status.code() {
+        Some(0) => ExitCode::SUCCESS,
+        Some(c) => ExitCode::from(u8::try_from(c).unwrap_or(1).max(1)),
+        None => ExitCode::FAILURE,
+    })
 }
 
 /// Starts a server that prints `listening on HOST:PORT`, and returns it with the port.
