@@ -18,6 +18,10 @@
 //!   server (four fault-injecting backends on loopback ports, which it prints on one line), runs the client's
 //!   soak against them (1,000,000 calls, or 10,000 with `--quick`; see `interop::chaos`), then closes the
 //!   server's stdin so it prints what it injected, and exits with the client's exit status.
+//! * `fuzz [--time SECONDS] [TARGET...]`: runs each fuzz target of `fuzz/` (or only the ones named) for SECONDS
+//!   (60 by default) with `cargo +nightly fuzz run`, one after the other, each on its corpus under
+//!   `fuzz/corpus/`; installs cargo-fuzz with `cargo install cargo-fuzz --locked` first if it is missing. Exits
+//!   non-zero if any target crashes (the input is left under `fuzz/artifacts/`). Needs a nightly toolchain.
 //!
 //! Plain `std::process`: no dependencies.
 
@@ -35,8 +39,9 @@ fn main() -> ExitCode {
         Some("chaos") => return chaos(&args[1..]),
         Some("interop") => interop(&args[1..]),
         Some("bench") => bench(&args[1..]),
+        Some("fuzz") => fuzz(&args[1..]),
         _ => Err(
-            "usage: cargo xtask interop [--peer ours|grpcio] [--test_case=a,b,...] [--service_config_json=JSON] | cargo xtask bench [--quick] | cargo xtask chaos [--quick]"
+            "usage: cargo xtask interop [--peer ours|grpcio] [--test_case=a,b,...] [--service_config_json=JSON] | cargo xtask bench [--quick] | cargo xtask chaos [--quick] | cargo xtask fuzz [--time SECONDS] [TARGET...]"
                 .to_owned(),
         ),
     };
@@ -376,6 +381,106 @@ fn chaos_run(args: &[String]) -> Result<ExitCode, String> {
         Some(c) => ExitCode::from(u8::try_from(c).unwrap_or(1).max(1)),
         None => ExitCode::FAILURE,
     })
+/// Runs the fuzz targets (all, or the ones named) for `--time` seconds each; `Ok(false)` if any crashed.
+fn fuzz(args: &[String]) -> Result<bool, String> {
+    let mut seconds: u64 = 60;
+    let mut wanted: Vec<String> = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let value = if let Some(v) = a.strip_prefix("--time=") {
+            Some(v.to_owned())
+        } else if a == "--time" {
+            Some(it.next().cloned().ok_or("--time needs a value")?)
+        } else if a.starts_with('-') {
+            return Err(format!("unknown argument {a:?}"));
+        } else {
+            wanted.push(a.clone());
+            None
+        };
+        if let Some(v) = value {
+            seconds = v.parse().ok().filter(|s| *s > 0).ok_or_else(|| {
+                format!("--time: expected a positive number of seconds, got {v:?}")
+            })?;
+        }
+    }
+    // The rustup proxy from PATH, not $CARGO (the toolchain's own cargo, which does not understand +nightly).
+    let cargo = "cargo";
+    let fuzz_dir = root().join("fuzz");
+    ensure_cargo_fuzz(cargo)?;
+    let listed = Command::new(cargo)
+        .current_dir(&fuzz_dir)
+        .args(["+nightly", "fuzz", "list"])
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cargo fuzz list: cannot start: {e}"))?;
+    if !listed.status.success() {
+        return Err(format!(
+            "cargo +nightly fuzz list failed ({})",
+            listed.status
+        ));
+    }
+    let all: Vec<String> = String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect();
+    if let Some(unknown) = wanted.iter().find(|t| !all.contains(t)) {
+        return Err(format!(
+            "unknown fuzz target {unknown:?}; the targets are: {}",
+            all.join(", ")
+        ));
+    }
+    let targets = if wanted.is_empty() { all } else { wanted };
+    let mut results = Vec::new();
+    for t in &targets {
+        eprintln!("xtask: fuzzing {t} for {seconds} s");
+        // The corpus directory is created if missing; libFuzzer keeps new inputs there.
+        let corpus = fuzz_dir.join("corpus").join(t);
+        std::fs::create_dir_all(&corpus).map_err(|e| format!("{}: {e}", corpus.display()))?;
+        // `cargo fuzz run` builds the target (cargo's parallelism: set CARGO_BUILD_JOBS to limit it); libFuzzer
+        // runs one worker. A crash, leak, timeout or out-of-memory ends it with a non-zero status.
+        let status = Command::new(cargo)
+            .current_dir(&fuzz_dir)
+            .args(["+nightly", "fuzz", "run", t, "--"])
+            .arg(format!("-max_total_time={seconds}"))
+            .arg("-print_final_stats=1")
+            .status()
+            .map_err(|e| format!("cargo fuzz run {t}: cannot start: {e}"))?;
+        results.push((t.clone(), status.success()));
+    }
+    println!();
+    let width = targets.iter().map(String::len).max().unwrap_or(6).max(6);
+    println!("{:<width$}  result", "target");
+    println!("{:-<width$}  ------", "");
+    for (t, ok) in &results {
+        println!("{t:<width$}  {}", if *ok { "ok" } else { "FAILED" });
+    }
+    let failed = results.iter().filter(|(_, ok)| !ok).count();
+    println!(
+        "{} targets, {seconds} s each: {} ok, {failed} failed",
+        results.len(),
+        results.len() - failed
+    );
+    Ok(failed == 0)
+}
+
+/// Installs cargo-fuzz from crates.io unless `cargo fuzz` already runs.
+fn ensure_cargo_fuzz(cargo: &str) -> Result<(), String> {
+    let present = Command::new(cargo)
+        .args(["fuzz", "--version"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if present {
+        return Ok(());
+    }
+    eprintln!("xtask: cargo-fuzz is missing; installing it (cargo install cargo-fuzz --locked)");
+    run(
+        Command::new(cargo).args(["install", "cargo-fuzz", "--locked"]),
+        "cargo install cargo-fuzz",
+    )
 }
 
 /// Starts a server that prints `listening on HOST:PORT`, and returns it with the port.

@@ -958,7 +958,7 @@ pub(crate) fn pushback_of(headers: &HeaderMap) -> Pushback {
 }
 
 /// The status in a trailer block (or Trailers-Only headers) and the block's metadata.
-fn status_from_trailers(trailers: HeaderMap) -> (Status, MetadataMap) {
+pub(crate) fn status_from_trailers(trailers: HeaderMap) -> (Status, MetadataMap) {
     let message = trailers
         .get("grpc-message")
         .map(|v| percent::decode(v.as_bytes()))

@@ -42,6 +42,8 @@ pub mod compression;
 mod control;
 mod error;
 pub mod framing;
+#[doc(hidden)]
+pub mod fuzzing;
 mod keepalive;
 pub mod metadata;
 pub mod percent;

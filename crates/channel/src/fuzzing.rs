@@ -1,0 +1,49 @@
+//! Entry points for the fuzz targets in `fuzz/` (a workspace of its own, so it cannot see crate-private
+//! items). Thin wrappers around the response parsing in `call`; not part of the API and not stable.
+
+use http::HeaderMap;
+
+use crate::call::{self, Head};
+use crate::compression::{Encoding, ReceivedEncoding};
+use crate::metadata::MetadataMap;
+use crate::status::Status;
+
+/// What the response HEADERS say, as [`response_head`] classifies them.
+#[derive(Debug)]
+pub enum ResponseHead {
+    /// Messages follow.
+    Messages {
+        /// The `grpc-encoding` of the messages: `Ok` for one we decode (identity when absent), `Err` with the
+        /// name of one we do not.
+        encoding: Result<Encoding, String>,
+        /// The response headers without the protocol's own.
+        metadata: MetadataMap,
+    },
+    /// The call is over (Trailers-Only, or a response that is not gRPC).
+    End {
+        /// The call's status.
+        status: Status,
+        /// The block's metadata.
+        metadata: MetadataMap,
+    },
+}
+
+/// Classifies a response head: HTTP status, header block, and whether the HEADERS frame ended the stream.
+pub fn response_head(http_status: u16, headers: HeaderMap, end_stream: bool) -> ResponseHead {
+    match call::classify_head(http_status, headers, end_stream) {
+        Head::Messages { encoding, metadata } => ResponseHead::Messages {
+            encoding: match encoding {
+                ReceivedEncoding::Identity => Ok(Encoding::Identity),
+                ReceivedEncoding::Known(e) => Ok(e),
+                ReceivedEncoding::Unsupported(name) => Err(name),
+            },
+            metadata,
+        },
+        Head::End(status, metadata) => ResponseHead::End { status, metadata },
+    }
+}
+
+/// The status and metadata of a trailer block.
+pub fn trailers(trailers: HeaderMap) -> (Status, MetadataMap) {
+    call::status_from_trailers(trailers)
+}
