@@ -381,6 +381,8 @@ fn chaos_run(args: &[String]) -> Result<ExitCode, String> {
         Some(c) => ExitCode::from(u8::try_from(c).unwrap_or(1).max(1)),
         None => ExitCode::FAILURE,
     })
+}
+
 /// Runs the fuzz targets (all, or the ones named) for `--time` seconds each; `Ok(false)` if any crashed.
 fn fuzz(args: &[String]) -> Result<bool, String> {
     let mut seconds: u64 = 60;
