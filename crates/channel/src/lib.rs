@@ -32,7 +32,10 @@
 //! `grpc-transparent`). `ChannelBuilder::retries(false)` turns policy retries and hedging off; transparent
 //! retries stay on.
 //!
-//! Not here yet (each has its own work item): TLS, keepalive.
+//! Connections drain on GOAWAY (a new one takes new calls at once), keepalive (gRFC A8) finds a peer that
+//! stopped answering, and every deadline and duration holds whatever the server sends.
+//!
+//! Not here yet (it has its own work item): TLS.
 
 mod attempt;
 mod call;
