@@ -1,11 +1,14 @@
 //! gRFC A6 end to end: unary calls whose service config has a retry or hedging policy, against the
 //! fault-injecting server over real sockets, on tokio's paused clock.
 
+#[path = "support/flaky.rs"]
+mod flaky;
 mod support;
 
 use std::time::Duration;
 
 use bytes::Bytes;
+use flaky::attempts;
 use grpc_channel::{Channel, Code, Request, Response, Status};
 use interop::faulty::{methods, Event, FaultyServer};
 use tokio::time::Instant;
@@ -41,23 +44,6 @@ async fn flaky(
         req.metadata_mut().append(k, v).expect("header");
     }
     ch.unary_raw(methods::FLAKY, req).await
-}
-
-fn attempts(servers: &[&FaultyServer], key: &str) -> Vec<(u32, Option<String>)> {
-    let mut out: Vec<(u32, Option<String>)> = servers
-        .iter()
-        .flat_map(|s| s.events())
-        .filter_map(|e| match e {
-            Event::Attempt {
-                key: k,
-                number,
-                previous_attempts,
-            } if k == key => Some((number, previous_attempts)),
-            _ => None,
-        })
-        .collect();
-    out.sort();
-    out
 }
 
 #[tokio::test(start_paused = true)]
