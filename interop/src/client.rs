@@ -108,10 +108,11 @@ impl Default for SoakConfig {
 pub struct Context {
     /// The channel the cases share.
     pub channel: Channel,
-    /// The target, for the channel_soak case's new channels.
+    /// The target, for messages.
     pub target: String,
-    /// The `:authority` override, if any.
-    pub authority: Option<String>,
+    /// Builds the channel_soak case's new channels, configured as `channel` was (authority, TLS, service
+    /// config).
+    pub channel_builder: grpc_channel::ChannelBuilder,
     /// `--additional_metadata`, sent on every call.
     pub metadata: Vec<(String, String)>,
     /// Soak settings.
@@ -708,11 +709,10 @@ async fn soak_thread(
         let start = Instant::now();
         let result = async {
             let channel = if new_channel {
-                let mut b = Channel::builder(ctx.target.clone());
-                if let Some(a) = &ctx.authority {
-                    b = b.authority(a.clone());
-                }
-                b.build().map_err(|e| e.to_string())?
+                ctx.channel_builder
+                    .clone()
+                    .build()
+                    .map_err(|e| e.to_string())?
             } else {
                 ctx.channel.clone()
             };

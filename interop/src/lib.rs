@@ -13,3 +13,4 @@ pub mod server;
 pub mod server_call;
 #[cfg(test)]
 mod test_h2;
+pub mod tls;

@@ -59,7 +59,25 @@ pub async fn start(addr: SocketAddr) -> std::io::Result<ServerHandle> {
     let local = listener.local_addr()?;
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
-    tasks.spawn(serve_until(listener, stopped));
+    tasks.spawn(serve_until(listener, None, stopped));
+    Ok(ServerHandle {
+        addr: local,
+        tasks,
+        stop,
+    })
+}
+
+/// Like [`start`], over TLS with `config` (which should offer ALPN `h2`; see [`crate::tls`]).
+pub async fn start_tls(
+    addr: SocketAddr,
+    config: std::sync::Arc<rustls::ServerConfig>,
+) -> std::io::Result<ServerHandle> {
+    let listener = TcpListener::bind(addr).await?;
+    let local = listener.local_addr()?;
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let mut tasks = tokio::task::JoinSet::new();
+    let acceptor = tokio_rustls::TlsAcceptor::from(config);
+    tasks.spawn(serve_until(listener, Some(acceptor), stopped));
     Ok(ServerHandle {
         addr: local,
         tasks,
@@ -70,10 +88,24 @@ pub async fn start(addr: SocketAddr) -> std::io::Result<ServerHandle> {
 /// Serves the interop service on `listener` until the task is dropped.
 pub async fn serve(listener: TcpListener) {
     let (_stop, stopped) = tokio::sync::watch::channel(false);
-    serve_until(listener, stopped).await;
+    serve_until(listener, None, stopped).await;
 }
 
-async fn serve_until(listener: TcpListener, stopped: tokio::sync::watch::Receiver<bool>) {
+/// Serves the interop service over TLS on `listener` until the task is dropped.
+pub async fn serve_tls(listener: TcpListener, config: std::sync::Arc<rustls::ServerConfig>) {
+    let (_stop, stopped) = tokio::sync::watch::channel(false);
+    let acceptor = tokio_rustls::TlsAcceptor::from(config);
+    serve_until(listener, Some(acceptor), stopped).await;
+}
+
+/// How long a client gets to finish its TLS handshake.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+async fn serve_until(
+    listener: TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    stopped: tokio::sync::watch::Receiver<bool>,
+) {
     let server_id: std::sync::Arc<str> = listener
         .local_addr()
         .map(|a| a.to_string())
@@ -84,12 +116,22 @@ async fn serve_until(listener: TcpListener, stopped: tokio::sync::watch::Receive
             continue;
         };
         let _ = tcp.set_nodelay(true);
-        tokio::spawn(serve_connection(
-            tcp,
-            peer,
-            server_id.clone(),
-            stopped.clone(),
-        ));
+        let (server_id, stopped) = (server_id.clone(), stopped.clone());
+        match &tls {
+            None => {
+                tokio::spawn(serve_connection(tcp, peer, server_id, stopped));
+            }
+            Some(acceptor) => {
+                let accept = acceptor.accept(tcp);
+                tokio::spawn(async move {
+                    match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, accept).await {
+                        Ok(Ok(io)) => serve_connection(io, peer, server_id, stopped).await,
+                        Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
+                        Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+                    }
+                });
+            }
+        }
     }
 }
 

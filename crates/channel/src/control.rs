@@ -26,6 +26,7 @@ use grpc_lb::{
 use grpc_retry::SplitMix64;
 use grpc_service_config::LbPolicy as LbConfig;
 use h2::client::SendRequest;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
@@ -34,8 +35,9 @@ use tokio::time::Instant;
 use crate::attempt::PickError;
 use crate::keepalive::{self, Keepalive, TCP_KEEPALIVE};
 use crate::resolution::{Endpoint, Resolution, State};
-use crate::sniff::{GoAway, Sniffer};
+use crate::sniff::{GoAway, Seen, Sniffer};
 use crate::status::{Code, Status};
+use crate::tls::{self, TlsConnector};
 use crate::transport::Http2Settings;
 
 /// How long a channel leaving IDLE waits for a fresh resolution before it uses the last one.
@@ -129,6 +131,7 @@ impl ControlPlane {
         settings: Http2Settings,
         idle_timeout: Duration,
         keepalive: Arc<Keepalive>,
+        tls: Option<TlsConnector>,
     ) -> ControlPlane {
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let initial = Arc::new(Published {
@@ -149,6 +152,7 @@ impl ControlPlane {
         let lp = Loop {
             resolution,
             settings,
+            tls,
             keepalive,
             idle_timeout,
             events_tx: events_tx.clone(),
@@ -281,6 +285,8 @@ impl ControlPlane {
 struct Loop {
     resolution: Arc<Resolution>,
     settings: Http2Settings,
+    /// TLS for every connection, or plaintext.
+    tls: Option<TlsConnector>,
     keepalive: Arc<Keepalive>,
     idle_timeout: Duration,
     events_tx: mpsc::UnboundedSender<Event>,
@@ -639,6 +645,7 @@ impl Loop {
                     let generation = self.generation;
                     let channel = ChannelParts {
                         settings: self.settings.clone(),
+                        tls: self.tls.clone(),
                         keepalive: self.keepalive.clone(),
                         active: self.active.clone(),
                         events: self.events_tx.clone(),
@@ -691,6 +698,7 @@ struct Retired {
 /// What a connection task needs of its channel.
 struct ChannelParts {
     settings: Http2Settings,
+    tls: Option<TlsConnector>,
     keepalive: Arc<Keepalive>,
     active: Arc<ActiveCalls>,
     events: mpsc::UnboundedSender<Event>,
@@ -706,6 +714,7 @@ async fn connect_subchannel(
 ) {
     let ChannelParts {
         settings,
+        tls,
         keepalive,
         active,
         events,
@@ -717,38 +726,22 @@ async fn connect_subchannel(
         tcp.set_nodelay(true)
             .map_err(|e| Status::from_io("set TCP_NODELAY", e))?;
         set_tcp_keepalive(&tcp);
-        let (io, seen) = Sniffer::new(tcp);
-        let (send, mut connection) = settings
-            .client_builder()
-            .handshake::<_, Bytes>(io)
-            .await
-            .map_err(Status::from_h2)?;
-        let mut ping_pong = connection.ping_pong();
-        let (closed_tx, closed_rx) = oneshot::channel::<()>();
-        let driver = tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::debug!(%addr, error = %e, "connection ended with an error");
-            }
-            let _ = closed_tx.send(());
-        });
-        // The server's SETTINGS come before its PING ACK: an answered PING means the connection was accepted.
-        if let Some(ping_pong) = ping_pong.as_mut() {
-            if let Err(e) = ping_pong.ping(h2::Ping::opaque()).await {
-                driver.abort();
-                if seen.answered_http1() {
-                    return Err(Status::new(
-                        Code::Unavailable,
-                        format!("{addr} does not speak HTTP/2: it answered in HTTP/1"),
-                    )
-                    .with_source(e));
-                }
-                return Err(Status::from_h2(e));
+        match &tls {
+            None => establish(tcp, &settings, None, addr).await,
+            Some(tls) => {
+                let io = tls.connect(tcp).await?;
+                establish(io, &settings, Some(tls), addr).await
             }
         }
-        Ok::<_, Status>((send, driver, closed_rx, seen, ping_pong))
     };
     match tokio::time::timeout_at(deadline, attempt).await {
-        Ok(Ok((send, driver, mut closed, seen, ping_pong))) => {
+        Ok(Ok(Established {
+            send,
+            driver,
+            mut closed,
+            seen,
+            ping_pong,
+        })) => {
             let _ = events.send(Event::Ready(id, generation, send));
             // Aborting this task (Disconnect) must close the connection too.
             let _abort = AbortOnDrop(driver);
@@ -776,6 +769,65 @@ async fn connect_subchannel(
             let _ = events.send(Event::Failed(id, generation, timed_out));
         }
     }
+}
+
+/// A connection's HTTP/2 side, once its server has answered.
+struct Established {
+    send: SendRequest<Bytes>,
+    driver: JoinHandle<()>,
+    closed: oneshot::Receiver<()>,
+    seen: Arc<Seen>,
+    ping_pong: Option<h2::PingPong>,
+}
+
+/// The HTTP/2 handshake on a connected byte stream (TCP, or TLS over TCP), the task that drives the
+/// connection, and a PING that shows the server accepted it.
+async fn establish<T>(
+    io: T,
+    settings: &Http2Settings,
+    tls: Option<&TlsConnector>,
+    addr: SocketAddr,
+) -> Result<Established, Status>
+where
+    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (io, seen) = Sniffer::new(io);
+    let (send, mut connection) = settings
+        .client_builder()
+        .handshake::<_, Bytes>(io)
+        .await
+        .map_err(|e| connection_failed(e, tls, &seen))?;
+    let mut ping_pong = connection.ping_pong();
+    let (closed_tx, closed) = oneshot::channel::<()>();
+    let driver = tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::debug!(%addr, error = %e, "connection ended with an error");
+        }
+        let _ = closed_tx.send(());
+    });
+    // The server's SETTINGS come before its PING ACK: an answered PING means the connection was accepted.
+    if let Some(ping_pong) = ping_pong.as_mut() {
+        if let Err(e) = ping_pong.ping(h2::Ping::opaque()).await {
+            driver.abort();
+            if let Some(status) = seen.wrong_protocol() {
+                return Err(status.with_source(e));
+            }
+            return Err(connection_failed(e, tls, &seen));
+        }
+    }
+    Ok(Established {
+        send,
+        driver,
+        closed,
+        seen,
+        ping_pong,
+    })
+}
+
+/// The status of a connection that failed while HTTP/2 started: the TLS cause when there is one.
+pub(crate) fn connection_failed(err: h2::Error, tls: Option<&TlsConnector>, seen: &Seen) -> Status {
+    tls.and_then(|tls| tls::connection_error(&err, tls, seen.last_frame_at().is_some()))
+        .unwrap_or_else(|| Status::from_h2(err))
 }
 
 struct AbortOnDrop(JoinHandle<()>);

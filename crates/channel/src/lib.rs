@@ -56,6 +56,7 @@ mod retry_driver;
 mod sniff;
 mod status;
 pub mod timeout;
+mod tls;
 mod transport;
 
 pub use call::{RequestSender, Streaming};
@@ -73,6 +74,7 @@ pub use keepalive::{DEFAULT_KEEPALIVE_TIMEOUT, MIN_KEEPALIVE_TIME};
 pub use metadata::{MetadataError, MetadataMap};
 pub use request::{CallOptions, MessageOptions, Request, Response};
 pub use status::{Code, Status};
+pub use tls::TlsConfig;
 pub use transport::Http2Settings;
 
 /// `now + timeout`, or a deadline a century away when the sum does not fit: a huge timeout means never.

@@ -1,6 +1,6 @@
 //! Watches the frames a server sends for what h2's client API does not report: a GOAWAY (RFC 9113 §6.8),
 //! so that the channel can stop giving the connection new calls at once while its streams finish (h2 only
-//! fails new requests on it), and a server that answers in HTTP/1 instead of HTTP/2.
+//! fails new requests on it), and a server that answers in HTTP/1, or in TLS, instead of HTTP/2.
 //!
 //! [`Sniffer`] wraps the connection's byte stream and reads only the 9-byte frame headers of what passes
 //! (and a GOAWAY's payload, up to [`DEBUG_DATA_LIMIT`] bytes of debug data); it changes nothing and buffers
@@ -85,6 +85,32 @@ impl Seen {
     /// not speak HTTP/2 with prior knowledge.
     pub(crate) fn answered_http1(&self) -> bool {
         self.first_bytes.lock().starts_with(b"HTTP/")
+    }
+
+    /// Whether the server's first bytes were a TLS record (a handshake or an alert, version 3.x): it
+    /// expects TLS, and this connection is plaintext.
+    pub(crate) fn answered_tls(&self) -> bool {
+        matches!(self.first_bytes.lock().as_slice(), [0x15 | 0x16, 0x03, ..])
+    }
+
+    /// UNAVAILABLE naming the protocol the server answered in, when it was not HTTP/2: HTTP/1, or TLS to a
+    /// plaintext connection.
+    pub(crate) fn wrong_protocol(&self) -> Option<crate::status::Status> {
+        use crate::status::{Code, Status};
+        if self.answered_http1() {
+            return Some(Status::new(
+                Code::Unavailable,
+                "the server does not speak HTTP/2: it answered in HTTP/1",
+            ));
+        }
+        if self.answered_tls() {
+            return Some(Status::new(
+                Code::Unavailable,
+                "the server expects TLS and this channel is plaintext: use an https:// target or \
+                 ChannelBuilder::tls",
+            ));
+        }
+        None
     }
 }
 

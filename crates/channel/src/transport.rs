@@ -26,11 +26,12 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpStream, UnixStream};
 use tokio::time::Instant;
 
-use crate::control::{ActiveCalls, CallGuard};
+use crate::control::{connection_failed, ActiveCalls, CallGuard};
 use crate::keepalive::{self, Keepalive};
 use crate::resolution::{Endpoint, Resolution};
 use crate::sniff::{Seen, Sniffer};
 use crate::status::{Code, Status};
+use crate::tls::TlsConnector;
 
 /// HTTP/2 settings of the channel's connections.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -94,6 +95,8 @@ const WAIT_BACKOFF_MAX: Duration = Duration::from_secs(120);
 
 pub(crate) struct Transport {
     settings: Http2Settings,
+    /// TLS over the socket, or plaintext.
+    tls: Option<TlsConnector>,
     keepalive: Arc<Keepalive>,
     /// The calls in flight (keepalive pings only while there are some, unless permitted without).
     active: Arc<ActiveCalls>,
@@ -102,9 +105,14 @@ pub(crate) struct Transport {
 }
 
 impl Transport {
-    pub(crate) fn new(settings: Http2Settings, keepalive: Arc<Keepalive>) -> Transport {
+    pub(crate) fn new(
+        settings: Http2Settings,
+        tls: Option<TlsConnector>,
+        keepalive: Arc<Keepalive>,
+    ) -> Transport {
         Transport {
             settings,
+            tls,
             keepalive,
             active: ActiveCalls::detached(),
             current: Mutex::new(None),
@@ -170,20 +178,16 @@ impl Transport {
             Ok(send) => Ok(send),
             Err(e) => {
                 conn.alive.store(false, Ordering::Release);
-                if conn.seen.answered_http1() {
-                    return Err(Status::new(
-                        Code::Unavailable,
-                        "the server does not speak HTTP/2: it answered in HTTP/1",
-                    )
-                    .with_source(e));
+                if let Some(status) = conn.seen.wrong_protocol() {
+                    return Err(status.with_source(e));
                 }
                 if endpoints.is_empty() {
-                    return Err(Status::from_h2(e));
+                    return Err(connection_failed(e, self.tls.as_ref(), &conn.seen));
                 }
                 let fresh = self.connection(endpoints).await?;
                 fresh.send.clone().ready().await.map_err(|e| {
                     fresh.alive.store(false, Ordering::Release);
-                    Status::from_h2(e)
+                    connection_failed(e, self.tls.as_ref(), &fresh.seen)
                 })
             }
         }
@@ -248,7 +252,7 @@ impl Transport {
                     .map_err(|e| Status::from_io(&format!("connect to {addr}"), e))?;
                 tcp.set_nodelay(true)
                     .map_err(|e| Status::from_io(&format!("set TCP_NODELAY on {addr}"), e))?;
-                self.handshake(tcp, endpoint, deadline).await
+                self.secure_handshake(tcp, endpoint, deadline).await
             }
             Endpoint::Unix(path) => {
                 let unix = tokio::time::timeout_at(deadline, UnixStream::connect(path))
@@ -257,7 +261,34 @@ impl Transport {
                     .map_err(|e| {
                         Status::from_io(&format!("connect to unix:{}", path.display()), e)
                     })?;
-                self.handshake(unix, endpoint, deadline).await
+                self.secure_handshake(unix, endpoint, deadline).await
+            }
+        }
+    }
+
+    /// The TLS handshake first when the channel uses TLS, then HTTP/2's.
+    async fn secure_handshake<T>(
+        &self,
+        io: T,
+        endpoint: &Endpoint,
+        deadline: Instant,
+    ) -> Result<Conn, Status>
+    where
+        T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        match &self.tls {
+            None => self.handshake(io, endpoint, deadline).await,
+            Some(tls) => {
+                let timed_out = || {
+                    Status::new(
+                        Code::Unavailable,
+                        format!("TLS handshake with {endpoint} timed out"),
+                    )
+                };
+                let io = tokio::time::timeout_at(deadline, tls.connect(io))
+                    .await
+                    .map_err(|_| timed_out())??;
+                self.handshake(io, endpoint, deadline).await
             }
         }
     }
@@ -283,7 +314,7 @@ impl Transport {
         let (send, mut connection) = tokio::time::timeout_at(deadline, handshake)
             .await
             .map_err(|_| timed_out())?
-            .map_err(Status::from_h2)?;
+            .map_err(|e| connection_failed(e, self.tls.as_ref(), &seen))?;
         let alive = Arc::new(AtomicBool::new(true));
         let flag = alive.clone();
         let peer = endpoint.to_string();

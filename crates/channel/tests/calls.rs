@@ -23,7 +23,7 @@ async fn every_interop_case_passes_against_the_interop_server() {
     let ctx = client::Context {
         channel: channel(addr),
         target: format!("ipv4:{addr}"),
-        authority: None,
+        channel_builder: grpc_channel::Channel::builder(format!("ipv4:{addr}")),
         metadata: vec![("x-extra".into(), "on every call".into())],
         soak: SoakConfig {
             iterations: 5,

@@ -38,4 +38,4 @@ pub use resolver::{
 pub use schedule::{Schedule, DEFAULT_MIN_INTERVAL};
 pub use selection::{ConfigResult, ConfigSelector, Decision};
 pub use service_config::{ParseOptions, ServiceConfig};
-pub use target::{Target, TargetError, SUPPORTED_SCHEMES};
+pub use target::{url_security, Target, TargetError, UrlSecurity, SUPPORTED_SCHEMES};

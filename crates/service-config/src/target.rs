@@ -2,6 +2,10 @@
 //! `ipv4:addr[:port],...`, `ipv6:[addr]:port,...` and `unix:path` / `unix:///absolute/path`. A target without
 //! a scheme is a DNS name. The default port is 443.
 //!
+//! URLs as tonic users write them are DNS names too: `http://host[:port]` (port 80 by default) and
+//! `https://host[:port]` (port 443); [`url_security`] tells a channel that the first is plaintext and the
+//! second TLS. A path other than `/`, a query or user information is refused.
+//!
 //! Schemes are case-insensitive (RFC 3986 §3.1): `DNS:///host` is `dns:///host`. A target of the form
 //! `scheme://...` whose scheme is not one of [`SUPPORTED_SCHEMES`] is refused with a message naming them
 //! (naming.md would fall back to DNS, which can only fail later with a confusing reason: `xds:///svc` is not a
@@ -22,7 +26,31 @@ pub struct TargetError {
 }
 
 /// The schemes this crate resolves.
-pub const SUPPORTED_SCHEMES: &[&str] = &["dns", "ipv4", "ipv6", "unix"];
+pub const SUPPORTED_SCHEMES: &[&str] = &["dns", "ipv4", "ipv6", "unix", "http", "https"];
+
+/// What a target's URL scheme says about the transport.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UrlSecurity {
+    /// `http://`: plaintext HTTP/2.
+    Plaintext,
+    /// `https://`: HTTP/2 over TLS.
+    Tls,
+}
+
+/// `Some` for an `http://` or `https://` target (schemes are case-insensitive), `None` for the others.
+pub fn url_security(target: &str) -> Option<UrlSecurity> {
+    let (scheme, rest) = target.split_once(':')?;
+    if !rest.starts_with("//") {
+        return None;
+    }
+    if scheme.eq_ignore_ascii_case("https") {
+        Some(UrlSecurity::Tls)
+    } else if scheme.eq_ignore_ascii_case("http") {
+        Some(UrlSecurity::Plaintext)
+    } else {
+        None
+    }
+}
 
 /// The default port when a target names none.
 pub const DEFAULT_PORT: u16 = 443;
@@ -120,6 +148,31 @@ impl Target {
                 return Err(err("empty unix socket path"));
             }
             return Ok(Target::Unix(PathBuf::from(path)));
+        }
+        let url_port = match scheme.as_deref() {
+            Some("http") => Some(80),
+            Some("https") => Some(443),
+            _ => None,
+        };
+        if let (Some(default_port), Some(authority_path)) = (url_port, rest.strip_prefix("//")) {
+            let (authority, path) = match authority_path.find(['/', '?', '#']) {
+                Some(i) => authority_path.split_at(i),
+                None => (authority_path, ""),
+            };
+            if !(path.is_empty() || path == "/") {
+                return Err(err(
+                    "a URL target names only a host and port: no path, query or fragment",
+                ));
+            }
+            if authority.contains('@') {
+                return Err(err("a URL target has no user information"));
+            }
+            let (host, port) = split_host_port_default(authority, default_port).map_err(err)?;
+            return Ok(Target::Dns {
+                server: None,
+                host,
+                port,
+            });
         }
         if scheme.as_deref() == Some("unix-abstract") {
             return Err(err("abstract unix sockets are not supported"));
@@ -293,6 +346,47 @@ mod tests {
     }
 
     #[test]
+    fn urls_as_tonic_users_write_them() {
+        let ok = [
+            (
+                "http://localhost:50051",
+                dns("localhost", 50051),
+                UrlSecurity::Plaintext,
+            ),
+            (
+                "http://localhost",
+                dns("localhost", 80),
+                UrlSecurity::Plaintext,
+            ),
+            (
+                "HTTPS://example.com/",
+                dns("example.com", 443),
+                UrlSecurity::Tls,
+            ),
+            ("https://[::1]:8443", dns("::1", 8443), UrlSecurity::Tls),
+            ("https://127.0.0.1:1", dns("127.0.0.1", 1), UrlSecurity::Tls),
+        ];
+        for (s, want, security) in ok {
+            assert_eq!(Target::parse(s).expect(s), want, "{s}");
+            assert_eq!(url_security(s), Some(security), "{s}");
+        }
+        for s in ["localhost:1", "dns:///h:1", "unix:/x", "http:h"] {
+            assert_eq!(url_security(s), None, "{s}");
+        }
+        for s in [
+            "http://h:1/path",
+            "https://h?x=1",
+            "http://user@h:1",
+            "http://",
+            "http://::1:80",
+            "http:h:1",
+        ] {
+            let e = Target::parse(s).expect_err(s);
+            assert_eq!(e.target, s, "{s}: {e}");
+        }
+    }
+
+    #[test]
     fn refuses_bad_targets_with_a_reason() {
         let bad = [
             "",
@@ -321,11 +415,12 @@ mod tests {
             "passthrough:///h:1",
             "xds:///svc",
             "xds://authority/svc",
-            "http://h:1",
+            "ftp://h:1",
         ] {
             let e = Target::parse(s).expect_err(s).to_string();
             assert!(
-                e.contains("unsupported scheme") && e.contains("dns, ipv4, ipv6, unix"),
+                e.contains("unsupported scheme")
+                    && e.contains("dns, ipv4, ipv6, unix, http, https"),
                 "{s}: {e}"
             );
             assert!(

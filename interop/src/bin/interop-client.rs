@@ -6,9 +6,10 @@ use std::io::ErrorKind;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use grpc_channel::Channel;
+use grpc_channel::{Channel, TlsConfig};
 use interop::client::{self, out_line, write_stdout, Context, SoakConfig, ALL_CASES};
 use interop::flags::{help_text, FlagSpec, Flags};
+use interop::tls::InteropFiles;
 
 /// Every flag the client accepts: `Flags::parse` takes its names from here and `--help` prints it.
 const FLAGS: &[FlagSpec] = &[
@@ -34,7 +35,7 @@ const FLAGS: &[FlagSpec] = &[
         name: "server_host_override",
         value: "NAME",
         default: "",
-        help: "the :authority to send, as NAME:PORT (NAME alone for a target without a port)",
+        help: "the :authority to send, as NAME:PORT (NAME alone for a target without a port), and with TLS the name the server's certificate must be valid for",
     },
     FlagSpec {
         name: "test_case",
@@ -46,13 +47,19 @@ const FLAGS: &[FlagSpec] = &[
         name: "use_tls",
         value: "BOOL",
         default: "false",
-        help: "TLS; only false is supported for now",
+        help: "TLS (rustls, ALPN h2) instead of plaintext",
     },
     FlagSpec {
         name: "use_test_ca",
         value: "BOOL",
         default: "false",
-        help: "trust the test CA (accepted; no effect without TLS)",
+        help: "with TLS, trust the test CA (ca.pem from $INTEROP_TLS_DIR or target/interop-tls, made by interop-certs) instead of the platform's roots",
+    },
+    FlagSpec {
+        name: "ca_file",
+        value: "PEM",
+        default: "",
+        help: "with TLS, trust the CA certificates of this PEM file (overrides --use_test_ca)",
     },
     FlagSpec {
         name: "service_config_json",
@@ -148,6 +155,7 @@ fn parse_metadata(spec: &str) -> Result<Vec<(String, String)>, String> {
 struct Settings {
     target: String,
     authority: Option<String>,
+    tls: Option<TlsConfig>,
     service_config_json: Option<String>,
     metadata: Vec<(String, String)>,
     soak: SoakConfig,
@@ -217,11 +225,28 @@ fn settings(args: impl IntoIterator<Item = String>) -> Result<Option<Settings>, 
     if flags.bool("help", false)? {
         return Ok(None);
     }
-    if flags.bool("use_tls", false)? {
-        return Err("--use_tls=true is not supported yet: TLS has its own work item".to_owned());
-    }
-    let _ = flags.bool("use_test_ca", false)?;
     let (target, authority) = target_and_authority(&flags)?;
+    let use_test_ca = flags.bool("use_test_ca", false)?;
+    let ca_file = flags.str("ca_file").filter(|f| !f.is_empty());
+    let tls = if flags.bool("use_tls", false)? {
+        let mut tls = match (ca_file, use_test_ca) {
+            (Some(file), _) => TlsConfig::new().ca_certificate_file(file),
+            (None, true) => TlsConfig::new()
+                .ca_certificate_file(InteropFiles::default_dir().join(InteropFiles::CA)),
+            (None, false) => TlsConfig::new(),
+        };
+        if let Some(name) = flags.str("server_host_override").filter(|h| !h.is_empty()) {
+            tls = tls.server_name(name);
+        }
+        Some(tls)
+    } else {
+        if use_test_ca || ca_file.is_some() {
+            eprintln!(
+                "interop-client: --use_test_ca and --ca_file have no effect without --use_tls=true"
+            );
+        }
+        None
+    };
     let service_config_json = flags
         .str("service_config_json")
         .filter(|j| !j.is_empty())
@@ -272,6 +297,7 @@ fn settings(args: impl IntoIterator<Item = String>) -> Result<Option<Settings>, 
     Ok(Some(Settings {
         target,
         authority,
+        tls,
         service_config_json,
         metadata,
         soak,
@@ -285,17 +311,20 @@ fn context(s: Settings) -> Result<(Context, Vec<String>, Vec<String>), String> {
     if let Some(a) = &s.authority {
         builder = builder.authority(a.clone());
     }
+    if let Some(tls) = &s.tls {
+        builder = builder.tls(tls.clone());
+    }
     // The standard meaning: no service config lookup, and this JSON as the default config.
     if let Some(json) = &s.service_config_json {
         builder = builder
             .service_config_lookup(false)
             .default_service_config(json.clone());
     }
-    let channel = builder.build().map_err(|e| e.to_string())?;
+    let channel = builder.clone().build().map_err(|e| e.to_string())?;
     let ctx = Context {
         channel,
         target: s.target,
-        authority: s.authority,
+        channel_builder: builder,
         metadata: s.metadata,
         soak: s.soak,
     };
