@@ -1,6 +1,6 @@
 //! Project chores, run as `cargo xtask <command>`:
 //!
-//! * `interop [--peer ours|grpcio] [--test_case=LIST] [--service_config_json=JSON]`: builds the release interop
+//! * `interop [--peer ours|grpcio] [--tls] [--test_case=LIST] [--service_config_json=JSON]`: builds the release interop
 //!   binaries, starts the chosen server on a free loopback port (ours, or Python grpcio installed into a
 //!   virtualenv under `target/`), runs every client case with a progress line each, stops the server, prints a
 //!   summary table and exits non-zero on any failure. `--service_config_json` is handed to the client (its
@@ -8,7 +8,10 @@
 //!   client_compressed_* cases are skipped (grpcio's server application cannot see a request message's
 //!   compressed flag), and the suite runs a second time with a retry policy for every TestService method
 //!   (`RETRY_SERVICE_CONFIG`), with a summary per pass; the closing line is the last pass's
-//!   `N passed, N failed[, N skipped]`.
+//!   `N passed, N failed[, N skipped]`. With `--tls`, `interop-certs` first writes a fresh test CA and
+//!   server certificate (`*.test.google.fr`, `localhost`, `127.0.0.1`) into `target/interop-tls`; the server
+//!   serves TLS with that certificate and the client runs with the standard TLS flags (`--use_tls=true
+//!   --use_test_ca=true --server_host_override=foo.test.google.fr`).
 //!
 //! * `bench [--quick]`: builds the release interop server and `grpc-bench`, starts the server in its own
 //!   process on a free loopback port, and runs the same scenarios through grpc-channel, tonic and a raw h2
@@ -41,7 +44,7 @@ fn main() -> ExitCode {
         Some("bench") => bench(&args[1..]),
         Some("fuzz") => fuzz(&args[1..]),
         _ => Err(
-            "usage: cargo xtask interop [--peer ours|grpcio] [--test_case=a,b,...] [--service_config_json=JSON] | cargo xtask bench [--quick] | cargo xtask chaos [--quick] | cargo xtask fuzz [--time SECONDS] [TARGET...]"
+            "usage: cargo xtask interop [--peer ours|grpcio] [--tls] [--test_case=a,b,...] [--service_config_json=JSON] | cargo xtask bench [--quick] | cargo xtask chaos [--quick] | cargo xtask fuzz [--time SECONDS] [TARGET...]"
                 .to_owned(),
         ),
     };
@@ -113,6 +116,8 @@ struct Pass {
     log: PathBuf,
     /// `--service_config_json` for every case, if any.
     service_config_json: Option<String>,
+    /// TLS with the test CA of this directory (`interop-certs`'s), or plaintext.
+    tls: Option<PathBuf>,
 }
 
 /// What a pass printed and how it ended.
@@ -127,9 +132,12 @@ fn interop(args: &[String]) -> Result<bool, String> {
     let mut peer = "ours".to_owned();
     let mut cases = "all".to_owned();
     let mut service_config_json: Option<String> = None;
+    let mut tls = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
-        if let Some(p) = a.strip_prefix("--peer=") {
+        if a == "--tls" {
+            tls = true;
+        } else if let Some(p) = a.strip_prefix("--peer=") {
             peer = p.to_owned();
         } else if a == "--peer" {
             peer = it.next().cloned().ok_or("--peer needs a value")?;
@@ -149,7 +157,14 @@ fn interop(args: &[String]) -> Result<bool, String> {
     }
     build_release(&["interop"], "the interop binaries")?;
     let bin = target_dir().join("release");
-    let (server_cmd, skip) = match peer.as_str() {
+    let tls_dir = target_dir().join("interop-tls");
+    if tls {
+        run(
+            Command::new(bin.join("interop-certs")).arg(format!("--out={}", tls_dir.display())),
+            "interop-certs",
+        )?;
+    }
+    let (mut server_cmd, skip) = match peer.as_str() {
         "ours" => {
             let mut c = Command::new(bin.join("interop-server"));
             c.arg("--port=0");
@@ -165,18 +180,34 @@ fn interop(args: &[String]) -> Result<bool, String> {
         }
         other => return Err(format!("unknown peer {other:?}: expected ours or grpcio")),
     };
+    if tls {
+        server_cmd
+            .arg("--use_tls=true")
+            .arg(format!(
+                "--tls_cert_file={}",
+                tls_dir.join("server.pem").display()
+            ))
+            .arg(format!(
+                "--tls_key_file={}",
+                tls_dir.join("server.key").display()
+            ));
+    }
+    let (over, suffix) = if tls { (" over TLS", "-tls") } else { ("", "") };
+    let client_tls = tls.then(|| tls_dir.clone());
     let mut passes = vec![Pass {
-        title: format!("interop against {peer}"),
-        log: target_dir().join(format!("interop-{peer}.log")),
+        title: format!("interop against {peer}{over}"),
+        log: target_dir().join(format!("interop-{peer}{suffix}.log")),
         service_config_json,
+        tls: client_tls.clone(),
     }];
     // Against grpcio, the whole suite once more with a retry policy on every call: the retrying call paths
     // must pass the same cases against an independent server.
     if peer == "grpcio" {
         passes.push(Pass {
-            title: format!("interop against {peer} with a retryPolicy"),
-            log: target_dir().join(format!("interop-{peer}-retry.log")),
+            title: format!("interop against {peer}{over} with a retryPolicy"),
+            log: target_dir().join(format!("interop-{peer}{suffix}-retry.log")),
             service_config_json: Some(RETRY_SERVICE_CONFIG.to_owned()),
+            tls: client_tls,
         });
     }
     let (server, port) = start_server(server_cmd, &peer)?;
@@ -243,8 +274,21 @@ fn run_pass(
         .arg("--server_host=127.0.0.1")
         .arg(format!("--server_port={port}"))
         .arg(format!("--test_case={cases}"))
-        .arg("--use_tls=false")
         .stdout(Stdio::piped());
+    match &pass.tls {
+        None => {
+            client.arg("--use_tls=false");
+        }
+        Some(dir) => {
+            // The standard flags: the test CA (found through INTEROP_TLS_DIR) and the host override the
+            // certificate names.
+            client
+                .env("INTEROP_TLS_DIR", dir)
+                .arg("--use_tls=true")
+                .arg("--use_test_ca=true")
+                .arg("--server_host_override=foo.test.google.fr");
+        }
+    }
     if !skip.is_empty() {
         client.arg(format!("--skip={skip}"));
     }

@@ -359,7 +359,8 @@ impl ChannelBuilder {
 }
 
 impl Channel {
-    /// A builder for a channel to `target` (`host:port`, `dns:///host:port`, `ipv4:...`, `ipv6:...`).
+    /// A builder for a channel to `target` (`host:port`, `dns:///host:port`, `ipv4:...`, `ipv6:...`,
+    /// `unix:path`, `http://host:port`, `https://host:port`; see [`Target`]).
     pub fn builder(target: impl Into<String>) -> ChannelBuilder {
         ChannelBuilder {
             target: target.into(),

@@ -1,7 +1,7 @@
 //! A gRPC client channel over HTTP/2, on h2 and tokio.
 //!
-//! This crate implements the client side of gRPC over HTTP/2 (`doc/PROTOCOL-HTTP2.md`) for plaintext
-//! connections with prior knowledge: request headers (`grpc-timeout`, `grpc-encoding`, metadata with base64
+//! This crate implements the client side of gRPC over HTTP/2 (`doc/PROTOCOL-HTTP2.md`), in plaintext with
+//! prior knowledge or over TLS (rustls, ALPN `h2`; see [`TlsConfig`]): request headers (`grpc-timeout`, `grpc-encoding`, metadata with base64
 //! `-bin` values), Length-Prefixed-Message framing, per-message gzip compression, responses with headers,
 //! messages and trailers (and Trailers-Only), the HTTP-status and RST_STREAM status tables, deadlines,
 //! cancellation, and message size limits.
@@ -35,7 +35,7 @@
 //! Connections drain on GOAWAY (a new one takes new calls at once), keepalive (gRFC A8) finds a peer that
 //! stopped answering, and every deadline and duration holds whatever the server sends.
 //!
-//! Not here yet (it has its own work item): TLS.
+//! Not here: xDS, ALTS, certificate revocation checks, HTTP/1 upgrades, server-side code.
 
 mod attempt;
 mod call;

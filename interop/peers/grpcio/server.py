@@ -5,7 +5,7 @@ The protos are compiled at start-up with grpc_tools.protoc into a temporary dire
 the import root `interop_pb`, because generated modules named `grpc.testing` would collide with grpcio's own
 `grpc` package. Package and service names on the wire stay `grpc.testing`.
 
-Usage: python server.py --port=0 --proto_dir=PATH/TO/proto
+Usage: python server.py --port=0 --proto_dir=PATH/TO/proto [--use_tls=true --tls_cert_file=PEM --tls_key_file=PEM]
 Prints `listening on 127.0.0.1:PORT` once it is serving.
 """
 
@@ -136,14 +136,25 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--use_tls", default="false")
+    parser.add_argument("--tls_cert_file", default="")
+    parser.add_argument("--tls_key_file", default="")
     parser.add_argument("--proto_dir", default=os.path.join(os.path.dirname(__file__), "..", "..", "..", "proto"))
     args = parser.parse_args()
-    if args.use_tls.lower() in ("true", "1"):
-        raise SystemExit("--use_tls=true is not supported by this peer yet")
+    use_tls = args.use_tls.lower() in ("true", "1")
+    if use_tls and not (args.tls_cert_file and args.tls_key_file):
+        raise SystemExit("--use_tls=true needs --tls_cert_file and --tls_key_file")
     empty_pb2, messages_pb2, test_pb2_grpc = compile_protos(args.proto_dir)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=32))
     test_pb2_grpc.add_TestServiceServicer_to_server(make_servicer(empty_pb2, messages_pb2, test_pb2_grpc), server)
-    port = server.add_insecure_port(f"127.0.0.1:{args.port}")
+    if use_tls:
+        with open(args.tls_key_file, "rb") as f:
+            key = f.read()
+        with open(args.tls_cert_file, "rb") as f:
+            cert = f.read()
+        credentials = grpc.ssl_server_credentials([(key, cert)])
+        port = server.add_secure_port(f"127.0.0.1:{args.port}", credentials)
+    else:
+        port = server.add_insecure_port(f"127.0.0.1:{args.port}")
     if port == 0:
         raise SystemExit(f"cannot listen on port {args.port}")
     server.start()
