@@ -1,8 +1,24 @@
-//! `grpc-bench --port PORT [--quick]`: the same scenarios through three clients against one interop server
-//! (which `cargo xtask bench` runs in its own process): grpc-channel, tonic, and a raw h2 client that does the
-//! least gRPC needs (the floor). Each client gets the same HTTP/2 windows and TCP_NODELAY. Results are
-//! printed side by side with ratios; they are measurements, never assertions.
+//! `grpc-bench --port PORT [--quick] [--out DIR]`: the benchmarks; measurements, never assertions.
+//!
+//! * Side by side: the same scenarios (unary at 1, 16, 64 and 256 in flight with client CPU per call and peak
+//!   memory, 1 MiB unary, server streaming, pipelined bidi of 1 KiB messages) through three clients against
+//!   one interop server (which `cargo xtask bench` runs in its own process): grpc-channel, tonic, and a raw h2
+//!   client that does the least gRPC needs (the floor). Each client gets the same HTTP/2 windows and
+//!   TCP_NODELAY.
+//! * A6 (`a6.rs`), against backends in a child process (`grpc-bench backends`, `backends.rs`): what a
+//!   configured but unused retry or hedging policy costs, hedging on a long tail against theory, 10 %
+//!   failures under a retry policy, memory per in-flight call, and round_robin over 100 backends.
+//!
+//! Repetitions (3, or 1 with `--quick`) interleave the clients or configurations; medians are reported. The
+//! tables print as Markdown; with `--out DIR` they are also written as `bench.md` and `bench.json`, with the
+//! hedging chart as `hedging.svg`.
 
+mod a6;
+mod backends;
+mod report;
+mod sys;
+
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
@@ -15,6 +31,7 @@ use interop_proto::{
     paths, Payload, ResponseParameters, SimpleRequest, SimpleResponse, StreamingOutputCallRequest,
 };
 use prost::Message;
+use report::{median, Row, Table};
 
 const STREAM_WINDOW: u32 = 1 << 20;
 const CONNECTION_WINDOW: u32 = 16 << 20;
@@ -27,14 +44,6 @@ enum Client {
 }
 
 impl Client {
-    fn name(&self) -> &'static str {
-        match self {
-            Client::Ours(_) => "grpc-channel",
-            Client::Tonic(_) => "tonic",
-            Client::Raw(..) => "raw h2",
-        }
-    }
-
     async fn unary(&mut self, req: &SimpleRequest) -> Result<SimpleResponse, String> {
         match self {
             Client::Ours(ch) => ch
@@ -103,6 +112,126 @@ impl Client {
                         .map_err(|e| e.to_string())?;
                 }
                 Ok(frames.len())
+            }
+        }
+    }
+}
+
+/// A bidi message of 1 KiB each way: 1 KiB of payload, asking for 1 KiB back.
+fn bidi_request() -> StreamingOutputCallRequest {
+    StreamingOutputCallRequest {
+        response_parameters: vec![ResponseParameters {
+            size: 1024,
+            ..Default::default()
+        }],
+        payload: Some(Payload {
+            r#type: 0,
+            body: Bytes::from(vec![0u8; 1024]),
+        }),
+        ..Default::default()
+    }
+}
+
+impl Client {
+    /// One FullDuplexCall: `n` messages sent while the answers are read; returns how many came back.
+    async fn bidi(&mut self, n: usize) -> Result<usize, String> {
+        let req = bidi_request();
+        match self {
+            Client::Ours(ch) => {
+                let (mut tx, mut rx) = ch
+                    .streaming::<StreamingOutputCallRequest, interop_proto::StreamingOutputCallResponse>(
+                        paths::FULL_DUPLEX_CALL,
+                        Request::new(()),
+                    )
+                    .await
+                    .map_err(|s| s.to_string())?;
+                let sender = tokio::spawn(async move {
+                    for _ in 0..n {
+                        tx.send(req.clone()).await?;
+                    }
+                    tx.finish().await
+                });
+                let mut got = 0;
+                while rx.message().await.map_err(|e| e.to_string())?.is_some() {
+                    got += 1;
+                }
+                sender
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .map_err(|s| s.to_string())?;
+                Ok(got)
+            }
+            Client::Tonic(grpc) => {
+                grpc.ready().await.map_err(|e| e.to_string())?;
+                let codec = tonic_prost::ProstCodec::<
+                    StreamingOutputCallRequest,
+                    interop_proto::StreamingOutputCallResponse,
+                >::default();
+                let path = http::uri::PathAndQuery::from_static(paths::FULL_DUPLEX_CALL);
+                let outbound = tokio_stream::iter(std::iter::repeat_n(req, n));
+                let mut s = grpc
+                    .streaming(tonic::Request::new(outbound), path, codec)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .into_inner();
+                let mut got = 0;
+                while s.message().await.map_err(|e| e.to_string())?.is_some() {
+                    got += 1;
+                }
+                Ok(got)
+            }
+            Client::Raw(send, authority) => {
+                let mut ready = send.clone().ready().await.map_err(|e| e.to_string())?;
+                let uri = http::Uri::builder()
+                    .scheme("http")
+                    .authority(authority.clone())
+                    .path_and_query(paths::FULL_DUPLEX_CALL)
+                    .build()
+                    .map_err(|e| e.to_string())?;
+                let request = http::Request::post(uri)
+                    .header("content-type", "application/grpc")
+                    .header("te", "trailers")
+                    .body(())
+                    .map_err(|e| e.to_string())?;
+                let (response, mut stream) = ready
+                    .send_request(request, false)
+                    .map_err(|e| e.to_string())?;
+                let sender = tokio::spawn(async move {
+                    for i in 0..n {
+                        let len = req.encoded_len();
+                        let mut buf = BytesMut::with_capacity(5 + len);
+                        framing::put_header(&mut buf, false, len as u32);
+                        req.encode(&mut buf).map_err(|e| e.to_string())?;
+                        // Wait for flow-control capacity, as a real sender must.
+                        stream.reserve_capacity(buf.len());
+                        while stream.capacity() < buf.len() {
+                            match std::future::poll_fn(|cx| stream.poll_capacity(cx)).await {
+                                Some(Ok(_)) => {}
+                                Some(Err(e)) => return Err(e.to_string()),
+                                None => return Err("stream closed".to_owned()),
+                            }
+                        }
+                        stream
+                            .send_data(buf.freeze(), i + 1 == n)
+                            .map_err(|e| e.to_string())?;
+                    }
+                    Ok::<_, String>(())
+                });
+                let mut body = response.await.map_err(|e| e.to_string())?.into_body();
+                let mut deframer = Deframer::new(usize::MAX >> 1);
+                let mut got = 0;
+                while let Some(chunk) = body.data().await {
+                    let chunk = chunk.map_err(|e| e.to_string())?;
+                    let _ = body.flow_control().release_capacity(chunk.len());
+                    deframer.push(chunk);
+                    while let Some(frame) = deframer.next_frame().map_err(|e| e.to_string())? {
+                        interop_proto::StreamingOutputCallResponse::decode(frame.payload)
+                            .map_err(|e| e.to_string())?;
+                        got += 1;
+                    }
+                }
+                sender.await.map_err(|e| e.to_string())??;
+                Ok(got)
             }
         }
     }
@@ -207,180 +336,278 @@ fn small_request(size: usize) -> SimpleRequest {
     }
 }
 
-struct Result3 {
-    unit: &'static str,
-    higher_is_better: bool,
-    values: Vec<f64>,
+/// What a closed loop of unary calls measured.
+struct Loop {
+    rate: f64,
+    cpu_per_call: f64,
+    allocations_per_call: f64,
+    /// The most the live heap grew above its level at the start (sampled every millisecond).
+    peak_heap_growth: i64,
+    hist: Histogram<u64>,
 }
 
-async fn sequential_unary(
-    client: &mut Client,
-    n: usize,
+/// `in_flight` tasks making `per_task` unary calls of `size` bytes each way: calls/s, client CPU per call
+/// (µs) and latencies.
+async fn unary_loop(
+    client: &Client,
+    in_flight: usize,
+    per_task: usize,
     size: usize,
-) -> Result<(f64, Histogram<u64>), String> {
-    let req = small_request(size);
-    for _ in 0..n / 10 {
-        client.unary(&req).await?;
+) -> Result<Loop, String> {
+    let req = Arc::new(small_request(size));
+    // Warm-up.
+    for _ in 0..(per_task / 10).clamp(1, 200) {
+        client.clone().unary(&req).await?;
     }
-    let mut hist = Histogram::<u64>::new(3).map_err(|e| e.to_string())?;
-    let start = Instant::now();
-    for _ in 0..n {
-        let t = Instant::now();
-        client.unary(&req).await?;
-        let _ = hist.record(t.elapsed().as_micros() as u64);
-    }
-    Ok((n as f64 / start.elapsed().as_secs_f64(), hist))
-}
-
-async fn concurrent_unary(client: &Client, tasks: usize, per_task: usize) -> Result<f64, String> {
-    let req = Arc::new(small_request(16));
+    let cpu = sys::cpu_time();
+    let allocations = sys::allocations();
+    let heap = sys::heap_live();
+    let (stop_sampling, mut stopped) = tokio::sync::oneshot::channel::<()>();
+    let sampler = tokio::spawn(async move {
+        let mut peak = 0;
+        loop {
+            peak = peak.max(sys::heap_live() - heap);
+            tokio::select! {
+                _ = &mut stopped => return peak,
+                _ = tokio::time::sleep(std::time::Duration::from_millis(1)) => {}
+            }
+        }
+    });
     let start = Instant::now();
     let mut handles = Vec::new();
-    for _ in 0..tasks {
+    for _ in 0..in_flight {
         let mut c = client.clone();
         let req = req.clone();
         handles.push(tokio::spawn(async move {
+            let mut hist = Histogram::<u64>::new(3).map_err(|e| e.to_string())?;
             for _ in 0..per_task {
+                let t = Instant::now();
                 c.unary(&req).await?;
+                let _ = hist.record(t.elapsed().as_micros() as u64);
             }
-            Ok::<_, String>(())
+            Ok::<_, String>(hist)
         }));
     }
+    let mut hist = Histogram::<u64>::new(3).map_err(|e| e.to_string())?;
     for h in handles {
-        h.await.map_err(|e| e.to_string())??;
+        let _ = hist.add(h.await.map_err(|e| e.to_string())??);
     }
-    Ok((tasks * per_task) as f64 / start.elapsed().as_secs_f64())
+    let calls = (in_flight * per_task) as f64;
+    let elapsed = start.elapsed().as_secs_f64();
+    let cpu_per_call = (sys::cpu_time() - cpu).as_secs_f64() * 1e6 / calls;
+    let allocations_per_call = (sys::allocations() - allocations) as f64 / calls;
+    let _ = stop_sampling.send(());
+    let peak_heap_growth = sampler.await.map_err(|e| e.to_string())?;
+    Ok(Loop {
+        rate: calls / elapsed,
+        cpu_per_call,
+        allocations_per_call,
+        peak_heap_growth,
+        hist,
+    })
 }
 
-async fn run(port: u16, quick: bool) -> Result<(), String> {
-    let scale = if quick { 1 } else { 5 };
-    let kinds = ["ours", "tonic", "raw"];
-    let mut clients = Vec::new();
-    for k in kinds {
-        clients.push(connect(k, port).await?);
-    }
-    let names: Vec<&str> = clients.iter().map(Client::name).collect();
-    let mut rows: Vec<(String, Result3)> = Vec::new();
+/// One side-by-side line: a value per client, medians over the repetitions.
+struct Line {
+    label: String,
+    unit: &'static str,
+    higher_is_better: bool,
+    samples: Vec<Vec<f64>>,
+}
 
-    let mut seq = Result3 {
-        unit: "calls/s",
-        higher_is_better: true,
-        values: vec![],
-    };
-    let mut p50 = Result3 {
-        unit: "µs",
-        higher_is_better: false,
-        values: vec![],
-    };
-    let mut p99 = Result3 {
-        unit: "µs",
-        higher_is_better: false,
-        values: vec![],
-    };
-    for c in &mut clients {
-        let (rate, hist) = sequential_unary(c, 2000 * scale, 16).await?;
-        seq.values.push(rate);
-        p50.values.push(hist.value_at_quantile(0.5) as f64);
-        p99.values.push(hist.value_at_quantile(0.99) as f64);
-    }
-    rows.push(("unary 16 B, sequential".into(), seq));
-    rows.push(("  latency p50".into(), p50));
-    rows.push(("  latency p99".into(), p99));
-
-    let mut conc = Result3 {
-        unit: "calls/s",
-        higher_is_better: true,
-        values: vec![],
-    };
-    for c in &clients {
-        conc.values
-            .push(concurrent_unary(c, 64, 100 * scale).await?);
-    }
-    rows.push(("unary 16 B, 64 concurrent".into(), conc));
-
-    let mut big = Result3 {
-        unit: "MiB/s",
-        higher_is_better: true,
-        values: vec![],
-    };
-    for c in &mut clients {
-        let (rate, _) = sequential_unary(c, 40 * scale, 1 << 20).await?;
-        big.values.push(rate * 2.0);
-    }
-    rows.push(("unary 1 MiB each way".into(), big));
-
-    let mut stream = Result3 {
-        unit: "msgs/s",
-        higher_is_better: true,
-        values: vec![],
-    };
-    let req = StreamingOutputCallRequest {
-        response_parameters: vec![
-            ResponseParameters {
-                size: 64,
-                ..Default::default()
-            };
-            10_000
-        ],
-        ..Default::default()
-    };
-    for c in &mut clients {
-        c.stream(&req).await?;
-        let start = Instant::now();
-        let mut n = 0;
-        for _ in 0..scale {
-            n += c.stream(&req).await?;
+impl Line {
+    fn new(label: impl Into<String>, unit: &'static str, higher_is_better: bool) -> Line {
+        Line {
+            label: label.into(),
+            unit,
+            higher_is_better,
+            samples: vec![Vec::new(); 3],
         }
-        stream.values.push(n as f64 / start.elapsed().as_secs_f64());
     }
-    rows.push(("server stream 10,000 × 64 B".into(), stream));
 
-    println!();
-    println!(
-        "{:<30} {:>14} {:>14} {:>14}   {:>12} {:>12}",
-        "scenario", names[0], names[1], names[2], "ours/tonic", "ours/raw h2"
-    );
-    println!("{}", "-".repeat(104));
-    for (name, r) in rows {
+    fn row(&self) -> Row {
+        let values: Vec<f64> = self.samples.iter().map(|s| median(s)).collect();
         let ratio = |other: f64| {
-            let x = r.values[0] / other;
-            if r.higher_is_better {
+            let x = values[0] / other;
+            if self.higher_is_better {
                 x
             } else {
                 1.0 / x
             }
         };
+        Row {
+            label: self.label.clone(),
+            unit: self.unit,
+            values: values.iter().map(|v| Some(*v)).collect(),
+            note: format!(
+                "{:.2}x tonic, {:.2}x raw h2",
+                ratio(values[1]),
+                ratio(values[2])
+            ),
+        }
+    }
+}
+
+/// grpc-channel, tonic and raw h2 side by side against the interop server, repetitions interleaved.
+async fn side_by_side(port: u16, quick: bool) -> Result<Table, String> {
+    let reps = if quick { 1 } else { 3 };
+    let scale = if quick { 1 } else { 4 };
+    let mut clients = Vec::new();
+    for k in ["ours", "tonic", "raw"] {
+        clients.push(connect(k, port).await?);
+    }
+    let mut lines: Vec<Line> = Vec::new();
+    let mut line = |label: &str, unit, hib| {
+        lines.push(Line::new(label, unit, hib));
+        lines.len() - 1
+    };
+    let seq_rate = line("unary 16 B, 1 in flight: calls/s", "/s", true);
+    let seq_p50 = line("  latency p50", "µs", false);
+    let seq_p99 = line("  latency p99", "µs", false);
+    let seq_cpu = line("  client CPU per call", "µs", false);
+    let seq_allocs = line("  allocations per call", "", false);
+    let mut conc = Vec::new();
+    for n in [16, 64, 256] {
+        conc.push((
+            n,
+            line(&format!("unary 16 B, {n} in flight: calls/s"), "/s", true),
+            line("  client CPU per call", "µs", false),
+        ));
+    }
+    let heap = line("  peak live heap growth at 256 in flight", "KiB", false);
+    let big = line("unary 1 MiB each way", "MiB/s", true);
+    let stream = line("server stream 10,000 × 64 B", "msgs/s", true);
+    let bidi_rate = line("bidi 1 KiB messages, pipelined", "msgs/s", true);
+    let bidi_cpu = line("  client CPU per message", "µs", false);
+    for _ in 0..reps {
+        for (i, c) in clients.iter_mut().enumerate() {
+            let r = unary_loop(c, 1, 2500 * scale, 16).await?;
+            lines[seq_rate].samples[i].push(r.rate);
+            lines[seq_p50].samples[i].push(r.hist.value_at_quantile(0.5) as f64);
+            lines[seq_p99].samples[i].push(r.hist.value_at_quantile(0.99) as f64);
+            lines[seq_cpu].samples[i].push(r.cpu_per_call);
+            lines[seq_allocs].samples[i].push(r.allocations_per_call);
+            for &(n, rate, cpu) in &conc {
+                let r = unary_loop(c, n, (40_000 * scale).div_ceil(n), 16).await?;
+                lines[rate].samples[i].push(r.rate);
+                lines[cpu].samples[i].push(r.cpu_per_call);
+                if n == 256 {
+                    lines[heap].samples[i].push(r.peak_heap_growth as f64 / 1024.0);
+                }
+            }
+            let r = unary_loop(c, 1, 30 * scale, 1 << 20).await?;
+            lines[big].samples[i].push(r.rate * 2.0);
+            let req = StreamingOutputCallRequest {
+                response_parameters: vec![
+                    ResponseParameters {
+                        size: 64,
+                        ..Default::default()
+                    };
+                    10_000
+                ],
+                ..Default::default()
+            };
+            c.stream(&req).await?;
+            let start = Instant::now();
+            let mut n = 0;
+            for _ in 0..scale {
+                n += c.stream(&req).await?;
+            }
+            lines[stream].samples[i].push(n as f64 / start.elapsed().as_secs_f64());
+            let messages = 20_000 * scale;
+            c.bidi(1000).await?;
+            let cpu = sys::cpu_time();
+            let start = Instant::now();
+            let got = c.bidi(messages).await?;
+            if got != messages {
+                return Err(format!("bidi: {got} of {messages} messages came back"));
+            }
+            lines[bidi_rate].samples[i].push(messages as f64 / start.elapsed().as_secs_f64());
+            lines[bidi_cpu].samples[i]
+                .push((sys::cpu_time() - cpu).as_secs_f64() * 1e6 / messages as f64);
+        }
+    }
+    let mut table = Table::new(
+        "grpc-channel, tonic and raw h2 side by side (one connection each, interop server in its own process)",
+        &["grpc-channel", "tonic", "raw h2"],
+    );
+    table.rows = lines.iter().map(Line::row).collect();
+    Ok(table)
+}
+
+async fn run(port: u16, quick: bool, out: Option<PathBuf>) -> Result<(), String> {
+    let started = Instant::now();
+    let mut tables = Vec::new();
+    let mut report = |t: Table| {
+        println!("\n{}", t.markdown());
+        tables.push(t);
+    };
+    report(side_by_side(port, quick).await?);
+    let size = a6::Size::new(quick);
+    report(a6::retry_cost(size).await?);
+    let hedging = a6::hedging_tail(size).await?;
+    let hedging_figures = (hedging.unhedged, hedging.hedged, hedging.delay);
+    report(hedging.table);
+    report(a6::failures(size).await?);
+    for t in a6::scale(size).await? {
+        report(t);
+    }
+    println!(
+        "ratios: above 1.00x means grpc-channel is better (faster, lower latency, less CPU or memory). \
+         {} s in all.",
+        started.elapsed().as_secs()
+    );
+    if let Some(dir) = out {
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let meta = serde_json::json!({
+            "quick": quick,
+            "grpc_channel_version": env!("CARGO_PKG_VERSION"),
+            "seconds": started.elapsed().as_secs(),
+        });
+        let json = dir.join("bench.json");
+        report::write_json(&json, &tables, meta)?;
+        let md = dir.join("bench.md");
+        let text: Vec<String> = tables.iter().map(Table::markdown).collect();
+        std::fs::write(&md, text.join("\n")).map_err(|e| format!("{}: {e}", md.display()))?;
+        let svg = dir.join("hedging.svg");
+        let (unhedged, hedged, delay) = hedging_figures;
+        let theory = report::theory_curve(&unhedged, delay);
+        report::hedging_chart(&svg, &unhedged, &hedged, &theory, delay)?;
         println!(
-            "{:<30} {:>9.0} {:<4} {:>9.0} {:<4} {:>9.0} {:<4}   {:>11.2}x {:>11.2}x",
-            name,
-            r.values[0],
-            r.unit,
-            r.values[1],
-            r.unit,
-            r.values[2],
-            r.unit,
-            ratio(r.values[1]),
-            ratio(r.values[2]),
+            "wrote {}, {} and {}",
+            md.display(),
+            json.display(),
+            svg.display()
         );
     }
-    println!("\nratios: above 1.00x means grpc-channel is better (faster, or lower latency).");
     Ok(())
 }
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("backends") {
+        return match backends::serve(&args[1..]) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("grpc-bench backends: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let quick = args.iter().any(|a| a == "--quick");
-    let port: Option<u16> = args
-        .iter()
-        .enumerate()
-        .find_map(|(i, a)| match a.strip_prefix("--port=") {
-            Some(p) => Some(p.to_owned()),
-            None if a == "--port" => args.get(i + 1).cloned(),
-            None => None,
-        })
-        .and_then(|p| p.parse().ok());
+    let value = |name: &str| {
+        args.iter()
+            .enumerate()
+            .find_map(|(i, a)| match a.strip_prefix(&format!("--{name}=")) {
+                Some(p) => Some(p.to_owned()),
+                None if a == &format!("--{name}") => args.get(i + 1).cloned(),
+                None => None,
+            })
+    };
+    let port: Option<u16> = value("port").and_then(|p| p.parse().ok());
+    let out = value("out").map(PathBuf::from);
     let Some(port) = port else {
-        eprintln!("usage: grpc-bench --port PORT [--quick]");
+        eprintln!("usage: grpc-bench --port PORT [--quick] [--out DIR] | grpc-bench backends ...");
         return ExitCode::from(2);
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -393,7 +620,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(port, quick)) {
+    match runtime.block_on(run(port, quick, out)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("grpc-bench: {e}");

@@ -14,8 +14,9 @@
 //!   --use_test_ca=true --server_host_override=foo.test.google.fr`).
 //!
 //! * `bench [--quick]`: builds the release interop server and `grpc-bench`, starts the server in its own
-//!   process on a free loopback port, and runs the same scenarios through grpc-channel, tonic and a raw h2
-//!   client, printing a table with ratios.
+//!   process on a free loopback port, and runs the scenarios (grpc-channel, tonic and a raw h2 client side by
+//!   side; then the A6 scenarios against backends in a child process), printing Markdown tables with ratios
+//!   and writing them with a JSON copy and the hedging chart into `target/bench` (`target/bench-quick`).
 //!
 //! * `chaos [--quick]`: builds the release `chaos-server` and `chaos-client` (package `interop`), starts the
 //!   server (four fault-injecting backends on loopback ports, which it prints on one line), runs the client's
@@ -343,7 +344,10 @@ fn bench(args: &[String]) -> Result<bool, String> {
     let (server, port) = start_server(server, "interop")?;
     eprintln!("xtask: server on 127.0.0.1:{port}; running the scenarios (this takes a while)");
     let mut bench = Command::new(bin.join("grpc-bench"));
-    bench.arg(format!("--port={port}"));
+    let out = target_dir().join(if quick { "bench-quick" } else { "bench" });
+    bench
+        .arg(format!("--port={port}"))
+        .arg(format!("--out={}", out.display()));
     if quick {
         bench.arg("--quick");
     }
