@@ -37,7 +37,7 @@ use crate::keepalive::{self, Keepalive, TCP_KEEPALIVE};
 use crate::resolution::{Endpoint, Resolution, State};
 use crate::sniff::{GoAway, Seen, Sniffer};
 use crate::status::{Code, Status};
-use crate::tls::{self, TlsConnector};
+use crate::tls::{self, Handshake, TlsConnector};
 use crate::transport::Http2Settings;
 
 /// How long a channel leaving IDLE waits for a fresh resolution before it uses the last one.
@@ -353,25 +353,7 @@ impl Loop {
                 _ = &mut stop => break,
                 event = events.recv() => match event {
                     None | Some(Event::Shutdown) => break,
-                    Some(event) => {
-                        if let Event::ExitIdle = event {
-                            if resolution.is_none() {
-                                match self.resolution.subscribe().await {
-                                    Ok(rx) => resolution = Some(rx),
-                                    Err(status) => {
-                                        // The resolver cannot be set up: TRANSIENT_FAILURE, and not the
-                                        // CONNECTING that leaving IDLE would publish over it. The next call
-                                        // or `connect()` tries again.
-                                        self.idle = false;
-                                        self.fail_all(status.message());
-                                        self.arm_idle_timer();
-                                        continue;
-                                    }
-                                }
-                            }
-                        }
-                        self.handle_event(event, resolution.as_ref());
-                    }
+                    Some(event) => self.on_event(event, &mut resolution).await,
                 },
                 changed = async {
                     match resolution.as_mut() {
@@ -388,6 +370,17 @@ impl Loop {
                         None => std::future::pending().await,
                     }
                 } => {
+                    // A connection attempt that timed out at this same instant reports it itself, naming
+                    // the step (TCP, TLS, HTTP/2), before the balancer's backstop does: let it run, then
+                    // take what it sent.
+                    tokio::task::yield_now().await;
+                    while let Ok(event) = events.try_recv() {
+                        if let Event::Shutdown = event {
+                            self.shutdown();
+                            return;
+                        }
+                        self.on_event(event, &mut resolution).await;
+                    }
                     self.on_timer();
                     // No fresh resolution in time: go on with the last one (a fresh one updates it later).
                     if self.fresh_wait.is_some_and(|at| at <= Instant::now()) {
@@ -401,6 +394,25 @@ impl Loop {
             self.drain_actions();
         }
         self.shutdown();
+    }
+
+    async fn on_event(&mut self, event: Event, resolution: &mut Option<watch::Receiver<State>>) {
+        if let Event::ExitIdle = event {
+            if resolution.is_none() {
+                match self.resolution.subscribe().await {
+                    Ok(rx) => *resolution = Some(rx),
+                    Err(status) => {
+                        // The resolver cannot be set up: TRANSIENT_FAILURE, and not the CONNECTING that
+                        // leaving IDLE would publish over it. The next call or `connect()` tries again.
+                        self.idle = false;
+                        self.fail_all(status.message());
+                        self.arm_idle_timer();
+                        return;
+                    }
+                }
+            }
+        }
+        self.handle_event(event, resolution.as_ref());
     }
 
     fn now(&self) -> std::time::Instant {
@@ -719,6 +731,9 @@ async fn connect_subchannel(
         active,
         events,
     } = channel;
+    // Which step a timed-out attempt was in, for its status.
+    const PHASES: [&str; 3] = ["TCP connection", "TLS handshake", "HTTP/2 handshake"];
+    let phase = std::sync::atomic::AtomicU8::new(0);
     let attempt = async {
         let tcp = TcpStream::connect(addr)
             .await
@@ -726,15 +741,22 @@ async fn connect_subchannel(
         tcp.set_nodelay(true)
             .map_err(|e| Status::from_io("set TCP_NODELAY", e))?;
         set_tcp_keepalive(&tcp);
+        let peer = addr.to_string();
         match &tls {
-            None => establish(tcp, &settings, None, addr).await,
+            None => {
+                phase.store(2, Ordering::Relaxed);
+                establish(tcp, &settings, None, &peer).await
+            }
             Some(tls) => {
-                let io = tls.connect(tcp).await?;
-                establish(io, &settings, Some(tls), addr).await
+                phase.store(1, Ordering::Relaxed);
+                let (io, handshake) = tls.connect(tcp).await?;
+                phase.store(2, Ordering::Relaxed);
+                establish(io, &settings, Some(&handshake), &peer).await
             }
         }
     };
-    match tokio::time::timeout_at(deadline, attempt).await {
+    let ended = tokio::time::timeout_at(deadline, attempt).await;
+    match ended {
         Ok(Ok(Established {
             send,
             driver,
@@ -765,28 +787,36 @@ async fn connect_subchannel(
             let _ = events.send(Event::Failed(id, generation, error));
         }
         Err(_) => {
-            let timed_out = Status::new(Code::Unavailable, "connection attempt timed out");
+            let timed_out = Status::new(
+                Code::Unavailable,
+                format!(
+                    "connection attempt timed out (in the {})",
+                    PHASES[usize::from(phase.load(Ordering::Relaxed)).min(2)]
+                ),
+            );
             let _ = events.send(Event::Failed(id, generation, timed_out));
         }
     }
 }
 
 /// A connection's HTTP/2 side, once its server has answered.
-struct Established {
-    send: SendRequest<Bytes>,
-    driver: JoinHandle<()>,
-    closed: oneshot::Receiver<()>,
-    seen: Arc<Seen>,
-    ping_pong: Option<h2::PingPong>,
+pub(crate) struct Established {
+    pub(crate) send: SendRequest<Bytes>,
+    /// The task driving the connection (abort it to close the connection).
+    pub(crate) driver: JoinHandle<()>,
+    /// Fires when the connection has ended.
+    pub(crate) closed: oneshot::Receiver<()>,
+    pub(crate) seen: Arc<Seen>,
+    pub(crate) ping_pong: Option<h2::PingPong>,
 }
 
 /// The HTTP/2 handshake on a connected byte stream (TCP, or TLS over TCP), the task that drives the
 /// connection, and a PING that shows the server accepted it.
-async fn establish<T>(
+pub(crate) async fn establish<T>(
     io: T,
     settings: &Http2Settings,
-    tls: Option<&TlsConnector>,
-    addr: SocketAddr,
+    tls: Option<&Handshake>,
+    peer: &str,
 ) -> Result<Established, Status>
 where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -799,9 +829,10 @@ where
         .map_err(|e| connection_failed(e, tls, &seen))?;
     let mut ping_pong = connection.ping_pong();
     let (closed_tx, closed) = oneshot::channel::<()>();
+    let peer_name = peer.to_owned();
     let driver = tokio::spawn(async move {
         if let Err(e) = connection.await {
-            tracing::debug!(%addr, error = %e, "connection ended with an error");
+            tracing::debug!(peer = %peer_name, error = %e, "connection ended with an error");
         }
         let _ = closed_tx.send(());
     });
@@ -809,9 +840,6 @@ where
     if let Some(ping_pong) = ping_pong.as_mut() {
         if let Err(e) = ping_pong.ping(h2::Ping::opaque()).await {
             driver.abort();
-            if let Some(status) = seen.wrong_protocol() {
-                return Err(status.with_source(e));
-            }
             return Err(connection_failed(e, tls, &seen));
         }
     }
@@ -825,12 +853,16 @@ where
 }
 
 /// The status of a connection that failed while HTTP/2 started: the TLS cause when there is one.
-pub(crate) fn connection_failed(err: h2::Error, tls: Option<&TlsConnector>, seen: &Seen) -> Status {
+pub(crate) fn connection_failed(err: h2::Error, tls: Option<&Handshake>, seen: &Seen) -> Status {
+    if let Some(status) = seen.wrong_protocol(tls.is_some()) {
+        return status.with_source(err);
+    }
     tls.and_then(|tls| tls::connection_error(&err, tls, seen.last_frame_at().is_some()))
         .unwrap_or_else(|| Status::from_h2(err))
 }
 
-struct AbortOnDrop(JoinHandle<()>);
+/// Aborts a task when dropped.
+pub(crate) struct AbortOnDrop(pub(crate) JoinHandle<()>);
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {

@@ -94,8 +94,8 @@ impl Seen {
     }
 
     /// UNAVAILABLE naming the protocol the server answered in, when it was not HTTP/2: HTTP/1, or TLS to a
-    /// plaintext connection.
-    pub(crate) fn wrong_protocol(&self) -> Option<crate::status::Status> {
+    /// plaintext connection (`tls`: this connection is TLS, and the sniffer sees what is inside it).
+    pub(crate) fn wrong_protocol(&self, tls: bool) -> Option<crate::status::Status> {
         use crate::status::{Code, Status};
         if self.answered_http1() {
             return Some(Status::new(
@@ -103,7 +103,7 @@ impl Seen {
                 "the server does not speak HTTP/2: it answered in HTTP/1",
             ));
         }
-        if self.answered_tls() {
+        if !tls && self.answered_tls() {
             return Some(Status::new(
                 Code::Unavailable,
                 "the server expects TLS and this channel is plaintext: use an https:// target or \

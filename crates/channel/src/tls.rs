@@ -22,7 +22,11 @@ use std::sync::Arc;
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-use rustls::{AlertDescription, CertificateError, RootCertStore};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use rustls::client::ResolvesClientCert;
+use rustls::sign::CertifiedKey;
+use rustls::{AlertDescription, CertificateError, RootCertStore, SignatureScheme};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::client::TlsStream;
 
@@ -216,7 +220,7 @@ impl TlsConfig {
         };
         config.alpn_protocols = vec![b"h2".to_vec()];
         Ok(TlsConnector {
-            connector: tokio_rustls::TlsConnector::from(Arc::new(config)),
+            config: Arc::new(config),
             server_name,
             has_identity: self.identity.is_some(),
         })
@@ -260,9 +264,45 @@ fn read_certificates(pem: &[u8], what: &str) -> Result<Vec<CertificateDer<'stati
 /// Makes TLS sessions for a channel's connections.
 #[derive(Clone)]
 pub(crate) struct TlsConnector {
-    connector: tokio_rustls::TlsConnector,
+    config: Arc<rustls::ClientConfig>,
     server_name: ServerName<'static>,
     has_identity: bool,
+}
+
+/// What a connection's TLS handshake showed, for naming a failure that comes after it.
+#[derive(Clone, Debug)]
+pub(crate) struct Handshake {
+    /// The server sent a CertificateRequest (it wants mutual TLS).
+    asked_for_certificate: Arc<AtomicBool>,
+    /// The channel has a client certificate to present.
+    has_identity: bool,
+}
+
+/// The configured client certificate resolver, noting whether the server asked for a certificate (rustls
+/// asks the resolver only when a CertificateRequest arrives).
+#[derive(Debug)]
+struct NoteRequest {
+    inner: Arc<dyn ResolvesClientCert>,
+    asked: Arc<AtomicBool>,
+}
+
+impl ResolvesClientCert for NoteRequest {
+    fn resolve(
+        &self,
+        root_hint_subjects: &[&[u8]],
+        sigschemes: &[SignatureScheme],
+    ) -> Option<Arc<CertifiedKey>> {
+        self.asked.store(true, Ordering::Relaxed);
+        self.inner.resolve(root_hint_subjects, sigschemes)
+    }
+
+    fn only_raw_public_keys(&self) -> bool {
+        self.inner.only_raw_public_keys()
+    }
+
+    fn has_certs(&self) -> bool {
+        self.inner.has_certs()
+    }
 }
 
 impl std::fmt::Debug for TlsConnector {
@@ -275,12 +315,23 @@ impl std::fmt::Debug for TlsConnector {
 
 impl TlsConnector {
     /// The TLS handshake on a connected socket; fails unless the server selects ALPN `h2`.
-    pub(crate) async fn connect<IO>(&self, io: IO) -> Result<TlsStream<IO>, Status>
+    pub(crate) async fn connect<IO>(&self, io: IO) -> Result<(TlsStream<IO>, Handshake), Status>
     where
         IO: AsyncRead + AsyncWrite + Unpin,
     {
-        let stream = self
-            .connector
+        // A copy of the configuration per connection, to note what this server asks (the session cache
+        // stays shared: it is behind an Arc).
+        let asked = Arc::new(AtomicBool::new(false));
+        let mut config = (*self.config).clone();
+        config.client_auth_cert_resolver = Arc::new(NoteRequest {
+            inner: self.config.client_auth_cert_resolver.clone(),
+            asked: asked.clone(),
+        });
+        let handshake = Handshake {
+            asked_for_certificate: asked,
+            has_identity: self.has_identity,
+        };
+        let stream = tokio_rustls::TlsConnector::from(Arc::new(config))
             .connect(self.server_name.clone(), io)
             .await
             .map_err(|e| handshake_failed(&self.server_name, e))?;
@@ -291,12 +342,7 @@ impl TlsConnector {
             )
             .with_source(rustls::Error::NoApplicationProtocol));
         }
-        Ok(stream)
-    }
-
-    /// Whether the channel presents a client certificate.
-    pub(crate) fn has_identity(&self) -> bool {
-        self.has_identity
+        Ok((stream, handshake))
     }
 }
 
@@ -305,10 +351,11 @@ impl TlsConnector {
 /// With TLS 1.3 the server checks the client's certificate after the client's side of the handshake is
 /// done: a refused or missing client certificate shows up as the server's alert on the first read, or,
 /// when the server's close (a reset, as the client's first bytes are unread) arrives first, as a broken
-/// connection before the server sent any HTTP/2 frame. `heard_http2` says whether it sent one.
+/// connection before the server sent any HTTP/2 frame. `heard_http2` says whether it sent one. The
+/// client-certificate wording is used only when the server asked for one.
 pub(crate) fn connection_error(
     err: &h2::Error,
-    tls: &TlsConnector,
+    handshake: &Handshake,
     heard_http2: bool,
 ) -> Option<Status> {
     let io = err.get_io()?;
@@ -325,20 +372,25 @@ pub(crate) fn connection_error(
     if heard_http2 {
         return None;
     }
-    let guess = if tls.has_identity() {
-        "it may not accept the client certificate"
-    } else {
-        "it may require a client certificate (mutual TLS), and none was given"
+    let message = match (
+        handshake.asked_for_certificate.load(Ordering::Relaxed),
+        handshake.has_identity,
+    ) {
+        (true, false) => format!(
+            "TLS handshake failed: the server requires a client certificate (mutual TLS) and none was \
+             given; it closed the connection ({io})"
+        ),
+        (true, true) => format!(
+            "TLS handshake failed: the server did not accept the client certificate; it closed the \
+             connection ({io})"
+        ),
+        (false, _) => format!(
+            "the server closed the connection after the TLS handshake, before HTTP/2 started ({io})"
+        ),
     };
     Some(
-        Status::new(
-            Code::Unavailable,
-            format!(
-                "TLS handshake failed: the server closed the connection right after the handshake, \
-                 before HTTP/2 started ({io}): {guess}"
-            ),
-        )
-        .with_source(std::io::Error::new(io.kind(), io.to_string())),
+        Status::new(Code::Unavailable, message)
+            .with_source(std::io::Error::new(io.kind(), io.to_string())),
     )
 }
 

@@ -26,10 +26,10 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpStream, UnixStream};
 use tokio::time::Instant;
 
-use crate::control::{connection_failed, ActiveCalls, CallGuard};
+use crate::control::{establish, AbortOnDrop, ActiveCalls, CallGuard, Established};
 use crate::keepalive::{self, Keepalive};
 use crate::resolution::{Endpoint, Resolution};
-use crate::sniff::{Seen, Sniffer};
+use crate::sniff::Seen;
 use crate::status::{Code, Status};
 use crate::tls::TlsConnector;
 
@@ -177,17 +177,15 @@ impl Transport {
         match conn.send.clone().ready().await {
             Ok(send) => Ok(send),
             Err(e) => {
+                // The connection was proven (an answered PING) when it was made: this is a later end.
                 conn.alive.store(false, Ordering::Release);
-                if let Some(status) = conn.seen.wrong_protocol() {
-                    return Err(status.with_source(e));
-                }
                 if endpoints.is_empty() {
-                    return Err(connection_failed(e, self.tls.as_ref(), &conn.seen));
+                    return Err(Status::from_h2(e));
                 }
                 let fresh = self.connection(endpoints).await?;
                 fresh.send.clone().ready().await.map_err(|e| {
                     fresh.alive.store(false, Ordering::Release);
-                    connection_failed(e, self.tls.as_ref(), &fresh.seen)
+                    Status::from_h2(e)
                 })
             }
         }
@@ -266,7 +264,8 @@ impl Transport {
         }
     }
 
-    /// The TLS handshake first when the channel uses TLS, then HTTP/2's.
+    /// The TLS handshake first when the channel uses TLS, then HTTP/2's (answered PING included), each
+    /// bounded by `deadline`; then the task that watches the connection.
     async fn secure_handshake<T>(
         &self,
         io: T,
@@ -276,58 +275,45 @@ impl Transport {
     where
         T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
-        match &self.tls {
-            None => self.handshake(io, endpoint, deadline).await,
-            Some(tls) => {
-                let timed_out = || {
-                    Status::new(
-                        Code::Unavailable,
-                        format!("TLS handshake with {endpoint} timed out"),
-                    )
-                };
-                let io = tokio::time::timeout_at(deadline, tls.connect(io))
-                    .await
-                    .map_err(|_| timed_out())??;
-                self.handshake(io, endpoint, deadline).await
-            }
-        }
-    }
-
-    async fn handshake<T>(
-        &self,
-        io: T,
-        endpoint: &Endpoint,
-        deadline: Instant,
-    ) -> Result<Conn, Status>
-    where
-        T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    {
-        let s = &self.settings;
-        let timed_out = || {
+        let timed_out = |what: &str| {
             Status::new(
                 Code::Unavailable,
-                format!("HTTP/2 handshake with {endpoint} timed out"),
+                format!("{what} with {endpoint} timed out"),
             )
         };
-        let (io, seen) = Sniffer::new(io);
-        let handshake = s.client_builder().handshake::<_, Bytes>(io);
-        let (send, mut connection) = tokio::time::timeout_at(deadline, handshake)
-            .await
-            .map_err(|_| timed_out())?
-            .map_err(|e| connection_failed(e, self.tls.as_ref(), &seen))?;
+        let peer = endpoint.to_string();
+        let established = match &self.tls {
+            None => tokio::time::timeout_at(deadline, establish(io, &self.settings, None, &peer))
+                .await
+                .map_err(|_| timed_out("HTTP/2 handshake"))??,
+            Some(tls) => {
+                let (io, handshake) = tokio::time::timeout_at(deadline, tls.connect(io))
+                    .await
+                    .map_err(|_| timed_out("TLS handshake"))??;
+                tokio::time::timeout_at(
+                    deadline,
+                    establish(io, &self.settings, Some(&handshake), &peer),
+                )
+                .await
+                .map_err(|_| timed_out("HTTP/2 handshake"))??
+            }
+        };
+        let Established {
+            send,
+            driver,
+            closed,
+            seen,
+            ping_pong,
+        } = established;
         let alive = Arc::new(AtomicBool::new(true));
         let flag = alive.clone();
-        let peer = endpoint.to_string();
-        let ping_pong = connection.ping_pong();
         let (keepalive, active, watched) =
             (self.keepalive.clone(), self.active.clone(), seen.clone());
         tokio::spawn(async move {
+            // Ending this task (keepalive) closes the connection.
+            let _abort = AbortOnDrop(driver);
             tokio::select! {
-                ended = connection => {
-                    if let Err(e) = ended {
-                        tracing::debug!(%peer, error = %e, "connection ended with an error");
-                    }
-                }
+                _ = closed => {}
                 status = keepalive::run(keepalive.clone(), ping_pong, watched.clone(), || active.in_use()) => {
                     // The peer stopped answering: dropping the connection fails its calls UNAVAILABLE.
                     tracing::info!(%peer, %status, "closing the connection");
