@@ -9,8 +9,10 @@
 //!   verification off and no plaintext fallback;
 //! * ALPN offers `h2` only, and a server that does not select it fails the connection: gRPC needs HTTP/2;
 //! * the server name is, in order: [`TlsConfig::server_name`], the host of the channel's `authority`
-//!   override, the target's host (an IP literal is checked against the certificate's IP addresses; a Unix
-//!   socket target uses `localhost`);
+//!   override, the target's host (an IP literal is checked against the certificate's IP addresses; an
+//!   `ipv4:`/`ipv6:` list uses its first address for every backend; a Unix socket target uses
+//!   `localhost`);
+//! * the platform's root store is read once per process, on the first channel that uses it;
 //! * a failed handshake is UNAVAILABLE with a message that starts `TLS handshake failed:` and
 //!   names the cause (unknown certificate authority, name mismatch, expiry, no ALPN h2, a plaintext
 //!   server...), with the `rustls::Error` as the status's `source()`.
@@ -172,18 +174,12 @@ impl TlsConfig {
         for source in roots {
             match source {
                 Roots::Platform => {
-                    let found = rustls_native_certs::load_native_certs();
-                    let (added, _ignored) = store.add_parsable_certificates(found.certs);
+                    let (added, _ignored) =
+                        store.add_parsable_certificates(platform_roots()?.iter().cloned());
                     if added == 0 {
-                        let why = found
-                            .errors
-                            .first()
-                            .map(|e| format!(": {e}"))
-                            .unwrap_or_default();
-                        return Err(tls_option(format!(
-                            "no root certificates found in the platform's store{why}; give a CA \
-                             certificate or use the webpki roots"
-                        )));
+                        return Err(tls_option(
+                            "none of the platform's root certificates is usable".to_owned(),
+                        ));
                     }
                 }
                 Roots::WebPki => store.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
@@ -225,6 +221,29 @@ impl TlsConfig {
             has_identity: self.identity.is_some(),
         })
     }
+}
+
+/// The platform's root certificates, read once per process (the store is files: reading it for every
+/// channel built would be slow and blocking).
+fn platform_roots() -> Result<&'static [CertificateDer<'static>], BuildError> {
+    static ROOTS: std::sync::OnceLock<Result<Vec<CertificateDer<'static>>, String>> =
+        std::sync::OnceLock::new();
+    let roots = ROOTS.get_or_init(|| {
+        let found = rustls_native_certs::load_native_certs();
+        if found.certs.is_empty() {
+            let why = found
+                .errors
+                .first()
+                .map(|e| format!(": {e}"))
+                .unwrap_or_default();
+            return Err(format!(
+                "no root certificates found in the platform's store{why}; give a CA certificate or \
+                 use the webpki roots"
+            ));
+        }
+        Ok(found.certs)
+    });
+    roots.as_deref().map_err(|e| tls_option(e.clone()))
 }
 
 /// The host of an authority (`host:port`, `[v6]:port`, `host`): the default TLS server name.
