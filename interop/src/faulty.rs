@@ -56,6 +56,9 @@ pub mod methods {
     pub const NO_MESSAGE: &str = "/fault.Faulty/NoMessage";
     /// Trailers-Only with a status, a percent-encoded message, details and metadata.
     pub const RICH_STATUS: &str = "/fault.Faulty/RichStatus";
+    /// Response headers, then RESOURCE_EXHAUSTED "slow down" in trailers with rich error details: RetryInfo
+    /// (1.5 s), ErrorInfo (RATE_LIMITED, fault.test, {client: test}) and BadRequest (name: too long).
+    pub const RICH_DETAILS: &str = "/fault.Faulty/RichDetails";
     /// Never answers; records the stream's reset when the client gives up.
     pub const SILENT: &str = "/fault.Faulty/Silent";
     /// Answers an empty message and returns the request headers as trailers `x-seen-<name>`.
@@ -554,6 +557,24 @@ impl FaultyServer {
                 Bytes::from_static(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 0]),
             ),
             NO_MESSAGE => raw_message(&mut call, None, Bytes::new()),
+            RICH_DETAILS => {
+                let details = grpc_channel::ErrorDetails::new()
+                    .with_retry_delay(std::time::Duration::from_millis(1500))
+                    .with_error_info(
+                        "RATE_LIMITED",
+                        "fault.test",
+                        [("client".to_owned(), "test".to_owned())],
+                    )
+                    .with_field_violation("name", "too long");
+                let status = grpc_channel::Status::with_details(
+                    grpc_channel::Code::ResourceExhausted,
+                    "slow down",
+                    details,
+                );
+                if call.send_headers().is_ok() {
+                    call.finish(&status);
+                }
+            }
             RICH_STATUS => {
                 let mut r = grpc_headers();
                 let h = r.headers_mut();

@@ -250,6 +250,11 @@ impl ServerCall {
                 trailers.insert("grpc-message", v);
             }
         }
+        if let Some(details) = status.details_bin() {
+            if let Ok(v) = HeaderValue::try_from(grpc_channel::metadata::encode_bin(details)) {
+                trailers.insert("grpc-status-details-bin", v);
+            }
+        }
         for (k, v) in &self.trailing_metadata {
             trailers.append(k.clone(), v.clone());
         }

@@ -984,7 +984,10 @@ pub(crate) fn status_from_trailers(trailers: HeaderMap) -> (Status, MetadataMap)
         .and_then(|v| metadata::decode_bin(v.as_bytes()).ok())
         .map(Bytes::from);
     let md = MetadataMap::from_headers(trailers);
-    (status.with_details(details).with_metadata(md.clone()), md)
+    (
+        status.with_details_bin(details).with_metadata(md.clone()),
+        md,
+    )
 }
 
 #[cfg(test)]
@@ -1133,7 +1136,7 @@ mod tests {
             ("grpc-status", "3"),
             ("grpc-status-details-bin", "AQI"),
         ]));
-        assert_eq!(s.details().map(|d| d.to_vec()), Some(vec![1, 2]));
+        assert_eq!(s.details_bin().map(|d| d.to_vec()), Some(vec![1, 2]));
     }
 
     #[test]

@@ -44,17 +44,23 @@ mod codec;
 pub mod compression;
 mod control;
 mod error;
+pub mod error_details;
+// Codec pieces the project's test servers, benchmarks and fuzz targets share: public for them, hidden from
+// the documented API.
+#[doc(hidden)]
 pub mod framing;
 #[doc(hidden)]
 pub mod fuzzing;
 mod keepalive;
 pub mod metadata;
+#[doc(hidden)]
 pub mod percent;
 mod request;
 mod resolution;
 mod retry_driver;
 mod sniff;
 mod status;
+#[doc(hidden)]
 pub mod timeout;
 mod tls;
 mod transport;
@@ -66,6 +72,7 @@ pub use channel::{
 pub use compression::Encoding;
 pub use control::DEFAULT_IDLE_TIMEOUT;
 pub use error::BuildError;
+pub use error_details::ErrorDetails;
 pub use grpc_lb::ConnectivityState;
 pub use grpc_service_config::{
     self as service_config, target, ResolverOptions, ServiceConfig, Target,

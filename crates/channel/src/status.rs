@@ -10,7 +10,9 @@ use std::fmt;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use prost::Message;
 
+use crate::error_details::{ErrorDetails, RpcStatus};
 use crate::metadata::MetadataMap;
 pub use grpc_code::Code;
 
@@ -82,9 +84,46 @@ impl Status {
         &self.0.metadata
     }
 
-    /// The decoded `grpc-status-details-bin` trailer (a serialized `google.rpc.Status`), if the server sent one.
-    pub fn details(&self) -> Option<&Bytes> {
+    /// The `grpc-status-details-bin` trailer, base64-decoded: a serialized `google.rpc.Status`, if the server
+    /// sent one.
+    pub fn details_bin(&self) -> Option<&Bytes> {
         self.0.details.as_ref()
+    }
+
+    /// The rich error details of `grpc-status-details-bin` (`google.rpc.Status`), decoded: `Ok(None)` when
+    /// the server sent none, an error when they do not decode.
+    ///
+    /// ```
+    /// use grpc_channel::{Code, ErrorDetails, Status};
+    /// use std::time::Duration;
+    ///
+    /// let status = Status::with_details(
+    ///     Code::ResourceExhausted,
+    ///     "slow down",
+    ///     ErrorDetails::new().with_retry_delay(Duration::from_secs(2)),
+    /// );
+    /// let details = status.details().expect("decodes").expect("present");
+    /// let delay = details.retry_info.and_then(|r| r.retry_delay).and_then(|d| d.to_duration());
+    /// assert_eq!(delay, Some(Duration::from_secs(2)));
+    /// ```
+    pub fn details(&self) -> Result<Option<ErrorDetails>, prost::DecodeError> {
+        let Some(bytes) = &self.0.details else {
+            return Ok(None);
+        };
+        let rpc = RpcStatus::decode(bytes.clone())?;
+        ErrorDetails::from_any(&rpc.details).map(Some)
+    }
+
+    /// A status carrying rich error details, as a server sends them in `grpc-status-details-bin` (for test
+    /// servers, proxies and fakes).
+    pub fn with_details(code: Code, message: impl Into<String>, details: ErrorDetails) -> Status {
+        let message = message.into();
+        let rpc = RpcStatus {
+            code: code as i32,
+            message: message.clone(),
+            details: details.to_any(),
+        };
+        Status::new(code, message).with_details_bin(Some(Bytes::from(rpc.encode_to_vec())))
     }
 
     /// Attaches the error that caused this status.
@@ -98,7 +137,7 @@ impl Status {
         self
     }
 
-    pub(crate) fn with_details(mut self, details: Option<Bytes>) -> Status {
+    pub(crate) fn with_details_bin(mut self, details: Option<Bytes>) -> Status {
         self.0.details = details;
         self
     }
@@ -112,7 +151,7 @@ impl Status {
     ///   (a flood, or a header block far over the limit), INTERNAL for a protocol or flow-control violation;
     /// * a stream the client reset after a protocol error: INTERNAL;
     /// * a request h2 refused to encode (the caller's metadata): INTERNAL.
-    pub fn from_h2(err: h2::Error) -> Status {
+    pub(crate) fn from_h2(err: h2::Error) -> Status {
         let (code, what) = if err.is_io() {
             (Code::Unavailable, "connection error")
         } else if err.is_go_away() && err.is_remote() {

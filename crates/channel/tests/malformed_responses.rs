@@ -214,8 +214,37 @@ async fn rich_trailers_only_status_keeps_message_details_and_metadata() {
     let status = unary_status(methods::RICH_STATUS).await;
     assert_eq!(status.code(), Code::FailedPrecondition);
     assert_eq!(status.message(), "café %ZZ 100%");
-    assert_eq!(status.details().map(|d| d.to_vec()), Some(vec![8, 9]));
+    assert_eq!(status.details_bin().map(|d| d.to_vec()), Some(vec![8, 9]));
     assert_eq!(status.metadata().get("x-extra"), Some("kept"));
+}
+
+#[tokio::test]
+async fn rich_error_details_decode_with_their_standard_types() {
+    let status = unary_status(methods::RICH_DETAILS).await;
+    assert_eq!(status.code(), Code::ResourceExhausted);
+    assert_eq!(status.message(), "slow down");
+    let details = status
+        .details()
+        .expect("the details decode")
+        .expect("the server sent details");
+    let delay = details
+        .retry_info
+        .and_then(|r| r.retry_delay)
+        .and_then(|d| d.to_duration());
+    assert_eq!(delay, Some(std::time::Duration::from_millis(1500)));
+    let info = details.error_info.expect("ErrorInfo");
+    assert_eq!(
+        (info.reason.as_str(), info.domain.as_str()),
+        ("RATE_LIMITED", "fault.test")
+    );
+    assert_eq!(
+        info.metadata.get("client").map(String::as_str),
+        Some("test")
+    );
+    let bad = details.bad_request.expect("BadRequest");
+    assert_eq!(bad.field_violations.len(), 1);
+    assert_eq!(bad.field_violations[0].field, "name");
+    assert!(details.other.is_empty());
 }
 
 #[tokio::test]
