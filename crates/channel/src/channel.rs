@@ -18,6 +18,7 @@ use crate::call::{self, RequestSender, Shared, SharedRef, Streaming};
 use crate::codec::Codec;
 use crate::control::{ControlPlane, DEFAULT_IDLE_TIMEOUT};
 use crate::error::BuildError;
+use crate::interceptor::{Interceptor, Interceptors};
 use crate::keepalive::{Keepalive, DEFAULT_KEEPALIVE_TIMEOUT};
 use crate::metadata::MetadataMap;
 use crate::request::{CallOptions, Request, Response};
@@ -52,6 +53,7 @@ struct Inner {
     /// `https` over TLS, `http` otherwise.
     scheme: Scheme,
     tls: Option<TlsConnector>,
+    interceptors: Interceptors,
     user_agent: HeaderValue,
     max_receive: Option<usize>,
     max_send: Option<usize>,
@@ -102,9 +104,18 @@ pub struct ChannelBuilder {
     keepalive_timeout: Duration,
     keepalive_permit_without_calls: bool,
     tls: Option<TlsConfig>,
+    interceptors: Interceptors,
 }
 
 impl ChannelBuilder {
+    /// Adds an interceptor: it sees every call's method, metadata and options before the first attempt,
+    /// may change them, or fail the call (unsent) with a status. Interceptors run in the order added. See
+    /// [`Interceptor`].
+    pub fn interceptor(mut self, interceptor: impl Interceptor) -> Self {
+        self.interceptors.push(Arc::new(interceptor));
+        self
+    }
+
     /// Connects over TLS (rustls; ALPN `h2` required, the certificate always verified) with this
     /// configuration; see [`TlsConfig`] for the roots, client certificates and the server name. An
     /// `https://` target uses TLS with the platform's roots without this; an `http://` target cannot have
@@ -335,6 +346,7 @@ impl ChannelBuilder {
                 authority,
                 scheme,
                 tls,
+                interceptors: self.interceptors,
                 user_agent,
                 max_receive: self.max_receive,
                 max_send: self.max_send,
@@ -379,6 +391,7 @@ impl Channel {
             keepalive_timeout: DEFAULT_KEEPALIVE_TIMEOUT,
             keepalive_permit_without_calls: false,
             tls: None,
+            interceptors: Interceptors::default(),
         }
     }
 
@@ -685,10 +698,12 @@ impl Channel {
     async fn prepare(
         &self,
         path: &str,
-        metadata: MetadataMap,
-        options: CallOptions,
+        mut metadata: MetadataMap,
+        mut options: CallOptions,
     ) -> Result<Prepared, Status> {
         let inner = &*self.inner;
+        // Interceptors first: one that fails the call leaves nothing sent and the channel untouched.
+        inner.interceptors.run(path, &mut metadata, &mut options)?;
         let call_start = Instant::now();
         // A timeout too large to add means no deadline.
         let api_deadline = options.timeout.and_then(|t| call_start.checked_add(t));

@@ -51,6 +51,7 @@ pub mod error_details;
 pub mod framing;
 #[doc(hidden)]
 pub mod fuzzing;
+mod interceptor;
 mod keepalive;
 pub mod metadata;
 #[doc(hidden)]
@@ -77,6 +78,7 @@ pub use grpc_lb::ConnectivityState;
 pub use grpc_service_config::{
     self as service_config, target, ResolverOptions, ServiceConfig, Target,
 };
+pub use interceptor::{CallInfo, Interceptor};
 pub use keepalive::{DEFAULT_KEEPALIVE_TIMEOUT, MIN_KEEPALIVE_TIME};
 pub use metadata::{MetadataError, MetadataMap};
 pub use request::{CallOptions, MessageOptions, Request, Response};

@@ -32,6 +32,21 @@ impl CallOptions {
     pub fn wait_for_ready(&self) -> Option<bool> {
         self.wait_for_ready
     }
+
+    /// Sets or clears the call's timeout (see [`Request::with_timeout`]).
+    pub fn set_timeout(&mut self, timeout: Option<Duration>) {
+        self.timeout = timeout;
+    }
+
+    /// Sets or clears the call's encoding (see [`Request::with_compression`]).
+    pub fn set_compression(&mut self, encoding: Option<Encoding>) {
+        self.compression = encoding.filter(|e| *e != Encoding::Identity);
+    }
+
+    /// Sets or clears wait-for-ready (see [`Request::with_wait_for_ready`]).
+    pub fn set_wait_for_ready(&mut self, wait: Option<bool>) {
+        self.wait_for_ready = wait;
+    }
 }
 
 /// A call's request: the message (or `()` for streaming calls, whose messages are sent separately), metadata
@@ -108,6 +123,20 @@ impl<T> Request<T> {
     pub fn with_max_receive_message_size(mut self, bytes: usize) -> Self {
         self.options.max_receive_message_size = Some(bytes);
         self
+    }
+
+    /// Runs `interceptor` on this request as a call of `method` would (for clients that have their own
+    /// interceptors; the channel's run after them).
+    pub fn intercept(
+        &mut self,
+        method: &str,
+        interceptor: &dyn crate::Interceptor,
+    ) -> Result<(), crate::Status> {
+        interceptor.intercept(&mut crate::CallInfo::new(
+            method,
+            &mut self.metadata,
+            &mut self.options,
+        ))
     }
 
     /// A request made of these parts.

@@ -1,0 +1,152 @@
+//! Interceptors end to end, against the fault-injecting server over real loopback sockets: metadata they add
+//! reaches the server, an error fails the call unsent (no connection is even made), they run in order, once
+//! per call whatever the retries, on every call shape, and may set options.
+
+mod support;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use grpc_channel::{CallInfo, Channel, Code, ConnectivityState, Request, Status};
+use interop::faulty::methods;
+use support::{faulty_server, NO_HANG};
+
+#[tokio::test]
+async fn an_interceptor_adds_metadata_the_server_sees() {
+    let server = faulty_server().await;
+    let methods_seen = Arc::new(Mutex::new(Vec::new()));
+    let record = methods_seen.clone();
+    let ch = Channel::builder(format!("ipv4:{}", server.addr))
+        .interceptor(move |call: &mut CallInfo<'_>| {
+            record.lock().expect("lock").push(call.method().to_owned());
+            call.metadata_mut()
+                .append("authorization", "Bearer t0ken")
+                .map_err(|e| Status::new(Code::Internal, e.to_string()))
+        })
+        .build()
+        .expect("channel");
+    let resp = tokio::time::timeout(
+        NO_HANG,
+        ch.unary_raw(methods::ECHO_HEADERS, Request::new(Bytes::new())),
+    )
+    .await
+    .expect("no hang")
+    .expect("call");
+    assert_eq!(
+        resp.trailers().get("x-seen-authorization"),
+        Some("Bearer t0ken")
+    );
+    assert_eq!(
+        *methods_seen.lock().expect("lock"),
+        vec![methods::ECHO_HEADERS.to_owned()]
+    );
+}
+
+#[tokio::test]
+async fn an_interceptor_error_fails_the_call_without_sending_it() {
+    let server = faulty_server().await;
+    let ch = Channel::builder(format!("ipv4:{}", server.addr))
+        .interceptor(|_: &mut CallInfo<'_>| -> Result<(), Status> {
+            Err(Status::new(Code::Unauthenticated, "no token"))
+        })
+        .build()
+        .expect("channel");
+    let status = tokio::time::timeout(
+        NO_HANG,
+        ch.unary_raw(methods::ECHO_HEADERS, Request::new(Bytes::new())),
+    )
+    .await
+    .expect("no hang")
+    .expect_err("refused by the interceptor");
+    assert_eq!(status.code(), Code::Unauthenticated);
+    assert_eq!(status.message(), "no token");
+    // Streaming calls too.
+    let status = ch
+        .streaming_raw(methods::ECHO_HEADERS, Request::new(()))
+        .await
+        .err()
+        .expect("refused by the interceptor");
+    assert_eq!(status.code(), Code::Unauthenticated);
+    assert_eq!(
+        server.connections(),
+        0,
+        "nothing was sent: not even a connection"
+    );
+    assert_eq!(ch.state(), ConnectivityState::Idle);
+}
+
+#[tokio::test]
+async fn interceptors_run_in_order_and_may_set_options() {
+    let server = faulty_server().await;
+    let ch = Channel::builder(format!("ipv4:{}", server.addr))
+        .interceptor(|call: &mut CallInfo<'_>| {
+            call.metadata_mut()
+                .append("x-first", "1")
+                .map_err(|e| Status::new(Code::Internal, e.to_string()))
+        })
+        .interceptor(|call: &mut CallInfo<'_>| {
+            // The first one ran before this one.
+            let first = call.metadata().get("x-first").map(str::to_owned);
+            call.metadata_mut()
+                .append("x-second-saw", first.as_deref().unwrap_or("nothing"))
+                .map_err(|e| Status::new(Code::Internal, e.to_string()))?;
+            // A default deadline for calls that have none.
+            if call.options().timeout().is_none() {
+                call.options_mut().set_timeout(Some(Duration::from_secs(7)));
+            }
+            Ok(())
+        })
+        .build()
+        .expect("channel");
+    let resp = tokio::time::timeout(
+        NO_HANG,
+        ch.unary_raw(methods::ECHO_HEADERS, Request::new(Bytes::new())),
+    )
+    .await
+    .expect("no hang")
+    .expect("call");
+    let seen = resp.trailers();
+    assert_eq!(seen.get("x-seen-x-first"), Some("1"));
+    assert_eq!(seen.get("x-seen-x-second-saw"), Some("1"));
+    let timeout = seen
+        .get("x-seen-grpc-timeout")
+        .expect("a grpc-timeout was sent");
+    assert!(
+        timeout.ends_with('m') || timeout.ends_with('u') || timeout.ends_with('S'),
+        "{timeout}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn interceptors_run_once_per_call_whatever_the_retries() {
+    let server = faulty_server().await;
+    let runs = Arc::new(AtomicUsize::new(0));
+    let count = runs.clone();
+    let config = r#"{"methodConfig":[{"name":[{"service":"fault.Faulty"}],"retryPolicy":{"maxAttempts":4,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}}]}"#;
+    let ch = Channel::builder(format!("ipv4:{}", server.addr))
+        .default_service_config(config)
+        .interceptor(move |call: &mut CallInfo<'_>| {
+            count.fetch_add(1, Ordering::SeqCst);
+            call.metadata_mut()
+                .append("x-test-key", "once")
+                .map_err(|e| Status::new(Code::Internal, e.to_string()))
+        })
+        .build()
+        .expect("channel");
+    let mut req = Request::new(Bytes::new()).with_timeout(Duration::from_secs(30));
+    req.metadata_mut()
+        .append("x-fail-times", "2")
+        .expect("header");
+    let resp = ch
+        .unary_raw(methods::FLAKY, req)
+        .await
+        .expect("the third attempt succeeds");
+    assert_eq!(
+        resp.trailers().get("x-attempt"),
+        Some("3"),
+        "the interceptor's metadata went with every attempt"
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
