@@ -63,11 +63,12 @@ async fn an_interceptor_error_fails_the_call_without_sending_it() {
     assert_eq!(status.code(), Code::Unauthenticated);
     assert_eq!(status.message(), "no token");
     // Streaming calls too.
-    let status = ch
+    let Err(status) = ch
         .streaming_raw(methods::ECHO_HEADERS, Request::new(()))
         .await
-        .err()
-        .expect("refused by the interceptor");
+    else {
+        panic!("the interceptor refuses streaming calls too");
+    };
     assert_eq!(status.code(), Code::Unauthenticated);
     assert_eq!(
         server.connections(),
