@@ -64,6 +64,8 @@ mod status;
 #[doc(hidden)]
 pub mod timeout;
 mod tls;
+#[cfg(feature = "tower")]
+pub mod tower;
 mod transport;
 
 pub use call::{RequestSender, Streaming};

@@ -1,0 +1,14 @@
+//! Generates tonic clients (tonic-build, through protox: no system protoc) for the interop TestService and
+//! the fault-injecting server's Faulty service.
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let files = ["../../proto/grpc/testing/test.proto", "proto/fault.proto"];
+    for f in &files {
+        println!("cargo:rerun-if-changed={f}");
+    }
+    let fds = protox::compile(files, ["../../proto", "proto"])?;
+    tonic_prost_build::configure()
+        .build_server(false)
+        .compile_fds(fds)?;
+    Ok(())
+}
