@@ -4,6 +4,7 @@
 
 pub mod chaos;
 pub mod client;
+pub mod counter;
 #[cfg(feature = "test-dns")]
 pub mod dns;
 pub mod faulty;
