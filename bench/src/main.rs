@@ -16,6 +16,8 @@ use interop_proto::{
 };
 use prost::Message;
 
+mod measure;
+
 const STREAM_WINDOW: u32 = 1 << 20;
 const CONNECTION_WINDOW: u32 = 16 << 20;
 
@@ -381,8 +383,19 @@ fn main() -> ExitCode {
         .and_then(|p| p.parse().ok());
     let Some(port) = port else {
         eprintln!("usage: grpc-bench --port PORT [--quick]");
+        eprintln!("       grpc-bench --port PORT --measure SCENARIO --client ours|raw --n N");
         return ExitCode::from(2);
     };
+    let flag = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1).cloned())
+    };
+    let measure = flag("--measure").map(|scenario| measure::Measure {
+        scenario,
+        client: flag("--client").unwrap_or_else(|| "ours".to_owned()),
+        n: flag("--n").and_then(|n| n.parse().ok()).unwrap_or(1000),
+    });
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -393,7 +406,11 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(port, quick)) {
+    let result = match measure {
+        Some(m) => runtime.block_on(measure::run(port, m)),
+        None => runtime.block_on(run(port, quick)),
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("grpc-bench: {e}");
