@@ -33,7 +33,7 @@ use grpc_retry::{AttemptEnd, AttemptId, FailurePlace, Pushback, RetryCall};
 use crate::attempt::{OpenAttempt, Response};
 use crate::codec::Codec;
 use crate::compression::{Encoding, ReceivedEncoding};
-use crate::framing::{self, Deframer, Frame, FrameError, HEADER_LEN};
+use crate::framing::{Deframer, Frame, FrameError, HEADER_LEN};
 use crate::metadata::{self, MetadataMap};
 use crate::percent;
 use crate::request::MessageOptions;
@@ -292,9 +292,9 @@ pub(crate) fn encode_frame<T>(
         return Err(too_large(payload_len));
     }
     let wire_len = u32::try_from(payload_len).map_err(|_| too_large(payload_len))?;
-    let mut header = BytesMut::with_capacity(HEADER_LEN);
-    framing::put_header(&mut header, encoding.is_some(), wire_len);
-    buf[..HEADER_LEN].copy_from_slice(&header);
+    // The prefix goes into the space left for it: no second buffer per message.
+    buf[0] = u8::from(encoding.is_some());
+    buf[1..HEADER_LEN].copy_from_slice(&wire_len.to_be_bytes());
     Ok(buf.freeze())
 }
 
