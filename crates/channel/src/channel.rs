@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_core::Stream;
-use http::header::{HeaderValue, CONTENT_TYPE, TE, USER_AGENT};
+use http::header::HeaderValue;
 use http::uri::{Authority, PathAndQuery, Scheme};
 use tokio::time::Instant;
 
@@ -623,8 +623,9 @@ impl Channel {
         );
         let setup = Arc::new(AttemptSetup {
             uri: prepared.uri.clone(),
-            headers: std::mem::take(&mut prepared.headers),
-            method: std::mem::take(&mut prepared.path),
+            user_agent: inner.user_agent.clone(),
+            encoding: prepared.options.compression,
+            metadata: std::mem::take(&mut prepared.metadata),
             wait_for_ready: prepared.wait_for_ready,
             deadline: prepared.deadline,
             eager,
@@ -693,21 +694,9 @@ impl Channel {
             .path_and_query(path_and_query)
             .build()
             .map_err(|e| Status::new(Code::Internal, format!("invalid request URI: {e}")))?;
-        let mut headers = http::HeaderMap::new();
-        headers.insert(TE, HeaderValue::from_static("trailers"));
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
-        headers.insert(USER_AGENT, inner.user_agent.clone());
-        if let Some(enc) = options.compression {
-            headers.insert("grpc-encoding", HeaderValue::from_static(enc.as_str()));
-        }
-        headers.insert("grpc-accept-encoding", HeaderValue::from_static("gzip"));
-        for (k, v) in metadata.headers() {
-            headers.append(k.clone(), v.clone());
-        }
         Ok(Prepared {
-            path: path.to_owned(),
             uri,
-            headers,
+            metadata: metadata.into_headers(),
             deadline,
             wait_for_ready,
             max_send,
@@ -730,7 +719,7 @@ impl Channel {
             let inner = &*channel.inner;
             match channel.control() {
                 Some(control) => control
-                    .pick(&setup.method, setup.wait_for_ready, &avoid)
+                    .pick(setup.uri.path(), setup.wait_for_ready, &avoid)
                     .await
                     .map(|(conn, addr)| (conn, Some(addr))),
                 None => inner
@@ -780,9 +769,9 @@ impl Drop for CancelOnDrop {
 
 /// A call, ready for its first attempt.
 struct Prepared {
-    path: String,
     uri: http::Uri,
-    headers: http::HeaderMap,
+    /// The application's metadata, as headers.
+    metadata: http::HeaderMap,
     deadline: Option<Instant>,
     wait_for_ready: bool,
     max_send: usize,

@@ -207,9 +207,9 @@ impl MetadataMap {
         self.headers.iter().map(|(k, v)| (k.as_str(), v.as_bytes()))
     }
 
-    /// The map as HTTP headers.
-    pub(crate) fn headers(&self) -> &HeaderMap {
-        &self.headers
+    /// The map's HTTP headers, taken.
+    pub(crate) fn into_headers(self) -> HeaderMap {
+        self.headers
     }
 }
 
