@@ -18,13 +18,16 @@ use grpc_retry::{AttemptEnd, FailurePlace};
 use grpc_transparent::Progress;
 use h2::client::{ResponseFuture, SendRequest};
 use h2::{RecvStream, SendStream};
-use http::header::{HeaderName, CONTENT_TYPE, TE, USER_AGENT};
+use http::header::{CONTENT_TYPE, TE, USER_AGENT};
 use http::{HeaderMap, HeaderValue};
 use std::collections::VecDeque;
 use tokio::time::Instant;
 
 use crate::call::{check_header_list, classify_head, head_opens_messages, pushback_of, Head};
 use crate::compression::Encoding;
+use crate::metadata::names::{
+    GRPC_ACCEPT_ENCODING, GRPC_ENCODING, GRPC_PREVIOUS_RPC_ATTEMPTS, GRPC_TIMEOUT,
+};
 use crate::status::{code_from_h2_reason, Code, Status};
 use crate::timeout;
 
@@ -406,12 +409,6 @@ impl Attempt {
         ended(place, status)
     }
 }
-
-const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
-const GRPC_PREVIOUS_RPC_ATTEMPTS: HeaderName =
-    HeaderName::from_static("grpc-previous-rpc-attempts");
-const GRPC_ENCODING: HeaderName = HeaderName::from_static("grpc-encoding");
-const GRPC_ACCEPT_ENCODING: HeaderName = HeaderName::from_static("grpc-accept-encoding");
 
 /// The request headers of one attempt, built in one map of the right size (names are constants, values
 /// static or shared, so only the map itself allocates): `grpc-timeout` first after the pseudo-headers (the

@@ -34,6 +34,9 @@ use crate::attempt::{OpenAttempt, Response};
 use crate::codec::Codec;
 use crate::compression::{Encoding, ReceivedEncoding};
 use crate::framing::{Deframer, Frame, FrameError, HEADER_LEN};
+use crate::metadata::names::{
+    GRPC_ENCODING, GRPC_MESSAGE, GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS, GRPC_STATUS_DETAILS_BIN,
+};
 use crate::metadata::{self, MetadataMap};
 use crate::percent;
 use crate::request::MessageOptions;
@@ -47,7 +50,7 @@ pub(crate) struct Shared {
     /// The application half-closed (finished or dropped the sender).
     half_closed: bool,
     /// Set when the call ended locally (cancel, deadline, malformed response) or the response is complete.
-    ended: Option<Status>,
+    ended: Option<Ended>,
     /// What the driver handed over for the receiving half: the committed attempt's response, or the
     /// call's status when it finished before committing.
     handed: Option<Result<Response, Status>>,
@@ -59,6 +62,27 @@ pub(crate) struct Shared {
     retry: Option<(RetryCall, AttemptId)>,
     /// Counts the call as active for the channel's idle timeout while either half lives.
     _active: Option<crate::control::CallGuard>,
+}
+
+/// How the call ended, for the sending half.
+enum Ended {
+    /// Sending stops with this status.
+    With(Status),
+    /// The call finished with this status: sending stops with INTERNAL "the call has ended", caused by it
+    /// (made only if the application sends again).
+    Finished(Status),
+}
+
+impl Ended {
+    /// The status a send after the end returns.
+    fn status(&self) -> Status {
+        match self {
+            Ended::With(status) => status.clone(),
+            Ended::Finished(status) => {
+                Status::new(Code::Internal, "the call has ended").with_source(status.clone())
+            }
+        }
+    }
 }
 
 /// Where the application's messages go.
@@ -197,10 +221,9 @@ impl Shared {
                 if self.ended.is_none() {
                     // Sending stops with the call's status, or a plain "ended" when that is OK.
                     self.ended = Some(if status.code() == Code::Ok {
-                        Status::new(Code::Internal, "the call has ended")
-                            .with_source(status.clone())
+                        Ended::Finished(status.clone())
                     } else {
-                        status.clone()
+                        Ended::With(status.clone())
                     });
                 }
                 self.handed = Some(Err(status));
@@ -219,7 +242,7 @@ impl Shared {
     /// Ends the call locally with `status`, resetting the stream with `reason` (or cancelling the driver).
     fn end(&mut self, status: &Status, reason: h2::Reason) {
         if self.ended.is_none() {
-            self.ended = Some(status.clone());
+            self.ended = Some(Ended::With(status.clone()));
             match &mut self.side {
                 Side::Direct(send) => send.send_reset(reason),
                 Side::Driving(inbox) => {
@@ -355,8 +378,8 @@ impl<T> RequestSender<T> {
             let mut guard = shared.lock();
             let s = &mut *guard;
             loop {
-                if let Some(status) = &s.ended {
-                    return Poll::Ready(Err(status.clone()));
+                if let Some(ended) = &s.ended {
+                    return Poll::Ready(Err(ended.status()));
                 }
                 if s.half_closed {
                     return Poll::Ready(Err(Status::new(
@@ -537,6 +560,15 @@ impl<T> Streaming<T> {
         self.headers.as_ref()
     }
 
+    /// Takes the response headers' and the trailers' metadata (empty if not received), for a caller done
+    /// with the call.
+    pub(crate) fn take_metadata(&mut self) -> (MetadataMap, MetadataMap) {
+        (
+            self.headers.take().unwrap_or_default(),
+            self.trailers.take().unwrap_or_default(),
+        )
+    }
+
     /// Whether the last message returned arrived compressed.
     pub fn last_message_compressed(&self) -> bool {
         self.last_compressed
@@ -667,18 +699,17 @@ impl<T> Streaming<T> {
                 if let (Side::Direct(send), false) = (&mut s.side, s.half_closed) {
                     send.send_reset(h2::Reason::NO_ERROR);
                 }
-                s.ended = Some(
-                    Status::new(Code::Internal, "the call has ended").with_source(status.clone()),
-                );
+                s.ended = Some(Ended::Finished(status.clone()));
             }
         }
         self.state = RecvState::Done;
-        self.outcome = Some(status.clone());
-        Poll::Ready(if status.code() == Code::Ok {
+        let result = if status.code() == Code::Ok {
             Ok(None)
         } else {
-            Err(status)
-        })
+            Err(status.clone())
+        };
+        self.outcome = Some(status);
+        Poll::Ready(result)
     }
 
     /// Handles the response headers; `Some` when polling should return now.
@@ -876,7 +907,7 @@ pub(crate) enum Head {
 /// taking the headers.
 pub(crate) fn head_opens_messages(http_status: u16, headers: &HeaderMap, end_stream: bool) -> bool {
     !end_stream
-        && (http_status == 200 || headers.contains_key("grpc-status"))
+        && (http_status == 200 || headers.contains_key(GRPC_STATUS))
         && grpc_content_type(headers)
 }
 
@@ -892,7 +923,7 @@ fn grpc_content_type(headers: &HeaderMap) -> bool {
 }
 
 pub(crate) fn classify_head(http_status: u16, headers: HeaderMap, end_stream: bool) -> Head {
-    let has_grpc_status = headers.contains_key("grpc-status");
+    let has_grpc_status = headers.contains_key(GRPC_STATUS);
     if http_status != 200 && !has_grpc_status {
         let code = code_from_http_status(http_status);
         return Head::End(
@@ -922,7 +953,7 @@ pub(crate) fn classify_head(http_status: u16, headers: HeaderMap, end_stream: bo
         return Head::End(status, metadata);
     }
     Head::Messages {
-        encoding: ReceivedEncoding::from_header(headers.get("grpc-encoding")),
+        encoding: ReceivedEncoding::from_header(headers.get(GRPC_ENCODING)),
         metadata: MetadataMap::from_headers(headers),
     }
 }
@@ -951,7 +982,7 @@ pub(crate) fn check_header_list(headers: &HeaderMap, limit: usize) -> Result<(),
 pub(crate) fn pushback_of(headers: &HeaderMap) -> Pushback {
     Pushback::from_values(
         headers
-            .get_all("grpc-retry-pushback-ms")
+            .get_all(GRPC_RETRY_PUSHBACK_MS)
             .iter()
             .map(http::HeaderValue::as_bytes),
     )
@@ -960,10 +991,10 @@ pub(crate) fn pushback_of(headers: &HeaderMap) -> Pushback {
 /// The status in a trailer block (or Trailers-Only headers) and the block's metadata.
 pub(crate) fn status_from_trailers(trailers: HeaderMap) -> (Status, MetadataMap) {
     let message = trailers
-        .get("grpc-message")
+        .get(GRPC_MESSAGE)
         .map(|v| percent::decode(v.as_bytes()))
         .unwrap_or_default();
-    let status = match trailers.get("grpc-status") {
+    let status = match trailers.get(GRPC_STATUS) {
         None => Status::new(
             Code::Unknown,
             format!("missing grpc-status in trailers; message: {message:?}"),
@@ -980,7 +1011,7 @@ pub(crate) fn status_from_trailers(trailers: HeaderMap) -> (Status, MetadataMap)
         },
     };
     let details = trailers
-        .get("grpc-status-details-bin")
+        .get(GRPC_STATUS_DETAILS_BIN)
         .and_then(|v| metadata::decode_bin(v.as_bytes()).ok())
         .map(Bytes::from);
     let md = MetadataMap::from_headers(trailers);

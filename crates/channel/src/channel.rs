@@ -841,7 +841,6 @@ async fn single_response<Resp>(receiver: &mut Streaming<Resp>) -> Result<Respons
             "response cardinality violation: the server sent more than one response message",
         ));
     }
-    let metadata = receiver.metadata().cloned().unwrap_or_default();
-    let trailers = receiver.trailers().cloned().unwrap_or_default();
+    let (metadata, trailers) = receiver.take_metadata();
     Ok(Response::new(message, metadata, trailers, compressed))
 }
