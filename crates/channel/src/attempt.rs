@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use grpc_retry::{AttemptEnd, FailurePlace};
+use grpc_retry::{AttemptEnd, FailurePlace, Pushback};
 use grpc_transparent::Progress;
 use h2::client::{ResponseFuture, SendRequest};
 use h2::{RecvStream, SendStream};
@@ -85,7 +85,9 @@ pub(crate) struct OpenAttempt {
 /// The response side of an open attempt.
 pub(crate) enum Response {
     Pending(ResponseFuture),
-    Received(http::Response<RecvStream>),
+    /// Headers the attempt has checked: within the header list limit, opening a message stream. With the
+    /// pushback they carried.
+    Received(http::Response<RecvStream>, Pushback),
 }
 
 enum State {
@@ -348,7 +350,8 @@ impl Attempt {
                     }
                     let status_code = parts.status.as_u16();
                     if head_opens_messages(status_code, &parts.headers, body.is_end_stream()) {
-                        *response = Response::Received(http::Response::from_parts(parts, body));
+                        *response =
+                            Response::Received(http::Response::from_parts(parts, body), pushback);
                         return Poll::Ready(AttemptEvent::Headers);
                     }
                     match classify_head(status_code, parts.headers, body.is_end_stream()) {

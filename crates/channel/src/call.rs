@@ -484,8 +484,8 @@ enum RecvState {
     /// through [`Shared`].
     Driving,
     Headers(ResponseFuture),
-    /// Response headers already received (by the retry driver, which committed on them).
-    Received(Option<http::Response<RecvStream>>),
+    /// Response headers already received and checked (by the retry driver, which committed on them).
+    Received(Option<(http::Response<RecvStream>, Pushback)>),
     Body(RecvStream),
     Trailers(RecvStream),
     Done,
@@ -712,6 +712,16 @@ impl<T> Streaming<T> {
         Poll::Ready(result)
     }
 
+    /// Takes response headers the attempt already checked (within the limit, opening messages): they are
+    /// not checked again.
+    fn on_messages_head(&mut self, response: http::Response<RecvStream>, pushback: Pushback) {
+        let (parts, body) = response.into_parts();
+        self.pushback = pushback;
+        self.encoding = ReceivedEncoding::from_header(parts.headers.get(GRPC_ENCODING));
+        self.headers = Some(MetadataMap::from_headers(parts.headers));
+        self.state = RecvState::Body(body);
+    }
+
     /// Handles the response headers; `Some` when polling should return now.
     fn on_head(
         &mut self,
@@ -760,8 +770,8 @@ impl<T> Streaming<T> {
                     };
                     match handed {
                         Ok(Response::Pending(future)) => self.state = RecvState::Headers(future),
-                        Ok(Response::Received(response)) => {
-                            self.state = RecvState::Received(Some(response))
+                        Ok(Response::Received(response, pushback)) => {
+                            self.state = RecvState::Received(Some((response, pushback)))
                         }
                         // The call finished before committing: the status of its last attempt (with that
                         // attempt's Trailers-Only metadata) or one the state machine made.
@@ -793,14 +803,15 @@ impl<T> Streaming<T> {
                     }
                 }
                 RecvState::Received(slot) => {
-                    let Some(response) = slot.take() else {
+                    let Some((response, pushback)) = slot.take() else {
                         return self.end_remotely(Status::new(
                             Code::Internal,
                             "response headers already taken",
                         ));
                     };
-                    if let Some(done) = self.on_head(response, want_frame) {
-                        return done;
+                    self.on_messages_head(response, pushback);
+                    if !want_frame {
+                        return Poll::Ready(Ok(None));
                     }
                 }
                 RecvState::Body(body) => {
