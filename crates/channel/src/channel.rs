@@ -10,7 +10,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_core::Stream;
 use http::header::HeaderValue;
-use http::uri::{Authority, PathAndQuery, Scheme};
+use http::uri::Authority;
 use tokio::time::Instant;
 
 use crate::attempt::{AttemptSetup, PickError, PickFuture};
@@ -20,6 +20,7 @@ use crate::control::{ControlPlane, DEFAULT_IDLE_TIMEOUT};
 use crate::error::BuildError;
 use crate::keepalive::{Keepalive, DEFAULT_KEEPALIVE_TIMEOUT};
 use crate::metadata::MetadataMap;
+use crate::method_uris::MethodUris;
 use crate::request::{CallOptions, Request, Response};
 use crate::resolution::Resolution;
 use crate::retry_driver::Driver;
@@ -66,6 +67,8 @@ struct Inner {
     /// Seeds each call's backoff jitter: `seed` mixed with a call counter.
     seed: u64,
     calls: AtomicU64,
+    /// The request URI of each method called.
+    uris: MethodUris,
 }
 
 impl std::fmt::Debug for Channel {
@@ -313,6 +316,7 @@ impl ChannelBuilder {
                     .map(|d| d.as_nanos() as u64)
                     .unwrap_or(1),
                 calls: AtomicU64::new(0),
+                uris: MethodUris::default(),
             }),
         })
     }
@@ -537,8 +541,8 @@ impl Channel {
         frame: Bytes,
         decode: fn(Bytes) -> Result<Resp, Status>,
     ) -> Streaming<Resp> {
-        let (mut call, setup, shared) = self.new_call(&mut prepared, true);
         let now = Instant::now().into_std();
+        let (mut call, setup, shared) = self.new_call(&mut prepared, true, now);
         call.send_message(frame, now);
         call.half_close();
         let result = Driver::new(self.clone(), setup, call, None).run().await;
@@ -560,7 +564,7 @@ impl Channel {
     ) -> Result<(RequestSender<Req>, Streaming<Resp>), Status> {
         let ((), metadata, options) = request.into_parts();
         let mut prepared = self.prepare(path, metadata, options).await?;
-        let (call, setup, shared) = self.new_call(&mut prepared, false);
+        let (call, setup, shared) = self.new_call(&mut prepared, false, Instant::now().into_std());
         // The application sends after the call starts: the driver runs in its own task until commit.
         let driver = Driver::new(self.clone(), setup, call, Some(shared.clone()));
         tokio::spawn(driver.run_into(shared.clone()));
@@ -592,11 +596,13 @@ impl Channel {
     }
 
     /// The retry state machine of a new call (gRFC A6: the method's policy, or none, with the channel's
-    /// throttle and buffer limits), what its attempts send, and the state its halves share.
+    /// throttle and buffer limits), what its attempts send, and the state its halves share. `now` is the
+    /// call's start for the state machine.
     fn new_call(
         &self,
         prepared: &mut Prepared,
         eager: bool,
+        now: std::time::Instant,
     ) -> (RetryCall, Arc<AttemptSetup>, SharedRef) {
         let inner = &*self.inner;
         let config = CallConfig {
@@ -615,14 +621,9 @@ impl Channel {
             pool: inner.retry_pool.clone(),
         };
         let seed = inner.seed ^ inner.calls.fetch_add(1, Ordering::Relaxed);
-        let call = RetryCall::new(
-            config,
-            shared,
-            Box::new(SplitMix64::new(seed)),
-            Instant::now().into_std(),
-        );
+        let call = RetryCall::new(config, shared, Box::new(SplitMix64::new(seed)), now);
         let setup = Arc::new(AttemptSetup {
-            uri: prepared.uri.clone(),
+            uri: std::mem::take(&mut prepared.uri),
             user_agent: inner.user_agent.clone(),
             encoding: prepared.options.compression,
             metadata: std::mem::take(&mut prepared.metadata),
@@ -677,23 +678,7 @@ impl Channel {
             .wait_for_ready
             .or(method.as_ref().and_then(|m| m.wait_for_ready))
             .unwrap_or(false);
-        let path_and_query = PathAndQuery::try_from(path)
-            .ok()
-            .filter(|p| {
-                p.query().is_none() && p.path().starts_with('/') && p.path()[1..].contains('/')
-            })
-            .ok_or_else(|| {
-                Status::new(
-                    Code::Internal,
-                    format!("invalid method path {path:?}: expected /package.Service/Method"),
-                )
-            })?;
-        let uri = http::Uri::builder()
-            .scheme(Scheme::HTTP)
-            .authority(inner.authority.clone())
-            .path_and_query(path_and_query)
-            .build()
-            .map_err(|e| Status::new(Code::Internal, format!("invalid request URI: {e}")))?;
+        let uri = inner.uris.get(&inner.authority, path)?;
         Ok(Prepared {
             uri,
             metadata: metadata.into_headers(),

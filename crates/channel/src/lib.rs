@@ -49,6 +49,7 @@ pub mod framing;
 pub mod fuzzing;
 mod keepalive;
 pub mod metadata;
+mod method_uris;
 pub mod percent;
 mod request;
 mod resolution;
