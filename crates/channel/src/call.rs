@@ -16,6 +16,7 @@
 //!
 //! A call cancelled locally ends CANCELLED, or DEADLINE_EXCEEDED once its deadline has passed.
 
+use std::collections::VecDeque;
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -93,11 +94,20 @@ enum Side {
     Direct(SendStream<Bytes>),
 }
 
+/// The most bytes of application messages an uncommitted call holds for its retry driver (a larger message is
+/// taken alone). The sender runs ahead of the driver task by up to this much, so the driver takes a batch
+/// per wake-up instead of the two tasks handing over one message per task switch.
+pub(crate) const INBOX_LIMIT: usize = 64 << 10;
+
 /// The driver's side of a call that has not committed yet.
 #[derive(Default)]
 struct Inbox {
-    /// The next message, until the driver takes it (when every open attempt has written the previous ones).
-    slot: Option<Bytes>,
+    /// The messages the application sent, in order, until the driver takes them (one at a time, when an
+    /// open attempt has written the previous ones).
+    queue: VecDeque<Bytes>,
+    /// The bytes in `queue`, at most [`INBOX_LIMIT`] unless it holds a single larger message.
+    queued: usize,
+    /// The sender, waiting for room in `queue`.
     sender: Option<Waker>,
     driver: Option<Waker>,
     /// The application cancelled (or the receiving half ended the call) before commit.
@@ -145,16 +155,26 @@ impl Shared {
         if inbox.cancelled {
             return Some(Input::Cancel);
         }
-        inbox.driver = Some(cx.waker().clone());
+        if !inbox
+            .driver
+            .as_ref()
+            .is_some_and(|w| w.will_wake(cx.waker()))
+        {
+            inbox.driver = Some(cx.waker().clone());
+        }
         if accept_message {
-            if let Some(message) = inbox.slot.take() {
-                if let Some(w) = inbox.sender.take() {
-                    w.wake();
+            if let Some(message) = inbox.queue.pop_front() {
+                inbox.queued -= message.len();
+                // A waiting sender goes on once half the inbox is free, not after every message.
+                if inbox.queued <= INBOX_LIMIT / 2 {
+                    if let Some(w) = inbox.sender.take() {
+                        w.wake();
+                    }
                 }
                 return Some(Input::Message(message));
             }
         }
-        (inbox.slot.is_none() && self.half_closed && !half_close_sent).then_some(Input::HalfClose)
+        (inbox.queue.is_empty() && self.half_closed && !half_close_sent).then_some(Input::HalfClose)
     }
 
     /// For the driver: an attempt opened its stream.
@@ -202,10 +222,10 @@ impl Shared {
                     send.send_reset(h2::Reason::CANCEL);
                     return;
                 }
-                // A message the driver had not taken yet follows the replayed ones; errors reappear on the
+                // The messages the driver had not taken yet follow the replayed ones; errors reappear on the
                 // response side.
                 let mut half_closed = committed.half_closed;
-                if let Some(message) = inbox.slot {
+                for message in inbox.queue {
                     let _ = send.send_data(message, false);
                 }
                 if self.half_closed && !half_closed {
@@ -373,7 +393,7 @@ impl<T> RequestSender<T> {
     }
 
     async fn send_frame(&mut self, mut data: Bytes, end_stream: bool) -> Result<(), Status> {
-        let shared = self.shared.clone();
+        let shared = &self.shared;
         let send = poll_fn(move |cx| {
             let mut guard = shared.lock();
             let s = &mut *guard;
@@ -390,14 +410,16 @@ impl<T> RequestSender<T> {
                 let send = match &mut s.side {
                     Side::Direct(send) => send,
                     Side::Driving(inbox) => {
-                        // Before commit the driver takes one message at a time, once every open attempt
-                        // has written the previous ones: the slowest live attempt paces the sender.
+                        // Before commit the driver takes one message at a time, once an open attempt has
+                        // written the previous ones: the readiest live attempt paces the sender, which runs
+                        // ahead of the driver by at most the inbox.
                         if !data.is_empty() {
-                            if inbox.slot.is_some() {
+                            if !inbox.queue.is_empty() && inbox.queued + data.len() > INBOX_LIMIT {
                                 inbox.sender = Some(cx.waker().clone());
                                 return Poll::Pending;
                             }
-                            inbox.slot = Some(std::mem::take(&mut data));
+                            inbox.queued += data.len();
+                            inbox.queue.push_back(std::mem::take(&mut data));
                         }
                         s.half_closed = end_stream;
                         if let Some(w) = inbox.driver.take() {
@@ -1176,6 +1198,83 @@ mod tests {
             ("grpc-status-details-bin", "AQI"),
         ]));
         assert_eq!(s.details().map(|d| d.to_vec()), Some(vec![1, 2]));
+    }
+
+    /// Counts its wake-ups.
+    #[derive(Default)]
+    struct Wakes(std::sync::atomic::AtomicUsize);
+
+    impl std::task::Wake for Wakes {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    impl Wakes {
+        fn count(&self) -> usize {
+            self.0.load(std::sync::atomic::Ordering::SeqCst)
+        }
+    }
+
+    #[test]
+    fn before_commit_the_sender_runs_at_most_the_inbox_ahead_of_the_driver_which_takes_messages_in_order(
+    ) {
+        let shared = Shared::driving(None);
+        let mut sender = RequestSender::new(
+            shared.clone(),
+            Codec::<Bytes, Bytes>::raw().encoder(),
+            None,
+            usize::MAX,
+            None,
+        );
+        let sender_wakes = Arc::new(Wakes::default());
+        let sender_waker = Waker::from(sender_wakes.clone());
+        let mut sender_cx = Context::from_waker(&sender_waker);
+        let frame_len = HEADER_LEN + 1000;
+        let fits = INBOX_LIMIT / frame_len;
+        for i in 0..fits {
+            let send = std::pin::pin!(sender.send(Bytes::from(vec![i as u8; 1000])));
+            assert!(
+                matches!(send.poll(&mut sender_cx), Poll::Ready(Ok(()))),
+                "message {i} fits"
+            );
+        }
+        // The inbox is full: the next send waits for the driver.
+        let mut blocked = Box::pin(sender.send(Bytes::from(vec![fits as u8; 1000])));
+        assert!(blocked.as_mut().poll(&mut sender_cx).is_pending());
+
+        // The driver takes the messages in order, one per call; the sender is woken once half the inbox is
+        // free, not per message.
+        let driver_waker = Waker::from(Arc::new(Wakes::default()));
+        let driver_cx = Context::from_waker(&driver_waker);
+        let mut taken = 0;
+        while sender_wakes.count() == 0 {
+            match shared.lock().poll_input(&driver_cx, true, false) {
+                Some(Input::Message(m)) => {
+                    assert_eq!((m.len(), m[HEADER_LEN]), (frame_len, taken as u8));
+                    taken += 1;
+                }
+                _ => panic!("a message was queued"),
+            }
+        }
+        assert!(taken > 1 && taken <= fits / 2 + 1, "woken after {taken}");
+        assert!(blocked.as_mut().poll(&mut sender_cx).is_ready());
+        drop(blocked);
+        // Not taking (no attempt ready) leaves the messages queued; they come out in order later.
+        assert!(shared.lock().poll_input(&driver_cx, false, false).is_none());
+        for i in taken..=fits {
+            match shared.lock().poll_input(&driver_cx, true, false) {
+                Some(Input::Message(m)) => assert_eq!(m[HEADER_LEN], i as u8),
+                _ => panic!("message {i} was queued"),
+            }
+        }
+        assert!(shared.lock().poll_input(&driver_cx, true, false).is_none());
+        // The half-close comes after the last message.
+        drop(sender);
+        assert!(matches!(
+            shared.lock().poll_input(&driver_cx, true, false),
+            Some(Input::HalfClose)
+        ));
     }
 
     #[test]

@@ -8,8 +8,9 @@
 //! attempts report (picked, message sent, response headers, end in A6's failure places), and runs the
 //! machine's one timer. For calls whose request is known up front (unary, server-streaming) the caller
 //! awaits the driver; for client-streaming and bidi calls it is spawned, and takes the application's
-//! messages one at a time from the call's [`Shared`] inbox, only once every open attempt has written the
-//! previous ones (so the slowest live attempt paces the sender).
+//! messages one at a time from the call's [`Shared`] inbox, only once an open attempt has written the
+//! previous ones (so the readiest live attempt paces the sender, which runs at most the bounded inbox
+//! ahead: the driver drains a batch per wake-up).
 //!
 //! At commit the driver hands the committed attempt over to the call ([`Shared::hand_over`]): its stream,
 //! with whatever it had queued handed to h2, and its response (headers already in, or still to come).
