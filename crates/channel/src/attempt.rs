@@ -289,9 +289,17 @@ impl Attempt {
         while let Some((index, data)) = self.queue.front_mut() {
             let index = *index;
             let eager = self.setup.eager;
-            let capacity = if eager { data.len() } else { send.capacity() };
+            // Non-eager: ask for the whole message first (h2 grants what the windows allow at once), then
+            // write what was granted.
+            let capacity = if eager {
+                data.len()
+            } else {
+                if !data.is_empty() {
+                    send.reserve_capacity(data.len());
+                }
+                send.capacity()
+            };
             if capacity == 0 && !data.is_empty() {
-                send.reserve_capacity(data.len());
                 match send.poll_capacity(cx) {
                     Poll::Ready(Some(Ok(_))) => continue,
                     Poll::Ready(Some(Err(err))) => return Poll::Ready(self.write_failed(err, cx)),
