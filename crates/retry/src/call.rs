@@ -692,15 +692,19 @@ impl RetryCall {
     fn release_sent(&mut self) {
         let Some(c) = self.committed else { return };
         let upto = self.attempts[c.0 as usize].sent.min(self.messages.len());
+        // One release to the shared pool for the lot, not one atomic update per message.
+        let mut freed = 0;
         while self.released < upto {
             let i = self.released;
             if i < self.accounted {
-                let len = self.messages[i].len();
-                self.buffered_bytes -= len;
-                self.shared.pool.release(len);
+                freed += self.messages[i].len();
             }
             self.messages[i] = Bytes::new();
             self.released += 1;
+        }
+        if freed > 0 {
+            self.buffered_bytes -= freed;
+            self.shared.pool.release(freed);
         }
     }
 
