@@ -383,7 +383,9 @@ fn main() -> ExitCode {
         .and_then(|p| p.parse().ok());
     let Some(port) = port else {
         eprintln!("usage: grpc-bench --port PORT [--quick]");
-        eprintln!("       grpc-bench --port PORT --measure SCENARIO --client ours|raw --n N");
+        eprintln!(
+            "       grpc-bench --port PORT --measure SCENARIO --client ours|raw --n N [--current-thread]"
+        );
         return ExitCode::from(2);
     };
     let flag = |name: &str| {
@@ -396,10 +398,14 @@ fn main() -> ExitCode {
         client: flag("--client").unwrap_or_else(|| "ours".to_owned()),
         n: flag("--n").and_then(|n| n.parse().ok()).unwrap_or(1000),
     });
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    // `--current-thread` (measurements only): one thread, so task interleaving, and with it the instruction
+    // count under callgrind, is the same from run to run.
+    let mut builder = if measure.is_some() && args.iter().any(|a| a == "--current-thread") {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("grpc-bench: {e}");

@@ -11,7 +11,9 @@
 //!   replay, handed over by the driver task);
 //! * `unary`: N sequential 16 B unary calls.
 //!
-//! Every scenario first runs a short warm-up call (the connection is up and its windows are open).
+//! Every scenario first runs a short warm-up call (the connection is up and its windows are open). With
+//! `--current-thread` the client runs on one thread: its instruction counts repeat exactly from run to run
+//! (on the multi-threaded runtime they vary with how the threads interleave under valgrind).
 
 use bytes::{Bytes, BytesMut};
 use grpc_channel::framing::{self, Deframer};
