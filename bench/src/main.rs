@@ -33,6 +33,8 @@ use interop_proto::{
 use prost::Message;
 use report::{median, Row, Table};
 
+mod measure;
+
 const STREAM_WINDOW: u32 = 1 << 20;
 const CONNECTION_WINDOW: u32 = 16 << 20;
 
@@ -44,6 +46,14 @@ enum Client {
 }
 
 impl Client {
+    fn name(&self) -> &'static str {
+        match self {
+            Client::Ours(_) => "grpc-channel",
+            Client::Tonic(_) => "tonic",
+            Client::Raw(..) => "raw h2",
+        }
+    }
+
     async fn unary(&mut self, req: &SimpleRequest) -> Result<SimpleResponse, String> {
         match self {
             Client::Ours(ch) => ch
@@ -607,20 +617,42 @@ fn main() -> ExitCode {
     let port: Option<u16> = value("port").and_then(|p| p.parse().ok());
     let out = value("out").map(PathBuf::from);
     let Some(port) = port else {
-        eprintln!("usage: grpc-bench --port PORT [--quick] [--out DIR] | grpc-bench backends ...");
+        eprintln!("usage: grpc-bench --port PORT [--quick] [--out DIR]");
+        eprintln!(
+            "       grpc-bench --port PORT --measure SCENARIO --client ours|raw --n N [--current-thread]"
+        );
+        eprintln!("       grpc-bench backends --profile=P --count=N --seed=S");
         return ExitCode::from(2);
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let flag = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1).cloned())
+    };
+    let measure = flag("--measure").map(|scenario| measure::Measure {
+        scenario,
+        client: flag("--client").unwrap_or_else(|| "ours".to_owned()),
+        n: flag("--n").and_then(|n| n.parse().ok()).unwrap_or(1000),
+    });
+    // `--current-thread` (measurements only): one thread, so task interleaving, and with it the instruction
+    // count under callgrind, is the same from run to run.
+    let mut builder = if measure.is_some() && args.iter().any(|a| a == "--current-thread") {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("grpc-bench: {e}");
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(port, quick, out)) {
+    let result = match measure {
+        Some(m) => runtime.block_on(measure::run(port, m)),
+        None => runtime.block_on(run(port, quick, out)),
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("grpc-bench: {e}");

@@ -160,10 +160,7 @@ async fn handle(mut call: ServerCall, shared: Shared, faults: Faults, rng: Arc<M
     };
     match answer {
         Ok((_, Source::Executed)) if draw(&rng) < faults.fail_after_processing => {
-            call.finish(&Status::new(
-                Code::Unavailable,
-                "injected after processing",
-            ));
+            call.finish(&Status::new(Code::Unavailable, "injected after processing"));
         }
         Ok((value, _)) => {
             if call.send_headers().is_ok() && call.send_message(&value, false).await.is_ok() {

@@ -14,24 +14,33 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use grpc_retry::{AttemptEnd, FailurePlace};
+use grpc_retry::{AttemptEnd, FailurePlace, Pushback};
 use grpc_transparent::Progress;
 use h2::client::{ResponseFuture, SendRequest};
 use h2::{RecvStream, SendStream};
+use http::header::{CONTENT_TYPE, TE, USER_AGENT};
 use http::{HeaderMap, HeaderValue};
 use std::collections::VecDeque;
 use tokio::time::Instant;
 
 use crate::call::{check_header_list, classify_head, head_opens_messages, pushback_of, Head};
+use crate::compression::Encoding;
+use crate::metadata::names::{
+    GRPC_ACCEPT_ENCODING, GRPC_ENCODING, GRPC_PREVIOUS_RPC_ATTEMPTS, GRPC_TIMEOUT,
+};
 use crate::status::{code_from_h2_reason, Code, Status};
 use crate::timeout;
 
 /// What every attempt of a call sends.
 pub(crate) struct AttemptSetup {
+    /// The request URI; its path is the method.
     pub(crate) uri: http::Uri,
-    /// The request headers, without `grpc-timeout` and `grpc-previous-rpc-attempts` (set per attempt).
-    pub(crate) headers: HeaderMap,
-    pub(crate) method: String,
+    /// The channel's `user-agent`.
+    pub(crate) user_agent: HeaderValue,
+    /// The call's `grpc-encoding`, if its messages may be compressed.
+    pub(crate) encoding: Option<Encoding>,
+    /// The application's metadata (custom headers), sent after the protocol's headers.
+    pub(crate) metadata: HeaderMap,
     pub(crate) wait_for_ready: bool,
     pub(crate) deadline: Option<Instant>,
     /// Hand each message to h2 whole instead of as flow control admits it: for calls whose request is
@@ -76,7 +85,9 @@ pub(crate) struct OpenAttempt {
 /// The response side of an open attempt.
 pub(crate) enum Response {
     Pending(ResponseFuture),
-    Received(http::Response<RecvStream>),
+    /// Headers the attempt has checked: within the header list limit, opening a message stream. With the
+    /// pushback they carried.
+    Received(http::Response<RecvStream>, Pushback),
 }
 
 enum State {
@@ -278,9 +289,17 @@ impl Attempt {
         while let Some((index, data)) = self.queue.front_mut() {
             let index = *index;
             let eager = self.setup.eager;
-            let capacity = if eager { data.len() } else { send.capacity() };
+            // Non-eager: ask for the whole message first (h2 grants what the windows allow at once), then
+            // write what was granted.
+            let capacity = if eager {
+                data.len()
+            } else {
+                if !data.is_empty() {
+                    send.reserve_capacity(data.len());
+                }
+                send.capacity()
+            };
             if capacity == 0 && !data.is_empty() {
-                send.reserve_capacity(data.len());
                 match send.poll_capacity(cx) {
                     Poll::Ready(Some(Ok(_))) => continue,
                     Poll::Ready(Some(Err(err))) => return Poll::Ready(self.write_failed(err, cx)),
@@ -339,7 +358,8 @@ impl Attempt {
                     }
                     let status_code = parts.status.as_u16();
                     if head_opens_messages(status_code, &parts.headers, body.is_end_stream()) {
-                        *response = Response::Received(http::Response::from_parts(parts, body));
+                        *response =
+                            Response::Received(http::Response::from_parts(parts, body), pushback);
                         return Poll::Ready(AttemptEvent::Headers);
                     }
                     match classify_head(status_code, parts.headers, body.is_end_stream()) {
@@ -401,23 +421,32 @@ impl Attempt {
     }
 }
 
-/// The request headers of one attempt: `grpc-timeout` first after the pseudo-headers (the time left now),
-/// `grpc-previous-rpc-attempts` on retries, then the call's headers.
+/// The request headers of one attempt, built in one map of the right size (names are constants, values
+/// static or shared, so only the map itself allocates): `grpc-timeout` first after the pseudo-headers (the
+/// time left now), `grpc-previous-rpc-attempts` on retries, then `te`, `content-type`, `user-agent`,
+/// `grpc-encoding`, `grpc-accept-encoding`, then the application's metadata.
 fn attempt_headers(setup: &AttemptSetup, previous_attempts: u32) -> HeaderMap {
-    let mut headers = HeaderMap::with_capacity(setup.headers.len() + 2);
+    let mut headers = HeaderMap::with_capacity(setup.metadata.len() + 7);
     if let Some(deadline) = setup.deadline {
         let remaining = deadline.saturating_duration_since(Instant::now());
         if let Ok(v) = HeaderValue::try_from(timeout::encode(remaining)) {
-            headers.insert("grpc-timeout", v);
+            headers.insert(GRPC_TIMEOUT, v);
         }
     }
     if previous_attempts > 0 {
         headers.insert(
-            "grpc-previous-rpc-attempts",
+            GRPC_PREVIOUS_RPC_ATTEMPTS,
             HeaderValue::from(previous_attempts),
         );
     }
-    for (name, value) in &setup.headers {
+    headers.insert(TE, HeaderValue::from_static("trailers"));
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+    headers.insert(USER_AGENT, setup.user_agent.clone());
+    if let Some(enc) = setup.encoding {
+        headers.insert(GRPC_ENCODING, HeaderValue::from_static(enc.as_str()));
+    }
+    headers.insert(GRPC_ACCEPT_ENCODING, HeaderValue::from_static("gzip"));
+    for (name, value) in &setup.metadata {
         headers.append(name.clone(), value.clone());
     }
     headers
@@ -463,12 +492,13 @@ mod tests {
         tokio::spawn(async move {
             let _ = conn.await;
         });
-        let mut headers = HeaderMap::new();
-        headers.insert("connection", HeaderValue::from_static("close"));
+        let mut metadata = HeaderMap::new();
+        metadata.insert("connection", HeaderValue::from_static("close"));
         let setup = Arc::new(AttemptSetup {
             uri: http::Uri::from_static("http://h/p.S/M"),
-            headers,
-            method: "/p.S/M".to_owned(),
+            user_agent: HeaderValue::from_static("test"),
+            encoding: None,
+            metadata,
             wait_for_ready: false,
             deadline: None,
             eager: true,
@@ -490,11 +520,9 @@ mod tests {
 
     #[test]
     fn every_attempt_puts_grpc_timeout_first_then_the_attempt_count_then_the_call_headers() {
-        let mut headers = HeaderMap::new();
-        headers.insert("te", HeaderValue::from_static("trailers"));
-        headers.insert("content-type", HeaderValue::from_static("application/grpc"));
-        headers.append("x-md", HeaderValue::from_static("1"));
-        headers.append("x-md", HeaderValue::from_static("2"));
+        let mut metadata = HeaderMap::new();
+        metadata.append("x-md", HeaderValue::from_static("1"));
+        metadata.append("x-md", HeaderValue::from_static("2"));
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .build()
@@ -502,8 +530,9 @@ mod tests {
         let _guard = rt.enter();
         let setup = AttemptSetup {
             uri: http::Uri::from_static("http://h/p.S/M"),
-            headers,
-            method: "/p.S/M".to_owned(),
+            user_agent: HeaderValue::from_static("test/1"),
+            encoding: Some(Encoding::Gzip),
+            metadata,
             wait_for_ready: false,
             deadline: Some(Instant::now() + Duration::from_secs(5)),
             eager: true,
@@ -516,8 +545,20 @@ mod tests {
             if previous > 0 {
                 want.push("grpc-previous-rpc-attempts");
             }
-            want.extend(["te", "content-type", "x-md"]);
+            want.extend([
+                "te",
+                "content-type",
+                "user-agent",
+                "grpc-encoding",
+                "grpc-accept-encoding",
+                "x-md",
+            ]);
             assert_eq!(names, want);
+            assert_eq!(built["te"], "trailers");
+            assert_eq!(built["content-type"], "application/grpc");
+            assert_eq!(built["user-agent"], "test/1");
+            assert_eq!(built["grpc-encoding"], "gzip");
+            assert_eq!(built["grpc-accept-encoding"], "gzip");
             assert_eq!(built.get_all("x-md").iter().count(), 2);
             if previous > 0 {
                 assert_eq!(built["grpc-previous-rpc-attempts"], "3");

@@ -16,6 +16,7 @@
 //!
 //! A call cancelled locally ends CANCELLED, or DEADLINE_EXCEEDED once its deadline has passed.
 
+use std::collections::VecDeque;
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -33,7 +34,10 @@ use grpc_retry::{AttemptEnd, AttemptId, FailurePlace, Pushback, RetryCall};
 use crate::attempt::{OpenAttempt, Response};
 use crate::codec::Codec;
 use crate::compression::{Encoding, ReceivedEncoding};
-use crate::framing::{self, Deframer, Frame, FrameError, HEADER_LEN};
+use crate::framing::{Deframer, Frame, FrameError, HEADER_LEN};
+use crate::metadata::names::{
+    GRPC_ENCODING, GRPC_MESSAGE, GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS, GRPC_STATUS_DETAILS_BIN,
+};
 use crate::metadata::{self, MetadataMap};
 use crate::percent;
 use crate::request::MessageOptions;
@@ -47,7 +51,7 @@ pub(crate) struct Shared {
     /// The application half-closed (finished or dropped the sender).
     half_closed: bool,
     /// Set when the call ended locally (cancel, deadline, malformed response) or the response is complete.
-    ended: Option<Status>,
+    ended: Option<Ended>,
     /// What the driver handed over for the receiving half: the committed attempt's response, or the
     /// call's status when it finished before committing.
     handed: Option<Result<Response, Status>>,
@@ -61,6 +65,27 @@ pub(crate) struct Shared {
     _active: Option<crate::control::CallGuard>,
 }
 
+/// How the call ended, for the sending half.
+enum Ended {
+    /// Sending stops with this status.
+    With(Status),
+    /// The call finished with this status: sending stops with INTERNAL "the call has ended", caused by it
+    /// (made only if the application sends again).
+    Finished(Status),
+}
+
+impl Ended {
+    /// The status a send after the end returns.
+    fn status(&self) -> Status {
+        match self {
+            Ended::With(status) => status.clone(),
+            Ended::Finished(status) => {
+                Status::new(Code::Internal, "the call has ended").with_source(status.clone())
+            }
+        }
+    }
+}
+
 /// Where the application's messages go.
 enum Side {
     /// Before commit: one message at a time to the retry driver, which writes it to every live attempt.
@@ -69,11 +94,20 @@ enum Side {
     Direct(SendStream<Bytes>),
 }
 
+/// The most bytes of application messages an uncommitted call holds for its retry driver (a larger message is
+/// taken alone). The sender runs ahead of the driver task by up to this much, so the driver takes a batch
+/// per wake-up instead of the two tasks handing over one message per task switch.
+pub(crate) const INBOX_LIMIT: usize = 64 << 10;
+
 /// The driver's side of a call that has not committed yet.
 #[derive(Default)]
 struct Inbox {
-    /// The next message, until the driver takes it (when every open attempt has written the previous ones).
-    slot: Option<Bytes>,
+    /// The messages the application sent, in order, until the driver takes them (one at a time, when an
+    /// open attempt has written the previous ones).
+    queue: VecDeque<Bytes>,
+    /// The bytes in `queue`, at most [`INBOX_LIMIT`] unless it holds a single larger message.
+    queued: usize,
+    /// The sender, waiting for room in `queue`.
     sender: Option<Waker>,
     driver: Option<Waker>,
     /// The application cancelled (or the receiving half ended the call) before commit.
@@ -121,16 +155,26 @@ impl Shared {
         if inbox.cancelled {
             return Some(Input::Cancel);
         }
-        inbox.driver = Some(cx.waker().clone());
+        if !inbox
+            .driver
+            .as_ref()
+            .is_some_and(|w| w.will_wake(cx.waker()))
+        {
+            inbox.driver = Some(cx.waker().clone());
+        }
         if accept_message {
-            if let Some(message) = inbox.slot.take() {
-                if let Some(w) = inbox.sender.take() {
-                    w.wake();
+            if let Some(message) = inbox.queue.pop_front() {
+                inbox.queued -= message.len();
+                // A waiting sender goes on once half the inbox is free, not after every message.
+                if inbox.queued <= INBOX_LIMIT / 2 {
+                    if let Some(w) = inbox.sender.take() {
+                        w.wake();
+                    }
                 }
                 return Some(Input::Message(message));
             }
         }
-        (inbox.slot.is_none() && self.half_closed && !half_close_sent).then_some(Input::HalfClose)
+        (inbox.queue.is_empty() && self.half_closed && !half_close_sent).then_some(Input::HalfClose)
     }
 
     /// For the driver: an attempt opened its stream.
@@ -178,10 +222,10 @@ impl Shared {
                     send.send_reset(h2::Reason::CANCEL);
                     return;
                 }
-                // A message the driver had not taken yet follows the replayed ones; errors reappear on the
+                // The messages the driver had not taken yet follow the replayed ones; errors reappear on the
                 // response side.
                 let mut half_closed = committed.half_closed;
-                if let Some(message) = inbox.slot {
+                for message in inbox.queue {
                     let _ = send.send_data(message, false);
                 }
                 if self.half_closed && !half_closed {
@@ -197,10 +241,9 @@ impl Shared {
                 if self.ended.is_none() {
                     // Sending stops with the call's status, or a plain "ended" when that is OK.
                     self.ended = Some(if status.code() == Code::Ok {
-                        Status::new(Code::Internal, "the call has ended")
-                            .with_source(status.clone())
+                        Ended::Finished(status.clone())
                     } else {
-                        status.clone()
+                        Ended::With(status.clone())
                     });
                 }
                 self.handed = Some(Err(status));
@@ -219,7 +262,7 @@ impl Shared {
     /// Ends the call locally with `status`, resetting the stream with `reason` (or cancelling the driver).
     fn end(&mut self, status: &Status, reason: h2::Reason) {
         if self.ended.is_none() {
-            self.ended = Some(status.clone());
+            self.ended = Some(Ended::With(status.clone()));
             match &mut self.side {
                 Side::Direct(send) => send.send_reset(reason),
                 Side::Driving(inbox) => {
@@ -292,9 +335,9 @@ pub(crate) fn encode_frame<T>(
         return Err(too_large(payload_len));
     }
     let wire_len = u32::try_from(payload_len).map_err(|_| too_large(payload_len))?;
-    let mut header = BytesMut::with_capacity(HEADER_LEN);
-    framing::put_header(&mut header, encoding.is_some(), wire_len);
-    buf[..HEADER_LEN].copy_from_slice(&header);
+    // The prefix goes into the space left for it: no second buffer per message.
+    buf[0] = u8::from(encoding.is_some());
+    buf[1..HEADER_LEN].copy_from_slice(&wire_len.to_be_bytes());
     Ok(buf.freeze())
 }
 
@@ -350,13 +393,13 @@ impl<T> RequestSender<T> {
     }
 
     async fn send_frame(&mut self, mut data: Bytes, end_stream: bool) -> Result<(), Status> {
-        let shared = self.shared.clone();
+        let shared = &self.shared;
         let send = poll_fn(move |cx| {
             let mut guard = shared.lock();
             let s = &mut *guard;
             loop {
-                if let Some(status) = &s.ended {
-                    return Poll::Ready(Err(status.clone()));
+                if let Some(ended) = &s.ended {
+                    return Poll::Ready(Err(ended.status()));
                 }
                 if s.half_closed {
                     return Poll::Ready(Err(Status::new(
@@ -367,14 +410,16 @@ impl<T> RequestSender<T> {
                 let send = match &mut s.side {
                     Side::Direct(send) => send,
                     Side::Driving(inbox) => {
-                        // Before commit the driver takes one message at a time, once every open attempt
-                        // has written the previous ones: the slowest live attempt paces the sender.
+                        // Before commit the driver takes one message at a time, once an open attempt has
+                        // written the previous ones: the readiest live attempt paces the sender, which runs
+                        // ahead of the driver by at most the inbox.
                         if !data.is_empty() {
-                            if inbox.slot.is_some() {
+                            if !inbox.queue.is_empty() && inbox.queued + data.len() > INBOX_LIMIT {
                                 inbox.sender = Some(cx.waker().clone());
                                 return Poll::Pending;
                             }
-                            inbox.slot = Some(std::mem::take(&mut data));
+                            inbox.queued += data.len();
+                            inbox.queue.push_back(std::mem::take(&mut data));
                         }
                         s.half_closed = end_stream;
                         if let Some(w) = inbox.driver.take() {
@@ -391,9 +436,11 @@ impl<T> RequestSender<T> {
                     }
                     return Poll::Ready(Ok(()));
                 }
+                // Ask for the whole message first: h2 grants what the windows allow at once (no trip
+                // through the connection task), so an open window costs three h2 calls per message.
+                send.reserve_capacity(data.len());
                 let capacity = send.capacity();
                 if capacity == 0 {
-                    send.reserve_capacity(data.len());
                     match ready!(send.poll_capacity(cx)) {
                         Some(Ok(_)) => continue,
                         Some(Err(e)) => return Poll::Ready(Err(Status::from_h2(e))),
@@ -461,8 +508,8 @@ enum RecvState {
     /// through [`Shared`].
     Driving,
     Headers(ResponseFuture),
-    /// Response headers already received (by the retry driver, which committed on them).
-    Received(Option<http::Response<RecvStream>>),
+    /// Response headers already received and checked (by the retry driver, which committed on them).
+    Received(Option<(http::Response<RecvStream>, Pushback)>),
     Body(RecvStream),
     Trailers(RecvStream),
     Done,
@@ -535,6 +582,15 @@ impl<T> Streaming<T> {
     /// The response headers' metadata, once received.
     pub fn metadata(&self) -> Option<&MetadataMap> {
         self.headers.as_ref()
+    }
+
+    /// Takes the response headers' and the trailers' metadata (empty if not received), for a caller done
+    /// with the call.
+    pub(crate) fn take_metadata(&mut self) -> (MetadataMap, MetadataMap) {
+        (
+            self.headers.take().unwrap_or_default(),
+            self.trailers.take().unwrap_or_default(),
+        )
     }
 
     /// Whether the last message returned arrived compressed.
@@ -667,18 +723,27 @@ impl<T> Streaming<T> {
                 if let (Side::Direct(send), false) = (&mut s.side, s.half_closed) {
                     send.send_reset(h2::Reason::NO_ERROR);
                 }
-                s.ended = Some(
-                    Status::new(Code::Internal, "the call has ended").with_source(status.clone()),
-                );
+                s.ended = Some(Ended::Finished(status.clone()));
             }
         }
         self.state = RecvState::Done;
-        self.outcome = Some(status.clone());
-        Poll::Ready(if status.code() == Code::Ok {
+        let result = if status.code() == Code::Ok {
             Ok(None)
         } else {
-            Err(status)
-        })
+            Err(status.clone())
+        };
+        self.outcome = Some(status);
+        Poll::Ready(result)
+    }
+
+    /// Takes response headers the attempt already checked (within the limit, opening messages): they are
+    /// not checked again.
+    fn on_messages_head(&mut self, response: http::Response<RecvStream>, pushback: Pushback) {
+        let (parts, body) = response.into_parts();
+        self.pushback = pushback;
+        self.encoding = ReceivedEncoding::from_header(parts.headers.get(GRPC_ENCODING));
+        self.headers = Some(MetadataMap::from_headers(parts.headers));
+        self.state = RecvState::Body(body);
     }
 
     /// Handles the response headers; `Some` when polling should return now.
@@ -729,8 +794,8 @@ impl<T> Streaming<T> {
                     };
                     match handed {
                         Ok(Response::Pending(future)) => self.state = RecvState::Headers(future),
-                        Ok(Response::Received(response)) => {
-                            self.state = RecvState::Received(Some(response))
+                        Ok(Response::Received(response, pushback)) => {
+                            self.state = RecvState::Received(Some((response, pushback)))
                         }
                         // The call finished before committing: the status of its last attempt (with that
                         // attempt's Trailers-Only metadata) or one the state machine made.
@@ -762,14 +827,15 @@ impl<T> Streaming<T> {
                     }
                 }
                 RecvState::Received(slot) => {
-                    let Some(response) = slot.take() else {
+                    let Some((response, pushback)) = slot.take() else {
                         return self.end_remotely(Status::new(
                             Code::Internal,
                             "response headers already taken",
                         ));
                     };
-                    if let Some(done) = self.on_head(response, want_frame) {
-                        return done;
+                    self.on_messages_head(response, pushback);
+                    if !want_frame {
+                        return Poll::Ready(Ok(None));
                     }
                 }
                 RecvState::Body(body) => {
@@ -876,7 +942,7 @@ pub(crate) enum Head {
 /// taking the headers.
 pub(crate) fn head_opens_messages(http_status: u16, headers: &HeaderMap, end_stream: bool) -> bool {
     !end_stream
-        && (http_status == 200 || headers.contains_key("grpc-status"))
+        && (http_status == 200 || headers.contains_key(GRPC_STATUS))
         && grpc_content_type(headers)
 }
 
@@ -892,7 +958,7 @@ fn grpc_content_type(headers: &HeaderMap) -> bool {
 }
 
 pub(crate) fn classify_head(http_status: u16, headers: HeaderMap, end_stream: bool) -> Head {
-    let has_grpc_status = headers.contains_key("grpc-status");
+    let has_grpc_status = headers.contains_key(GRPC_STATUS);
     if http_status != 200 && !has_grpc_status {
         let code = code_from_http_status(http_status);
         return Head::End(
@@ -922,7 +988,7 @@ pub(crate) fn classify_head(http_status: u16, headers: HeaderMap, end_stream: bo
         return Head::End(status, metadata);
     }
     Head::Messages {
-        encoding: ReceivedEncoding::from_header(headers.get("grpc-encoding")),
+        encoding: ReceivedEncoding::from_header(headers.get(GRPC_ENCODING)),
         metadata: MetadataMap::from_headers(headers),
     }
 }
@@ -951,7 +1017,7 @@ pub(crate) fn check_header_list(headers: &HeaderMap, limit: usize) -> Result<(),
 pub(crate) fn pushback_of(headers: &HeaderMap) -> Pushback {
     Pushback::from_values(
         headers
-            .get_all("grpc-retry-pushback-ms")
+            .get_all(GRPC_RETRY_PUSHBACK_MS)
             .iter()
             .map(http::HeaderValue::as_bytes),
     )
@@ -960,10 +1026,10 @@ pub(crate) fn pushback_of(headers: &HeaderMap) -> Pushback {
 /// The status in a trailer block (or Trailers-Only headers) and the block's metadata.
 pub(crate) fn status_from_trailers(trailers: HeaderMap) -> (Status, MetadataMap) {
     let message = trailers
-        .get("grpc-message")
+        .get(GRPC_MESSAGE)
         .map(|v| percent::decode(v.as_bytes()))
         .unwrap_or_default();
-    let status = match trailers.get("grpc-status") {
+    let status = match trailers.get(GRPC_STATUS) {
         None => Status::new(
             Code::Unknown,
             format!("missing grpc-status in trailers; message: {message:?}"),
@@ -980,7 +1046,7 @@ pub(crate) fn status_from_trailers(trailers: HeaderMap) -> (Status, MetadataMap)
         },
     };
     let details = trailers
-        .get("grpc-status-details-bin")
+        .get(GRPC_STATUS_DETAILS_BIN)
         .and_then(|v| metadata::decode_bin(v.as_bytes()).ok())
         .map(Bytes::from);
     let md = MetadataMap::from_headers(trailers);
@@ -1137,6 +1203,83 @@ mod tests {
             ("grpc-status-details-bin", "AQI"),
         ]));
         assert_eq!(s.details_bin().map(|d| d.to_vec()), Some(vec![1, 2]));
+    }
+
+    /// Counts its wake-ups.
+    #[derive(Default)]
+    struct Wakes(std::sync::atomic::AtomicUsize);
+
+    impl std::task::Wake for Wakes {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    impl Wakes {
+        fn count(&self) -> usize {
+            self.0.load(std::sync::atomic::Ordering::SeqCst)
+        }
+    }
+
+    #[test]
+    fn before_commit_the_sender_runs_at_most_the_inbox_ahead_of_the_driver_which_takes_messages_in_order(
+    ) {
+        let shared = Shared::driving(None);
+        let mut sender = RequestSender::new(
+            shared.clone(),
+            Codec::<Bytes, Bytes>::raw().encoder(),
+            None,
+            usize::MAX,
+            None,
+        );
+        let sender_wakes = Arc::new(Wakes::default());
+        let sender_waker = Waker::from(sender_wakes.clone());
+        let mut sender_cx = Context::from_waker(&sender_waker);
+        let frame_len = HEADER_LEN + 1000;
+        let fits = INBOX_LIMIT / frame_len;
+        for i in 0..fits {
+            let send = std::pin::pin!(sender.send(Bytes::from(vec![i as u8; 1000])));
+            assert!(
+                matches!(send.poll(&mut sender_cx), Poll::Ready(Ok(()))),
+                "message {i} fits"
+            );
+        }
+        // The inbox is full: the next send waits for the driver.
+        let mut blocked = Box::pin(sender.send(Bytes::from(vec![fits as u8; 1000])));
+        assert!(blocked.as_mut().poll(&mut sender_cx).is_pending());
+
+        // The driver takes the messages in order, one per call; the sender is woken once half the inbox is
+        // free, not per message.
+        let driver_waker = Waker::from(Arc::new(Wakes::default()));
+        let driver_cx = Context::from_waker(&driver_waker);
+        let mut taken = 0;
+        while sender_wakes.count() == 0 {
+            match shared.lock().poll_input(&driver_cx, true, false) {
+                Some(Input::Message(m)) => {
+                    assert_eq!((m.len(), m[HEADER_LEN]), (frame_len, taken as u8));
+                    taken += 1;
+                }
+                _ => panic!("a message was queued"),
+            }
+        }
+        assert!(taken > 1 && taken <= fits / 2 + 1, "woken after {taken}");
+        assert!(blocked.as_mut().poll(&mut sender_cx).is_ready());
+        drop(blocked);
+        // Not taking (no attempt ready) leaves the messages queued; they come out in order later.
+        assert!(shared.lock().poll_input(&driver_cx, false, false).is_none());
+        for i in taken..=fits {
+            match shared.lock().poll_input(&driver_cx, true, false) {
+                Some(Input::Message(m)) => assert_eq!(m[HEADER_LEN], i as u8),
+                _ => panic!("message {i} was queued"),
+            }
+        }
+        assert!(shared.lock().poll_input(&driver_cx, true, false).is_none());
+        // The half-close comes after the last message.
+        drop(sender);
+        assert!(matches!(
+            shared.lock().poll_input(&driver_cx, true, false),
+            Some(Input::HalfClose)
+        ));
     }
 
     #[test]

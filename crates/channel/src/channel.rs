@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_core::Stream;
-use http::header::{HeaderValue, CONTENT_TYPE, TE, USER_AGENT};
-use http::uri::{Authority, PathAndQuery, Scheme};
+use http::header::HeaderValue;
+use http::uri::{Authority, Scheme};
 use tokio::time::Instant;
 
 use crate::attempt::{AttemptSetup, PickError, PickFuture};
@@ -21,6 +21,7 @@ use crate::error::BuildError;
 use crate::interceptor::{Interceptor, Interceptors};
 use crate::keepalive::{Keepalive, DEFAULT_KEEPALIVE_TIMEOUT};
 use crate::metadata::MetadataMap;
+use crate::method_uris::MethodUris;
 use crate::request::{CallOptions, Request, Response};
 use crate::resolution::Resolution;
 use crate::retry_driver::Driver;
@@ -74,6 +75,8 @@ struct Inner {
     /// Seeds each call's backoff jitter: `seed` mixed with a call counter.
     seed: u64,
     calls: AtomicU64,
+    /// The request URI of each method called.
+    uris: MethodUris,
 }
 
 impl std::fmt::Debug for Channel {
@@ -365,6 +368,7 @@ impl ChannelBuilder {
                     .map(|d| d.as_nanos() as u64)
                     .unwrap_or(1),
                 calls: AtomicU64::new(0),
+                uris: MethodUris::default(),
             }),
         })
     }
@@ -593,8 +597,8 @@ impl Channel {
         frame: Bytes,
         decode: fn(Bytes) -> Result<Resp, Status>,
     ) -> Streaming<Resp> {
-        let (mut call, setup, shared) = self.new_call(&mut prepared, true);
         let now = Instant::now().into_std();
+        let (mut call, setup, shared) = self.new_call(&mut prepared, true, now);
         call.send_message(frame, now);
         call.half_close();
         let result = Driver::new(self.clone(), setup, call, None).run().await;
@@ -616,7 +620,7 @@ impl Channel {
     ) -> Result<(RequestSender<Req>, Streaming<Resp>), Status> {
         let ((), metadata, options) = request.into_parts();
         let mut prepared = self.prepare(path, metadata, options).await?;
-        let (call, setup, shared) = self.new_call(&mut prepared, false);
+        let (call, setup, shared) = self.new_call(&mut prepared, false, Instant::now().into_std());
         // The application sends after the call starts: the driver runs in its own task until commit.
         let driver = Driver::new(self.clone(), setup, call, Some(shared.clone()));
         tokio::spawn(driver.run_into(shared.clone()));
@@ -648,11 +652,13 @@ impl Channel {
     }
 
     /// The retry state machine of a new call (gRFC A6: the method's policy, or none, with the channel's
-    /// throttle and buffer limits), what its attempts send, and the state its halves share.
+    /// throttle and buffer limits), what its attempts send, and the state its halves share. `now` is the
+    /// call's start for the state machine.
     fn new_call(
         &self,
         prepared: &mut Prepared,
         eager: bool,
+        now: std::time::Instant,
     ) -> (RetryCall, Arc<AttemptSetup>, SharedRef) {
         let inner = &*self.inner;
         let config = CallConfig {
@@ -671,16 +677,12 @@ impl Channel {
             pool: inner.retry_pool.clone(),
         };
         let seed = inner.seed ^ inner.calls.fetch_add(1, Ordering::Relaxed);
-        let call = RetryCall::new(
-            config,
-            shared,
-            Box::new(SplitMix64::new(seed)),
-            Instant::now().into_std(),
-        );
+        let call = RetryCall::new(config, shared, Box::new(SplitMix64::new(seed)), now);
         let setup = Arc::new(AttemptSetup {
-            uri: prepared.uri.clone(),
-            headers: std::mem::take(&mut prepared.headers),
-            method: std::mem::take(&mut prepared.path),
+            uri: std::mem::take(&mut prepared.uri),
+            user_agent: inner.user_agent.clone(),
+            encoding: prepared.options.compression,
+            metadata: std::mem::take(&mut prepared.metadata),
             wait_for_ready: prepared.wait_for_ready,
             deadline: prepared.deadline,
             eager,
@@ -734,38 +736,10 @@ impl Channel {
             .wait_for_ready
             .or(method.as_ref().and_then(|m| m.wait_for_ready))
             .unwrap_or(false);
-        let path_and_query = PathAndQuery::try_from(path)
-            .ok()
-            .filter(|p| {
-                p.query().is_none() && p.path().starts_with('/') && p.path()[1..].contains('/')
-            })
-            .ok_or_else(|| {
-                Status::new(
-                    Code::Internal,
-                    format!("invalid method path {path:?}: expected /package.Service/Method"),
-                )
-            })?;
-        let uri = http::Uri::builder()
-            .scheme(inner.scheme.clone())
-            .authority(inner.authority.clone())
-            .path_and_query(path_and_query)
-            .build()
-            .map_err(|e| Status::new(Code::Internal, format!("invalid request URI: {e}")))?;
-        let mut headers = http::HeaderMap::new();
-        headers.insert(TE, HeaderValue::from_static("trailers"));
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
-        headers.insert(USER_AGENT, inner.user_agent.clone());
-        if let Some(enc) = options.compression {
-            headers.insert("grpc-encoding", HeaderValue::from_static(enc.as_str()));
-        }
-        headers.insert("grpc-accept-encoding", HeaderValue::from_static("gzip"));
-        for (k, v) in metadata.headers() {
-            headers.append(k.clone(), v.clone());
-        }
+        let uri = inner.uris.get(&inner.scheme, &inner.authority, path)?;
         Ok(Prepared {
-            path: path.to_owned(),
             uri,
-            headers,
+            metadata: metadata.into_headers(),
             deadline,
             wait_for_ready,
             max_send,
@@ -788,7 +762,7 @@ impl Channel {
             let inner = &*channel.inner;
             match channel.control() {
                 Some(control) => control
-                    .pick(&setup.method, setup.wait_for_ready, &avoid)
+                    .pick(setup.uri.path(), setup.wait_for_ready, &avoid)
                     .await
                     .map(|(conn, addr)| (conn, Some(addr))),
                 None => inner
@@ -838,9 +812,9 @@ impl Drop for CancelOnDrop {
 
 /// A call, ready for its first attempt.
 struct Prepared {
-    path: String,
     uri: http::Uri,
-    headers: http::HeaderMap,
+    /// The application's metadata, as headers.
+    metadata: http::HeaderMap,
     deadline: Option<Instant>,
     wait_for_ready: bool,
     max_send: usize,
@@ -910,7 +884,6 @@ async fn single_response<Resp>(receiver: &mut Streaming<Resp>) -> Result<Respons
             "response cardinality violation: the server sent more than one response message",
         ));
     }
-    let metadata = receiver.metadata().cloned().unwrap_or_default();
-    let trailers = receiver.trailers().cloned().unwrap_or_default();
+    let (metadata, trailers) = receiver.take_metadata();
     Ok(Response::new(message, metadata, trailers, compressed))
 }

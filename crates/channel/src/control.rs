@@ -14,7 +14,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -63,24 +63,31 @@ enum Event {
     /// The server sent GOAWAY: no new stream goes to the connection; its streams finish on it.
     Draining(SubchannelId, u64, GoAway),
     ExitIdle,
-    CallsIdle,
     Shutdown,
 }
 
-/// Counts the calls in flight; the last one to end tells the control plane.
+/// Counts the calls in flight, and remembers when the last one ended. Calls never message the control
+/// plane: its idle timer reads this when it fires (as grpc-go's idleness manager does), so a call costs two
+/// atomic updates, not a wake-up of the control plane's task.
 pub(crate) struct ActiveCalls {
     count: AtomicUsize,
-    events: mpsc::UnboundedSender<Event>,
+    /// When the count last dropped to zero, in nanoseconds since `base` (0: never).
+    last_end: AtomicU64,
+    base: Instant,
 }
 
 impl ActiveCalls {
-    /// A counter no control plane listens to (for `unix:` targets).
-    pub(crate) fn detached() -> Arc<ActiveCalls> {
-        let (events, _) = mpsc::unbounded_channel();
+    fn new() -> Arc<ActiveCalls> {
         Arc::new(ActiveCalls {
             count: AtomicUsize::new(0),
-            events,
+            last_end: AtomicU64::new(0),
+            base: Instant::now(),
         })
+    }
+
+    /// A counter no control plane listens to (for `unix:` targets).
+    pub(crate) fn detached() -> Arc<ActiveCalls> {
+        ActiveCalls::new()
     }
 
     /// Registers a call; the guard ends it.
@@ -92,6 +99,23 @@ impl ActiveCalls {
     /// Whether a call is in flight.
     pub(crate) fn in_use(&self) -> bool {
         self.count.load(Ordering::Acquire) > 0
+    }
+
+    /// When the channel may go idle, asked at `now`: `None` while a call is in flight; otherwise `timeout`
+    /// after the last call ended (or `now` if no call ended for that long, or ever). `None` also when that
+    /// is too far to represent (never).
+    fn idle_at(&self, now: Instant, timeout: Duration) -> Option<Instant> {
+        if self.in_use() {
+            return None;
+        }
+        match self.last_end.load(Ordering::Acquire) {
+            0 => Some(now),
+            nanos => self
+                .base
+                .checked_add(Duration::from_nanos(nanos))
+                .and_then(|end| end.checked_add(timeout))
+                .map(|at| at.max(now)),
+        }
     }
 }
 
@@ -110,9 +134,15 @@ pub(crate) struct CallGuard(Arc<ActiveCalls>);
 
 impl Drop for CallGuard {
     fn drop(&mut self) {
-        if self.0.count.fetch_sub(1, Ordering::AcqRel) == 1 {
-            let _ = self.0.events.send(Event::CallsIdle);
-        }
+        let active = &self.0;
+        // The end is noted before the count drops, so an idle timer that sees no call in flight sees every
+        // call's end. At least 1 ns, as 0 means "never".
+        let nanos = Instant::now()
+            .saturating_duration_since(active.base)
+            .as_nanos();
+        let nanos = u64::try_from(nanos).unwrap_or(u64::MAX).max(1);
+        active.last_end.fetch_max(nanos, Ordering::AcqRel);
+        active.count.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -145,10 +175,7 @@ impl ControlPlane {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(7);
-        let active = Arc::new(ActiveCalls {
-            count: AtomicUsize::new(0),
-            events: events_tx.clone(),
-        });
+        let active = ActiveCalls::new();
         let lp = Loop {
             resolution,
             settings,
@@ -460,8 +487,8 @@ impl Loop {
             Event::Ready(..) | Event::Failed(..) | Event::Closed(..) | Event::Draining(..) => {}
             Event::ExitIdle => {
                 // Woken with no call in flight (`connect()`, or a call still resolving): the idle timeout runs
-                // from now, so a channel that is never used goes IDLE again. A call that starts disarms
-                // nothing: the timer checks for calls in flight when it fires, and the last call re-arms it.
+                // from now, so a channel that is never used goes IDLE again. Calls disarm nothing: when the
+                // timer fires it checks for calls in flight and when the last one ended, and re-arms itself.
                 self.arm_idle_timer();
                 if self.idle {
                     self.idle = false;
@@ -481,16 +508,14 @@ impl Loop {
                     p.exit_idle(now);
                 }
             }
-            Event::CallsIdle => self.arm_idle_timer(),
             Event::Shutdown => {}
         }
     }
 
-    /// Starts the idle timeout if no call is in flight (a timeout too large to add to now means never).
+    /// Starts the idle timeout (a timeout too large to add to now means never). When it fires, the channel
+    /// goes IDLE if no call is in flight and none ended within the timeout; otherwise it is re-armed.
     fn arm_idle_timer(&mut self) {
-        if self.active.count.load(Ordering::Acquire) == 0 {
-            self.idle_deadline = Instant::now().checked_add(self.idle_timeout);
-        }
+        self.idle_deadline = Instant::now().checked_add(self.idle_timeout);
     }
 
     fn is_current(&self, id: SubchannelId, generation: u64) -> bool {
@@ -547,10 +572,16 @@ impl Loop {
     fn on_timer(&mut self) {
         let now = Instant::now();
         if self.idle_deadline.is_some_and(|d| d <= now) {
-            self.idle_deadline = None;
-            if self.active.count.load(Ordering::Acquire) == 0 {
-                self.enter_idle();
-                return;
+            match self.active.idle_at(now, self.idle_timeout) {
+                Some(at) if at <= now => {
+                    self.idle_deadline = None;
+                    self.enter_idle();
+                    return;
+                }
+                // The last call ended less than the timeout ago: check again when it will have.
+                Some(at) => self.idle_deadline = Some(at),
+                // Calls in flight: the earliest the channel can go idle is a timeout from now.
+                None => self.idle_deadline = now.checked_add(self.idle_timeout),
             }
         }
         if let Some(p) = self.policy.as_mut() {
@@ -867,5 +898,38 @@ pub(crate) struct AbortOnDrop(pub(crate) JoinHandle<()>);
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn idle_at_counts_from_the_last_call_end_and_waits_for_calls_in_flight() {
+        let timeout = Duration::from_secs(60);
+        let active = ActiveCalls::new();
+        let start = Instant::now();
+        assert_eq!(active.idle_at(start, timeout), Some(start), "no call ever");
+        let a = active.call_started();
+        let b = active.call_started();
+        tokio::time::advance(Duration::from_secs(10)).await;
+        drop(a);
+        assert_eq!(active.idle_at(Instant::now(), timeout), None, "b in flight");
+        tokio::time::advance(Duration::from_secs(10)).await;
+        let b_end = Instant::now();
+        drop(b);
+        assert_eq!(
+            active.idle_at(Instant::now(), timeout),
+            Some(b_end + timeout)
+        );
+        tokio::time::advance(Duration::from_secs(100)).await;
+        let now = Instant::now();
+        assert_eq!(
+            active.idle_at(now, timeout),
+            Some(now),
+            "quiet for long enough"
+        );
+        assert_eq!(active.idle_at(now, Duration::MAX), None, "never");
     }
 }

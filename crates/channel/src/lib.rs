@@ -54,6 +54,7 @@ pub mod fuzzing;
 mod interceptor;
 mod keepalive;
 pub mod metadata;
+mod method_uris;
 #[doc(hidden)]
 pub mod percent;
 mod request;

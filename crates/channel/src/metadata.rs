@@ -73,6 +73,24 @@ pub const RESERVED_KEYS: &[&str] = &[
     "upgrade",
 ];
 
+/// The protocol's own header names, as constants: a lookup by constant neither parses nor copies the name.
+pub(crate) mod names {
+    use http::HeaderName;
+
+    pub(crate) const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
+    pub(crate) const GRPC_PREVIOUS_RPC_ATTEMPTS: HeaderName =
+        HeaderName::from_static("grpc-previous-rpc-attempts");
+    pub(crate) const GRPC_ENCODING: HeaderName = HeaderName::from_static("grpc-encoding");
+    pub(crate) const GRPC_ACCEPT_ENCODING: HeaderName =
+        HeaderName::from_static("grpc-accept-encoding");
+    pub(crate) const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
+    pub(crate) const GRPC_MESSAGE: HeaderName = HeaderName::from_static("grpc-message");
+    pub(crate) const GRPC_STATUS_DETAILS_BIN: HeaderName =
+        HeaderName::from_static("grpc-status-details-bin");
+    pub(crate) const GRPC_RETRY_PUSHBACK_MS: HeaderName =
+        HeaderName::from_static("grpc-retry-pushback-ms");
+}
+
 /// Headers the protocol owns, which are never shown as metadata.
 fn is_protocol_header(name: &str) -> bool {
     name.starts_with("grpc-")
@@ -108,8 +126,19 @@ impl MetadataMap {
         MetadataMap::default()
     }
 
-    /// The metadata in a received header block: everything but the protocol's own headers.
+    /// The metadata in a received header block: everything but the protocol's own headers. A block with
+    /// nothing else (the usual response headers and trailers) gives an empty map without allocating.
     pub(crate) fn from_headers(mut headers: HeaderMap) -> MetadataMap {
+        let protocol_keys = headers
+            .keys()
+            .filter(|k| is_protocol_header(k.as_str()))
+            .count();
+        if protocol_keys == headers.keys_len() {
+            return MetadataMap::new();
+        }
+        if protocol_keys == 0 {
+            return MetadataMap { headers };
+        }
         let protocol: Vec<HeaderName> = headers
             .keys()
             .filter(|k| is_protocol_header(k.as_str()))
@@ -207,9 +236,14 @@ impl MetadataMap {
         self.headers.iter().map(|(k, v)| (k.as_str(), v.as_bytes()))
     }
 
-    /// The map as HTTP headers.
+    /// The map's HTTP headers, taken.
+    /// The metadata as header entries.
     pub(crate) fn headers(&self) -> &HeaderMap {
         &self.headers
+    }
+
+    pub(crate) fn into_headers(self) -> HeaderMap {
+        self.headers
     }
 }
 
@@ -317,5 +351,16 @@ mod tests {
         let md = MetadataMap::from_headers(h);
         assert_eq!(md.len(), 1);
         assert_eq!(md.get("x-user"), Some("kept"));
+
+        let mut h = HeaderMap::new();
+        h.insert("content-type", HeaderValue::from_static("application/grpc"));
+        h.insert("grpc-status", HeaderValue::from_static("0"));
+        assert!(MetadataMap::from_headers(h).is_empty(), "protocol only");
+
+        let mut h = HeaderMap::new();
+        h.append("x-a", HeaderValue::from_static("1"));
+        h.append("x-a", HeaderValue::from_static("2"));
+        let md = MetadataMap::from_headers(h);
+        assert_eq!(md.len(), 2, "metadata only, every value kept");
     }
 }

@@ -8,8 +8,9 @@
 //! attempts report (picked, message sent, response headers, end in A6's failure places), and runs the
 //! machine's one timer. For calls whose request is known up front (unary, server-streaming) the caller
 //! awaits the driver; for client-streaming and bidi calls it is spawned, and takes the application's
-//! messages one at a time from the call's [`Shared`] inbox, only once every open attempt has written the
-//! previous ones (so the slowest live attempt paces the sender).
+//! messages one at a time from the call's [`Shared`] inbox, only once an open attempt has written the
+//! previous ones (so the readiest live attempt paces the sender, which runs at most the bounded inbox
+//! ahead: the driver drains a batch per wake-up).
 //!
 //! At commit the driver hands the committed attempt over to the call ([`Shared::hand_over`]): its stream,
 //! with whatever it had queued handed to h2, and its response (headers already in, or still to come).
@@ -43,15 +44,33 @@ pub(crate) struct Driver {
     channel: Channel,
     setup: Arc<AttemptSetup>,
     call: Option<RetryCall>,
-    /// Indexed by attempt id; `None` once ended or cancelled.
-    attempts: Vec<Option<Attempt>>,
-    /// The status each ended attempt reported (the call's status if the machine picks it).
-    statuses: Vec<Option<Status>>,
+    /// Indexed by attempt id.
+    attempts: Vec<Slot>,
     committed: Option<AttemptId>,
     timer: Option<(std::time::Instant, Pin<Box<Sleep>>)>,
     /// The application's side, for calls that send after they start.
     input: Option<SharedRef>,
     half_close_sent: bool,
+}
+
+/// An attempt's place in the driver.
+// Slots live in one Vec per call: boxing the attempt would cost an allocation per attempt.
+#[allow(clippy::large_enum_variant)]
+enum Slot {
+    /// Running.
+    Live(Attempt),
+    /// Over: with the status it reported if it ended (the call's status if the machine picks it), without
+    /// one if it was cancelled or handed over.
+    Over(Option<Status>),
+}
+
+impl Slot {
+    fn live(&mut self) -> Option<&mut Attempt> {
+        match self {
+            Slot::Live(a) => Some(a),
+            Slot::Over(_) => None,
+        }
+    }
 }
 
 fn now() -> std::time::Instant {
@@ -70,7 +89,6 @@ impl Driver {
             setup,
             call: Some(call),
             attempts: Vec::new(),
-            statuses: Vec::new(),
             committed: None,
             timer: None,
             input,
@@ -108,11 +126,10 @@ impl Driver {
                         let pick = self.channel.pick_future(self.setup.clone(), avoid);
                         let index = attempt.0 as usize;
                         if self.attempts.len() <= index {
-                            self.attempts.resize_with(index + 1, || None);
-                            self.statuses.resize_with(index + 1, || None);
+                            self.attempts.resize_with(index + 1, || Slot::Over(None));
                         }
                         self.attempts[index] =
-                            Some(Attempt::new(pick, self.setup.clone(), previous_attempts));
+                            Slot::Live(Attempt::new(pick, self.setup.clone(), previous_attempts));
                     }
                     Action::SendMessage {
                         attempt,
@@ -120,53 +137,59 @@ impl Driver {
                         message,
                         ..
                     } => {
-                        if let Some(Some(a)) = self.attempts.get_mut(attempt.0 as usize) {
+                        if let Some(a) = self
+                            .attempts
+                            .get_mut(attempt.0 as usize)
+                            .and_then(Slot::live)
+                        {
                             a.send(index, message);
                         }
                     }
                     Action::HalfClose { attempt } => {
-                        if let Some(Some(a)) = self.attempts.get_mut(attempt.0 as usize) {
+                        if let Some(a) = self
+                            .attempts
+                            .get_mut(attempt.0 as usize)
+                            .and_then(Slot::live)
+                        {
                             a.half_close();
                         }
                     }
                     Action::CancelAttempt { attempt } => {
-                        if let Some(mut a) = self
-                            .attempts
-                            .get_mut(attempt.0 as usize)
-                            .and_then(Option::take)
-                        {
-                            a.cancel();
+                        if let Some(slot) = self.attempts.get_mut(attempt.0 as usize) {
+                            if let Slot::Live(mut a) = std::mem::replace(slot, Slot::Over(None)) {
+                                a.cancel();
+                            }
                         }
                     }
                     Action::Commit { attempt } => self.committed = Some(attempt),
                     Action::Finish(outcome) => {
-                        for mut a in self.attempts.drain(..).flatten() {
-                            a.cancel();
+                        let status = match outcome {
+                            Outcome::Attempt(a) => match self.attempts.get_mut(a.0 as usize) {
+                                Some(Slot::Over(status)) => status.take(),
+                                _ => None,
+                            }
+                            .unwrap_or_else(|| {
+                                Status::new(Code::Internal, "the attempt ended without a status")
+                            }),
+                            Outcome::Local(reason) => Status::new(reason.code(), reason.message()),
+                        };
+                        for slot in self.attempts.drain(..) {
+                            if let Slot::Live(mut a) = slot {
+                                a.cancel();
+                            }
                         }
                         self.call = None;
-                        return Poll::Ready(Err(match outcome {
-                            Outcome::Attempt(a) => self
-                                .statuses
-                                .get_mut(a.0 as usize)
-                                .and_then(Option::take)
-                                .unwrap_or_else(|| {
-                                    Status::new(
-                                        Code::Internal,
-                                        "the attempt ended without a status",
-                                    )
-                                }),
-                            Outcome::Local(reason) => Status::new(reason.code(), reason.message()),
-                        }));
+                        return Poll::Ready(Err(status));
                     }
                 }
             }
             // Committed: hand the attempt over once it has a stream.
             if let Some(id) = self.committed {
                 let index = id.0 as usize;
-                if let Some(attempt) = self.attempts.get_mut(index).and_then(Option::as_mut) {
+                if let Some(attempt) = self.attempts.get_mut(index).and_then(Slot::live) {
                     if let Some(open) = attempt.take_open() {
                         let half_closed = attempt.half_closed();
-                        self.attempts[index] = None;
+                        self.attempts[index] = Slot::Over(None);
                         // What was handed to h2 at the handover will not be replayed: free it.
                         if let Some(last) = open.flushed {
                             call.handle_message_sent(id, last);
@@ -193,16 +216,14 @@ impl Driver {
                 // buffer holds anyway (its limit commits the call to the most advanced attempt). After
                 // commit, the committed attempt alone paces it, stream or not.
                 let accept = match self.committed {
-                    Some(c) => self
-                        .attempts
-                        .get(c.0 as usize)
-                        .and_then(Option::as_ref)
-                        .is_none_or(Attempt::caught_up),
-                    None => self
-                        .attempts
-                        .iter()
-                        .flatten()
-                        .any(|a| a.is_open() && a.caught_up()),
+                    Some(c) => match self.attempts.get(c.0 as usize) {
+                        Some(Slot::Live(a)) => a.caught_up(),
+                        _ => true,
+                    },
+                    None => self.attempts.iter().any(|slot| match slot {
+                        Slot::Live(a) => a.is_open() && a.caught_up(),
+                        Slot::Over(_) => false,
+                    }),
                 };
                 let input = shared.lock().poll_input(cx, accept, self.half_close_sent);
                 match input {
@@ -225,7 +246,7 @@ impl Driver {
             // What the attempts have to say.
             let mut progressed = false;
             for (index, slot) in self.attempts.iter_mut().enumerate() {
-                let Some(attempt) = slot else { continue };
+                let Slot::Live(attempt) = slot else { continue };
                 let id = AttemptId(index as u32);
                 while let Poll::Ready(event) = attempt.poll(cx) {
                     progressed = true;
@@ -244,8 +265,7 @@ impl Driver {
                             break;
                         }
                         AttemptEvent::Ended(end, status) => {
-                            *slot = None;
-                            self.statuses[index] = Some(status);
+                            *slot = Slot::Over(Some(status));
                             call.handle_end(id, end, now());
                             break;
                         }

@@ -529,8 +529,10 @@ impl RetryCall {
             self.buffered_bytes += len;
             self.accounted += 1;
             self.messages.push(message.clone());
-            for id in self.live_ids() {
-                self.queue_send(id, index, message.clone());
+            for i in 0..self.attempts.len() {
+                if let Some(id) = self.live_at(i) {
+                    self.queue_send(id, index, message.clone());
+                }
             }
             return true;
         }
@@ -557,8 +559,10 @@ impl RetryCall {
             return;
         }
         self.half_closed = true;
-        for id in self.live_ids() {
-            self.actions.push_back(Action::HalfClose { attempt: id });
+        for i in 0..self.attempts.len() {
+            if let Some(id) = self.live_at(i) {
+                self.actions.push_back(Action::HalfClose { attempt: id });
+            }
         }
     }
 
@@ -579,17 +583,19 @@ impl RetryCall {
                 .is_some_and(|a| a.live)
     }
 
-    fn live_ids(&self) -> Vec<AttemptId> {
-        (0..self.attempts.len() as u32)
-            .map(AttemptId)
-            .filter(|id| self.attempts[id.0 as usize].live)
-            .collect()
+    /// The attempt at `index` if it is live. Loops that change attempts walk `0..self.attempts.len()` with
+    /// this (no loop body adds an attempt) rather than collect the live ids: no allocation per message.
+    fn live_at(&self, index: usize) -> Option<AttemptId> {
+        self.attempts
+            .get(index)
+            .filter(|a| a.live)
+            .map(|_| AttemptId(index as u32))
     }
 
     fn most_advanced_live_attempt(&self) -> Option<AttemptId> {
         // Most messages sent; the earliest attempt among equals.
-        self.live_ids()
-            .into_iter()
+        (0..self.attempts.len())
+            .filter_map(|i| self.live_at(i))
             .max_by_key(|id| (self.attempts[id.0 as usize].sent, std::cmp::Reverse(id.0)))
     }
 
@@ -665,9 +671,10 @@ impl RetryCall {
         self.commit_on_start = false;
         self.timers.retry = None;
         self.timers.hedge = None;
-        for id in self.live_ids() {
-            if id != attempt {
-                self.cancel_attempt(id);
+        for i in 0..self.attempts.len() {
+            match self.live_at(i) {
+                Some(id) if id != attempt => self.cancel_attempt(id),
+                _ => {}
             }
         }
         self.actions.push_back(Action::Commit { attempt });
@@ -685,15 +692,19 @@ impl RetryCall {
     fn release_sent(&mut self) {
         let Some(c) = self.committed else { return };
         let upto = self.attempts[c.0 as usize].sent.min(self.messages.len());
+        // One release to the shared pool for the lot, not one atomic update per message.
+        let mut freed = 0;
         while self.released < upto {
             let i = self.released;
             if i < self.accounted {
-                let len = self.messages[i].len();
-                self.buffered_bytes -= len;
-                self.shared.pool.release(len);
+                freed += self.messages[i].len();
             }
             self.messages[i] = Bytes::new();
             self.released += 1;
+        }
+        if freed > 0 {
+            self.buffered_bytes -= freed;
+            self.shared.pool.release(freed);
         }
     }
 
@@ -706,8 +717,10 @@ impl RetryCall {
     }
 
     fn finish(&mut self, outcome: Outcome, now: Instant) {
-        for id in self.live_ids() {
-            self.cancel_attempt(id);
+        for i in 0..self.attempts.len() {
+            if let Some(id) = self.live_at(i) {
+                self.cancel_attempt(id);
+            }
         }
         if let Some(since) = self.idle_since.take() {
             self.stats.retry_delay += now.saturating_duration_since(since);
