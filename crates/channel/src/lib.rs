@@ -50,6 +50,7 @@ pub mod fuzzing;
 mod keepalive;
 pub mod metadata;
 pub mod percent;
+mod pump;
 mod request;
 mod resolution;
 mod retry_driver;
@@ -72,10 +73,29 @@ pub use grpc_service_config::{
 };
 pub use keepalive::{DEFAULT_KEEPALIVE_TIMEOUT, MIN_KEEPALIVE_TIME};
 pub use metadata::{MetadataError, MetadataMap};
-pub use request::{CallOptions, MessageOptions, Request, Response};
+pub use request::{
+    CallOptions, IntoRequest, IntoStreamingRequest, MessageOptions, Request, Response,
+};
 pub use status::{Code, Status};
 pub use tls::TlsConfig;
 pub use transport::Http2Settings;
+
+/// Includes the Rust code `grpc-build` generated for a protobuf package (messages and `<service>_client`
+/// modules), from `OUT_DIR`: `include_proto!("a.b.c")` includes `$OUT_DIR/a.b.c.rs`. Put it in a module tree
+/// that mirrors the package (`mod a { pub mod b { pub mod c { grpc_channel::include_proto!("a.b.c"); } } }`)
+/// when generated code refers across packages (`super::super::...`).
+///
+/// ```ignore
+/// pub mod kv {
+///     grpc_channel::include_proto!("kv");
+/// }
+/// ```
+#[macro_export]
+macro_rules! include_proto {
+    ($package:tt) => {
+        include!(concat!(env!("OUT_DIR"), concat!("/", $package, ".rs")));
+    };
+}
 
 /// `now + timeout`, or a deadline a century away when the sum does not fit: a huge timeout means never.
 pub(crate) fn saturating_deadline(timeout: std::time::Duration) -> tokio::time::Instant {
