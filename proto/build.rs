@@ -1,15 +1,16 @@
-//! Compiles the interop protos with protox (a pure-Rust protobuf compiler), so the build needs no system `protoc`.
+//! Compiles the interop protos with grpc-build (protox, a pure-Rust protobuf compiler, so the build needs no
+//! system `protoc`): prost messages with `bytes` fields, and a generated client per service.
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let files = [
-        "grpc/testing/empty.proto",
-        "grpc/testing/messages.proto",
-        "grpc/testing/test.proto",
-    ];
-    for f in &files {
-        println!("cargo:rerun-if-changed={f}");
-    }
-    let fds = protox::compile(files, ["."])?;
-    prost_build::Config::new().bytes(["."]).compile_fds(fds)?;
-    Ok(())
+fn main() -> Result<(), grpc_build::Error> {
+    let mut config = grpc_build::prost_build::Config::new();
+    config.bytes(["."]);
+    grpc_build::configure().compile_with_config(
+        config,
+        &[
+            "grpc/testing/empty.proto",
+            "grpc/testing/messages.proto",
+            "grpc/testing/test.proto",
+        ],
+        &["."],
+    )
 }

@@ -1,4 +1,6 @@
-//! The interop test cases (`shared/spec/interop.md`), client side, on `grpc-channel`.
+//! The interop test cases (`shared/spec/interop.md`), client side, on `grpc-channel`: through the clients
+//! grpc-build generates (`interop_proto::test_service_client`), except where a case needs what only the channel's
+//! sender/receiver halves offer (per-message compression, cancelling mid-call, strict ping-pong).
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -6,11 +8,14 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use grpc_channel::{Channel, Code, Encoding, MessageOptions, Request, Status};
+use interop_proto::test_service_client::TestServiceClient;
+use interop_proto::unimplemented_service_client::UnimplementedServiceClient;
 use interop_proto::{
     paths, BoolValue, EchoStatus, Empty, Payload, ResponseParameters, SimpleRequest,
-    SimpleResponse, StreamingInputCallRequest, StreamingInputCallResponse,
-    StreamingOutputCallRequest, StreamingOutputCallResponse,
+    StreamingInputCallRequest, StreamingInputCallResponse, StreamingOutputCallRequest,
+    StreamingOutputCallResponse,
 };
+use tokio_stream::StreamExt as _;
 
 /// Every case this client runs for `--test_case=all`, in order.
 pub const ALL_CASES: [&str; 20] = [
@@ -137,8 +142,8 @@ pub async fn run_case(ctx: &Context, name: &str) -> CaseResult {
         "custom_metadata" => custom_metadata(ctx).await,
         "status_code_and_message" => status_code_and_message(ctx).await,
         "special_status_message" => special_status_message(ctx).await,
-        "unimplemented_method" => unimplemented(ctx, paths::UNIMPLEMENTED_CALL).await,
-        "unimplemented_service" => unimplemented(ctx, paths::UNIMPLEMENTED_SERVICE_CALL).await,
+        "unimplemented_method" => unimplemented_method(ctx).await,
+        "unimplemented_service" => unimplemented_service(ctx).await,
         "cancel_after_begin" => cancel_after_begin(ctx).await,
         "cancel_after_first_response" => cancel_after_first_response(ctx).await,
         "timeout_on_sleeping_server" => timeout_on_sleeping_server(ctx).await,
@@ -181,6 +186,11 @@ type StreamingInput = (
 );
 
 impl Context {
+    /// A generated TestService client on the shared channel.
+    fn test_service(&self) -> TestServiceClient {
+        TestServiceClient::new(self.channel.clone())
+    }
+
     /// Starts a FullDuplexCall.
     async fn full_duplex(&self, request: Request<()>) -> Result<FullDuplex, String> {
         ok(
@@ -225,12 +235,10 @@ fn ok<T>(result: Result<T, Status>, what: &str) -> Result<T, String> {
 
 async fn empty_unary(ctx: &Context) -> CaseResult {
     let r = ok(
-        ctx.channel
-            .unary::<Empty, Empty>(paths::EMPTY_CALL, ctx.request(Empty {}))
-            .await,
+        ctx.test_service().empty_call(ctx.request(Empty {})).await,
         "EmptyCall",
     )?;
-    ensure!(*r.message() == Empty {}, "response is not Empty");
+    ensure!(*r.get_ref() == Empty {}, "response is not Empty");
     Ok(())
 }
 
@@ -244,8 +252,8 @@ fn large_request() -> SimpleRequest {
 
 async fn large_unary(ctx: &Context) -> CaseResult {
     let r = ok(
-        ctx.channel
-            .unary::<_, SimpleResponse>(paths::UNARY_CALL, ctx.request(large_request()))
+        ctx.test_service()
+            .unary_call(ctx.request(large_request()))
             .await,
         "UnaryCall",
     )?;
@@ -270,17 +278,15 @@ async fn client_compressed_unary(ctx: &Context) -> CaseResult {
         ..large_request()
     };
     expect_code(
-        ctx.channel
-            .unary::<_, SimpleResponse>(paths::UNARY_CALL, ctx.request(probe.clone()))
+        ctx.test_service()
+            .unary_call(ctx.request(probe.clone()))
             .await,
         Code::InvalidArgument,
         "uncompressed probe",
     )?;
     let compressed = ctx.request(probe).with_compression(Encoding::Gzip);
     let r = ok(
-        ctx.channel
-            .unary::<_, SimpleResponse>(paths::UNARY_CALL, compressed)
-            .await,
+        ctx.test_service().unary_call(compressed).await,
         "compressed request",
     )?;
     ensure!(
@@ -292,9 +298,7 @@ async fn client_compressed_unary(ctx: &Context) -> CaseResult {
         ..large_request()
     };
     let r = ok(
-        ctx.channel
-            .unary::<_, SimpleResponse>(paths::UNARY_CALL, ctx.request(plain))
-            .await,
+        ctx.test_service().unary_call(ctx.request(plain)).await,
         "uncompressed request",
     )?;
     ensure!(
@@ -311,9 +315,7 @@ async fn server_compressed_unary(ctx: &Context) -> CaseResult {
             ..large_request()
         };
         let r = ok(
-            ctx.channel
-                .unary::<_, SimpleResponse>(paths::UNARY_CALL, ctx.request(req))
-                .await,
+            ctx.test_service().unary_call(ctx.request(req)).await,
             "UnaryCall",
         )?;
         ensure!(body_len(&r.message().payload) == 314_159, "wrong body size");
@@ -334,20 +336,19 @@ fn input(size: usize, expect_compressed: Option<bool>) -> StreamingInputCallRequ
 }
 
 async fn client_streaming(ctx: &Context) -> CaseResult {
-    let (mut tx, mut rx) = ctx.streaming_input(ctx.request(())).await?;
-    for size in [27_182, 8, 1_828, 45_904] {
-        ok(tx.send(input(size, None)).await, "send")?;
-    }
-    ok(tx.finish().await, "half-close")?;
-    let resp = ok(rx.message().await, "response")?.ok_or("no response")?;
+    let requests = [27_182, 8, 1_828, 45_904].map(|size| input(size, None));
+    // The call fails (UNIMPLEMENTED) unless exactly one response arrives.
+    let resp = ok(
+        ctx.test_service()
+            .streaming_input_call(ctx.request(tokio_stream::iter(requests)))
+            .await,
+        "StreamingInputCall",
+    )?
+    .into_inner();
     ensure!(
         resp.aggregated_payload_size == 74_922,
         "aggregated_payload_size {}",
         resp.aggregated_payload_size
-    );
-    ensure!(
-        ok(rx.message().await, "status")?.is_none(),
-        "more than one response"
     );
     Ok(())
 }
@@ -403,15 +404,12 @@ async fn server_streaming(ctx: &Context) -> CaseResult {
         ..Default::default()
     };
     let r = ok(
-        ctx.channel
-            .server_streaming::<_, StreamingOutputCallResponse>(
-                paths::STREAMING_OUTPUT_CALL,
-                ctx.request(req),
-            )
+        ctx.test_service()
+            .streaming_output_call(ctx.request(req))
             .await,
         "StreamingOutputCall",
     )?;
-    let mut stream = r.into_message();
+    let mut stream = r.into_inner();
     let mut got = Vec::new();
     while let Some(msg) = ok(stream.message().await, "message")? {
         got.push(body_len(&msg.payload));
@@ -426,15 +424,12 @@ async fn server_compressed_streaming(ctx: &Context) -> CaseResult {
         ..Default::default()
     };
     let r = ok(
-        ctx.channel
-            .server_streaming::<_, StreamingOutputCallResponse>(
-                paths::STREAMING_OUTPUT_CALL,
-                ctx.request(req),
-            )
+        ctx.test_service()
+            .streaming_output_call(ctx.request(req))
             .await,
         "StreamingOutputCall",
     )?;
-    let mut stream = r.into_message();
+    let mut stream = r.into_inner();
     let mut got = Vec::new();
     while let Some(msg) = ok(stream.message().await, "message")? {
         got.push((body_len(&msg.payload), stream.last_message_compressed()));
@@ -471,8 +466,14 @@ async fn ping_pong(ctx: &Context) -> CaseResult {
 }
 
 async fn empty_stream(ctx: &Context) -> CaseResult {
-    let (tx, mut rx) = ctx.full_duplex(ctx.request(())).await?;
-    ok(tx.finish().await, "half-close")?;
+    let requests = tokio_stream::empty::<StreamingOutputCallRequest>();
+    let mut rx = ok(
+        ctx.test_service()
+            .full_duplex_call(ctx.request(requests))
+            .await,
+        "FullDuplexCall",
+    )?
+    .into_inner();
     ensure!(
         ok(rx.message().await, "status")?.is_none(),
         "expected no responses"
@@ -514,25 +515,21 @@ async fn custom_metadata(ctx: &Context) -> CaseResult {
         payload: zeros(271_828),
         ..Default::default()
     }));
-    let r = ok(
-        ctx.channel
-            .unary::<_, SimpleResponse>(paths::UNARY_CALL, req)
-            .await,
-        "UnaryCall",
-    )?;
+    let r = ok(ctx.test_service().unary_call(req).await, "UnaryCall")?;
     check_echo(Some(r.metadata()), Some(r.trailers())).map_err(|e| format!("unary: {e}"))?;
 
-    let (mut tx, mut rx) = ctx.full_duplex(with_echo_metadata(ctx.request(()))).await?;
-    ok(
-        tx.send(StreamingOutputCallRequest {
-            response_parameters: vec![params(314_159, None)],
-            payload: zeros(271_828),
-            ..Default::default()
-        })
-        .await,
-        "send",
-    )?;
-    ok(tx.finish().await, "half-close")?;
+    let requests = tokio_stream::once(StreamingOutputCallRequest {
+        response_parameters: vec![params(314_159, None)],
+        payload: zeros(271_828),
+        ..Default::default()
+    });
+    let mut rx = ok(
+        ctx.test_service()
+            .full_duplex_call(with_echo_metadata(ctx.request(requests)))
+            .await,
+        "FullDuplexCall",
+    )?
+    .into_inner();
     let mut n = 0;
     while let Some(msg) = ok(rx.message().await, "message")? {
         ensure!(body_len(&msg.payload) == 314_159, "reply size");
@@ -552,24 +549,24 @@ async fn check_status_echo(ctx: &Context, code: i32, message: &str) -> CaseResul
         ..Default::default()
     };
     let want = Code::from_i32(code).ok_or("bad code")?;
-    match ctx
-        .channel
-        .unary::<_, SimpleResponse>(paths::UNARY_CALL, ctx.request(req))
-        .await
-    {
+    match ctx.test_service().unary_call(ctx.request(req)).await {
         Err(s) if s.code() == want && s.message() == message => {}
         Err(s) => return Err(format!("unary: got {:?} {:?}", s.code(), s.message())),
         Ok(_) => return Err("unary: got OK".to_owned()),
     }
-    let (mut tx, mut rx) = ctx.full_duplex(ctx.request(())).await?;
-    let _ = tx
-        .send(StreamingOutputCallRequest {
-            response_status: echo,
-            ..Default::default()
-        })
-        .await;
-    let _ = tx.finish().await;
-    match rx.message().await {
+    let requests = tokio_stream::once(StreamingOutputCallRequest {
+        response_status: echo,
+        ..Default::default()
+    });
+    let mut client = ctx.test_service();
+    let outcome = async {
+        let mut rx = client
+            .full_duplex_call(ctx.request(requests))
+            .await?
+            .into_inner();
+        rx.message().await
+    };
+    match outcome.await {
         Err(s) if s.code() == want && s.message() == message => Ok(()),
         Err(s) => Err(format!("streaming: got {:?} {:?}", s.code(), s.message())),
         Ok(_) => Err("streaming: got no error".to_owned()),
@@ -589,13 +586,23 @@ async fn special_status_message(ctx: &Context) -> CaseResult {
     .await
 }
 
-async fn unimplemented(ctx: &Context, path: &str) -> CaseResult {
+async fn unimplemented_method(ctx: &Context) -> CaseResult {
     expect_code(
-        ctx.channel
-            .unary::<Empty, Empty>(path, ctx.request(Empty {}))
+        ctx.test_service()
+            .unimplemented_call(ctx.request(Empty {}))
             .await,
         Code::Unimplemented,
-        path,
+        paths::UNIMPLEMENTED_CALL,
+    )
+}
+
+async fn unimplemented_service(ctx: &Context) -> CaseResult {
+    expect_code(
+        UnimplementedServiceClient::new(ctx.channel.clone())
+            .unimplemented_call(ctx.request(Empty {}))
+            .await,
+        Code::Unimplemented,
+        paths::UNIMPLEMENTED_SERVICE_CALL,
     )
 }
 
@@ -629,31 +636,20 @@ async fn cancel_after_first_response(ctx: &Context) -> CaseResult {
 }
 
 async fn timeout_on_sleeping_server(ctx: &Context) -> CaseResult {
-    let request = ctx.request(()).with_timeout(Duration::from_millis(1));
-    let started = ctx
-        .channel
-        .streaming::<StreamingOutputCallRequest, StreamingOutputCallResponse>(
-            paths::FULL_DUPLEX_CALL,
-            request,
-        )
-        .await;
-    let (mut tx, mut rx) = match started {
-        Ok(call) => call,
-        // The deadline may already pass while the call starts.
-        Err(s) if s.code() == Code::DeadlineExceeded => return Ok(()),
-        Err(s) => return Err(format!("FullDuplexCall: {s}")),
+    // One request, and no half-close: the server sleeps until the deadline.
+    let requests = tokio_stream::once(StreamingOutputCallRequest {
+        payload: zeros(27_182),
+        ..Default::default()
+    })
+    .chain(tokio_stream::pending());
+    let request = ctx.request(requests).with_timeout(Duration::from_millis(1));
+    let mut client = ctx.test_service();
+    // The deadline may pass while the call starts or while it waits for a reply.
+    let outcome = async {
+        let mut rx = client.full_duplex_call(request).await?.into_inner();
+        rx.message().await
     };
-    let _ = tx
-        .send(StreamingOutputCallRequest {
-            payload: zeros(27_182),
-            ..Default::default()
-        })
-        .await;
-    expect_code(
-        rx.message().await,
-        Code::DeadlineExceeded,
-        "sleeping server",
-    )
+    expect_code(outcome.await, Code::DeadlineExceeded, "sleeping server")
 }
 
 async fn soak(ctx: &Context, new_channel_each_time: bool) -> CaseResult {
@@ -721,8 +717,8 @@ async fn soak_thread(
                 payload: zeros(cfg.request_size),
                 ..Default::default()
             };
-            let r = channel
-                .unary::<_, SimpleResponse>(paths::UNARY_CALL, ctx.request(req))
+            let r = TestServiceClient::new(channel)
+                .unary_call(ctx.request(req))
                 .await
                 .map_err(|s| s.to_string())?;
             ensure!(

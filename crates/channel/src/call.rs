@@ -61,6 +61,11 @@ pub(crate) struct Shared {
     receiver: Option<Waker>,
     /// The call's retry state machine after commit, told how the committed attempt ended (throttle).
     retry: Option<(RetryCall, AttemptId)>,
+    /// A task pumping an application stream into the call, waiting for the call to end.
+    end_watcher: Option<Waker>,
+    /// The status a failed send ended the call with (e.g. an oversize message), which the receiving half
+    /// reports instead of the reset it sees.
+    sender_failure: Option<Status>,
     /// Counts the call as active for the channel's idle timeout while either half lives.
     _active: Option<crate::control::CallGuard>,
 }
@@ -137,6 +142,8 @@ impl Shared {
             started: false,
             receiver: None,
             retry: None,
+            end_watcher: None,
+            sender_failure: None,
             _active: active,
         }))
     }
@@ -245,6 +252,7 @@ impl Shared {
                     } else {
                         Ended::With(status.clone())
                     });
+                    self.wake_end_watcher();
                 }
                 self.handed = Some(Err(status));
             }
@@ -263,6 +271,7 @@ impl Shared {
     fn end(&mut self, status: &Status, reason: h2::Reason) {
         if self.ended.is_none() {
             self.ended = Some(Ended::With(status.clone()));
+            self.wake_end_watcher();
             match &mut self.side {
                 Side::Direct(send) => send.send_reset(reason),
                 Side::Driving(inbox) => {
@@ -272,6 +281,12 @@ impl Shared {
                     }
                 }
             }
+        }
+    }
+
+    fn wake_end_watcher(&mut self) {
+        if let Some(w) = self.end_watcher.take() {
+            w.wake();
         }
     }
 
@@ -471,6 +486,40 @@ impl<T> RequestSender<T> {
                     Err(status)
                 }
             },
+        }
+    }
+}
+
+impl<T> RequestSender<T> {
+    /// A handle that tells when the call has ended, for a task that feeds this sender.
+    pub(crate) fn end_watch(&self) -> EndWatch {
+        EndWatch(self.shared.clone())
+    }
+
+    /// Ends the call because sending failed on the client (`status` is what [`RequestSender::send`]
+    /// returned): unless the call had already ended (then `status` only echoes that end), the call is
+    /// cancelled and the receiving half reports `status`.
+    pub(crate) fn fail(&mut self, status: Status) {
+        let mut s = self.shared.lock();
+        if s.ended.is_none() {
+            s.sender_failure = Some(status.clone());
+            s.end(&status, h2::Reason::CANCEL);
+        }
+    }
+}
+
+/// Tells a task that feeds a call's [`RequestSender`] when the call has ended.
+pub(crate) struct EndWatch(SharedRef);
+
+impl EndWatch {
+    /// Ready once the call has ended (locally, or its response is complete).
+    pub(crate) fn poll_ended(&self, cx: &Context<'_>) -> Poll<()> {
+        let mut s = self.0.lock();
+        if s.ended.is_some() {
+            Poll::Ready(())
+        } else {
+            s.end_watcher = Some(cx.waker().clone());
+            Poll::Pending
         }
     }
 }
@@ -715,7 +764,7 @@ impl<T> Streaming<T> {
     /// half-closed yet).
     fn end_remotely(&mut self, status: Status) -> Poll<Result<Option<Frame>, Status>> {
         let status = self.local_status(status);
-        {
+        let sender_failure = {
             let mut guard = self.shared.lock();
             let s = &mut *guard;
             s.report_end(&status, CommittedEnd::Remote(self.pushback));
@@ -724,8 +773,12 @@ impl<T> Streaming<T> {
                     send.send_reset(h2::Reason::NO_ERROR);
                 }
                 s.ended = Some(Ended::Finished(status.clone()));
+                s.wake_end_watcher();
             }
-        }
+            // A send that failed on the client ended the call: its status, not the reset it caused.
+            s.sender_failure.take()
+        };
+        let status = sender_failure.unwrap_or(status);
         self.state = RecvState::Done;
         let result = if status.code() == Code::Ok {
             Ok(None)

@@ -529,8 +529,10 @@ impl Channel {
         let mut messages = std::pin::pin!(messages);
         let send_all = async move {
             while let Some(msg) = poll_fn(|cx| Pin::as_mut(&mut messages).poll_next(cx)).await {
-                if sender.send(msg).await.is_err() {
-                    // The call ended; its status comes from the response side.
+                if let Err(status) = sender.send(msg).await {
+                    // The call ended (its status comes from the response side), or this message could not
+                    // be sent (too large, say): that ends the call with this status.
+                    sender.fail(status);
                     break;
                 }
             }

@@ -1,7 +1,10 @@
 //! What the application hands a call and gets back: [`Request`] (a message, metadata and [`CallOptions`]) and
-//! [`Response`] (a message and the response headers' metadata).
+//! [`Response`] (a message and the response headers' metadata), and the conversions generated clients accept
+//! ([`IntoRequest`], [`IntoStreamingRequest`], shaped like tonic's).
 
 use std::time::Duration;
+
+use futures_core::Stream;
 
 use crate::compression::Encoding;
 use crate::metadata::MetadataMap;
@@ -71,6 +74,21 @@ impl<T> Request<T> {
     /// The message.
     pub fn message(&self) -> &T {
         &self.message
+    }
+
+    /// The message (as tonic names it; the same as [`Request::message`]).
+    pub fn get_ref(&self) -> &T {
+        &self.message
+    }
+
+    /// The message, for changing it.
+    pub fn get_mut(&mut self) -> &mut T {
+        &mut self.message
+    }
+
+    /// The message, dropping the metadata and options.
+    pub fn into_inner(self) -> T {
+        self.message
     }
 
     /// The metadata sent as request headers.
@@ -210,6 +228,21 @@ impl<T> Response<T> {
         self.compressed
     }
 
+    /// The message (as tonic names it; the same as [`Response::message`]).
+    pub fn get_ref(&self) -> &T {
+        &self.message
+    }
+
+    /// The message, for changing it (e.g. reading a [`crate::Streaming`] in place).
+    pub fn get_mut(&mut self) -> &mut T {
+        &mut self.message
+    }
+
+    /// The message, dropping the metadata (as tonic names it; the same as [`Response::into_message`]).
+    pub fn into_inner(self) -> T {
+        self.message
+    }
+
     /// The message, dropping the metadata.
     pub fn into_message(self) -> T {
         self.message
@@ -218,5 +251,61 @@ impl<T> Response<T> {
     /// The metadata and the message.
     pub fn into_parts(self) -> (MetadataMap, T) {
         (self.metadata, self.message)
+    }
+}
+
+/// What a generated client's unary and server-streaming methods accept: a message (sent with no metadata and
+/// default options) or a [`Request`] of one. The same shape as tonic's `IntoRequest`.
+pub trait IntoRequest<T> {
+    /// The request.
+    fn into_request(self) -> Request<T>;
+}
+
+impl<T> IntoRequest<T> for T {
+    fn into_request(self) -> Request<T> {
+        Request::new(self)
+    }
+}
+
+impl<T> IntoRequest<T> for Request<T> {
+    fn into_request(self) -> Request<T> {
+        self
+    }
+}
+
+/// What a generated client's client-streaming and bidi methods accept: a stream of messages
+/// (`Stream<Item = Message> + Send + 'static`, e.g. `tokio_stream::iter(vec![...])`) or a [`Request`] of one.
+/// The same shape as tonic's `IntoStreamingRequest`.
+pub trait IntoStreamingRequest {
+    /// The stream of messages.
+    type Stream: Stream<Item = Self::Message> + Send + 'static;
+    /// The request message type.
+    type Message;
+
+    /// The request.
+    fn into_streaming_request(self) -> Request<Self::Stream>;
+}
+
+impl<S> IntoStreamingRequest for S
+where
+    S: Stream + Send + 'static,
+{
+    type Stream = S;
+    type Message = S::Item;
+
+    fn into_streaming_request(self) -> Request<S> {
+        Request::new(self)
+    }
+}
+
+impl<S> IntoStreamingRequest for Request<S>
+where
+    S: Stream + Send + 'static,
+{
+    type Stream = S;
+    type Message = S::Item;
+
+    fn into_streaming_request(self) -> Request<S> {
+        self
     }
 }

@@ -1,0 +1,165 @@
+//! The prost-build [`ServiceGenerator`] that writes a tonic-shaped client module per service.
+//!
+//! For `service Kv` in package `store.v1` it appends to `store.v1.rs`:
+//!
+//! ```text
+//! pub mod kv_client {
+//!     pub struct KvClient { channel: ::grpc_channel::Channel }   // private fields: room for interceptors
+//!     impl KvClient {
+//!         pub fn new(channel: ::grpc_channel::Channel) -> Self;
+//!         pub async fn get(&mut self, request: impl IntoRequest<super::GetRequest>)
+//!             -> Result<Response<super::GetResponse>, Status>;
+//!         ...
+//!     }
+//! }
+//! ```
+
+use std::fmt::Write as _;
+
+use heck::ToSnakeCase;
+use prost_build::{Method, Service, ServiceGenerator};
+
+/// Generates `<service_snake>_client` modules.
+#[derive(Debug, Default)]
+pub(crate) struct ClientGenerator;
+
+impl ServiceGenerator for ClientGenerator {
+    fn generate(&mut self, service: Service, buf: &mut String) {
+        generate_client(&service, buf);
+    }
+}
+
+/// The full name of the service (`package.Service`, or `Service` without a package).
+fn full_name(service: &Service) -> String {
+    if service.package.is_empty() {
+        service.proto_name.clone()
+    } else {
+        format!("{}.{}", service.package, service.proto_name)
+    }
+}
+
+/// A prost type path as seen from inside the client module, one level below the package's module.
+fn type_path(rust_type: &str) -> String {
+    if rust_type.starts_with("::") || rust_type.starts_with("crate::") || rust_type == "()" {
+        rust_type.to_owned()
+    } else {
+        format!("super::{rust_type}")
+    }
+}
+
+/// The method's kind, in words for its doc comment.
+fn kind(method: &Method) -> &'static str {
+    match (method.client_streaming, method.server_streaming) {
+        (false, false) => "unary",
+        (false, true) => "server-streaming",
+        (true, false) => "client-streaming",
+        (true, true) => "bidi-streaming",
+    }
+}
+
+fn generate_client(service: &Service, buf: &mut String) {
+    let full = full_name(service);
+    let module = format!("{}_client", service.name.to_snake_case());
+    let client = format!("{}Client", service.name);
+    // `write!` into a String cannot fail.
+    let _ = writeln!(
+        buf,
+        "/// A client for the `{full}` service, on a [`::grpc_channel::Channel`]."
+    );
+    let _ = writeln!(buf, "pub mod {module} {{");
+    let _ = writeln!(
+        buf,
+        "    #![allow(unused_variables, dead_code, missing_docs, unreachable_pub, clippy::wildcard_imports, clippy::let_unit_value)]"
+    );
+    if service.comments.leading.is_empty() && service.comments.trailing.is_empty() {
+        let _ = writeln!(buf, "    /// A client for the `{full}` service.");
+    } else {
+        service.comments.append_with_indent(1, buf);
+    }
+    let _ = writeln!(
+        buf,
+        "    ///
+    /// Cloning is cheap: clones share the channel and its connections.
+    #[derive(Debug, Clone)]
+    pub struct {client} {{
+        channel: ::grpc_channel::Channel,
+    }}
+
+    impl {client} {{
+        /// A client whose calls go out on `channel`.
+        pub fn new(channel: ::grpc_channel::Channel) -> Self {{
+            Self {{ channel }}
+        }}"
+    );
+    for method in &service.methods {
+        generate_method(&full, method, buf);
+    }
+    let _ = writeln!(buf, "    }}\n}}");
+}
+
+fn generate_method(service: &str, method: &Method, buf: &mut String) {
+    let path = format!("/{service}/{}", method.proto_name);
+    let input = type_path(&method.input_type);
+    let output = type_path(&method.output_type);
+    buf.push('\n');
+    let comments = &method.comments;
+    if !comments.leading.is_empty() || !comments.trailing.is_empty() {
+        // Detached comments are not about this method.
+        let attached = prost_build::Comments {
+            leading_detached: Vec::new(),
+            ..comments.clone()
+        };
+        attached.append_with_indent(2, buf);
+        let _ = writeln!(buf, "        ///");
+    }
+    let _ = writeln!(buf, "        /// `{path}`, a {} call.", kind(method));
+    let (argument, conversion) = if method.client_streaming {
+        (
+            format!("impl ::grpc_channel::IntoStreamingRequest<Message = {input}>"),
+            "into_streaming_request",
+        )
+    } else {
+        (
+            format!("impl ::grpc_channel::IntoRequest<{input}>"),
+            "into_request",
+        )
+    };
+    let (response, call) = match (method.client_streaming, method.server_streaming) {
+        (false, false) => (output, "unary"),
+        (false, true) => (
+            format!("::grpc_channel::Streaming<{output}>"),
+            "server_streaming",
+        ),
+        (true, false) => (output, "client_streaming"),
+        (true, true) => (
+            format!("::grpc_channel::Streaming<{output}>"),
+            "bidi_streaming",
+        ),
+    };
+    let _ = writeln!(
+        buf,
+        "        pub async fn {name}(
+            &mut self,
+            request: {argument},
+        ) -> ::core::result::Result<::grpc_channel::Response<{response}>, ::grpc_channel::Status> {{
+            self.channel.{call}({path:?}, request.{conversion}()).await
+        }}",
+        name = method.name,
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn type_paths_outside_the_package_stay_absolute() {
+        assert_eq!(type_path("Msg"), "super::Msg");
+        assert_eq!(type_path("super::other::Msg"), "super::super::other::Msg");
+        assert_eq!(type_path("()"), "()");
+        assert_eq!(
+            type_path("::prost_types::Timestamp"),
+            "::prost_types::Timestamp"
+        );
+    }
+}

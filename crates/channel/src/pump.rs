@@ -1,0 +1,103 @@
+//! Streaming calls whose request messages come from an application [`Stream`]: the shape generated clients
+//! use for bidi calls ([`Channel::bidi_streaming`]). A spawned task pumps the stream into the call's
+//! [`RequestSender`] and half-closes when the stream ends.
+//!
+//! The pump stops, dropping the stream, as soon as the call ends (the response is complete, the call was
+//! cancelled or passed its deadline), even while the stream has no next message. A message that cannot be
+//! sent (too large, say) ends the call with that status, which the receiving half reports: nothing the pump
+//! sees is lost.
+
+use std::future::{poll_fn, Future};
+use std::pin::pin;
+use std::task::Poll;
+
+use futures_core::Stream;
+
+use crate::call::{RequestSender, Streaming};
+use crate::channel::Channel;
+use crate::metadata::MetadataMap;
+use crate::request::{Request, Response};
+use crate::status::Status;
+
+impl Channel {
+    /// A bidi-streaming call whose request messages come from a stream: a task sends them as the stream
+    /// yields them and half-closes at its end, while the response messages arrive on the returned
+    /// [`Streaming`]. Returns once the response headers arrive (or the call fails first), like
+    /// [`Channel::server_streaming`].
+    ///
+    /// The task stops when the call ends, dropping the stream. A message that cannot be sent (larger than
+    /// the send limit, say) ends the call with that status, which the [`Streaming`] reports.
+    pub async fn bidi_streaming<Req, Resp, S>(
+        &self,
+        path: &str,
+        request: Request<S>,
+    ) -> Result<Response<Streaming<Resp>>, Status>
+    where
+        Req: prost::Message + Send + 'static,
+        Resp: prost::Message + Default,
+        S: Stream<Item = Req> + Send + 'static,
+    {
+        let (messages, metadata, options) = request.into_parts();
+        let (sender, mut receiver) = self
+            .streaming::<Req, Resp>(path, Request::new(()).with_options(metadata, options))
+            .await?;
+        tokio::spawn(pump(messages, sender));
+        let metadata = receiver.headers().await?.clone();
+        Ok(Response::new(receiver, metadata, MetadataMap::new(), false))
+    }
+}
+
+/// What the pump does next.
+enum Next<T> {
+    Message(T),
+    StreamEnded,
+    CallEnded,
+}
+
+/// Sends every message of `messages`, then half-closes; stops when the call ends.
+async fn pump<S, Req>(messages: S, mut sender: RequestSender<Req>)
+where
+    S: Stream<Item = Req>,
+{
+    let end = sender.end_watch();
+    let mut messages = pin!(messages);
+    loop {
+        let next = poll_fn(|cx| {
+            if end.poll_ended(cx).is_ready() {
+                return Poll::Ready(Next::CallEnded);
+            }
+            messages.as_mut().poll_next(cx).map(|m| match m {
+                Some(m) => Next::Message(m),
+                None => Next::StreamEnded,
+            })
+        })
+        .await;
+        match next {
+            Next::Message(message) => {
+                // A send waiting for flow control or for the retry driver stops when the call ends.
+                let sent = {
+                    let mut send = pin!(sender.send(message));
+                    poll_fn(|cx| match send.as_mut().poll(cx) {
+                        Poll::Ready(result) => Poll::Ready(Some(result)),
+                        Poll::Pending => end.poll_ended(cx).map(|()| None),
+                    })
+                    .await
+                };
+                match sent {
+                    Some(Ok(())) => {}
+                    Some(Err(status)) => {
+                        sender.fail(status);
+                        return;
+                    }
+                    None => return,
+                }
+            }
+            Next::StreamEnded => {
+                // An error here means the call already ended; the receiving half has its status.
+                let _ = sender.finish().await;
+                return;
+            }
+            Next::CallEnded => return,
+        }
+    }
+}
