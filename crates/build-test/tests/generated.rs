@@ -26,6 +26,13 @@ fn text(s: &str) -> Text {
 
 /// Starts the Sink server on 127.0.0.1:0 and returns a client for it.
 async fn client() -> SinkClient {
+    let addr = start_server().await;
+    let channel = Channel::new(format!("ipv4:{addr}")).expect("channel");
+    SinkClient::new(channel)
+}
+
+/// Starts the Sink server on 127.0.0.1:0.
+async fn start_server() -> std::net::SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("local address");
     tokio::spawn(async move {
@@ -40,8 +47,7 @@ async fn client() -> SinkClient {
             });
         }
     });
-    let channel = Channel::new(format!("ipv4:{addr}")).expect("channel");
-    SinkClient::new(channel)
+    addr
 }
 
 async fn handle(mut call: ServerCall) {
@@ -355,4 +361,37 @@ fn proto_comments_became_doc_comments() {
     ] {
         assert!(generated.contains(doc), "no {doc:?} in the generated code");
     }
+}
+
+#[tokio::test]
+async fn a_client_interceptor_adds_metadata_or_fails_the_call_unsent() {
+    bounded(async {
+        let addr = start_server().await;
+        let channel = Channel::new(format!("ipv4:{addr}")).expect("channel");
+        let mut client = SinkClient::with_interceptor(
+            channel.clone(),
+            |call: &mut grpc_channel::CallInfo<'_>| {
+                assert_eq!(call.method(), "/kitchen.sink.v1.Sink/Echo");
+                call.metadata_mut()
+                    .append("x-echo", "from the interceptor")
+                    .map_err(|e| Status::new(Code::Internal, e.to_string()))
+            },
+        );
+        let response = client.echo(text("hi")).await.expect("Echo");
+        assert_eq!(response.into_inner(), text("hi|from the interceptor"));
+
+        let mut refusing = SinkClient::with_interceptor(
+            channel.clone(),
+            |_: &mut grpc_channel::CallInfo<'_>| -> Result<(), Status> {
+                Err(Status::new(Code::PermissionDenied, "not from this client"))
+            },
+        );
+        let status = refusing
+            .count(tokio_stream::iter(vec![text("a b")]))
+            .await
+            .expect_err("refused");
+        assert_eq!(status.code(), Code::PermissionDenied);
+        assert_eq!(status.message(), "not from this client");
+    })
+    .await;
 }

@@ -4,9 +4,10 @@
 //!
 //! ```text
 //! pub mod kv_client {
-//!     pub struct KvClient { channel: ::grpc_channel::Channel }   // private fields: room for interceptors
+//!     pub struct KvClient { channel: ::grpc_channel::Channel, interceptor: .. }   // private fields
 //!     impl KvClient {
 //!         pub fn new(channel: ::grpc_channel::Channel) -> Self;
+//!         pub fn with_interceptor(channel: ::grpc_channel::Channel, interceptor: impl Interceptor) -> Self;
 //!         pub async fn get(&mut self, request: impl IntoRequest<super::GetRequest>)
 //!             -> Result<Response<super::GetResponse>, Status>;
 //!         ...
@@ -80,15 +81,37 @@ fn generate_client(service: &Service, buf: &mut String) {
         buf,
         "    ///
     /// Cloning is cheap: clones share the channel and its connections.
-    #[derive(Debug, Clone)]
+    #[derive(Clone)]
     pub struct {client} {{
         channel: ::grpc_channel::Channel,
+        interceptor: ::core::option::Option<::std::sync::Arc<dyn ::grpc_channel::Interceptor>>,
+    }}
+
+    impl ::core::fmt::Debug for {client} {{
+        fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {{
+            f.debug_struct(\"{client}\")
+                .field(\"channel\", &self.channel)
+                .field(\"interceptor\", &self.interceptor.is_some())
+                .finish()
+        }}
     }}
 
     impl {client} {{
         /// A client whose calls go out on `channel`.
         pub fn new(channel: ::grpc_channel::Channel) -> Self {{
-            Self {{ channel }}
+            Self {{ channel, interceptor: ::core::option::Option::None }}
+        }}
+
+        /// A client whose calls first go through `interceptor` (before the channel's own interceptors):
+        /// it sees each call's method, metadata and options, may change them, or fail the call unsent.
+        pub fn with_interceptor(
+            channel: ::grpc_channel::Channel,
+            interceptor: impl ::grpc_channel::Interceptor,
+        ) -> Self {{
+            Self {{
+                channel,
+                interceptor: ::core::option::Option::Some(::std::sync::Arc::new(interceptor)),
+            }}
         }}"
     );
     for method in &service.methods {
@@ -142,7 +165,11 @@ fn generate_method(service: &str, method: &Method, buf: &mut String) {
             &mut self,
             request: {argument},
         ) -> ::core::result::Result<::grpc_channel::Response<{response}>, ::grpc_channel::Status> {{
-            self.channel.{call}({path:?}, request.{conversion}()).await
+            let mut request = request.{conversion}();
+            if let ::core::option::Option::Some(interceptor) = &self.interceptor {{
+                request.intercept({path:?}, interceptor.as_ref())?;
+            }}
+            self.channel.{call}({path:?}, request).await
         }}",
         name = method.name,
     );

@@ -238,6 +238,7 @@ impl MetadataMap {
 
     /// The map's HTTP headers, taken.
     /// The metadata as header entries.
+    #[cfg(feature = "tower")]
     pub(crate) fn headers(&self) -> &HeaderMap {
         &self.headers
     }
