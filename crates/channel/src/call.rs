@@ -43,6 +43,7 @@ use crate::percent;
 use crate::request::MessageOptions;
 use crate::retry_driver::Committed;
 use crate::status::{code_from_http_status, Code, Status};
+use crate::telemetry::{AttemptTelemetry, CallTelemetry};
 
 /// What both halves of a call share: the sending side (the retry driver before the call commits, the
 /// committed attempt's stream after), the call's end, and what the driver hands over at commit.
@@ -68,6 +69,10 @@ pub(crate) struct Shared {
     sender_failure: Option<Status>,
     /// Counts the call as active for the channel's idle timeout while either half lives.
     _active: Option<crate::control::CallGuard>,
+    /// The call's span and metrics.
+    pub(crate) telemetry: CallTelemetry,
+    /// The committed attempt's, once handed over.
+    attempt: Option<AttemptTelemetry>,
 }
 
 /// How the call ended, for the sending half.
@@ -133,7 +138,10 @@ pub(crate) enum Input {
 
 impl Shared {
     /// A call whose attempts the retry driver runs until it commits.
-    pub(crate) fn driving(active: Option<crate::control::CallGuard>) -> SharedRef {
+    pub(crate) fn driving(
+        active: Option<crate::control::CallGuard>,
+        telemetry: CallTelemetry,
+    ) -> SharedRef {
         Arc::new(Mutex::new(Shared {
             side: Side::Driving(Inbox::default()),
             half_closed: false,
@@ -145,6 +153,8 @@ impl Shared {
             end_watcher: None,
             sender_failure: None,
             _active: active,
+            telemetry,
+            attempt: None,
         }))
     }
 
@@ -225,6 +235,7 @@ impl Shared {
                 let OpenAttempt {
                     mut send, response, ..
                 } = committed.open;
+                self.attempt = committed.telemetry;
                 if self.ended.is_some() {
                     send.send_reset(h2::Reason::CANCEL);
                     return;
@@ -300,6 +311,10 @@ impl Shared {
                 CommittedEnd::Local => AttemptEnd::failure(status.code(), FailurePlace::Local),
             };
             call.handle_end(attempt, end, Instant::now().into_std());
+            self.telemetry.set_stats(call.stats());
+        }
+        if let Some(mut attempt) = self.attempt.take() {
+            attempt.ended(status);
         }
     }
 }
@@ -742,6 +757,7 @@ impl<T> Streaming<T> {
             let mut s = self.shared.lock();
             s.end(&status, h2::Reason::CANCEL);
             s.report_end(&status, CommittedEnd::Local);
+            s.telemetry.finish(&status);
         }
         self.state = RecvState::Done;
         self.outcome = Some(status.clone());
@@ -776,9 +792,11 @@ impl<T> Streaming<T> {
                 s.wake_end_watcher();
             }
             // A send that failed on the client ended the call: its status, not the reset it caused.
-            s.sender_failure.take()
+            let status = s.sender_failure.take().unwrap_or(status);
+            s.telemetry.finish(&status);
+            status
         };
-        let status = sender_failure.unwrap_or(status);
+        let status = sender_failure;
         self.state = RecvState::Done;
         let result = if status.code() == Code::Ok {
             Ok(None)
@@ -1277,7 +1295,10 @@ mod tests {
     #[test]
     fn before_commit_the_sender_runs_at_most_the_inbox_ahead_of_the_driver_which_takes_messages_in_order(
     ) {
-        let shared = Shared::driving(None);
+        let shared = Shared::driving(
+            None,
+            crate::telemetry::Telemetry::new("test".into()).call("/t.S/M"),
+        );
         let mut sender = RequestSender::new(
             shared.clone(),
             Codec::<Bytes, Bytes>::raw().encoder(),

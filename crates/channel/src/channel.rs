@@ -26,6 +26,7 @@ use crate::request::{CallOptions, Request, Response};
 use crate::resolution::Resolution;
 use crate::retry_driver::Driver;
 use crate::status::{Code, Status};
+use crate::telemetry::{ChannelStats, Telemetry};
 use crate::tls::{server_name_host, TlsConfig, TlsConnector};
 use crate::transport::{Http2Settings, Transport};
 use grpc_lb::ConnectivityState;
@@ -55,6 +56,7 @@ struct Inner {
     scheme: Scheme,
     tls: Option<TlsConnector>,
     interceptors: Interceptors,
+    telemetry: Arc<Telemetry>,
     user_agent: HeaderValue,
     max_receive: Option<usize>,
     max_send: Option<usize>,
@@ -338,6 +340,7 @@ impl ChannelBuilder {
             self.keepalive_permit_without_calls,
         );
         let transport = Transport::new(self.http2.clone(), tls.clone(), keepalive.clone());
+        let telemetry = Telemetry::new(target.to_string());
         let resolution = Arc::new(Resolution::new(
             target.clone(),
             self.resolver,
@@ -350,6 +353,7 @@ impl ChannelBuilder {
                 scheme,
                 tls,
                 interceptors: self.interceptors,
+                telemetry,
                 user_agent,
                 max_receive: self.max_receive,
                 max_send: self.max_send,
@@ -397,6 +401,13 @@ impl Channel {
             tls: None,
             interceptors: Interceptors::default(),
         }
+    }
+
+    /// A snapshot of the channel's calls: calls started, succeeded and failed, attempts started, and per
+    /// method gRFC A6's retry statistics and A96's histograms. It needs no metrics exporter (with the
+    /// `metrics` feature, the same figures also go to the `metrics` facade).
+    pub fn stats(&self) -> ChannelStats {
+        self.inner.telemetry.snapshot()
     }
 
     /// A channel to `target` with default options.
@@ -603,7 +614,9 @@ impl Channel {
         let (mut call, setup, shared) = self.new_call(&mut prepared, true, now);
         call.send_message(frame, now);
         call.half_close();
-        let result = Driver::new(self.clone(), setup, call, None).run().await;
+        let result = Driver::new(self.clone(), setup, call, shared.clone(), false)
+            .run()
+            .await;
         shared.lock().hand_over(result);
         Streaming::driven(
             shared,
@@ -624,7 +637,7 @@ impl Channel {
         let mut prepared = self.prepare(path, metadata, options).await?;
         let (call, setup, shared) = self.new_call(&mut prepared, false, Instant::now().into_std());
         // The application sends after the call starts: the driver runs in its own task until commit.
-        let driver = Driver::new(self.clone(), setup, call, Some(shared.clone()));
+        let driver = Driver::new(self.clone(), setup, call, shared.clone(), true);
         tokio::spawn(driver.run_into(shared.clone()));
         // Like a single-attempt call, return once the first attempt's request is on its way (or the call
         // failed before any was). A caller that gives up before then cancels the call.
@@ -694,7 +707,8 @@ impl Channel {
             Some(control) => control.call_started(),
             None => inner.transport.call_started(),
         };
-        (call, setup, Shared::driving(Some(guard)))
+        let telemetry = inner.telemetry.call(setup.uri.path());
+        (call, setup, Shared::driving(Some(guard), telemetry))
     }
 
     /// Everything a call needs before its first attempt: the resolution result and method config, the

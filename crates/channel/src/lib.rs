@@ -68,6 +68,7 @@ mod resolution;
 mod retry_driver;
 mod sniff;
 mod status;
+mod telemetry;
 #[doc(hidden)]
 pub mod timeout;
 mod tls;
@@ -94,6 +95,7 @@ pub use request::{
     CallOptions, IntoRequest, IntoStreamingRequest, MessageOptions, Request, Response,
 };
 pub use status::{Code, Status};
+pub use telemetry::ChannelStats;
 pub use tls::TlsConfig;
 pub use transport::Http2Settings;
 

@@ -29,6 +29,7 @@ use crate::attempt::{Attempt, AttemptEvent, AttemptSetup, OpenAttempt};
 use crate::call::{Input, SharedRef};
 use crate::channel::Channel;
 use crate::status::{Code, Status};
+use crate::telemetry::AttemptTelemetry;
 
 /// The attempt a call committed to.
 pub(crate) struct Committed {
@@ -37,6 +38,8 @@ pub(crate) struct Committed {
     pub(crate) open: OpenAttempt,
     /// Whether the attempt already wrote the application's half-close.
     pub(crate) half_closed: bool,
+    /// Its span and metrics, which end with the call.
+    pub(crate) telemetry: Option<AttemptTelemetry>,
 }
 
 /// Runs a call's attempts.
@@ -51,6 +54,12 @@ pub(crate) struct Driver {
     /// The application's side, for calls that send after they start.
     input: Option<SharedRef>,
     half_close_sent: bool,
+    /// The call's shared state (its telemetry).
+    shared: SharedRef,
+    /// Each attempt's span and metrics, indexed by attempt id.
+    telemetry: Vec<Option<AttemptTelemetry>>,
+    /// Since when no attempt has been in flight (a retry's backoff), if so.
+    idle_since: Option<Instant>,
 }
 
 /// An attempt's place in the driver.
@@ -82,7 +91,8 @@ impl Driver {
         channel: Channel,
         setup: Arc<AttemptSetup>,
         call: RetryCall,
-        input: Option<SharedRef>,
+        shared: SharedRef,
+        input: bool,
     ) -> Driver {
         Driver {
             channel,
@@ -91,8 +101,11 @@ impl Driver {
             attempts: Vec::new(),
             committed: None,
             timer: None,
-            input,
+            input: input.then(|| shared.clone()),
             half_close_sent: false,
+            shared,
+            telemetry: Vec::new(),
+            idle_since: None,
         }
     }
 
@@ -121,13 +134,24 @@ impl Driver {
                         attempt,
                         previous_attempts,
                         avoid,
-                        ..
+                        transparent,
                     } => {
                         let pick = self.channel.pick_future(self.setup.clone(), avoid);
                         let index = attempt.0 as usize;
                         if self.attempts.len() <= index {
                             self.attempts.resize_with(index + 1, || Slot::Over(None));
+                            self.telemetry.resize_with(index + 1, || None);
                         }
+                        let delay = self
+                            .idle_since
+                            .take()
+                            .map(|t| t.elapsed())
+                            .unwrap_or_default();
+                        self.telemetry[index] = Some(self.shared.lock().telemetry.attempt(
+                            attempt.0 + 1,
+                            transparent,
+                            delay,
+                        ));
                         self.attempts[index] =
                             Slot::Live(Attempt::new(pick, self.setup.clone(), previous_attempts));
                     }
@@ -160,6 +184,13 @@ impl Driver {
                                 a.cancel();
                             }
                         }
+                        if let Some(mut t) = self
+                            .telemetry
+                            .get_mut(attempt.0 as usize)
+                            .and_then(Option::take)
+                        {
+                            t.cancelled();
+                        }
                     }
                     Action::Commit { attempt } => self.committed = Some(attempt),
                     Action::Finish(outcome) => {
@@ -178,6 +209,9 @@ impl Driver {
                                 a.cancel();
                             }
                         }
+                        // Attempts still live were cancelled (their telemetry says so as it drops).
+                        self.telemetry.clear();
+                        self.shared.lock().telemetry.set_stats(call.stats());
                         self.call = None;
                         return Poll::Ready(Err(status));
                     }
@@ -194,12 +228,17 @@ impl Driver {
                         if let Some(last) = open.flushed {
                             call.handle_message_sent(id, last);
                         }
+                        let mut telemetry = self.telemetry.get_mut(index).and_then(Option::take);
+                        if let Some(t) = telemetry.as_mut() {
+                            t.committed();
+                        }
                         return Poll::Ready(match self.call.take() {
                             Some(call) => Ok(Committed {
                                 call,
                                 attempt: id,
                                 open,
                                 half_closed,
+                                telemetry,
                             }),
                             None => Err(Status::new(
                                 Code::Internal,
@@ -245,6 +284,7 @@ impl Driver {
             }
             // What the attempts have to say.
             let mut progressed = false;
+            let mut ended = false;
             for (index, slot) in self.attempts.iter_mut().enumerate() {
                 let Slot::Live(attempt) = slot else { continue };
                 let id = AttemptId(index as u32);
@@ -252,6 +292,9 @@ impl Driver {
                     progressed = true;
                     match event {
                         AttemptEvent::Picked(addr) => {
+                            if let Some(Some(t)) = self.telemetry.get(index) {
+                                t.picked(addr);
+                            }
                             if let Some(addr) = addr {
                                 call.handle_picked(id, addr);
                             }
@@ -265,12 +308,24 @@ impl Driver {
                             break;
                         }
                         AttemptEvent::Ended(end, status) => {
+                            if let Some(mut t) =
+                                self.telemetry.get_mut(index).and_then(Option::take)
+                            {
+                                t.ended(&status);
+                            }
                             *slot = Slot::Over(Some(status));
                             call.handle_end(id, end, now());
+                            ended = true;
                             break;
                         }
                     }
                 }
+            }
+            if ended
+                && self.idle_since.is_none()
+                && !self.attempts.iter().any(|s| matches!(s, Slot::Live(_)))
+            {
+                self.idle_since = Some(Instant::now());
             }
             if progressed {
                 continue;

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use grpc_channel::tower::ChannelService;
 use grpc_channel::Channel;
-use grpc_tower_test::fault::faulty_client::FaultyClient;
-use grpc_tower_test::testing::test_service_client::TestServiceClient;
-use grpc_tower_test::testing::{
+use grpc_feature_tests::fault::faulty_client::FaultyClient;
+use grpc_feature_tests::testing::test_service_client::TestServiceClient;
+use grpc_feature_tests::testing::{
     EchoStatus, Payload, ResponseParameters, SimpleRequest, StreamingInputCallRequest,
     StreamingOutputCallRequest,
 };

@@ -1,0 +1,272 @@
+//! What a channel tells about its calls: `tracing` spans, gRFC A66/A96 metrics through the `metrics`
+//! facade (feature `metrics`), and [`Channel::stats`](crate::Channel::stats) without any exporter.
+//!
+//! Spans (at `INFO`, so a subscriber filtering them out costs a callsite check):
+//! * `grpc.call` per call, fields `grpc.method`, `grpc.target`, and at its end `grpc.status` and
+//!   `grpc.attempts`;
+//! * `grpc.attempt` per attempt, a child of its call's span: `grpc.attempt` (1, 2, ...), `grpc.transparent`,
+//!   `grpc.delay_ms` (how long the call had no attempt in flight before this one: a retry's backoff, 0 for a
+//!   hedge or the first attempt), `grpc.peer` once picked, and at its end `grpc.outcome` (a status code,
+//!   `cancelled` for an attempt the call cancelled, `committed` for the one it kept while it runs on).
+//!
+//! Metrics, with the instrument names and labels of gRFC A66 and A96 (`grpc.method`, `grpc.target`, and
+//! `grpc.status` where A66 has it): `grpc.client.attempt.started`, `grpc.client.attempt.duration`,
+//! `grpc.client.call.duration`, `grpc.client.call.retries`, `grpc.client.call.transparent_retries`,
+//! `grpc.client.call.hedges` (each only when non-zero, as A96 says) and `grpc.client.call.retry_delay`.
+//! Not here: A66's per-attempt message size instruments.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use grpc_retry::{CallStats, MethodStats};
+use parking_lot::Mutex;
+use tokio::time::Instant;
+
+use crate::status::{Code, Status};
+
+/// The most methods [`ChannelStats::methods`] keeps apart; calls of others count in the totals only.
+const MAX_METHODS: usize = 1024;
+
+/// A snapshot of a channel's calls, from [`Channel::stats`](crate::Channel::stats).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ChannelStats {
+    /// Calls started.
+    pub calls_started: u64,
+    /// Calls that ended OK.
+    pub calls_succeeded: u64,
+    /// Calls that ended otherwise.
+    pub calls_failed: u64,
+    /// Attempts started, transparent retries included.
+    pub attempts_started: u64,
+    /// Per method (its full name): gRFC A6's statistics (retries, hedges, transparent retries, the failed
+    /// retries, the retry-count buckets) and A96's histograms.
+    pub methods: HashMap<String, MethodStats>,
+}
+
+/// The channel's side: counters and per-method statistics.
+#[derive(Default)]
+pub(crate) struct Telemetry {
+    target: Arc<str>,
+    calls_started: AtomicU64,
+    calls_succeeded: AtomicU64,
+    calls_failed: AtomicU64,
+    attempts_started: AtomicU64,
+    methods: Mutex<HashMap<String, MethodStats>>,
+}
+
+impl Telemetry {
+    pub(crate) fn new(target: String) -> Arc<Telemetry> {
+        Arc::new(Telemetry {
+            target: target.into(),
+            ..Telemetry::default()
+        })
+    }
+
+    pub(crate) fn snapshot(&self) -> ChannelStats {
+        ChannelStats {
+            calls_started: self.calls_started.load(Ordering::Relaxed),
+            calls_succeeded: self.calls_succeeded.load(Ordering::Relaxed),
+            calls_failed: self.calls_failed.load(Ordering::Relaxed),
+            attempts_started: self.attempts_started.load(Ordering::Relaxed),
+            methods: self.methods.lock().clone(),
+        }
+    }
+
+    /// A call starts.
+    pub(crate) fn call(self: &Arc<Self>, method: &str) -> CallTelemetry {
+        self.calls_started.fetch_add(1, Ordering::Relaxed);
+        let span = tracing::info_span!(
+            "grpc.call",
+            grpc.method = method,
+            grpc.target = &*self.target,
+            grpc.status = tracing::field::Empty,
+            grpc.attempts = tracing::field::Empty,
+        );
+        CallTelemetry {
+            channel: self.clone(),
+            method: method.into(),
+            span,
+            start: Instant::now(),
+            stats: None,
+            finished: false,
+        }
+    }
+}
+
+/// One call's telemetry, kept with the call's shared state; finished once with the call's status.
+pub(crate) struct CallTelemetry {
+    channel: Arc<Telemetry>,
+    method: Arc<str>,
+    span: tracing::Span,
+    start: Instant,
+    /// What the retry state machine counted, once it is done.
+    stats: Option<CallStats>,
+    finished: bool,
+}
+
+impl CallTelemetry {
+    /// An attempt starts (number `n`, from 1), after `delay` with no attempt in flight.
+    pub(crate) fn attempt(&self, n: u32, transparent: bool, delay: Duration) -> AttemptTelemetry {
+        self.channel
+            .attempts_started
+            .fetch_add(1, Ordering::Relaxed);
+        let span = tracing::info_span!(
+            parent: &self.span,
+            "grpc.attempt",
+            grpc.attempt = n,
+            grpc.transparent = transparent,
+            grpc.delay_ms = delay.as_millis() as u64,
+            grpc.peer = tracing::field::Empty,
+            grpc.outcome = tracing::field::Empty,
+        );
+        #[cfg(feature = "metrics")]
+        metrics::counter!(
+            "grpc.client.attempt.started",
+            "grpc.method" => self.method.to_string(),
+            "grpc.target" => self.channel.target.to_string(),
+        )
+        .increment(1);
+        AttemptTelemetry {
+            span,
+            start: Instant::now(),
+            method: self.method.clone(),
+            target: self.channel.target.clone(),
+            ended: false,
+        }
+    }
+
+    /// The retry state machine is done with the call: its counts.
+    pub(crate) fn set_stats(&mut self, stats: &CallStats) {
+        if self.stats.is_none() {
+            self.stats = Some(stats.clone());
+        }
+    }
+
+    /// The call ended with `status` (the first report wins).
+    pub(crate) fn finish(&mut self, status: &Status) {
+        if std::mem::replace(&mut self.finished, true) {
+            return;
+        }
+        let code = status.code();
+        let counter = if code == Code::Ok {
+            &self.channel.calls_succeeded
+        } else {
+            &self.channel.calls_failed
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        let stats = self.stats.take().unwrap_or_default();
+        self.span.record("grpc.status", code.name());
+        self.span.record("grpc.attempts", stats.attempts);
+        {
+            let mut methods = self.channel.methods.lock();
+            let len = methods.len();
+            match methods.get_mut(&*self.method) {
+                Some(m) => m.record(&stats),
+                None if len < MAX_METHODS => {
+                    let mut m = MethodStats::default();
+                    m.record(&stats);
+                    methods.insert(self.method.to_string(), m);
+                }
+                None => {}
+            }
+        }
+        #[cfg(feature = "metrics")]
+        {
+            let method = self.method.to_string();
+            let target = self.channel.target.to_string();
+            metrics::histogram!(
+                "grpc.client.call.duration",
+                "grpc.method" => method.clone(),
+                "grpc.target" => target.clone(),
+                "grpc.status" => code.name(),
+            )
+            .record(self.start.elapsed().as_secs_f64());
+            let labels = [("grpc.method", method), ("grpc.target", target)];
+            if stats.retries > 0 {
+                metrics::histogram!("grpc.client.call.retries", &labels)
+                    .record(f64::from(stats.retries));
+            }
+            if stats.transparent_retries > 0 {
+                metrics::histogram!("grpc.client.call.transparent_retries", &labels)
+                    .record(f64::from(stats.transparent_retries));
+            }
+            if stats.hedges > 0 {
+                metrics::histogram!("grpc.client.call.hedges", &labels)
+                    .record(f64::from(stats.hedges));
+            }
+            metrics::histogram!("grpc.client.call.retry_delay", &labels)
+                .record(stats.retry_delay.as_secs_f64());
+        }
+        #[cfg(not(feature = "metrics"))]
+        let _ = self.start;
+    }
+}
+
+impl Drop for CallTelemetry {
+    fn drop(&mut self) {
+        // A call dropped without an end (its halves dropped): it was cancelled.
+        if !self.finished {
+            self.finish(&Status::cancelled());
+        }
+    }
+}
+
+/// One attempt's telemetry.
+pub(crate) struct AttemptTelemetry {
+    span: tracing::Span,
+    start: Instant,
+    method: Arc<str>,
+    target: Arc<str>,
+    ended: bool,
+}
+
+impl AttemptTelemetry {
+    /// The attempt got a connection to `peer`.
+    pub(crate) fn picked(&self, peer: Option<std::net::SocketAddr>) {
+        if let Some(peer) = peer {
+            self.span.record("grpc.peer", tracing::field::display(peer));
+        }
+    }
+
+    /// The attempt ended with `status`.
+    pub(crate) fn ended(&mut self, status: &Status) {
+        self.end(status.code().name(), Some(status.code()));
+    }
+
+    /// The call cancelled the attempt (a losing hedge, or the call's own end).
+    pub(crate) fn cancelled(&mut self) {
+        self.end("cancelled", Some(Code::Cancelled));
+    }
+
+    /// The call committed to the attempt, which runs on as the call.
+    pub(crate) fn committed(&mut self) {
+        self.span.record("grpc.outcome", "committed");
+    }
+
+    fn end(&mut self, outcome: &'static str, code: Option<Code>) {
+        if std::mem::replace(&mut self.ended, true) {
+            return;
+        }
+        self.span.record("grpc.outcome", outcome);
+        #[cfg(feature = "metrics")]
+        metrics::histogram!(
+            "grpc.client.attempt.duration",
+            "grpc.method" => self.method.to_string(),
+            "grpc.target" => self.target.to_string(),
+            "grpc.status" => code.unwrap_or(Code::Unknown).name(),
+        )
+        .record(self.start.elapsed().as_secs_f64());
+        #[cfg(not(feature = "metrics"))]
+        let _ = (&self.start, &self.method, &self.target, code);
+    }
+}
+
+impl Drop for AttemptTelemetry {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.cancelled();
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! Tracing spans of a retried call, against the fault-injecting server over real loopback sockets on
+//! tokio's paused clock: one `grpc.call` span and one `grpc.attempt` span per attempt (its child), with their
+//! fields. (Its own test binary: tracing caches callsite interest per process, and a test without a
+//! subscriber running in parallel would disable the callsites for this one.)
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use grpc_channel::{Channel, Request};
+use interop::faulty::{methods, FaultyServer};
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::Subscriber;
+use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
+use tracing_subscriber::registry::LookupSpan;
+
+/// A span as the test saw it: its name, parent's name and fields.
+#[derive(Clone, Debug, Default)]
+struct SeenSpan {
+    name: String,
+    parent: Option<String>,
+    fields: HashMap<String, String>,
+}
+
+#[derive(Clone, Default)]
+struct Capture(Arc<Mutex<HashMap<u64, SeenSpan>>>);
+
+struct Fields<'a>(&'a mut HashMap<String, String>);
+
+impl Visit for Fields<'_> {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        self.0.insert(
+            field.name().to_owned(),
+            format!("{value:?}").trim_matches('"').to_owned(),
+        );
+    }
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0.insert(field.name().to_owned(), value.to_owned());
+    }
+}
+
+impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        let mut span = SeenSpan {
+            name: attrs.metadata().name().to_owned(),
+            parent: ctx
+                .span(id)
+                .and_then(|s| s.parent().map(|p| p.name().to_owned())),
+            ..SeenSpan::default()
+        };
+        attrs.record(&mut Fields(&mut span.fields));
+        self.0.lock().expect("lock").insert(id.into_u64(), span);
+    }
+
+    fn on_record(&self, id: &Id, values: &Record<'_>, _ctx: Context<'_, S>) {
+        if let Some(span) = self.0.lock().expect("lock").get_mut(&id.into_u64()) {
+            values.record(&mut Fields(&mut span.fields));
+        }
+    }
+}
+
+const CONFIG: &str = r#"{"methodConfig":[{"name":[{"service":"fault.Faulty"}],"retryPolicy":{"maxAttempts":4,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}}]}"#;
+
+async fn retried_call(server: &FaultyServer) -> Channel {
+    let channel = Channel::builder(format!("ipv4:{}", server.addr))
+        .default_service_config(CONFIG)
+        .build()
+        .expect("channel");
+    let mut request = Request::new(Bytes::new());
+    request
+        .metadata_mut()
+        .append("x-test-key", "observed")
+        .expect("key");
+    request
+        .metadata_mut()
+        .append("x-fail-times", "2")
+        .expect("header");
+    let response = channel
+        .unary_raw(methods::FLAKY, request)
+        .await
+        .expect("the third attempt succeeds");
+    assert_eq!(response.trailers().get("x-attempt"), Some("3"));
+    channel
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retried_call_has_one_call_span_and_a_span_per_attempt() {
+    let capture = Capture::default();
+    let subscriber = tracing_subscriber::registry().with(capture.clone());
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let server = FaultyServer::start().await.expect("server");
+    let channel = retried_call(&server).await;
+    drop(channel);
+
+    let spans: Vec<SeenSpan> = capture.0.lock().expect("lock").values().cloned().collect();
+    let calls: Vec<&SeenSpan> = spans.iter().filter(|s| s.name == "grpc.call").collect();
+    assert_eq!(calls.len(), 1, "{spans:#?}");
+    let call = calls[0];
+    assert_eq!(call.fields["grpc.method"], methods::FLAKY);
+    assert_eq!(call.fields["grpc.target"], format!("ipv4:{}", server.addr));
+    assert_eq!(call.fields["grpc.status"], "OK");
+    assert_eq!(call.fields["grpc.attempts"], "3");
+
+    let mut attempts: Vec<&SeenSpan> = spans.iter().filter(|s| s.name == "grpc.attempt").collect();
+    attempts.sort_by_key(|s| s.fields["grpc.attempt"].parse::<u32>().unwrap_or(0));
+    assert_eq!(attempts.len(), 3, "{spans:#?}");
+    for (i, attempt) in attempts.iter().enumerate() {
+        assert_eq!(attempt.parent.as_deref(), Some("grpc.call"));
+        assert_eq!(attempt.fields["grpc.attempt"], (i + 1).to_string());
+        assert_eq!(attempt.fields["grpc.transparent"], "false");
+        assert_eq!(attempt.fields["grpc.peer"], server.addr.to_string());
+    }
+    assert_eq!(attempts[0].fields["grpc.outcome"], "UNAVAILABLE");
+    assert_eq!(attempts[1].fields["grpc.outcome"], "UNAVAILABLE");
+    assert_eq!(attempts[2].fields["grpc.outcome"], "OK");
+    assert_eq!(attempts[0].fields["grpc.delay_ms"], "0");
+    // Retries come after a backoff with no attempt in flight: jittered, never above maxBackoff (1 s).
+    for attempt in &attempts[1..] {
+        let delay: u64 = attempt.fields["grpc.delay_ms"].parse().expect("number");
+        assert!(delay <= 1000, "{delay}");
+    }
+}
