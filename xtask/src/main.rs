@@ -27,6 +27,9 @@
 //!   `fuzz/corpus/`; installs cargo-fuzz with `cargo install cargo-fuzz --locked` first if it is missing. Exits
 //!   non-zero if any target crashes (the input is left under `fuzz/artifacts/`). Needs a nightly toolchain.
 //!
+//! * `examples`: builds `grpc-examples` and the interop server, starts two interop servers, runs every
+//!   example against them (hedging across both) and fails if any fails.
+//!
 //! Plain `std::process`: no dependencies.
 
 use std::io::{BufRead, BufReader, Write};
@@ -44,8 +47,9 @@ fn main() -> ExitCode {
         Some("interop") => interop(&args[1..]),
         Some("bench") => bench(&args[1..]),
         Some("fuzz") => fuzz(&args[1..]),
+        Some("examples") => examples(&args[1..]),
         _ => Err(
-            "usage: cargo xtask interop [--peer ours|grpcio] [--tls] [--test_case=a,b,...] [--service_config_json=JSON] | cargo xtask bench [--quick] | cargo xtask chaos [--quick] | cargo xtask fuzz [--time SECONDS] [TARGET...]"
+            "usage: cargo xtask interop [--peer ours|grpcio] [--tls] [--test_case=a,b,...] [--service_config_json=JSON] | cargo xtask bench [--quick] | cargo xtask chaos [--quick] | cargo xtask fuzz [--time SECONDS] [TARGET...] | cargo xtask examples"
                 .to_owned(),
         ),
     };
@@ -327,6 +331,75 @@ fn run_pass(
         .map_err(|e| format!("waiting for the client: {e}"))?;
     let ok = status.success() && !summary.is_empty();
     Ok(PassResult { rows, summary, ok })
+}
+
+/// The examples, and what each is given: one interop server's `host:port`, or both as an `ipv4:` list.
+const EXAMPLES: &[(&str, bool)] = &[
+    ("unary", false),
+    ("streaming", false),
+    ("retry_policy", false),
+    ("hedging", true),
+    ("dns_service_config", false),
+    ("interceptor", false),
+    ("tonic_over_tower", false),
+];
+
+fn examples(args: &[String]) -> Result<bool, String> {
+    if let Some(other) = args.first() {
+        return Err(format!("unknown argument {other:?}"));
+    }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    run(
+        Command::new(&cargo).args([
+            "build",
+            "-p",
+            "grpc-examples",
+            "--bins",
+            "-p",
+            "interop",
+            "--bin",
+            "interop-server",
+        ]),
+        "building the examples and the interop server",
+    )?;
+    let bin = target_dir().join("debug");
+    let mut servers = Vec::new();
+    let mut ports = Vec::new();
+    for name in ["first", "second"] {
+        let mut cmd = Command::new(bin.join("interop-server"));
+        cmd.arg("--port=0");
+        let (server, port) = start_server(cmd, &format!("{name} interop"))?;
+        servers.push(server);
+        ports.push(port);
+    }
+    let mut failed = Vec::new();
+    for (example, both) in EXAMPLES {
+        let target = if *both {
+            format!("ipv4:127.0.0.1:{},127.0.0.1:{}", ports[0], ports[1])
+        } else {
+            format!("127.0.0.1:{}", ports[0])
+        };
+        println!("\n==> {example} --target={target}");
+        let status = Command::new(bin.join(example))
+            .arg(format!("--target={target}"))
+            .status()
+            .map_err(|e| format!("cannot run {example}: {e}"))?;
+        if !status.success() {
+            failed.push(*example);
+        }
+    }
+    drop(servers);
+    println!(
+        "\nexamples: {} passed, {} failed{}",
+        EXAMPLES.len() - failed.len(),
+        failed.len(),
+        if failed.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", failed.join(", "))
+        }
+    );
+    Ok(failed.is_empty())
 }
 
 fn bench(args: &[String]) -> Result<bool, String> {

@@ -581,6 +581,24 @@ enum RecvState {
 
 /// The receiving half of a call: response headers, messages, then trailers with the status.
 /// Dropping it before the call ended cancels the call (RST_STREAM(CANCEL)).
+///
+/// ```no_run
+/// # async fn example(channel: grpc_channel::Channel) -> Result<(), grpc_channel::Status> {
+/// use grpc_channel::Request;
+///
+/// let (mut tx, mut rx) = channel
+///     .streaming_raw("/chat.Room/Talk", Request::new(()))
+///     .await?;
+/// tx.send(bytes::Bytes::from_static(b"")).await?;
+/// tx.finish().await?;
+/// println!("headers: {:?}", rx.headers().await?);
+/// while let Some(message) = rx.message().await? {
+///     println!("{} bytes", message.len());
+/// }
+/// // The call ended OK: its trailing metadata.
+/// println!("trailers: {:?}", rx.trailers());
+/// # Ok(()) }
+/// ```
 pub struct Streaming<T> {
     state: RecvState,
     shared: SharedRef,

@@ -45,6 +45,24 @@ pub(crate) fn code_from_h2_reason(reason: h2::Reason) -> Code {
 
 /// The outcome of a call: a code, a message, the trailing metadata, the raw `grpc-status-details-bin`, and the
 /// error that caused it when the client made it up. One pointer wide, so `Result<T, Status>` stays small.
+///
+/// ```
+/// use grpc_channel::{Code, Status};
+/// use std::error::Error as _;
+///
+/// fn explain(status: &Status) -> String {
+///     match status.code() {
+///         Code::DeadlineExceeded => "too slow".to_owned(),
+///         Code::Unavailable => match status.source() {
+///             // A transport failure the client saw (refused connection, TLS...), with its cause.
+///             Some(cause) => format!("unreachable: {cause}"),
+///             None => format!("the server is unavailable: {}", status.message()),
+///         },
+///         other => format!("{other:?}: {}", status.message()),
+///     }
+/// }
+/// assert_eq!(explain(&Status::new(Code::DeadlineExceeded, "")), "too slow");
+/// ```
 #[derive(Clone)]
 pub struct Status(Box<Inner>);
 
