@@ -158,6 +158,21 @@ pub trait AppRetryPolicy: Send + Sync + fmt::Debug {
     }
 }
 
+/// A shared policy (e.g. one the application keeps a handle on, to read what it recorded) is a policy.
+impl<P: AppRetryPolicy + ?Sized> AppRetryPolicy for std::sync::Arc<P> {
+    fn max_attempts(&self) -> u32 {
+        (**self).max_attempts()
+    }
+
+    fn decide(&self, info: &RetryInfo<'_>, rng: &mut dyn Rng) -> RetryDecision {
+        (**self).decide(info, rng)
+    }
+
+    fn per_attempt_recv_timeout(&self) -> Option<Duration> {
+        (**self).per_attempt_recv_timeout()
+    }
+}
+
 /// Never retries (transparent retries still happen). With [`crate::Precedence::Application`], it turns the
 /// service config's retries off for the channel or call.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
