@@ -22,14 +22,17 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use grpc_code::Code;
 
-use crate::app_policy::{AppRetryPolicy, AttemptDetails, RetryDecision, RetryInfo};
+use crate::app_policy::{AppRetryPolicy, AttemptDetails};
 use crate::backoff::{Backoff, Rng};
 use crate::buffer::{BufferPool, DEFAULT_PER_CALL_LIMIT};
-use crate::policy::{CodeSet, HedgingPolicy, Policy, RetryPolicy, DEFAULT_MAX_ATTEMPTS_CAP};
+use crate::policy::{CodeSet, HedgingPolicy, Policy, RetryPolicy};
 use crate::precedence::{self, PolicySource, Precedence};
 use crate::pushback::Pushback;
 use crate::stats::CallStats;
 use crate::throttle::Throttle;
+
+mod app;
+mod recv_timeout;
 
 /// The safety cap on transparent retries of one call (grpc-java's number): past it the call fails INTERNAL.
 pub const DEFAULT_MAX_TRANSPARENT_RETRIES: u32 = 1000;
@@ -783,59 +786,6 @@ impl RetryCall {
         }
     }
 
-    /// Re-arms the per-attempt receive timer at the earliest deadline of the live attempts; none once the
-    /// call is committed (the timer covers an attempt until its response headers, see the crate docs).
-    fn rearm_attempt_timer(&mut self) {
-        if self.recv_timeout.is_none() {
-            return;
-        }
-        self.timers.attempt = if self.committed.is_some() || self.finished {
-            None
-        } else {
-            self.attempts
-                .iter()
-                .filter(|a| a.live)
-                .filter_map(|a| a.recv_deadline)
-                .min()
-        };
-    }
-
-    /// Cuts every live attempt whose receive deadline passed: each is cancelled and handed to the policy
-    /// as CANCELLED.
-    fn recv_timeouts(&mut self, now: Instant) {
-        for i in 0..self.attempts.len() {
-            if self.finished || self.committed.is_some() {
-                break;
-            }
-            let due =
-                self.attempts[i].live && self.attempts[i].recv_deadline.is_some_and(|d| d <= now);
-            if due {
-                self.attempt_timed_out(AttemptId(i as u32), now);
-            }
-        }
-        self.rearm_attempt_timer();
-    }
-
-    fn attempt_timed_out(&mut self, attempt: AttemptId, now: Instant) {
-        self.stats.per_attempt_recv_timeouts += 1;
-        self.attempts[attempt.0 as usize].timed_out = true;
-        self.cancel_attempt(attempt);
-        self.last_ended = Some(attempt);
-        if self.live == 0 {
-            self.idle_since = Some(now);
-        }
-        // The request may have reached the server's application.
-        self.any_processed = true;
-        self.count_failed_retry(attempt, Code::Cancelled);
-        let end = AttemptEnd::failure(Code::Cancelled, FailurePlace::Processed);
-        if !matches!(self.mode, Mode::App(_)) {
-            // A timed-out attempt is a qualifying failure (C-core counts it whatever the codes say); an
-            // application policy charges it once it has decided.
-            self.charge_failure();
-        }
-        self.after_attempt(attempt, end, now);
-    }
-
     fn charge_failure(&self) {
         if let Some(t) = &self.shared.throttle {
             t.record_failure();
@@ -949,65 +899,6 @@ impl RetryCall {
             // would hide the real failure. End now with it. (A delay too large for the clock: never.)
             _ => self.finish(done, now),
         }
-    }
-
-    /// An application policy's turn (guard rails around [`AppRetryPolicy::decide`]): OK ends the call; a
-    /// "don't retry" pushback ends it and costs a token; otherwise the policy decides, a failure it retries
-    /// (or that the service config's codes list) costs a token, and the retry still needs the throttle's
-    /// leave, an attempt left under the cap and a start before the deadline; a pushback delay replaces the
-    /// policy's.
-    fn after_app_attempt(
-        &mut self,
-        attempt: AttemptId,
-        end: AttemptEnd,
-        details: &AttemptDetails<'_>,
-        policy: &dyn AppRetryPolicy,
-        now: Instant,
-    ) {
-        let done = self.outcome_of(attempt);
-        let a = &self.attempts[attempt.0 as usize];
-        let (number, timed_out) = (a.previous_attempts + 1, a.timed_out);
-        let throttle = self.shared.throttle.clone();
-        if end.code == Code::Ok {
-            if let Some(t) = &throttle {
-                t.record_success();
-            }
-            return self.finish(done, now);
-        }
-        if end.pushback == Pushback::DontRetry {
-            self.charge_failure();
-            return self.finish(done, now);
-        }
-        let info = RetryInfo {
-            attempt: number,
-            code: end.code,
-            message: if timed_out {
-                LocalReason::PerAttemptRecvTimeout.message()
-            } else {
-                details.message
-            },
-            trailers: details.trailers,
-            pushback: end.pushback,
-            place: end.place,
-            timed_out,
-            elapsed: now.saturating_duration_since(self.started),
-        };
-        let decision = policy.decide(&info, self.rng.as_mut());
-        if matches!(decision, RetryDecision::Retry { .. }) || self.qualifying.contains(end.code) {
-            self.charge_failure();
-        }
-        let RetryDecision::Retry { after } = decision else {
-            return self.finish(done, now);
-        };
-        let cap = policy.max_attempts().min(DEFAULT_MAX_ATTEMPTS_CAP);
-        if !self.throttle_allows() || self.policy_attempts >= cap {
-            return self.finish(done, now);
-        }
-        let delay = match end.pushback {
-            Pushback::RetryAfter(d) => d,
-            _ => after,
-        };
-        self.schedule_retry(now, delay, done);
     }
 
     fn can_hedge(&self) -> bool {
