@@ -1315,7 +1315,7 @@ mod tests {
     ) {
         let shared = Shared::driving(
             None,
-            crate::telemetry::Telemetry::new("test".into()).call("/t.S/M"),
+            crate::telemetry::Telemetry::new("test".into()).call("/t.S/M", "none"),
         );
         let mut sender = RequestSender::new(
             shared.clone(),

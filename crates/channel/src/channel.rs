@@ -31,8 +31,8 @@ use crate::tls::{server_name_host, TlsConfig, TlsConnector};
 use crate::transport::{Http2Settings, Transport};
 use grpc_lb::ConnectivityState;
 use grpc_retry::{
-    BufferPool, CallConfig, RetryCall, Shared as RetryShared, SplitMix64, Throttle, ThrottleConfig,
-    DEFAULT_PER_CALL_LIMIT, DEFAULT_PER_CHANNEL_LIMIT,
+    AppRetryPolicy, BufferPool, CallConfig, Precedence, RetryCall, Shared as RetryShared,
+    SplitMix64, Throttle, ThrottleConfig, DEFAULT_PER_CALL_LIMIT, DEFAULT_PER_CHANNEL_LIMIT,
 };
 use grpc_service_config::{
     url_security, MethodConfig, ResolverOptions, ServiceConfig, Target, UrlSecurity,
@@ -88,6 +88,10 @@ struct Inner {
     retry_pool: Arc<BufferPool>,
     /// Whether policy retries and hedging are on.
     retries: bool,
+    /// The application's retry policy for the channel's calls, and whether it wins over the service
+    /// config's.
+    app_policy: Option<Arc<dyn AppRetryPolicy>>,
+    precedence: Precedence,
     /// The most bytes one call may keep for replay.
     per_rpc_buffer_limit: usize,
     /// Seeds each call's backoff jitter: `seed` mixed with a call counter.
@@ -134,6 +138,8 @@ pub struct ChannelBuilder {
     resolver: ResolverOptions,
     idle_timeout: Duration,
     retries: bool,
+    app_policy: Option<Arc<dyn AppRetryPolicy>>,
+    precedence: Precedence,
     per_rpc_buffer_limit: usize,
     retry_buffer_size: usize,
     keepalive_time: Option<Duration>,
@@ -189,6 +195,25 @@ impl ChannelBuilder {
     /// HTTP/2 stack refused) stay on either way.
     pub fn retries(mut self, enabled: bool) -> Self {
         self.retries = enabled;
+        self
+    }
+
+    /// The application's retry policy for every call of the channel: [`crate::NoRetry`],
+    /// [`crate::Linear`], [`crate::Exponential`] or a custom [`AppRetryPolicy`], run with A6's guard rails
+    /// (throttle, at most 5 attempts, pushback, deadline, commit, buffer limits). By default it applies to
+    /// methods whose service config has no `retryPolicy` or `hedgingPolicy`; see
+    /// [`ChannelBuilder::retry_policy_precedence`] to make it win. A policy set on a call
+    /// ([`Request::with_retry_policy`]) replaces it for that call.
+    pub fn retry_policy(mut self, policy: impl AppRetryPolicy + 'static) -> Self {
+        self.app_policy = Some(Arc::new(policy));
+        self
+    }
+
+    /// Which policy wins when the service config and [`ChannelBuilder::retry_policy`] both have one for a
+    /// method: [`Precedence::ServiceConfig`] (the default: the service owner knows which methods are safe
+    /// to retry) or [`Precedence::Application`].
+    pub fn retry_policy_precedence(mut self, precedence: Precedence) -> Self {
+        self.precedence = precedence;
         self
     }
 
@@ -397,6 +422,8 @@ impl ChannelBuilder {
                 throttle: parking_lot::Mutex::new(None),
                 retry_pool: Arc::new(BufferPool::new(self.retry_buffer_size)),
                 retries: self.retries,
+                app_policy: self.app_policy,
+                precedence: self.precedence,
                 per_rpc_buffer_limit: self.per_rpc_buffer_limit,
                 seed: std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
@@ -424,6 +451,8 @@ impl Channel {
             resolver: ResolverOptions::default(),
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             retries: true,
+            app_policy: None,
+            precedence: Precedence::ServiceConfig,
             per_rpc_buffer_limit: DEFAULT_PER_CALL_LIMIT,
             retry_buffer_size: DEFAULT_PER_CHANNEL_LIMIT,
             keepalive_time: None,
@@ -707,12 +736,19 @@ impl Channel {
         now: std::time::Instant,
     ) -> (RetryCall, Arc<AttemptSetup>, SharedRef) {
         let inner = &*self.inner;
+        // A policy set on the call always wins for it; the channel's wins as its precedence says.
+        let (app_policy, precedence) = match &prepared.options.retry_policy {
+            Some(p) => (Some(p.clone()), Precedence::Application),
+            None => (inner.app_policy.clone(), inner.precedence),
+        };
         let config = CallConfig {
             policy: prepared
                 .method
                 .as_ref()
                 .map(|m| m.policy.clone())
                 .unwrap_or_default(),
+            app_policy,
+            precedence,
             retries_enabled: inner.retries,
             deadline: prepared.deadline.map(Instant::into_std),
             per_call_buffer_limit: inner.per_rpc_buffer_limit,
@@ -738,7 +774,9 @@ impl Channel {
             Some(control) => control.call_started(),
             None => inner.transport.call_started(),
         };
-        let telemetry = inner.telemetry.call(setup.uri.path());
+        let telemetry = inner
+            .telemetry
+            .call(setup.uri.path(), call.policy_source().as_str());
         (call, setup, Shared::driving(Some(guard), telemetry))
     }
 

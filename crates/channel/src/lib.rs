@@ -35,7 +35,10 @@
 //! addresses the call used), throttling, pushback, commit with bounded replay buffers, and transparent
 //! retries of attempts that never left the client or that the server's HTTP/2 stack refused (classified by
 //! `grpc-transparent`). `ChannelBuilder::retries(false)` turns policy retries and hedging off; transparent
-//! retries stay on.
+//! retries stay on. Applications may set their own retry policy ([`NoRetry`], [`Linear`], [`Exponential`]
+//! or a custom [`AppRetryPolicy`]) per channel or per call, run by the same state machine; by default the
+//! service config's policy wins where it has one ([`Precedence`]). `perAttemptRecvTimeout` (gRFC A44) cuts
+//! an attempt that has no response headers in time; see the README.
 //!
 //! Connections drain on GOAWAY (a new one takes new calls at once), keepalive (gRFC A8) finds a peer that
 //! stopped answering, and every deadline and duration holds whatever the server sends.
@@ -85,6 +88,10 @@ pub use control::DEFAULT_IDLE_TIMEOUT;
 pub use error::BuildError;
 pub use error_details::ErrorDetails;
 pub use grpc_lb::ConnectivityState;
+pub use grpc_retry::{
+    AppRetryPolicy, Exponential, Linear, NoRetry, NoTrailers, PolicySource, Precedence, Pushback,
+    RetryDecision, RetryInfo, Rng, TrailerView,
+};
 pub use grpc_service_config::{
     self as service_config, target, ResolverOptions, ServiceConfig, Target,
 };

@@ -248,6 +248,20 @@ impl MetadataMap {
     }
 }
 
+/// Application retry policies read a failed attempt's trailers through this view (raw values: `-bin` ones
+/// still base64).
+impl grpc_retry::TrailerView for MetadataMap {
+    fn get(&self, name: &str) -> Option<&[u8]> {
+        self.headers.get(name).map(HeaderValue::as_bytes)
+    }
+
+    fn for_each(&self, f: &mut dyn FnMut(&str, &[u8])) {
+        for (name, value) in self.iter() {
+            f(name, value);
+        }
+    }
+}
+
 impl fmt::Debug for MetadataMap {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_map()

@@ -2,22 +2,44 @@
 //! [`Response`] (a message and the response headers' metadata), and the conversions generated clients accept
 //! ([`IntoRequest`], [`IntoStreamingRequest`], shaped like tonic's).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_core::Stream;
+use grpc_retry::AppRetryPolicy;
 
 use crate::compression::Encoding;
 use crate::metadata::MetadataMap;
 
 /// Per-call options. Unset options take the channel's defaults.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub struct CallOptions {
     pub(crate) timeout: Option<Duration>,
     pub(crate) compression: Option<Encoding>,
     pub(crate) wait_for_ready: Option<bool>,
     pub(crate) max_send_message_size: Option<usize>,
     pub(crate) max_receive_message_size: Option<usize>,
+    pub(crate) retry_policy: Option<Arc<dyn AppRetryPolicy>>,
 }
+
+/// Options are equal when their values are, and their retry policies are the same policy value.
+impl PartialEq for CallOptions {
+    fn eq(&self, other: &Self) -> bool {
+        let same_policy = match (&self.retry_policy, &other.retry_policy) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        self.timeout == other.timeout
+            && self.compression == other.compression
+            && self.wait_for_ready == other.wait_for_ready
+            && self.max_send_message_size == other.max_send_message_size
+            && self.max_receive_message_size == other.max_receive_message_size
+            && same_policy
+    }
+}
+
+impl Eq for CallOptions {}
 
 impl CallOptions {
     /// The call's timeout, if any.
@@ -49,6 +71,16 @@ impl CallOptions {
     /// Sets or clears wait-for-ready (see [`Request::with_wait_for_ready`]).
     pub fn set_wait_for_ready(&mut self, wait: Option<bool>) {
         self.wait_for_ready = wait;
+    }
+
+    /// The call's own retry policy, if the application set one.
+    pub fn retry_policy(&self) -> Option<&Arc<dyn AppRetryPolicy>> {
+        self.retry_policy.as_ref()
+    }
+
+    /// Sets or clears the call's retry policy (see [`Request::with_retry_policy`]).
+    pub fn set_retry_policy(&mut self, policy: Option<Arc<dyn AppRetryPolicy>>) {
+        self.retry_policy = policy;
     }
 }
 
@@ -128,6 +160,15 @@ impl<T> Request<T> {
     /// cannot connect (`doc/wait-for-ready.md`).
     pub fn with_wait_for_ready(mut self, wait: bool) -> Self {
         self.options.wait_for_ready = Some(wait);
+        self
+    }
+
+    /// Runs this call under `policy` ([`crate::NoRetry`], [`crate::Linear`], [`crate::Exponential`] or a
+    /// custom [`AppRetryPolicy`]), whatever the service config or the channel say: a policy set on a call
+    /// always wins for it. A6's guard rails still apply (throttle, at most 5 attempts, pushback, deadline,
+    /// commit, buffer limits), and `ChannelBuilder::retries(false)` still turns it off.
+    pub fn with_retry_policy(mut self, policy: impl AppRetryPolicy + 'static) -> Self {
+        self.options.retry_policy = Some(Arc::new(policy));
         self
     }
 

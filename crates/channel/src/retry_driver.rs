@@ -22,7 +22,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use grpc_retry::{Action, AttemptId, Outcome, RetryCall};
+use grpc_retry::{Action, AttemptDetails, AttemptId, Outcome, RetryCall};
 use tokio::time::{Instant, Sleep};
 
 use crate::attempt::{Attempt, AttemptEvent, AttemptSetup, OpenAttempt};
@@ -313,8 +313,13 @@ impl Driver {
                             {
                                 t.ended(&status);
                             }
+                            // An application policy may read the status message and trailers.
+                            let details = AttemptDetails {
+                                message: status.message(),
+                                trailers: status.metadata(),
+                            };
+                            call.handle_end_with(id, end, &details, now());
                             *slot = Slot::Over(Some(status));
-                            call.handle_end(id, end, now());
                             ended = true;
                             break;
                         }

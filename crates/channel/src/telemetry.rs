@@ -2,8 +2,9 @@
 //! facade (feature `metrics`), and [`Channel::stats`](crate::Channel::stats) without any exporter.
 //!
 //! Spans (at `INFO`, so a subscriber filtering them out costs a callsite check):
-//! * `grpc.call` per call, fields `grpc.method`, `grpc.target`, and at its end `grpc.status` and
-//!   `grpc.attempts`;
+//! * `grpc.call` per call, fields `grpc.method`, `grpc.target`, `retry.policy` (the policy the call runs:
+//!   `service_config`, `application` or `none`), and at its end `grpc.status` and `grpc.attempts`; a debug
+//!   event `call started` inside it says the same;
 //! * `grpc.attempt` per attempt, a child of its call's span: `grpc.attempt` (1, 2, ...), `grpc.transparent`,
 //!   `grpc.delay_ms` (how long the call had no attempt in flight before this one: a retry's backoff, 0 for a
 //!   hedge or the first attempt), `grpc.peer` once picked, and at its end `grpc.outcome` (a status code,
@@ -75,15 +76,17 @@ impl Telemetry {
     }
 
     /// A call starts.
-    pub(crate) fn call(self: &Arc<Self>, method: &str) -> CallTelemetry {
+    pub(crate) fn call(self: &Arc<Self>, method: &str, policy: &'static str) -> CallTelemetry {
         self.calls_started.fetch_add(1, Ordering::Relaxed);
         let span = tracing::info_span!(
             "grpc.call",
             grpc.method = method,
             grpc.target = &*self.target,
+            retry.policy = policy,
             grpc.status = tracing::field::Empty,
             grpc.attempts = tracing::field::Empty,
         );
+        span.in_scope(|| tracing::debug!(method, retry.policy = policy, "call started"));
         CallTelemetry {
             channel: self.clone(),
             method: method.into(),

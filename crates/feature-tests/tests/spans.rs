@@ -101,6 +101,7 @@ async fn a_retried_call_has_one_call_span_and_a_span_per_attempt() {
     assert_eq!(call.fields["grpc.target"], format!("ipv4:{}", server.addr));
     assert_eq!(call.fields["grpc.status"], "OK");
     assert_eq!(call.fields["grpc.attempts"], "3");
+    assert_eq!(call.fields["retry.policy"], "service_config");
 
     let mut attempts: Vec<&SeenSpan> = spans.iter().filter(|s| s.name == "grpc.attempt").collect();
     attempts.sort_by_key(|s| s.fields["grpc.attempt"].parse::<u32>().unwrap_or(0));

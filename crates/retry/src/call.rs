@@ -22,12 +22,17 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use grpc_code::Code;
 
+use crate::app_policy::{AppRetryPolicy, AttemptDetails};
 use crate::backoff::{Backoff, Rng};
 use crate::buffer::{BufferPool, DEFAULT_PER_CALL_LIMIT};
 use crate::policy::{CodeSet, HedgingPolicy, Policy, RetryPolicy};
+use crate::precedence::{self, PolicySource, Precedence};
 use crate::pushback::Pushback;
 use crate::stats::CallStats;
 use crate::throttle::Throttle;
+
+mod app;
+mod recv_timeout;
 
 /// The safety cap on transparent retries of one call (grpc-java's number): past it the call fails INTERNAL.
 pub const DEFAULT_MAX_TRANSPARENT_RETRIES: u32 = 1000;
@@ -98,6 +103,9 @@ pub enum LocalReason {
     Cancelled,
     /// Over the safety cap of transparent retries: INTERNAL.
     TooManyTransparentRetries,
+    /// The last attempt was cut by the policy's per-attempt receive timeout (`perAttemptRecvTimeout`) and
+    /// not retried: CANCELLED.
+    PerAttemptRecvTimeout,
 }
 
 impl LocalReason {
@@ -107,6 +115,7 @@ impl LocalReason {
             LocalReason::DeadlineExceeded => Code::DeadlineExceeded,
             LocalReason::Cancelled => Code::Cancelled,
             LocalReason::TooManyTransparentRetries => Code::Internal,
+            LocalReason::PerAttemptRecvTimeout => Code::Cancelled,
         }
     }
 
@@ -117,6 +126,9 @@ impl LocalReason {
             LocalReason::Cancelled => "call cancelled by the client",
             LocalReason::TooManyTransparentRetries => {
                 "too many transparent retries: the call never left the client; this is likely a bug"
+            }
+            LocalReason::PerAttemptRecvTimeout => {
+                "the attempt got no response within the retry policy's perAttemptRecvTimeout"
             }
         }
     }
@@ -176,10 +188,15 @@ pub enum Action {
 /// Per-call settings.
 #[derive(Clone, Debug)]
 pub struct CallConfig {
-    /// The method's policy.
+    /// The method's policy (from the service config).
     pub policy: Policy,
-    /// `false` when the channel disabled retries (retries and hedging; transparent retries stay on). The
-    /// policy's codes still decide which failures the throttle counts.
+    /// The application's policy, if it set one (for the channel or this call).
+    pub app_policy: Option<Arc<dyn AppRetryPolicy>>,
+    /// Which of `policy` and `app_policy` wins when both are set (see [`crate::Precedence`]).
+    pub precedence: Precedence,
+    /// `false` when the channel disabled retries (retries and hedging, the application's policy too;
+    /// transparent retries stay on). The service config policy's codes still decide which failures the
+    /// throttle counts.
     pub retries_enabled: bool,
     /// The call's deadline, spanning all attempts.
     pub deadline: Option<Instant>,
@@ -193,6 +210,8 @@ impl Default for CallConfig {
     fn default() -> Self {
         CallConfig {
             policy: Policy::None,
+            app_policy: None,
+            precedence: Precedence::ServiceConfig,
             retries_enabled: true,
             deadline: None,
             per_call_buffer_limit: DEFAULT_PER_CALL_LIMIT,
@@ -218,14 +237,19 @@ struct Attempt {
     queued: usize,
     /// Messages the channel reported as sent.
     sent: usize,
+    /// When the per-attempt receive timeout cuts it (until the call commits).
+    recv_deadline: Option<Instant>,
+    /// The per-attempt receive timeout cut it: the call's status, if it is the last, is local.
+    timed_out: bool,
 }
 
-/// Which policy is in force, after `retries_enabled`.
+/// Which policy is in force, after `retries_enabled` and the precedence rules.
 #[derive(Clone, Debug)]
 enum Mode {
     None,
     Retry(RetryPolicy),
     Hedging(HedgingPolicy),
+    App(Arc<dyn AppRetryPolicy>),
 }
 
 /// The timer table: at most one deadline per kind.
@@ -234,11 +258,13 @@ struct Timers {
     deadline: Option<Instant>,
     retry: Option<Instant>,
     hedge: Option<Instant>,
+    /// The earliest per-attempt receive deadline of the live attempts (none once committed).
+    attempt: Option<Instant>,
 }
 
 impl Timers {
     fn next(&self) -> Option<Instant> {
-        [self.deadline, self.retry, self.hedge]
+        [self.deadline, self.retry, self.hedge, self.attempt]
             .into_iter()
             .flatten()
             .min()
@@ -248,6 +274,11 @@ impl Timers {
 /// The gRFC A6 state machine of one call. See the crate docs for the diagram.
 pub struct RetryCall {
     mode: Mode,
+    source: PolicySource,
+    /// The policy's per-attempt receive timeout.
+    recv_timeout: Option<Duration>,
+    /// When the call started (for [`RetryInfo::elapsed`]).
+    started: Instant,
     /// The configured policy's retryable / non-fatal codes, kept for throttle accounting even when retries
     /// are disabled (the failure still qualifies for the target; the policy is just not acted on).
     qualifying: CodeSet,
@@ -305,13 +336,29 @@ impl RetryCall {
             Policy::Retry(p) => p.retryable(),
             Policy::Hedging(p) => p.non_fatal(),
         };
-        let mode = match (config.retries_enabled, config.policy) {
-            (false, _) | (_, Policy::None) => Mode::None,
-            (true, Policy::Retry(p)) => Mode::Retry(p),
-            (true, Policy::Hedging(p)) => Mode::Hedging(p),
+        let source = precedence::select(
+            config.retries_enabled,
+            config.policy != Policy::None,
+            config.app_policy.is_some(),
+            config.precedence,
+        );
+        let mode = match (source, config.policy, config.app_policy) {
+            (PolicySource::Application, _, Some(p)) => Mode::App(p),
+            (PolicySource::ServiceConfig, Policy::Retry(p), _) => Mode::Retry(p),
+            (PolicySource::ServiceConfig, Policy::Hedging(p), _) => Mode::Hedging(p),
+            _ => Mode::None,
+        };
+        let recv_timeout = match &mode {
+            Mode::None => None,
+            Mode::Retry(p) => p.per_attempt_recv_timeout(),
+            Mode::Hedging(p) => p.per_attempt_recv_timeout(),
+            Mode::App(p) => p.per_attempt_recv_timeout().filter(|t| !t.is_zero()),
         };
         let mut call = RetryCall {
             mode,
+            source,
+            recv_timeout,
+            started: now,
             qualifying,
             max_transparent: config.max_transparent_retries,
             per_call_limit: config.per_call_buffer_limit,
@@ -404,6 +451,11 @@ impl RetryCall {
         &self.stats
     }
 
+    /// Where the policy the call runs came from: the service config, the application, or none.
+    pub fn policy_source(&self) -> PolicySource {
+        self.source
+    }
+
     // ---- events from attempts --------------------------------------------------------------------------
 
     /// The attempt's pick chose `address`: later attempts are asked to avoid it.
@@ -437,11 +489,23 @@ impl RetryCall {
 
     /// The attempt ended.
     pub fn handle_end(&mut self, attempt: AttemptId, end: AttemptEnd, now: Instant) {
+        self.handle_end_with(attempt, end, &AttemptDetails::NONE, now);
+    }
+
+    /// The attempt ended, with its status message and trailers for an application policy to read.
+    pub fn handle_end_with(
+        &mut self,
+        attempt: AttemptId,
+        end: AttemptEnd,
+        details: &AttemptDetails<'_>,
+        now: Instant,
+    ) {
         if !self.is_live(attempt) {
             return;
         }
         self.attempts[attempt.0 as usize].live = false;
         self.live -= 1;
+        self.rearm_attempt_timer();
         self.last_ended = Some(attempt);
         if self.live == 0 {
             self.idle_since = Some(now);
@@ -480,12 +544,26 @@ impl RetryCall {
             return self.finish(Outcome::Attempt(attempt), now);
         }
         self.any_processed |= processed;
+        if let Mode::App(policy) = &self.mode {
+            // An application policy charges the throttle itself, once it has decided.
+            let policy = policy.clone();
+            return self.after_app_attempt(attempt, end, details, policy.as_ref(), now);
+        }
         // The one place where an attempt's end is charged, before the policy reads the throttle.
         self.account(end);
+        self.after_attempt(attempt, end, now);
+    }
+
+    /// The policy's decision about an uncommitted attempt that ended (or was cut by its receive timeout),
+    /// after the throttle was charged.
+    fn after_attempt(&mut self, attempt: AttemptId, end: AttemptEnd, now: Instant) {
         match self.mode.clone() {
-            Mode::None => self.finish(Outcome::Attempt(attempt), now),
+            Mode::None => self.finish(self.outcome_of(attempt), now),
             Mode::Retry(policy) => self.after_retry_policy_attempt(attempt, end, &policy, now),
             Mode::Hedging(policy) => self.after_hedge(attempt, end, &policy, now),
+            Mode::App(policy) => {
+                self.after_app_attempt(attempt, end, &AttemptDetails::NONE, policy.as_ref(), now)
+            }
         }
     }
 
@@ -497,6 +575,12 @@ impl RetryCall {
         if self.timers.deadline.is_some_and(|d| d <= now) {
             self.finish(Outcome::Local(LocalReason::DeadlineExceeded), now);
             return;
+        }
+        if self.timers.attempt.is_some_and(|t| t <= now) {
+            self.recv_timeouts(now);
+            if self.finished {
+                return;
+            }
         }
         if self.timers.retry.is_some_and(|t| t <= now) {
             self.timers.retry = None;
@@ -642,6 +726,8 @@ impl RetryCall {
             previous_attempts,
             queued: 0,
             sent: 0,
+            recv_deadline: self.recv_timeout.and_then(|t| now.checked_add(t)),
+            timed_out: false,
         });
         self.live += 1;
         self.stats.attempts += 1;
@@ -664,6 +750,7 @@ impl RetryCall {
         if self.commit_on_start {
             self.commit(id);
         }
+        self.rearm_attempt_timer();
     }
 
     fn commit(&mut self, attempt: AttemptId) {
@@ -679,6 +766,7 @@ impl RetryCall {
         }
         self.actions.push_back(Action::Commit { attempt });
         self.release_sent();
+        self.rearm_attempt_timer();
     }
 
     fn cancel_attempt(&mut self, id: AttemptId) {
@@ -686,6 +774,22 @@ impl RetryCall {
         self.live -= 1;
         self.actions
             .push_back(Action::CancelAttempt { attempt: id });
+        self.rearm_attempt_timer();
+    }
+
+    /// The call's outcome if it ends with `attempt`'s status: a local CANCELLED for an attempt the
+    /// receive timeout cut (the channel holds no status for a cancelled attempt).
+    fn outcome_of(&self, attempt: AttemptId) -> Outcome {
+        match self.attempts.get(attempt.0 as usize) {
+            Some(a) if a.timed_out => Outcome::Local(LocalReason::PerAttemptRecvTimeout),
+            _ => Outcome::Attempt(attempt),
+        }
+    }
+
+    fn charge_failure(&self) {
+        if let Some(t) = &self.shared.throttle {
+            t.record_failure();
+        }
     }
 
     /// Releases the buffered messages the committed attempt has sent: they will never be replayed.
@@ -759,13 +863,15 @@ impl RetryCall {
         policy: &RetryPolicy,
         now: Instant,
     ) {
-        // The order grpc-go uses: a "don't retry" pushback ends the call; then the code must be retryable;
-        // then the throttle (already charged by `account`) is checked; then maxAttempts.
-        let done = Outcome::Attempt(attempt);
+        // The order grpc-go uses: a "don't retry" pushback ends the call; then the code must be retryable
+        // (an attempt cut by the receive timeout always is, as in C-core); then the throttle (already
+        // charged) is checked; then maxAttempts.
+        let done = self.outcome_of(attempt);
         if end.code == Code::Ok || end.pushback == Pushback::DontRetry {
             return self.finish(done, now);
         }
-        if !policy.retryable().contains(end.code) {
+        let timed_out = self.attempts[attempt.0 as usize].timed_out;
+        if !timed_out && !policy.retryable().contains(end.code) {
             return self.finish(done, now);
         }
         if !self.throttle_allows() || self.policy_attempts >= policy.max_attempts().get() {
@@ -778,13 +884,21 @@ impl RetryCall {
             }
             _ => self.backoff.next_delay(policy, self.rng.as_mut()),
         };
-        let at = now + delay;
-        if self.timers.deadline.is_some_and(|d| at >= d) {
+        self.schedule_retry(now, delay, done);
+    }
+
+    /// Arms the retry timer `delay` from now, or ends the call with `done` if the retry would start at or
+    /// after the deadline.
+    fn schedule_retry(&mut self, now: Instant, delay: Duration, done: Outcome) {
+        let at = now.checked_add(delay);
+        match at {
+            Some(at) if self.timers.deadline.is_none_or(|d| at < d) => {
+                self.timers.retry = Some(at);
+            }
             // Beyond A6: a retry that would start after the deadline could only end DEADLINE_EXCEEDED and
-            // would hide the real failure. End now with it.
-            return self.finish(done, now);
+            // would hide the real failure. End now with it. (A delay too large for the clock: never.)
+            _ => self.finish(done, now),
         }
-        self.timers.retry = Some(at);
     }
 
     fn can_hedge(&self) -> bool {
@@ -843,7 +957,9 @@ impl RetryCall {
         policy: &HedgingPolicy,
         now: Instant,
     ) {
-        if end.code == Code::Ok || !policy.non_fatal().contains(end.code) {
+        // A hedge cut by the receive timeout is a non-fatal failure: it ends that hedge only.
+        let timed_out = self.attempts[attempt.0 as usize].timed_out;
+        if end.code == Code::Ok || !(timed_out || policy.non_fatal().contains(end.code)) {
             // OK or a fatal code wins: every other attempt is cancelled. (`account` charged a fatal code
             // that came with a "don't retry" pushback.)
             return self.finish(Outcome::Attempt(attempt), now);
@@ -875,7 +991,7 @@ impl RetryCall {
         let waiting = self.timers.hedge.is_some() && self.throttle_allows();
         if !waiting {
             if let Some(last) = self.last_ended {
-                self.finish(Outcome::Attempt(last), now);
+                self.finish(self.outcome_of(last), now);
             }
         }
     }

@@ -37,11 +37,44 @@
 //! before reporting a pick failure).
 //!
 //! The throttle's module docs explain why throttling exists.
+//!
+//! # Application policies
+//!
+//! Beside A6's service-config policies, the application may set its own [`AppRetryPolicy`] (built-ins
+//! [`NoRetry`], [`Linear`], [`Exponential`], or a custom one deciding from a [`RetryInfo`]). The same state
+//! machine runs it, with every guard rail above; [`precedence`] says which policy a call runs when both
+//! exist (the service config, unless the application opts in), and [`RetryCall::policy_source`] says which
+//! one it got.
+//!
+//! # `perAttemptRecvTimeout`
+//!
+//! The extension of gRFC A44 to `retryPolicy` and `hedgingPolicy` (and the per-attempt timeout of an
+//! application policy). Its semantics here:
+//!
+//! - The timer starts when the attempt starts (when [`Action::StartAttempt`] is emitted, so a slow pick
+//!   counts), for each attempt anew, transparent retries included.
+//! - It covers the attempt until the call commits to it (its response headers, or a replay-buffer
+//!   overflow), as in gRPC C-core, which stops the timer at the response headers. Why not until the
+//!   response is complete: after commit nothing can be retried, so cutting a committed attempt could only
+//!   fail a call that is making progress, which would turn the timeout into a second, shorter deadline for
+//!   long streams; the call's own deadline bounds the rest.
+//! - An attempt that runs out is cancelled ([`Action::CancelAttempt`]) and counts as CANCELLED (A44; as in
+//!   C-core). Not DEADLINE_EXCEEDED: that code means the call's own deadline passed, which it has not.
+//!   Under a retry policy it is retried whatever `retryableStatusCodes` lists (which is why A44 lets that
+//!   list be empty when the timeout is set), within maxAttempts, the throttle (it costs a token) and the
+//!   deadline; an application policy decides itself ([`RetryInfo::timed_out`]; the built-ins retry it). If
+//!   it is the call's last attempt, the call ends with [`LocalReason::PerAttemptRecvTimeout`] (CANCELLED).
+//! - Under a hedging policy it ends that hedge only, as a non-fatal failure: the next hedge goes out at
+//!   once; the call ends only when no hedge is left.
+//! - The call's deadline still bounds everything: when both are due, the deadline wins
+//!   (DEADLINE_EXCEEDED).
 
+mod app_policy;
 mod backoff;
 mod buffer;
 mod call;
 mod policy;
+pub mod precedence;
 mod pushback;
 pub mod stats;
 mod throttle;
@@ -49,6 +82,10 @@ mod throttle;
 #[cfg(test)]
 mod tests;
 
+pub use app_policy::{
+    AppRetryPolicy, AttemptDetails, Exponential, Linear, NoRetry, NoTrailers, RetryDecision,
+    RetryInfo, TrailerView,
+};
 pub use backoff::{base_delay, Backoff, Rng, SplitMix64};
 pub use buffer::{BufferPool, DEFAULT_PER_CALL_LIMIT, DEFAULT_PER_CHANNEL_LIMIT};
 pub use call::{
@@ -58,6 +95,7 @@ pub use call::{
 pub use policy::{
     CodeSet, HedgingPolicy, MaxAttempts, Policy, PolicyError, RetryPolicy, DEFAULT_MAX_ATTEMPTS_CAP,
 };
+pub use precedence::{PolicySource, Precedence};
 pub use pushback::Pushback;
 pub use stats::{CallStats, MethodStats};
 pub use throttle::{Throttle, ThrottleConfig};

@@ -30,6 +30,14 @@ pub enum PolicyError {
     /// `maxTokens` must be in (0, 1000].
     #[error("maxTokens must be in (0, 1000], got {0}")]
     BadMaxTokens(u64),
+    /// An application policy's minimum delay is above its maximum.
+    #[error("the minimum delay {min:?} is above the maximum {max:?}")]
+    MinAboveMax {
+        /// The minimum.
+        min: Duration,
+        /// The maximum.
+        max: Duration,
+    },
     /// `tokenRatio` must be more than zero (after keeping three decimals).
     #[error(
         "tokenRatio must be greater than zero (three decimals are kept), got {0} milli-tokens"
@@ -106,7 +114,7 @@ impl fmt::Debug for CodeSet {
     }
 }
 
-/// A6 `retryPolicy`.
+/// A6 `retryPolicy`, with the `perAttemptRecvTimeout` extension (gRFC A44).
 #[derive(Clone, Debug, PartialEq)]
 pub struct RetryPolicy {
     max_attempts: MaxAttempts,
@@ -114,6 +122,7 @@ pub struct RetryPolicy {
     max_backoff: Duration,
     multiplier: f64,
     retryable: CodeSet,
+    per_attempt_recv_timeout: Option<Duration>,
 }
 
 impl RetryPolicy {
@@ -143,7 +152,40 @@ impl RetryPolicy {
             max_backoff,
             multiplier,
             retryable,
+            per_attempt_recv_timeout: None,
         })
+    }
+
+    /// Validates a retry policy with a `perAttemptRecvTimeout` (gRFC A44): the timeout must be more than
+    /// zero, and `retryable` may be empty, since a timed-out attempt is retried whatever the codes say (see
+    /// [`RetryPolicy::per_attempt_recv_timeout`]).
+    pub fn with_recv_timeout(
+        max_attempts: MaxAttempts,
+        initial_backoff: Duration,
+        max_backoff: Duration,
+        multiplier: f64,
+        retryable: CodeSet,
+        per_attempt_recv_timeout: Duration,
+    ) -> Result<RetryPolicy, PolicyError> {
+        if per_attempt_recv_timeout.is_zero() {
+            return Err(PolicyError::NonPositiveDuration("perAttemptRecvTimeout"));
+        }
+        // The other rules hold as for `new`; an empty code set is allowed here.
+        let codes = if retryable.is_empty() {
+            CodeSet::from_iter([Code::Cancelled])
+        } else {
+            retryable
+        };
+        let mut policy = RetryPolicy::new(
+            max_attempts,
+            initial_backoff,
+            max_backoff,
+            multiplier,
+            codes,
+        )?;
+        policy.retryable = retryable;
+        policy.per_attempt_recv_timeout = Some(per_attempt_recv_timeout);
+        Ok(policy)
     }
 
     /// `maxAttempts`.
@@ -170,14 +212,23 @@ impl RetryPolicy {
     pub fn retryable(&self) -> CodeSet {
         self.retryable
     }
+
+    /// `perAttemptRecvTimeout`: how long each attempt may wait, from its start, for its response headers
+    /// (the point where the call commits to it). An attempt that runs out is cancelled and counts as
+    /// CANCELLED; it is retried whatever `retryableStatusCodes` says, within maxAttempts, the throttle and
+    /// the call's deadline (as gRPC C-core does; see the crate docs).
+    pub fn per_attempt_recv_timeout(&self) -> Option<Duration> {
+        self.per_attempt_recv_timeout
+    }
 }
 
-/// A6 `hedgingPolicy`.
+/// A6 `hedgingPolicy`, with the `perAttemptRecvTimeout` extension (gRFC A44).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HedgingPolicy {
     max_attempts: MaxAttempts,
     hedging_delay: Duration,
     non_fatal: CodeSet,
+    per_attempt_recv_timeout: Option<Duration>,
 }
 
 impl HedgingPolicy {
@@ -191,7 +242,20 @@ impl HedgingPolicy {
             max_attempts,
             hedging_delay,
             non_fatal,
+            per_attempt_recv_timeout: None,
         }
+    }
+
+    /// The same policy with a `perAttemptRecvTimeout`, which must be more than zero.
+    pub fn with_per_attempt_recv_timeout(
+        mut self,
+        timeout: Duration,
+    ) -> Result<HedgingPolicy, PolicyError> {
+        if timeout.is_zero() {
+            return Err(PolicyError::NonPositiveDuration("perAttemptRecvTimeout"));
+        }
+        self.per_attempt_recv_timeout = Some(timeout);
+        Ok(self)
     }
 
     /// `maxAttempts`.
@@ -208,6 +272,13 @@ impl HedgingPolicy {
     pub fn non_fatal(&self) -> CodeSet {
         self.non_fatal
     }
+
+    /// `perAttemptRecvTimeout`: how long each hedge may wait, from its start, for its response headers. A
+    /// hedge that runs out is cancelled and counts as a non-fatal failure (the next hedge goes out at once);
+    /// it never ends the call by itself.
+    pub fn per_attempt_recv_timeout(&self) -> Option<Duration> {
+        self.per_attempt_recv_timeout
+    }
 }
 
 /// What governs a method's calls: one policy or none (a proto `oneof`, so never both).
@@ -220,6 +291,17 @@ pub enum Policy {
     Retry(RetryPolicy),
     /// Send hedged attempts.
     Hedging(HedgingPolicy),
+}
+
+impl Policy {
+    /// The policy's `perAttemptRecvTimeout`, if any.
+    pub fn per_attempt_recv_timeout(&self) -> Option<Duration> {
+        match self {
+            Policy::None => None,
+            Policy::Retry(p) => p.per_attempt_recv_timeout(),
+            Policy::Hedging(p) => p.per_attempt_recv_timeout(),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -267,6 +349,34 @@ mod tests {
             RetryPolicy::new(n, s, s, 2.0, CodeSet::empty()),
             Err(PolicyError::NoRetryableCodes)
         );
+    }
+
+    #[test]
+    fn per_attempt_recv_timeout_rules() {
+        let n = MaxAttempts::new(3, 5).expect("valid");
+        let s = Duration::from_secs(1);
+        let p = RetryPolicy::with_recv_timeout(n, s, s, 2.0, CodeSet::empty(), s).expect("valid");
+        assert_eq!(p.per_attempt_recv_timeout(), Some(s));
+        assert!(
+            p.retryable().is_empty(),
+            "codes may be empty with a timeout"
+        );
+        assert_eq!(
+            RetryPolicy::with_recv_timeout(n, s, s, 2.0, CodeSet::empty(), Duration::ZERO),
+            Err(PolicyError::NonPositiveDuration("perAttemptRecvTimeout"))
+        );
+        assert_eq!(
+            RetryPolicy::with_recv_timeout(n, Duration::ZERO, s, 2.0, CodeSet::empty(), s),
+            Err(PolicyError::NonPositiveDuration("initialBackoff"))
+        );
+        let h = HedgingPolicy::new(n, s, CodeSet::empty());
+        assert_eq!(h.per_attempt_recv_timeout(), None);
+        assert_eq!(
+            h.clone().with_per_attempt_recv_timeout(Duration::ZERO),
+            Err(PolicyError::NonPositiveDuration("perAttemptRecvTimeout"))
+        );
+        let h = h.with_per_attempt_recv_timeout(s).expect("valid");
+        assert_eq!(Policy::Hedging(h).per_attempt_recv_timeout(), Some(s));
     }
 
     #[test]

@@ -22,8 +22,11 @@ pub struct CallStats {
     /// Retry and hedge attempts (those sent with `grpc-previous-rpc-attempts` > 0) that ended, as reported by
     /// the channel, with a status other than OK (A6 "retry attempts which failed"). Attempts the state
     /// machine cancelled (hedges that lost, attempts cut by commit, the deadline or a cancel) are not
-    /// counted; a retry replaced by a transparent retry counts once, through its replacement.
+    /// counted, except those cut by the per-attempt receive timeout (they failed, as CANCELLED); a retry
+    /// replaced by a transparent retry counts once, through its replacement.
     pub failed_retries: u32,
+    /// Attempts cut by the policy's per-attempt receive timeout (`perAttemptRecvTimeout`).
+    pub per_attempt_recv_timeouts: u32,
     /// Time with no attempt in flight (A45/A96 `retry_delay`).
     pub retry_delay: Duration,
     /// Whether the call committed because its outgoing messages overflowed the retry buffer.

@@ -3,15 +3,15 @@
 //!
 //! * [`ServiceConfig::parse`] turns JSON into a config whose values cannot be invalid: unknown fields are
 //!   ignored, and a known field with a bad value rejects the whole config with a [`ParseError`] naming the
-//!   JSON path and the rule. Method lookup is two hash lookups at most.
+//!   JSON path and the rule. Method lookup is two hash lookups at most. `retryPolicy` and `hedgingPolicy`
+//!   take gRFC A44's `perAttemptRecvTimeout` (a Duration > 0; with it, `retryableStatusCodes` may be empty).
 //! * [`txt::select`] picks the config from `_grpc_config.<host>` TXT records (A2).
 //! * [`ConfigSelector`] applies A21: keep the last good config, fall back to the application's default.
 //! * [`DnsResolver`] and [`ResolverTask`] (on hickory-resolver) resolve addresses and TXT records together,
 //!   re-resolve on request at most once per interval, and back off after failures ([`Schedule`]).
 //!
 //! Everything but the resolver is sans-IO. Not here: the LB policies themselves (`lb`), the retry state
-//! machine (`grpc-retry`, whose policy types the parser builds), `healthCheckConfig`, `perAttemptRecvTimeout`,
-//! SRV/grpclb lookups.
+//! machine (`grpc-retry`, whose policy types the parser builds), `healthCheckConfig`, SRV/grpclb lookups.
 
 mod duration;
 mod error;

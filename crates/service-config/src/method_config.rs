@@ -1,5 +1,6 @@
 //! `methodConfig` entries: names, `timeout`, `waitForReady`, message size limits, and the A6 `retryPolicy` /
-//! `hedgingPolicy` with every validation rule of A6.
+//! `hedgingPolicy` with every validation rule of A6, plus gRFC A44's `perAttemptRecvTimeout` in both (a
+//! Duration > 0; with it, a retry policy's `retryableStatusCodes` may be empty).
 
 use std::time::Duration;
 
@@ -99,21 +100,30 @@ fn codes(at: At<'_>) -> Result<CodeSet, ParseError> {
     Ok(each(&at, |c| c.code())?.into_iter().collect())
 }
 
+/// A Duration field that must be more than zero.
+fn positive(name: &'static str) -> impl Fn(At<'_>) -> Result<Duration, ParseError> {
+    move |d: At<'_>| {
+        let v = d.duration()?;
+        if v.is_zero() {
+            Err(d.error(Rule::OutOfRange(format!(
+                "{name} must be greater than zero"
+            ))))
+        } else {
+            Ok(v)
+        }
+    }
+}
+
 fn parse_retry_policy(at: At<'_>, cap: u32) -> Result<RetryPolicy, ParseError> {
     let obj = at.object()?;
     let max_attempts = max_attempts(&at, obj, cap)?;
-    let positive = |name: &'static str| {
-        move |d: At<'_>| {
-            let v = d.duration()?;
-            if v.is_zero() {
-                Err(d.error(Rule::OutOfRange(format!(
-                    "{name} must be greater than zero"
-                ))))
-            } else {
-                Ok(v)
-            }
-        }
-    };
+    // The gRFC A44 extension: with it, retryableStatusCodes may be empty.
+    let recv_timeout = field(
+        &at,
+        obj,
+        "perAttemptRecvTimeout",
+        positive("perAttemptRecvTimeout"),
+    )?;
     let initial = required(&at, obj, "initialBackoff", positive("initialBackoff"))?;
     let max = required(&at, obj, "maxBackoff", positive("maxBackoff"))?;
     let multiplier = required(&at, obj, "backoffMultiplier", |m| {
@@ -128,14 +138,19 @@ fn parse_retry_policy(at: At<'_>, cap: u32) -> Result<RetryPolicy, ParseError> {
     })?;
     let retryable = required(&at, obj, "retryableStatusCodes", |c| {
         let set = codes(c)?;
-        if set.is_empty() {
+        if set.is_empty() && recv_timeout.is_none() {
             Err(c.error(Rule::Policy(grpc_retry::PolicyError::NoRetryableCodes)))
         } else {
             Ok(set)
         }
     })?;
-    RetryPolicy::new(max_attempts, initial, max, multiplier, retryable)
-        .map_err(|e| at.error(Rule::Policy(e)))
+    match recv_timeout {
+        None => RetryPolicy::new(max_attempts, initial, max, multiplier, retryable),
+        Some(t) => {
+            RetryPolicy::with_recv_timeout(max_attempts, initial, max, multiplier, retryable, t)
+        }
+    }
+    .map_err(|e| at.error(Rule::Policy(e)))
 }
 
 fn parse_hedging_policy(at: At<'_>, cap: u32) -> Result<HedgingPolicy, ParseError> {
@@ -143,5 +158,17 @@ fn parse_hedging_policy(at: At<'_>, cap: u32) -> Result<HedgingPolicy, ParseErro
     let max_attempts = max_attempts(&at, obj, cap)?;
     let delay = field(&at, obj, "hedgingDelay", |d| d.duration())?.unwrap_or(Duration::ZERO);
     let non_fatal = field(&at, obj, "nonFatalStatusCodes", codes)?.unwrap_or_default();
-    Ok(HedgingPolicy::new(max_attempts, delay, non_fatal))
+    let recv_timeout = field(
+        &at,
+        obj,
+        "perAttemptRecvTimeout",
+        positive("perAttemptRecvTimeout"),
+    )?;
+    let policy = HedgingPolicy::new(max_attempts, delay, non_fatal);
+    match recv_timeout {
+        None => Ok(policy),
+        Some(t) => policy
+            .with_per_attempt_recv_timeout(t)
+            .map_err(|e| at.error(Rule::Policy(e))),
+    }
 }

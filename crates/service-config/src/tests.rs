@@ -61,6 +61,9 @@ fn describe(mc: &crate::MethodConfig) -> String {
             p.non_fatal()
         )),
     }
+    if let Some(t) = mc.policy.per_attempt_recv_timeout() {
+        parts.push(format!("recv_timeout={t:?}"));
+    }
     parts.join(" ")
 }
 
@@ -339,6 +342,78 @@ fn retry_policy() {
     check(
         &with_method(r#""retryPolicy":[]"#),
         "error: $.methodConfig[0].retryPolicy: expected an object",
+    );
+}
+
+#[test]
+fn per_attempt_recv_timeout() {
+    check(
+        &with_retry(&format!(r#"{RETRY},"perAttemptRecvTimeout":"0.5s""#)),
+        "ok: lb=pick_first S/M:retry(max=3 100ms..1s x2 {Unavailable}) recv_timeout=500ms",
+    );
+    check(
+        &with_retry(&format!(
+            r#"{},"perAttemptRecvTimeout":"1s""#,
+            RETRY.replace(r#"["UNAVAILABLE"]"#, "[]")
+        )),
+        "ok: lb=pick_first S/M:retry(max=3 100ms..1s x2 {}) recv_timeout=1s",
+    );
+    check(
+        &with_retry(&format!(r#"{RETRY},"perAttemptRecvTimeout":"0s""#)),
+        "error: $.methodConfig[0].retryPolicy.perAttemptRecvTimeout: perAttemptRecvTimeout must be greater than zero",
+    );
+    check(
+        &with_retry(&format!(r#"{RETRY},"perAttemptRecvTimeout":"-1s""#)),
+        r#"error: $.methodConfig[0].retryPolicy.perAttemptRecvTimeout: duration "-1s" must not be negative"#,
+    );
+    check(
+        &with_retry(&format!(r#"{RETRY},"perAttemptRecvTimeout":5"#)),
+        "error: $.methodConfig[0].retryPolicy.perAttemptRecvTimeout: expected a string",
+    );
+    check(
+        &with_method(
+            r#""hedgingPolicy":{"maxAttempts":3,"hedgingDelay":"0.5s","perAttemptRecvTimeout":"2s"}"#,
+        ),
+        "ok: lb=pick_first S/M:hedge(max=3 500ms {}) recv_timeout=2s",
+    );
+    check(
+        &with_method(r#""hedgingPolicy":{"maxAttempts":3,"perAttemptRecvTimeout":"0s"}"#),
+        "error: $.methodConfig[0].hedgingPolicy.perAttemptRecvTimeout: perAttemptRecvTimeout must be greater than zero",
+    );
+}
+
+#[test]
+fn a_bad_per_attempt_recv_timeout_keeps_the_last_good_config() {
+    // A21: an update with an invalid perAttemptRecvTimeout is refused whole, with a typed error; the
+    // channel keeps the config it had.
+    let mut s = ConfigSelector::new(None);
+    let good = config(&with_retry(&format!(
+        r#"{RETRY},"perAttemptRecvTimeout":"0.5s""#
+    )));
+    assert_eq!(
+        s.update(ConfigResult::Config(good.clone())),
+        Decision::Use(good.clone())
+    );
+    let bad = ServiceConfig::parse(
+        &with_retry(&format!(r#"{RETRY},"perAttemptRecvTimeout":"0s""#)),
+        ParseOptions::default(),
+    )
+    .expect_err("zero is invalid");
+    assert_eq!(
+        bad.path,
+        "$.methodConfig[0].retryPolicy.perAttemptRecvTimeout"
+    );
+    match s.update(ConfigResult::Invalid(bad)) {
+        Decision::KeepPrevious(kept, _) => assert_eq!(kept, good),
+        other => panic!("{other:?}"),
+    }
+    let kept = s
+        .current()
+        .and_then(|c| c.method_config("/pkg.S/M"))
+        .expect("method config");
+    assert_eq!(
+        kept.policy.per_attempt_recv_timeout(),
+        Some(Duration::from_millis(500))
     );
 }
 

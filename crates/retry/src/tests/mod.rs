@@ -1,10 +1,12 @@
 //! Timeline tests of the retry state machine: a harness feeds events, moves `now` to the next timer, and
 //! shows the actions as short strings, so each test reads as the timeline the spec describes.
 
+mod app_policy;
 mod buffering;
 mod cancel_and_deadline;
 mod hedging;
 mod properties;
+mod recv_timeout;
 mod retry_policy;
 mod stats;
 mod throttle_accounting;
