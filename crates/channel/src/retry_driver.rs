@@ -54,6 +54,8 @@ pub(crate) struct Driver {
 }
 
 /// An attempt's place in the driver.
+// As large as the `Option<Attempt>` it replaces; boxing the attempt would cost an allocation per attempt.
+#[allow(clippy::large_enum_variant)]
 enum Slot {
     /// Running.
     Live(Attempt),
