@@ -279,13 +279,20 @@ impl Attempt {
                 *progress = Progress::Opened;
             }
         }
-        if let Poll::Ready(event) = self.poll_response(cx) {
+        if let Poll::Ready(event) = self.poll_write(cx) {
             return Poll::Ready(event);
         }
+        // The response is polled once the writes are done or blocked (not before every message): a response
+        // that ended the attempt meanwhile is what a failed write reports too.
+        self.poll_response(cx)
+    }
+
+    /// Writes the queued messages as flow control admits (everything at once for eager calls), then the
+    /// half-close: `Ready` once a message is written whole, or when writing failed.
+    fn poll_write(&mut self, cx: &mut Context<'_>) -> Poll<AttemptEvent> {
         let State::Open { send, .. } = &mut self.state else {
             return Poll::Pending;
         };
-        // Write what flow control admits (everything at once for eager calls).
         while let Some((index, data)) = self.queue.front_mut() {
             let index = *index;
             let eager = self.setup.eager;
