@@ -101,13 +101,53 @@ enum State {
     Done,
 }
 
+/// The messages an attempt has yet to write, with their index in the call, in order. The first is kept
+/// inline, so an attempt of a call with one message (unary, server-streaming) allocates nothing for it.
+#[derive(Default)]
+struct SendQueue {
+    /// `None` only when `rest` is empty too.
+    first: Option<(usize, Bytes)>,
+    rest: VecDeque<(usize, Bytes)>,
+}
+
+impl SendQueue {
+    fn push_back(&mut self, item: (usize, Bytes)) {
+        match self.first {
+            None => self.first = Some(item),
+            Some(_) => self.rest.push_back(item),
+        }
+    }
+
+    fn pop_front(&mut self) -> Option<(usize, Bytes)> {
+        let front = self.first.take();
+        self.first = self.rest.pop_front();
+        front
+    }
+
+    fn front(&self) -> Option<&(usize, Bytes)> {
+        self.first.as_ref()
+    }
+
+    fn front_mut(&mut self) -> Option<&mut (usize, Bytes)> {
+        self.first.as_mut()
+    }
+
+    fn len(&self) -> usize {
+        usize::from(self.first.is_some()) + self.rest.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.first.is_none()
+    }
+}
+
 /// One attempt.
 pub(crate) struct Attempt {
     state: State,
     setup: Arc<AttemptSetup>,
     previous_attempts: u32,
     /// Messages to write, with their index in the call; the front one may be partly written.
-    queue: VecDeque<(usize, Bytes)>,
+    queue: SendQueue,
     /// Half-close once the queue is written.
     half_close: bool,
     /// END_STREAM was sent.
@@ -122,7 +162,7 @@ impl Attempt {
             state: State::Picking(pick),
             setup,
             previous_attempts,
-            queue: VecDeque::new(),
+            queue: SendQueue::default(),
             half_close: false,
             half_closed: false,
             flushed_up_front: None,
@@ -523,6 +563,23 @@ mod tests {
             }
             _ => panic!("the attempt must end at once"),
         }
+    }
+
+    #[test]
+    fn the_send_queue_keeps_order_with_its_first_message_inline() {
+        let mut q = SendQueue::default();
+        assert!(q.is_empty() && q.front().is_none());
+        for i in 0..3 {
+            q.push_back((i, Bytes::from(vec![i as u8])));
+        }
+        assert_eq!(q.len(), 3);
+        assert_eq!(q.pop_front().map(|(i, _)| i), Some(0));
+        q.push_back((3, Bytes::new()));
+        let order: Vec<usize> = std::iter::from_fn(|| q.pop_front().map(|(i, _)| i)).collect();
+        assert_eq!(order, [1, 2, 3]);
+        assert!(q.is_empty());
+        q.push_back((4, Bytes::new()));
+        assert_eq!((q.len(), q.front().map(|(i, _)| *i)), (1, Some(4)));
     }
 
     #[test]
