@@ -88,7 +88,8 @@ impl Ended {
 
 /// Where the application's messages go.
 enum Side {
-    /// Before commit: one message at a time to the retry driver, which writes it to every live attempt.
+    /// Before commit: the inbox the retry driver takes messages from (one at a time), writing each to every
+    /// live attempt.
     Driving(Inbox),
     /// After commit: the committed attempt's stream.
     Direct(SendStream<Bytes>),

@@ -65,11 +65,11 @@ enum Event {
 }
 
 /// Counts the calls in flight, and remembers when the last one ended. Calls never message the control
-/// plane: its idle timer reads this when it fires (as grpc-go's idleness manager does), so a call costs two
-/// atomic updates, not a wake-up of the control plane's task.
+/// plane: its idle timer reads this when it fires (as grpc-go's idleness manager does), so a call costs a
+/// clock read and three atomic updates, not a wake-up of the control plane's task.
 pub(crate) struct ActiveCalls {
     count: AtomicUsize,
-    /// When the count last dropped to zero, in nanoseconds since `base` (0: never).
+    /// When a call last ended, in nanoseconds since `base` (0: never).
     last_end: AtomicU64,
     base: Instant,
 }
