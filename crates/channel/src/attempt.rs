@@ -61,6 +61,14 @@ pub(crate) type Picked = (SendRequest<Bytes>, Option<SocketAddr>);
 
 pub(crate) type PickFuture = Pin<Box<dyn Future<Output = Result<Picked, PickError>> + Send>>;
 
+/// How an attempt gets its connection.
+pub(crate) enum Pick {
+    /// Picked at once: the picker chose a connection ready for a new stream (taken when the attempt opens).
+    Now(Option<Picked>),
+    /// A pick that waits (queued, failing, or a connection not ready yet).
+    Later(PickFuture),
+}
+
 /// What polling an attempt reports.
 pub(crate) enum AttemptEvent {
     /// The pick chose this address.
@@ -91,7 +99,7 @@ pub(crate) enum Response {
 }
 
 enum State {
-    Picking(PickFuture),
+    Picking(Pick),
     Open {
         handle: SendRequest<Bytes>,
         send: SendStream<Bytes>,
@@ -157,7 +165,7 @@ pub(crate) struct Attempt {
 }
 
 impl Attempt {
-    pub(crate) fn new(pick: PickFuture, setup: Arc<AttemptSetup>, previous_attempts: u32) -> Self {
+    pub(crate) fn new(pick: Pick, setup: Arc<AttemptSetup>, previous_attempts: u32) -> Self {
         Attempt {
             state: State::Picking(pick),
             setup,
@@ -236,15 +244,21 @@ impl Attempt {
 
     /// Drives the attempt until it has something to report.
     pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<AttemptEvent> {
-        let pick = match &mut self.state {
+        let picked = match &mut self.state {
             State::Done => return Poll::Pending,
             State::Open { .. } => return self.poll_open(cx),
-            State::Picking(pick) => pick,
+            State::Picking(Pick::Now(picked)) => match picked.take() {
+                Some(picked) => Ok(picked),
+                None => return Poll::Pending,
+            },
+            State::Picking(Pick::Later(pick)) => match pick.as_mut().poll(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(result) => result,
+            },
         };
-        let (handle, addr) = match pick.as_mut().poll(cx) {
-            Poll::Pending => return Poll::Pending,
-            Poll::Ready(Ok(picked)) => picked,
-            Poll::Ready(Err(e)) => {
+        let (handle, addr) = match picked {
+            Ok(picked) => picked,
+            Err(e) => {
                 self.state = State::Done;
                 let place = if e.dropped {
                     FailurePlace::Dropped
@@ -552,7 +566,7 @@ mod tests {
             header_limit: 16 << 10,
         });
         let pick: PickFuture = Box::pin(async move { Ok((send, None)) });
-        let mut attempt = Attempt::new(pick, setup, 0);
+        let mut attempt = Attempt::new(Pick::Later(pick), setup, 0);
         attempt.send(0, Bytes::from_static(&[0, 0, 0, 0, 0]));
         attempt.half_close();
         let event = std::future::poll_fn(|cx| attempt.poll(cx)).await;

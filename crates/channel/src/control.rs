@@ -16,6 +16,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -244,6 +245,31 @@ impl ControlPlane {
             if rx.changed().await.is_err() {
                 return ConnectivityState::Shutdown;
             }
+        }
+    }
+
+    /// A pick that needs no waiting: the picker's choice, when it is a connection ready for a new stream now.
+    /// `None` in every other case (queue, fail, drop, shut down, a connection not ready), which
+    /// [`ControlPlane::pick`] handles.
+    pub(crate) fn pick_now(
+        &self,
+        method: &str,
+        avoid: &[SocketAddr],
+        cx: &mut Context<'_>,
+    ) -> Option<(Conn, SocketAddr)> {
+        let picked = {
+            let published = self.published.borrow();
+            if published.state == ConnectivityState::Shutdown {
+                return None;
+            }
+            published.picker.pick(&PickRequest { method, avoid })
+        };
+        match picked {
+            PickResult::Pick { mut handle, addr } => match handle.poll_ready(cx) {
+                Poll::Ready(Ok(())) => Some((handle, addr)),
+                Poll::Ready(Err(_)) | Poll::Pending => None,
+            },
+            _ => None,
         }
     }
 

@@ -123,7 +123,7 @@ impl Driver {
                         avoid,
                         ..
                     } => {
-                        let pick = self.channel.pick_future(self.setup.clone(), avoid);
+                        let pick = self.channel.pick(&self.setup, avoid, cx);
                         let index = attempt.0 as usize;
                         if self.attempts.len() <= index {
                             self.attempts.resize_with(index + 1, || Slot::Over(None));
