@@ -61,6 +61,14 @@ pub(crate) type Picked = (SendRequest<Bytes>, Option<SocketAddr>);
 
 pub(crate) type PickFuture = Pin<Box<dyn Future<Output = Result<Picked, PickError>> + Send>>;
 
+/// How an attempt gets its connection.
+pub(crate) enum Pick {
+    /// Picked at once: the picker chose a connection ready for a new stream (taken when the attempt opens).
+    Now(Option<Picked>),
+    /// A pick that waits (queued, failing, or a connection not ready yet).
+    Later(PickFuture),
+}
+
 /// What polling an attempt reports.
 pub(crate) enum AttemptEvent {
     /// The pick chose this address.
@@ -91,7 +99,7 @@ pub(crate) enum Response {
 }
 
 enum State {
-    Picking(PickFuture),
+    Picking(Pick),
     Open {
         handle: SendRequest<Bytes>,
         send: SendStream<Bytes>,
@@ -101,13 +109,53 @@ enum State {
     Done,
 }
 
+/// The messages an attempt has yet to write, with their index in the call, in order. The first is kept
+/// inline, so an attempt of a call with one message (unary, server-streaming) allocates nothing for it.
+#[derive(Default)]
+struct SendQueue {
+    /// `None` only when `rest` is empty too.
+    first: Option<(usize, Bytes)>,
+    rest: VecDeque<(usize, Bytes)>,
+}
+
+impl SendQueue {
+    fn push_back(&mut self, item: (usize, Bytes)) {
+        match self.first {
+            None => self.first = Some(item),
+            Some(_) => self.rest.push_back(item),
+        }
+    }
+
+    fn pop_front(&mut self) -> Option<(usize, Bytes)> {
+        let front = self.first.take();
+        self.first = self.rest.pop_front();
+        front
+    }
+
+    fn front(&self) -> Option<&(usize, Bytes)> {
+        self.first.as_ref()
+    }
+
+    fn front_mut(&mut self) -> Option<&mut (usize, Bytes)> {
+        self.first.as_mut()
+    }
+
+    fn len(&self) -> usize {
+        usize::from(self.first.is_some()) + self.rest.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.first.is_none()
+    }
+}
+
 /// One attempt.
 pub(crate) struct Attempt {
     state: State,
     setup: Arc<AttemptSetup>,
     previous_attempts: u32,
     /// Messages to write, with their index in the call; the front one may be partly written.
-    queue: VecDeque<(usize, Bytes)>,
+    queue: SendQueue,
     /// Half-close once the queue is written.
     half_close: bool,
     /// END_STREAM was sent.
@@ -117,12 +165,12 @@ pub(crate) struct Attempt {
 }
 
 impl Attempt {
-    pub(crate) fn new(pick: PickFuture, setup: Arc<AttemptSetup>, previous_attempts: u32) -> Self {
+    pub(crate) fn new(pick: Pick, setup: Arc<AttemptSetup>, previous_attempts: u32) -> Self {
         Attempt {
             state: State::Picking(pick),
             setup,
             previous_attempts,
-            queue: VecDeque::new(),
+            queue: SendQueue::default(),
             half_close: false,
             half_closed: false,
             flushed_up_front: None,
@@ -196,15 +244,21 @@ impl Attempt {
 
     /// Drives the attempt until it has something to report.
     pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<AttemptEvent> {
-        let pick = match &mut self.state {
+        let picked = match &mut self.state {
             State::Done => return Poll::Pending,
             State::Open { .. } => return self.poll_open(cx),
-            State::Picking(pick) => pick,
+            State::Picking(Pick::Now(picked)) => match picked.take() {
+                Some(picked) => Ok(picked),
+                None => return Poll::Pending,
+            },
+            State::Picking(Pick::Later(pick)) => match pick.as_mut().poll(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(result) => result,
+            },
         };
-        let (handle, addr) = match pick.as_mut().poll(cx) {
-            Poll::Pending => return Poll::Pending,
-            Poll::Ready(Ok(picked)) => picked,
-            Poll::Ready(Err(e)) => {
+        let (handle, addr) = match picked {
+            Ok(picked) => picked,
+            Err(e) => {
                 self.state = State::Done;
                 let place = if e.dropped {
                     FailurePlace::Dropped
@@ -279,13 +333,20 @@ impl Attempt {
                 *progress = Progress::Opened;
             }
         }
-        if let Poll::Ready(event) = self.poll_response(cx) {
+        if let Poll::Ready(event) = self.poll_write(cx) {
             return Poll::Ready(event);
         }
+        // The response is polled once the writes are done or blocked (not before every message): a response
+        // that ended the attempt meanwhile is what a failed write reports too.
+        self.poll_response(cx)
+    }
+
+    /// Writes the queued messages as flow control admits (everything at once for eager calls), then the
+    /// half-close: `Ready` once a message is written whole, or when writing failed.
+    fn poll_write(&mut self, cx: &mut Context<'_>) -> Poll<AttemptEvent> {
         let State::Open { send, .. } = &mut self.state else {
             return Poll::Pending;
         };
-        // Write what flow control admits (everything at once for eager calls).
         while let Some((index, data)) = self.queue.front_mut() {
             let index = *index;
             let eager = self.setup.eager;
@@ -505,7 +566,7 @@ mod tests {
             header_limit: 16 << 10,
         });
         let pick: PickFuture = Box::pin(async move { Ok((send, None)) });
-        let mut attempt = Attempt::new(pick, setup, 0);
+        let mut attempt = Attempt::new(Pick::Later(pick), setup, 0);
         attempt.send(0, Bytes::from_static(&[0, 0, 0, 0, 0]));
         attempt.half_close();
         let event = std::future::poll_fn(|cx| attempt.poll(cx)).await;
@@ -516,6 +577,23 @@ mod tests {
             }
             _ => panic!("the attempt must end at once"),
         }
+    }
+
+    #[test]
+    fn the_send_queue_keeps_order_with_its_first_message_inline() {
+        let mut q = SendQueue::default();
+        assert!(q.is_empty() && q.front().is_none());
+        for i in 0..3 {
+            q.push_back((i, Bytes::from(vec![i as u8])));
+        }
+        assert_eq!(q.len(), 3);
+        assert_eq!(q.pop_front().map(|(i, _)| i), Some(0));
+        q.push_back((3, Bytes::new()));
+        let order: Vec<usize> = std::iter::from_fn(|| q.pop_front().map(|(i, _)| i)).collect();
+        assert_eq!(order, [1, 2, 3]);
+        assert!(q.is_empty());
+        q.push_back((4, Bytes::new()));
+        assert_eq!((q.len(), q.front().map(|(i, _)| *i)), (1, Some(4)));
     }
 
     #[test]

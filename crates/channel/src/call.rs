@@ -98,7 +98,8 @@ impl Ended {
 
 /// Where the application's messages go.
 enum Side {
-    /// Before commit: one message at a time to the retry driver, which writes it to every live attempt.
+    /// Before commit: the inbox the retry driver takes messages from (one at a time), writing each to every
+    /// live attempt.
     Driving(Inbox),
     /// After commit: the committed attempt's stream.
     Direct(SendStream<Bytes>),
@@ -1102,23 +1103,38 @@ pub(crate) fn check_header_list(headers: &HeaderMap, limit: usize) -> Result<(),
     Ok(())
 }
 
-/// The server's `grpc-retry-pushback-ms` in a trailer block (or Trailers-Only headers).
+/// The server's `grpc-retry-pushback-ms` in a trailer block (or Trailers-Only headers). Found by walking the
+/// block, as [`status_from_trailers`] does: a block holds a handful of entries, and comparing names is
+/// cheaper than hashing the looked-up name.
 pub(crate) fn pushback_of(headers: &HeaderMap) -> Pushback {
     Pushback::from_values(
         headers
-            .get_all(GRPC_RETRY_PUSHBACK_MS)
             .iter()
-            .map(http::HeaderValue::as_bytes),
+            .filter(|(name, _)| **name == GRPC_RETRY_PUSHBACK_MS)
+            .map(|(_, value)| value.as_bytes()),
     )
 }
 
 /// The status in a trailer block (or Trailers-Only headers) and the block's metadata.
 pub(crate) fn status_from_trailers(trailers: HeaderMap) -> (Status, MetadataMap) {
-    let message = trailers
-        .get(GRPC_MESSAGE)
+    // One walk over the block for the three protocol fields (the first value of each).
+    let (mut raw_status, mut raw_message, mut raw_details) = (None, None, None);
+    for (name, value) in &trailers {
+        let field = if *name == GRPC_STATUS {
+            &mut raw_status
+        } else if *name == GRPC_MESSAGE {
+            &mut raw_message
+        } else if *name == GRPC_STATUS_DETAILS_BIN {
+            &mut raw_details
+        } else {
+            continue;
+        };
+        field.get_or_insert(value);
+    }
+    let message = raw_message
         .map(|v| percent::decode(v.as_bytes()))
         .unwrap_or_default();
-    let status = match trailers.get(GRPC_STATUS) {
+    let status = match raw_status {
         None => Status::new(
             Code::Unknown,
             format!("missing grpc-status in trailers; message: {message:?}"),
@@ -1134,8 +1150,7 @@ pub(crate) fn status_from_trailers(trailers: HeaderMap) -> (Status, MetadataMap)
             ),
         },
     };
-    let details = trailers
-        .get(GRPC_STATUS_DETAILS_BIN)
+    let details = raw_details
         .and_then(|v| metadata::decode_bin(v.as_bytes()).ok())
         .map(Bytes::from);
     let md = MetadataMap::from_headers(trailers);
@@ -1292,6 +1307,38 @@ mod tests {
             ("grpc-status-details-bin", "AQI"),
         ]));
         assert_eq!(s.details_bin().map(|d| d.to_vec()), Some(vec![1, 2]));
+        // The first value of a repeated field counts, as with a lookup.
+        let (s, md) = status_from_trailers(headers(&[
+            ("x-md", "1"),
+            ("grpc-status", "3"),
+            ("grpc-message", "first"),
+            ("grpc-status", "5"),
+            ("grpc-message", "second"),
+        ]));
+        assert_eq!((s.code(), s.message()), (Code::InvalidArgument, "first"));
+        assert_eq!(md.get("x-md"), Some("1"));
+    }
+
+    #[test]
+    fn pushback_reads_every_value_of_its_header() {
+        let one = pushback_of(&headers(&[
+            ("grpc-status", "14"),
+            ("grpc-retry-pushback-ms", "10"),
+        ]));
+        assert_eq!(one, Pushback::from_values([b"10".as_slice()].into_iter()));
+        let two = pushback_of(&headers(&[
+            ("grpc-retry-pushback-ms", "10"),
+            ("grpc-status", "14"),
+            ("grpc-retry-pushback-ms", "20"),
+        ]));
+        assert_eq!(
+            two,
+            Pushback::from_values([b"10".as_slice(), b"20".as_slice()].into_iter())
+        );
+        assert_eq!(
+            pushback_of(&headers(&[("grpc-status", "14")])),
+            Pushback::None
+        );
     }
 
     /// Counts its wake-ups.

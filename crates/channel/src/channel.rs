@@ -13,7 +13,7 @@ use http::header::HeaderValue;
 use http::uri::{Authority, Scheme};
 use tokio::time::Instant;
 
-use crate::attempt::{AttemptSetup, PickError, PickFuture};
+use crate::attempt::{AttemptSetup, Pick, PickError, PickFuture};
 use crate::call::{self, RequestSender, Shared, SharedRef, Streaming};
 use crate::codec::Codec;
 use crate::control::{ControlPlane, DEFAULT_IDLE_TIMEOUT};
@@ -833,6 +833,22 @@ impl Channel {
             method,
             config,
         })
+    }
+
+    /// A pick for one attempt: at once when the balancer's choice is a connection ready for a new stream
+    /// (no future to box and drive), otherwise [`Channel::pick_future`].
+    pub(crate) fn pick(
+        &self,
+        setup: &Arc<AttemptSetup>,
+        avoid: Vec<std::net::SocketAddr>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Pick {
+        if let Some(control) = self.control() {
+            if let Some((conn, addr)) = control.pick_now(setup.uri.path(), &avoid, cx) {
+                return Pick::Now(Some((conn, Some(addr))));
+            }
+        }
+        Pick::Later(self.pick_future(setup.clone(), avoid))
     }
 
     /// A pick for one attempt: a connection from the balancer (avoiding `avoid` where it can), or the

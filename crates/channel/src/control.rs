@@ -16,6 +16,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -67,11 +68,11 @@ enum Event {
 }
 
 /// Counts the calls in flight, and remembers when the last one ended. Calls never message the control
-/// plane: its idle timer reads this when it fires (as grpc-go's idleness manager does), so a call costs two
-/// atomic updates, not a wake-up of the control plane's task.
+/// plane: its idle timer reads this when it fires (as grpc-go's idleness manager does), so a call costs a
+/// clock read and three atomic updates, not a wake-up of the control plane's task.
 pub(crate) struct ActiveCalls {
     count: AtomicUsize,
-    /// When the count last dropped to zero, in nanoseconds since `base` (0: never).
+    /// When a call last ended, in nanoseconds since `base` (0: never).
     last_end: AtomicU64,
     base: Instant,
 }
@@ -248,6 +249,31 @@ impl ControlPlane {
             if rx.changed().await.is_err() {
                 return ConnectivityState::Shutdown;
             }
+        }
+    }
+
+    /// A pick that needs no waiting: the picker's choice, when it is a connection ready for a new stream now.
+    /// `None` in every other case (queue, fail, drop, shut down, a connection not ready), which
+    /// [`ControlPlane::pick`] handles.
+    pub(crate) fn pick_now(
+        &self,
+        method: &str,
+        avoid: &[SocketAddr],
+        cx: &mut Context<'_>,
+    ) -> Option<(Conn, SocketAddr)> {
+        let picked = {
+            let published = self.published.borrow();
+            if published.state == ConnectivityState::Shutdown {
+                return None;
+            }
+            published.picker.pick(&PickRequest { method, avoid })
+        };
+        match picked {
+            PickResult::Pick { mut handle, addr } => match handle.poll_ready(cx) {
+                Poll::Ready(Ok(())) => Some((handle, addr)),
+                Poll::Ready(Err(_)) | Poll::Pending => None,
+            },
+            _ => None,
         }
     }
 

@@ -63,7 +63,7 @@ pub(crate) struct Driver {
 }
 
 /// An attempt's place in the driver.
-// Slots live in one Vec per call: boxing the attempt would cost an allocation per attempt.
+// As large as the `Option<Attempt>` it replaces; boxing the attempt would cost an allocation per attempt.
 #[allow(clippy::large_enum_variant)]
 enum Slot {
     /// Running.
@@ -136,7 +136,7 @@ impl Driver {
                         avoid,
                         transparent,
                     } => {
-                        let pick = self.channel.pick_future(self.setup.clone(), avoid);
+                        let pick = self.channel.pick(&self.setup, avoid, cx);
                         let index = attempt.0 as usize;
                         if self.attempts.len() <= index {
                             self.attempts.resize_with(index + 1, || Slot::Over(None));

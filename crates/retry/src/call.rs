@@ -307,7 +307,10 @@ pub struct RetryCall {
     backoff: Backoff,
     hedging_stopped: bool,
     timers: Timers,
-    used: Vec<SocketAddr>,
+    /// The addresses the call's attempts were sent to, for the next attempt to avoid: the first inline (a
+    /// call with one attempt, the usual case, allocates nothing for it), the others after it.
+    first_used: Option<SocketAddr>,
+    more_used: Vec<SocketAddr>,
     last_ended: Option<AttemptId>,
     idle_since: Option<Instant>,
     actions: VecDeque<Action>,
@@ -384,7 +387,8 @@ impl RetryCall {
                 deadline: config.deadline,
                 ..Timers::default()
             },
-            used: Vec::new(),
+            first_used: None,
+            more_used: Vec::new(),
             last_ended: None,
             idle_since: None,
             actions: VecDeque::new(),
@@ -460,8 +464,15 @@ impl RetryCall {
 
     /// The attempt's pick chose `address`: later attempts are asked to avoid it.
     pub fn handle_picked(&mut self, attempt: AttemptId, address: SocketAddr) {
-        if self.is_live(attempt) && !self.used.contains(&address) {
-            self.used.push(address);
+        if !self.is_live(attempt)
+            || self.first_used == Some(address)
+            || self.more_used.contains(&address)
+        {
+            return;
+        }
+        match self.first_used {
+            None => self.first_used = Some(address),
+            Some(_) => self.more_used.push(address),
         }
     }
 
@@ -738,7 +749,12 @@ impl RetryCall {
             attempt: id,
             previous_attempts,
             transparent,
-            avoid: self.used.clone(),
+            avoid: self
+                .first_used
+                .iter()
+                .chain(&self.more_used)
+                .copied()
+                .collect(),
         });
         for index in 0..self.messages.len() {
             let message = self.messages[index].clone();
