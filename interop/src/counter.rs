@@ -119,6 +119,11 @@ fn draw(rng: &Mutex<u64>) -> f64 {
     (*x >> 11) as f64 / (1u64 << 53) as f64
 }
 
+/// Serves one Increment call with `shared` and no faults (the interop server's counter).
+pub async fn serve(call: ServerCall, shared: Shared) {
+    handle(call, shared, Faults::default(), Arc::new(Mutex::new(1))).await;
+}
+
 async fn handle(mut call: ServerCall, shared: Shared, faults: Faults, rng: Arc<Mutex<u64>>) {
     if call.path != INCREMENT {
         call.finish(&Status::new(Code::Unimplemented, "no such method"));

@@ -1,7 +1,8 @@
 //! The interop server: `grpc.testing.TestService` on h2's server API, with every server behaviour in
 //! `shared/spec/interop.md` (echo status and metadata, also on errors; `interval_us`; exact per-message
 //! compression checks, which only a server that reads frames itself can make; HalfDuplexCall;
-//! UnimplementedCall left unimplemented).
+//! UnimplementedCall left unimplemented). It also serves the exactly-once counter of [`crate::counter`]
+//! (`/exactly_once.Counter/Increment`, one result tracker per process).
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -181,6 +182,20 @@ async fn serve_connection<T>(
 }
 
 async fn handle(mut call: ServerCall, server_id: std::sync::Arc<str>) {
+    // The exactly-once counter (`crate::counter`), with one result tracker per server process.
+    if call.path == crate::counter::INCREMENT {
+        static COUNTER: std::sync::OnceLock<crate::counter::Shared> = std::sync::OnceLock::new();
+        let shared = COUNTER
+            .get_or_init(|| {
+                crate::counter::Shared::new(Some(grpc_exactly_once::ResultTracker::new(
+                    grpc_exactly_once::Config::default(),
+                    Bytes::len,
+                )))
+            })
+            .clone();
+        crate::counter::serve(call, shared).await;
+        return;
+    }
     let deadline = call
         .request_headers
         .get("grpc-timeout")

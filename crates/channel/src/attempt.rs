@@ -48,6 +48,8 @@ pub(crate) struct AttemptSetup {
     pub(crate) eager: bool,
     /// The largest response header list accepted.
     pub(crate) header_limit: usize,
+    /// The call's exactly-once id, if it opted in: a request id goes with every attempt.
+    pub(crate) exactly_once: Option<Arc<crate::exactly_once::CallId>>,
 }
 
 /// A pick that failed: its status, and whether the load balancer dropped the call.
@@ -507,6 +509,13 @@ fn attempt_headers(setup: &AttemptSetup, previous_attempts: u32) -> HeaderMap {
         headers.insert(GRPC_ENCODING, HeaderValue::from_static(enc.as_str()));
     }
     headers.insert(GRPC_ACCEPT_ENCODING, HeaderValue::from_static("gzip"));
+    if let Some(value) = setup
+        .exactly_once
+        .as_ref()
+        .and_then(|id| id.header(previous_attempts + 1))
+    {
+        headers.insert(crate::exactly_once::HEADER, value);
+    }
     for (name, value) in &setup.metadata {
         headers.append(name.clone(), value.clone());
     }
@@ -564,6 +573,7 @@ mod tests {
             deadline: None,
             eager: true,
             header_limit: 16 << 10,
+            exactly_once: None,
         });
         let pick: PickFuture = Box::pin(async move { Ok((send, None)) });
         let mut attempt = Attempt::new(Pick::Later(pick), setup, 0);
@@ -615,6 +625,7 @@ mod tests {
             deadline: Some(Instant::now() + Duration::from_secs(5)),
             eager: true,
             header_limit: 16 << 10,
+            exactly_once: None,
         };
         for previous in [0, 3] {
             let built = attempt_headers(&setup, previous);

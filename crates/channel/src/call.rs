@@ -73,6 +73,8 @@ pub(crate) struct Shared {
     pub(crate) telemetry: CallTelemetry,
     /// The committed attempt's, once handed over.
     attempt: Option<AttemptTelemetry>,
+    /// An exactly-once call's id: in flight until the call ends (its status is known).
+    exactly_once: Option<Arc<crate::exactly_once::CallId>>,
 }
 
 /// How the call ended, for the sending half.
@@ -156,6 +158,7 @@ impl Shared {
             _active: active,
             telemetry,
             attempt: None,
+            exactly_once: None,
         }))
     }
 
@@ -294,6 +297,11 @@ impl Shared {
                 }
             }
         }
+    }
+
+    /// Keeps an exactly-once call's id (counted in flight) until the call ends.
+    pub(crate) fn keep_exactly_once(&mut self, id: Arc<crate::exactly_once::CallId>) {
+        self.exactly_once = Some(id);
     }
 
     fn wake_end_watcher(&mut self) {
@@ -777,6 +785,7 @@ impl<T> Streaming<T> {
             s.end(&status, h2::Reason::CANCEL);
             s.report_end(&status, CommittedEnd::Local);
             s.telemetry.finish(&status);
+            s.exactly_once = None;
         }
         self.state = RecvState::Done;
         self.outcome = Some(status.clone());
@@ -813,6 +822,7 @@ impl<T> Streaming<T> {
             // A send that failed on the client ended the call: its status, not the reset it caused.
             let status = s.sender_failure.take().unwrap_or(status);
             s.telemetry.finish(&status);
+            s.exactly_once = None;
             status
         };
         let status = sender_failure;

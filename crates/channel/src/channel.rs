@@ -73,6 +73,9 @@ struct Inner {
     tls: Option<TlsConnector>,
     interceptors: Interceptors,
     telemetry: Arc<Telemetry>,
+    /// Whether calls are exactly-once unless they say otherwise.
+    exactly_once: bool,
+    exactly_once_client: Arc<crate::exactly_once::Client>,
     user_agent: HeaderValue,
     max_receive: Option<usize>,
     max_send: Option<usize>,
@@ -147,9 +150,21 @@ pub struct ChannelBuilder {
     keepalive_permit_without_calls: bool,
     tls: Option<TlsConfig>,
     interceptors: Interceptors,
+    exactly_once: bool,
 }
 
 impl ChannelBuilder {
+    /// Makes every call exactly-once (off by default; a call's [`Request::with_exactly_once`] overrides it):
+    /// every attempt, retries and hedges alike, carries a request id (this channel's random client id, the
+    /// call's sequence number, the channel's first incomplete sequence number, the attempt number) as the
+    /// metadata `exactly-once-request-id-bin`, so that a server with a `grpc-exactly-once` result tracker
+    /// runs the call at most once and answers every attempt with its result. This makes retries and hedging
+    /// safe for non-idempotent methods whose servers track results.
+    pub fn exactly_once(mut self, enabled: bool) -> Self {
+        self.exactly_once = enabled;
+        self
+    }
+
     /// Adds an interceptor: it sees every call's method, metadata and options before the first attempt,
     /// may change them, or fail the call (unsent) with a status. Interceptors run in the order added. See
     /// [`Interceptor`].
@@ -410,6 +425,8 @@ impl ChannelBuilder {
                 tls,
                 interceptors: self.interceptors,
                 telemetry,
+                exactly_once: self.exactly_once,
+                exactly_once_client: crate::exactly_once::Client::new(),
                 user_agent,
                 max_receive: self.max_receive,
                 max_send: self.max_send,
@@ -460,6 +477,7 @@ impl Channel {
             keepalive_permit_without_calls: false,
             tls: None,
             interceptors: Interceptors::default(),
+            exactly_once: false,
         }
     }
 
@@ -760,6 +778,11 @@ impl Channel {
         };
         let seed = inner.seed ^ inner.calls.fetch_add(1, Ordering::Relaxed);
         let call = RetryCall::new(config, shared, Box::new(SplitMix64::new(seed)), now);
+        let exactly_once = prepared
+            .options
+            .exactly_once
+            .unwrap_or(inner.exactly_once)
+            .then(|| Arc::new(inner.exactly_once_client.start_call()));
         let setup = Arc::new(AttemptSetup {
             uri: std::mem::take(&mut prepared.uri),
             user_agent: inner.user_agent.clone(),
@@ -769,6 +792,7 @@ impl Channel {
             deadline: prepared.deadline,
             eager,
             header_limit: self.header_limit(),
+            exactly_once: exactly_once.clone(),
         });
         let guard = match self.control() {
             Some(control) => control.call_started(),
@@ -777,7 +801,12 @@ impl Channel {
         let telemetry = inner
             .telemetry
             .call(setup.uri.path(), call.policy_source().as_str());
-        (call, setup, Shared::driving(Some(guard), telemetry))
+        let shared = Shared::driving(Some(guard), telemetry);
+        if let Some(id) = exactly_once {
+            // In flight (for the watermark) until the call ends, not only until it commits.
+            shared.lock().keep_exactly_once(id);
+        }
+        (call, setup, shared)
     }
 
     /// Everything a call needs before its first attempt: the resolution result and method config, the

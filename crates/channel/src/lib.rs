@@ -53,6 +53,7 @@ pub mod compression;
 mod control;
 mod error;
 pub mod error_details;
+mod exactly_once;
 // Codec pieces the project's test servers, benchmarks and fuzz targets share: public for them, hidden from
 // the documented API.
 #[doc(hidden)]

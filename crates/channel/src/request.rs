@@ -20,6 +20,7 @@ pub struct CallOptions {
     pub(crate) max_send_message_size: Option<usize>,
     pub(crate) max_receive_message_size: Option<usize>,
     pub(crate) retry_policy: Option<Arc<dyn AppRetryPolicy>>,
+    pub(crate) exactly_once: Option<bool>,
 }
 
 /// Options are equal when their values are, and their retry policies are the same policy value.
@@ -35,6 +36,7 @@ impl PartialEq for CallOptions {
             && self.wait_for_ready == other.wait_for_ready
             && self.max_send_message_size == other.max_send_message_size
             && self.max_receive_message_size == other.max_receive_message_size
+            && self.exactly_once == other.exactly_once
             && same_policy
     }
 }
@@ -169,6 +171,14 @@ impl<T> Request<T> {
     /// commit, buffer limits), and `ChannelBuilder::retries(false)` still turns it off.
     pub fn with_retry_policy(mut self, policy: impl AppRetryPolicy + 'static) -> Self {
         self.options.retry_policy = Some(Arc::new(policy));
+        self
+    }
+
+    /// Makes this call exactly-once (or not, whatever the channel says): every attempt carries a request
+    /// id, so that a server with a result tracker (`grpc-exactly-once`) runs it at most once, however many
+    /// retries and hedges reach it. See [`crate::ChannelBuilder::exactly_once`].
+    pub fn with_exactly_once(mut self, exactly_once: bool) -> Self {
+        self.options.exactly_once = Some(exactly_once);
         self
     }
 
