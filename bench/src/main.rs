@@ -191,21 +191,8 @@ impl Client {
                 Ok(got)
             }
             Client::Raw(send, authority) => {
-                let mut ready = send.clone().ready().await.map_err(|e| e.to_string())?;
-                let uri = http::Uri::builder()
-                    .scheme("http")
-                    .authority(authority.clone())
-                    .path_and_query(paths::FULL_DUPLEX_CALL)
-                    .build()
-                    .map_err(|e| e.to_string())?;
-                let request = http::Request::post(uri)
-                    .header("content-type", "application/grpc")
-                    .header("te", "trailers")
-                    .body(())
-                    .map_err(|e| e.to_string())?;
-                let (response, mut stream) = ready
-                    .send_request(request, false)
-                    .map_err(|e| e.to_string())?;
+                let (response, mut stream) =
+                    crate::open_raw(send, authority, paths::FULL_DUPLEX_CALL).await?;
                 let sender = tokio::spawn(async move {
                     for i in 0..n {
                         let len = req.encoded_len();
@@ -247,13 +234,12 @@ impl Client {
     }
 }
 
-/// The least a gRPC call needs on h2: headers, one framed message, then read frames and trailers.
-async fn raw_call(
-    send: &mut h2::client::SendRequest<Bytes>,
+/// Opens a raw h2 gRPC stream: the request HEADERS (`content-type`, `te`) for `path`, nothing sent yet.
+async fn open_raw(
+    send: &h2::client::SendRequest<Bytes>,
     authority: &http::uri::Authority,
     path: &'static str,
-    msg: &impl Message,
-) -> Result<Vec<Bytes>, String> {
+) -> Result<(h2::client::ResponseFuture, h2::SendStream<Bytes>), String> {
     let mut ready = send.clone().ready().await.map_err(|e| e.to_string())?;
     let uri = http::Uri::builder()
         .scheme("http")
@@ -266,9 +252,19 @@ async fn raw_call(
         .header("te", "trailers")
         .body(())
         .map_err(|e| e.to_string())?;
-    let (response, mut stream) = ready
+    ready
         .send_request(request, false)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| e.to_string())
+}
+
+/// The least a gRPC call needs on h2: headers, one framed message, then read frames and trailers.
+async fn raw_call(
+    send: &mut h2::client::SendRequest<Bytes>,
+    authority: &http::uri::Authority,
+    path: &'static str,
+    msg: &impl Message,
+) -> Result<Vec<Bytes>, String> {
+    let (response, mut stream) = crate::open_raw(send, authority, path).await?;
     let len = msg.encoded_len();
     let mut buf = BytesMut::with_capacity(5 + len);
     framing::put_header(&mut buf, false, len as u32);

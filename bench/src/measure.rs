@@ -106,21 +106,8 @@ async fn client_stream(client: &Client, n: usize) -> Result<(), String> {
                 .ok_or("no response")?
         }
         Client::Raw(send, authority) => {
-            let mut ready = send.clone().ready().await.map_err(|e| e.to_string())?;
-            let uri = http::Uri::builder()
-                .scheme("http")
-                .authority(authority.clone())
-                .path_and_query(paths::STREAMING_INPUT_CALL)
-                .build()
-                .map_err(|e| e.to_string())?;
-            let request = http::Request::post(uri)
-                .header("content-type", "application/grpc")
-                .header("te", "trailers")
-                .body(())
-                .map_err(|e| e.to_string())?;
-            let (response, mut stream) = ready
-                .send_request(request, false)
-                .map_err(|e| e.to_string())?;
+            let (response, mut stream) =
+                crate::open_raw(send, authority, paths::STREAMING_INPUT_CALL).await?;
             for _ in 0..n {
                 send_one(&mut stream, &req).await?;
             }
@@ -236,21 +223,7 @@ async fn bidi_raw(
     n: usize,
     pingpong: bool,
 ) -> Result<(), String> {
-    let mut ready = send.clone().ready().await.map_err(|e| e.to_string())?;
-    let uri = http::Uri::builder()
-        .scheme("http")
-        .authority(authority.clone())
-        .path_and_query(paths::FULL_DUPLEX_CALL)
-        .build()
-        .map_err(|e| e.to_string())?;
-    let request = http::Request::post(uri)
-        .header("content-type", "application/grpc")
-        .header("te", "trailers")
-        .body(())
-        .map_err(|e| e.to_string())?;
-    let (response, mut stream) = ready
-        .send_request(request, false)
-        .map_err(|e| e.to_string())?;
+    let (response, mut stream) = crate::open_raw(send, authority, paths::FULL_DUPLEX_CALL).await?;
     struct Reader {
         body: Option<h2::RecvStream>,
         response: Option<h2::client::ResponseFuture>,

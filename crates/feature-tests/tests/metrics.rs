@@ -2,39 +2,16 @@
 //! paused clock: the gRFC A66/A96 instruments with their labels, through a test recorder, and
 //! `Channel::stats()`.
 
+mod support;
+
 use std::collections::HashMap;
 
-use bytes::Bytes;
-use grpc_channel::{Channel, Request};
 use interop::faulty::{methods, FaultyServer};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+use support::retried_call;
 
 /// One recorded series: its labels and value.
 type Recorded = (Vec<(String, String)>, DebugValue);
-
-const CONFIG: &str = r#"{"methodConfig":[{"name":[{"service":"fault.Faulty"}],"retryPolicy":{"maxAttempts":4,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}}]}"#;
-
-async fn retried_call(server: &FaultyServer) -> Channel {
-    let channel = Channel::builder(format!("ipv4:{}", server.addr))
-        .default_service_config(CONFIG)
-        .build()
-        .expect("channel");
-    let mut request = Request::new(Bytes::new());
-    request
-        .metadata_mut()
-        .append("x-test-key", "observed")
-        .expect("key");
-    request
-        .metadata_mut()
-        .append("x-fail-times", "2")
-        .expect("header");
-    let response = channel
-        .unary_raw(methods::FLAKY, request)
-        .await
-        .expect("the third attempt succeeds");
-    assert_eq!(response.trailers().get("x-attempt"), Some("3"));
-    channel
-}
 
 #[tokio::test(start_paused = true)]
 async fn a96_and_a66_instruments_and_channel_stats() {

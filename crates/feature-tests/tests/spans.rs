@@ -3,12 +3,13 @@
 //! fields. (Its own test binary: tracing caches callsite interest per process, and a test without a
 //! subscriber running in parallel would disable the callsites for this one.)
 
+mod support;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use bytes::Bytes;
-use grpc_channel::{Channel, Request};
 use interop::faulty::{methods, FaultyServer};
+use support::retried_call;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::Subscriber;
@@ -58,30 +59,6 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
             values.record(&mut Fields(&mut span.fields));
         }
     }
-}
-
-const CONFIG: &str = r#"{"methodConfig":[{"name":[{"service":"fault.Faulty"}],"retryPolicy":{"maxAttempts":4,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}}]}"#;
-
-async fn retried_call(server: &FaultyServer) -> Channel {
-    let channel = Channel::builder(format!("ipv4:{}", server.addr))
-        .default_service_config(CONFIG)
-        .build()
-        .expect("channel");
-    let mut request = Request::new(Bytes::new());
-    request
-        .metadata_mut()
-        .append("x-test-key", "observed")
-        .expect("key");
-    request
-        .metadata_mut()
-        .append("x-fail-times", "2")
-        .expect("header");
-    let response = channel
-        .unary_raw(methods::FLAKY, request)
-        .await
-        .expect("the third attempt succeeds");
-    assert_eq!(response.trailers().get("x-attempt"), Some("3"));
-    channel
 }
 
 #[tokio::test(start_paused = true)]
