@@ -139,3 +139,41 @@ fn tokio_iter<T: Send + Unpin + 'static>(v: Vec<T>) -> impl futures_core::Stream
 
 #[allow(dead_code)]
 const _UNUSED: Duration = Duration::ZERO;
+
+/// Probe: extreme durations in a service config (perAttemptRecvTimeout and hedgingDelay at proto3's maximum,
+/// 315576000000s) neither panic nor outlive the call's deadline; "0s" is rejected by the parser (the channel
+/// falls back to no config: build fails or the call runs without policy).
+#[tokio::test(start_paused = true)]
+async fn probe_extreme_per_attempt_recv_timeout_and_hedging_delay() {
+    use bytes::Bytes;
+    let server = interop::faulty::FaultyServer::start().await.expect("server");
+    let target = format!("ipv4:{}", server.addr);
+    let retry = r#"{"methodConfig":[{"name":[{"service":"fault.Faulty"}],"retryPolicy":{"maxAttempts":3,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,"retryableStatusCodes":[],"perAttemptRecvTimeout":"315576000000s"}}]}"#;
+    let hedge = r#"{"methodConfig":[{"name":[{"service":"fault.Faulty"}],"hedgingPolicy":{"maxAttempts":3,"hedgingDelay":"315576000000s","nonFatalStatusCodes":["UNAVAILABLE"],"perAttemptRecvTimeout":"315576000000s"}}]}"#;
+    for (i, config) in [retry, hedge].into_iter().enumerate() {
+        let ch = Channel::builder(&target)
+            .service_config_lookup(false)
+            .default_service_config(config)
+            .build()
+            .expect("channel");
+        let mut req = Request::new(Bytes::new()).with_timeout(Duration::from_secs(2));
+        req.metadata_mut()
+            .append("x-test-key", &format!("extreme-{i}"))
+            .expect("key");
+        req.metadata_mut().append("x-hang-attempts", "1,2,3").expect("hang");
+        let err = tokio::time::timeout(
+            NO_HANG,
+            ch.unary_raw(interop::faulty::methods::FLAKY, req),
+        )
+        .await
+        .expect("no hang")
+        .expect_err("hangs until the deadline");
+        assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+    }
+    let zero = r#"{"methodConfig":[{"name":[{"service":"fault.Faulty"}],"retryPolicy":{"maxAttempts":3,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,"retryableStatusCodes":[],"perAttemptRecvTimeout":"0s"}}]}"#;
+    assert!(Channel::builder(&target)
+        .service_config_lookup(false)
+        .default_service_config(zero)
+        .build()
+        .is_err());
+}
