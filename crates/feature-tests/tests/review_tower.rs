@@ -1,0 +1,320 @@
+//! Review tests (wt-review) of `grpc_channel::tower::ChannelService`: tonic-generated clients and hand-built
+//! `http::Request`s through the adapter, over real loopback sockets. Tests whose name starts with `defect_`
+//! FAIL on the reviewed code (each documents the defect); the others are probes that held up.
+
+use std::collections::VecDeque;
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use grpc_channel::tower::ChannelService;
+use grpc_channel::Channel;
+use grpc_feature_tests::testing::test_service_client::TestServiceClient;
+use grpc_feature_tests::testing::{
+    Payload, ResponseParameters, SimpleRequest, SimpleResponse, StreamingInputCallRequest,
+    StreamingOutputCallRequest,
+};
+use http_body::{Body, Frame};
+use prost::Message as _;
+use tower_service::Service as _;
+
+const NO_HANG: Duration = Duration::from_secs(20);
+
+async fn interop_server() -> SocketAddr {
+    interop::server::spawn(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .expect("bind")
+}
+
+fn payload(n: usize) -> Option<Payload> {
+    Some(Payload {
+        r#type: 0,
+        body: vec![7; n],
+    })
+}
+
+/// A request body made of the given frames; `Err` items are body errors.
+struct TestBody(VecDeque<Result<Bytes, String>>);
+
+#[derive(Debug)]
+struct BodyError(String);
+impl std::fmt::Display for BodyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for BodyError {}
+
+impl Body for TestBody {
+    type Data = Bytes;
+    type Error = BodyError;
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        Poll::Ready(
+            self.0
+                .pop_front()
+                .map(|r| r.map(Frame::data).map_err(BodyError)),
+        )
+    }
+}
+
+fn frame(compressed: bool, payload: &[u8]) -> Bytes {
+    let mut b = BytesMut::new();
+    b.put_u8(u8::from(compressed));
+    b.put_u32(payload.len() as u32);
+    b.extend_from_slice(payload);
+    b.freeze()
+}
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(data).expect("gzip");
+    e.finish().expect("gzip")
+}
+
+fn grpc_request(path: &str, body: TestBody) -> http::Request<TestBody> {
+    http::Request::builder()
+        .method("POST")
+        .uri(format!("http://example.invalid{path}"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(body)
+        .expect("request")
+}
+
+/// Reads a whole response body: (data, trailers).
+async fn read_body(
+    response: http::Response<grpc_channel::tower::ResponseBody>,
+) -> (http::HeaderMap, Vec<u8>, Option<http::HeaderMap>) {
+    let (parts, body) = response.into_parts();
+    let mut body = std::pin::pin!(body);
+    let mut data = Vec::new();
+    let mut trailers = None;
+    while let Some(frame) = std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await {
+        let frame = frame.expect("frame");
+        match frame.into_data() {
+            Ok(d) => data.extend_from_slice(&d),
+            Err(frame) => {
+                if let Ok(t) = frame.into_trailers() {
+                    trailers = Some(t);
+                }
+            }
+        }
+    }
+    (parts.headers, data, trailers)
+}
+
+fn status_of(headers: &http::HeaderMap, trailers: &Option<http::HeaderMap>) -> Option<String> {
+    headers
+        .get("grpc-status")
+        .or_else(|| trailers.as_ref().and_then(|t| t.get("grpc-status")))
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Defects
+// ---------------------------------------------------------------------------------------------------------
+
+/// DEFECT: a request message over the channel's send limit is silently dropped by the adapter's pump
+/// (`sender.send(..).is_err()` → `return`, the dropped `RequestSender` half-closes), so the server sees a
+/// truncated request stream and the call SUCCEEDS with the wrong data. `Channel::client_streaming` and
+/// `Channel::bidi_streaming` turn the same failure into the call's status (`sender.fail`).
+#[tokio::test]
+async fn defect_tower_oversize_request_message_is_silently_dropped() {
+    let addr = interop_server().await;
+    let channel = Channel::builder(format!("ipv4:{addr}"))
+        .max_send_message_size(1000)
+        .build()
+        .expect("channel");
+    let mut client = TestServiceClient::new(ChannelService::new(channel));
+    let requests: Vec<StreamingInputCallRequest> = [10, 5000, 20]
+        .iter()
+        .map(|&n| StreamingInputCallRequest {
+            payload: payload(n),
+            ..Default::default()
+        })
+        .collect();
+    let result = tokio::time::timeout(
+        NO_HANG,
+        client.streaming_input_call(tokio_stream::iter(requests)),
+    )
+    .await
+    .expect("no hang");
+    match result {
+        Err(status) => assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}"),
+        Ok(response) => panic!(
+            "the 5000-byte message (over the 1000-byte send limit) was dropped and the call succeeded \
+             with aggregated_payload_size = {} (the server got a truncated stream)",
+            response.into_inner().aggregated_payload_size
+        ),
+    }
+}
+
+/// DEFECT: when the call ends (here: the tonic client drops its response stream), the adapter's pump keeps
+/// the request body (and with it the application's request stream) alive, parked in `poll_frame`, for as
+/// long as the stream yields nothing. `Channel::bidi_streaming`'s pump stops on `EndWatch` and drops the
+/// stream; hyper drops the request body when the stream is reset. Here the application's `mpsc::Sender`
+/// never sees `closed()` and the spawned task leaks.
+#[tokio::test]
+async fn defect_tower_request_stream_is_not_released_when_the_call_ends() {
+    let addr = interop_server().await;
+    let channel = Channel::new(format!("ipv4:{addr}")).expect("channel");
+    let mut client = TestServiceClient::new(ChannelService::new(channel));
+    let (tx, rx) = tokio::sync::mpsc::channel::<StreamingOutputCallRequest>(4);
+    tx.send(StreamingOutputCallRequest {
+        response_parameters: vec![ResponseParameters {
+            size: 10,
+            ..Default::default()
+        }],
+        ..Default::default()
+    })
+    .await
+    .expect("send");
+    let mut stream = tokio::time::timeout(
+        NO_HANG,
+        client.full_duplex_call(tokio_stream::wrappers::ReceiverStream::new(rx)),
+    )
+    .await
+    .expect("no hang")
+    .expect("bidi")
+    .into_inner();
+    let first = tokio::time::timeout(NO_HANG, stream.message())
+        .await
+        .expect("no hang")
+        .expect("message");
+    assert!(first.is_some());
+    drop(stream); // the application gives up on the call
+    // Paused clock from here: the 5 s pass as soon as every task is idle.
+    tokio::time::pause();
+    let released = tokio::time::timeout(Duration::from_secs(5), tx.closed()).await;
+    assert!(
+        released.is_ok(),
+        "5 s (paused clock) after the call was cancelled, the adapter still holds the request stream (the pump task \
+         waits in the body's poll_frame and never drops it)"
+    );
+}
+
+/// DEFECT: request headers that are not the protocol's own all become metadata, including HTTP/1
+/// connection-specific headers (`connection`, `keep-alive`, `transfer-encoding`, `upgrade`,
+/// `proxy-connection`), which `MetadataMap::append` rejects as reserved and which h2 refuses to send: the
+/// call fails locally with INTERNAL. hyper (tonic's own transport) strips them; through the adapter a
+/// header a tower layer or tonic metadata added breaks every call.
+#[tokio::test]
+async fn defect_tower_connection_header_in_tonic_metadata_fails_the_call() {
+    let addr = interop_server().await;
+    let channel = Channel::new(format!("ipv4:{addr}")).expect("channel");
+    let mut client = TestServiceClient::new(ChannelService::new(channel));
+    let mut request = tonic::Request::new(SimpleRequest {
+        response_size: 10,
+        ..Default::default()
+    });
+    request
+        .metadata_mut()
+        .insert("connection", "keep-alive".parse().expect("value"));
+    let result = tokio::time::timeout(NO_HANG, client.unary_call(request))
+        .await
+        .expect("no hang");
+    if let Err(status) = &result {
+        panic!("a `connection` request header failed the call: {status:?}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Probes that held up
+// ---------------------------------------------------------------------------------------------------------
+
+/// A gzip-compressed request message (grpc-encoding: gzip) is decompressed and sent on.
+#[tokio::test]
+async fn probe_tower_compressed_request_body() {
+    let addr = interop_server().await;
+    let channel = Channel::new(format!("ipv4:{addr}")).expect("channel");
+    let mut service = ChannelService::new(channel);
+    let req = SimpleRequest {
+        response_size: 33,
+        payload: payload(4000),
+        ..Default::default()
+    };
+    let body = TestBody(
+        [Ok(frame(true, &gzip(&req.encode_to_vec())))]
+            .into_iter()
+            .collect(),
+    );
+    let mut request = grpc_request("/grpc.testing.TestService/UnaryCall", body);
+    request
+        .headers_mut()
+        .insert("grpc-encoding", http::HeaderValue::from_static("gzip"));
+    let response = tokio::time::timeout(NO_HANG, service.call(request))
+        .await
+        .expect("no hang")
+        .expect("response");
+    let (headers, data, trailers) = read_body(response).await;
+    assert_eq!(
+        status_of(&headers, &trailers).as_deref(),
+        Some("0"),
+        "{headers:?} {trailers:?}"
+    );
+    let resp = SimpleResponse::decode(&data[5..]).expect("decode");
+    assert_eq!(resp.payload.map(|p| p.body.len()), Some(33));
+}
+
+/// A request body that fails ends the call CANCELLED (Trailers-Only or trailers), without hanging.
+#[tokio::test]
+async fn probe_tower_request_body_error_cancels() {
+    let addr = interop_server().await;
+    let channel = Channel::new(format!("ipv4:{addr}")).expect("channel");
+    let mut service = ChannelService::new(channel);
+    let req = StreamingInputCallRequest {
+        payload: payload(10),
+        ..Default::default()
+    };
+    let body = TestBody(
+        [
+            Ok(frame(false, &req.encode_to_vec())),
+            Err("disk on fire".to_owned()),
+        ]
+        .into_iter()
+        .collect(),
+    );
+    let request = grpc_request("/grpc.testing.TestService/StreamingInputCall", body);
+    let response = tokio::time::timeout(NO_HANG, service.call(request))
+        .await
+        .expect("no hang")
+        .expect("response");
+    let (headers, _, trailers) = tokio::time::timeout(NO_HANG, read_body(response))
+        .await
+        .expect("no hang");
+    assert_eq!(
+        status_of(&headers, &trailers).as_deref(),
+        Some("1"),
+        "{headers:?} {trailers:?}"
+    );
+}
+
+/// A body cut inside a message ends the call INTERNAL.
+#[tokio::test]
+async fn probe_tower_truncated_request_body() {
+    let addr = interop_server().await;
+    let channel = Channel::new(format!("ipv4:{addr}")).expect("channel");
+    let mut service = ChannelService::new(channel);
+    let full = frame(false, &[1, 2, 3, 4, 5, 6]);
+    let body = TestBody([Ok(full.slice(..7))].into_iter().collect());
+    let request = grpc_request("/grpc.testing.TestService/UnaryCall", body);
+    let response = tokio::time::timeout(NO_HANG, service.call(request))
+        .await
+        .expect("no hang")
+        .expect("response");
+    let (headers, _, trailers) = tokio::time::timeout(NO_HANG, read_body(response))
+        .await
+        .expect("no hang");
+    assert_eq!(
+        status_of(&headers, &trailers).as_deref(),
+        Some("13"),
+        "{headers:?} {trailers:?}"
+    );
+}
