@@ -998,9 +998,14 @@ fn frame_status(e: FrameError) -> Status {
 impl<T> Drop for Streaming<T> {
     fn drop(&mut self) {
         if self.outcome.is_none() {
-            self.shared
-                .lock()
-                .end(&Status::cancelled(), h2::Reason::CANCEL);
+            // The application gave up: the call ends CANCELLED, and the committed attempt's end (and the
+            // call's statistics) are reported like any local end.
+            let cancelled = Status::cancelled();
+            let mut s = self.shared.lock();
+            s.end(&cancelled, h2::Reason::CANCEL);
+            s.report_end(&cancelled, CommittedEnd::Local);
+            s.telemetry.finish(&cancelled);
+            s.exactly_once = None;
         }
     }
 }

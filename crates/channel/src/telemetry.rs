@@ -10,8 +10,11 @@
 //!   hedge or the first attempt), `grpc.peer` once picked, and at its end `grpc.outcome` (a status code,
 //!   `cancelled` for an attempt the call cancelled, `committed` for the one it kept while it runs on).
 //!
-//! Metrics, with the instrument names and labels of gRFC A66 and A96 (`grpc.method`, `grpc.target`, and
-//! `grpc.status` where A66 has it): `grpc.client.attempt.started`, `grpc.client.attempt.duration`,
+//! Metrics, with the instrument names and labels of gRFC A66 and A96 (`grpc.method` as A66 writes it,
+//! `package.Service/Method` without the leading slash, `grpc.target`, and `grpc.status` where A66 has it).
+//! The channel cannot tell a generated client's methods from arbitrary paths, so it labels every method by
+//! its name rather than A66's `other` for unregistered ones; applications calling unbounded paths through
+//! `unary_raw` should keep that in mind for label cardinality. The instruments: `grpc.client.attempt.started`, `grpc.client.attempt.duration`,
 //! `grpc.client.call.duration`, `grpc.client.call.retries`, `grpc.client.call.transparent_retries`,
 //! `grpc.client.call.hedges` (each only when non-zero, as A96 says) and `grpc.client.call.retry_delay`.
 //! Not here: A66's per-attempt message size instruments.
@@ -78,9 +81,10 @@ impl Telemetry {
     /// A call starts.
     pub(crate) fn call(self: &Arc<Self>, method: &str, policy: &'static str) -> CallTelemetry {
         self.calls_started.fetch_add(1, Ordering::Relaxed);
+        let label = method.trim_start_matches('/');
         let span = tracing::info_span!(
             "grpc.call",
-            grpc.method = method,
+            grpc.method = label,
             grpc.target = &*self.target,
             retry.policy = policy,
             grpc.status = tracing::field::Empty,
@@ -90,6 +94,7 @@ impl Telemetry {
         CallTelemetry {
             channel: self.clone(),
             method: method.into(),
+            label: label.into(),
             span,
             start: Instant::now(),
             stats: None,
@@ -101,7 +106,10 @@ impl Telemetry {
 /// One call's telemetry, kept with the call's shared state; finished once with the call's status.
 pub(crate) struct CallTelemetry {
     channel: Arc<Telemetry>,
+    /// The path (`/package.Service/Method`), the key of the per-method statistics.
     method: Arc<str>,
+    /// `package.Service/Method`, A66's `grpc.method`.
+    label: Arc<str>,
     span: tracing::Span,
     start: Instant,
     /// What the retry state machine counted, once it is done.
@@ -127,14 +135,14 @@ impl CallTelemetry {
         #[cfg(feature = "metrics")]
         metrics::counter!(
             "grpc.client.attempt.started",
-            "grpc.method" => self.method.to_string(),
+            "grpc.method" => self.label.to_string(),
             "grpc.target" => self.channel.target.to_string(),
         )
         .increment(1);
         AttemptTelemetry {
             span,
             start: Instant::now(),
-            method: self.method.clone(),
+            method: self.label.clone(),
             target: self.channel.target.clone(),
             ended: false,
         }
@@ -177,7 +185,7 @@ impl CallTelemetry {
         }
         #[cfg(feature = "metrics")]
         {
-            let method = self.method.to_string();
+            let method = self.label.to_string();
             let target = self.channel.target.to_string();
             metrics::histogram!(
                 "grpc.client.call.duration",

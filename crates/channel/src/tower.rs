@@ -93,6 +93,11 @@ where
     if let ReceivedEncoding::Known(Encoding::Gzip) = received {
         req = req.with_compression(Encoding::Gzip);
     }
+    // Connection-specific and protocol headers are not metadata (h2 refuses the former; hyper strips them).
+    let mut headers = headers;
+    for name in crate::metadata::RESERVED_KEYS {
+        headers.remove(*name);
+    }
     *req.metadata_mut() = MetadataMap::from_headers(headers);
     let (sender, mut streaming) = match channel.streaming_raw(&path, req).await {
         Ok(halves) => halves,
@@ -146,24 +151,32 @@ async fn pump<B>(
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
 {
+    let end = sender.end_watch();
     let mut body = std::pin::pin!(body);
     let mut deframer = Deframer::new(usize::MAX >> 1);
     let fail = |status: Status| {
         let _ = cancel.send(status);
     };
     loop {
-        // The body's error is made a string at once: it need not be Send.
+        // The body's error is made a string at once: it need not be Send. When the call ends, the body
+        // (the application's request stream) is dropped at once, not on its next item.
         let frame = std::future::poll_fn(|cx| {
+            if end.poll_ended(cx).is_ready() {
+                return Poll::Ready(Err(()));
+            }
             body.as_mut().poll_frame(cx).map(|frame| {
-                frame.map(|r| {
+                Ok(frame.map(|r| {
                     r.map_err(|e| {
                         let e: BoxError = e.into();
                         e.to_string()
                     })
-                })
+                }))
             })
         })
         .await;
+        let Ok(frame) = frame else {
+            return; // the call ended; its status is on the response side
+        };
         let data = match frame {
             None => break,
             Some(Err(e)) => {
@@ -208,8 +221,23 @@ async fn pump<B>(
             } else {
                 message.payload
             };
-            if sender.send(payload).await.is_err() {
-                return; // the call ended; its status is on the response side
+            // A send waiting for flow control or the retry driver stops when the call ends; one that
+            // fails on the client (a message over the send limit) ends the call with its status.
+            let sent = {
+                let mut send = std::pin::pin!(sender.send(payload));
+                std::future::poll_fn(|cx| match send.as_mut().poll(cx) {
+                    Poll::Ready(result) => Poll::Ready(Some(result)),
+                    Poll::Pending => end.poll_ended(cx).map(|()| None),
+                })
+                .await
+            };
+            match sent {
+                Some(Ok(())) => {}
+                Some(Err(status)) => {
+                    sender.fail(status);
+                    return;
+                }
+                None => return,
             }
         }
     }
@@ -282,6 +310,10 @@ impl Body for ResponseBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
         let this = &mut *self;
+        if this.streaming.is_none() {
+            // Ended: the trailers went out (a request body failing later changes nothing).
+            return Poll::Ready(None);
+        }
         if let Some(cancel) = this.cancel.as_mut() {
             match Pin::new(cancel).poll(cx) {
                 Poll::Ready(Ok(status)) => {

@@ -1,6 +1,6 @@
-//! Review tests (wt-review) of `grpc_channel::tower::ChannelService`: tonic-generated clients and hand-built
-//! `http::Request`s through the adapter, over real loopback sockets. Tests whose name starts with `defect_`
-//! FAIL on the reviewed code (each documents the defect); the others are probes that held up.
+//! `grpc_channel::tower::ChannelService` at its edges: tonic-generated clients and hand-built `http::Request`s
+//! through the adapter, over real loopback sockets: oversize messages, a request stream released when the
+//! call ends, connection-specific headers, compressed, failing and truncated request bodies.
 
 use std::collections::VecDeque;
 use std::io::Write as _;
@@ -126,7 +126,7 @@ fn status_of(headers: &http::HeaderMap, trailers: &Option<http::HeaderMap>) -> O
 /// truncated request stream and the call SUCCEEDS with the wrong data. `Channel::client_streaming` and
 /// `Channel::bidi_streaming` turn the same failure into the call's status (`sender.fail`).
 #[tokio::test]
-async fn defect_tower_oversize_request_message_is_silently_dropped() {
+async fn tower_oversize_request_message_fails_the_call() {
     let addr = interop_server().await;
     let channel = Channel::builder(format!("ipv4:{addr}"))
         .max_send_message_size(1000)
@@ -162,7 +162,7 @@ async fn defect_tower_oversize_request_message_is_silently_dropped() {
 /// stream; hyper drops the request body when the stream is reset. Here the application's `mpsc::Sender`
 /// never sees `closed()` and the spawned task leaks.
 #[tokio::test]
-async fn defect_tower_request_stream_is_not_released_when_the_call_ends() {
+async fn tower_request_stream_is_released_when_the_call_ends() {
     let addr = interop_server().await;
     let channel = Channel::new(format!("ipv4:{addr}")).expect("channel");
     let mut client = TestServiceClient::new(ChannelService::new(channel));
@@ -190,7 +190,7 @@ async fn defect_tower_request_stream_is_not_released_when_the_call_ends() {
         .expect("message");
     assert!(first.is_some());
     drop(stream); // the application gives up on the call
-    // Paused clock from here: the 5 s pass as soon as every task is idle.
+                  // Paused clock from here: the 5 s pass as soon as every task is idle.
     tokio::time::pause();
     let released = tokio::time::timeout(Duration::from_secs(5), tx.closed()).await;
     assert!(
@@ -206,7 +206,7 @@ async fn defect_tower_request_stream_is_not_released_when_the_call_ends() {
 /// call fails locally with INTERNAL. hyper (tonic's own transport) strips them; through the adapter a
 /// header a tower layer or tonic metadata added breaks every call.
 #[tokio::test]
-async fn defect_tower_connection_header_in_tonic_metadata_fails_the_call() {
+async fn tower_connection_header_in_tonic_metadata_is_dropped() {
     let addr = interop_server().await;
     let channel = Channel::new(format!("ipv4:{addr}")).expect("channel");
     let mut client = TestServiceClient::new(ChannelService::new(channel));
@@ -231,7 +231,7 @@ async fn defect_tower_connection_header_in_tonic_metadata_fails_the_call() {
 
 /// A gzip-compressed request message (grpc-encoding: gzip) is decompressed and sent on.
 #[tokio::test]
-async fn probe_tower_compressed_request_body() {
+async fn tower_compressed_request_body_is_decompressed() {
     let addr = interop_server().await;
     let channel = Channel::new(format!("ipv4:{addr}")).expect("channel");
     let mut service = ChannelService::new(channel);
@@ -265,7 +265,7 @@ async fn probe_tower_compressed_request_body() {
 
 /// A request body that fails ends the call CANCELLED (Trailers-Only or trailers), without hanging.
 #[tokio::test]
-async fn probe_tower_request_body_error_cancels() {
+async fn tower_request_body_error_cancels() {
     let addr = interop_server().await;
     let channel = Channel::new(format!("ipv4:{addr}")).expect("channel");
     let mut service = ChannelService::new(channel);
@@ -298,7 +298,7 @@ async fn probe_tower_request_body_error_cancels() {
 
 /// A body cut inside a message ends the call INTERNAL.
 #[tokio::test]
-async fn probe_tower_truncated_request_body() {
+async fn tower_truncated_request_body_is_internal() {
     let addr = interop_server().await;
     let channel = Channel::new(format!("ipv4:{addr}")).expect("channel");
     let mut service = ChannelService::new(channel);

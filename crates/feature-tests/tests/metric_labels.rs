@@ -1,4 +1,4 @@
-//! Review tests (wt-review) of the A66/A96 metric labels. Tests named `defect_` FAIL on the reviewed code.
+//! The A66/A96 metric labels: `grpc.method` as A66 writes it (`package.Service/Method`).
 
 use bytes::Bytes;
 use grpc_channel::{Channel, Request};
@@ -12,14 +12,17 @@ use metrics_util::debugging::DebuggingRecorder;
 /// `metrics.rs` asserts the slashed form.) Also: A66 uses "other" for methods the client does not know
 /// (generic calls) to bound cardinality; here any path (`unary_raw`, the tower adapter) becomes a label.
 #[tokio::test(start_paused = true)]
-async fn defect_a66_method_label_has_no_leading_slash() {
+async fn a66_method_label_has_no_leading_slash() {
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
     let _guard = metrics::set_default_local_recorder(&recorder);
     let server = FaultyServer::start().await.expect("server");
     let channel = Channel::new(format!("ipv4:{}", server.addr)).expect("channel");
     let mut request = Request::new(Bytes::new());
-    request.metadata_mut().append("x-test-key", "label").expect("key");
+    request
+        .metadata_mut()
+        .append("x-test-key", "label")
+        .expect("key");
     channel
         .unary_raw(methods::FLAKY, request)
         .await

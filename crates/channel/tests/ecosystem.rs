@@ -1,6 +1,5 @@
-//! Review tests (wt-review) of the ecosystem work: `Channel::stats()` after cancelled calls, interceptors on
-//! every call shape. Tests whose name starts with `defect_` FAIL on the reviewed code; the others are probes
-//! that held up.
+//! The ecosystem pieces at their edges: `Channel::stats()` after cancelled calls, interceptors on every call
+//! shape, extreme perAttemptRecvTimeout and hedging delays.
 
 mod support;
 
@@ -9,7 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use grpc_channel::{Channel, Code, Request, Status};
-use interop_proto::{paths, ResponseParameters, StreamingOutputCallRequest, StreamingOutputCallResponse};
+use interop_proto::{
+    paths, ResponseParameters, StreamingOutputCallRequest, StreamingOutputCallResponse,
+};
 use support::{interop_server, NO_HANG};
 
 fn slow_stream_request() -> StreamingOutputCallRequest {
@@ -36,7 +37,7 @@ fn slow_stream_request() -> StreamingOutputCallRequest {
 /// `self.stats.take().unwrap_or_default()`. The channel totals say 1 attempt, the method says 0; the span's
 /// `grpc.attempts` is 0 too.
 #[tokio::test]
-async fn defect_stats_lose_the_attempts_of_a_call_dropped_after_commit() {
+async fn stats_keep_the_attempts_of_a_call_dropped_after_commit() {
     let addr = interop_server().await;
     let ch = support::channel(addr);
     let response = tokio::time::timeout(
@@ -58,7 +59,11 @@ async fn defect_stats_lose_the_attempts_of_a_call_dropped_after_commit() {
     drop(stream); // the application cancels the call mid-stream
     let stats = ch.stats();
     assert_eq!(
-        (stats.calls_started, stats.calls_failed, stats.attempts_started),
+        (
+            stats.calls_started,
+            stats.calls_failed,
+            stats.attempts_started
+        ),
         (1, 1, 1),
         "{stats:?}"
     );
@@ -76,7 +81,7 @@ async fn defect_stats_lose_the_attempts_of_a_call_dropped_after_commit() {
 /// Probe: an interceptor runs once on each call shape (unary, server streaming, client streaming,
 /// bidi_streaming from a Stream, streaming halves) and its failure leaves the call unsent.
 #[tokio::test]
-async fn probe_interceptors_on_every_shape() {
+async fn interceptors_run_on_every_shape() {
     let addr = interop_server().await;
     let seen = Arc::new(AtomicUsize::new(0));
     let counter = seen.clone();
@@ -144,9 +149,11 @@ const _UNUSED: Duration = Duration::ZERO;
 /// 315576000000s) neither panic nor outlive the call's deadline; "0s" is rejected by the parser (the channel
 /// falls back to no config: build fails or the call runs without policy).
 #[tokio::test(start_paused = true)]
-async fn probe_extreme_per_attempt_recv_timeout_and_hedging_delay() {
+async fn extreme_per_attempt_recv_timeout_and_hedging_delay_neither_panic_nor_hang() {
     use bytes::Bytes;
-    let server = interop::faulty::FaultyServer::start().await.expect("server");
+    let server = interop::faulty::FaultyServer::start()
+        .await
+        .expect("server");
     let target = format!("ipv4:{}", server.addr);
     let retry = r#"{"methodConfig":[{"name":[{"service":"fault.Faulty"}],"retryPolicy":{"maxAttempts":3,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,"retryableStatusCodes":[],"perAttemptRecvTimeout":"315576000000s"}}]}"#;
     let hedge = r#"{"methodConfig":[{"name":[{"service":"fault.Faulty"}],"hedgingPolicy":{"maxAttempts":3,"hedgingDelay":"315576000000s","nonFatalStatusCodes":["UNAVAILABLE"],"perAttemptRecvTimeout":"315576000000s"}}]}"#;
@@ -160,14 +167,13 @@ async fn probe_extreme_per_attempt_recv_timeout_and_hedging_delay() {
         req.metadata_mut()
             .append("x-test-key", &format!("extreme-{i}"))
             .expect("key");
-        req.metadata_mut().append("x-hang-attempts", "1,2,3").expect("hang");
-        let err = tokio::time::timeout(
-            NO_HANG,
-            ch.unary_raw(interop::faulty::methods::FLAKY, req),
-        )
-        .await
-        .expect("no hang")
-        .expect_err("hangs until the deadline");
+        req.metadata_mut()
+            .append("x-hang-attempts", "1,2,3")
+            .expect("hang");
+        let err = tokio::time::timeout(NO_HANG, ch.unary_raw(interop::faulty::methods::FLAKY, req))
+            .await
+            .expect("no hang")
+            .expect_err("hangs until the deadline");
         assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
     }
     let zero = r#"{"methodConfig":[{"name":[{"service":"fault.Faulty"}],"retryPolicy":{"maxAttempts":3,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,"retryableStatusCodes":[],"perAttemptRecvTimeout":"0s"}}]}"#;
