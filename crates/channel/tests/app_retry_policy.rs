@@ -50,10 +50,10 @@ fn was_reset(server: &FaultyServer) -> bool {
 #[tokio::test(start_paused = true)]
 async fn a_slow_first_attempt_is_cut_by_per_attempt_recv_timeout_and_retried() {
     let server = support::faulty_server().await;
-    // No code listed: with perAttemptRecvTimeout, only timeouts are retried.
+    // Only CANCELLED listed (what a cut attempt counts as): only timeouts are retried.
     let ch = builder(
         &server,
-        &retry_config(r#","perAttemptRecvTimeout":"0.5s""#, ""),
+        &retry_config(r#","perAttemptRecvTimeout":"0.5s""#, r#""CANCELLED""#),
     )
     .build()
     .expect("channel");
@@ -83,7 +83,7 @@ async fn per_attempt_recv_timeout_never_outlives_the_call_deadline() {
     let server = support::faulty_server().await;
     let ch = builder(
         &server,
-        &retry_config(r#","perAttemptRecvTimeout":"0.5s""#, ""),
+        &retry_config(r#","perAttemptRecvTimeout":"0.5s""#, r#""CANCELLED""#),
     )
     .build()
     .expect("channel");
@@ -112,7 +112,10 @@ async fn the_last_attempt_cut_by_per_attempt_recv_timeout_ends_the_call_cancelle
     let server = support::faulty_server().await;
     let ch = builder(
         &server,
-        &retry_config(r#","perAttemptRecvTimeout":"0.2s""#, r#""UNAVAILABLE""#),
+        &retry_config(
+            r#","perAttemptRecvTimeout":"0.2s""#,
+            r#""UNAVAILABLE","CANCELLED""#,
+        ),
     )
     .build()
     .expect("channel");

@@ -880,14 +880,19 @@ impl RetryCall {
         now: Instant,
     ) {
         // The order grpc-go uses: a "don't retry" pushback ends the call; then the code must be retryable
-        // (an attempt cut by the receive timeout always is, as in C-core); then the throttle (already
-        // charged) is checked; then maxAttempts.
+        // (an attempt cut by perAttemptRecvTimeout is retried when CANCELLED or DEADLINE_EXCEEDED is
+        // listed); then the throttle (already charged) is checked; then maxAttempts.
         let done = self.outcome_of(attempt);
         if end.code == Code::Ok || end.pushback == Pushback::DontRetry {
             return self.finish(done, now);
         }
-        let timed_out = self.attempts[attempt.0 as usize].timed_out;
-        if !timed_out && !policy.retryable().contains(end.code) {
+        let codes = policy.retryable();
+        let retryable = if self.attempts[attempt.0 as usize].timed_out {
+            codes.contains(Code::Cancelled) || codes.contains(Code::DeadlineExceeded)
+        } else {
+            codes.contains(end.code)
+        };
+        if !retryable {
             return self.finish(done, now);
         }
         if !self.throttle_allows() || self.policy_attempts >= policy.max_attempts().get() {

@@ -60,9 +60,9 @@
 //!   long streams; the call's own deadline bounds the rest.
 //! - An attempt that runs out is cancelled ([`Action::CancelAttempt`]) and counts as CANCELLED (A44; as in
 //!   C-core). Not DEADLINE_EXCEEDED: that code means the call's own deadline passed, which it has not.
-//!   Under a retry policy it is retried whatever `retryableStatusCodes` lists (which is why A44 lets that
-//!   list be empty when the timeout is set), within maxAttempts, the throttle (it costs a token) and the
-//!   deadline; an application policy decides itself ([`RetryInfo::timed_out`]; the built-ins retry it). If
+//!   Under a retry policy it is retried when `retryableStatusCodes` lists CANCELLED or DEADLINE_EXCEEDED
+//!   (an empty list, which A44 allows with the timeout, cuts without retrying), within maxAttempts, the
+//!   throttle (it costs a token) and the deadline; an application policy decides itself ([`RetryInfo::timed_out`]; the built-ins retry it). If
 //!   it is the call's last attempt, the call ends with [`LocalReason::PerAttemptRecvTimeout`] (CANCELLED).
 //! - Under a hedging policy it ends that hedge only, as a non-fatal failure: the next hedge goes out at
 //!   once; the call ends only when no hedge is left.

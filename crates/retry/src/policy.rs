@@ -215,8 +215,8 @@ impl RetryPolicy {
 
     /// `perAttemptRecvTimeout`: how long each attempt may wait, from its start, for its response headers
     /// (the point where the call commits to it). An attempt that runs out is cancelled and counts as
-    /// CANCELLED; it is retried whatever `retryableStatusCodes` says, within maxAttempts, the throttle and
-    /// the call's deadline (as gRPC C-core does; see the crate docs).
+    /// CANCELLED; it is retried when `retryableStatusCodes` lists CANCELLED or DEADLINE_EXCEEDED, within
+    /// maxAttempts, the throttle and the call's deadline (see the crate docs).
     pub fn per_attempt_recv_timeout(&self) -> Option<Duration> {
         self.per_attempt_recv_timeout
     }

@@ -1,6 +1,6 @@
 //! `perAttemptRecvTimeout` (gRFC A44's extension to A6) as timelines: the timer starts with each attempt,
-//! stops when the call commits to it, cuts the attempt (cancelled, counted as CANCELLED, always retryable
-//! under a retry policy), ends one hedge only, and never outlives the call's deadline.
+//! stops when the call commits to it, cuts the attempt (cancelled, counted as CANCELLED: retried when
+//! CANCELLED or DEADLINE_EXCEEDED is listed), ends one hedge only, and never outlives the call's deadline.
 
 use std::time::{Duration, Instant};
 
@@ -49,8 +49,8 @@ fn with_deadline(policy: Policy, deadline_ms: u64) -> Timeline {
 }
 
 #[test]
-fn a_slow_attempt_is_cut_at_its_timeout_and_retried_even_with_no_code_listed() {
-    let mut t = Timeline::new(retry_with_timeout(3, 500, &[]));
+fn a_slow_attempt_is_cut_at_its_timeout_and_retried_when_cancelled_is_listed() {
+    let mut t = Timeline::new(retry_with_timeout(3, 500, &[Cancelled]));
     assert_eq!(t.actions(), ["start 0 prev=0"]);
     assert_eq!(t.advance(), Some(500), "the timer starts with the attempt");
     assert_eq!(t.actions(), ["cancel 0"]);
@@ -62,7 +62,7 @@ fn a_slow_attempt_is_cut_at_its_timeout_and_retried_even_with_no_code_listed() {
 
 #[test]
 fn each_attempt_gets_the_full_timeout_from_its_own_start() {
-    let mut t = Timeline::new(retry_with_timeout(3, 500, &[Unavailable]));
+    let mut t = Timeline::new(retry_with_timeout(3, 500, &[Unavailable, Cancelled]));
     t.actions();
     t.sleep(200);
     t.status(0, Unavailable);
@@ -78,7 +78,7 @@ fn each_attempt_gets_the_full_timeout_from_its_own_start() {
 
 #[test]
 fn response_headers_stop_the_timer() {
-    let mut t = Timeline::new(retry_with_timeout(3, 500, &[Unavailable]));
+    let mut t = Timeline::new(retry_with_timeout(3, 500, &[Unavailable, Cancelled]));
     t.actions();
     t.sleep(100);
     t.headers(0);
@@ -91,7 +91,7 @@ fn response_headers_stop_the_timer() {
 
 #[test]
 fn the_last_attempt_cut_ends_the_call_cancelled() {
-    let mut t = Timeline::new(retry_with_timeout(2, 300, &[Unavailable]));
+    let mut t = Timeline::new(retry_with_timeout(2, 300, &[Unavailable, Cancelled]));
     t.actions();
     t.advance();
     assert_eq!(t.actions(), ["cancel 0"]);
@@ -111,7 +111,7 @@ fn the_last_attempt_cut_ends_the_call_cancelled() {
 fn the_call_deadline_bounds_the_attempt_timers() {
     // Timeout 500 ms, deadline 1000 ms: attempt 0 is cut at 500; attempt 1 starts at ~600 and would be cut
     // at ~1100, but the deadline comes first.
-    let mut t = with_deadline(retry_with_timeout(5, 500, &[Unavailable]), 1000);
+    let mut t = with_deadline(retry_with_timeout(5, 500, &[Unavailable, Cancelled]), 1000);
     t.actions();
     assert_eq!(t.advance(), Some(500));
     assert_eq!(t.actions(), ["cancel 0"]);
@@ -197,4 +197,29 @@ fn a_fatal_status_still_ends_a_hedged_call_before_any_timeout() {
     t.sleep(100);
     t.status(0, InvalidArgument);
     assert_eq!(t.actions(), ["finish 0"]);
+}
+
+#[test]
+fn a_cut_attempt_is_retried_only_when_cancelled_or_deadline_exceeded_is_listed() {
+    for (codes, retried) in [
+        (&[][..], false),
+        (&[Unavailable][..], false),
+        (&[DeadlineExceeded][..], true),
+        (&[Unavailable, Cancelled][..], true),
+    ] {
+        let mut t = Timeline::new(retry_with_timeout(3, 500, codes));
+        assert_eq!(t.actions(), ["start 0 prev=0"]);
+        assert_eq!(t.advance(), Some(500));
+        let actions = t.actions();
+        assert_eq!(actions[0], "cancel 0", "{codes:?}");
+        if retried {
+            assert!(t.advance().is_some(), "{codes:?}: a backoff, then a retry");
+            assert_eq!(t.actions(), ["start 1 prev=1"], "{codes:?}");
+        } else {
+            assert!(
+                actions.iter().any(|a| a.starts_with("finish")),
+                "{codes:?}: the call ends: {actions:?}"
+            );
+        }
+    }
 }
