@@ -2,6 +2,7 @@
 //! pick takes no lock the control plane holds. A pick may be asked to avoid addresses the call already used
 //! (its earlier attempts and hedges); round_robin honours that when another READY backend exists.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -56,6 +57,9 @@ enum Kind<T> {
     Fail(String),
     Ready {
         backends: Vec<(SocketAddr, T)>,
+        /// Each address's index in `backends`, so that a pick that avoids k addresses costs O(k²), not
+        /// O(n·k): hedges and retries cost the same with 3 backends or 1,000.
+        index: HashMap<SocketAddr, usize>,
         next: AtomicUsize,
     },
 }
@@ -86,8 +90,13 @@ impl<T: Clone> Picker<T> {
                     Kind::Queue
                 } else {
                     let start = start % backends.len();
+                    let mut index = HashMap::with_capacity(backends.len());
+                    for (i, (addr, _)) in backends.iter().enumerate() {
+                        index.entry(*addr).or_insert(i);
+                    }
                     Kind::Ready {
                         backends,
+                        index,
                         next: AtomicUsize::new(start),
                     }
                 }
@@ -102,28 +111,36 @@ impl<T: Clone> Picker<T> {
             Kind::Idle => PickResult::Queue { exit_idle: true },
             Kind::Queue => PickResult::Queue { exit_idle: false },
             Kind::Fail(m) => PickResult::Fail(m.clone()),
-            Kind::Ready { backends, next } => {
+            Kind::Ready {
+                backends,
+                index,
+                next,
+            } => {
                 let n = backends.len();
                 let turn = next.fetch_add(1, Ordering::Relaxed);
                 // Rotate over the backends the call has not used, so that they share its picks evenly
-                // (skipping to the next one after an avoided backend would give that one a double share).
-                let allowed = if request.avoid.is_empty() {
-                    n
-                } else {
-                    backends
-                        .iter()
-                        .filter(|(a, _)| !request.avoid.contains(a))
-                        .count()
-                };
-                let chosen = if allowed == n || allowed == 0 {
+                // (skipping to the next one after an avoided backend would give that one a double share):
+                // the r-th allowed backend is r plus the avoided indices at or before it.
+                let mut avoided: Vec<usize> = request
+                    .avoid
+                    .iter()
+                    .filter_map(|a| index.get(a).copied())
+                    .collect();
+                avoided.sort_unstable();
+                avoided.dedup();
+                let allowed = n - avoided.len();
+                let chosen = if avoided.is_empty() || allowed == 0 {
                     turn % n
                 } else {
-                    backends
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, (a, _))| !request.avoid.contains(a))
-                        .nth(turn % allowed)
-                        .map_or(turn % n, |(i, _)| i)
+                    let mut r = turn % allowed;
+                    for a in &avoided {
+                        if *a <= r {
+                            r += 1;
+                        } else {
+                            break;
+                        }
+                    }
+                    r
                 };
                 let (addr, handle) = &backends[chosen];
                 PickResult::Pick {
@@ -165,6 +182,26 @@ mod tests {
         }) {
             PickResult::Pick { handle, .. } => handle,
             other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn avoiding_picks_split_evenly_over_many_backends() {
+        let p = ready(100);
+        // Unsorted, with a duplicate and an address that is not a backend.
+        let avoid = [
+            addr(70),
+            addr(3),
+            addr(70),
+            SocketAddr::from(([192, 0, 2, 1], 1)),
+        ];
+        let mut counts = [0u32; 101];
+        for _ in 0..98 * 5 {
+            counts[usize::from(picked(&p, &avoid))] += 1;
+        }
+        for (backend, count) in counts.iter().enumerate().skip(1) {
+            let want = if backend == 3 || backend == 70 { 0 } else { 5 };
+            assert_eq!(*count, want, "backend {backend}");
         }
     }
 
