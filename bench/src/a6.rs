@@ -514,6 +514,10 @@ async fn in_flight_memory(n: usize) -> Result<f64, String> {
     for c in &calls {
         c.abort();
     }
+    // Freed before the next measurement starts (an aborted task is dropped when it is next polled).
+    for c in calls {
+        let _ = c.await;
+    }
     Ok((after - before).max(0) as f64 / n as f64)
 }
 
@@ -570,6 +574,10 @@ async fn raw_in_flight_memory(n: usize) -> Result<f64, String> {
     let after = sys::heap_live();
     for c in &calls {
         c.abort();
+    }
+    // Freed before the next measurement starts (an aborted task is dropped when it is next polled).
+    for c in calls {
+        let _ = c.await;
     }
     Ok((after - before).max(0) as f64 / n as f64)
 }
