@@ -494,22 +494,31 @@ async fn in_flight_memory(n: usize) -> Result<f64, String> {
     for w in warm {
         let _ = w.await;
     }
+    held_calls(&mut backends, n, || {
+        let ch = ch.clone();
+        async move {
+            let _ = ch
+                .unary::<_, SimpleResponse>(
+                    paths::UNARY_CALL,
+                    Request::new(SimpleRequest::default()),
+                )
+                .await;
+        }
+    })
+    .await
+}
+
+/// Live heap bytes per call while `n` calls made by `call` wait on `backends` (which never answer): the
+/// heap grown once the backends have seen them all, over `n`.
+async fn held_calls<F, Fut>(backends: &mut Backends, n: usize, call: F) -> Result<f64, String>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     backends.reset()?;
     let before = sys::heap_live();
-    let calls: Vec<_> = (0..n)
-        .map(|_| {
-            let ch = ch.clone();
-            tokio::spawn(async move {
-                let _ = ch
-                    .unary::<_, SimpleResponse>(
-                        paths::UNARY_CALL,
-                        Request::new(SimpleRequest::default()),
-                    )
-                    .await;
-            })
-        })
-        .collect();
-    wait_for_requests(&mut backends, n as u64).await?;
+    let calls: Vec<_> = (0..n).map(|_| tokio::spawn(call())).collect();
+    wait_for_requests(backends, n as u64).await?;
     let after = sys::heap_live();
     for c in &calls {
         c.abort();
@@ -554,30 +563,17 @@ async fn raw_in_flight_memory(n: usize) -> Result<f64, String> {
     let authority = Arc::new(
         http::uri::Authority::try_from(addr.to_string().as_str()).map_err(|e| e.to_string())?,
     );
-    backends.reset()?;
-    let before = sys::heap_live();
-    let calls: Vec<_> = (0..n)
-        .map(|_| {
-            let (mut send, authority) = (send.clone(), authority.clone());
-            tokio::spawn(async move {
-                let _ = crate::raw_call(
-                    &mut send,
-                    &authority,
-                    paths::UNARY_CALL,
-                    &SimpleRequest::default(),
-                )
-                .await;
-            })
-        })
-        .collect();
-    wait_for_requests(&mut backends, n as u64).await?;
-    let after = sys::heap_live();
-    for c in &calls {
-        c.abort();
-    }
-    // Freed before the next measurement starts (an aborted task is dropped when it is next polled).
-    for c in calls {
-        let _ = c.await;
-    }
-    Ok((after - before).max(0) as f64 / n as f64)
+    held_calls(&mut backends, n, || {
+        let (mut send, authority) = (send.clone(), authority.clone());
+        async move {
+            let _ = crate::raw_call(
+                &mut send,
+                &authority,
+                paths::UNARY_CALL,
+                &SimpleRequest::default(),
+            )
+            .await;
+        }
+    })
+    .await
 }

@@ -21,6 +21,25 @@ fn tracked() -> Shared {
     Shared::new(Some(ResultTracker::new(Config::default(), Bytes::len)))
 }
 
+/// A backend of `shared` that fails 20 % of its executions after processing, and a channel to it with a
+/// retry policy (exactly-once or not).
+async fn failing_after_processing(shared: &Shared, exactly_once: bool) -> (CounterServer, Channel) {
+    let faults = Faults {
+        fail_after_processing: 0.2,
+        seed: 7,
+        ..Faults::default()
+    };
+    let server = CounterServer::start(shared.clone(), faults)
+        .await
+        .expect("server");
+    let channel = Channel::builder(format!("ipv4:{}", server.addr))
+        .default_service_config(RETRY)
+        .exactly_once(exactly_once)
+        .build()
+        .expect("channel");
+    (server, channel)
+}
+
 /// `calls` increments, `in_flight` at a time; returns how many succeeded.
 async fn increments(channel: &Channel, calls: usize, in_flight: usize) -> usize {
     let mut tasks = Vec::new();
@@ -48,19 +67,7 @@ async fn increments(channel: &Channel, calls: usize, in_flight: usize) -> usize 
 #[tokio::test(start_paused = true)]
 async fn retries_after_processing_never_execute_twice_over_10000_calls() {
     let shared = tracked();
-    let faults = Faults {
-        fail_after_processing: 0.2,
-        seed: 7,
-        ..Faults::default()
-    };
-    let server = CounterServer::start(shared.clone(), faults)
-        .await
-        .expect("server");
-    let channel = Channel::builder(format!("ipv4:{}", server.addr))
-        .default_service_config(RETRY)
-        .exactly_once(true)
-        .build()
-        .expect("channel");
+    let (_server, channel) = failing_after_processing(&shared, true).await;
     let ok = increments(&channel, 10_000, 32).await;
     let stats = shared.tracker().expect("tracker").stats();
     let method = &channel.stats().methods[INCREMENT];
@@ -90,18 +97,7 @@ async fn retries_after_processing_never_execute_twice_over_10000_calls() {
 #[tokio::test(start_paused = true)]
 async fn without_exactly_once_the_same_retries_execute_twice() {
     let shared = tracked();
-    let faults = Faults {
-        fail_after_processing: 0.2,
-        seed: 7,
-        ..Faults::default()
-    };
-    let server = CounterServer::start(shared.clone(), faults)
-        .await
-        .expect("server");
-    let channel = Channel::builder(format!("ipv4:{}", server.addr))
-        .default_service_config(RETRY)
-        .build()
-        .expect("channel");
+    let (_server, channel) = failing_after_processing(&shared, false).await;
     let ok = increments(&channel, 500, 8).await;
     assert_eq!(ok, 500);
     assert!(

@@ -40,6 +40,14 @@ fn h2_only(identity: &CertifiedPem) -> Arc<rustls::ServerConfig> {
     server_config(identity, &[b"h2"], None).expect("server config")
 }
 
+/// A TLS channel to `target` trusting `ca`.
+fn ca_channel(target: impl Into<String>, ca: &TestCa) -> Channel {
+    Channel::builder(target)
+        .tls(ca_tls(ca))
+        .build()
+        .expect("channel")
+}
+
 fn ca_tls(ca: &TestCa) -> TlsConfig {
     TlsConfig::new().ca_certificate_pem(ca.cert_pem.clone())
 }
@@ -215,10 +223,7 @@ fn has_rustls_source(status: &Status) -> bool {
 async fn stalled_tls_handshake_call_ends_at_its_deadline() {
     let pki = pki();
     let addr = stalled_tcp_server().await;
-    let ch = Channel::builder(format!("ipv4:{addr}"))
-        .tls(ca_tls(&pki.ca))
-        .build()
-        .expect("channel");
+    let ch = ca_channel(format!("ipv4:{addr}"), &pki.ca);
     let deadline = Duration::from_secs(1);
     let start = Instant::now();
     let status = guarded("stalled TLS", empty_call(&ch, Some(deadline)))
@@ -334,10 +339,7 @@ async fn a_server_closing_after_a_good_handshake_is_not_blamed_on_client_certifi
         })
     });
     let server = tls_server_on("127.0.0.1:0", h2_only(&pki.server), close).await;
-    let ch = Channel::builder(format!("ipv4:{}", server.addr))
-        .tls(ca_tls(&pki.ca))
-        .build()
-        .expect("channel");
+    let ch = ca_channel(format!("ipv4:{}", server.addr), &pki.ca);
     let status = guarded("close after handshake", empty_call(&ch, None))
         .await
         .expect_err("the server hangs up");
@@ -364,10 +366,7 @@ async fn a_tls_channel_is_never_told_it_is_plaintext() {
         })
     });
     let server = tls_server_on("127.0.0.1:0", h2_only(&pki.server), garbage).await;
-    let ch = Channel::builder(format!("ipv4:{}", server.addr))
-        .tls(ca_tls(&pki.ca))
-        .build()
-        .expect("channel");
+    let ch = ca_channel(format!("ipv4:{}", server.addr), &pki.ca);
     let status = guarded("garbage after handshake", empty_call(&ch, None))
         .await
         .expect_err("not HTTP/2");
@@ -402,10 +401,7 @@ async fn mutual_tls_refusal_on_a_unix_target_names_the_cause() {
             });
         }
     });
-    let ch = Channel::builder(format!("unix:{}", path.display()))
-        .tls(ca_tls(&pki.ca))
-        .build()
-        .expect("channel");
+    let ch = ca_channel(format!("unix:{}", path.display()), &pki.ca);
     let status = guarded("mTLS over unix", empty_call(&ch, None))
         .await
         .expect_err("no client certificate");
@@ -435,10 +431,7 @@ async fn ipv6_literal_targets_over_tls() {
         format!("[::1]:{port}"),
         format!("dns:///[::1]:{port}"),
     ] {
-        let ch = Channel::builder(target.clone())
-            .tls(ca_tls(&pki.ca))
-            .build()
-            .expect("channel");
+        let ch = ca_channel(target.clone(), &pki.ca);
         guarded(&target, raw_call(&ch))
             .await
             .unwrap_or_else(|e| panic!("{target}: {e:?}"));
@@ -566,10 +559,7 @@ async fn wait_for_ready_waits_through_tls_failures() {
         .issue(INTEROP_SERVER_NAMES, Usage::Server)
         .expect("leaf");
     let server = tls_server_on("127.0.0.1:0", h2_only(&bad_leaf), serve_ok()).await;
-    let ch = Channel::builder(format!("ipv4:{}", server.addr))
-        .tls(ca_tls(&pki.ca))
-        .build()
-        .expect("channel");
+    let ch = ca_channel(format!("ipv4:{}", server.addr), &pki.ca);
     let call = {
         let ch = ch.clone();
         tokio::spawn(async move {
@@ -621,10 +611,7 @@ async fn goaway_over_tls_then_calls_use_a_new_tls_connection() {
         })
     });
     let server = tls_server_on("127.0.0.1:0", h2_only(&pki.server), behaviour).await;
-    let ch = Channel::builder(format!("ipv4:{}", server.addr))
-        .tls(ca_tls(&pki.ca))
-        .build()
-        .expect("channel");
+    let ch = ca_channel(format!("ipv4:{}", server.addr), &pki.ca);
     assert_eq!(
         &guarded("first", raw_call(&ch)).await.expect("first")[..],
         b"conn1"
@@ -670,10 +657,7 @@ async fn reconnects_over_tls_after_the_server_closes() {
         })
     });
     let server = tls_server_on("127.0.0.1:0", h2_only(&pki.server), behaviour).await;
-    let ch = Channel::builder(format!("ipv4:{}", server.addr))
-        .tls(ca_tls(&pki.ca))
-        .build()
-        .expect("channel");
+    let ch = ca_channel(format!("ipv4:{}", server.addr), &pki.ca);
     assert_eq!(
         &guarded("first", raw_call(&ch)).await.expect("first")[..],
         b"conn1"
@@ -773,10 +757,7 @@ async fn many_concurrent_large_calls_over_tls() {
         interop::server::start_tls(SocketAddr::from(([127, 0, 0, 1], 0)), h2_only(&pki.server))
             .await
             .expect("bind");
-    let ch = Channel::builder(format!("ipv4:{}", server.addr))
-        .tls(ca_tls(&pki.ca))
-        .build()
-        .expect("channel");
+    let ch = ca_channel(format!("ipv4:{}", server.addr), &pki.ca);
     let mut calls = tokio::task::JoinSet::new();
     for i in 0..64u8 {
         let ch = ch.clone();
@@ -910,10 +891,7 @@ async fn tls_mismatch_on_unix_targets_fails_fast_both_ways() {
         .expect_err("wants TLS");
     eprintln!("a user sees: {status}");
     assert!(status.message().contains("expects TLS"), "{status}");
-    let tls = Channel::builder(format!("unix:{}", plain_path.display()))
-        .tls(ca_tls(&pki.ca))
-        .build()
-        .expect("channel");
+    let tls = ca_channel(format!("unix:{}", plain_path.display()), &pki.ca);
     let status = guarded("TLS vs plaintext", raw_call(&tls))
         .await
         .expect_err("no TLS");
@@ -956,10 +934,7 @@ async fn goaway_over_tls_on_a_unix_target() {
             });
         }
     });
-    let ch = Channel::builder(format!("unix:{}", path.display()))
-        .tls(ca_tls(&pki.ca))
-        .build()
-        .expect("channel");
+    let ch = ca_channel(format!("unix:{}", path.display()), &pki.ca);
     assert_eq!(
         &guarded("first", raw_call(&ch)).await.expect("first")[..],
         b"conn1"
@@ -1013,10 +988,7 @@ async fn stalled_tls_handshake_on_a_unix_target_ends_at_the_call_deadline() {
             held.push(s);
         }
     });
-    let ch = Channel::builder(format!("unix:{}", path.display()))
-        .tls(ca_tls(&pki.ca))
-        .build()
-        .expect("channel");
+    let ch = ca_channel(format!("unix:{}", path.display()), &pki.ca);
     let deadline = Duration::from_secs(1);
     let start = Instant::now();
     let status = guarded("stalled", empty_call(&ch, Some(deadline)))
@@ -1063,10 +1035,7 @@ async fn wait_for_ready_through_mtls_refusal(unix: bool) {
         });
         format!("ipv4:{}", server.addr)
     };
-    let ch = Channel::builder(target.clone())
-        .tls(ca_tls(&pki.ca))
-        .build()
-        .expect("channel");
+    let ch = ca_channel(target.clone(), &pki.ca);
     let call = {
         let ch = ch.clone();
         tokio::spawn(async move {
