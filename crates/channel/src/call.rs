@@ -1377,7 +1377,8 @@ mod tests {
     ) {
         let shared = Shared::driving(
             None,
-            crate::telemetry::Telemetry::new("test".into()).call("/t.S/M", "none"),
+            crate::telemetry::Telemetry::new("test".into())
+                .call(&http::Uri::from_static("http://h/t.S/M"), "none"),
         );
         let mut sender = RequestSender::new(
             shared.clone(),

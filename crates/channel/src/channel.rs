@@ -800,7 +800,7 @@ impl Channel {
         };
         let telemetry = inner
             .telemetry
-            .call(setup.uri.path(), call.policy_source().as_str());
+            .call(&setup.uri, call.policy_source().as_str());
         let shared = Shared::driving(Some(guard), telemetry);
         if let Some(id) = exactly_once {
             // In flight (for the watermark) until the call ends, not only until it commits.

@@ -79,8 +79,10 @@ impl Telemetry {
     }
 
     /// A call starts.
-    pub(crate) fn call(self: &Arc<Self>, method: &str, policy: &'static str) -> CallTelemetry {
+    /// A call of the method `uri` names starts.
+    pub(crate) fn call(self: &Arc<Self>, uri: &http::Uri, policy: &'static str) -> CallTelemetry {
         self.calls_started.fetch_add(1, Ordering::Relaxed);
+        let method = uri.path();
         let label = method.trim_start_matches('/');
         let span = tracing::info_span!(
             "grpc.call",
@@ -93,8 +95,7 @@ impl Telemetry {
         span.in_scope(|| tracing::debug!(method, retry.policy = policy, "call started"));
         CallTelemetry {
             channel: self.clone(),
-            method: method.into(),
-            label: label.into(),
+            uri: uri.clone(),
             span,
             start: Instant::now(),
             stats: None,
@@ -103,13 +104,18 @@ impl Telemetry {
     }
 }
 
+/// A66's `grpc.method`: the path without its leading slash.
+#[cfg(feature = "metrics")]
+fn label(uri: &http::Uri) -> &str {
+    uri.path().trim_start_matches('/')
+}
+
 /// One call's telemetry, kept with the call's shared state; finished once with the call's status.
 pub(crate) struct CallTelemetry {
     channel: Arc<Telemetry>,
-    /// The path (`/package.Service/Method`), the key of the per-method statistics.
-    method: Arc<str>,
-    /// `package.Service/Method`, A66's `grpc.method`.
-    label: Arc<str>,
+    /// The call's URI (a clone shares its bytes): its path (`/package.Service/Method`) keys the per-method
+    /// statistics, and without the slash it is A66's `grpc.method`.
+    uri: http::Uri,
     span: tracing::Span,
     start: Instant,
     /// What the retry state machine counted, once it is done.
@@ -135,14 +141,14 @@ impl CallTelemetry {
         #[cfg(feature = "metrics")]
         metrics::counter!(
             "grpc.client.attempt.started",
-            "grpc.method" => self.label.to_string(),
+            "grpc.method" => label(&self.uri).to_owned(),
             "grpc.target" => self.channel.target.to_string(),
         )
         .increment(1);
         AttemptTelemetry {
             span,
             start: Instant::now(),
-            method: self.label.clone(),
+            uri: self.uri.clone(),
             target: self.channel.target.clone(),
             ended: false,
         }
@@ -173,19 +179,19 @@ impl CallTelemetry {
         {
             let mut methods = self.channel.methods.lock();
             let len = methods.len();
-            match methods.get_mut(&*self.method) {
+            match methods.get_mut(self.uri.path()) {
                 Some(m) => m.record(&stats),
                 None if len < MAX_METHODS => {
                     let mut m = MethodStats::default();
                     m.record(&stats);
-                    methods.insert(self.method.to_string(), m);
+                    methods.insert(self.uri.path().to_owned(), m);
                 }
                 None => {}
             }
         }
         #[cfg(feature = "metrics")]
         {
-            let method = self.label.to_string();
+            let method = label(&self.uri).to_owned();
             let target = self.channel.target.to_string();
             metrics::histogram!(
                 "grpc.client.call.duration",
@@ -228,7 +234,7 @@ impl Drop for CallTelemetry {
 pub(crate) struct AttemptTelemetry {
     span: tracing::Span,
     start: Instant,
-    method: Arc<str>,
+    uri: http::Uri,
     target: Arc<str>,
     ended: bool,
 }
@@ -264,13 +270,13 @@ impl AttemptTelemetry {
         #[cfg(feature = "metrics")]
         metrics::histogram!(
             "grpc.client.attempt.duration",
-            "grpc.method" => self.method.to_string(),
+            "grpc.method" => label(&self.uri).to_owned(),
             "grpc.target" => self.target.to_string(),
             "grpc.status" => code.unwrap_or(Code::Unknown).name(),
         )
         .record(self.start.elapsed().as_secs_f64());
         #[cfg(not(feature = "metrics"))]
-        let _ = (&self.start, &self.method, &self.target, code);
+        let _ = (&self.start, &self.uri, &self.target, code);
     }
 }
 
