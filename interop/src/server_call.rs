@@ -8,7 +8,7 @@ use std::task::Poll;
 
 use bytes::{Bytes, BytesMut};
 use grpc_channel::framing::{self, Deframer, HEADER_LEN};
-use grpc_channel::{percent, Code, Encoding, Status};
+use grpc_channel::{Code, Encoding, Status};
 use h2::server::SendResponse;
 use h2::{RecvStream, SendStream};
 use http::{HeaderMap, HeaderValue};
@@ -241,20 +241,7 @@ impl ServerCall {
             return;
         }
         self.ended = true;
-        let mut trailers = HeaderMap::new();
-        if let Ok(v) = HeaderValue::try_from(status.code().as_i32().to_string()) {
-            trailers.insert("grpc-status", v);
-        }
-        if !status.message().is_empty() {
-            if let Ok(v) = HeaderValue::try_from(percent::encode(status.message()).into_owned()) {
-                trailers.insert("grpc-message", v);
-            }
-        }
-        if let Some(details) = status.details_bin() {
-            if let Ok(v) = HeaderValue::try_from(grpc_channel::metadata::encode_bin(details)) {
-                trailers.insert("grpc-status-details-bin", v);
-            }
-        }
+        let mut trailers = status.to_headers();
         for (k, v) in &self.trailing_metadata {
             trailers.append(k.clone(), v.clone());
         }

@@ -144,6 +144,29 @@ impl Status {
         Status::new(code, message).with_details_bin(Some(Bytes::from(rpc.encode_to_vec())))
     }
 
+    /// The status as a server sends it: `grpc-status`, `grpc-message` (percent-encoded, when not empty) and
+    /// `grpc-status-details-bin` (when there are details). For the project's test servers and the tower
+    /// adapter; not part of the documented API.
+    #[doc(hidden)]
+    pub fn to_headers(&self) -> http::HeaderMap {
+        use http::HeaderValue;
+        let mut h = http::HeaderMap::new();
+        h.insert("grpc-status", HeaderValue::from(self.code().as_i32()));
+        if !self.message().is_empty() {
+            if let Ok(v) =
+                HeaderValue::try_from(crate::percent::encode(self.message()).into_owned())
+            {
+                h.insert("grpc-message", v);
+            }
+        }
+        if let Some(details) = self.details_bin() {
+            if let Ok(v) = HeaderValue::try_from(crate::metadata::encode_bin(details)) {
+                h.insert("grpc-status-details-bin", v);
+            }
+        }
+        h
+    }
+
     /// Attaches the error that caused this status.
     pub fn with_source(mut self, source: impl StdError + Send + Sync + 'static) -> Status {
         self.0.source = Some(Arc::new(source));

@@ -264,21 +264,7 @@ fn trailers_only(status: &Status) -> http::Response<ResponseBody> {
 
 /// `grpc-status`, `grpc-message`, `grpc-status-details-bin` and the trailing metadata.
 fn status_trailers(status: &Status, trailers: Option<&MetadataMap>) -> HeaderMap {
-    let mut h = HeaderMap::new();
-    if let Ok(v) = HeaderValue::try_from(status.code().as_i32().to_string()) {
-        h.insert("grpc-status", v);
-    }
-    if !status.message().is_empty() {
-        if let Ok(v) = HeaderValue::try_from(crate::percent::encode(status.message()).into_owned())
-        {
-            h.insert("grpc-message", v);
-        }
-    }
-    if let Some(details) = status.details_bin() {
-        if let Ok(v) = HeaderValue::try_from(crate::metadata::encode_bin(details)) {
-            h.insert("grpc-status-details-bin", v);
-        }
-    }
+    let mut h = status.to_headers();
     let metadata = trailers.unwrap_or_else(|| status.metadata());
     for (k, v) in metadata.headers() {
         h.append(k.clone(), v.clone());
