@@ -239,6 +239,11 @@ impl Attempt {
         })
     }
 
+    /// How many attempts preceded this one (its `grpc-previous-rpc-attempts`).
+    pub(crate) fn previous_attempts(&self) -> u32 {
+        self.previous_attempts
+    }
+
     /// Whether the application's half-close has been written.
     pub(crate) fn half_closed(&self) -> bool {
         self.half_closed
@@ -270,7 +275,24 @@ impl Attempt {
                 return Poll::Ready(ended(place, e.status));
             }
         };
-        Poll::Ready(match self.open(handle, cx) {
+        // The time left goes out as `grpc-timeout`, a positive integer: with none left the attempt is
+        // never sent, and the call ends here with DEADLINE_EXCEEDED.
+        let grpc_timeout = match self.setup.deadline {
+            None => None,
+            Some(deadline) => {
+                match timeout::encode(deadline.saturating_duration_since(Instant::now())) {
+                    Some(encoded) => HeaderValue::try_from(encoded).ok(),
+                    None => {
+                        self.state = State::Done;
+                        return Poll::Ready(ended(
+                            FailurePlace::Local,
+                            Status::deadline_exceeded(),
+                        ));
+                    }
+                }
+            }
+        };
+        Poll::Ready(match self.open(handle, grpc_timeout, cx) {
             Ok(()) => AttemptEvent::Picked(addr),
             Err(err) => {
                 self.state = State::Done;
@@ -284,13 +306,14 @@ impl Attempt {
     fn open(
         &mut self,
         mut handle: SendRequest<Bytes>,
+        grpc_timeout: Option<HeaderValue>,
         cx: &mut Context<'_>,
     ) -> Result<(), h2::Error> {
         let mut request = http::Request::new(());
         *request.method_mut() = http::Method::POST;
         *request.uri_mut() = self.setup.uri.clone();
         *request.version_mut() = http::Version::HTTP_2;
-        *request.headers_mut() = attempt_headers(&self.setup, self.previous_attempts);
+        *request.headers_mut() = attempt_headers(&self.setup, self.previous_attempts, grpc_timeout);
         let (response, mut send) = handle.send_request(request, false)?;
         // A request known up front goes to h2 with its HEADERS, so they leave in one write.
         if self.setup.eager {
@@ -488,13 +511,14 @@ impl Attempt {
 /// static or shared, so only the map itself allocates): `grpc-timeout` first after the pseudo-headers (the
 /// time left now), `grpc-previous-rpc-attempts` on retries, then `te`, `content-type`, `user-agent`,
 /// `grpc-encoding`, `grpc-accept-encoding`, then the application's metadata.
-fn attempt_headers(setup: &AttemptSetup, previous_attempts: u32) -> HeaderMap {
+fn attempt_headers(
+    setup: &AttemptSetup,
+    previous_attempts: u32,
+    grpc_timeout: Option<HeaderValue>,
+) -> HeaderMap {
     let mut headers = HeaderMap::with_capacity(setup.metadata.len() + 7);
-    if let Some(deadline) = setup.deadline {
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        if let Ok(v) = HeaderValue::try_from(timeout::encode(remaining)) {
-            headers.insert(GRPC_TIMEOUT, v);
-        }
+    if let Some(v) = grpc_timeout {
+        headers.insert(GRPC_TIMEOUT, v);
     }
     if previous_attempts > 0 {
         headers.insert(
@@ -628,7 +652,7 @@ mod tests {
             exactly_once: None,
         };
         for previous in [0, 3] {
-            let built = attempt_headers(&setup, previous);
+            let built = attempt_headers(&setup, previous, Some(HeaderValue::from_static("5S")));
             let names: Vec<&str> = built.keys().map(|k| k.as_str()).collect();
             let mut want = vec!["grpc-timeout"];
             if previous > 0 {
@@ -643,6 +667,7 @@ mod tests {
                 "x-md",
             ]);
             assert_eq!(names, want);
+            assert_eq!(built["grpc-timeout"], "5S");
             assert_eq!(built["te"], "trailers");
             assert_eq!(built["content-type"], "application/grpc");
             assert_eq!(built["user-agent"], "test/1");

@@ -75,6 +75,9 @@ pub(crate) struct Shared {
     attempt: Option<AttemptTelemetry>,
     /// An exactly-once call's id: in flight until the call ends (its status is known).
     exactly_once: Option<Arc<crate::exactly_once::CallId>>,
+    /// How many attempts preceded the committed one once the call committed; before, the most any started
+    /// attempt had (what a status the client makes reports).
+    previous_attempts: u32,
 }
 
 /// How the call ended, for the sending half.
@@ -159,6 +162,7 @@ impl Shared {
             telemetry,
             attempt: None,
             exactly_once: None,
+            previous_attempts: 0,
         }))
     }
 
@@ -257,9 +261,11 @@ impl Shared {
                 self.half_closed |= half_closed;
                 self.side = Side::Direct(send);
                 self.retry = Some((committed.call, committed.attempt));
+                self.previous_attempts = committed.previous_attempts;
                 self.handed = Some(Ok(response));
             }
             Err(status) => {
+                self.previous_attempts = status.previous_rpc_attempts();
                 if self.ended.is_none() {
                     // Sending stops with the call's status, or a plain "ended" when that is OK.
                     self.ended = Some(if status.code() == Code::Ok {
@@ -275,6 +281,11 @@ impl Shared {
         if let Some(w) = self.receiver.take() {
             w.wake();
         }
+    }
+
+    /// For the driver: an attempt with `previous_attempts` before it started.
+    pub(crate) fn attempt_started(&mut self, previous_attempts: u32) {
+        self.previous_attempts = self.previous_attempts.max(previous_attempts);
     }
 
     /// Cancels the call (the application gave up before it had both halves).
@@ -624,6 +635,8 @@ pub struct Streaming<T> {
     pushback: Pushback,
     /// The largest header list (response headers, trailers) accepted.
     header_limit: usize,
+    /// How many attempts preceded the one whose result this is (known once handed over).
+    previous_attempts: u32,
 }
 
 impl<T> Streaming<T> {
@@ -649,6 +662,7 @@ impl<T> Streaming<T> {
             last_compressed: false,
             pushback: Pushback::None,
             header_limit,
+            previous_attempts: 0,
         }
     }
 
@@ -682,6 +696,15 @@ impl<T> Streaming<T> {
             self.headers.take().unwrap_or_default(),
             self.trailers.take().unwrap_or_default(),
         )
+    }
+
+    /// How many attempts preceded the one whose response this is (gRFC A6 "Exposed Retry Metadata"):
+    /// retries and hedges, never transparent retries; 0 when the first attempt produced it, or before the
+    /// response headers or the call's end are in. When not 0 the same number is in the response headers'
+    /// metadata ([`Streaming::metadata`]) as `grpc-previous-rpc-attempts`, or, for a call that ended
+    /// without response headers, in the trailers and the call's [`Status`].
+    pub fn previous_rpc_attempts(&self) -> u32 {
+        self.previous_attempts
     }
 
     /// Whether the last message returned arrived compressed.
@@ -780,13 +803,16 @@ impl<T> Streaming<T> {
 
     /// Ends the call on the client's side: resets the stream and records the outcome.
     fn end_locally(&mut self, status: Status) -> Status {
-        {
+        let status = {
             let mut s = self.shared.lock();
+            self.previous_attempts = s.previous_attempts;
+            let status = status.with_previous_rpc_attempts(self.previous_attempts);
             s.end(&status, h2::Reason::CANCEL);
             s.report_end(&status, CommittedEnd::Local);
             s.telemetry.finish(&status);
             s.exactly_once = None;
-        }
+            status
+        };
         self.state = RecvState::Done;
         self.outcome = Some(status.clone());
         status
@@ -807,7 +833,9 @@ impl<T> Streaming<T> {
     /// Records the final status from the server and stops sending (RST_STREAM(NO_ERROR) if the client had not
     /// half-closed yet).
     fn end_remotely(&mut self, status: Status) -> Poll<Result<Option<Frame>, Status>> {
-        let status = self.local_status(status);
+        let status = self
+            .local_status(status)
+            .with_previous_rpc_attempts(self.previous_attempts);
         let sender_failure = {
             let mut guard = self.shared.lock();
             let s = &mut *guard;
@@ -842,7 +870,9 @@ impl<T> Streaming<T> {
         let (parts, body) = response.into_parts();
         self.pushback = pushback;
         self.encoding = ReceivedEncoding::from_header(parts.headers.get(GRPC_ENCODING));
-        self.headers = Some(MetadataMap::from_headers(parts.headers));
+        let mut metadata = MetadataMap::from_headers(parts.headers);
+        metadata.set_previous_rpc_attempts(self.previous_attempts);
+        self.headers = Some(metadata);
         self.state = RecvState::Body(body);
     }
 
@@ -858,14 +888,19 @@ impl<T> Streaming<T> {
         }
         self.pushback = pushback_of(&parts.headers);
         match classify_head(parts.status.as_u16(), parts.headers, body.is_end_stream()) {
-            Head::Messages { encoding, metadata } => {
+            Head::Messages {
+                encoding,
+                mut metadata,
+            } => {
                 self.encoding = encoding;
+                metadata.set_previous_rpc_attempts(self.previous_attempts);
                 self.headers = Some(metadata);
                 self.state = RecvState::Body(body);
                 (!want_frame).then_some(Poll::Ready(Ok(None)))
             }
-            Head::End(status, trailers) => {
+            Head::End(status, mut trailers) => {
                 self.headers = Some(MetadataMap::new());
+                trailers.set_previous_rpc_attempts(self.previous_attempts);
                 self.trailers = Some(trailers);
                 Some(self.end_remotely(status))
             }
@@ -885,7 +920,10 @@ impl<T> Streaming<T> {
                     let handed = {
                         let mut s = self.shared.lock();
                         match s.handed.take() {
-                            Some(handed) => handed,
+                            Some(handed) => {
+                                self.previous_attempts = s.previous_attempts;
+                                handed
+                            }
                             None => {
                                 s.receiver = Some(cx.waker().clone());
                                 return Poll::Pending;
@@ -901,6 +939,7 @@ impl<T> Streaming<T> {
                         // attempt's Trailers-Only metadata) or one the state machine made.
                         Err(status) => {
                             self.headers.get_or_insert_with(MetadataMap::new);
+                            self.previous_attempts = status.previous_rpc_attempts();
                             self.trailers = Some(status.metadata().clone());
                             return self.end_remotely(status);
                         }
@@ -1378,7 +1417,7 @@ mod tests {
         let shared = Shared::driving(
             None,
             crate::telemetry::Telemetry::new("test".into())
-                .call(&http::Uri::from_static("http://h/t.S/M"), "none"),
+                .call(&http::Uri::from_static("http://h/t.S/M")),
         );
         let mut sender = RequestSender::new(
             shared.clone(),

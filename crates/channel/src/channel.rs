@@ -26,7 +26,7 @@ use crate::request::{CallOptions, Request, Response};
 use crate::resolution::Resolution;
 use crate::retry_driver::Driver;
 use crate::status::{Code, Status};
-use crate::telemetry::{ChannelStats, Telemetry};
+use crate::telemetry::{CallTelemetry, ChannelStats, Telemetry};
 use crate::tls::{server_name_host, TlsConfig, TlsConnector};
 use crate::transport::{Http2Settings, Transport};
 use grpc_lb::ConnectivityState;
@@ -82,6 +82,8 @@ struct Inner {
     transport: Transport,
     resolution: Arc<Resolution>,
     control: std::sync::OnceLock<ControlPlane>,
+    /// [`Channel::close`] was called (perhaps before the control plane started).
+    closed: std::sync::atomic::AtomicBool,
     http2: Http2Settings,
     idle_timeout: Duration,
     keepalive: Arc<Keepalive>,
@@ -433,6 +435,7 @@ impl ChannelBuilder {
                 transport,
                 resolution,
                 control: std::sync::OnceLock::new(),
+                closed: std::sync::atomic::AtomicBool::new(false),
                 http2: self.http2,
                 idle_timeout: self.idle_timeout,
                 keepalive,
@@ -498,6 +501,10 @@ impl Channel {
         &self.inner.target
     }
 
+    fn is_closed(&self) -> bool {
+        self.inner.closed.load(Ordering::Acquire)
+    }
+
     /// The control plane, started on first use (inside a tokio runtime). `None` for `unix:` targets, which
     /// have one connection and no load balancing.
     fn control(&self) -> Option<&ControlPlane> {
@@ -518,6 +525,9 @@ impl Channel {
     /// The channel's connectivity state (`doc/connectivity-semantics-and-api.md`). A new channel is IDLE
     /// until its first call or [`Channel::connect`].
     pub fn state(&self) -> ConnectivityState {
+        if self.is_closed() {
+            return ConnectivityState::Shutdown;
+        }
         match self.inner.control.get() {
             Some(control) => control.state(),
             None => ConnectivityState::Idle,
@@ -548,6 +558,7 @@ impl Channel {
     /// Shuts the channel down: connections close, new calls fail with UNAVAILABLE, and the state becomes
     /// SHUTDOWN. Dropping every clone of the channel does the same.
     pub fn close(&self) {
+        self.inner.closed.store(true, Ordering::Release);
         if let Some(control) = self.inner.control.get() {
             control.close();
         }
@@ -588,14 +599,17 @@ impl Channel {
     {
         let codec = Codec::<Req, Resp>::prost();
         let (message, metadata, options) = request.into_parts();
-        let prepared = self.prepare(path, metadata, options).await?;
+        let (prepared, mut telemetry) = self.prepare(path, metadata, options).await?;
         let frame = call::encode_frame(
             &codec,
             &message,
             prepared.options.compression,
             prepared.max_send,
-        )?;
-        let mut stream = self.call_with_request(prepared, frame, codec.decode).await;
+        )
+        .map_err(|status| telemetry.fail(status))?;
+        let mut stream = self
+            .call_with_request(prepared, telemetry, frame, codec.decode)
+            .await;
         let metadata = stream.headers().await?.clone();
         Ok(Response::new(stream, metadata, MetadataMap::new(), false))
     }
@@ -668,15 +682,18 @@ impl Channel {
         request: Request<Req>,
     ) -> Result<Response<Resp>, Status> {
         let (message, metadata, options) = request.into_parts();
-        let prepared = self.prepare(path, metadata, options).await?;
+        let (prepared, mut telemetry) = self.prepare(path, metadata, options).await?;
         // An oversize request is never sent.
         let frame = call::encode_frame(
             &codec,
             &message,
             prepared.options.compression,
             prepared.max_send,
-        )?;
-        let mut receiver = self.call_with_request(prepared, frame, codec.decode).await;
+        )
+        .map_err(|status| telemetry.fail(status))?;
+        let mut receiver = self
+            .call_with_request(prepared, telemetry, frame, codec.decode)
+            .await;
         single_response(&mut receiver).await
     }
 
@@ -685,11 +702,12 @@ impl Channel {
     async fn call_with_request<Resp>(
         &self,
         mut prepared: Prepared,
+        telemetry: CallTelemetry,
         frame: Bytes,
         decode: fn(Bytes) -> Result<Resp, Status>,
     ) -> Streaming<Resp> {
         let now = Instant::now().into_std();
-        let (mut call, setup, shared) = self.new_call(&mut prepared, true, now);
+        let (mut call, setup, shared) = self.new_call(&mut prepared, telemetry, true, now);
         call.send_message(frame, now);
         call.half_close();
         let result = Driver::new(self.clone(), setup, call, shared.clone(), false)
@@ -712,8 +730,9 @@ impl Channel {
         request: Request<()>,
     ) -> Result<(RequestSender<Req>, Streaming<Resp>), Status> {
         let ((), metadata, options) = request.into_parts();
-        let mut prepared = self.prepare(path, metadata, options).await?;
-        let (call, setup, shared) = self.new_call(&mut prepared, false, Instant::now().into_std());
+        let (mut prepared, telemetry) = self.prepare(path, metadata, options).await?;
+        let (call, setup, shared) =
+            self.new_call(&mut prepared, telemetry, false, Instant::now().into_std());
         // The application sends after the call starts: the driver runs in its own task until commit.
         let driver = Driver::new(self.clone(), setup, call, shared.clone(), true);
         tokio::spawn(driver.run_into(shared.clone()));
@@ -750,6 +769,7 @@ impl Channel {
     fn new_call(
         &self,
         prepared: &mut Prepared,
+        mut telemetry: CallTelemetry,
         eager: bool,
         now: std::time::Instant,
     ) -> (RetryCall, Arc<AttemptSetup>, SharedRef) {
@@ -798,9 +818,7 @@ impl Channel {
             Some(control) => control.call_started(),
             None => inner.transport.call_started(),
         };
-        let telemetry = inner
-            .telemetry
-            .call(&setup.uri, call.policy_source().as_str());
+        telemetry.started(call.policy_source().as_str());
         let shared = Shared::driving(Some(guard), telemetry);
         if let Some(id) = exactly_once {
             // In flight (for the watermark) until the call ends, not only until it commits.
@@ -810,14 +828,40 @@ impl Channel {
     }
 
     /// Everything a call needs before its first attempt: the resolution result and method config, the
-    /// deadline, the limits, and the request headers (without `grpc-timeout`, which each attempt sets).
+    /// deadline, the limits, and the request headers (without `grpc-timeout`, which each attempt sets);
+    /// and the call's telemetry, which starts here so that a call that fails before any attempt (an
+    /// interceptor, resolution, its deadline, a closed channel) is traced and counted too.
     async fn prepare(
         &self,
+        path: &str,
+        metadata: MetadataMap,
+        options: CallOptions,
+    ) -> Result<(Prepared, CallTelemetry), Status> {
+        let inner = &*self.inner;
+        let uri = match inner.uris.get(&inner.scheme, &inner.authority, path) {
+            Ok(uri) => uri,
+            Err(status) => return Err(inner.telemetry.refused(path, status)),
+        };
+        // Dropped on the way (the caller gave up), it finishes CANCELLED.
+        let mut telemetry = inner.telemetry.call(&uri);
+        match self.settle(uri, path, metadata, options).await {
+            Ok(prepared) => Ok((prepared, telemetry)),
+            Err(status) => Err(telemetry.fail(status)),
+        }
+    }
+
+    /// [`Channel::prepare`] but the telemetry.
+    async fn settle(
+        &self,
+        uri: http::Uri,
         path: &str,
         mut metadata: MetadataMap,
         mut options: CallOptions,
     ) -> Result<Prepared, Status> {
         let inner = &*self.inner;
+        if self.is_closed() {
+            return Err(Status::new(Code::Unavailable, "the channel is shut down"));
+        }
         // Interceptors first: one that fails the call leaves nothing sent and the channel untouched.
         inner.interceptors.run(path, &mut metadata, &mut options)?;
         let call_start = Instant::now();
@@ -850,7 +894,6 @@ impl Channel {
             .wait_for_ready
             .or(method.as_ref().and_then(|m| m.wait_for_ready))
             .unwrap_or(false);
-        let uri = inner.uris.get(&inner.scheme, &inner.authority, path)?;
         Ok(Prepared {
             uri,
             metadata: metadata.into_headers(),

@@ -63,6 +63,9 @@ enum Event {
     Closed(SubchannelId, u64),
     /// The server sent GOAWAY: no new stream goes to the connection; its streams finish on it.
     Draining(SubchannelId, u64, GoAway),
+    /// The server answered (SETTINGS) and then closed the connection gracefully (GOAWAY with NO_ERROR)
+    /// before the PING that would have made it READY: it connected and closed, which is no failure.
+    WentAway(SubchannelId, u64, GoAway),
     ExitIdle,
     Shutdown,
 }
@@ -510,7 +513,27 @@ impl Loop {
                     p.subchannel_closed(id, now);
                 }
             }
-            Event::Ready(..) | Event::Failed(..) | Event::Closed(..) | Event::Draining(..) => {}
+            Event::WentAway(id, generation, goaway) if self.is_current(id, generation) => {
+                tracing::debug!(
+                    error_code = goaway.error_code,
+                    debug_data = %String::from_utf8_lossy(&goaway.debug_data),
+                    "GOAWAY before the connection's first stream: it closed gracefully"
+                );
+                self.tasks.remove(&id);
+                // SETTINGS received is READY for the policy (grpc-lb's subchannel diagram), and a connection
+                // closed gracefully from READY goes IDLE: no backoff, no TRANSIENT_FAILURE. No picker is
+                // published in between (one per batch of policy actions), so no call sees a READY
+                // subchannel without a connection.
+                if let Some(p) = self.policy.as_mut() {
+                    p.subchannel_ready(id, now);
+                    p.subchannel_closed(id, now);
+                }
+            }
+            Event::Ready(..)
+            | Event::Failed(..)
+            | Event::Closed(..)
+            | Event::Draining(..)
+            | Event::WentAway(..) => {}
             Event::ExitIdle => {
                 // Woken with no call in flight (`connect()`, or a call still resolving): the idle timeout runs
                 // from now, so a channel that is never used goes IDLE again. Calls disarm nothing: when the
@@ -707,6 +730,8 @@ impl Loop {
     }
 
     fn drain_actions(&mut self) {
+        // Only the last picker of a batch is published: the ones before it were never current.
+        let mut picker = None;
         while let Some(action) = self.policy.as_mut().and_then(LbPolicy::poll_action) {
             match action {
                 LbAction::Connect { id, addr, deadline } => {
@@ -737,11 +762,15 @@ impl Loop {
                     self.conns.remove(&id);
                 }
                 LbAction::ResolveNow => self.resolution.resolve_now(),
-                LbAction::UpdatePicker { state, picker } => {
-                    if !self.idle {
-                        self.publish(state, picker);
-                    }
-                }
+                LbAction::UpdatePicker {
+                    state,
+                    picker: spec,
+                } => picker = Some((state, spec)),
+            }
+        }
+        if let Some((state, spec)) = picker {
+            if !self.idle {
+                self.publish(state, spec);
             }
         }
     }
@@ -840,7 +869,10 @@ async fn connect_subchannel(
                 }
             }
         }
-        Ok(Err(error)) => {
+        Ok(Err(Setup::WentAway(goaway))) => {
+            let _ = events.send(Event::WentAway(id, generation, goaway));
+        }
+        Ok(Err(Setup::Failed(error))) => {
             let _ = events.send(Event::Failed(id, generation, error));
         }
         Err(_) => {
@@ -867,6 +899,32 @@ pub(crate) struct Established {
     pub(crate) ping_pong: Option<h2::PingPong>,
 }
 
+/// Why a connection did not become READY.
+pub(crate) enum Setup {
+    /// It failed (connect, TLS, HTTP/2, no answer to the PING).
+    Failed(Status),
+    /// The server answered, then closed it gracefully (GOAWAY with NO_ERROR) before the PING came back.
+    WentAway(GoAway),
+}
+
+impl From<Status> for Setup {
+    fn from(status: Status) -> Setup {
+        Setup::Failed(status)
+    }
+}
+
+impl From<Setup> for Status {
+    fn from(setup: Setup) -> Status {
+        match setup {
+            Setup::Failed(status) => status,
+            Setup::WentAway(_) => Status::new(
+                Code::Unavailable,
+                "the server closed the connection (GOAWAY) before it was used",
+            ),
+        }
+    }
+}
+
 /// The HTTP/2 handshake on a connected byte stream (TCP, or TLS over TCP), the task that drives the
 /// connection, and a PING that shows the server accepted it.
 pub(crate) async fn establish<T>(
@@ -874,7 +932,7 @@ pub(crate) async fn establish<T>(
     settings: &Http2Settings,
     tls: Option<&Handshake>,
     peer: &str,
-) -> Result<Established, Status>
+) -> Result<Established, Setup>
 where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -897,7 +955,10 @@ where
     if let Some(ping_pong) = ping_pong.as_mut() {
         if let Err(e) = ping_pong.ping(h2::Ping::opaque()).await {
             driver.abort();
-            return Err(connection_failed(e, tls, &seen));
+            if let Some(goaway) = seen.goaway().filter(|g| g.error_code == 0) {
+                return Err(Setup::WentAway(goaway));
+            }
+            return Err(connection_failed(e, tls, &seen).into());
         }
     }
     Ok(Established {

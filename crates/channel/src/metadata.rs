@@ -150,6 +150,28 @@ impl MetadataMap {
         MetadataMap { headers }
     }
 
+    /// The number of attempts that preceded the one whose result this metadata came with
+    /// (`grpc-previous-rpc-attempts`, gRFC A6 "Exposed Retry Metadata"): 0 when absent. Only the channel
+    /// sets it on received metadata; a server's copy of the header is dropped on receipt.
+    pub(crate) fn previous_rpc_attempts(&self) -> u32 {
+        self.headers
+            .get(names::GRPC_PREVIOUS_RPC_ATTEMPTS)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// Records `n` previous attempts (replacing any value); 0 removes the entry, as grpc-java leaves it out
+    /// when the first attempt produced the result.
+    pub(crate) fn set_previous_rpc_attempts(&mut self, n: u32) {
+        if n == 0 {
+            self.headers.remove(names::GRPC_PREVIOUS_RPC_ATTEMPTS);
+        } else {
+            self.headers
+                .insert(names::GRPC_PREVIOUS_RPC_ATTEMPTS, HeaderValue::from(n));
+        }
+    }
+
     /// Adds an ASCII value for `key` (keeping earlier values of the same key).
     pub fn append(&mut self, key: &str, value: &str) -> Result<(), MetadataError> {
         let name = check_key(key)?;

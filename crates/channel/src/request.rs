@@ -274,6 +274,16 @@ impl<T> Response<T> {
         &self.trailers
     }
 
+    /// How many attempts preceded the one that produced this response (gRFC A6 "Exposed Retry Metadata"):
+    /// retries and hedges, never transparent retries; 0 when the first attempt produced it. When not 0 the
+    /// same number is in [`Response::metadata`] as `grpc-previous-rpc-attempts` (as grpc-java hands it to
+    /// the application).
+    pub fn previous_rpc_attempts(&self) -> u32 {
+        self.metadata
+            .previous_rpc_attempts()
+            .max(self.trailers.previous_rpc_attempts())
+    }
+
     /// Whether the (unary) response message arrived compressed.
     pub fn was_compressed(&self) -> bool {
         self.compressed

@@ -38,6 +38,8 @@ pub(crate) struct Committed {
     pub(crate) open: OpenAttempt,
     /// Whether the attempt already wrote the application's half-close.
     pub(crate) half_closed: bool,
+    /// How many attempts preceded it (A6's `grpc-previous-rpc-attempts`, for the application).
+    pub(crate) previous_attempts: u32,
     /// Its span and metrics, which end with the call.
     pub(crate) telemetry: Option<AttemptTelemetry>,
 }
@@ -147,11 +149,11 @@ impl Driver {
                             .take()
                             .map(|t| t.elapsed())
                             .unwrap_or_default();
-                        self.telemetry[index] = Some(self.shared.lock().telemetry.attempt(
-                            attempt.0 + 1,
-                            transparent,
-                            delay,
-                        ));
+                        let mut shared = self.shared.lock();
+                        shared.attempt_started(previous_attempts);
+                        self.telemetry[index] =
+                            Some(shared.telemetry.attempt(attempt.0 + 1, transparent, delay));
+                        drop(shared);
                         self.attempts[index] =
                             Slot::Live(Attempt::new(pick, self.setup.clone(), previous_attempts));
                     }
@@ -202,7 +204,14 @@ impl Driver {
                             .unwrap_or_else(|| {
                                 Status::new(Code::Internal, "the attempt ended without a status")
                             }),
-                            Outcome::Local(reason) => Status::new(reason.code(), reason.message()),
+                            // Made by the client after the attempts so far: it follows the last one started.
+                            Outcome::Local(reason) => {
+                                let stats = call.stats();
+                                let policy_attempts =
+                                    stats.attempts.saturating_sub(stats.transparent_retries);
+                                Status::new(reason.code(), reason.message())
+                                    .with_previous_rpc_attempts(policy_attempts.saturating_sub(1))
+                            }
                         };
                         for slot in self.attempts.drain(..) {
                             if let Slot::Live(mut a) = slot {
@@ -223,6 +232,7 @@ impl Driver {
                 if let Some(attempt) = self.attempts.get_mut(index).and_then(Slot::live) {
                     if let Some(open) = attempt.take_open() {
                         let half_closed = attempt.half_closed();
+                        let previous_attempts = attempt.previous_attempts();
                         self.attempts[index] = Slot::Over(None);
                         // What was handed to h2 at the handover will not be replayed: free it.
                         if let Some(last) = open.flushed {
@@ -238,6 +248,7 @@ impl Driver {
                                 attempt: id,
                                 open,
                                 half_closed,
+                                previous_attempts,
                                 telemetry,
                             }),
                             None => Err(Status::new(
@@ -319,7 +330,10 @@ impl Driver {
                                 trailers: status.metadata(),
                             };
                             call.handle_end_with(id, end, &details, now());
-                            *slot = Slot::Over(Some(status));
+                            // Should the call end with this status, the application learns how many
+                            // attempts came before it.
+                            let previous = attempt.previous_attempts();
+                            *slot = Slot::Over(Some(status.with_previous_rpc_attempts(previous)));
                             ended = true;
                             break;
                         }

@@ -102,6 +102,23 @@ impl Status {
         &self.0.metadata
     }
 
+    /// How many attempts preceded the one that produced this status (gRFC A6 "Exposed Retry Metadata"):
+    /// retries and hedges under a retry or hedging policy, never transparent retries; 0 when the first
+    /// attempt produced it. The same number is in [`Status::metadata`] as `grpc-previous-rpc-attempts`
+    /// when it is not 0. For a status the client made after several attempts (a deadline during a
+    /// retry's backoff, a cancel), it is the number of attempts before the last one the call started.
+    pub fn previous_rpc_attempts(&self) -> u32 {
+        self.0.metadata.previous_rpc_attempts()
+    }
+
+    /// This status with `n` previous attempts recorded in its metadata (none for 0).
+    pub(crate) fn with_previous_rpc_attempts(mut self, n: u32) -> Status {
+        if n > 0 || self.0.metadata.previous_rpc_attempts() > 0 {
+            self.0.metadata.set_previous_rpc_attempts(n);
+        }
+        self
+    }
+
     /// The `grpc-status-details-bin` trailer, base64-decoded: a serialized `google.rpc.Status`, if the server
     /// sent one.
     pub fn details_bin(&self) -> Option<&Bytes> {
@@ -266,7 +283,11 @@ impl fmt::Debug for Status {
 
 impl fmt::Display for Status {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.0.code, self.0.message)
+        if self.0.message.is_empty() {
+            write!(f, "{}", self.0.code)
+        } else {
+            write!(f, "{}: {}", self.0.code, self.0.message)
+        }
     }
 }
 
@@ -282,6 +303,18 @@ impl StdError for Status {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn display_is_the_code_then_the_message_if_any() {
+        assert_eq!(
+            Status::new(Code::Unimplemented, "").to_string(),
+            "UNIMPLEMENTED"
+        );
+        assert_eq!(
+            Status::new(Code::Unavailable, "no route").to_string(),
+            "UNAVAILABLE: no route"
+        );
+    }
 
     #[test]
     fn http_status_table() {

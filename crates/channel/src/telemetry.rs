@@ -2,13 +2,16 @@
 //! facade (feature `metrics`), and [`Channel::stats`](crate::Channel::stats) without any exporter.
 //!
 //! Spans (at `INFO`, so a subscriber filtering them out costs a callsite check):
-//! * `grpc.call` per call, fields `grpc.method`, `grpc.target`, `retry.policy` (the policy the call runs:
-//!   `service_config`, `application` or `none`), and at its end `grpc.status` and `grpc.attempts`; a debug
-//!   event `call started` inside it says the same;
+//! * `grpc.call` per call, from its very start (before interceptors and resolution, so a call that fails
+//!   before any attempt has one too), fields `grpc.method`, `grpc.target`, `retry.policy` (the policy the
+//!   call runs, once its method config is known: `service_config`, `application` or `none`), and at its
+//!   end `grpc.status` and `grpc.attempts` (0 for a call that never made one); a debug event `call started`
+//!   inside it says when the first attempt is about to start;
 //! * `grpc.attempt` per attempt, a child of its call's span: `grpc.attempt` (1, 2, ...), `grpc.transparent`,
 //!   `grpc.delay_ms` (how long the call had no attempt in flight before this one: a retry's backoff, 0 for a
-//!   hedge or the first attempt), `grpc.peer` once picked, and at its end `grpc.outcome` (a status code,
-//!   `cancelled` for an attempt the call cancelled, `committed` for the one it kept while it runs on).
+//!   hedge or the first attempt), `grpc.peer` once picked, `grpc.committed` (true) when the call commits to
+//!   it, and at its end, once, `grpc.outcome` (a status code, or `cancelled` for an attempt the call
+//!   cancelled).
 //!
 //! Metrics, with the instrument names and labels of gRFC A66 and A96 (`grpc.method` as A66 writes it,
 //! `package.Service/Method` without the leading slash, `grpc.target`, and `grpc.status` where A66 has it).
@@ -78,21 +81,18 @@ impl Telemetry {
         }
     }
 
-    /// A call starts.
-    /// A call of the method `uri` names starts.
-    pub(crate) fn call(self: &Arc<Self>, uri: &http::Uri, policy: &'static str) -> CallTelemetry {
+    /// A call of the method `uri` names starts (before interceptors and resolution).
+    pub(crate) fn call(self: &Arc<Self>, uri: &http::Uri) -> CallTelemetry {
         self.calls_started.fetch_add(1, Ordering::Relaxed);
-        let method = uri.path();
-        let label = method.trim_start_matches('/');
+        let label = uri.path().trim_start_matches('/');
         let span = tracing::info_span!(
             "grpc.call",
             grpc.method = label,
             grpc.target = &*self.target,
-            retry.policy = policy,
+            retry.policy = tracing::field::Empty,
             grpc.status = tracing::field::Empty,
             grpc.attempts = tracing::field::Empty,
         );
-        span.in_scope(|| tracing::debug!(method, retry.policy = policy, "call started"));
         CallTelemetry {
             channel: self.clone(),
             uri: uri.clone(),
@@ -101,6 +101,25 @@ impl Telemetry {
             stats: None,
             finished: false,
         }
+    }
+}
+
+impl Telemetry {
+    /// A call refused before it could start because its method path is malformed: its span (with the path
+    /// as given) and the channel's totals, but no per-method statistics or metrics, whose labels must stay
+    /// bounded. Returns `status`.
+    pub(crate) fn refused(&self, path: &str, status: Status) -> Status {
+        self.calls_started.fetch_add(1, Ordering::Relaxed);
+        self.calls_failed.fetch_add(1, Ordering::Relaxed);
+        let span = tracing::info_span!(
+            "grpc.call",
+            grpc.method = path,
+            grpc.target = &*self.target,
+            grpc.status = status.code().name(),
+            grpc.attempts = 0u32,
+        );
+        span.in_scope(|| tracing::debug!(%status, "call refused"));
+        status
     }
 }
 
@@ -124,6 +143,25 @@ pub(crate) struct CallTelemetry {
 }
 
 impl CallTelemetry {
+    /// The call is ready for its first attempt under `policy` (where its retry policy comes from).
+    pub(crate) fn started(&mut self, policy: &'static str) {
+        self.span.record("retry.policy", policy);
+        self.span.in_scope(|| {
+            tracing::debug!(
+                method = self.uri.path(),
+                retry.policy = policy,
+                "call started"
+            )
+        });
+    }
+
+    /// The call failed before its first attempt (an interceptor, resolution, its deadline, a closed
+    /// channel, a request it could not encode): finishes it with `status`, which it returns.
+    pub(crate) fn fail(&mut self, status: Status) -> Status {
+        self.finish(&status);
+        status
+    }
+
     /// An attempt starts (number `n`, from 1), after `delay` with no attempt in flight.
     pub(crate) fn attempt(&self, n: u32, transparent: bool, delay: Duration) -> AttemptTelemetry {
         self.channel
@@ -136,6 +174,7 @@ impl CallTelemetry {
             grpc.transparent = transparent,
             grpc.delay_ms = delay.as_millis() as u64,
             grpc.peer = tracing::field::Empty,
+            grpc.committed = tracing::field::Empty,
             grpc.outcome = tracing::field::Empty,
         );
         #[cfg(feature = "metrics")]
@@ -257,9 +296,9 @@ impl AttemptTelemetry {
         self.end("cancelled", Some(Code::Cancelled));
     }
 
-    /// The call committed to the attempt, which runs on as the call.
+    /// The call committed to the attempt, which runs on as the call (its outcome comes when it ends).
     pub(crate) fn committed(&mut self) {
-        self.span.record("grpc.outcome", "committed");
+        self.span.record("grpc.committed", true);
     }
 
     fn end(&mut self, outcome: &'static str, code: Option<Code>) {

@@ -17,19 +17,21 @@ const UNITS: [(u128, char); 6] = [
     (3_600_000_000_000, 'H'),
 ];
 
-/// Encodes a timeout for the `grpc-timeout` header.
-pub fn encode(timeout: Duration) -> String {
+/// Encodes a timeout for the `grpc-timeout` header, rounding up to the finest unit whose value fits in 8
+/// digits (clamped at `99999999H`). `None` for a zero timeout: the header's value is a positive integer,
+/// so a call with no time left must end locally with DEADLINE_EXCEEDED, never be sent.
+pub fn encode(timeout: Duration) -> Option<String> {
     let nanos = timeout.as_nanos();
     if nanos == 0 {
-        return "0n".to_owned();
+        return None;
     }
     for (per_unit, unit) in UNITS {
         let value = nanos.div_ceil(per_unit);
         if value <= MAX_VALUE {
-            return format!("{value}{unit}");
+            return Some(format!("{value}{unit}"));
         }
     }
-    format!("{MAX_VALUE}H")
+    Some(format!("{MAX_VALUE}H"))
 }
 
 /// Decodes a `grpc-timeout` header value; `None` if it is not 1 to 8 digits followed by a known unit.
@@ -58,8 +60,12 @@ mod tests {
 
     #[test]
     fn encodes_at_the_finest_unit_that_fits_rounding_up() {
+        assert_eq!(
+            encode(Duration::ZERO),
+            None,
+            "a positive integer: zero is never sent"
+        );
         let cases = [
-            (Duration::ZERO, "0n"),
             (Duration::from_nanos(1), "1n"),
             (Duration::from_nanos(99_999_999), "99999999n"),
             (Duration::from_nanos(100_000_000), "100000u"),
@@ -73,7 +79,7 @@ mod tests {
             (Duration::from_secs(u64::MAX), "99999999H"),
         ];
         for (d, want) in cases {
-            assert_eq!(encode(d), want, "{d:?}");
+            assert_eq!(encode(d).as_deref(), Some(want), "{d:?}");
         }
     }
 
@@ -81,7 +87,7 @@ mod tests {
     fn never_encodes_more_than_eight_digits_and_never_shortens() {
         let mut d = Duration::from_nanos(7);
         while d < Duration::from_secs(10_000_000_000) {
-            let s = encode(d);
+            let s = encode(d).expect("positive");
             let digits = s.len() - 1;
             assert!(digits <= 8, "{s}");
             assert!(

@@ -212,3 +212,30 @@ async fn a_response_that_keeps_flowing_cannot_keep_the_call_alive_past_its_deadl
     );
     assert!(received < 25, "{received} messages read past the deadline");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_call_with_no_time_left_ends_locally_and_is_never_sent() {
+    let server = faulty_server().await;
+    let ch = channel(server.addr);
+    // A first call makes the connection READY, so the next attempt could open a stream at once.
+    ch.unary_raw(methods::ECHO_HEADERS, Request::new(Bytes::new()))
+        .await
+        .expect("warm-up");
+    let mut req = Request::new(Bytes::new()).with_timeout(Duration::ZERO);
+    req.metadata_mut()
+        .append("x-test-key", "zero")
+        .expect("key");
+    let status = ch
+        .unary_raw(methods::FLAKY, req)
+        .await
+        .expect_err("no time left");
+    assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
+    // Never sent: `grpc-timeout` is a positive integer, and `0n` would be one the server must reject.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let attempts: Vec<Event> = server
+        .events()
+        .into_iter()
+        .filter(|e| matches!(e, Event::Attempt { key, .. } if key == "zero"))
+        .collect();
+    assert_eq!(attempts, vec![], "the server saw the call");
+}

@@ -173,3 +173,90 @@ async fn a_graceful_goaway_on_a_unix_target_drains_too() {
         .expect("no hang");
     let _ = std::fs::remove_file(&path);
 }
+
+fn far() -> tokio::time::Instant {
+    tokio::time::Instant::now() + Duration::from_secs(30)
+}
+
+/// A GOAWAY right after the connection became READY (no call on it): the connection was closed gracefully,
+/// so the channel goes to IDLE (gRPC's connectivity semantics), not TRANSIENT_FAILURE, and the next call
+/// connects anew.
+#[tokio::test]
+async fn a_goaway_right_after_ready_makes_the_channel_idle_not_transient_failure() {
+    use grpc_channel::ConnectivityState;
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let c = control();
+    let server_control = c.clone();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let n = server_control.connections.fetch_add(1, Ordering::SeqCst) + 1;
+            tokio::spawn(serve(tcp, n, server_control.clone()));
+        }
+    });
+    let ch = Channel::new(format!("ipv4:{addr}")).expect("channel");
+    let run = async {
+        ch.connect();
+        let mut state = ch.state();
+        while state != ConnectivityState::Ready {
+            state = ch.wait_for_state_change(state, far()).await;
+            assert_ne!(state, ConnectivityState::TransientFailure);
+        }
+        c.goaway.notify_one();
+        let mut seen = Vec::new();
+        while state != ConnectivityState::Idle {
+            state = ch.wait_for_state_change(state, far()).await;
+            seen.push(state);
+            assert!(seen.len() < 10, "{seen:?}");
+        }
+        assert_eq!(seen, vec![ConnectivityState::Idle], "READY then IDLE");
+        // The next call connects anew.
+        assert_eq!(&call(&ch).await.expect("call")[..], b"conn2");
+    };
+    tokio::time::timeout(Duration::from_secs(60), run)
+        .await
+        .expect("no hang");
+}
+
+/// The same when the GOAWAY comes with the server's first frames, racing the PING that proves the
+/// connection: a connection the server closes gracefully is no failure.
+#[tokio::test]
+async fn a_goaway_with_the_server_s_first_frames_is_no_transient_failure() {
+    use grpc_channel::ConnectivityState;
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let c = control();
+    c.goaway.notify_one(); // a permit: connection 1 shuts down as soon as it is up
+    let server_control = c.clone();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let n = server_control.connections.fetch_add(1, Ordering::SeqCst) + 1;
+            tokio::spawn(serve(tcp, n, server_control.clone()));
+        }
+    });
+    let ch = Channel::new(format!("ipv4:{addr}")).expect("channel");
+    let run = async {
+        ch.connect();
+        let mut state = ch.state();
+        let mut seen = Vec::new();
+        while state != ConnectivityState::Idle || seen.is_empty() {
+            state = ch.wait_for_state_change(state, far()).await;
+            seen.push(state);
+            assert!(seen.len() < 10, "{seen:?}");
+        }
+        assert!(
+            !seen.contains(&ConnectivityState::TransientFailure),
+            "{seen:?}"
+        );
+        assert_eq!(&call(&ch).await.expect("call")[..], b"conn2");
+    };
+    tokio::time::timeout(Duration::from_secs(60), run)
+        .await
+        .expect("no hang");
+}
