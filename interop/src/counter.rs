@@ -156,9 +156,10 @@ async fn handle(mut call: ServerCall, shared: Shared, faults: Faults, rng: Arc<M
         (Some(tracker), Some(id)) => match tracker.execute(id, execute).await {
             Ok((value, source)) => Ok((value, source)),
             Err(ExecuteError::Handler(status)) => Err(status),
-            Err(ExecuteError::Stale(why)) => Err(Status::new(
-                Code::FailedPrecondition,
-                format!("stale request: {why:?}"),
+            // Stale (FAILED_PRECONDITION) or refused (INVALID_ARGUMENT, RESOURCE_EXHAUSTED): never ran.
+            Err(refused) => Err(Status::new(
+                refused.code().unwrap_or(Code::Internal),
+                refused.to_string(),
             )),
         },
         _ => execute().await.map(|v| (v, Source::Executed)),

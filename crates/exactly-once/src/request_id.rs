@@ -6,10 +6,14 @@ use prost::Message;
 /// The binary metadata key of the request id (the value is the serialized [`RequestId`]).
 pub const HEADER: &str = "exactly-once-request-id-bin";
 
+/// The length of a client id, in bytes: grpc-channel sends 16 random bytes per channel, and the result
+/// tracker refuses any other length (INVALID_ARGUMENT) rather than store what a client chose.
+pub const CLIENT_ID_LEN: usize = 16;
+
 /// Identifies one call of one client across its attempts (`grpc_channel.exactly_once.RequestId`).
 #[derive(Clone, PartialEq, Eq, Hash, Message)]
 pub struct RequestId {
-    /// The client: 16 random bytes, one value per channel.
+    /// The client: [`CLIENT_ID_LEN`] (16) random bytes, one value per channel.
     #[prost(bytes = "bytes", tag = "1")]
     pub client_id: Bytes,
     /// The call's sequence number, the same on every attempt; unique per client, from 1.
@@ -30,6 +34,9 @@ impl RequestId {
     }
 
     /// Parses a [`HEADER`] value; `None` if it is not a request id (no client id, or no sequence number).
+    ///
+    /// A client id of another length than [`CLIENT_ID_LEN`] still parses: the tracker then refuses the
+    /// request with INVALID_ARGUMENT, where a `None` here would let a server run it untracked.
     pub fn from_bytes(bytes: &[u8]) -> Option<RequestId> {
         let id = RequestId::decode(bytes).ok()?;
         (!id.client_id.is_empty() && id.seq_no > 0).then_some(id)
