@@ -244,8 +244,14 @@ impl Shared {
                     mut send, response, ..
                 } = committed.open;
                 self.attempt = committed.telemetry;
-                if self.ended.is_some() {
+                if let Some(ended) = &self.ended {
+                    // The call ended (cancelled, or aborted by its sender) while the driver committed: the
+                    // stream is reset, and a receiving half still waiting hears how the call ended.
                     send.send_reset(h2::Reason::CANCEL);
+                    self.handed = Some(Err(ended.status()));
+                    if let Some(w) = self.receiver.take() {
+                        w.wake();
+                    }
                     return;
                 }
                 // The messages the driver had not taken yet follow the replayed ones; errors reappear on the
@@ -391,7 +397,7 @@ pub(crate) fn encode_frame<T>(
     Ok(buf.freeze())
 }
 
-/// The sending half of a streaming call. Dropping it half-closes the call.
+/// The sending half of a streaming call. Dropping it half-closes the call (unless the call has ended).
 pub struct RequestSender<T> {
     shared: SharedRef,
     codec: Codec<T, ()>,
@@ -531,15 +537,26 @@ impl<T> RequestSender<T> {
         EndWatch(self.shared.clone())
     }
 
-    /// Ends the call because sending failed on the client (`status` is what [`RequestSender::send`]
-    /// returned): unless the call had already ended (then `status` only echoes that end), the call is
-    /// cancelled and the receiving half reports `status`.
-    pub(crate) fn fail(&mut self, status: Status) {
+    /// The most bytes a request message may have: the call's send limit (the channel's, or the method's
+    /// or the call's if smaller).
+    pub(crate) fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// Ends the call with `status` instead of half-closing it, for a task feeding this sender whose request
+    /// cannot go on: a message that cannot be sent (what [`RequestSender::send`] returned), or a request
+    /// source that failed. Under one lock the call is marked ended and reset with RST_STREAM(CANCEL), the
+    /// committed attempt's stream or, before commit, every live attempt's through the retry driver; the
+    /// sender is consumed, so nothing can half-close the call afterwards and the server never sees the end
+    /// of a request that is not whole. The receiving half reports `status`. A call that had already ended
+    /// keeps its own end (then `status` only echoes it).
+    pub(crate) fn abort(self, status: Status) {
         let mut s = self.shared.lock();
         if s.ended.is_none() {
             s.sender_failure = Some(status.clone());
             s.end(&status, h2::Reason::CANCEL);
         }
+        // Dropping `self` now finds the call ended: no END_STREAM.
     }
 }
 
@@ -839,7 +856,14 @@ impl<T> Streaming<T> {
         let sender_failure = {
             let mut guard = self.shared.lock();
             let s = &mut *guard;
-            s.report_end(&status, CommittedEnd::Remote(self.pushback));
+            // A call its sender aborted ended on the client, whatever the reset brought back.
+            match &s.sender_failure {
+                Some(failure) => {
+                    let failure = failure.clone();
+                    s.report_end(&failure, CommittedEnd::Local);
+                }
+                None => s.report_end(&status, CommittedEnd::Remote(self.pushback)),
+            }
             if s.ended.is_none() {
                 if let (Side::Direct(send), false) = (&mut s.side, s.half_closed) {
                     send.send_reset(h2::Reason::NO_ERROR);
@@ -1474,6 +1498,41 @@ mod tests {
             shared.lock().poll_input(&driver_cx, true, false),
             Some(Input::HalfClose)
         ));
+    }
+
+    #[test]
+    fn an_aborted_sender_cancels_the_uncommitted_call_and_never_half_closes_it() {
+        let shared = Shared::driving(
+            None,
+            crate::telemetry::Telemetry::new("test".into())
+                .call(&http::Uri::from_static("http://h/t.S/M"), "none"),
+        );
+        let mut sender = RequestSender::new(
+            shared.clone(),
+            Codec::<Bytes, Bytes>::raw().encoder(),
+            None,
+            usize::MAX,
+            None,
+        );
+        let waker = Waker::from(Arc::new(Wakes::default()));
+        let mut cx = Context::from_waker(&waker);
+        {
+            let send = std::pin::pin!(sender.send(Bytes::from_static(b"whole")));
+            assert!(matches!(send.poll(&mut cx), Poll::Ready(Ok(()))));
+        }
+        sender.abort(Status::new(Code::Internal, "the rest is broken"));
+        let mut s = shared.lock();
+        // The driver is told to cancel (resetting every live attempt), ahead of the queued message, and the
+        // sender's drop half-closed nothing.
+        assert!(matches!(
+            s.poll_input(&cx, true, false),
+            Some(Input::Cancel)
+        ));
+        assert!(!s.half_closed);
+        assert_eq!(
+            s.sender_failure.as_ref().map(Status::code),
+            Some(Code::Internal)
+        );
     }
 
     #[test]

@@ -634,9 +634,9 @@ impl Channel {
             while let Some(msg) = poll_fn(|cx| Pin::as_mut(&mut messages).poll_next(cx)).await {
                 if let Err(status) = sender.send(msg).await {
                     // The call ended (its status comes from the response side), or this message could not
-                    // be sent (too large, say): that ends the call with this status.
-                    sender.fail(status);
-                    break;
+                    // be sent (too large, say): that ends the call with this status, without a half-close.
+                    sender.abort(status);
+                    return;
                 }
             }
             // Dropping the sender half-closes.

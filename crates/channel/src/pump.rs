@@ -86,7 +86,7 @@ where
                 match sent {
                     Some(Ok(())) => {}
                     Some(Err(status)) => {
-                        sender.fail(status);
+                        sender.abort(status);
                         return;
                     }
                     None => return,

@@ -4,14 +4,23 @@
 //!
 //! Every call, whatever its shape, goes through the channel's streaming path: the request body's
 //! Length-Prefixed-Messages are read as they come, each sent as a message (replayed on retries and hedges
-//! within the channel's retry buffer limits), and the end of the body half-closes the call. The response is
-//! rebuilt as gRPC over HTTP/2 would carry it: the headers' metadata, each message framed again
-//! (uncompressed), and trailers with `grpc-status`, `grpc-message`, `grpc-status-details-bin` and the
+//! within the channel's retry buffer limits), and the end of the body half-closes the call. Only a whole,
+//! well-formed body half-closes it: a body that fails (an error, a compressed-flag byte other than 0 or 1,
+//! a message cut short by the body's end, a message over the call's send limit, a compressed message
+//! without a known `grpc-encoding`) aborts the call instead, resetting its stream (and every live attempt's)
+//! with RST_STREAM(CANCEL) before anything could half-close it, so the server never takes a partial
+//! request for a whole one. The call then ends with the failure's status: CANCELLED for a body error,
+//! RESOURCE_EXHAUSTED for a message over the limit, INTERNAL for the rest. The send limit also bounds what
+//! the adapter buffers: a message is refused as soon as its prefix declares it over the limit, and a
+//! compressed message is decompressed to at most the limit (a small gzip bomb is refused, not expanded).
+//!
+//! The response is rebuilt as gRPC over HTTP/2 would carry it: the headers' metadata, each message framed
+//! again (uncompressed), and trailers with `grpc-status`, `grpc-message`, `grpc-status-details-bin` and the
 //! trailing metadata; a call that fails before any response headers answers Trailers-Only.
 //!
 //! From the request headers, `grpc-timeout` becomes the call's timeout, `grpc-encoding` says how to read
 //! compressed request messages (and the channel sends them with that encoding), and every header that is
-//! not one of the protocol's own becomes metadata. An error in the request body cancels the call.
+//! not one of the protocol's own becomes metadata.
 //!
 //! Only with the `tower` feature.
 
@@ -24,7 +33,7 @@ use http::{HeaderMap, HeaderValue};
 use http_body::{Body, Frame};
 
 use crate::compression::{Encoding, ReceivedEncoding};
-use crate::framing::{self, Deframer};
+use crate::framing::{self, Deframer, FrameError};
 use crate::metadata::MetadataMap;
 use crate::request::Request;
 use crate::status::{Code, Status};
@@ -103,32 +112,14 @@ where
         Ok(halves) => halves,
         Err(status) => return trailers_only(&status),
     };
-    let (cancel_tx, cancel_rx) = tokio::sync::oneshot::channel::<Status>();
-    tokio::spawn(pump(body, sender, received, cancel_tx));
-    // The response headers, or the call's end before them (a failed request body cancels it).
-    let mut cancel = Some(cancel_rx);
-    let headers = loop {
-        let Some(rx) = cancel.as_mut() else {
-            break streaming.headers().await.cloned();
-        };
-        tokio::select! {
-            headers = streaming.headers() => break headers.cloned(),
-            failed = rx => match failed {
-                Ok(status) => {
-                    streaming.cancel();
-                    break Err(status);
-                }
-                // The body was read to its end.
-                Err(_) => cancel = None,
-            },
-        }
-    };
-    match headers {
+    tokio::spawn(pump(body, sender, received));
+    // The response headers, or the call's end before them (a failed request body aborts the call, and its
+    // status comes here).
+    match streaming.headers().await.cloned() {
         Err(status) => trailers_only(&status),
         Ok(metadata) => {
             let mut response = http::Response::new(ResponseBody {
                 streaming: Some(streaming),
-                cancel,
             });
             let h = response.headers_mut();
             h.insert("content-type", HeaderValue::from_static("application/grpc"));
@@ -140,23 +131,20 @@ where
     }
 }
 
-/// Reads the request body's messages into the call; half-closes at its end. A body error cancels the call
-/// (the status goes to the response side); a call that ended stops the reading.
-async fn pump<B>(
-    body: B,
-    mut sender: crate::RequestSender<Bytes>,
-    encoding: ReceivedEncoding,
-    cancel: tokio::sync::oneshot::Sender<Status>,
-) where
+/// Reads the request body's messages into the call; half-closes at its end. Any failure of the body (an
+/// error, a bad prefix, a truncated message, a message over the send limit as framed or once decompressed)
+/// aborts the call through its sender: RST_STREAM(CANCEL), never a half-close, and the failure's status on
+/// the response side. A call that ended stops the reading.
+async fn pump<B>(body: B, mut sender: crate::RequestSender<Bytes>, encoding: ReceivedEncoding)
+where
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
 {
     let end = sender.end_watch();
+    let limit = sender.limit();
     let mut body = std::pin::pin!(body);
-    let mut deframer = Deframer::new(usize::MAX >> 1);
-    let fail = |status: Status| {
-        let _ = cancel.send(status);
-    };
+    // A message over the send limit is refused as soon as its prefix is read, before it is buffered.
+    let mut deframer = Deframer::new(limit);
     loop {
         // The body's error is made a string at once: it need not be Send. When the call ends, the body
         // (the application's request stream) is dropped at once, not on its next item.
@@ -180,7 +168,7 @@ async fn pump<B>(
         let data = match frame {
             None => break,
             Some(Err(e)) => {
-                return fail(Status::new(
+                return sender.abort(Status::new(
                     Code::Cancelled,
                     format!("the request body failed: {e}"),
                 ));
@@ -196,23 +184,19 @@ async fn pump<B>(
             let message = match deframer.next_frame() {
                 Ok(Some(m)) => m,
                 Ok(None) => break,
-                Err(e) => {
-                    return fail(Status::new(
-                        Code::Internal,
-                        format!("the request body is not gRPC messages: {e}"),
-                    ))
-                }
+                Err(e) => return sender.abort(frame_status(e)),
             };
             let payload = if message.compressed {
                 match &encoding {
                     ReceivedEncoding::Known(enc) if *enc != Encoding::Identity => {
-                        match enc.decompress(message.payload, usize::MAX >> 1) {
+                        // Bounded like the message itself: a small gzip bomb expands no further.
+                        match enc.decompress(message.payload, limit) {
                             Ok(p) => p,
-                            Err(status) => return fail(status),
+                            Err(status) => return sender.abort(status),
                         }
                     }
                     _ => {
-                        return fail(Status::new(
+                        return sender.abort(Status::new(
                             Code::Internal,
                             "a compressed request message without a known grpc-encoding",
                         ))
@@ -233,29 +217,36 @@ async fn pump<B>(
             };
             match sent {
                 Some(Ok(())) => {}
-                Some(Err(status)) => {
-                    sender.fail(status);
-                    return;
-                }
+                Some(Err(status)) => return sender.abort(status),
                 None => return,
             }
         }
     }
-    if deframer.finish().is_err() {
-        return fail(Status::new(
-            Code::Internal,
-            "the request body ended inside a message",
-        ));
+    if let Err(e) = deframer.finish() {
+        return sender.abort(frame_status(e));
     }
     let _ = sender.finish().await;
 }
 
+/// The status a request body that is not a stream of gRPC messages aborts the call with: RESOURCE_EXHAUSTED
+/// for a message over the send limit (worded as the channel's own send check), INTERNAL otherwise.
+fn frame_status(e: FrameError) -> Status {
+    let status = match &e {
+        FrameError::TooLarge { len, limit } => Status::new(
+            Code::ResourceExhausted,
+            format!("trying to send a message larger than max ({len} vs. {limit})"),
+        ),
+        FrameError::InvalidFlag(_) | FrameError::Truncated { .. } => Status::new(
+            Code::Internal,
+            format!("the request body is not gRPC messages: {e}"),
+        ),
+    };
+    status.with_source(e)
+}
+
 /// A Trailers-Only response carrying `status`.
 fn trailers_only(status: &Status) -> http::Response<ResponseBody> {
-    let mut response = http::Response::new(ResponseBody {
-        streaming: None,
-        cancel: None,
-    });
+    let mut response = http::Response::new(ResponseBody { streaming: None });
     let h = response.headers_mut();
     h.insert("content-type", HeaderValue::from_static("application/grpc"));
     h.extend(status_trailers(status, None));
@@ -274,9 +265,8 @@ fn status_trailers(status: &Status, trailers: Option<&MetadataMap>) -> HeaderMap
 
 /// The response body of a [`ChannelService`] call: the messages framed again, then the status trailers.
 pub struct ResponseBody {
+    /// The call, until its trailers went out.
     streaming: Option<Streaming<Bytes>>,
-    /// A failed request body's status: the call is cancelled with it.
-    cancel: Option<tokio::sync::oneshot::Receiver<Status>>,
 }
 
 impl std::fmt::Debug for ResponseBody {
@@ -296,23 +286,6 @@ impl Body for ResponseBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
         let this = &mut *self;
-        if this.streaming.is_none() {
-            // Ended: the trailers went out (a request body failing later changes nothing).
-            return Poll::Ready(None);
-        }
-        if let Some(cancel) = this.cancel.as_mut() {
-            match Pin::new(cancel).poll(cx) {
-                Poll::Ready(Ok(status)) => {
-                    this.cancel = None;
-                    if let Some(mut streaming) = this.streaming.take() {
-                        streaming.cancel();
-                    }
-                    return Poll::Ready(Some(Ok(Frame::trailers(status_trailers(&status, None)))));
-                }
-                Poll::Ready(Err(_)) => this.cancel = None,
-                Poll::Pending => {}
-            }
-        }
         let Some(streaming) = this.streaming.as_mut() else {
             return Poll::Ready(None);
         };
@@ -338,6 +311,6 @@ impl Body for ResponseBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.streaming.is_none() && self.cancel.is_none()
+        self.streaming.is_none()
     }
 }

@@ -124,7 +124,7 @@ fn status_of(headers: &http::HeaderMap, trailers: &Option<http::HeaderMap>) -> O
 /// DEFECT: a request message over the channel's send limit is silently dropped by the adapter's pump
 /// (`sender.send(..).is_err()` → `return`, the dropped `RequestSender` half-closes), so the server sees a
 /// truncated request stream and the call SUCCEEDS with the wrong data. `Channel::client_streaming` and
-/// `Channel::bidi_streaming` turn the same failure into the call's status (`sender.fail`).
+/// `Channel::bidi_streaming` turn the same failure into the call's status (`RequestSender::abort`).
 #[tokio::test]
 async fn tower_oversize_request_message_fails_the_call() {
     let addr = interop_server().await;
