@@ -1505,7 +1505,7 @@ mod tests {
         let shared = Shared::driving(
             None,
             crate::telemetry::Telemetry::new("test".into())
-                .call(&http::Uri::from_static("http://h/t.S/M"), "none"),
+                .call(&http::Uri::from_static("http://h/t.S/M")),
         );
         let mut sender = RequestSender::new(
             shared.clone(),
