@@ -23,11 +23,11 @@ use http::{HeaderMap, HeaderValue};
 use std::collections::VecDeque;
 use tokio::time::Instant;
 
-use crate::call::{check_header_list, classify_head, head_opens_messages, pushback_of, Head};
 use crate::compression::Encoding;
 use crate::metadata::names::{
     GRPC_ACCEPT_ENCODING, GRPC_ENCODING, GRPC_PREVIOUS_RPC_ATTEMPTS, GRPC_TIMEOUT,
 };
+use crate::response::{check_header_list, classify_head, head_opens_messages, pushback_of, Head};
 use crate::status::{code_from_h2_reason, Code, Status};
 use crate::timeout;
 

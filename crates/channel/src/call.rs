@@ -4,12 +4,8 @@
 //! The two halves share the h2 send stream, because only it can send RST_STREAM: the receiving half resets the
 //! stream with CANCEL when the call is cancelled, dropped, past its deadline, or the response is malformed.
 //!
-//! How a response becomes a status:
-//! * HEADERS with `:status` other than 200 and no `grpc-status`: the HTTP-status table;
-//! * a `content-type` that is not `application/grpc*`: the HTTP-status table (200 → UNKNOWN);
-//! * HEADERS with END_STREAM (Trailers-Only): the status in them, or the HTTP-status table without one;
-//! * trailers: `grpc-status` (strict decimal 0..=16, anything else UNKNOWN), `grpc-message` percent-decoded,
-//!   `grpc-status-details-bin` kept; no trailers at all: INTERNAL;
+//! How a response becomes a status: the response headers and trailers as `response.rs` says; no trailers at
+//! all: INTERNAL;
 //! * a stream reset or a dead connection: [`Status::from_h2`];
 //! * a bad message prefix or a truncated message: INTERNAL; a message over the limit: RESOURCE_EXHAUSTED;
 //!   a compressed message under `identity`: INTERNAL, under an encoding we lack: UNIMPLEMENTED.
@@ -22,10 +18,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll, Waker};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use h2::client::ResponseFuture;
 use h2::{RecvStream, SendStream};
-use http::HeaderMap;
 use parking_lot::Mutex;
 use tokio::time::{Instant, Sleep};
 
@@ -34,15 +29,13 @@ use grpc_retry::{AttemptEnd, AttemptId, FailurePlace, Pushback, RetryCall};
 use crate::attempt::{OpenAttempt, Response};
 use crate::codec::Codec;
 use crate::compression::{Encoding, ReceivedEncoding};
-use crate::framing::{Deframer, Frame, FrameError, HEADER_LEN};
-use crate::metadata::names::{
-    GRPC_ENCODING, GRPC_MESSAGE, GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS, GRPC_STATUS_DETAILS_BIN,
-};
-use crate::metadata::{self, MetadataMap};
-use crate::percent;
+use crate::framing::{self, Deframer, Frame, FrameError};
+use crate::metadata::names::GRPC_ENCODING;
+use crate::metadata::MetadataMap;
 use crate::request::MessageOptions;
+use crate::response::{check_header_list, classify_head, pushback_of, status_from_trailers, Head};
 use crate::retry_driver::Committed;
-use crate::status::{code_from_http_status, Code, Status};
+use crate::status::{Code, Status};
 use crate::telemetry::{AttemptTelemetry, CallTelemetry};
 
 /// What both halves of a call share: the sending side (the retry driver before the call commits, the
@@ -353,50 +346,6 @@ enum CommittedEnd {
     Local,
 }
 
-/// Encodes one message into a Length-Prefixed-Message, compressed with `encoding` if given.
-pub(crate) fn encode_frame<T>(
-    codec: &Codec<T, impl Sized>,
-    msg: &T,
-    encoding: Option<Encoding>,
-    limit: usize,
-) -> Result<Bytes, Status> {
-    let len = (codec.encoded_len)(msg);
-    let too_large = |len: usize| {
-        Status::new(
-            Code::ResourceExhausted,
-            format!("trying to send a message larger than max ({len} vs. {limit})"),
-        )
-    };
-    let mut buf = match encoding {
-        None => {
-            if len > limit {
-                return Err(too_large(len));
-            }
-            let mut buf = BytesMut::with_capacity(HEADER_LEN + len);
-            buf.extend_from_slice(&[0; HEADER_LEN]);
-            (codec.encode)(msg, &mut buf);
-            buf
-        }
-        Some(enc) => {
-            let mut plain = BytesMut::with_capacity(len);
-            (codec.encode)(msg, &mut plain);
-            let mut buf = BytesMut::with_capacity(HEADER_LEN + len / 2 + 64);
-            buf.extend_from_slice(&[0; HEADER_LEN]);
-            enc.compress(&plain, &mut buf)?;
-            buf
-        }
-    };
-    let payload_len = buf.len() - HEADER_LEN;
-    if payload_len > limit {
-        return Err(too_large(payload_len));
-    }
-    let wire_len = u32::try_from(payload_len).map_err(|_| too_large(payload_len))?;
-    // The prefix goes into the space left for it: no second buffer per message.
-    buf[0] = u8::from(encoding.is_some());
-    buf[1..HEADER_LEN].copy_from_slice(&wire_len.to_be_bytes());
-    Ok(buf.freeze())
-}
-
 /// The sending half of a streaming call. Dropping it half-closes the call (unless the call has ended).
 pub struct RequestSender<T> {
     shared: SharedRef,
@@ -439,7 +388,7 @@ impl<T> RequestSender<T> {
     /// Sends a message with per-message options (e.g. uncompressed on a compressed call).
     pub async fn send_with(&mut self, message: T, options: MessageOptions) -> Result<(), Status> {
         let encoding = self.encoding.filter(|_| options.compress);
-        let frame = encode_frame(&self.codec, &message, encoding, self.limit)?;
+        let frame = framing::encode_frame(&self.codec, &message, encoding, self.limit)?;
         self.send_frame(frame, false).await
     }
 
@@ -539,6 +488,7 @@ impl<T> RequestSender<T> {
 
     /// The most bytes a request message may have: the call's send limit (the channel's, or the method's
     /// or the call's if smaller).
+    #[cfg(feature = "tower")]
     pub(crate) fn limit(&self) -> usize {
         self.limit
     }
@@ -1095,329 +1045,9 @@ impl<T> std::fmt::Debug for Streaming<T> {
     }
 }
 
-/// What the response HEADERS say.
-pub(crate) enum Head {
-    /// Messages follow.
-    Messages {
-        encoding: ReceivedEncoding,
-        metadata: MetadataMap,
-    },
-    /// The call is over: Trailers-Only, or a response that is not gRPC.
-    End(Status, MetadataMap),
-}
-
-/// Whether response headers open a stream of messages (what [`classify_head`] calls `Messages`), without
-/// taking the headers.
-pub(crate) fn head_opens_messages(http_status: u16, headers: &HeaderMap, end_stream: bool) -> bool {
-    !end_stream
-        && (http_status == 200 || headers.contains_key(GRPC_STATUS))
-        && grpc_content_type(headers)
-}
-
-fn grpc_content_type(headers: &HeaderMap) -> bool {
-    headers
-        .get(http::header::CONTENT_TYPE)
-        .map(|v| v.as_bytes())
-        .is_some_and(|ct| {
-            ct == b"application/grpc"
-                || ct.starts_with(b"application/grpc+")
-                || ct.starts_with(b"application/grpc;")
-        })
-}
-
-pub(crate) fn classify_head(http_status: u16, headers: HeaderMap, end_stream: bool) -> Head {
-    let has_grpc_status = headers.contains_key(GRPC_STATUS);
-    if http_status != 200 && !has_grpc_status {
-        let code = code_from_http_status(http_status);
-        return Head::End(
-            Status::new(
-                code,
-                format!("unexpected HTTP status code received from server: {http_status}"),
-            ),
-            MetadataMap::from_headers(headers),
-        );
-    }
-    if !grpc_content_type(&headers) {
-        let ct = headers
-            .get(http::header::CONTENT_TYPE)
-            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
-            .unwrap_or_else(|| "(none)".to_owned());
-        let code = code_from_http_status(http_status);
-        return Head::End(
-            Status::new(
-                code,
-                format!("unexpected content-type {ct:?} (HTTP status {http_status})"),
-            ),
-            MetadataMap::from_headers(headers),
-        );
-    }
-    if end_stream {
-        let (status, metadata) = status_from_trailers(headers);
-        return Head::End(status, metadata);
-    }
-    Head::Messages {
-        encoding: ReceivedEncoding::from_header(headers.get(GRPC_ENCODING)),
-        metadata: MetadataMap::from_headers(headers),
-    }
-}
-
-/// A header block over the client's header list limit (RFC 7541 §4.1 sizes: name, value and 32 bytes of
-/// overhead per field), as RESOURCE_EXHAUSTED naming the limit. h2 is given a much larger limit, so that a
-/// block moderately over ours arrives whole and gets this status instead of a protocol error.
-pub(crate) fn check_header_list(headers: &HeaderMap, limit: usize) -> Result<(), Status> {
-    let size: usize = headers
-        .iter()
-        .map(|(k, v)| k.as_str().len() + v.len() + 32)
-        .sum();
-    if size > limit {
-        return Err(Status::new(
-            Code::ResourceExhausted,
-            format!(
-                "the response header list of {size} bytes is over the client's limit of {limit} bytes \
-                 (Http2Settings::max_header_list_size)"
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// The server's `grpc-retry-pushback-ms` in a trailer block (or Trailers-Only headers). Found by walking the
-/// block, as [`status_from_trailers`] does: a block holds a handful of entries, and comparing names is
-/// cheaper than hashing the looked-up name.
-pub(crate) fn pushback_of(headers: &HeaderMap) -> Pushback {
-    Pushback::from_values(
-        headers
-            .iter()
-            .filter(|(name, _)| **name == GRPC_RETRY_PUSHBACK_MS)
-            .map(|(_, value)| value.as_bytes()),
-    )
-}
-
-/// The status in a trailer block (or Trailers-Only headers) and the block's metadata.
-pub(crate) fn status_from_trailers(trailers: HeaderMap) -> (Status, MetadataMap) {
-    // One walk over the block for the three protocol fields (the first value of each).
-    let (mut raw_status, mut raw_message, mut raw_details) = (None, None, None);
-    for (name, value) in &trailers {
-        let field = if *name == GRPC_STATUS {
-            &mut raw_status
-        } else if *name == GRPC_MESSAGE {
-            &mut raw_message
-        } else if *name == GRPC_STATUS_DETAILS_BIN {
-            &mut raw_details
-        } else {
-            continue;
-        };
-        field.get_or_insert(value);
-    }
-    let message = raw_message
-        .map(|v| percent::decode(v.as_bytes()))
-        .unwrap_or_default();
-    let status = match raw_status {
-        None => Status::new(
-            Code::Unknown,
-            format!("missing grpc-status in trailers; message: {message:?}"),
-        ),
-        Some(raw) => match Code::from_header_bytes(raw.as_bytes()) {
-            Some(code) => Status::new(code, message),
-            None => Status::new(
-                Code::Unknown,
-                format!(
-                    "invalid grpc-status {:?}; message: {message:?}",
-                    String::from_utf8_lossy(raw.as_bytes())
-                ),
-            ),
-        },
-    };
-    let details = raw_details
-        .and_then(|v| metadata::decode_bin(v.as_bytes()).ok())
-        .map(Bytes::from);
-    let md = MetadataMap::from_headers(trailers);
-    (
-        status.with_details_bin(details).with_metadata(md.clone()),
-        md,
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use http::HeaderValue;
-
-    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        for (k, v) in pairs {
-            h.append(*k, HeaderValue::from_static(v));
-        }
-        h
-    }
-
-    fn end_code(head: Head) -> (Code, String) {
-        match head {
-            Head::End(s, _) => (s.code(), s.message().to_owned()),
-            Head::Messages { .. } => panic!("expected the call to end"),
-        }
-    }
-
-    #[test]
-    fn head_opens_messages_agrees_with_classify_head() {
-        let types = [
-            None,
-            Some("application/grpc"),
-            Some("application/grpc+proto"),
-            Some("text/html"),
-        ];
-        for status in [200, 204, 404, 500, 503] {
-            for ct in types {
-                for grpc_status in [false, true] {
-                    for end in [false, true] {
-                        let mut h = HeaderMap::new();
-                        if let Some(ct) = ct {
-                            h.insert("content-type", HeaderValue::from_static(ct));
-                        }
-                        if grpc_status {
-                            h.insert("grpc-status", HeaderValue::from_static("0"));
-                        }
-                        let quick = head_opens_messages(status, &h, end);
-                        let full = matches!(classify_head(status, h, end), Head::Messages { .. });
-                        assert_eq!(quick, full, "{status} {ct:?} {grpc_status} {end}");
-                    }
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn non_200_without_grpc_status_uses_the_http_table() {
-        let (code, msg) = end_code(classify_head(
-            503,
-            headers(&[("content-type", "text/html")]),
-            false,
-        ));
-        assert_eq!(code, Code::Unavailable);
-        assert!(msg.contains("503"), "{msg}");
-        let (code, _) = end_code(classify_head(404, HeaderMap::new(), true));
-        assert_eq!(code, Code::Unimplemented);
-    }
-
-    #[test]
-    fn non_200_with_grpc_status_uses_grpc_status() {
-        let h = headers(&[
-            ("content-type", "application/grpc"),
-            ("grpc-status", "7"),
-            ("grpc-message", "no"),
-        ]);
-        let (code, msg) = end_code(classify_head(500, h, true));
-        assert_eq!((code, msg.as_str()), (Code::PermissionDenied, "no"));
-    }
-
-    #[test]
-    fn wrong_content_type_is_unknown_on_200() {
-        let (code, msg) = end_code(classify_head(
-            200,
-            headers(&[("content-type", "text/plain")]),
-            false,
-        ));
-        assert_eq!(code, Code::Unknown);
-        assert!(msg.contains("text/plain"), "{msg}");
-        let (code, _) = end_code(classify_head(200, HeaderMap::new(), false));
-        assert_eq!(code, Code::Unknown);
-    }
-
-    #[test]
-    fn grpc_content_type_variants_are_accepted() {
-        for ct in [
-            "application/grpc",
-            "application/grpc+proto",
-            "application/grpc+json",
-        ] {
-            let mut h = HeaderMap::new();
-            h.insert("content-type", HeaderValue::from_static(ct));
-            assert!(
-                matches!(classify_head(200, h, false), Head::Messages { .. }),
-                "{ct}"
-            );
-        }
-    }
-
-    #[test]
-    fn trailers_only_carries_the_status_and_metadata() {
-        let h = headers(&[
-            ("content-type", "application/grpc"),
-            ("grpc-status", "2"),
-            ("grpc-message", "a%20b%"),
-            ("x-md", "v"),
-        ]);
-        match classify_head(200, h, true) {
-            Head::End(s, md) => {
-                assert_eq!(s.code(), Code::Unknown);
-                assert_eq!(s.message(), "a b%");
-                assert_eq!(md.get("x-md"), Some("v"));
-                assert_eq!(s.metadata().get("x-md"), Some("v"));
-            }
-            Head::Messages { .. } => panic!("trailers-only"),
-        }
-    }
-
-    #[test]
-    fn trailers_only_without_grpc_status_is_unknown() {
-        let (code, _) = end_code(classify_head(
-            200,
-            headers(&[("content-type", "application/grpc")]),
-            true,
-        ));
-        assert_eq!(code, Code::Unknown);
-    }
-
-    #[test]
-    fn trailer_status_parsing() {
-        let cases: [(&[(&'static str, &'static str)], Code); 5] = [
-            (&[("grpc-status", "0")], Code::Ok),
-            (&[("grpc-status", "14")], Code::Unavailable),
-            (&[("grpc-status", "abc")], Code::Unknown),
-            (&[("grpc-status", "99")], Code::Unknown),
-            (&[], Code::Unknown),
-        ];
-        for (h, want) in cases {
-            assert_eq!(status_from_trailers(headers(h)).0.code(), want, "{h:?}");
-        }
-        let (s, _) = status_from_trailers(headers(&[
-            ("grpc-status", "3"),
-            ("grpc-status-details-bin", "AQI"),
-        ]));
-        assert_eq!(s.details_bin().map(|d| d.to_vec()), Some(vec![1, 2]));
-        // The first value of a repeated field counts, as with a lookup.
-        let (s, md) = status_from_trailers(headers(&[
-            ("x-md", "1"),
-            ("grpc-status", "3"),
-            ("grpc-message", "first"),
-            ("grpc-status", "5"),
-            ("grpc-message", "second"),
-        ]));
-        assert_eq!((s.code(), s.message()), (Code::InvalidArgument, "first"));
-        assert_eq!(md.get("x-md"), Some("1"));
-    }
-
-    #[test]
-    fn pushback_reads_every_value_of_its_header() {
-        let one = pushback_of(&headers(&[
-            ("grpc-status", "14"),
-            ("grpc-retry-pushback-ms", "10"),
-        ]));
-        assert_eq!(one, Pushback::from_values([b"10".as_slice()].into_iter()));
-        let two = pushback_of(&headers(&[
-            ("grpc-retry-pushback-ms", "10"),
-            ("grpc-status", "14"),
-            ("grpc-retry-pushback-ms", "20"),
-        ]));
-        assert_eq!(
-            two,
-            Pushback::from_values([b"10".as_slice(), b"20".as_slice()].into_iter())
-        );
-        assert_eq!(
-            pushback_of(&headers(&[("grpc-status", "14")])),
-            Pushback::None
-        );
-    }
 
     /// Counts its wake-ups.
     #[derive(Default)]
@@ -1453,7 +1083,7 @@ mod tests {
         let sender_wakes = Arc::new(Wakes::default());
         let sender_waker = Waker::from(sender_wakes.clone());
         let mut sender_cx = Context::from_waker(&sender_waker);
-        let frame_len = HEADER_LEN + 1000;
+        let frame_len = framing::HEADER_LEN + 1000;
         let fits = INBOX_LIMIT / frame_len;
         for i in 0..fits {
             let send = std::pin::pin!(sender.send(Bytes::from(vec![i as u8; 1000])));
@@ -1474,7 +1104,7 @@ mod tests {
         while sender_wakes.count() == 0 {
             match shared.lock().poll_input(&driver_cx, true, false) {
                 Some(Input::Message(m)) => {
-                    assert_eq!((m.len(), m[HEADER_LEN]), (frame_len, taken as u8));
+                    assert_eq!((m.len(), m[framing::HEADER_LEN]), (frame_len, taken as u8));
                     taken += 1;
                 }
                 _ => panic!("a message was queued"),
@@ -1487,7 +1117,7 @@ mod tests {
         assert!(shared.lock().poll_input(&driver_cx, false, false).is_none());
         for i in taken..=fits {
             match shared.lock().poll_input(&driver_cx, true, false) {
-                Some(Input::Message(m)) => assert_eq!(m[HEADER_LEN], i as u8),
+                Some(Input::Message(m)) => assert_eq!(m[framing::HEADER_LEN], i as u8),
                 _ => panic!("message {i} was queued"),
             }
         }
@@ -1533,20 +1163,5 @@ mod tests {
             s.sender_failure.as_ref().map(Status::code),
             Some(Code::Internal)
         );
-    }
-
-    #[test]
-    fn encode_frame_applies_limits_and_compression() {
-        let codec = Codec::<Bytes, Bytes>::raw();
-        let msg = Bytes::from(vec![0u8; 1000]);
-        let plain = encode_frame(&codec, &msg, None, 1000).expect("at the limit");
-        assert_eq!(&plain[..5], &[0, 0, 0, 3, 232]);
-        let err = encode_frame(&codec, &msg, None, 999).expect_err("over");
-        assert_eq!(err.code(), Code::ResourceExhausted);
-        let gz = encode_frame(&codec, &msg, Some(Encoding::Gzip), 999).expect("compressed fits");
-        assert_eq!(gz[0], 1);
-        let len = u32::from_be_bytes([gz[1], gz[2], gz[3], gz[4]]) as usize;
-        assert_eq!(len, gz.len() - 5);
-        assert!(len < 100);
     }
 }

@@ -14,8 +14,9 @@ use http::uri::{Authority, Scheme};
 use tokio::time::Instant;
 
 use crate::attempt::{AttemptSetup, Pick, PickError, PickFuture};
-use crate::call::{self, RequestSender, Shared, SharedRef, Streaming};
+use crate::call::{RequestSender, Shared, SharedRef, Streaming};
 use crate::codec::Codec;
+use crate::connect::Http2Settings;
 use crate::control::{ControlPlane, DEFAULT_IDLE_TIMEOUT};
 use crate::error::BuildError;
 use crate::interceptor::{Interceptor, Interceptors};
@@ -28,7 +29,7 @@ use crate::retry_driver::Driver;
 use crate::status::{Code, Status};
 use crate::telemetry::{CallTelemetry, ChannelStats, Telemetry};
 use crate::tls::{server_name_host, TlsConfig, TlsConnector};
-use crate::transport::{Http2Settings, Transport};
+use crate::transport::Transport;
 use grpc_lb::ConnectivityState;
 use grpc_retry::{
     AppRetryPolicy, BufferPool, CallConfig, Precedence, RetryCall, Shared as RetryShared,
@@ -600,7 +601,7 @@ impl Channel {
         let codec = Codec::<Req, Resp>::prost();
         let (message, metadata, options) = request.into_parts();
         let (prepared, mut telemetry) = self.prepare(path, metadata, options).await?;
-        let frame = call::encode_frame(
+        let frame = crate::framing::encode_frame(
             &codec,
             &message,
             prepared.options.compression,
@@ -684,7 +685,7 @@ impl Channel {
         let (message, metadata, options) = request.into_parts();
         let (prepared, mut telemetry) = self.prepare(path, metadata, options).await?;
         // An oversize request is never sent.
-        let frame = call::encode_frame(
+        let frame = crate::framing::encode_frame(
             &codec,
             &message,
             prepared.options.compression,

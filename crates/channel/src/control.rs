@@ -27,19 +27,18 @@ use grpc_lb::{
 use grpc_retry::SplitMix64;
 use grpc_service_config::LbPolicy as LbConfig;
 use h2::client::SendRequest;
-use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::attempt::PickError;
-use crate::keepalive::{self, Keepalive, TCP_KEEPALIVE};
+use crate::connect::Http2Settings;
+use crate::connect::{connect, AbortOnDrop, Established, Setup};
+use crate::keepalive::{self, Keepalive};
 use crate::resolution::{Endpoint, Resolution, State};
-use crate::sniff::{GoAway, Seen, Sniffer};
+use crate::sniff::GoAway;
 use crate::status::{Code, Status};
-use crate::tls::{self, Handshake, TlsConnector};
-use crate::transport::Http2Settings;
+use crate::tls::TlsConnector;
 
 /// How long a channel leaving IDLE waits for a fresh resolution before it uses the last one.
 const FRESH_RESOLUTION_WAIT: Duration = Duration::from_secs(1);
@@ -120,16 +119,6 @@ impl ActiveCalls {
                 .and_then(|end| end.checked_add(timeout))
                 .map(|at| at.max(now)),
         }
-    }
-}
-
-/// Turns on the kernel's TCP keepalive probes (a dead peer is found even when nothing is sent).
-pub(crate) fn set_tcp_keepalive<S: std::os::fd::AsFd>(socket: &S) {
-    let params = socket2::TcpKeepalive::new()
-        .with_time(TCP_KEEPALIVE)
-        .with_interval(TCP_KEEPALIVE);
-    if let Err(e) = socket2::SockRef::from(socket).set_tcp_keepalive(&params) {
-        tracing::debug!(error = %e, "could not set TCP keepalive");
     }
 }
 
@@ -817,39 +806,15 @@ async fn connect_subchannel(
         active,
         events,
     } = channel;
-    // Which step a timed-out attempt was in, for its status.
-    const PHASES: [&str; 3] = ["TCP connection", "TLS handshake", "HTTP/2 handshake"];
-    let phase = std::sync::atomic::AtomicU8::new(0);
-    let attempt = async {
-        let tcp = TcpStream::connect(addr)
-            .await
-            .map_err(|e| Status::from_io("connect", e))?;
-        tcp.set_nodelay(true)
-            .map_err(|e| Status::from_io("set TCP_NODELAY", e))?;
-        set_tcp_keepalive(&tcp);
-        let peer = addr.to_string();
-        match &tls {
-            None => {
-                phase.store(2, Ordering::Relaxed);
-                establish(tcp, &settings, None, &peer).await
-            }
-            Some(tls) => {
-                phase.store(1, Ordering::Relaxed);
-                let (io, handshake) = tls.connect(tcp).await?;
-                phase.store(2, Ordering::Relaxed);
-                establish(io, &settings, Some(&handshake), &peer).await
-            }
-        }
-    };
-    let ended = tokio::time::timeout_at(deadline, attempt).await;
+    let ended = connect(addr, deadline, &settings, tls.as_ref()).await;
     match ended {
-        Ok(Ok(Established {
+        Ok(Established {
             send,
             driver,
             mut closed,
             seen,
             ping_pong,
-        })) => {
+        }) => {
             let _ = events.send(Event::Ready(id, generation, send));
             // Aborting this task (Disconnect) must close the connection too.
             let _abort = AbortOnDrop(driver);
@@ -869,122 +834,12 @@ async fn connect_subchannel(
                 }
             }
         }
-        Ok(Err(Setup::WentAway(goaway))) => {
+        Err(Setup::WentAway(goaway)) => {
             let _ = events.send(Event::WentAway(id, generation, goaway));
         }
-        Ok(Err(Setup::Failed(error))) => {
+        Err(Setup::Failed(error)) => {
             let _ = events.send(Event::Failed(id, generation, error));
         }
-        Err(_) => {
-            let timed_out = Status::new(
-                Code::Unavailable,
-                format!(
-                    "connection attempt timed out (in the {})",
-                    PHASES[usize::from(phase.load(Ordering::Relaxed)).min(2)]
-                ),
-            );
-            let _ = events.send(Event::Failed(id, generation, timed_out));
-        }
-    }
-}
-
-/// A connection's HTTP/2 side, once its server has answered.
-pub(crate) struct Established {
-    pub(crate) send: SendRequest<Bytes>,
-    /// The task driving the connection (abort it to close the connection).
-    pub(crate) driver: JoinHandle<()>,
-    /// Fires when the connection has ended.
-    pub(crate) closed: oneshot::Receiver<()>,
-    pub(crate) seen: Arc<Seen>,
-    pub(crate) ping_pong: Option<h2::PingPong>,
-}
-
-/// Why a connection did not become READY.
-pub(crate) enum Setup {
-    /// It failed (connect, TLS, HTTP/2, no answer to the PING).
-    Failed(Status),
-    /// The server answered, then closed it gracefully (GOAWAY with NO_ERROR) before the PING came back.
-    WentAway(GoAway),
-}
-
-impl From<Status> for Setup {
-    fn from(status: Status) -> Setup {
-        Setup::Failed(status)
-    }
-}
-
-impl From<Setup> for Status {
-    fn from(setup: Setup) -> Status {
-        match setup {
-            Setup::Failed(status) => status,
-            Setup::WentAway(_) => Status::new(
-                Code::Unavailable,
-                "the server closed the connection (GOAWAY) before it was used",
-            ),
-        }
-    }
-}
-
-/// The HTTP/2 handshake on a connected byte stream (TCP, or TLS over TCP), the task that drives the
-/// connection, and a PING that shows the server accepted it.
-pub(crate) async fn establish<T>(
-    io: T,
-    settings: &Http2Settings,
-    tls: Option<&Handshake>,
-    peer: &str,
-) -> Result<Established, Setup>
-where
-    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    let (io, seen) = Sniffer::new(io);
-    let (send, mut connection) = settings
-        .client_builder()
-        .handshake::<_, Bytes>(io)
-        .await
-        .map_err(|e| connection_failed(e, tls, &seen))?;
-    let mut ping_pong = connection.ping_pong();
-    let (closed_tx, closed) = oneshot::channel::<()>();
-    let peer_name = peer.to_owned();
-    let driver = tokio::spawn(async move {
-        if let Err(e) = connection.await {
-            tracing::debug!(peer = %peer_name, error = %e, "connection ended with an error");
-        }
-        let _ = closed_tx.send(());
-    });
-    // The server's SETTINGS come before its PING ACK: an answered PING means the connection was accepted.
-    if let Some(ping_pong) = ping_pong.as_mut() {
-        if let Err(e) = ping_pong.ping(h2::Ping::opaque()).await {
-            driver.abort();
-            if let Some(goaway) = seen.goaway().filter(|g| g.error_code == 0) {
-                return Err(Setup::WentAway(goaway));
-            }
-            return Err(connection_failed(e, tls, &seen).into());
-        }
-    }
-    Ok(Established {
-        send,
-        driver,
-        closed,
-        seen,
-        ping_pong,
-    })
-}
-
-/// The status of a connection that failed while HTTP/2 started: the TLS cause when there is one.
-pub(crate) fn connection_failed(err: h2::Error, tls: Option<&Handshake>, seen: &Seen) -> Status {
-    if let Some(status) = seen.wrong_protocol(tls.is_some()) {
-        return status.with_source(err);
-    }
-    tls.and_then(|tls| tls::connection_error(&err, tls, seen.last_frame_at().is_some()))
-        .unwrap_or_else(|| Status::from_h2(err))
-}
-
-/// Aborts a task when dropped.
-pub(crate) struct AbortOnDrop(pub(crate) JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 

@@ -2,6 +2,9 @@
 //! big-endian length, then the message. HTTP/2 DATA frame boundaries have nothing to do with message
 //! boundaries, so the [`Deframer`] takes chunks as they arrive and hands out whole messages.
 //!
+//! Sending: [`encode_frame`] serializes a message with its prefix in one buffer, compressed or not, and
+//! refuses one over the send limit.
+//!
 //! A message that lies within one received chunk is handed out as a slice of that chunk (no copy). Only a
 //! message split across chunks is gathered into one buffer, once. A length over the receive limit is refused
 //! as soon as its prefix is read, before any of it is buffered.
@@ -9,6 +12,10 @@
 use std::collections::VecDeque;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
+
+use crate::codec::Codec;
+use crate::compression::Encoding;
+use crate::status::{Code, Status};
 
 /// Bytes in the length prefix.
 pub const HEADER_LEN: usize = 5;
@@ -50,6 +57,50 @@ pub enum FrameError {
 pub fn put_header(buf: &mut BytesMut, compressed: bool, len: u32) {
     buf.put_u8(u8::from(compressed));
     buf.put_u32(len);
+}
+
+/// Encodes one message into a Length-Prefixed-Message, compressed with `encoding` if given.
+pub(crate) fn encode_frame<T>(
+    codec: &Codec<T, impl Sized>,
+    msg: &T,
+    encoding: Option<Encoding>,
+    limit: usize,
+) -> Result<Bytes, Status> {
+    let len = (codec.encoded_len)(msg);
+    let too_large = |len: usize| {
+        Status::new(
+            Code::ResourceExhausted,
+            format!("trying to send a message larger than max ({len} vs. {limit})"),
+        )
+    };
+    let mut buf = match encoding {
+        None => {
+            if len > limit {
+                return Err(too_large(len));
+            }
+            let mut buf = BytesMut::with_capacity(HEADER_LEN + len);
+            buf.extend_from_slice(&[0; HEADER_LEN]);
+            (codec.encode)(msg, &mut buf);
+            buf
+        }
+        Some(enc) => {
+            let mut plain = BytesMut::with_capacity(len);
+            (codec.encode)(msg, &mut plain);
+            let mut buf = BytesMut::with_capacity(HEADER_LEN + len / 2 + 64);
+            buf.extend_from_slice(&[0; HEADER_LEN]);
+            enc.compress(&plain, &mut buf)?;
+            buf
+        }
+    };
+    let payload_len = buf.len() - HEADER_LEN;
+    if payload_len > limit {
+        return Err(too_large(payload_len));
+    }
+    let wire_len = u32::try_from(payload_len).map_err(|_| too_large(payload_len))?;
+    // The prefix goes into the space left for it: no second buffer per message.
+    buf[0] = u8::from(encoding.is_some());
+    buf[1..HEADER_LEN].copy_from_slice(&wire_len.to_be_bytes());
+    Ok(buf.freeze())
 }
 
 /// Turns received chunks into messages.
@@ -189,6 +240,21 @@ impl Deframer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn encode_frame_applies_limits_and_compression() {
+        let codec = Codec::<Bytes, Bytes>::raw();
+        let msg = Bytes::from(vec![0u8; 1000]);
+        let plain = encode_frame(&codec, &msg, None, 1000).expect("at the limit");
+        assert_eq!(&plain[..5], &[0, 0, 0, 3, 232]);
+        let err = encode_frame(&codec, &msg, None, 999).expect_err("over");
+        assert_eq!(err.code(), Code::ResourceExhausted);
+        let gz = encode_frame(&codec, &msg, Some(Encoding::Gzip), 999).expect("compressed fits");
+        assert_eq!(gz[0], 1);
+        let len = u32::from_be_bytes([gz[1], gz[2], gz[3], gz[4]]) as usize;
+        assert_eq!(len, gz.len() - 5);
+        assert!(len < 100);
+    }
 
     fn framed(compressed: bool, payload: &[u8]) -> Bytes {
         let mut b = BytesMut::new();

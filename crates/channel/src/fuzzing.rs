@@ -1,11 +1,11 @@
 //! Entry points for the fuzz targets in `fuzz/` (a workspace of its own, so it cannot see crate-private
-//! items). Thin wrappers around the response parsing in `call`; not part of the API and not stable.
+//! items). Thin wrappers around the response parsing in `response`; not part of the API and not stable.
 
 use http::HeaderMap;
 
-use crate::call::{self, Head};
 use crate::compression::{Encoding, ReceivedEncoding};
 use crate::metadata::MetadataMap;
+use crate::response::{self, Head};
 use crate::status::Status;
 
 /// What the response HEADERS say, as [`response_head`] classifies them.
@@ -30,7 +30,7 @@ pub enum ResponseHead {
 
 /// Classifies a response head: HTTP status, header block, and whether the HEADERS frame ended the stream.
 pub fn response_head(http_status: u16, headers: HeaderMap, end_stream: bool) -> ResponseHead {
-    match call::classify_head(http_status, headers, end_stream) {
+    match response::classify_head(http_status, headers, end_stream) {
         Head::Messages { encoding, metadata } => ResponseHead::Messages {
             encoding: match encoding {
                 ReceivedEncoding::Identity => Ok(Encoding::Identity),
@@ -45,5 +45,5 @@ pub fn response_head(http_status: u16, headers: HeaderMap, end_stream: bool) -> 
 
 /// The status and metadata of a trailer block.
 pub fn trailers(trailers: HeaderMap) -> (Status, MetadataMap) {
-    call::status_from_trailers(trailers)
+    response::status_from_trailers(trailers)
 }

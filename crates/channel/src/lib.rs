@@ -50,6 +50,7 @@ mod call;
 mod channel;
 mod codec;
 pub mod compression;
+mod connect;
 mod control;
 mod error;
 pub mod error_details;
@@ -69,6 +70,7 @@ pub mod percent;
 mod pump;
 mod request;
 mod resolution;
+mod response;
 mod retry_driver;
 mod sniff;
 mod status;
@@ -85,6 +87,7 @@ pub use channel::{
     Channel, ChannelBuilder, DEFAULT_MAX_RECEIVE_MESSAGE_SIZE, DEFAULT_MAX_SEND_MESSAGE_SIZE,
 };
 pub use compression::Encoding;
+pub use connect::Http2Settings;
 pub use control::DEFAULT_IDLE_TIMEOUT;
 pub use error::BuildError;
 pub use error_details::ErrorDetails;
@@ -105,7 +108,6 @@ pub use request::{
 pub use status::{Code, Status};
 pub use telemetry::ChannelStats;
 pub use tls::TlsConfig;
-pub use transport::Http2Settings;
 
 /// Includes the Rust code `grpc-build` generated for a protobuf package (messages and `<service>_client`
 /// modules), from `OUT_DIR`: `include_proto!("a.b.c")` includes `$OUT_DIR/a.b.c.rs`. Put it in a module tree

@@ -1,16 +1,6 @@
 //! The connection under a channel: TCP (with TCP_NODELAY) and an HTTP/2 client handshake with prior knowledge,
 //! a task that drives the connection, and reconnection when it dies.
 //!
-//! HTTP/2 settings, chosen deliberately (see [`Http2Settings`]):
-//! * stream window 1 MiB: a 4 MiB message needs four window updates, and one call cannot take the whole
-//!   connection;
-//! * connection window 16 MiB: sixteen streams can be at full stream window at once;
-//! * DATA-frame budget 8 MiB: h2 (0.4.16+) charges every unread DATA frame under 256 bytes that does not end a
-//!   stream, which is every small gRPC message; with h2's default (half the connection window, at least
-//!   25,600 bytes) about a hundred concurrent small responses would make h2 close the connection with
-//!   `too_many_data_frames`. 8 MiB allows over 32,000 unread small frames;
-//! * max frame size 16 KiB (the HTTP/2 default, which every server accepts), header list 16 KiB.
-//!
 //! Load balancing, connection backoff and connectivity state come with the `lb` crate; until then a channel
 //! holds one connection, to the first endpoint that accepts, and makes a new one on the next call after it
 //! dies. A failed connection attempt asks the resolver for fresh addresses.
@@ -26,59 +16,13 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpStream, UnixStream};
 use tokio::time::Instant;
 
-use crate::control::{establish, AbortOnDrop, ActiveCalls, CallGuard, Established};
+use crate::connect::{establish, AbortOnDrop, Established, Http2Settings};
+use crate::control::{ActiveCalls, CallGuard};
 use crate::keepalive::{self, Keepalive};
 use crate::resolution::{Endpoint, Resolution};
 use crate::sniff::Seen;
 use crate::status::{Code, Status};
 use crate::tls::TlsConnector;
-
-/// HTTP/2 settings of the channel's connections.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Http2Settings {
-    /// SETTINGS_INITIAL_WINDOW_SIZE: how much one stream may receive before the client reads it.
-    pub stream_window: u32,
-    /// The connection-level receive window.
-    pub connection_window: u32,
-    /// h2's budget for unread small DATA frames (see the module docs).
-    pub data_frame_budget: usize,
-    /// SETTINGS_MAX_FRAME_SIZE.
-    pub max_frame_size: u32,
-    /// The largest response header list (headers or trailers, RFC 7541 sizes) a call accepts; a larger one
-    /// ends the call RESOURCE_EXHAUSTED. 16 KiB by default.
-    pub max_header_list_size: u32,
-    /// How long one connection attempt may take.
-    pub connect_timeout: Duration,
-}
-
-impl Http2Settings {
-    /// An h2 client builder with these settings.
-    pub(crate) fn client_builder(&self) -> h2::client::Builder {
-        let mut b = h2::client::Builder::new();
-        b.initial_window_size(self.stream_window)
-            .initial_connection_window_size(self.connection_window)
-            .data_frame_budget(self.data_frame_budget)
-            .max_frame_size(self.max_frame_size)
-            // h2 gets 16 times the limit, which the channel enforces itself with a status that names
-            // it; h2's own checks (a protocol error, then ENHANCE_YOUR_CALM at 4x its limit) say less.
-            .max_header_list_size(self.max_header_list_size.saturating_mul(16))
-            .enable_push(false);
-        b
-    }
-}
-
-impl Default for Http2Settings {
-    fn default() -> Self {
-        Http2Settings {
-            stream_window: 1 << 20,
-            connection_window: 16 << 20,
-            data_frame_budget: 8 << 20,
-            max_frame_size: 16 << 10,
-            max_header_list_size: 16 << 10,
-            connect_timeout: Duration::from_secs(20),
-        }
-    }
-}
 
 #[derive(Clone)]
 struct Conn {

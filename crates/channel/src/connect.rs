@@ -1,0 +1,236 @@
+//! Connection setup, the one path every subchannel connection takes: the socket (TCP with TCP_NODELAY and
+//! kernel keepalive), TLS when the channel has it, the HTTP/2 handshake with prior knowledge, a task that
+//! drives the connection, and a PING whose answer proves the server's SETTINGS arrived (READY). A server
+//! that answers and then closes gracefully (GOAWAY with NO_ERROR) before that PING is told apart from a
+//! failure ([`Setup::WentAway`]).
+//!
+//! HTTP/2 settings, chosen deliberately (see [`Http2Settings`]):
+//! * stream window 1 MiB: a 4 MiB message needs four window updates, and one call cannot take the whole
+//!   connection;
+//! * connection window 16 MiB: sixteen streams can be at full stream window at once;
+//! * DATA-frame budget 8 MiB: h2 (0.4.16+) charges every unread DATA frame under 256 bytes that does not end a
+//!   stream, which is every small gRPC message; with h2's default (half the connection window, at least
+//!   25,600 bytes) about a hundred concurrent small responses would make h2 close the connection with
+//!   `too_many_data_frames`. 8 MiB allows over 32,000 unread small frames;
+//! * max frame size 16 KiB (the HTTP/2 default, which every server accepts), header list 16 KiB.
+//!
+//! Not here: what happens once the connection is READY (the control plane watches it for its close, a GOAWAY
+//! or unanswered keepalive PINGs), and connection backoff (grpc-lb).
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use h2::client::SendRequest;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::keepalive::TCP_KEEPALIVE;
+use crate::sniff::{GoAway, Seen, Sniffer};
+use crate::status::{Code, Status};
+use crate::tls::{self, Handshake, TlsConnector};
+
+/// HTTP/2 settings of the channel's connections.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Http2Settings {
+    /// SETTINGS_INITIAL_WINDOW_SIZE: how much one stream may receive before the client reads it.
+    pub stream_window: u32,
+    /// The connection-level receive window.
+    pub connection_window: u32,
+    /// h2's budget for unread small DATA frames (see the module docs).
+    pub data_frame_budget: usize,
+    /// SETTINGS_MAX_FRAME_SIZE.
+    pub max_frame_size: u32,
+    /// The largest response header list (headers or trailers, RFC 7541 sizes) a call accepts; a larger one
+    /// ends the call RESOURCE_EXHAUSTED. 16 KiB by default.
+    pub max_header_list_size: u32,
+    /// How long one connection attempt may take.
+    pub connect_timeout: Duration,
+}
+
+impl Http2Settings {
+    /// An h2 client builder with these settings.
+    pub(crate) fn client_builder(&self) -> h2::client::Builder {
+        let mut b = h2::client::Builder::new();
+        b.initial_window_size(self.stream_window)
+            .initial_connection_window_size(self.connection_window)
+            .data_frame_budget(self.data_frame_budget)
+            .max_frame_size(self.max_frame_size)
+            // h2 gets 16 times the limit, which the channel enforces itself with a status that names
+            // it; h2's own checks (a protocol error, then ENHANCE_YOUR_CALM at 4x its limit) say less.
+            .max_header_list_size(self.max_header_list_size.saturating_mul(16))
+            .enable_push(false);
+        b
+    }
+}
+
+impl Default for Http2Settings {
+    fn default() -> Self {
+        Http2Settings {
+            stream_window: 1 << 20,
+            connection_window: 16 << 20,
+            data_frame_budget: 8 << 20,
+            max_frame_size: 16 << 10,
+            max_header_list_size: 16 << 10,
+            connect_timeout: Duration::from_secs(20),
+        }
+    }
+}
+
+/// One connection attempt to `addr`, given up at `deadline`: READY, or why not.
+pub(crate) async fn connect(
+    addr: SocketAddr,
+    deadline: Instant,
+    settings: &Http2Settings,
+    tls: Option<&TlsConnector>,
+) -> Result<Established, Setup> {
+    // Which step a timed-out attempt was in, for its status.
+    const PHASES: [&str; 3] = ["TCP connection", "TLS handshake", "HTTP/2 handshake"];
+    let phase = AtomicU8::new(0);
+    let attempt = async {
+        let tcp = TcpStream::connect(addr)
+            .await
+            .map_err(|e| Status::from_io("connect", e))?;
+        tcp.set_nodelay(true)
+            .map_err(|e| Status::from_io("set TCP_NODELAY", e))?;
+        set_tcp_keepalive(&tcp);
+        let peer = addr.to_string();
+        match tls {
+            None => {
+                phase.store(2, Ordering::Relaxed);
+                establish(tcp, settings, None, &peer).await
+            }
+            Some(tls) => {
+                phase.store(1, Ordering::Relaxed);
+                let (io, handshake) = tls.connect(tcp).await?;
+                phase.store(2, Ordering::Relaxed);
+                establish(io, settings, Some(&handshake), &peer).await
+            }
+        }
+    };
+    match tokio::time::timeout_at(deadline, attempt).await {
+        Ok(result) => result,
+        Err(_) => Err(Setup::Failed(Status::new(
+            Code::Unavailable,
+            format!(
+                "connection attempt timed out (in the {})",
+                PHASES[usize::from(phase.load(Ordering::Relaxed)).min(2)]
+            ),
+        ))),
+    }
+}
+
+/// Turns on the kernel's TCP keepalive probes (a dead peer is found even when nothing is sent).
+pub(crate) fn set_tcp_keepalive<S: std::os::fd::AsFd>(socket: &S) {
+    let params = socket2::TcpKeepalive::new()
+        .with_time(TCP_KEEPALIVE)
+        .with_interval(TCP_KEEPALIVE);
+    if let Err(e) = socket2::SockRef::from(socket).set_tcp_keepalive(&params) {
+        tracing::debug!(error = %e, "could not set TCP keepalive");
+    }
+}
+
+/// A connection's HTTP/2 side, once its server has answered.
+pub(crate) struct Established {
+    pub(crate) send: SendRequest<Bytes>,
+    /// The task driving the connection (abort it to close the connection).
+    pub(crate) driver: JoinHandle<()>,
+    /// Fires when the connection has ended.
+    pub(crate) closed: oneshot::Receiver<()>,
+    pub(crate) seen: Arc<Seen>,
+    pub(crate) ping_pong: Option<h2::PingPong>,
+}
+
+/// Why a connection did not become READY.
+pub(crate) enum Setup {
+    /// It failed (connect, TLS, HTTP/2, no answer to the PING).
+    Failed(Status),
+    /// The server answered, then closed it gracefully (GOAWAY with NO_ERROR) before the PING came back.
+    WentAway(GoAway),
+}
+
+impl From<Status> for Setup {
+    fn from(status: Status) -> Setup {
+        Setup::Failed(status)
+    }
+}
+
+impl From<Setup> for Status {
+    fn from(setup: Setup) -> Status {
+        match setup {
+            Setup::Failed(status) => status,
+            Setup::WentAway(_) => Status::new(
+                Code::Unavailable,
+                "the server closed the connection (GOAWAY) before it was used",
+            ),
+        }
+    }
+}
+
+/// The HTTP/2 handshake on a connected byte stream (TCP, or TLS over TCP), the task that drives the
+/// connection, and a PING that shows the server accepted it.
+pub(crate) async fn establish<T>(
+    io: T,
+    settings: &Http2Settings,
+    tls: Option<&Handshake>,
+    peer: &str,
+) -> Result<Established, Setup>
+where
+    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (io, seen) = Sniffer::new(io);
+    let (send, mut connection) = settings
+        .client_builder()
+        .handshake::<_, Bytes>(io)
+        .await
+        .map_err(|e| connection_failed(e, tls, &seen))?;
+    let mut ping_pong = connection.ping_pong();
+    let (closed_tx, closed) = oneshot::channel::<()>();
+    let peer_name = peer.to_owned();
+    let driver = tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::debug!(peer = %peer_name, error = %e, "connection ended with an error");
+        }
+        let _ = closed_tx.send(());
+    });
+    // The server's SETTINGS come before its PING ACK: an answered PING means the connection was accepted.
+    if let Some(ping_pong) = ping_pong.as_mut() {
+        if let Err(e) = ping_pong.ping(h2::Ping::opaque()).await {
+            driver.abort();
+            if let Some(goaway) = seen.goaway().filter(|g| g.error_code == 0) {
+                return Err(Setup::WentAway(goaway));
+            }
+            return Err(connection_failed(e, tls, &seen).into());
+        }
+    }
+    Ok(Established {
+        send,
+        driver,
+        closed,
+        seen,
+        ping_pong,
+    })
+}
+
+/// The status of a connection that failed while HTTP/2 started: the TLS cause when there is one.
+pub(crate) fn connection_failed(err: h2::Error, tls: Option<&Handshake>, seen: &Seen) -> Status {
+    if let Some(status) = seen.wrong_protocol(tls.is_some()) {
+        return status.with_source(err);
+    }
+    tls.and_then(|tls| tls::connection_error(&err, tls, seen.last_frame_at().is_some()))
+        .unwrap_or_else(|| Status::from_h2(err))
+}
+
+/// Aborts a task when dropped.
+pub(crate) struct AbortOnDrop(pub(crate) JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
