@@ -26,29 +26,16 @@ use grpc_retry::{Action, AttemptDetails, AttemptId, Outcome, RetryCall};
 use tokio::time::{Instant, Sleep};
 
 use crate::attempt::{Attempt, AttemptEvent, AttemptSetup, OpenAttempt};
-use crate::call::{Input, SharedRef};
+use crate::call::{Committed, Input, SharedRef};
 use crate::channel::Channel;
 use crate::status::{Code, Status};
 use crate::telemetry::AttemptTelemetry;
-
-/// The attempt a call committed to.
-pub(crate) struct Committed {
-    pub(crate) call: RetryCall,
-    pub(crate) attempt: AttemptId,
-    pub(crate) open: OpenAttempt,
-    /// Whether the attempt already wrote the application's half-close.
-    pub(crate) half_closed: bool,
-    /// How many attempts preceded it (A6's `grpc-previous-rpc-attempts`, for the application).
-    pub(crate) previous_attempts: u32,
-    /// Its span and metrics, which end with the call.
-    pub(crate) telemetry: Option<AttemptTelemetry>,
-}
 
 /// Runs a call's attempts.
 pub(crate) struct Driver {
     channel: Channel,
     setup: Arc<AttemptSetup>,
-    call: Option<RetryCall>,
+    call: RetryCall,
     /// Indexed by attempt id.
     attempts: Vec<Slot>,
     committed: Option<AttemptId>,
@@ -70,18 +57,34 @@ pub(crate) struct Driver {
 enum Slot {
     /// Running.
     Live(Attempt),
-    /// Over: with the status it reported if it ended (the call's status if the machine picks it), without
-    /// one if it was cancelled or handed over.
-    Over(Option<Status>),
+    /// Ended with this status (the call's status if the machine picks it).
+    Ended(Status),
+    /// Cancelled by the call, or handed over at commit.
+    Gone,
 }
 
 impl Slot {
     fn live(&mut self) -> Option<&mut Attempt> {
         match self {
             Slot::Live(a) => Some(a),
-            Slot::Over(_) => None,
+            Slot::Ended(_) | Slot::Gone => None,
         }
     }
+}
+
+/// How driving a call ends: committed to an attempt (handed over with the state machine by
+/// [`Driver::run`]), or finished with a status.
+// Returned once per call and moved on at once: boxing the committed side would cost an allocation per call.
+#[allow(clippy::large_enum_variant)]
+enum DriveEnd {
+    Committed {
+        attempt: AttemptId,
+        open: OpenAttempt,
+        half_closed: bool,
+        previous_attempts: u32,
+        telemetry: Option<AttemptTelemetry>,
+    },
+    Finished(Status),
 }
 
 fn now() -> std::time::Instant {
@@ -99,7 +102,7 @@ impl Driver {
         Driver {
             channel,
             setup,
-            call: Some(call),
+            call,
             attempts: Vec::new(),
             committed: None,
             timer: None,
@@ -113,7 +116,23 @@ impl Driver {
 
     /// Runs until the call commits or finishes.
     pub(crate) async fn run(mut self) -> Result<Committed, Status> {
-        poll_fn(|cx| self.poll_drive(cx)).await
+        match poll_fn(|cx| self.poll_drive(cx)).await {
+            DriveEnd::Committed {
+                attempt,
+                open,
+                half_closed,
+                previous_attempts,
+                telemetry,
+            } => Ok(Committed {
+                call: self.call,
+                attempt,
+                open,
+                half_closed,
+                previous_attempts,
+                telemetry,
+            }),
+            DriveEnd::Finished(status) => Err(status),
+        }
     }
 
     /// Runs, then hands the outcome to the call's halves.
@@ -122,252 +141,269 @@ impl Driver {
         shared.lock().hand_over(result);
     }
 
-    fn poll_drive(&mut self, cx: &mut Context<'_>) -> Poll<Result<Committed, Status>> {
-        let Some(call) = self.call.as_mut() else {
-            return Poll::Ready(Err(Status::new(
-                Code::Internal,
-                "the retry driver was polled after it finished",
-            )));
-        };
+    /// One turn: the machine's actions, the hand-over once committed, the application's input, what the
+    /// attempts report, the machine's timer; again while any of them made progress.
+    fn poll_drive(&mut self, cx: &mut Context<'_>) -> Poll<DriveEnd> {
         loop {
-            while let Some(action) = call.poll_action() {
-                match action {
-                    Action::StartAttempt {
-                        attempt,
-                        previous_attempts,
-                        avoid,
-                        transparent,
-                    } => {
-                        let pick = self.channel.pick(&self.setup, avoid, cx);
-                        let index = attempt.0 as usize;
-                        if self.attempts.len() <= index {
-                            self.attempts.resize_with(index + 1, || Slot::Over(None));
-                            self.telemetry.resize_with(index + 1, || None);
-                        }
-                        let delay = self
-                            .idle_since
-                            .take()
-                            .map(|t| t.elapsed())
-                            .unwrap_or_default();
-                        let mut shared = self.shared.lock();
-                        shared.attempt_started(previous_attempts);
-                        self.telemetry[index] =
-                            Some(shared.telemetry.attempt(attempt.0 + 1, transparent, delay));
-                        drop(shared);
-                        self.attempts[index] =
-                            Slot::Live(Attempt::new(pick, self.setup.clone(), previous_attempts));
-                    }
-                    Action::SendMessage {
-                        attempt,
-                        index,
-                        message,
-                        ..
-                    } => {
-                        if let Some(a) = self
-                            .attempts
-                            .get_mut(attempt.0 as usize)
-                            .and_then(Slot::live)
-                        {
-                            a.send(index, message);
-                        }
-                    }
-                    Action::HalfClose { attempt } => {
-                        if let Some(a) = self
-                            .attempts
-                            .get_mut(attempt.0 as usize)
-                            .and_then(Slot::live)
-                        {
-                            a.half_close();
-                        }
-                    }
-                    Action::CancelAttempt { attempt } => {
-                        if let Some(slot) = self.attempts.get_mut(attempt.0 as usize) {
-                            if let Slot::Live(mut a) = std::mem::replace(slot, Slot::Over(None)) {
-                                a.cancel();
-                            }
-                        }
-                        if let Some(mut t) = self
-                            .telemetry
-                            .get_mut(attempt.0 as usize)
-                            .and_then(Option::take)
-                        {
-                            t.cancelled();
-                        }
-                    }
-                    Action::Commit { attempt } => self.committed = Some(attempt),
-                    Action::Finish(outcome) => {
-                        let status = match outcome {
-                            Outcome::Attempt(a) => match self.attempts.get_mut(a.0 as usize) {
-                                Some(Slot::Over(status)) => status.take(),
-                                _ => None,
-                            }
-                            .unwrap_or_else(|| {
-                                Status::new(Code::Internal, "the attempt ended without a status")
-                            }),
-                            // Made by the client after the attempts so far: it follows the last one started.
-                            Outcome::Local(reason) => {
-                                let stats = call.stats();
-                                let policy_attempts =
-                                    stats.attempts.saturating_sub(stats.transparent_retries);
-                                Status::new(reason.code(), reason.message())
-                                    .with_previous_rpc_attempts(policy_attempts.saturating_sub(1))
-                            }
-                        };
-                        for slot in self.attempts.drain(..) {
-                            if let Slot::Live(mut a) = slot {
-                                a.cancel();
-                            }
-                        }
-                        // Attempts still live were cancelled (their telemetry says so as it drops).
-                        self.telemetry.clear();
-                        self.shared.lock().telemetry.set_stats(call.stats());
-                        self.call = None;
-                        return Poll::Ready(Err(status));
-                    }
-                }
+            if let Some(status) = self.run_actions(cx) {
+                return Poll::Ready(DriveEnd::Finished(status));
             }
-            // Committed: hand the attempt over once it has a stream.
-            if let Some(id) = self.committed {
-                let index = id.0 as usize;
-                if let Some(attempt) = self.attempts.get_mut(index).and_then(Slot::live) {
-                    if let Some(open) = attempt.take_open() {
-                        let half_closed = attempt.half_closed();
-                        let previous_attempts = attempt.previous_attempts();
-                        self.attempts[index] = Slot::Over(None);
-                        // What was handed to h2 at the handover will not be replayed: free it.
-                        if let Some(last) = open.flushed {
-                            call.handle_message_sent(id, last);
-                        }
-                        let mut telemetry = self.telemetry.get_mut(index).and_then(Option::take);
-                        if let Some(t) = telemetry.as_mut() {
-                            t.committed();
-                        }
-                        return Poll::Ready(match self.call.take() {
-                            Some(call) => Ok(Committed {
-                                call,
-                                attempt: id,
-                                open,
-                                half_closed,
-                                previous_attempts,
-                                telemetry,
-                            }),
-                            None => Err(Status::new(
-                                Code::Internal,
-                                "the retry driver lost its call",
-                            )),
-                        });
-                    }
-                }
+            if let Some(committed) = self.take_committed() {
+                return Poll::Ready(committed);
             }
-            // The application's next message, half-close or cancel.
-            if let Some(shared) = &self.input {
-                // Take the next message once an attempt with a stream has written everything it was
-                // given: the readiest attempt paces the sender, and slower ones queue what the retry
-                // buffer holds anyway (its limit commits the call to the most advanced attempt). After
-                // commit, the committed attempt alone paces it, stream or not.
-                let accept = match self.committed {
-                    Some(c) => match self.attempts.get(c.0 as usize) {
-                        Some(Slot::Live(a)) => a.caught_up(),
-                        _ => true,
-                    },
-                    None => self.attempts.iter().any(|slot| match slot {
-                        Slot::Live(a) => a.is_open() && a.caught_up(),
-                        Slot::Over(_) => false,
-                    }),
-                };
-                let input = shared.lock().poll_input(cx, accept, self.half_close_sent);
-                match input {
-                    None => {}
-                    Some(Input::Message(message)) => {
-                        call.send_message(message, now());
-                        continue;
-                    }
-                    Some(Input::HalfClose) => {
-                        self.half_close_sent = true;
-                        call.half_close();
-                        continue;
-                    }
-                    Some(Input::Cancel) => {
-                        call.cancel(now());
-                        continue;
-                    }
-                }
-            }
-            // What the attempts have to say.
-            let mut progressed = false;
-            let mut ended = false;
-            for (index, slot) in self.attempts.iter_mut().enumerate() {
-                let Slot::Live(attempt) = slot else { continue };
-                let id = AttemptId(index as u32);
-                while let Poll::Ready(event) = attempt.poll(cx) {
-                    progressed = true;
-                    match event {
-                        AttemptEvent::Picked(addr) => {
-                            if let Some(Some(t)) = self.telemetry.get(index) {
-                                t.picked(addr);
-                            }
-                            if let Some(addr) = addr {
-                                call.handle_picked(id, addr);
-                            }
-                            if let Some(shared) = &self.input {
-                                shared.lock().mark_started();
-                            }
-                        }
-                        AttemptEvent::Sent(message) => call.handle_message_sent(id, message),
-                        AttemptEvent::Headers => {
-                            call.handle_headers(id, now());
-                            break;
-                        }
-                        AttemptEvent::Ended(end, status) => {
-                            if let Some(mut t) =
-                                self.telemetry.get_mut(index).and_then(Option::take)
-                            {
-                                t.ended(&status);
-                            }
-                            // An application policy may read the status message and trailers.
-                            let details = AttemptDetails {
-                                message: status.message(),
-                                trailers: status.metadata(),
-                            };
-                            call.handle_end_with(id, end, &details, now());
-                            // Should the call end with this status, the application learns how many
-                            // attempts came before it.
-                            let previous = attempt.previous_attempts();
-                            *slot = Slot::Over(Some(status.with_previous_rpc_attempts(previous)));
-                            ended = true;
-                            break;
-                        }
-                    }
-                }
-            }
-            if ended
-                && self.idle_since.is_none()
-                && !self.attempts.iter().any(|s| matches!(s, Slot::Live(_)))
-            {
-                self.idle_since = Some(Instant::now());
-            }
-            if progressed {
+            if self.take_input(cx) || self.poll_attempts(cx) || self.poll_timer(cx) {
                 continue;
-            }
-            // The machine's timer (backoff, hedging delay, deadline).
-            match call.poll_timeout() {
-                None => self.timer = None,
-                Some(at) => {
-                    let sleep = match &mut self.timer {
-                        Some((armed, sleep)) if *armed == at => sleep,
-                        _ => {
-                            let sleep = Box::pin(tokio::time::sleep_until(Instant::from_std(at)));
-                            &mut self.timer.insert((at, sleep)).1
-                        }
-                    };
-                    if sleep.as_mut().poll(cx).is_ready() {
-                        self.timer = None;
-                        call.handle_timeout(now());
-                        continue;
-                    }
-                }
             }
             return Poll::Pending;
         }
+    }
+
+    /// Executes the machine's actions until it has none; the call's status if one finished it.
+    fn run_actions(&mut self, cx: &mut Context<'_>) -> Option<Status> {
+        while let Some(action) = self.call.poll_action() {
+            match action {
+                Action::StartAttempt {
+                    attempt,
+                    previous_attempts,
+                    avoid,
+                    transparent,
+                } => self.start_attempt(attempt, previous_attempts, avoid, transparent, cx),
+                Action::SendMessage {
+                    attempt,
+                    index,
+                    message,
+                    ..
+                } => {
+                    if let Some(a) = self.live(attempt) {
+                        a.send(index, message);
+                    }
+                }
+                Action::HalfClose { attempt } => {
+                    if let Some(a) = self.live(attempt) {
+                        a.half_close();
+                    }
+                }
+                Action::CancelAttempt { attempt } => self.cancel_attempt(attempt),
+                Action::Commit { attempt } => self.committed = Some(attempt),
+                Action::Finish(outcome) => return Some(self.finish(outcome)),
+            }
+        }
+        None
+    }
+
+    fn live(&mut self, attempt: AttemptId) -> Option<&mut Attempt> {
+        self.attempts
+            .get_mut(attempt.0 as usize)
+            .and_then(Slot::live)
+    }
+
+    fn start_attempt(
+        &mut self,
+        attempt: AttemptId,
+        previous_attempts: u32,
+        avoid: Vec<std::net::SocketAddr>,
+        transparent: bool,
+        cx: &mut Context<'_>,
+    ) {
+        let pick = self.channel.pick(&self.setup, avoid, cx);
+        let index = attempt.0 as usize;
+        if self.attempts.len() <= index {
+            self.attempts.resize_with(index + 1, || Slot::Gone);
+            self.telemetry.resize_with(index + 1, || None);
+        }
+        let delay = self
+            .idle_since
+            .take()
+            .map(|t| t.elapsed())
+            .unwrap_or_default();
+        let mut shared = self.shared.lock();
+        shared.attempt_started(previous_attempts);
+        self.telemetry[index] = Some(shared.telemetry.attempt(attempt.0 + 1, transparent, delay));
+        drop(shared);
+        self.attempts[index] =
+            Slot::Live(Attempt::new(pick, self.setup.clone(), previous_attempts));
+    }
+
+    fn cancel_attempt(&mut self, attempt: AttemptId) {
+        if let Some(slot) = self.attempts.get_mut(attempt.0 as usize) {
+            if let Slot::Live(mut a) = std::mem::replace(slot, Slot::Gone) {
+                a.cancel();
+            }
+        }
+        if let Some(mut t) = self
+            .telemetry
+            .get_mut(attempt.0 as usize)
+            .and_then(Option::take)
+        {
+            t.cancelled();
+        }
+    }
+
+    /// The machine finished the call: with an attempt's status, or one of its own.
+    fn finish(&mut self, outcome: Outcome) -> Status {
+        let status = match outcome {
+            Outcome::Attempt(a) => match self.attempts.get_mut(a.0 as usize) {
+                Some(slot @ Slot::Ended(_)) => match std::mem::replace(slot, Slot::Gone) {
+                    Slot::Ended(status) => status,
+                    _ => unreachable!("matched Ended above"),
+                },
+                // The machine finishes with the outcome of an attempt that reported its end, which the
+                // slot keeps: not reached.
+                _ => Status::new(Code::Internal, "the attempt ended without a status"),
+            },
+            // Made by the client after the attempts so far: it follows the last one started.
+            Outcome::Local(reason) => {
+                let stats = self.call.stats();
+                let policy_attempts = stats.attempts.saturating_sub(stats.transparent_retries);
+                Status::new(reason.code(), reason.message())
+                    .with_previous_rpc_attempts(policy_attempts.saturating_sub(1))
+            }
+        };
+        for slot in self.attempts.drain(..) {
+            if let Slot::Live(mut a) = slot {
+                a.cancel();
+            }
+        }
+        // Attempts still live were cancelled (their telemetry says so as it drops).
+        self.telemetry.clear();
+        self.shared.lock().telemetry.set_stats(self.call.stats());
+        status
+    }
+
+    /// Once committed, the committed attempt as soon as it has a stream.
+    fn take_committed(&mut self) -> Option<DriveEnd> {
+        let id = self.committed?;
+        let index = id.0 as usize;
+        let attempt = self.attempts.get_mut(index).and_then(Slot::live)?;
+        let open = attempt.take_open()?;
+        let half_closed = attempt.half_closed();
+        let previous_attempts = attempt.previous_attempts();
+        self.attempts[index] = Slot::Gone;
+        // What was handed to h2 at the handover will not be replayed: free it.
+        if let Some(last) = open.flushed {
+            self.call.handle_message_sent(id, last);
+        }
+        let mut telemetry = self.telemetry.get_mut(index).and_then(Option::take);
+        if let Some(t) = telemetry.as_mut() {
+            t.committed();
+        }
+        Some(DriveEnd::Committed {
+            attempt: id,
+            open,
+            half_closed,
+            previous_attempts,
+            telemetry,
+        })
+    }
+
+    /// The application's next message, half-close or cancel; whether there was one.
+    fn take_input(&mut self, cx: &mut Context<'_>) -> bool {
+        let Some(shared) = &self.input else {
+            return false;
+        };
+        // Take the next message once an attempt with a stream has written everything it was given: the
+        // readiest attempt paces the sender, and slower ones queue what the retry buffer holds anyway (its
+        // limit commits the call to the most advanced attempt). After commit, the committed attempt alone
+        // paces it, stream or not.
+        let accept = match self.committed {
+            Some(c) => match self.attempts.get(c.0 as usize) {
+                Some(Slot::Live(a)) => a.caught_up(),
+                _ => true,
+            },
+            None => self.attempts.iter().any(|slot| match slot {
+                Slot::Live(a) => a.is_open() && a.caught_up(),
+                Slot::Ended(_) | Slot::Gone => false,
+            }),
+        };
+        let input = shared.lock().poll_input(cx, accept, self.half_close_sent);
+        match input {
+            None => return false,
+            Some(Input::Message(message)) => {
+                self.call.send_message(message, now());
+            }
+            Some(Input::HalfClose) => {
+                self.half_close_sent = true;
+                self.call.half_close();
+            }
+            Some(Input::Cancel) => self.call.cancel(now()),
+        }
+        true
+    }
+
+    /// What the attempts have to say; whether any said something.
+    fn poll_attempts(&mut self, cx: &mut Context<'_>) -> bool {
+        let mut progressed = false;
+        let mut ended = false;
+        for (index, slot) in self.attempts.iter_mut().enumerate() {
+            let Slot::Live(attempt) = slot else { continue };
+            let id = AttemptId(index as u32);
+            while let Poll::Ready(event) = attempt.poll(cx) {
+                progressed = true;
+                match event {
+                    AttemptEvent::Picked(addr) => {
+                        if let Some(Some(t)) = self.telemetry.get(index) {
+                            t.picked(addr);
+                        }
+                        if let Some(addr) = addr {
+                            self.call.handle_picked(id, addr);
+                        }
+                        if let Some(shared) = &self.input {
+                            shared.lock().mark_started();
+                        }
+                    }
+                    AttemptEvent::Sent(message) => self.call.handle_message_sent(id, message),
+                    AttemptEvent::Headers => {
+                        self.call.handle_headers(id, now());
+                        break;
+                    }
+                    AttemptEvent::Ended(end, status) => {
+                        if let Some(mut t) = self.telemetry.get_mut(index).and_then(Option::take) {
+                            t.ended(&status);
+                        }
+                        // An application policy may read the status message and trailers.
+                        let details = AttemptDetails {
+                            message: status.message(),
+                            trailers: status.metadata(),
+                        };
+                        self.call.handle_end_with(id, end, &details, now());
+                        // Should the call end with this status, the application learns how many
+                        // attempts came before it.
+                        let previous = attempt.previous_attempts();
+                        *slot = Slot::Ended(status.with_previous_rpc_attempts(previous));
+                        ended = true;
+                        break;
+                    }
+                }
+            }
+        }
+        if ended
+            && self.idle_since.is_none()
+            && !self.attempts.iter().any(|s| matches!(s, Slot::Live(_)))
+        {
+            self.idle_since = Some(Instant::now());
+        }
+        progressed
+    }
+
+    /// The machine's timer (backoff, hedging delay, deadline, per-attempt receive timeouts); whether it
+    /// fired.
+    fn poll_timer(&mut self, cx: &mut Context<'_>) -> bool {
+        let Some(at) = self.call.poll_timeout() else {
+            self.timer = None;
+            return false;
+        };
+        let sleep = match &mut self.timer {
+            Some((armed, sleep)) if *armed == at => sleep,
+            _ => {
+                let sleep = Box::pin(tokio::time::sleep_until(Instant::from_std(at)));
+                &mut self.timer.insert((at, sleep)).1
+            }
+        };
+        if sleep.as_mut().poll(cx).is_ready() {
+            self.timer = None;
+            self.call.handle_timeout(now());
+            return true;
+        }
+        false
     }
 }

@@ -1,0 +1,21 @@
+//! One call on the wire: the request HEADERS, the request messages (the [`RequestSender`] half), and the
+//! response headers, messages and trailers (the [`Streaming`] half), per `doc/PROTOCOL-HTTP2.md`.
+//!
+//! The two halves share the h2 send stream, because only it can send RST_STREAM: the receiving half resets the
+//! stream with CANCEL when the call is cancelled, dropped, past its deadline, or the response is malformed.
+//!
+//! How a response becomes a status: the response headers and trailers as `response.rs` says; no trailers at
+//! all: INTERNAL;
+//! * a stream reset or a dead connection: [`Status::from_h2`];
+//! * a bad message prefix or a truncated message: INTERNAL; a message over the limit: RESOURCE_EXHAUSTED;
+//!   a compressed message under `identity`: INTERNAL, under an encoding we lack: UNIMPLEMENTED.
+//!
+//! A call cancelled locally ends CANCELLED, or DEADLINE_EXCEEDED once its deadline has passed.
+
+mod sender;
+mod shared;
+mod streaming;
+
+pub use sender::RequestSender;
+pub(crate) use shared::{Committed, Input, Shared, SharedRef};
+pub use streaming::Streaming;

@@ -1,0 +1,222 @@
+//! The sending half of a call: [`RequestSender`].
+
+use std::future::poll_fn;
+use std::task::{ready, Context, Poll};
+
+use bytes::Bytes;
+use tokio::time::Instant;
+
+use super::shared::{SharedRef, Side, INBOX_LIMIT};
+use crate::codec::Codec;
+use crate::compression::Encoding;
+use crate::framing::{self};
+use crate::request::MessageOptions;
+use crate::status::{Code, Status};
+
+/// The sending half of a streaming call. Dropping it half-closes the call (unless the call has ended).
+pub struct RequestSender<T> {
+    shared: SharedRef,
+    codec: Codec<T, ()>,
+    encoding: Option<Encoding>,
+    limit: usize,
+    deadline: Option<Instant>,
+}
+
+impl<T> RequestSender<T> {
+    pub(crate) fn new(
+        shared: SharedRef,
+        codec: Codec<T, ()>,
+        encoding: Option<Encoding>,
+        limit: usize,
+        deadline: Option<Instant>,
+    ) -> Self {
+        RequestSender {
+            shared,
+            codec,
+            encoding,
+            limit,
+            deadline,
+        }
+    }
+
+    /// Sends a message, compressed if the call is. Waits for HTTP/2 flow control, so a slow server slows the
+    /// sender instead of filling memory.
+    ///
+    /// An error means the call can take no more messages. When the server ended the call, its status is what
+    /// the receiving half ([`Streaming`]) reports; the error here only says sending stopped.
+    ///
+    /// Read the response while sending (as [`crate::Channel::client_streaming`] does): a server that ends
+    /// the call without reading the rest of the request and without resetting the stream leaves `send`
+    /// waiting for flow control until the call's deadline, because only the receiving half sees the end.
+    pub async fn send(&mut self, message: T) -> Result<(), Status> {
+        self.send_with(message, MessageOptions::default()).await
+    }
+
+    /// Sends a message with per-message options (e.g. uncompressed on a compressed call).
+    pub async fn send_with(&mut self, message: T, options: MessageOptions) -> Result<(), Status> {
+        let encoding = self.encoding.filter(|_| options.compress);
+        let frame = framing::encode_frame(&self.codec, &message, encoding, self.limit)?;
+        self.send_frame(frame, false).await
+    }
+
+    /// Half-closes the call: no more messages will be sent.
+    pub async fn finish(mut self) -> Result<(), Status> {
+        self.send_frame(Bytes::new(), true).await
+    }
+
+    async fn send_frame(&mut self, mut data: Bytes, end_stream: bool) -> Result<(), Status> {
+        let shared = &self.shared;
+        let send = poll_fn(move |cx| {
+            let mut guard = shared.lock();
+            let s = &mut *guard;
+            loop {
+                if let Some(ended) = &s.ended {
+                    return Poll::Ready(Err(ended.status()));
+                }
+                if s.half_closed {
+                    return Poll::Ready(Err(Status::new(
+                        Code::Internal,
+                        "the call was already half-closed",
+                    )));
+                }
+                let send = match &mut s.side {
+                    Side::Direct(send) => send,
+                    Side::Driving(inbox) => {
+                        // Before commit the driver takes one message at a time, once an open attempt has
+                        // written the previous ones: the readiest live attempt paces the sender, which runs
+                        // ahead of the driver by at most the inbox.
+                        if !data.is_empty() {
+                            if !inbox.queue.is_empty() && inbox.queued + data.len() > INBOX_LIMIT {
+                                inbox.sender = Some(cx.waker().clone());
+                                return Poll::Pending;
+                            }
+                            inbox.queued += data.len();
+                            inbox.queue.push_back(std::mem::take(&mut data));
+                        }
+                        s.half_closed = end_stream;
+                        if let Some(w) = inbox.driver.take() {
+                            w.wake();
+                        }
+                        return Poll::Ready(Ok(()));
+                    }
+                };
+                if data.is_empty() {
+                    if end_stream {
+                        s.half_closed = true;
+                        send.send_data(Bytes::new(), true)
+                            .map_err(Status::from_h2)?;
+                    }
+                    return Poll::Ready(Ok(()));
+                }
+                // Ask for the whole message first: h2 grants what the windows allow at once (no trip
+                // through the connection task), so an open window costs three h2 calls per message.
+                send.reserve_capacity(data.len());
+                let capacity = send.capacity();
+                if capacity == 0 {
+                    match ready!(send.poll_capacity(cx)) {
+                        Some(Ok(_)) => continue,
+                        Some(Err(e)) => return Poll::Ready(Err(Status::from_h2(e))),
+                        None => {
+                            return Poll::Ready(Err(Status::new(
+                                Code::Unavailable,
+                                "the stream was closed",
+                            )))
+                        }
+                    }
+                }
+                let chunk = data.split_to(capacity.min(data.len()));
+                let last = end_stream && data.is_empty();
+                send.send_data(chunk, last).map_err(Status::from_h2)?;
+                if last {
+                    s.half_closed = true;
+                    return Poll::Ready(Ok(()));
+                }
+            }
+        });
+        match self.deadline {
+            None => send.await,
+            Some(deadline) => match tokio::time::timeout_at(deadline, send).await {
+                Ok(result) => result,
+                Err(_) => {
+                    let status = Status::deadline_exceeded();
+                    self.shared.lock().end(&status, h2::Reason::CANCEL);
+                    Err(status)
+                }
+            },
+        }
+    }
+}
+
+impl<T> RequestSender<T> {
+    /// A handle that tells when the call has ended, for a task that feeds this sender.
+    pub(crate) fn end_watch(&self) -> EndWatch {
+        EndWatch(self.shared.clone())
+    }
+
+    /// The most bytes a request message may have: the call's send limit (the channel's, or the method's
+    /// or the call's if smaller).
+    #[cfg(feature = "tower")]
+    pub(crate) fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// Ends the call with `status` instead of half-closing it, for a task feeding this sender whose request
+    /// cannot go on: a message that cannot be sent (what [`RequestSender::send`] returned), or a request
+    /// source that failed. Under one lock the call is marked ended and reset with RST_STREAM(CANCEL), the
+    /// committed attempt's stream or, before commit, every live attempt's through the retry driver; the
+    /// sender is consumed, so nothing can half-close the call afterwards and the server never sees the end
+    /// of a request that is not whole. The receiving half reports `status`. A call that had already ended
+    /// keeps its own end (then `status` only echoes it).
+    pub(crate) fn abort(self, status: Status) {
+        let mut s = self.shared.lock();
+        if s.ended.is_none() {
+            s.sender_failure = Some(status.clone());
+            s.end(&status, h2::Reason::CANCEL);
+        }
+        // Dropping `self` now finds the call ended: no END_STREAM.
+    }
+}
+
+/// Tells a task that feeds a call's [`RequestSender`] when the call has ended.
+pub(crate) struct EndWatch(SharedRef);
+
+impl EndWatch {
+    /// Ready once the call has ended (locally, or its response is complete).
+    pub(crate) fn poll_ended(&self, cx: &Context<'_>) -> Poll<()> {
+        let mut s = self.0.lock();
+        if s.ended.is_some() {
+            Poll::Ready(())
+        } else {
+            s.end_watcher = Some(cx.waker().clone());
+            Poll::Pending
+        }
+    }
+}
+
+impl<T> Drop for RequestSender<T> {
+    fn drop(&mut self) {
+        let mut guard = self.shared.lock();
+        let s = &mut *guard;
+        if s.ended.is_none() && !s.half_closed {
+            s.half_closed = true;
+            match &mut s.side {
+                Side::Direct(send) => {
+                    let _ = send.send_data(Bytes::new(), true);
+                }
+                Side::Driving(inbox) => {
+                    if let Some(w) = inbox.driver.take() {
+                        w.wake();
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl<T> std::fmt::Debug for RequestSender<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RequestSender")
+            .field("encoding", &self.encoding)
+            .finish_non_exhaustive()
+    }
+}

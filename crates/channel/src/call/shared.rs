@@ -1,0 +1,463 @@
+//! What the two halves of a call and its retry driver share: the sending side (the driver's inbox before
+//! commit, the committed attempt's stream after), the call's end, and what the driver hands over at commit.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+use bytes::Bytes;
+use h2::SendStream;
+use parking_lot::Mutex;
+use tokio::time::Instant;
+
+use grpc_retry::{AttemptEnd, AttemptId, FailurePlace, Pushback, RetryCall};
+
+use crate::attempt::{OpenAttempt, Response};
+use crate::status::{Code, Status};
+use crate::telemetry::{AttemptTelemetry, CallTelemetry};
+
+/// The attempt a call committed to.
+pub(crate) struct Committed {
+    pub(crate) call: RetryCall,
+    pub(crate) attempt: AttemptId,
+    pub(crate) open: OpenAttempt,
+    /// Whether the attempt already wrote the application's half-close.
+    pub(crate) half_closed: bool,
+    /// How many attempts preceded it (A6's `grpc-previous-rpc-attempts`, for the application).
+    pub(crate) previous_attempts: u32,
+    /// Its span and metrics, which end with the call.
+    pub(crate) telemetry: Option<AttemptTelemetry>,
+}
+
+/// What both halves of a call share: the sending side (the retry driver before the call commits, the
+/// committed attempt's stream after), the call's end, and what the driver hands over at commit.
+pub(crate) struct Shared {
+    pub(super) side: Side,
+    /// The application half-closed (finished or dropped the sender).
+    pub(super) half_closed: bool,
+    /// Set when the call ended locally (cancel, deadline, malformed response) or the response is complete.
+    pub(super) ended: Option<Ended>,
+    /// What the driver handed over for the receiving half: the committed attempt's response, or the
+    /// call's status when it finished before committing.
+    pub(super) handed: Option<Result<Response, Status>>,
+    /// An attempt has opened its stream (the request HEADERS went to h2).
+    pub(super) started: bool,
+    /// The receiving half, or the caller waiting for the call to start.
+    pub(super) receiver: Option<Waker>,
+    /// The call's retry state machine after commit, told how the committed attempt ended (throttle).
+    pub(super) retry: Option<(RetryCall, AttemptId)>,
+    /// A task pumping an application stream into the call, waiting for the call to end.
+    pub(super) end_watcher: Option<Waker>,
+    /// The status a failed send ended the call with (e.g. an oversize message), which the receiving half
+    /// reports instead of the reset it sees.
+    pub(super) sender_failure: Option<Status>,
+    /// Counts the call as active for the channel's idle timeout while either half lives.
+    _active: Option<crate::control::CallGuard>,
+    /// The call's span and metrics.
+    pub(crate) telemetry: CallTelemetry,
+    /// The committed attempt's, once handed over.
+    pub(super) attempt: Option<AttemptTelemetry>,
+    /// An exactly-once call's id: in flight until the call ends (its status is known).
+    pub(super) exactly_once: Option<Arc<crate::exactly_once::CallId>>,
+    /// How many attempts preceded the committed one once the call committed; before, the most any started
+    /// attempt had (what a status the client makes reports).
+    pub(super) previous_attempts: u32,
+}
+
+/// How the call ended, for the sending half.
+pub(super) enum Ended {
+    /// Sending stops with this status.
+    With(Status),
+    /// The call finished with this status: sending stops with INTERNAL "the call has ended", caused by it
+    /// (made only if the application sends again).
+    Finished(Status),
+}
+
+impl Ended {
+    /// The status a send after the end returns.
+    pub(super) fn status(&self) -> Status {
+        match self {
+            Ended::With(status) => status.clone(),
+            Ended::Finished(status) => {
+                Status::new(Code::Internal, "the call has ended").with_source(status.clone())
+            }
+        }
+    }
+}
+
+/// Where the application's messages go.
+pub(super) enum Side {
+    /// Before commit: the inbox the retry driver takes messages from (one at a time), writing each to every
+    /// live attempt.
+    Driving(Inbox),
+    /// After commit: the committed attempt's stream.
+    Direct(SendStream<Bytes>),
+}
+
+/// The most bytes of application messages an uncommitted call holds for its retry driver (a larger message is
+/// taken alone). The sender runs ahead of the driver task by up to this much, so the driver takes a batch
+/// per wake-up instead of the two tasks handing over one message per task switch.
+pub(crate) const INBOX_LIMIT: usize = 64 << 10;
+
+/// The driver's side of a call that has not committed yet.
+#[derive(Default)]
+pub(super) struct Inbox {
+    /// The messages the application sent, in order, until the driver takes them (one at a time, when an
+    /// open attempt has written the previous ones).
+    pub(super) queue: VecDeque<Bytes>,
+    /// The bytes in `queue`, at most [`INBOX_LIMIT`] unless it holds a single larger message.
+    pub(super) queued: usize,
+    /// The sender, waiting for room in `queue`.
+    pub(super) sender: Option<Waker>,
+    pub(super) driver: Option<Waker>,
+    /// The application cancelled (or the receiving half ended the call) before commit.
+    pub(super) cancelled: bool,
+}
+
+pub(crate) type SharedRef = Arc<Mutex<Shared>>;
+
+/// What the retry driver may see of the application's side of an uncommitted call.
+pub(crate) enum Input {
+    /// A message to send.
+    Message(Bytes),
+    /// The application half-closed after its last message.
+    HalfClose,
+    /// The call was cancelled.
+    Cancel,
+}
+
+impl Shared {
+    /// A call whose attempts the retry driver runs until it commits.
+    pub(crate) fn driving(
+        active: Option<crate::control::CallGuard>,
+        telemetry: CallTelemetry,
+    ) -> SharedRef {
+        Arc::new(Mutex::new(Shared {
+            side: Side::Driving(Inbox::default()),
+            half_closed: false,
+            ended: None,
+            handed: None,
+            started: false,
+            receiver: None,
+            retry: None,
+            end_watcher: None,
+            sender_failure: None,
+            _active: active,
+            telemetry,
+            attempt: None,
+            exactly_once: None,
+            previous_attempts: 0,
+        }))
+    }
+
+    /// For the driver: the next application input, if `accept_message` allows taking a message now.
+    /// Registers the driver's waker otherwise.
+    pub(crate) fn poll_input(
+        &mut self,
+        cx: &Context<'_>,
+        accept_message: bool,
+        half_close_sent: bool,
+    ) -> Option<Input> {
+        let Side::Driving(inbox) = &mut self.side else {
+            return None;
+        };
+        if inbox.cancelled {
+            return Some(Input::Cancel);
+        }
+        if !inbox
+            .driver
+            .as_ref()
+            .is_some_and(|w| w.will_wake(cx.waker()))
+        {
+            inbox.driver = Some(cx.waker().clone());
+        }
+        if accept_message {
+            if let Some(message) = inbox.queue.pop_front() {
+                inbox.queued -= message.len();
+                // A waiting sender goes on once half the inbox is free, not after every message.
+                if inbox.queued <= INBOX_LIMIT / 2 {
+                    if let Some(w) = inbox.sender.take() {
+                        w.wake();
+                    }
+                }
+                return Some(Input::Message(message));
+            }
+        }
+        (inbox.queue.is_empty() && self.half_closed && !half_close_sent).then_some(Input::HalfClose)
+    }
+
+    /// For the driver: an attempt opened its stream.
+    pub(crate) fn mark_started(&mut self) {
+        if !self.started {
+            self.started = true;
+            if let Some(w) = self.receiver.take() {
+                w.wake();
+            }
+        }
+    }
+
+    /// Ready once an attempt has opened its stream, or with the call's status if it ended before any did.
+    pub(crate) fn poll_started(&mut self, cx: &Context<'_>) -> Poll<Result<(), Status>> {
+        match &self.handed {
+            _ if self.started => Poll::Ready(Ok(())),
+            Some(Err(status)) => Poll::Ready(Err(status.clone())),
+            Some(Ok(_)) => Poll::Ready(Ok(())),
+            None => {
+                self.receiver = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+
+    /// For the driver: the call committed (the attempt's stream, after the messages it had queued), or
+    /// finished before committing.
+    pub(crate) fn hand_over(&mut self, result: Result<Committed, Status>) {
+        let inbox = match std::mem::replace(&mut self.side, Side::Driving(Inbox::default())) {
+            Side::Driving(inbox) => inbox,
+            Side::Direct(send) => {
+                self.side = Side::Direct(send);
+                return;
+            }
+        };
+        for w in [inbox.sender, inbox.driver].into_iter().flatten() {
+            w.wake();
+        }
+        match result {
+            Ok(committed) => {
+                let OpenAttempt {
+                    mut send, response, ..
+                } = committed.open;
+                self.attempt = committed.telemetry;
+                if let Some(ended) = &self.ended {
+                    // The call ended (cancelled, or aborted by its sender) while the driver committed: the
+                    // stream is reset, and a receiving half still waiting hears how the call ended.
+                    send.send_reset(h2::Reason::CANCEL);
+                    self.handed = Some(Err(ended.status()));
+                    if let Some(w) = self.receiver.take() {
+                        w.wake();
+                    }
+                    return;
+                }
+                // The messages the driver had not taken yet follow the replayed ones; errors reappear on the
+                // response side.
+                let mut half_closed = committed.half_closed;
+                for message in inbox.queue {
+                    let _ = send.send_data(message, false);
+                }
+                if self.half_closed && !half_closed {
+                    let _ = send.send_data(Bytes::new(), true);
+                    half_closed = true;
+                }
+                self.half_closed |= half_closed;
+                self.side = Side::Direct(send);
+                self.retry = Some((committed.call, committed.attempt));
+                self.previous_attempts = committed.previous_attempts;
+                self.handed = Some(Ok(response));
+            }
+            Err(status) => {
+                self.previous_attempts = status.previous_rpc_attempts();
+                if self.ended.is_none() {
+                    // Sending stops with the call's status, or a plain "ended" when that is OK.
+                    self.ended = Some(if status.code() == Code::Ok {
+                        Ended::Finished(status.clone())
+                    } else {
+                        Ended::With(status.clone())
+                    });
+                    self.wake_end_watcher();
+                }
+                self.handed = Some(Err(status));
+            }
+        }
+        if let Some(w) = self.receiver.take() {
+            w.wake();
+        }
+    }
+
+    /// For the driver: an attempt with `previous_attempts` before it started.
+    pub(crate) fn attempt_started(&mut self, previous_attempts: u32) {
+        self.previous_attempts = self.previous_attempts.max(previous_attempts);
+    }
+
+    /// Cancels the call (the application gave up before it had both halves).
+    pub(crate) fn cancel(&mut self) {
+        self.end(&Status::cancelled(), h2::Reason::CANCEL);
+    }
+
+    /// Ends the call locally with `status`, resetting the stream with `reason` (or cancelling the driver).
+    pub(super) fn end(&mut self, status: &Status, reason: h2::Reason) {
+        if self.ended.is_none() {
+            self.ended = Some(Ended::With(status.clone()));
+            self.wake_end_watcher();
+            match &mut self.side {
+                Side::Direct(send) => send.send_reset(reason),
+                Side::Driving(inbox) => {
+                    inbox.cancelled = true;
+                    if let Some(w) = inbox.driver.take() {
+                        w.wake();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Keeps an exactly-once call's id (counted in flight) until the call ends.
+    pub(crate) fn keep_exactly_once(&mut self, id: Arc<crate::exactly_once::CallId>) {
+        self.exactly_once = Some(id);
+    }
+
+    pub(super) fn wake_end_watcher(&mut self) {
+        if let Some(w) = self.end_watcher.take() {
+            w.wake();
+        }
+    }
+
+    /// Tells the retry state machine how the committed attempt ended: from the server (a success refills
+    /// the throttle, a qualifying failure or a "don't retry" pushback costs a token), or locally (a cancel,
+    /// the deadline, a malformed response: nobody's failure, which the throttle never counts).
+    pub(super) fn report_end(&mut self, status: &Status, end: CommittedEnd) {
+        if let Some((mut call, attempt)) = self.retry.take() {
+            let end = match end {
+                CommittedEnd::Remote(pushback) => AttemptEnd::status(status.code(), pushback),
+                CommittedEnd::Local => AttemptEnd::failure(status.code(), FailurePlace::Local),
+            };
+            call.handle_end(attempt, end, Instant::now().into_std());
+            self.telemetry.set_stats(call.stats());
+        }
+        if let Some(mut attempt) = self.attempt.take() {
+            attempt.ended(status);
+        }
+    }
+}
+
+/// How the committed attempt ended, for the throttle.
+pub(super) enum CommittedEnd {
+    /// The server's status, with the pushback its trailers carried.
+    Remote(Pushback),
+    /// Ended by the client.
+    Local,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::sender::RequestSender;
+    use super::*;
+    use crate::codec::Codec;
+    use crate::framing;
+    use std::future::Future;
+
+    /// Counts its wake-ups.
+    #[derive(Default)]
+    struct Wakes(std::sync::atomic::AtomicUsize);
+
+    impl std::task::Wake for Wakes {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    impl Wakes {
+        fn count(&self) -> usize {
+            self.0.load(std::sync::atomic::Ordering::SeqCst)
+        }
+    }
+
+    #[test]
+    fn before_commit_the_sender_runs_at_most_the_inbox_ahead_of_the_driver_which_takes_messages_in_order(
+    ) {
+        let shared = Shared::driving(
+            None,
+            crate::telemetry::Telemetry::new("test".into())
+                .call(&http::Uri::from_static("http://h/t.S/M")),
+        );
+        let mut sender = RequestSender::new(
+            shared.clone(),
+            Codec::<Bytes, Bytes>::raw().encoder(),
+            None,
+            usize::MAX,
+            None,
+        );
+        let sender_wakes = Arc::new(Wakes::default());
+        let sender_waker = Waker::from(sender_wakes.clone());
+        let mut sender_cx = Context::from_waker(&sender_waker);
+        let frame_len = framing::HEADER_LEN + 1000;
+        let fits = INBOX_LIMIT / frame_len;
+        for i in 0..fits {
+            let send = std::pin::pin!(sender.send(Bytes::from(vec![i as u8; 1000])));
+            assert!(
+                matches!(send.poll(&mut sender_cx), Poll::Ready(Ok(()))),
+                "message {i} fits"
+            );
+        }
+        // The inbox is full: the next send waits for the driver.
+        let mut blocked = Box::pin(sender.send(Bytes::from(vec![fits as u8; 1000])));
+        assert!(blocked.as_mut().poll(&mut sender_cx).is_pending());
+
+        // The driver takes the messages in order, one per call; the sender is woken once half the inbox is
+        // free, not per message.
+        let driver_waker = Waker::from(Arc::new(Wakes::default()));
+        let driver_cx = Context::from_waker(&driver_waker);
+        let mut taken = 0;
+        while sender_wakes.count() == 0 {
+            match shared.lock().poll_input(&driver_cx, true, false) {
+                Some(Input::Message(m)) => {
+                    assert_eq!((m.len(), m[framing::HEADER_LEN]), (frame_len, taken as u8));
+                    taken += 1;
+                }
+                _ => panic!("a message was queued"),
+            }
+        }
+        assert!(taken > 1 && taken <= fits / 2 + 1, "woken after {taken}");
+        assert!(blocked.as_mut().poll(&mut sender_cx).is_ready());
+        drop(blocked);
+        // Not taking (no attempt ready) leaves the messages queued; they come out in order later.
+        assert!(shared.lock().poll_input(&driver_cx, false, false).is_none());
+        for i in taken..=fits {
+            match shared.lock().poll_input(&driver_cx, true, false) {
+                Some(Input::Message(m)) => assert_eq!(m[framing::HEADER_LEN], i as u8),
+                _ => panic!("message {i} was queued"),
+            }
+        }
+        assert!(shared.lock().poll_input(&driver_cx, true, false).is_none());
+        // The half-close comes after the last message.
+        drop(sender);
+        assert!(matches!(
+            shared.lock().poll_input(&driver_cx, true, false),
+            Some(Input::HalfClose)
+        ));
+    }
+
+    #[test]
+    fn an_aborted_sender_cancels_the_uncommitted_call_and_never_half_closes_it() {
+        let shared = Shared::driving(
+            None,
+            crate::telemetry::Telemetry::new("test".into())
+                .call(&http::Uri::from_static("http://h/t.S/M")),
+        );
+        let mut sender = RequestSender::new(
+            shared.clone(),
+            Codec::<Bytes, Bytes>::raw().encoder(),
+            None,
+            usize::MAX,
+            None,
+        );
+        let waker = Waker::from(Arc::new(Wakes::default()));
+        let mut cx = Context::from_waker(&waker);
+        {
+            let send = std::pin::pin!(sender.send(Bytes::from_static(b"whole")));
+            assert!(matches!(send.poll(&mut cx), Poll::Ready(Ok(()))));
+        }
+        sender.abort(Status::new(Code::Internal, "the rest is broken"));
+        let mut s = shared.lock();
+        // The driver is told to cancel (resetting every live attempt), ahead of the queued message, and the
+        // sender's drop half-closed nothing.
+        assert!(matches!(
+            s.poll_input(&cx, true, false),
+            Some(Input::Cancel)
+        ));
+        assert!(!s.half_closed);
+        assert_eq!(
+            s.sender_failure.as_ref().map(Status::code),
+            Some(Code::Internal)
+        );
+    }
+}

@@ -1,0 +1,511 @@
+//! The receiving half of a call: [`Streaming`], response headers, messages, then trailers with the status.
+
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+use bytes::Bytes;
+use h2::client::ResponseFuture;
+use h2::RecvStream;
+use tokio::time::{Instant, Sleep};
+
+use grpc_retry::Pushback;
+
+use super::shared::{CommittedEnd, Ended, SharedRef, Side};
+use crate::attempt::Response;
+use crate::compression::ReceivedEncoding;
+use crate::framing::{Deframer, Frame, FrameError};
+use crate::metadata::names::GRPC_ENCODING;
+use crate::metadata::MetadataMap;
+use crate::response::{check_header_list, classify_head, pushback_of, status_from_trailers, Head};
+use crate::status::{Code, Status};
+
+enum RecvState {
+    /// The retry driver runs the attempts; the committed one's response (or the call's status) comes
+    /// through [`Shared`].
+    Driving,
+    Headers(ResponseFuture),
+    /// Response headers already received and checked (by the retry driver, which committed on them).
+    Received(http::Response<RecvStream>, Pushback),
+    Body(RecvStream),
+    Trailers(RecvStream),
+    /// The call is over, with this status.
+    Done(Status),
+}
+
+/// The receiving half of a call: response headers, messages, then trailers with the status.
+/// Dropping it before the call ended cancels the call (RST_STREAM(CANCEL)).
+///
+/// ```no_run
+/// # async fn example(channel: grpc_channel::Channel) -> Result<(), grpc_channel::Status> {
+/// use grpc_channel::Request;
+///
+/// let (mut tx, mut rx) = channel
+///     .streaming_raw("/chat.Room/Talk", Request::new(()))
+///     .await?;
+/// tx.send(bytes::Bytes::from_static(b"")).await?;
+/// tx.finish().await?;
+/// println!("headers: {:?}", rx.headers().await?);
+/// while let Some(message) = rx.message().await? {
+///     println!("{} bytes", message.len());
+/// }
+/// // The call ended OK: its trailing metadata.
+/// println!("trailers: {:?}", rx.trailers());
+/// # Ok(()) }
+/// ```
+pub struct Streaming<T> {
+    state: RecvState,
+    shared: SharedRef,
+    decode: fn(Bytes) -> Result<T, Status>,
+    deframer: Deframer,
+    encoding: ReceivedEncoding,
+    limit: usize,
+    deadline: Option<(Instant, Pin<Box<Sleep>>)>,
+    headers: Option<MetadataMap>,
+    trailers: Option<MetadataMap>,
+    last_compressed: bool,
+    /// The `grpc-retry-pushback-ms` of the server's final status, for the throttle.
+    pushback: Pushback,
+    /// The largest header list (response headers, trailers) accepted.
+    header_limit: usize,
+    /// How many attempts preceded the one whose result this is (known once handed over).
+    previous_attempts: u32,
+}
+
+impl<T> Streaming<T> {
+    /// The receiving half of a call whose attempts the retry driver runs.
+    pub(crate) fn driven(
+        shared: SharedRef,
+        decode: fn(Bytes) -> Result<T, Status>,
+        limit: usize,
+        header_limit: usize,
+        deadline: Option<Instant>,
+    ) -> Self {
+        Streaming {
+            state: RecvState::Driving,
+            shared,
+            decode,
+            deframer: Deframer::new(limit),
+            encoding: ReceivedEncoding::Identity,
+            limit,
+            deadline: deadline.map(|d| (d, Box::pin(tokio::time::sleep_until(d)))),
+            headers: None,
+            trailers: None,
+            last_compressed: false,
+            pushback: Pushback::None,
+            header_limit,
+            previous_attempts: 0,
+        }
+    }
+
+    /// Waits for the response headers and returns their metadata. For a Trailers-Only response (an error
+    /// before any message) this is the call's status as an error.
+    pub async fn headers(&mut self) -> Result<&MetadataMap, Status> {
+        poll_fn(|cx| self.poll_headers(cx)).await?;
+        Ok(self.headers.get_or_insert_with(MetadataMap::new))
+    }
+
+    /// The next response message; `Ok(None)` when the call ended with OK, `Err` with the call's status when it
+    /// ended otherwise. After the end, every call returns the same outcome again.
+    pub async fn message(&mut self) -> Result<Option<T>, Status> {
+        poll_fn(|cx| self.poll_message(cx)).await
+    }
+
+    /// The trailing metadata, once the call has ended.
+    pub fn trailers(&self) -> Option<&MetadataMap> {
+        self.trailers.as_ref()
+    }
+
+    /// The response headers' metadata, once received.
+    pub fn metadata(&self) -> Option<&MetadataMap> {
+        self.headers.as_ref()
+    }
+
+    /// Takes the response headers' and the trailers' metadata (empty if not received), for a caller done
+    /// with the call.
+    pub(crate) fn take_metadata(&mut self) -> (MetadataMap, MetadataMap) {
+        (
+            self.headers.take().unwrap_or_default(),
+            self.trailers.take().unwrap_or_default(),
+        )
+    }
+
+    /// How many attempts preceded the one whose response this is (gRFC A6 "Exposed Retry Metadata"):
+    /// retries and hedges, never transparent retries; 0 when the first attempt produced it, or before the
+    /// response headers or the call's end are in. When not 0 the same number is in the response headers'
+    /// metadata ([`Streaming::metadata`]) as `grpc-previous-rpc-attempts`, or, for a call that ended
+    /// without response headers, in the trailers and the call's [`Status`].
+    pub fn previous_rpc_attempts(&self) -> u32 {
+        self.previous_attempts
+    }
+
+    /// Whether the last message returned arrived compressed.
+    pub fn last_message_compressed(&self) -> bool {
+        self.last_compressed
+    }
+
+    /// Cancels the call: RST_STREAM(CANCEL) goes to the server and the call ends CANCELLED (or
+    /// DEADLINE_EXCEEDED if its deadline has already passed).
+    pub fn cancel(&mut self) {
+        if !self.is_done() {
+            let status = self.local_status(Status::cancelled());
+            self.end_locally(status);
+        }
+    }
+
+    fn poll_headers(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Status>> {
+        if self.headers.is_some() {
+            return Poll::Ready(Ok(()));
+        }
+        if let RecvState::Done(outcome) = &self.state {
+            return Poll::Ready(outcome_of::<()>(outcome).map(drop));
+        }
+        if let RecvState::Headers(_) | RecvState::Driving = self.state {
+            if let Poll::Ready(status) = self.poll_deadline(cx) {
+                return Poll::Ready(Err(status));
+            }
+            match self.poll_progress(cx, false) {
+                Poll::Ready(Err(status)) => return Poll::Ready(Err(status)),
+                Poll::Ready(Ok(_)) => {}
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        match &self.state {
+            RecvState::Done(outcome) => Poll::Ready(outcome_of::<()>(outcome).map(drop)),
+            _ => Poll::Ready(Ok(())),
+        }
+    }
+
+    /// Polls for the next message.
+    pub fn poll_message(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<T>, Status>> {
+        // The deadline first: data that keeps arriving must not keep a call alive past it (A96: the client
+        // may fail with DEADLINE_EXCEEDED at any point after the deadline, even discarding messages).
+        if let Poll::Ready(status) = self.poll_deadline(cx) {
+            return Poll::Ready(Err(status));
+        }
+        match self.poll_progress(cx, true) {
+            Poll::Ready(Ok(Some(frame))) => {
+                self.last_compressed = frame.compressed;
+                Poll::Ready(self.decode_frame(frame).map(Some))
+            }
+            Poll::Ready(Ok(None)) => Poll::Ready(Ok(None)),
+            Poll::Ready(Err(status)) => Poll::Ready(Err(status)),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn decode_frame(&mut self, frame: Frame) -> Result<T, Status> {
+        let payload = if frame.compressed {
+            let decoded = match &self.encoding {
+                ReceivedEncoding::Known(enc) => enc.decompress(frame.payload, self.limit),
+                ReceivedEncoding::Identity => Err(Status::new(
+                    Code::Internal,
+                    "compressed flag set on a message but the response has no grpc-encoding",
+                )),
+                ReceivedEncoding::Unsupported(name) => Err(Status::new(
+                    Code::Unimplemented,
+                    format!("the response uses the unsupported message encoding {name:?}"),
+                )),
+            };
+            match decoded {
+                Ok(p) => p,
+                Err(status) => return Err(self.end_locally(status)),
+            }
+        } else {
+            frame.payload
+        };
+        (self.decode)(payload).map_err(|status| self.end_locally(status))
+    }
+
+    /// Fires the local deadline if it has passed (once: an ended call keeps its outcome).
+    fn poll_deadline(&mut self, cx: &mut Context<'_>) -> Poll<Status> {
+        if self.is_done() {
+            return Poll::Pending;
+        }
+        let Some((_, sleep)) = &mut self.deadline else {
+            return Poll::Pending;
+        };
+        ready!(sleep.as_mut().poll(cx));
+        Poll::Ready(self.end_locally(Status::deadline_exceeded()))
+    }
+
+    /// Ends the call on the client's side: resets the stream and records the outcome.
+    fn end_locally(&mut self, status: Status) -> Status {
+        let status = {
+            let mut s = self.shared.lock();
+            self.previous_attempts = s.previous_attempts;
+            let status = status.with_previous_rpc_attempts(self.previous_attempts);
+            s.end(&status, h2::Reason::CANCEL);
+            s.report_end(&status, CommittedEnd::Local);
+            s.telemetry.finish(&status);
+            s.exactly_once = None;
+            status
+        };
+        self.state = RecvState::Done(status.clone());
+        status
+    }
+
+    /// Whether the call is over.
+    fn is_done(&self) -> bool {
+        matches!(self.state, RecvState::Done(_))
+    }
+
+    /// A local status, turned into DEADLINE_EXCEEDED when the deadline has passed.
+    fn local_status(&self, status: Status) -> Status {
+        match &self.deadline {
+            Some((deadline, _))
+                if status.code() == Code::Cancelled && Instant::now() >= *deadline =>
+            {
+                Status::deadline_exceeded()
+            }
+            _ => status,
+        }
+    }
+
+    /// Records the final status from the server and stops sending (RST_STREAM(NO_ERROR) if the client had not
+    /// half-closed yet).
+    fn end_remotely(&mut self, status: Status) -> Poll<Result<Option<Frame>, Status>> {
+        let status = self
+            .local_status(status)
+            .with_previous_rpc_attempts(self.previous_attempts);
+        let sender_failure = {
+            let mut guard = self.shared.lock();
+            let s = &mut *guard;
+            // A call its sender aborted ended on the client, whatever the reset brought back.
+            match &s.sender_failure {
+                Some(failure) => {
+                    let failure = failure.clone();
+                    s.report_end(&failure, CommittedEnd::Local);
+                }
+                None => s.report_end(&status, CommittedEnd::Remote(self.pushback)),
+            }
+            if s.ended.is_none() {
+                if let (Side::Direct(send), false) = (&mut s.side, s.half_closed) {
+                    send.send_reset(h2::Reason::NO_ERROR);
+                }
+                s.ended = Some(Ended::Finished(status.clone()));
+                s.wake_end_watcher();
+            }
+            // A send that failed on the client ended the call: its status, not the reset it caused.
+            let status = s.sender_failure.take().unwrap_or(status);
+            s.telemetry.finish(&status);
+            s.exactly_once = None;
+            status
+        };
+        let status = sender_failure;
+        let result = outcome_of(&status);
+        self.state = RecvState::Done(status);
+        Poll::Ready(result)
+    }
+
+    /// Takes response headers the attempt already checked (within the limit, opening messages): they are
+    /// not checked again.
+    fn on_messages_head(&mut self, response: http::Response<RecvStream>, pushback: Pushback) {
+        let (parts, body) = response.into_parts();
+        self.pushback = pushback;
+        self.encoding = ReceivedEncoding::from_header(parts.headers.get(GRPC_ENCODING));
+        let mut metadata = MetadataMap::from_headers(parts.headers);
+        metadata.set_previous_rpc_attempts(self.previous_attempts);
+        self.headers = Some(metadata);
+        self.state = RecvState::Body(body);
+    }
+
+    /// Handles the response headers; `Some` when polling should return now.
+    fn on_head(
+        &mut self,
+        response: http::Response<RecvStream>,
+        want_frame: bool,
+    ) -> Option<Poll<Result<Option<Frame>, Status>>> {
+        let (parts, body) = response.into_parts();
+        if let Err(status) = check_header_list(&parts.headers, self.header_limit) {
+            return Some(Poll::Ready(Err(self.end_locally(status))));
+        }
+        self.pushback = pushback_of(&parts.headers);
+        match classify_head(parts.status.as_u16(), parts.headers, body.is_end_stream()) {
+            Head::Messages {
+                encoding,
+                mut metadata,
+            } => {
+                self.encoding = encoding;
+                metadata.set_previous_rpc_attempts(self.previous_attempts);
+                self.headers = Some(metadata);
+                self.state = RecvState::Body(body);
+                (!want_frame).then_some(Poll::Ready(Ok(None)))
+            }
+            Head::End(status, mut trailers) => {
+                self.headers = Some(MetadataMap::new());
+                trailers.set_previous_rpc_attempts(self.previous_attempts);
+                self.trailers = Some(trailers);
+                Some(self.end_remotely(status))
+            }
+        }
+    }
+
+    /// Drives the response: headers, then frames, then trailers. With `want_frame` false it stops once the
+    /// headers are in.
+    fn poll_progress(
+        &mut self,
+        cx: &mut Context<'_>,
+        want_frame: bool,
+    ) -> Poll<Result<Option<Frame>, Status>> {
+        loop {
+            match &mut self.state {
+                RecvState::Driving => {
+                    let handed = {
+                        let mut s = self.shared.lock();
+                        match s.handed.take() {
+                            Some(handed) => {
+                                self.previous_attempts = s.previous_attempts;
+                                handed
+                            }
+                            None => {
+                                s.receiver = Some(cx.waker().clone());
+                                return Poll::Pending;
+                            }
+                        }
+                    };
+                    match handed {
+                        Ok(Response::Pending(future)) => self.state = RecvState::Headers(future),
+                        Ok(Response::Received(response, pushback)) => {
+                            self.state = RecvState::Received(response, pushback)
+                        }
+                        // The call finished before committing: the status of its last attempt (with that
+                        // attempt's Trailers-Only metadata) or one the state machine made.
+                        Err(status) => {
+                            self.headers.get_or_insert_with(MetadataMap::new);
+                            self.previous_attempts = status.previous_rpc_attempts();
+                            self.trailers = Some(status.metadata().clone());
+                            return self.end_remotely(status);
+                        }
+                    }
+                }
+                RecvState::Done(outcome) => return Poll::Ready(outcome_of(outcome)),
+                RecvState::Headers(fut) => {
+                    let response = match ready!(Pin::new(fut).poll(cx)) {
+                        Ok(r) => r,
+                        Err(e) => return self.end_remotely(Status::from_h2(e)),
+                    };
+                    if let Some(done) = self.on_head(response, want_frame) {
+                        return done;
+                    }
+                }
+                RecvState::Received(..) => {
+                    // Taken out whole: `on_messages_head` puts the next state (Body) in its place.
+                    let RecvState::Received(response, pushback) =
+                        std::mem::replace(&mut self.state, RecvState::Driving)
+                    else {
+                        unreachable!("matched Received above")
+                    };
+                    self.on_messages_head(response, pushback);
+                    if !want_frame {
+                        return Poll::Ready(Ok(None));
+                    }
+                }
+                RecvState::Body(body) => {
+                    match self.deframer.next_frame() {
+                        Ok(Some(frame)) => return Poll::Ready(Ok(Some(frame))),
+                        Ok(None) => {}
+                        Err(e) => return Poll::Ready(Err(self.end_locally(frame_status(e)))),
+                    }
+                    match ready!(body.poll_data(cx)) {
+                        Some(Ok(chunk)) => {
+                            let _ = body.flow_control().release_capacity(chunk.len());
+                            self.deframer.push(chunk);
+                        }
+                        Some(Err(e)) => return self.end_remotely(Status::from_h2(e)),
+                        None => {
+                            if let Err(e) = self.deframer.finish() {
+                                return Poll::Ready(Err(self.end_locally(frame_status(e))));
+                            }
+                            let RecvState::Body(body) =
+                                std::mem::replace(&mut self.state, RecvState::Driving)
+                            else {
+                                unreachable!("matched Body above")
+                            };
+                            self.state = RecvState::Trailers(body);
+                        }
+                    }
+                }
+                RecvState::Trailers(body) => {
+                    let status = match ready!(body.poll_trailers(cx)) {
+                        Ok(Some(trailers)) => {
+                            if let Err(status) = check_header_list(&trailers, self.header_limit) {
+                                return Poll::Ready(Err(self.end_locally(status)));
+                            }
+                            self.pushback = pushback_of(&trailers);
+                            let (status, metadata) = status_from_trailers(trailers);
+                            self.trailers = Some(metadata);
+                            status
+                        }
+                        Ok(None) => Status::new(
+                            Code::Internal,
+                            "server closed the stream without sending trailers",
+                        ),
+                        Err(e) => Status::from_h2(e),
+                    };
+                    return self.end_remotely(status);
+                }
+            }
+        }
+    }
+}
+
+/// What polling returns once the call is over with `status`: the end of the messages for OK, else the status.
+fn outcome_of<F>(status: &Status) -> Result<Option<F>, Status> {
+    if status.code() == Code::Ok {
+        Ok(None)
+    } else {
+        Err(status.clone())
+    }
+}
+
+fn frame_status(e: FrameError) -> Status {
+    let code = match e {
+        FrameError::TooLarge { .. } => Code::ResourceExhausted,
+        FrameError::InvalidFlag(_) | FrameError::Truncated { .. } => Code::Internal,
+    };
+    Status::new(code, e.to_string()).with_source(e)
+}
+
+impl<T> Drop for Streaming<T> {
+    fn drop(&mut self) {
+        if !self.is_done() {
+            // The application gave up: the call ends CANCELLED, and the committed attempt's end (and the
+            // call's statistics) are reported like any local end.
+            let cancelled = Status::cancelled();
+            let mut s = self.shared.lock();
+            s.end(&cancelled, h2::Reason::CANCEL);
+            s.report_end(&cancelled, CommittedEnd::Local);
+            s.telemetry.finish(&cancelled);
+            s.exactly_once = None;
+        }
+    }
+}
+
+impl<T> futures_core::Stream for Streaming<T> {
+    type Item = Result<T, Status>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        if this.is_done() {
+            // A stream ends after its final item, which is the error if the call failed.
+            return Poll::Ready(None);
+        }
+        this.poll_message(cx).map(Result::transpose)
+    }
+}
+
+impl<T> std::fmt::Debug for Streaming<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Streaming")
+            .field("headers", &self.headers)
+            .field(
+                "outcome",
+                &match &self.state {
+                    RecvState::Done(status) => Some(status),
+                    _ => None,
+                },
+            )
+            .finish_non_exhaustive()
+    }
+}
