@@ -17,17 +17,18 @@ use bytes::Bytes;
 use grpc_retry::{AttemptEnd, FailurePlace, Pushback};
 use grpc_transparent::Progress;
 use h2::client::{ResponseFuture, SendRequest};
-use h2::{RecvStream, SendStream};
+use h2::RecvStream;
 use http::header::{CONTENT_TYPE, TE, USER_AGENT};
 use http::{HeaderMap, HeaderValue};
-use std::collections::VecDeque;
 use tokio::time::Instant;
 
-use crate::compression::Encoding;
+use crate::compression::{Encoding, ReceivedEncoding};
 use crate::metadata::names::{
     GRPC_ACCEPT_ENCODING, GRPC_ENCODING, GRPC_PREVIOUS_RPC_ATTEMPTS, GRPC_TIMEOUT,
 };
-use crate::response::{check_header_list, classify_head, head_opens_messages, pushback_of, Head};
+use crate::metadata::MetadataMap;
+use crate::response::{check_header_list, classify_head, pushback_of, Head};
+use crate::send::{OnError, Outbox, SendHalf, WriteError, Written};
 use crate::status::{code_from_h2_reason, Code, Status};
 use crate::timeout;
 
@@ -85,7 +86,7 @@ pub(crate) enum AttemptEvent {
 
 /// The parts of an attempt the call keeps once it commits to it.
 pub(crate) struct OpenAttempt {
-    pub(crate) send: SendStream<Bytes>,
+    pub(crate) send: SendHalf,
     /// The response headers, or the future that brings them.
     pub(crate) response: Response,
     /// The last message handed to h2 at the handover (the state machine may release up to it).
@@ -95,60 +96,32 @@ pub(crate) struct OpenAttempt {
 /// The response side of an open attempt.
 pub(crate) enum Response {
     Pending(ResponseFuture),
-    /// Headers the attempt has checked: within the header list limit, opening a message stream. With the
-    /// pushback they carried.
-    Received(http::Response<RecvStream>, Pushback),
+    /// Headers the attempt has checked and read: within the header list limit, opening a message stream.
+    Received(ReceivedHead),
+}
+
+/// Response headers that open a message stream, as the attempt read them.
+pub(crate) struct ReceivedHead {
+    /// The messages' `grpc-encoding`.
+    pub(crate) encoding: ReceivedEncoding,
+    /// The headers' metadata.
+    pub(crate) metadata: MetadataMap,
+    /// The server's `grpc-retry-pushback-ms`, if it sent one there.
+    pub(crate) pushback: Pushback,
+    /// The messages and trailers.
+    pub(crate) body: RecvStream,
 }
 
 enum State {
-    Picking(Pick),
+    /// Waiting for a connection; the messages wait in the outbox.
+    Picking(Pick, Outbox),
     Open {
         handle: SendRequest<Bytes>,
-        send: SendStream<Bytes>,
+        send: SendHalf,
         response: Response,
         progress: Progress,
     },
     Done,
-}
-
-/// The messages an attempt has yet to write, with their index in the call, in order. The first is kept
-/// inline, so an attempt of a call with one message (unary, server-streaming) allocates nothing for it.
-#[derive(Default)]
-struct SendQueue {
-    /// `None` only when `rest` is empty too.
-    first: Option<(usize, Bytes)>,
-    rest: VecDeque<(usize, Bytes)>,
-}
-
-impl SendQueue {
-    fn push_back(&mut self, item: (usize, Bytes)) {
-        match self.first {
-            None => self.first = Some(item),
-            Some(_) => self.rest.push_back(item),
-        }
-    }
-
-    fn pop_front(&mut self) -> Option<(usize, Bytes)> {
-        let front = self.first.take();
-        self.first = self.rest.pop_front();
-        front
-    }
-
-    fn front(&self) -> Option<&(usize, Bytes)> {
-        self.first.as_ref()
-    }
-
-    fn front_mut(&mut self) -> Option<&mut (usize, Bytes)> {
-        self.first.as_mut()
-    }
-
-    fn len(&self) -> usize {
-        usize::from(self.first.is_some()) + self.rest.len()
-    }
-
-    fn is_empty(&self) -> bool {
-        self.first.is_none()
-    }
 }
 
 /// One attempt.
@@ -156,12 +129,6 @@ pub(crate) struct Attempt {
     state: State,
     setup: Arc<AttemptSetup>,
     previous_attempts: u32,
-    /// Messages to write, with their index in the call; the front one may be partly written.
-    queue: SendQueue,
-    /// Half-close once the queue is written.
-    half_close: bool,
-    /// END_STREAM was sent.
-    half_closed: bool,
     /// The last message written together with the HEADERS, not yet reported.
     flushed_up_front: Option<usize>,
 }
@@ -169,29 +136,38 @@ pub(crate) struct Attempt {
 impl Attempt {
     pub(crate) fn new(pick: Pick, setup: Arc<AttemptSetup>, previous_attempts: u32) -> Self {
         Attempt {
-            state: State::Picking(pick),
+            state: State::Picking(pick, Outbox::default()),
             setup,
             previous_attempts,
-            queue: SendQueue::default(),
-            half_close: false,
-            half_closed: false,
             flushed_up_front: None,
         }
     }
 
     /// Queues message `index` for this attempt.
     pub(crate) fn send(&mut self, index: usize, message: Bytes) {
-        self.queue.push_back((index, message));
+        match &mut self.state {
+            State::Picking(_, outbox) => outbox.push(index, message),
+            State::Open { send, .. } => send.push(index, message),
+            State::Done => {}
+        }
     }
 
     /// Half-closes after the queued messages.
     pub(crate) fn half_close(&mut self) {
-        self.half_close = true;
+        match &mut self.state {
+            State::Picking(_, outbox) => outbox.close_after_queue(),
+            State::Open { send, .. } => send.close_after_queue(),
+            State::Done => {}
+        }
     }
 
     /// Whether every queued message has been handed to h2.
     pub(crate) fn caught_up(&self) -> bool {
-        self.queue.is_empty()
+        match &self.state {
+            State::Picking(_, outbox) => outbox.is_empty(),
+            State::Open { send, .. } => send.caught_up(),
+            State::Done => true,
+        }
     }
 
     /// Whether the attempt has a stream.
@@ -202,7 +178,7 @@ impl Attempt {
     /// Cancels the attempt: RST_STREAM(CANCEL) if its stream exists.
     pub(crate) fn cancel(&mut self) {
         if let State::Open { send, .. } = &mut self.state {
-            send.send_reset(h2::Reason::CANCEL);
+            send.reset(h2::Reason::CANCEL);
         }
         self.state = State::Done;
     }
@@ -220,18 +196,8 @@ impl Attempt {
         else {
             return None;
         };
-        let mut flushed = None;
-        while let Some((index, data)) = self.queue.pop_front() {
-            let last = self.half_close && self.queue.is_empty();
-            // An error here reappears on the response side, which reports the stream's end.
-            let _ = send.send_data(data, last);
-            self.half_closed |= last;
-            flushed = Some(index);
-        }
-        if self.half_close && !self.half_closed {
-            let _ = send.send_data(Bytes::new(), true);
-            self.half_closed = true;
-        }
+        // An error here reappears on the response side, which reports the stream's end.
+        let flushed = send.flush_all(OnError::Drop);
         Some(OpenAttempt {
             send,
             response,
@@ -244,21 +210,16 @@ impl Attempt {
         self.previous_attempts
     }
 
-    /// Whether the application's half-close has been written.
-    pub(crate) fn half_closed(&self) -> bool {
-        self.half_closed
-    }
-
     /// Drives the attempt until it has something to report.
     pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<AttemptEvent> {
         let picked = match &mut self.state {
             State::Done => return Poll::Pending,
             State::Open { .. } => return self.poll_open(cx),
-            State::Picking(Pick::Now(picked)) => match picked.take() {
+            State::Picking(Pick::Now(picked), _) => match picked.take() {
                 Some(picked) => Ok(picked),
                 None => return Poll::Pending,
             },
-            State::Picking(Pick::Later(pick)) => match pick.as_mut().poll(cx) {
+            State::Picking(Pick::Later(pick), _) => match pick.as_mut().poll(cx) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(result) => result,
             },
@@ -314,19 +275,15 @@ impl Attempt {
         *request.uri_mut() = self.setup.uri.clone();
         *request.version_mut() = http::Version::HTTP_2;
         *request.headers_mut() = attempt_headers(&self.setup, self.previous_attempts, grpc_timeout);
-        let (response, mut send) = handle.send_request(request, false)?;
+        let (response, stream) = handle.send_request(request, false)?;
+        let outbox = match std::mem::replace(&mut self.state, State::Done) {
+            State::Picking(_, outbox) => outbox,
+            _ => Outbox::default(),
+        };
+        let mut send = SendHalf::new(stream, outbox);
         // A request known up front goes to h2 with its HEADERS, so they leave in one write.
         if self.setup.eager {
-            while let Some((index, data)) = self.queue.front() {
-                let last = self.half_close && self.queue.len() == 1;
-                if send.send_data(data.clone(), last).is_err() {
-                    // Left queued: the next write reports how the stream failed.
-                    break;
-                }
-                self.half_closed |= last;
-                self.flushed_up_front = Some(*index);
-                self.queue.pop_front();
-            }
+            self.flushed_up_front = send.flush_all(OnError::Keep);
         }
         let mut progress = Progress::Opened;
         // h2 keeps a stream over the server's MAX_CONCURRENT_STREAMS in a local queue; the handle that opened
@@ -372,46 +329,15 @@ impl Attempt {
         let State::Open { send, .. } = &mut self.state else {
             return Poll::Pending;
         };
-        while let Some((index, data)) = self.queue.front_mut() {
-            let index = *index;
-            let eager = self.setup.eager;
-            // Non-eager: ask for the whole message first (h2 grants what the windows allow at once), then
-            // write what was granted.
-            let capacity = if eager {
-                data.len()
-            } else {
-                if !data.is_empty() {
-                    send.reserve_capacity(data.len());
-                }
-                send.capacity()
-            };
-            if capacity == 0 && !data.is_empty() {
-                match send.poll_capacity(cx) {
-                    Poll::Ready(Some(Ok(_))) => continue,
-                    Poll::Ready(Some(Err(err))) => return Poll::Ready(self.write_failed(err, cx)),
-                    // The stream is closed for sending: the response side reports how it ended.
-                    Poll::Ready(None) | Poll::Pending => return Poll::Pending,
-                }
-            }
-            let chunk = data.split_to(capacity.min(data.len()));
-            let done = data.is_empty();
-            let last = done && self.half_close && self.queue.len() == 1;
-            if let Err(err) = send.send_data(chunk, last) {
-                return Poll::Ready(self.write_failed(err, cx));
-            }
-            if done {
-                self.queue.pop_front();
-                self.half_closed |= last;
-                return Poll::Ready(AttemptEvent::Sent(index));
-            }
+        match send.poll_write(cx, self.setup.eager) {
+            Poll::Ready(Ok(Written::Message(index))) => Poll::Ready(AttemptEvent::Sent(index)),
+            Poll::Ready(Err(WriteError::Stream(err))) => Poll::Ready(self.write_failed(err, cx)),
+            // Everything written, flow control holding back, or the stream closed for sending: the response
+            // side reports how the attempt goes on or ended.
+            Poll::Ready(Ok(Written::CaughtUp))
+            | Poll::Ready(Err(WriteError::Closed))
+            | Poll::Pending => Poll::Pending,
         }
-        if self.half_close && !self.half_closed {
-            self.half_closed = true;
-            if let Err(err) = send.send_data(Bytes::new(), true) {
-                return Poll::Ready(self.write_failed(err, cx));
-            }
-        }
-        Poll::Pending
     }
 
     /// Polls for the response headers: `Ready` when they ended the attempt or open a message stream.
@@ -442,25 +368,22 @@ impl Attempt {
                         let end = AttemptEnd::failure(status.code(), FailurePlace::Processed);
                         return Poll::Ready(AttemptEvent::Ended(end, status));
                     }
-                    let status_code = parts.status.as_u16();
-                    if head_opens_messages(status_code, &parts.headers, body.is_end_stream()) {
-                        *response =
-                            Response::Received(http::Response::from_parts(parts, body), pushback);
-                        return Poll::Ready(AttemptEvent::Headers);
-                    }
-                    match classify_head(status_code, parts.headers, body.is_end_stream()) {
-                        // Not reachable: `head_opens_messages` agrees with `classify_head` (tested).
-                        Head::Messages { .. } => {
-                            self.cancel();
-                            let status = Status::new(Code::Internal, "response headers misread");
-                            let end = AttemptEnd::failure(status.code(), FailurePlace::Local);
-                            return Poll::Ready(AttemptEvent::Ended(end, status));
+                    match classify_head(parts.status.as_u16(), parts.headers, body.is_end_stream())
+                    {
+                        Head::Messages { encoding, metadata } => {
+                            *response = Response::Received(ReceivedHead {
+                                encoding,
+                                metadata,
+                                pushback,
+                                body,
+                            });
+                            return Poll::Ready(AttemptEvent::Headers);
                         }
                         Head::End(status, _) => {
                             // The server ended the call before the request did: stop sending
                             // (RST_STREAM(NO_ERROR), as after a committed attempt's early trailers).
-                            if !self.half_closed {
-                                send.send_reset(h2::Reason::NO_ERROR);
+                            if !send.half_closed() {
+                                send.reset(h2::Reason::NO_ERROR);
                             }
                             self.state = State::Done;
                             let end = AttemptEnd::status(status.code(), pushback);
@@ -611,23 +534,6 @@ mod tests {
             }
             _ => panic!("the attempt must end at once"),
         }
-    }
-
-    #[test]
-    fn the_send_queue_keeps_order_with_its_first_message_inline() {
-        let mut q = SendQueue::default();
-        assert!(q.is_empty() && q.front().is_none());
-        for i in 0..3 {
-            q.push_back((i, Bytes::from(vec![i as u8])));
-        }
-        assert_eq!(q.len(), 3);
-        assert_eq!(q.pop_front().map(|(i, _)| i), Some(0));
-        q.push_back((3, Bytes::new()));
-        let order: Vec<usize> = std::iter::from_fn(|| q.pop_front().map(|(i, _)| i)).collect();
-        assert_eq!(order, [1, 2, 3]);
-        assert!(q.is_empty());
-        q.push_back((4, Bytes::new()));
-        assert_eq!((q.len(), q.front().map(|(i, _)| *i)), (1, Some(4)));
     }
 
     #[test]

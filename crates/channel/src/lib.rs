@@ -72,6 +72,7 @@ mod request;
 mod resolution;
 mod response;
 mod retry_driver;
+mod send;
 mod sniff;
 mod status;
 mod telemetry;

@@ -33,14 +33,6 @@ pub(crate) enum Head {
     End(Status, MetadataMap),
 }
 
-/// Whether response headers open a stream of messages (what [`classify_head`] calls `Messages`), without
-/// taking the headers.
-pub(crate) fn head_opens_messages(http_status: u16, headers: &HeaderMap, end_stream: bool) -> bool {
-    !end_stream
-        && (http_status == 200 || headers.contains_key(GRPC_STATUS))
-        && grpc_content_type(headers)
-}
-
 fn grpc_content_type(headers: &HeaderMap) -> bool {
     headers
         .get(http::header::CONTENT_TYPE)
@@ -182,34 +174,6 @@ mod tests {
         match head {
             Head::End(s, _) => (s.code(), s.message().to_owned()),
             Head::Messages { .. } => panic!("expected the call to end"),
-        }
-    }
-
-    #[test]
-    fn head_opens_messages_agrees_with_classify_head() {
-        let types = [
-            None,
-            Some("application/grpc"),
-            Some("application/grpc+proto"),
-            Some("text/html"),
-        ];
-        for status in [200, 204, 404, 500, 503] {
-            for ct in types {
-                for grpc_status in [false, true] {
-                    for end in [false, true] {
-                        let mut h = HeaderMap::new();
-                        if let Some(ct) = ct {
-                            h.insert("content-type", HeaderValue::from_static(ct));
-                        }
-                        if grpc_status {
-                            h.insert("grpc-status", HeaderValue::from_static("0"));
-                        }
-                        let quick = head_opens_messages(status, &h, end);
-                        let full = matches!(classify_head(status, h, end), Head::Messages { .. });
-                        assert_eq!(quick, full, "{status} {ct:?} {grpc_status} {end}");
-                    }
-                }
-            }
         }
     }
 

@@ -80,7 +80,6 @@ enum DriveEnd {
     Committed {
         attempt: AttemptId,
         open: OpenAttempt,
-        half_closed: bool,
         previous_attempts: u32,
         telemetry: Option<AttemptTelemetry>,
     },
@@ -120,14 +119,12 @@ impl Driver {
             DriveEnd::Committed {
                 attempt,
                 open,
-                half_closed,
                 previous_attempts,
                 telemetry,
             } => Ok(Committed {
                 call: self.call,
                 attempt,
                 open,
-                half_closed,
                 previous_attempts,
                 telemetry,
             }),
@@ -276,7 +273,6 @@ impl Driver {
         let index = id.0 as usize;
         let attempt = self.attempts.get_mut(index).and_then(Slot::live)?;
         let open = attempt.take_open()?;
-        let half_closed = attempt.half_closed();
         let previous_attempts = attempt.previous_attempts();
         self.attempts[index] = Slot::Gone;
         // What was handed to h2 at the handover will not be replayed: free it.
@@ -290,7 +286,6 @@ impl Driver {
         Some(DriveEnd::Committed {
             attempt: id,
             open,
-            half_closed,
             previous_attempts,
             telemetry,
         })

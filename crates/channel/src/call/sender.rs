@@ -11,6 +11,7 @@ use crate::codec::Codec;
 use crate::compression::Encoding;
 use crate::framing::{self};
 use crate::request::MessageOptions;
+use crate::send::{OnError, WriteError, Written};
 use crate::status::{Code, Status};
 
 /// The sending half of a streaming call. Dropping it half-closes the call (unless the call has ended).
@@ -100,37 +101,27 @@ impl<T> RequestSender<T> {
                         return Poll::Ready(Ok(()));
                     }
                 };
-                if data.is_empty() {
-                    if end_stream {
-                        s.half_closed = true;
-                        send.send_data(Bytes::new(), true)
-                            .map_err(Status::from_h2)?;
-                    }
-                    return Poll::Ready(Ok(()));
+                // After commit: behind anything still queued, under flow control.
+                if !data.is_empty() {
+                    send.push(0, std::mem::take(&mut data));
                 }
-                // Ask for the whole message first: h2 grants what the windows allow at once (no trip
-                // through the connection task), so an open window costs three h2 calls per message.
-                send.reserve_capacity(data.len());
-                let capacity = send.capacity();
-                if capacity == 0 {
-                    match ready!(send.poll_capacity(cx)) {
-                        Some(Ok(_)) => continue,
-                        Some(Err(e)) => return Poll::Ready(Err(Status::from_h2(e))),
-                        None => {
-                            return Poll::Ready(Err(Status::new(
-                                Code::Unavailable,
-                                "the stream was closed",
-                            )))
+                if end_stream {
+                    send.close_after_queue();
+                }
+                let written = loop {
+                    match ready!(send.poll_write(cx, false)) {
+                        Ok(Written::Message(_)) => continue,
+                        Ok(Written::CaughtUp) => break Ok(()),
+                        Err(WriteError::Stream(e)) => break Err(Status::from_h2(e)),
+                        Err(WriteError::Closed) => {
+                            break Err(Status::new(Code::Unavailable, "the stream was closed"))
                         }
                     }
-                }
-                let chunk = data.split_to(capacity.min(data.len()));
-                let last = end_stream && data.is_empty();
-                send.send_data(chunk, last).map_err(Status::from_h2)?;
-                if last {
+                };
+                if written.is_ok() && end_stream {
                     s.half_closed = true;
-                    return Poll::Ready(Ok(()));
                 }
+                return Poll::Ready(written);
             }
         });
         match self.deadline {
@@ -201,7 +192,8 @@ impl<T> Drop for RequestSender<T> {
             s.half_closed = true;
             match &mut s.side {
                 Side::Direct(send) => {
-                    let _ = send.send_data(Bytes::new(), true);
+                    send.close_after_queue();
+                    send.flush_all(OnError::Drop);
                 }
                 Side::Driving(inbox) => {
                     if let Some(w) = inbox.driver.take() {

@@ -6,13 +6,13 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
-use h2::SendStream;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
 use grpc_retry::{AttemptEnd, AttemptId, FailurePlace, Pushback, RetryCall};
 
 use crate::attempt::{OpenAttempt, Response};
+use crate::send::{OnError, SendHalf};
 use crate::status::{Code, Status};
 use crate::telemetry::{AttemptTelemetry, CallTelemetry};
 
@@ -21,8 +21,6 @@ pub(crate) struct Committed {
     pub(crate) call: RetryCall,
     pub(crate) attempt: AttemptId,
     pub(crate) open: OpenAttempt,
-    /// Whether the attempt already wrote the application's half-close.
-    pub(crate) half_closed: bool,
     /// How many attempts preceded it (A6's `grpc-previous-rpc-attempts`, for the application).
     pub(crate) previous_attempts: u32,
     /// Its span and metrics, which end with the call.
@@ -91,7 +89,7 @@ pub(super) enum Side {
     /// live attempt.
     Driving(Inbox),
     /// After commit: the committed attempt's stream.
-    Direct(SendStream<Bytes>),
+    Direct(SendHalf),
 }
 
 /// The most bytes of application messages an uncommitted call holds for its retry driver (a larger message is
@@ -231,7 +229,7 @@ impl Shared {
                 if let Some(ended) = &self.ended {
                     // The call ended (cancelled, or aborted by its sender) while the driver committed: the
                     // stream is reset, and a receiving half still waiting hears how the call ended.
-                    send.send_reset(h2::Reason::CANCEL);
+                    send.reset(h2::Reason::CANCEL);
                     self.handed = Some(Err(ended.status()));
                     if let Some(w) = self.receiver.take() {
                         w.wake();
@@ -240,15 +238,14 @@ impl Shared {
                 }
                 // The messages the driver had not taken yet follow the replayed ones; errors reappear on the
                 // response side.
-                let mut half_closed = committed.half_closed;
                 for message in inbox.queue {
-                    let _ = send.send_data(message, false);
+                    send.push(0, message);
                 }
-                if self.half_closed && !half_closed {
-                    let _ = send.send_data(Bytes::new(), true);
-                    half_closed = true;
+                if self.half_closed {
+                    send.close_after_queue();
                 }
-                self.half_closed |= half_closed;
+                send.flush_all(OnError::Drop);
+                self.half_closed |= send.half_closed();
                 self.side = Side::Direct(send);
                 self.retry = Some((committed.call, committed.attempt));
                 self.previous_attempts = committed.previous_attempts;
@@ -289,7 +286,7 @@ impl Shared {
             self.ended = Some(Ended::With(status.clone()));
             self.wake_end_watcher();
             match &mut self.side {
-                Side::Direct(send) => send.send_reset(reason),
+                Side::Direct(send) => send.reset(reason),
                 Side::Driving(inbox) => {
                     inbox.cancelled = true;
                     if let Some(w) = inbox.driver.take() {

@@ -12,10 +12,9 @@ use tokio::time::{Instant, Sleep};
 use grpc_retry::Pushback;
 
 use super::shared::{CommittedEnd, Ended, SharedRef, Side};
-use crate::attempt::Response;
+use crate::attempt::{ReceivedHead, Response};
 use crate::compression::ReceivedEncoding;
 use crate::framing::{Deframer, Frame, FrameError};
-use crate::metadata::names::GRPC_ENCODING;
 use crate::metadata::MetadataMap;
 use crate::response::{check_header_list, classify_head, pushback_of, status_from_trailers, Head};
 use crate::status::{Code, Status};
@@ -26,7 +25,7 @@ enum RecvState {
     Driving,
     Headers(ResponseFuture),
     /// Response headers already received and checked (by the retry driver, which committed on them).
-    Received(http::Response<RecvStream>, Pushback),
+    Received(ReceivedHead),
     Body(RecvStream),
     Trailers(RecvStream),
     /// The call is over, with this status.
@@ -281,7 +280,7 @@ impl<T> Streaming<T> {
             }
             if s.ended.is_none() {
                 if let (Side::Direct(send), false) = (&mut s.side, s.half_closed) {
-                    send.send_reset(h2::Reason::NO_ERROR);
+                    send.reset(h2::Reason::NO_ERROR);
                 }
                 s.ended = Some(Ended::Finished(status.clone()));
                 s.wake_end_watcher();
@@ -300,11 +299,15 @@ impl<T> Streaming<T> {
 
     /// Takes response headers the attempt already checked (within the limit, opening messages): they are
     /// not checked again.
-    fn on_messages_head(&mut self, response: http::Response<RecvStream>, pushback: Pushback) {
-        let (parts, body) = response.into_parts();
+    fn on_messages_head(&mut self, head: ReceivedHead) {
+        let ReceivedHead {
+            encoding,
+            mut metadata,
+            pushback,
+            body,
+        } = head;
         self.pushback = pushback;
-        self.encoding = ReceivedEncoding::from_header(parts.headers.get(GRPC_ENCODING));
-        let mut metadata = MetadataMap::from_headers(parts.headers);
+        self.encoding = encoding;
         metadata.set_previous_rpc_attempts(self.previous_attempts);
         self.headers = Some(metadata);
         self.state = RecvState::Body(body);
@@ -366,9 +369,7 @@ impl<T> Streaming<T> {
                     };
                     match handed {
                         Ok(Response::Pending(future)) => self.state = RecvState::Headers(future),
-                        Ok(Response::Received(response, pushback)) => {
-                            self.state = RecvState::Received(response, pushback)
-                        }
+                        Ok(Response::Received(head)) => self.state = RecvState::Received(head),
                         // The call finished before committing: the status of its last attempt (with that
                         // attempt's Trailers-Only metadata) or one the state machine made.
                         Err(status) => {
@@ -391,12 +392,12 @@ impl<T> Streaming<T> {
                 }
                 RecvState::Received(..) => {
                     // Taken out whole: `on_messages_head` puts the next state (Body) in its place.
-                    let RecvState::Received(response, pushback) =
+                    let RecvState::Received(head) =
                         std::mem::replace(&mut self.state, RecvState::Driving)
                     else {
                         unreachable!("matched Received above")
                     };
-                    self.on_messages_head(response, pushback);
+                    self.on_messages_head(head);
                     if !want_frame {
                         return Poll::Ready(Ok(None));
                     }
