@@ -70,59 +70,57 @@ impl<T> RequestSender<T> {
         let send = poll_fn(move |cx| {
             let mut guard = shared.lock();
             let s = &mut *guard;
-            loop {
-                if let Some(ended) = &s.ended {
-                    return Poll::Ready(Err(ended.status()));
-                }
-                if s.half_closed {
-                    return Poll::Ready(Err(Status::new(
-                        Code::Internal,
-                        "the call was already half-closed",
-                    )));
-                }
-                let send = match &mut s.side {
-                    Side::Direct(send) => send,
-                    Side::Driving(inbox) => {
-                        // Before commit the driver takes one message at a time, once an open attempt has
-                        // written the previous ones: the readiest live attempt paces the sender, which runs
-                        // ahead of the driver by at most the inbox.
-                        if !data.is_empty() {
-                            if !inbox.queue.is_empty() && inbox.queued + data.len() > INBOX_LIMIT {
-                                inbox.sender = Some(cx.waker().clone());
-                                return Poll::Pending;
-                            }
-                            inbox.queued += data.len();
-                            inbox.queue.push_back(std::mem::take(&mut data));
-                        }
-                        s.half_closed = end_stream;
-                        if let Some(w) = inbox.driver.take() {
-                            w.wake();
-                        }
-                        return Poll::Ready(Ok(()));
-                    }
-                };
-                // After commit: behind anything still queued, under flow control.
-                if !data.is_empty() {
-                    send.push(0, std::mem::take(&mut data));
-                }
-                if end_stream {
-                    send.close_after_queue();
-                }
-                let written = loop {
-                    match ready!(send.poll_write(cx, false)) {
-                        Ok(Written::Message(_)) => continue,
-                        Ok(Written::CaughtUp) => break Ok(()),
-                        Err(WriteError::Stream(e)) => break Err(Status::from_h2(e)),
-                        Err(WriteError::Closed) => {
-                            break Err(Status::new(Code::Unavailable, "the stream was closed"))
-                        }
-                    }
-                };
-                if written.is_ok() && end_stream {
-                    s.half_closed = true;
-                }
-                return Poll::Ready(written);
+            if let Some(ended) = &s.ended {
+                return Poll::Ready(Err(ended.status()));
             }
+            if s.half_closed {
+                return Poll::Ready(Err(Status::new(
+                    Code::Internal,
+                    "the call was already half-closed",
+                )));
+            }
+            let send = match &mut s.side {
+                Side::Direct(send) => send,
+                Side::Driving(inbox) => {
+                    // Before commit the driver takes one message at a time, once an open attempt has
+                    // written the previous ones: the readiest live attempt paces the sender, which runs
+                    // ahead of the driver by at most the inbox.
+                    if !data.is_empty() {
+                        if !inbox.queue.is_empty() && inbox.queued + data.len() > INBOX_LIMIT {
+                            inbox.sender = Some(cx.waker().clone());
+                            return Poll::Pending;
+                        }
+                        inbox.queued += data.len();
+                        inbox.queue.push_back(std::mem::take(&mut data));
+                    }
+                    s.half_closed = end_stream;
+                    if let Some(w) = inbox.driver.take() {
+                        w.wake();
+                    }
+                    return Poll::Ready(Ok(()));
+                }
+            };
+            // After commit: behind anything still queued, under flow control.
+            if !data.is_empty() {
+                send.push(0, std::mem::take(&mut data));
+            }
+            if end_stream {
+                send.close_after_queue();
+            }
+            let written = loop {
+                match ready!(send.poll_write(cx, false)) {
+                    Ok(Written::Message(_)) => continue,
+                    Ok(Written::CaughtUp) => break Ok(()),
+                    Err(WriteError::Stream(e)) => break Err(Status::from_h2(e)),
+                    Err(WriteError::Closed) => {
+                        break Err(Status::new(Code::Unavailable, "the stream was closed"))
+                    }
+                }
+            };
+            if written.is_ok() && end_stream {
+                s.half_closed = true;
+            }
+            Poll::Ready(written)
         });
         match self.deadline {
             None => send.await,
