@@ -280,6 +280,17 @@ impl Shared {
         self.end(&Status::cancelled(), h2::Reason::CANCEL);
     }
 
+    /// The one local end of a call (a cancel, the deadline, a malformed response, a dropped receiving
+    /// half): the stream is reset with CANCEL (or the driver cancels the attempts), the committed attempt's
+    /// end is reported as nobody's failure, and the call's telemetry and exactly-once id finish with
+    /// `status`.
+    pub(crate) fn end_locally(&mut self, status: &Status) {
+        self.end(status, h2::Reason::CANCEL);
+        self.report_end(status, CommittedEnd::Local);
+        self.telemetry.finish(status);
+        self.exactly_once = None;
+    }
+
     /// Ends the call locally with `status`, resetting the stream with `reason` (or cancelling the driver).
     pub(super) fn end(&mut self, status: &Status, reason: h2::Reason) {
         if self.ended.is_none() {

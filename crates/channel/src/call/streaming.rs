@@ -234,10 +234,7 @@ impl<T> Streaming<T> {
             let mut s = self.shared.lock();
             self.previous_attempts = s.previous_attempts;
             let status = status.with_previous_rpc_attempts(self.previous_attempts);
-            s.end(&status, h2::Reason::CANCEL);
-            s.report_end(&status, CommittedEnd::Local);
-            s.telemetry.finish(&status);
-            s.exactly_once = None;
+            s.end_locally(&status);
             status
         };
         self.state = RecvState::Done(status.clone());
@@ -474,11 +471,7 @@ impl<T> Drop for Streaming<T> {
             // The application gave up: the call ends CANCELLED, and the committed attempt's end (and the
             // call's statistics) are reported like any local end.
             let cancelled = Status::cancelled();
-            let mut s = self.shared.lock();
-            s.end(&cancelled, h2::Reason::CANCEL);
-            s.report_end(&cancelled, CommittedEnd::Local);
-            s.telemetry.finish(&cancelled);
-            s.exactly_once = None;
+            self.shared.lock().end_locally(&cancelled);
         }
     }
 }
