@@ -2,7 +2,7 @@
 //! big-endian length, then the message. HTTP/2 DATA frame boundaries have nothing to do with message
 //! boundaries, so the [`Deframer`] takes chunks as they arrive and hands out whole messages.
 //!
-//! Sending: [`encode_frame`] serializes a message with its prefix in one buffer, compressed or not, and
+//! Sending: `encode_frame` serializes a message with its prefix in one buffer, compressed or not, and
 //! refuses one over the send limit.
 //!
 //! A message that lies within one received chunk is handed out as a slice of that chunk (no copy). Only a

@@ -46,6 +46,7 @@
 //! Not here: xDS, ALTS, certificate revocation checks, HTTP/1 upgrades, server-side code.
 
 mod attempt;
+mod builder;
 mod call;
 mod channel;
 mod codec;
@@ -83,10 +84,9 @@ mod tls;
 pub mod tower;
 mod transport;
 
+pub use builder::ChannelBuilder;
 pub use call::{RequestSender, Streaming};
-pub use channel::{
-    Channel, ChannelBuilder, DEFAULT_MAX_RECEIVE_MESSAGE_SIZE, DEFAULT_MAX_SEND_MESSAGE_SIZE,
-};
+pub use channel::{Channel, DEFAULT_MAX_RECEIVE_MESSAGE_SIZE, DEFAULT_MAX_SEND_MESSAGE_SIZE};
 pub use compression::Encoding;
 pub use connect::Http2Settings;
 pub use control::DEFAULT_IDLE_TIMEOUT;

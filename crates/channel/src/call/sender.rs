@@ -44,7 +44,7 @@ impl<T> RequestSender<T> {
     /// sender instead of filling memory.
     ///
     /// An error means the call can take no more messages. When the server ended the call, its status is what
-    /// the receiving half ([`Streaming`]) reports; the error here only says sending stopped.
+    /// the receiving half ([`Streaming`](crate::Streaming)) reports; the error here only says sending stopped.
     ///
     /// Read the response while sending (as [`crate::Channel::client_streaming`] does): a server that ends
     /// the call without reading the rest of the request and without resetting the stream leaves `send`

@@ -1,0 +1,406 @@
+//! [`ChannelBuilder`]: every option of a channel, checked in [`ChannelBuilder::build`] before any connection
+//! is made.
+
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::header::HeaderValue;
+use http::uri::{Authority, Scheme};
+
+use crate::connect::Http2Settings;
+use crate::control::DEFAULT_IDLE_TIMEOUT;
+use crate::error::BuildError;
+use crate::interceptor::{Interceptor, Interceptors};
+use crate::keepalive::{Keepalive, DEFAULT_KEEPALIVE_TIMEOUT};
+use crate::method_uris::MethodUris;
+use crate::resolution::Resolution;
+use crate::telemetry::Telemetry;
+use crate::tls::{server_name_host, TlsConfig};
+use crate::transport::Transport;
+use grpc_retry::{
+    AppRetryPolicy, BufferPool, Precedence, DEFAULT_PER_CALL_LIMIT, DEFAULT_PER_CHANNEL_LIMIT,
+};
+use grpc_service_config::{url_security, ResolverOptions, ServiceConfig, Target, UrlSecurity};
+
+use crate::channel::{Channel, Inner};
+
+/// Builds a [`Channel`]: target, service config, retries, TLS, keepalive, limits, interceptors.
+///
+/// ```
+/// use grpc_channel::{Channel, TlsConfig};
+/// use std::time::Duration;
+///
+/// # fn example() -> Result<(), grpc_channel::BuildError> {
+/// let channel = Channel::builder("dns:///api.example.com:443")
+///     .tls(TlsConfig::new().webpki_roots())
+///     .default_service_config(r#"{"loadBalancingConfig": [{"round_robin": {}}]}"#)
+///     .keepalive_time(Duration::from_secs(30))
+///     .per_rpc_buffer_limit(256 << 10)
+///     .build()?;
+/// # let _ = channel;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct ChannelBuilder {
+    target: String,
+    authority: Option<String>,
+    user_agent: Option<String>,
+    max_receive: Option<usize>,
+    max_send: Option<usize>,
+    http2: Http2Settings,
+    default_service_config: Option<String>,
+    resolver: ResolverOptions,
+    idle_timeout: Duration,
+    retries: bool,
+    app_policy: Option<Arc<dyn AppRetryPolicy>>,
+    precedence: Precedence,
+    per_rpc_buffer_limit: usize,
+    retry_buffer_size: usize,
+    keepalive_time: Option<Duration>,
+    keepalive_timeout: Duration,
+    keepalive_permit_without_calls: bool,
+    tls: Option<TlsConfig>,
+    interceptors: Interceptors,
+    exactly_once: bool,
+}
+
+impl ChannelBuilder {
+    /// A builder for `target` with every option at its default.
+    pub(crate) fn new(target: String) -> ChannelBuilder {
+        ChannelBuilder {
+            target,
+            authority: None,
+            user_agent: None,
+            max_receive: None,
+            max_send: None,
+            http2: Http2Settings::default(),
+            default_service_config: None,
+            resolver: ResolverOptions::default(),
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            retries: true,
+            app_policy: None,
+            precedence: Precedence::ServiceConfig,
+            per_rpc_buffer_limit: DEFAULT_PER_CALL_LIMIT,
+            retry_buffer_size: DEFAULT_PER_CHANNEL_LIMIT,
+            keepalive_time: None,
+            keepalive_timeout: DEFAULT_KEEPALIVE_TIMEOUT,
+            keepalive_permit_without_calls: false,
+            tls: None,
+            interceptors: Interceptors::default(),
+            exactly_once: false,
+        }
+    }
+
+    /// Makes every call exactly-once (off by default; a call's [`Request::with_exactly_once`](crate::Request::with_exactly_once) overrides it):
+    /// every attempt, retries and hedges alike, carries a request id (this channel's random client id, the
+    /// call's sequence number, the channel's first incomplete sequence number, the attempt number) as the
+    /// metadata `exactly-once-request-id-bin`, so that a server with a `grpc-exactly-once` result tracker
+    /// runs the call at most once and answers every attempt with its result. This makes retries and hedging
+    /// safe for non-idempotent methods whose servers track results.
+    pub fn exactly_once(mut self, enabled: bool) -> Self {
+        self.exactly_once = enabled;
+        self
+    }
+
+    /// Adds an interceptor: it sees every call's method, metadata and options before the first attempt,
+    /// may change them, or fail the call (unsent) with a status. Interceptors run in the order added. See
+    /// [`Interceptor`].
+    pub fn interceptor(mut self, interceptor: impl Interceptor) -> Self {
+        self.interceptors.push(Arc::new(interceptor));
+        self
+    }
+
+    /// Connects over TLS (rustls; ALPN `h2` required, the certificate always verified) with this
+    /// configuration; see [`TlsConfig`] for the roots, client certificates and the server name. An
+    /// `https://` target uses TLS with the platform's roots without this; an `http://` target cannot have
+    /// it. Works with every target kind: each subchannel makes its own TLS session.
+    pub fn tls(mut self, config: TlsConfig) -> Self {
+        self.tls = Some(config);
+        self
+    }
+
+    /// Turns client keepalive on (gRFC A8; off by default): after `time` without any frame from the
+    /// server, the client sends a PING, and closes the connection if it is not answered within the
+    /// keepalive timeout (its calls fail UNAVAILABLE, the channel reconnects). Values under 10 s are raised
+    /// to 10 s. A server that answers GOAWAY "too_many_pings" doubles the time for the channel's later
+    /// connections.
+    pub fn keepalive_time(mut self, time: Duration) -> Self {
+        self.keepalive_time = Some(time);
+        self
+    }
+
+    /// How long a keepalive PING may go unanswered before the connection is closed (20 s by default).
+    pub fn keepalive_timeout(mut self, timeout: Duration) -> Self {
+        self.keepalive_timeout = timeout;
+        self
+    }
+
+    /// Whether keepalive PINGs are sent while the channel has no call in flight (off by default; servers
+    /// usually refuse pings without calls).
+    pub fn keepalive_permit_without_calls(mut self, permit: bool) -> Self {
+        self.keepalive_permit_without_calls = permit;
+        self
+    }
+
+    /// Turns policy retries and hedging on (the default) or off for every call of the channel (gRFC A6
+    /// "Disabling Retries"). Transparent retries (a call that never left the client, or that the server's
+    /// HTTP/2 stack refused) stay on either way.
+    pub fn retries(mut self, enabled: bool) -> Self {
+        self.retries = enabled;
+        self
+    }
+
+    /// The application's retry policy for every call of the channel: [`crate::NoRetry`],
+    /// [`crate::Linear`], [`crate::Exponential`] or a custom [`AppRetryPolicy`], run with A6's guard rails
+    /// (throttle, at most 5 attempts, pushback, deadline, commit, buffer limits). By default it applies to
+    /// methods whose service config has no `retryPolicy` or `hedgingPolicy`; see
+    /// [`ChannelBuilder::retry_policy_precedence`] to make it win. A policy set on a call
+    /// ([`Request::with_retry_policy`](crate::Request::with_retry_policy)) replaces it for that call.
+    pub fn retry_policy(mut self, policy: impl AppRetryPolicy + 'static) -> Self {
+        self.app_policy = Some(Arc::new(policy));
+        self
+    }
+
+    /// Which policy wins when the service config and [`ChannelBuilder::retry_policy`] both have one for a
+    /// method: [`Precedence::ServiceConfig`] (the default: the service owner knows which methods are safe
+    /// to retry) or [`Precedence::Application`].
+    pub fn retry_policy_precedence(mut self, precedence: Precedence) -> Self {
+        self.precedence = precedence;
+        self
+    }
+
+    /// The most request bytes one call keeps for replay on a retry, hedge or transparent retry (1 MiB by
+    /// default). A call whose messages outgrow it commits to its current attempt: it is still sent, but
+    /// never retried again.
+    pub fn per_rpc_buffer_limit(mut self, bytes: usize) -> Self {
+        self.per_rpc_buffer_limit = bytes;
+        self
+    }
+
+    /// The most request bytes all calls of the channel keep for replay together (16 MiB by default). A
+    /// message that does not fit commits its call, as with [`ChannelBuilder::per_rpc_buffer_limit`].
+    pub fn retry_buffer_size(mut self, bytes: usize) -> Self {
+        self.retry_buffer_size = bytes;
+        self
+    }
+
+    /// Overrides the `:authority` sent with every call (by default the target's `host:port`).
+    pub fn authority(mut self, authority: impl Into<String>) -> Self {
+        self.authority = Some(authority.into());
+        self
+    }
+
+    /// Puts `product` in front of this crate's `user-agent` (`product grpc-rust/VERSION`).
+    pub fn user_agent(mut self, product: impl Into<String>) -> Self {
+        self.user_agent = Some(product.into());
+        self
+    }
+
+    /// The largest response message accepted; larger ones end the call with RESOURCE_EXHAUSTED. With a
+    /// service config's `maxResponseMessageBytes` too, the smaller wins; with neither, 4 MiB.
+    pub fn max_receive_message_size(mut self, bytes: usize) -> Self {
+        self.max_receive = Some(bytes);
+        self
+    }
+
+    /// The largest request message sent; larger ones end the call with RESOURCE_EXHAUSTED, unsent. With a
+    /// service config's `maxRequestMessageBytes` too, the smaller wins.
+    pub fn max_send_message_size(mut self, bytes: usize) -> Self {
+        self.max_send = Some(bytes);
+        self
+    }
+
+    /// The service config to use when the resolver provides none (no TXT record, lookups turned off, a static
+    /// target) and when the first one it provides is invalid (gRFC A21). Checked by `build()`.
+    pub fn default_service_config(mut self, json: impl Into<String>) -> Self {
+        self.default_service_config = Some(json.into());
+        self
+    }
+
+    /// Turns the DNS TXT service config lookup on (the default) or off.
+    pub fn service_config_lookup(mut self, enabled: bool) -> Self {
+        self.resolver.txt_lookups = enabled;
+        self
+    }
+
+    /// How long the channel keeps its connections with no call in flight before it goes IDLE (30 min by
+    /// default, as gRFC A62 recommends). A value too large to add to the clock means never.
+    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_timeout = timeout;
+        self
+    }
+
+    /// The DNS resolver's options (minimum re-resolution interval, query timeout, `maxAttempts` cap, host
+    /// name for `clientHostname`).
+    pub fn resolver_options(mut self, options: ResolverOptions) -> Self {
+        self.resolver = options;
+        self
+    }
+
+    /// The least time each connection attempt (TCP connect and HTTP/2 handshake) gets before it counts as
+    /// failed: the connection-backoff spec's MIN_CONNECT_TIMEOUT, 20 s by default (an attempt after a longer
+    /// backoff gets that backoff). Applies to every target; a value too large to add to the clock means the
+    /// attempt never times out.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.http2.connect_timeout = timeout;
+        self
+    }
+
+    /// The HTTP/2 settings (windows, frame sizes); the defaults are documented on [`Http2Settings`].
+    pub fn http2_settings(mut self, settings: Http2Settings) -> Self {
+        self.http2 = settings;
+        self
+    }
+
+    /// Checks the options and builds the channel. Does not connect.
+    pub fn build(self) -> Result<Channel, BuildError> {
+        let target = Target::parse(&self.target).map_err(|e| BuildError::InvalidTarget {
+            target: e.target,
+            reason: e.reason,
+        })?;
+        let default_config =
+            match &self.default_service_config {
+                None => None,
+                Some(json) => Some(ServiceConfig::parse(json, self.resolver.parse).map_err(
+                    |e| BuildError::InvalidOption {
+                        option: "default_service_config",
+                        reason: e.to_string(),
+                    },
+                )?),
+            };
+        let authority_text = self.authority.clone().unwrap_or_else(|| target.authority());
+        let authority = Authority::try_from(authority_text.as_str()).map_err(|e| {
+            BuildError::InvalidOption {
+                option: "authority",
+                reason: format!("{authority_text:?} is not a valid authority: {e}"),
+            }
+        })?;
+        let agent = match &self.user_agent {
+            Some(product) => format!("{product} grpc-rust/{}", env!("CARGO_PKG_VERSION")),
+            None => format!("grpc-rust/{}", env!("CARGO_PKG_VERSION")),
+        };
+        let user_agent = HeaderValue::try_from(agent).map_err(|_| BuildError::InvalidOption {
+            option: "user_agent",
+            reason: "must be printable ASCII".to_owned(),
+        })?;
+        let tls = match (url_security(&self.target), &self.tls) {
+            (Some(UrlSecurity::Plaintext), Some(_)) => {
+                return Err(BuildError::InvalidOption {
+                    option: "tls",
+                    reason: format!(
+                        "the target {:?} is plaintext (http://): use https:// for TLS",
+                        self.target
+                    ),
+                })
+            }
+            (Some(UrlSecurity::Tls), None) => Some(TlsConfig::new()),
+            (_, config) => config.clone(),
+        };
+        let tls = match tls {
+            None => None,
+            Some(config) => Some(config.connector(&server_name_host(&authority_text))?),
+        };
+        let scheme = if tls.is_some() {
+            Scheme::HTTPS
+        } else {
+            Scheme::HTTP
+        };
+        let h = &self.http2;
+        const MAX_WINDOW: u32 = (1 << 31) - 1;
+        let checks = [
+            (
+                "http2.stream_window",
+                h.stream_window >= 65_535 && h.stream_window <= MAX_WINDOW,
+                "65535..=2^31-1",
+            ),
+            (
+                "http2.connection_window",
+                h.connection_window >= 65_535 && h.connection_window <= MAX_WINDOW,
+                "65535..=2^31-1",
+            ),
+            (
+                "http2.max_frame_size",
+                (16_384..=16_777_215).contains(&h.max_frame_size),
+                "16384..=16777215",
+            ),
+            (
+                "http2.connect_timeout",
+                !h.connect_timeout.is_zero(),
+                "more than zero",
+            ),
+            (
+                "max_receive_message_size",
+                self.max_receive.is_none_or(|m| m <= u32::MAX as usize),
+                "at most 2^32-1",
+            ),
+        ];
+        for (option, ok, range) in checks {
+            if !ok {
+                return Err(BuildError::InvalidOption {
+                    option,
+                    reason: format!("must be {range}"),
+                });
+            }
+        }
+        let keepalive = Keepalive::new(
+            self.keepalive_time,
+            self.keepalive_timeout,
+            self.keepalive_permit_without_calls,
+        );
+        let transport = Transport::new(self.http2.clone(), tls.clone(), keepalive.clone());
+        let telemetry = Telemetry::new(target.to_string());
+        let resolution = Arc::new(Resolution::new(
+            target.clone(),
+            self.resolver,
+            default_config,
+        ));
+        Ok(Channel {
+            inner: Arc::new(Inner {
+                target,
+                authority,
+                scheme,
+                tls,
+                interceptors: self.interceptors,
+                telemetry,
+                exactly_once: self.exactly_once,
+                exactly_once_client: crate::exactly_once::Client::new(),
+                user_agent,
+                max_receive: self.max_receive,
+                max_send: self.max_send,
+                transport,
+                resolution,
+                control: std::sync::OnceLock::new(),
+                closed: std::sync::atomic::AtomicBool::new(false),
+                http2: self.http2,
+                idle_timeout: self.idle_timeout,
+                keepalive,
+                throttle: parking_lot::Mutex::new(None),
+                retry_pool: Arc::new(BufferPool::new(self.retry_buffer_size)),
+                retries: self.retries,
+                app_policy: self.app_policy,
+                precedence: self.precedence,
+                per_rpc_buffer_limit: self.per_rpc_buffer_limit,
+                seed: std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos() as u64)
+                    .unwrap_or(1),
+                calls: AtomicU64::new(0),
+                uris: MethodUris::default(),
+            }),
+        })
+    }
+}
+
+impl Channel {
+    /// A builder for a channel to `target` (`host:port`, `dns:///host:port`, `ipv4:...`, `ipv6:...`,
+    /// `unix:path`, `http://host:port`, `https://host:port`; see [`Target`]).
+    pub fn builder(target: impl Into<String>) -> ChannelBuilder {
+        ChannelBuilder::new(target.into())
+    }
+
+    /// A channel to `target` with default options.
+    pub fn new(target: impl Into<String>) -> Result<Channel, BuildError> {
+        Channel::builder(target).build()
+    }
+}
