@@ -672,7 +672,8 @@ async fn single_response<Resp>(receiver: &mut Streaming<Resp>) -> Result<Respons
             return Err(Status::new(
                 Code::Unimplemented,
                 "response cardinality violation: the server sent no response message",
-            ))
+            )
+            .with_previous_rpc_attempts(receiver.previous_rpc_attempts()))
         }
     };
     let compressed = receiver.last_message_compressed();
@@ -681,7 +682,8 @@ async fn single_response<Resp>(receiver: &mut Streaming<Resp>) -> Result<Respons
         return Err(Status::new(
             Code::Unimplemented,
             "response cardinality violation: the server sent more than one response message",
-        ));
+        )
+        .with_previous_rpc_attempts(receiver.previous_rpc_attempts()));
     }
     let (metadata, trailers) = receiver.take_metadata();
     Ok(Response::new(message, metadata, trailers, compressed))

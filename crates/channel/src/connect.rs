@@ -1,8 +1,8 @@
 //! Connection setup, the one path every subchannel connection takes: the socket (TCP with TCP_NODELAY and
 //! kernel keepalive), TLS when the channel has it, the HTTP/2 handshake with prior knowledge, a task that
 //! drives the connection, and a PING whose answer proves the server's SETTINGS arrived (READY). A server
-//! that answers and then closes gracefully (GOAWAY with NO_ERROR) before that PING is told apart from a
-//! failure ([`Setup::WentAway`]).
+//! that answers and sends GOAWAY before that PING comes back gave no usable connection: a failure (with
+//! backoff), named as such.
 //!
 //! HTTP/2 settings, chosen deliberately (see [`Http2Settings`]):
 //! * stream window 1 MiB: a 4 MiB message needs four window updates, and one call cannot take the whole
@@ -31,7 +31,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::keepalive::TCP_KEEPALIVE;
-use crate::sniff::{GoAway, Seen, Sniffer};
+use crate::sniff::{Seen, Sniffer};
 use crate::status::{Code, Status};
 use crate::tls::{self, Handshake, TlsConnector};
 
@@ -88,7 +88,7 @@ pub(crate) async fn connect(
     deadline: Instant,
     settings: &Http2Settings,
     tls: Option<&TlsConnector>,
-) -> Result<Established, Setup> {
+) -> Result<Established, Status> {
     // Which step a timed-out attempt was in, for its status.
     const PHASES: [&str; 3] = ["TCP connection", "TLS handshake", "HTTP/2 handshake"];
     let phase = AtomicU8::new(0);
@@ -115,13 +115,13 @@ pub(crate) async fn connect(
     };
     match tokio::time::timeout_at(deadline, attempt).await {
         Ok(result) => result,
-        Err(_) => Err(Setup::Failed(Status::new(
+        Err(_) => Err(Status::new(
             Code::Unavailable,
             format!(
                 "connection attempt timed out (in the {})",
                 PHASES[usize::from(phase.load(Ordering::Relaxed)).min(2)]
             ),
-        ))),
+        )),
     }
 }
 
@@ -146,32 +146,6 @@ pub(crate) struct Established {
     pub(crate) ping_pong: Option<h2::PingPong>,
 }
 
-/// Why a connection did not become READY.
-pub(crate) enum Setup {
-    /// It failed (connect, TLS, HTTP/2, no answer to the PING).
-    Failed(Status),
-    /// The server answered, then closed it gracefully (GOAWAY with NO_ERROR) before the PING came back.
-    WentAway(GoAway),
-}
-
-impl From<Status> for Setup {
-    fn from(status: Status) -> Setup {
-        Setup::Failed(status)
-    }
-}
-
-impl From<Setup> for Status {
-    fn from(setup: Setup) -> Status {
-        match setup {
-            Setup::Failed(status) => status,
-            Setup::WentAway(_) => Status::new(
-                Code::Unavailable,
-                "the server closed the connection (GOAWAY) before it was used",
-            ),
-        }
-    }
-}
-
 /// The HTTP/2 handshake on a connected byte stream (TCP, or TLS over TCP), the task that drives the
 /// connection, and a PING that shows the server accepted it.
 pub(crate) async fn establish<T>(
@@ -179,7 +153,7 @@ pub(crate) async fn establish<T>(
     settings: &Http2Settings,
     tls: Option<&Handshake>,
     peer: &str,
-) -> Result<Established, Setup>
+) -> Result<Established, Status>
 where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -202,10 +176,21 @@ where
     if let Some(ping_pong) = ping_pong.as_mut() {
         if let Err(e) = ping_pong.ping(h2::Ping::opaque()).await {
             driver.abort();
-            if let Some(goaway) = seen.goaway().filter(|g| g.error_code == 0) {
-                return Err(Setup::WentAway(goaway));
+            // A server that answers and sends GOAWAY before the PING comes back (overloaded, draining)
+            // gave no usable connection: a failure, so the next attempt waits for the backoff (treating
+            // it as READY then IDLE would reset the backoff and reconnect in a tight loop).
+            if let Some(goaway) = seen.goaway() {
+                return Err(Status::new(
+                    Code::Unavailable,
+                    format!(
+                        "the server sent GOAWAY (error code {}, {:?}) before the connection was ready",
+                        goaway.error_code,
+                        String::from_utf8_lossy(&goaway.debug_data)
+                    ),
+                )
+                .with_source(e));
             }
-            return Err(connection_failed(e, tls, &seen).into());
+            return Err(connection_failed(e, tls, &seen));
         }
     }
     Ok(Established {

@@ -33,7 +33,7 @@ use tokio::time::Instant;
 
 use crate::attempt::PickError;
 use crate::connect::Http2Settings;
-use crate::connect::{connect, AbortOnDrop, Established, Setup};
+use crate::connect::{connect, AbortOnDrop, Established};
 use crate::keepalive::{self, Keepalive};
 use crate::resolution::{Endpoint, Resolution, State};
 use crate::sniff::GoAway;
@@ -62,9 +62,6 @@ enum Event {
     Closed(SubchannelId, u64),
     /// The server sent GOAWAY: no new stream goes to the connection; its streams finish on it.
     Draining(SubchannelId, u64, GoAway),
-    /// The server answered (SETTINGS) and then closed the connection gracefully (GOAWAY with NO_ERROR)
-    /// before the PING that would have made it READY: it connected and closed, which is no failure.
-    WentAway(SubchannelId, u64, GoAway),
     ExitIdle,
     Shutdown,
 }
@@ -502,27 +499,7 @@ impl Loop {
                     p.subchannel_closed(id, now);
                 }
             }
-            Event::WentAway(id, generation, goaway) if self.is_current(id, generation) => {
-                tracing::debug!(
-                    error_code = goaway.error_code,
-                    debug_data = %String::from_utf8_lossy(&goaway.debug_data),
-                    "GOAWAY before the connection's first stream: it closed gracefully"
-                );
-                self.tasks.remove(&id);
-                // SETTINGS received is READY for the policy (grpc-lb's subchannel diagram), and a connection
-                // closed gracefully from READY goes IDLE: no backoff, no TRANSIENT_FAILURE. No picker is
-                // published in between (one per batch of policy actions), so no call sees a READY
-                // subchannel without a connection.
-                if let Some(p) = self.policy.as_mut() {
-                    p.subchannel_ready(id, now);
-                    p.subchannel_closed(id, now);
-                }
-            }
-            Event::Ready(..)
-            | Event::Failed(..)
-            | Event::Closed(..)
-            | Event::Draining(..)
-            | Event::WentAway(..) => {}
+            Event::Ready(..) | Event::Failed(..) | Event::Closed(..) | Event::Draining(..) => {}
             Event::ExitIdle => {
                 // Woken with no call in flight (`connect()`, or a call still resolving): the idle timeout runs
                 // from now, so a channel that is never used goes IDLE again. Calls disarm nothing: when the
@@ -834,10 +811,7 @@ async fn connect_subchannel(
                 }
             }
         }
-        Err(Setup::WentAway(goaway)) => {
-            let _ = events.send(Event::WentAway(id, generation, goaway));
-        }
-        Err(Setup::Failed(error)) => {
+        Err(error) => {
             let _ = events.send(Event::Failed(id, generation, error));
         }
     }

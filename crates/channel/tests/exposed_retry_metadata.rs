@@ -9,6 +9,7 @@
 mod flaky;
 mod support;
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -221,4 +222,96 @@ async fn a_winning_hedge_reports_how_many_attempts_preceded_it() {
         .expect("the hedge answers");
     assert_eq!(response.previous_rpc_attempts(), 1);
     assert_eq!(response.metadata().get(HEADER), Some("1"));
+}
+
+// Statuses the channel makes itself from the answer it committed to (a cardinality violation) carry the
+// count too.
+
+fn frame(payload: &[u8]) -> Bytes {
+    let mut f = vec![0u8];
+    f.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+    f.extend_from_slice(payload);
+    Bytes::from(f)
+}
+
+fn header_map(pairs: &[(&'static str, &'static str)]) -> http::HeaderMap {
+    let mut h = http::HeaderMap::new();
+    for (k, v) in pairs {
+        h.append(*k, http::HeaderValue::from_static(v));
+    }
+    h
+}
+
+/// Per path: the first stream fails Trailers-Only UNAVAILABLE; the next answers `/card.Svc/None` with OK and
+/// no message, `/card.Svc/Two` with two messages and OK.
+async fn cardinality_server() -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let seen: Arc<Mutex<std::collections::HashMap<String, u32>>> = Arc::default();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let Ok(mut conn): Result<h2::server::Connection<_, Bytes>, _> =
+                    h2::server::handshake(tcp).await
+                else {
+                    return;
+                };
+                while let Some(Ok((req, mut respond))) = conn.accept().await {
+                    let path = req.uri().path().to_owned();
+                    let n = {
+                        let mut seen = seen.lock().expect("lock");
+                        let n = seen.entry(path.clone()).or_default();
+                        *n += 1;
+                        *n
+                    };
+                    let mut head = http::Response::builder()
+                        .header("content-type", "application/grpc")
+                        .body(())
+                        .expect("response");
+                    if n == 1 {
+                        head.headers_mut()
+                            .insert("grpc-status", http::HeaderValue::from_static("14"));
+                        let _ = respond.send_response(head, true);
+                    } else if path == "/card.Svc/None" {
+                        head.headers_mut()
+                            .insert("grpc-status", http::HeaderValue::from_static("0"));
+                        let _ = respond.send_response(head, true);
+                    } else {
+                        let Ok(mut send) = respond.send_response(head, false) else {
+                            continue;
+                        };
+                        let _ = send.send_data(frame(b"one"), false);
+                        let _ = send.send_data(frame(b"two"), false);
+                        let _ = send.send_trailers(header_map(&[("grpc-status", "0")]));
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// A unary call whose retry answers with no message, or two: the channel fails it UNIMPLEMENTED
+/// (cardinality violation). One attempt preceded the answer the status is about, so the status must say 1,
+/// as every other status after a retry does.
+#[tokio::test(start_paused = true)]
+async fn a_cardinality_violation_after_a_retry_carries_the_count() {
+    let addr = cardinality_server().await;
+    let config = retry_config(3, &["UNAVAILABLE"]).replace("fault.Faulty", "card.Svc");
+    let ch = channel_with(&format!("ipv4:{addr}"), Some(&config), |b| b);
+    for path in ["/card.Svc/None", "/card.Svc/Two"] {
+        let status = guarded(path, ch.unary_raw(path, Request::new(Bytes::new())))
+            .await
+            .expect_err("cardinality violation");
+        assert_eq!(status.code(), Code::Unimplemented, "{path}: {status:?}");
+        assert_eq!(
+            status.previous_rpc_attempts(),
+            1,
+            "{path}: the status made after the retry's answer has no count"
+        );
+        assert_eq!(status.metadata().get(HEADER), Some("1"), "{path}");
+    }
 }

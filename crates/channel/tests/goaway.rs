@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use grpc_channel::{Channel, Request};
+use grpc_channel::{Channel, Code, Request};
+use interop::raw::{write_frame, Frame};
+use tokio::io::AsyncReadExt;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, Notify};
 
@@ -221,42 +223,149 @@ async fn a_goaway_right_after_ready_makes_the_channel_idle_not_transient_failure
         .expect("no hang");
 }
 
-/// The same when the GOAWAY comes with the server's first frames, racing the PING that proves the
-/// connection: a connection the server closes gracefully is no failure.
-#[tokio::test]
-async fn a_goaway_with_the_server_s_first_frames_is_no_transient_failure() {
-    use grpc_channel::ConnectivityState;
+// A server that answers every connection with SETTINGS and GOAWAY(NO_ERROR) at once (overloaded, draining,
+// at its connection limit) gives no usable connection: each is a failed connection attempt, so the next
+// one waits for the connection backoff (connection-backoff.md: INITIAL_BACKOFF 1 s, x1.6, jitter 0.2; within
+// 3 s, 4 connections at most) and the channel reports TRANSIENT_FAILURE. Counting such a connection as READY
+// then IDLE (as after a GOAWAY on a READY connection) would reset the backoff and reconnect in a tight loop.
+// Real time, bounded: each test waits for a condition (a number of connections) for at most 3 s.
 
+/// The most connections the backoff allows in the window (1 at once, then after about 1 s and 2.6 s).
+const ALLOWED: usize = 4;
+const WINDOW: Duration = Duration::from_secs(3);
+/// Far more than the backoff allows: reaching it ends the wait early.
+const STORM: usize = 50;
+
+struct Connections {
+    connections: AtomicUsize,
+    changed: Notify,
+}
+
+/// A server that sends SETTINGS and GOAWAY(0, NO_ERROR) on every connection, then closes it.
+async fn goaway_at_once_server() -> (std::net::SocketAddr, Arc<Connections>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
     let addr = listener.local_addr().expect("addr");
-    let c = control();
-    c.goaway.notify_one(); // a permit: connection 1 shuts down as soon as it is up
-    let server_control = c.clone();
+    let counter = Arc::new(Connections {
+        connections: AtomicUsize::new(0),
+        changed: Notify::new(),
+    });
+    let c = counter.clone();
     tokio::spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            let n = server_control.connections.fetch_add(1, Ordering::SeqCst) + 1;
-            tokio::spawn(serve(tcp, n, server_control.clone()));
+        while let Ok((mut tcp, _)) = listener.accept().await {
+            c.connections.fetch_add(1, Ordering::SeqCst);
+            c.changed.notify_waiters();
+            tokio::spawn(async move {
+                let _ = write_frame(&mut tcp, &Frame::settings(&[])).await;
+                let _ = write_frame(&mut tcp, &Frame::goaway(0, 0, b"overloaded")).await;
+                // Read what the client sends for a moment (its preface, SETTINGS, PING) so that the close
+                // is a FIN, not a reset; then close.
+                let mut buf = [0u8; 1024];
+                let _ = tokio::time::timeout(Duration::from_millis(20), async {
+                    loop {
+                        match tcp.read(&mut buf).await {
+                            Ok(0) | Err(_) => break,
+                            Ok(_) => {}
+                        }
+                    }
+                })
+                .await;
+            });
         }
     });
-    let ch = Channel::new(format!("ipv4:{addr}")).expect("channel");
-    let run = async {
-        ch.connect();
-        let mut state = ch.state();
-        let mut seen = Vec::new();
-        while state != ConnectivityState::Idle || seen.is_empty() {
-            state = ch.wait_for_state_change(state, far()).await;
-            seen.push(state);
-            assert!(seen.len() < 10, "{seen:?}");
+    (addr, counter)
+}
+
+/// Waits until the server has seen `STORM` connections or `WINDOW` has passed; returns the count and how
+/// long the wait took (for the report only).
+async fn connections_within_window(counter: &Connections) -> (usize, Duration) {
+    let start = std::time::Instant::now();
+    let _ = tokio::time::timeout(WINDOW, async {
+        loop {
+            let changed = counter.changed.notified();
+            if counter.connections.load(Ordering::SeqCst) >= STORM {
+                return;
+            }
+            changed.await;
         }
-        assert!(
-            !seen.contains(&ConnectivityState::TransientFailure),
-            "{seen:?}"
-        );
-        assert_eq!(&call(&ch).await.expect("call")[..], b"conn2");
-    };
-    tokio::time::timeout(Duration::from_secs(60), run)
-        .await
-        .expect("no hang");
+    })
+    .await;
+    (counter.connections.load(Ordering::SeqCst), start.elapsed())
+}
+
+#[tokio::test]
+async fn round_robin_does_not_reconnect_in_a_tight_loop_to_a_server_that_goaways_at_once() {
+    let (addr, counter) = goaway_at_once_server().await;
+    let ch = Channel::builder(format!("ipv4:{addr}"))
+        .service_config_lookup(false)
+        .default_service_config(r#"{"loadBalancingConfig":[{"round_robin":{}}]}"#)
+        .build()
+        .expect("channel");
+    ch.connect();
+    let (made, took) = connections_within_window(&counter).await;
+    let state = ch.state();
+    assert!(
+        made <= ALLOWED,
+        "{made} connections in {took:?} (state now {state:?}): no backoff between connection attempts"
+    );
+}
+
+/// pick_first with a call waiting: the channel goes IDLE after each connection, the waiting call makes it
+/// leave IDLE at once, and the call (fail-fast) never fails UNAVAILABLE: it waits until its deadline while
+/// the channel reconnects.
+#[tokio::test]
+async fn pick_first_with_a_waiting_call_does_not_reconnect_in_a_tight_loop() {
+    let (addr, counter) = goaway_at_once_server().await;
+    let ch = Channel::builder(format!("ipv4:{addr}"))
+        .service_config_lookup(false)
+        .build()
+        .expect("channel");
+    let call = tokio::spawn({
+        let ch = ch.clone();
+        async move {
+            ch.unary_raw(
+                "/storm.Svc/Call",
+                Request::new(Bytes::new()).with_timeout(WINDOW + Duration::from_secs(1)),
+            )
+            .await
+        }
+    });
+    let (made, took) = connections_within_window(&counter).await;
+    let state = ch.state();
+    call.abort();
+    assert!(
+        made <= ALLOWED,
+        "{made} connections in {took:?} (state now {state:?}) while one call waits"
+    );
+}
+
+/// The fail-fast call itself: against a server that refuses every connection this way, it should fail
+/// UNAVAILABLE (the channel cannot get a usable connection), not wait out its whole deadline.
+#[tokio::test]
+async fn a_fail_fast_call_to_a_server_that_goaways_every_connection_fails_unavailable_naming_the_goaway(
+) {
+    let (addr, counter) = goaway_at_once_server().await;
+    let ch = Channel::builder(format!("ipv4:{addr}"))
+        .service_config_lookup(false)
+        .build()
+        .expect("channel");
+    let result = tokio::time::timeout(
+        Duration::from_secs(20),
+        ch.unary_raw(
+            "/storm.Svc/Call",
+            Request::new(Bytes::new()).with_timeout(Duration::from_secs(5)),
+        ),
+    )
+    .await
+    .expect("no hang");
+    let status = result.expect_err("no connection is usable");
+    assert!(status.message().contains("GOAWAY"), "{status}");
+    assert_eq!(
+        status.code(),
+        Code::Unavailable,
+        "{status:?} (channel state {:?}, {} connections made)",
+        ch.state(),
+        counter.connections.load(Ordering::SeqCst)
+    );
 }

@@ -33,13 +33,15 @@ impl RequestId {
         Bytes::from(self.encode_to_vec())
     }
 
-    /// Parses a [`HEADER`] value; `None` if it is not a request id (no client id, or no sequence number).
+    /// Parses a [`HEADER`] value; `None` if it is not a request id (not the message, or no sequence
+    /// number).
     ///
-    /// A client id of another length than [`CLIENT_ID_LEN`] still parses: the tracker then refuses the
-    /// request with INVALID_ARGUMENT, where a `None` here would let a server run it untracked.
+    /// A client id of another length than [`CLIENT_ID_LEN`], an empty one included, still parses: the
+    /// tracker then refuses the request with INVALID_ARGUMENT, where a `None` here would let a server run it
+    /// untracked.
     pub fn from_bytes(bytes: &[u8]) -> Option<RequestId> {
         let id = RequestId::decode(bytes).ok()?;
-        (!id.client_id.is_empty() && id.seq_no > 0).then_some(id)
+        (id.seq_no > 0).then_some(id)
     }
 }
 
@@ -57,7 +59,7 @@ mod tests {
         };
         assert_eq!(RequestId::from_bytes(&id.to_bytes()), Some(id));
         assert_eq!(RequestId::from_bytes(b"\xff"), None);
-        assert_eq!(RequestId::from_bytes(&[]), None, "no client id");
+        assert_eq!(RequestId::from_bytes(&[]), None, "no sequence number");
     }
 
     /// The hand-written prost type matches the .proto file, field by field.
