@@ -1,20 +1,19 @@
 //! Application retry policies and `perAttemptRecvTimeout` end to end: real loopback sockets to the
 //! fault-injecting server, on tokio's paused clock.
 
-#[path = "support/flaky.rs"]
-mod flaky;
 mod support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use flaky::{attempts, guarded};
 use grpc_channel::{
     AppRetryPolicy, Channel, ChannelBuilder, Code, Exponential, Linear, NoRetry, Precedence,
     Request, Response, RetryDecision, RetryInfo, Rng, Status,
 };
 use interop::faulty::{methods, Event, FaultyServer};
+use support::flaky::attempts;
+use support::guards::{eventually, guarded};
 use tokio::time::Instant;
 
 /// A retry policy for `fault.Faulty` retrying UNAVAILABLE, with `extra` fields.
@@ -75,7 +74,7 @@ async fn a_slow_first_attempt_is_cut_by_per_attempt_recv_timeout_and_retried() {
         elapsed >= Duration::from_millis(580) && elapsed <= Duration::from_millis(650),
         "{elapsed:?}"
     );
-    flaky::eventually("the cut attempt is reset", || was_reset(&server)).await;
+    eventually("the cut attempt is reset", || was_reset(&server)).await;
 }
 
 #[tokio::test(start_paused = true)]

@@ -15,7 +15,8 @@ use interop_proto::{
     paths, Empty, SimpleRequest, SimpleResponse, StreamingInputCallRequest,
     StreamingInputCallResponse,
 };
-use support::{channel, faulty_server, interop_server, NO_HANG};
+use support::guards::NO_HANG;
+use support::{channel, faulty_server, interop_server};
 
 #[tokio::test]
 async fn every_interop_case_passes_against_the_interop_server() {

@@ -11,7 +11,8 @@ use grpc_channel::{Channel, Code, Request, Status};
 use interop_proto::{
     paths, ResponseParameters, StreamingOutputCallRequest, StreamingOutputCallResponse,
 };
-use support::{interop_server, NO_HANG};
+use support::guards::NO_HANG;
+use support::interop_server;
 
 fn slow_stream_request() -> StreamingOutputCallRequest {
     StreamingOutputCallRequest {

@@ -23,7 +23,8 @@ use bytes::Bytes;
 use grpc_channel::{Channel, Code, Request, Response, Status};
 use interop::faulty::{methods, FaultyServer};
 use interop::raw::{self, kind, Behaviour, Close, RawServer, Window, FLAG_ACK};
-use support::{channel, faulty_server, NO_HANG};
+use support::guards::NO_HANG;
+use support::{channel, faulty_server};
 use tokio::time::Instant;
 
 /// The path of the hostile calls (the raw servers answer any path).

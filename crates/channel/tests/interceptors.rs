@@ -11,7 +11,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use grpc_channel::{CallInfo, Channel, Code, ConnectivityState, Request, Status};
 use interop::faulty::methods;
-use support::{faulty_server, NO_HANG};
+use support::faulty_server;
+use support::guards::NO_HANG;
 
 #[tokio::test]
 async fn an_interceptor_adds_metadata_the_server_sees() {

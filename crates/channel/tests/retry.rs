@@ -1,16 +1,14 @@
 //! gRFC A6 end to end: unary calls whose service config has a retry or hedging policy, against the
 //! fault-injecting server over real sockets, on tokio's paused clock.
 
-#[path = "support/flaky.rs"]
-mod flaky;
 mod support;
 
 use std::time::Duration;
 
 use bytes::Bytes;
-use flaky::attempts;
 use grpc_channel::{Channel, Code, Request, Response, Status};
 use interop::faulty::{methods, Event, FaultyServer};
+use support::flaky::attempts;
 use tokio::time::Instant;
 
 fn retry_config(max_attempts: u32, throttling: &str) -> String {

@@ -4,19 +4,17 @@
 //! headers; a request stream that outgrows the replay buffer), hedging a server stream, the retry throttle
 //! shared across methods, deadlines across attempts, and a `unix:` target.
 
-#[path = "support/flaky.rs"]
-mod flaky;
 mod support;
 
 use std::time::Duration;
 
 use bytes::Bytes;
-use flaky::{
-    attempts, channel_with, ended, eventually, failed, flaky_request, guarded, hedging_config,
-    messages, retry_config, target_of, IterStream,
-};
 use grpc_channel::{Code, Request};
 use interop::faulty::{methods, AttemptOutcome, FlakyItem, FlakyMessage, FlakyTotals};
+use support::config::{hedging_config, retry_config};
+use support::flaky::{attempts, channel_with, ended, failed, flaky_request, messages, target_of};
+use support::guards::{eventually, guarded};
+use support::IterStream;
 use tokio::time::Instant;
 
 #[tokio::test(start_paused = true)]
@@ -503,7 +501,7 @@ async fn without_throttling_failures_the_other_method_is_retried() {
 
 #[tokio::test(start_paused = true)]
 async fn a_unix_target_retries_under_its_retry_policy() {
-    let path = flaky::socket_path("streaming-retry-unix");
+    let path = support::socket_path("streaming-retry-unix");
     let server = interop::faulty::FaultyServer::start_unix(&path)
         .await
         .expect("bind unix socket");

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use grpc_channel::{BuildError, Channel, Code, Request, Status, TlsConfig};
 use interop::tls::{server_config, CertifiedPem, TestCa, Usage, INTEROP_SERVER_NAMES};
 use interop_proto::{paths, Empty, SimpleRequest, SimpleResponse};
-use support::NO_HANG;
+use support::guards::NO_HANG;
 
 struct Pki {
     ca: TestCa,

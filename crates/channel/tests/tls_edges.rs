@@ -17,7 +17,7 @@ use bytes::Bytes;
 use grpc_channel::{Channel, Code, ConnectivityState, Request, Status, TlsConfig};
 use interop::tls::{server_config, CertifiedPem, TestCa, Usage, INTEROP_SERVER_NAMES};
 use interop_proto::{paths, Empty, SimpleRequest, SimpleResponse};
-use support::NO_HANG;
+use support::guards::NO_HANG;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::Notify;
 use tokio::time::Instant;

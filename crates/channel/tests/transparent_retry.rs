@@ -6,23 +6,21 @@
 //! MAX_CONCURRENT_STREAMS when a GOAWAY came) is retried too. Requests h2 refuses to send are not retried.
 //! `retries(false)` turns the policy off but keeps transparent retries.
 
-#[path = "support/flaky.rs"]
-mod flaky;
 mod support;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use flaky::{
-    attempts, channel_with, ended, eventually, flaky_request, guarded, hedging_config, messages,
-    retry_config, IterStream,
-};
 use grpc_channel::{Channel, Code, Request, Status};
 use interop::faulty::{
     methods, AttemptOutcome, FaultyServer, FlakyItem, FlakyMessage, FlakyTotals,
 };
 use interop::raw::{Behaviour, Close, RawServer, Trigger};
+use support::config::{hedging_config, retry_config};
+use support::flaky::{attempts, channel_with, ended, flaky_request, messages, target_of};
+use support::guards::{eventually, guarded};
+use support::IterStream;
 use tokio::sync::Notify;
 
 const REFUSE_ONCE: [(&str, &str); 2] = [("x-fail-times", "1"), ("x-fail-mode", "refuse")];
@@ -488,7 +486,7 @@ async fn retries_disabled_sends_no_hedges() {
     let a = support::faulty_server().await;
     let b = support::faulty_server().await;
     let ch = channel_with(
-        &flaky::target_of(&[&a, &b]),
+        &target_of(&[&a, &b]),
         Some(&hedging_config(3, "0.1s")),
         |b| b.retries(false),
     );
