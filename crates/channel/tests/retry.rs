@@ -8,20 +8,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use grpc_channel::{Channel, Code, Request, Response, Status};
 use interop::faulty::{methods, Event, FaultyServer};
+use support::config::{hedging_config, retry, retry_config};
 use support::flaky::attempts;
 use tokio::time::Instant;
-
-fn retry_config(max_attempts: u32, throttling: &str) -> String {
-    format!(
-        r#"{{{throttling}"methodConfig":[{{"name":[{{"service":"fault.Faulty"}}],"retryPolicy":{{"maxAttempts":{max_attempts},"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}}}}]}}"#
-    )
-}
-
-fn hedging_config(max_attempts: u32, delay: &str) -> String {
-    format!(
-        r#"{{"loadBalancingConfig":[{{"round_robin":{{}}}}],"methodConfig":[{{"name":[{{"service":"fault.Faulty"}}],"hedgingPolicy":{{"maxAttempts":{max_attempts},"hedgingDelay":"{delay}","nonFatalStatusCodes":["UNAVAILABLE"]}}}}]}}"#
-    )
-}
 
 fn channel(servers: &[&FaultyServer], config: &str) -> Channel {
     let list: Vec<String> = servers.iter().map(|s| s.addr.to_string()).collect();
@@ -47,7 +36,7 @@ async fn flaky(
 #[tokio::test(start_paused = true)]
 async fn a_retryable_failure_is_retried_with_backoff_until_success() {
     let server = support::faulty_server().await;
-    let ch = channel(&[&server], &retry_config(4, ""));
+    let ch = channel(&[&server], &retry_config(4, &["UNAVAILABLE"]));
     let start = Instant::now();
     let r = flaky(&ch, "k", &[("x-fail-times", "2")])
         .await
@@ -69,7 +58,7 @@ async fn a_retryable_failure_is_retried_with_backoff_until_success() {
 #[tokio::test(start_paused = true)]
 async fn retries_stop_at_max_attempts_with_the_last_status() {
     let server = support::faulty_server().await;
-    let ch = channel(&[&server], &retry_config(3, ""));
+    let ch = channel(&[&server], &retry_config(3, &["UNAVAILABLE"]));
     let status = flaky(&ch, "k", &[("x-fail-times", "10")])
         .await
         .expect_err("always fails");
@@ -84,7 +73,7 @@ async fn retries_stop_at_max_attempts_with_the_last_status() {
 #[tokio::test(start_paused = true)]
 async fn a_non_retryable_code_is_returned_at_once() {
     let server = support::faulty_server().await;
-    let ch = channel(&[&server], &retry_config(5, ""));
+    let ch = channel(&[&server], &retry_config(5, &["UNAVAILABLE"]));
     let status = flaky(&ch, "k", &[("x-fail-times", "1"), ("x-fail-code", "3")])
         .await
         .expect_err("INVALID_ARGUMENT");
@@ -95,7 +84,7 @@ async fn a_non_retryable_code_is_returned_at_once() {
 #[tokio::test(start_paused = true)]
 async fn server_pushback_sets_the_delay_or_stops_retries() {
     let server = support::faulty_server().await;
-    let ch = channel(&[&server], &retry_config(5, ""));
+    let ch = channel(&[&server], &retry_config(5, &["UNAVAILABLE"]));
     let start = Instant::now();
     flaky(
         &ch,
@@ -127,7 +116,7 @@ async fn throttling_stops_retries_when_tokens_run_low() {
     // maxTokens 2: one failure leaves 1 token, not more than 2/2, so no retry.
     let ch = channel(
         &[&server],
-        &retry_config(5, r#""retryThrottling":{"maxTokens":2,"tokenRatio":0.1},"#),
+        &retry(5, &["UNAVAILABLE"]).throttling(2, "0.1").to_string(),
     );
     let status = flaky(&ch, "k", &[("x-fail-times", "3")])
         .await
@@ -139,7 +128,7 @@ async fn throttling_stops_retries_when_tokens_run_low() {
 #[tokio::test(start_paused = true)]
 async fn a_refused_stream_is_retried_transparently() {
     let server = support::faulty_server().await;
-    let ch = channel(&[&server], &retry_config(2, ""));
+    let ch = channel(&[&server], &retry_config(2, &["UNAVAILABLE"]));
     let r = flaky(
         &ch,
         "k",
@@ -226,7 +215,7 @@ async fn a_non_fatal_status_sends_the_next_hedge_at_once() {
 #[tokio::test(start_paused = true)]
 async fn the_deadline_spans_every_attempt() {
     let server = support::faulty_server().await;
-    let ch = channel(&[&server], &retry_config(5, ""));
+    let ch = channel(&[&server], &retry_config(5, &["UNAVAILABLE"]));
     let mut req = Request::new(Bytes::new()).with_timeout(Duration::from_millis(250));
     req.metadata_mut().append("x-test-key", "k").expect("key");
     req.metadata_mut().append("x-fail-times", "1").expect("h");

@@ -11,7 +11,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use grpc_channel::{Code, Request};
 use interop::faulty::{methods, AttemptOutcome, FlakyItem, FlakyMessage, FlakyTotals};
-use support::config::{hedging_config, retry_config};
+use support::config::{hedging_config, retry, retry_config};
 use support::flaky::{attempts, channel_with, ended, failed, flaky_request, messages, target_of};
 use support::guards::{eventually, guarded};
 use support::IterStream;
@@ -432,8 +432,10 @@ async fn bidi_deadline_spans_every_attempt() {
 /// `retryThrottling` with 10 tokens; method `Flaky` (unary) has no policy, `FlakyClientStream` retries
 /// UNAVAILABLE.
 fn throttled_config() -> String {
-    r#"{"retryThrottling":{"maxTokens":10,"tokenRatio":0.1},"methodConfig":[{"name":[{"service":"fault.Faulty","method":"FlakyClientStream"}],"retryPolicy":{"maxAttempts":3,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}}]}"#
-        .to_owned()
+    retry(3, &["UNAVAILABLE"])
+        .method("FlakyClientStream")
+        .throttling(10, "0.1")
+        .to_string()
 }
 
 async fn one_failing_client_stream(
