@@ -5,9 +5,13 @@ mod support;
 
 use std::time::Duration;
 
+use bytes::Bytes;
 use grpc_channel::{Channel, ConnectivityState, Request};
 use interop_proto::{paths, SimpleRequest, SimpleResponse};
-use support::interop_server;
+use support::config::retry;
+use support::guards::GUARD;
+use support::h2_server::{defaults, handler, H2Server, Stream, SVC};
+use support::{channel_with_config, interop_server};
 use tokio::time::Instant;
 
 async fn unary_ok(ch: &Channel, timeout: Option<Duration>) {
@@ -94,4 +98,41 @@ async fn connect_timeout_bounds_each_attempt_on_a_tcp_target() {
             "connect_timeout {timeout:?}: the attempt failed after {elapsed:?}"
         );
     }
+}
+
+/// A timeout too large to add to now (`Duration::MAX`) or merely enormous does not panic, for unary
+/// and streaming calls.
+#[tokio::test(start_paused = true)]
+async fn huge_timeouts_do_not_panic() {
+    let server = H2Server::tcp(
+        defaults,
+        handler(|mut s: Stream| async move {
+            if s.read_to_end().await.is_ok() {
+                s.ok(b"ok");
+            }
+        }),
+    )
+    .await;
+    let ch = channel_with_config(&server.target(), retry(2, &["UNAVAILABLE"]).service(SVC));
+    let outcome = tokio::time::timeout(GUARD, async {
+        for t in [
+            Duration::MAX,
+            Duration::from_secs(u64::MAX / 2),
+            Duration::from_secs(1 << 40),
+        ] {
+            let r = ch
+                .unary_raw("/t.S/Unary", Request::new(Bytes::new()).with_timeout(t))
+                .await
+                .expect("unary");
+            assert_eq!(&r.into_message()[..], b"ok");
+            let (tx, mut rx) = ch
+                .streaming_raw("/t.S/Bidi", Request::new(()).with_timeout(t))
+                .await
+                .expect("streaming");
+            drop(tx);
+            assert!(rx.message().await.expect("reply").is_some());
+        }
+    })
+    .await;
+    assert!(outcome.is_ok());
 }

@@ -1,7 +1,10 @@
 //! GOAWAY draining: after a graceful GOAWAY (A9: a server's max-connection-age) the connection finishes the
 //! streams it has while every new call goes to a new connection at once, on TCP and `unix:` targets alike.
-//! Real time, bounded: these tests wait for conditions (a call answered by the new connection), never for a
-//! duration.
+//! The first tests run in real time, bounded: they wait for conditions (a call answered by the new
+//! connection), never for a duration; the last ones run on tokio's paused clock against the scriptable h2
+//! server.
+
+mod support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -9,6 +12,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use grpc_channel::{Channel, Request};
+use support::config::retry;
+use support::guards::{eventually_every, guarded, settle, GUARD, SETTLE_STEP};
+use support::h2_server::{defaults, handler, H2Server, Stream, SVC};
+use support::{channel_with_config, socket_path};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, Notify};
 
@@ -259,4 +266,104 @@ async fn a_goaway_with_the_server_s_first_frames_is_no_transient_failure() {
     tokio::time::timeout(Duration::from_secs(60), run)
         .await
         .expect("no hang");
+}
+
+// ---- On the paused clock, against the scriptable h2 server -----------------------------------------------
+
+/// After a graceful GOAWAY (A9: 2^31-1, PING, then the real id) the old connection keeps serving its
+/// open stream while h2 refuses new ones: a new call does not wait for the old stream to end, it goes out on
+/// a new connection (PROTOCOL-HTTP2 §GOAWAY).
+#[tokio::test(start_paused = true)]
+async fn a_graceful_goaway_does_not_strand_new_calls_while_an_old_stream_lives() {
+    let server = H2Server::tcp(
+        defaults,
+        handler(|mut s: Stream| async move {
+            if s.path == "/t.S/Hold" {
+                let _ = s.headers();
+                s.wait_reset().await;
+            } else if s.read_to_end().await.is_ok() {
+                s.ok(b"fresh");
+            }
+        }),
+    )
+    .await;
+    let ch = channel_with_config(&server.target(), "{}");
+    let outcome = tokio::time::timeout(GUARD, async {
+        let (_tx, mut rx) = ch
+            .streaming_raw("/t.S/Hold", Request::new(()))
+            .await
+            .expect("start");
+        rx.headers().await.expect("held call is up");
+        server.goaway();
+        settle(Duration::from_millis(200)).await;
+        let r = tokio::time::timeout(
+            Duration::from_secs(30),
+            ch.unary_raw("/t.S/Unary", Request::new(Bytes::from_static(b"x"))),
+        )
+        .await;
+        drop(rx);
+        r
+    })
+    .await
+    .expect("guard");
+    let r = outcome
+        .expect("a new call after a graceful GOAWAY must not wait for the old stream to end");
+    assert_eq!(&r.expect("ok").into_message()[..], b"fresh");
+    assert!(server.connections() >= 2, "a new connection");
+}
+
+/// GOAWAY on a `unix:` connection while a stream is still open: new calls go on a new connection at once;
+/// the old stream completes.
+#[tokio::test(start_paused = true)]
+async fn unix_goaway_sends_new_calls_to_a_new_connection() {
+    let path = socket_path("goaway");
+    let release = Arc::new(Notify::new());
+    let rel = release.clone();
+    let server = H2Server::unix(
+        path.clone(),
+        defaults,
+        handler(move |mut s: Stream| {
+            let rel = rel.clone();
+            async move {
+                if s.read_to_end().await.is_err() {
+                    return;
+                }
+                if s.path == "/t.S/Hold" {
+                    rel.notified().await;
+                }
+                s.ok(b"ok");
+            }
+        }),
+    );
+    let ch = channel_with_config(
+        &server.target(),
+        retry(3, &["UNAVAILABLE"]).service(SVC).max_backoff("10s"),
+    );
+    let held = tokio::spawn({
+        let ch = ch.clone();
+        async move { ch.unary_raw("/t.S/Hold", Request::new(Bytes::new())).await }
+    });
+    eventually_every(SETTLE_STEP, "held stream open", || {
+        server.opens().len() == 1
+    })
+    .await;
+    server.goaway();
+    settle(Duration::from_millis(100)).await;
+    for _ in 0..3 {
+        guarded(
+            "after goaway",
+            ch.unary_raw("/t.S/Ok", Request::new(Bytes::new())),
+        )
+        .await
+        .expect("a new connection");
+    }
+    let conns: Vec<usize> = server.opens().iter().map(|o| o.conn).collect();
+    assert_eq!(conns, vec![1, 2, 2, 2]);
+    release.notify_waiters();
+    release.notify_one();
+    guarded("held", held)
+        .await
+        .expect("join")
+        .expect("the old stream ran to completion");
+    let _ = std::fs::remove_file(&path);
 }

@@ -4,8 +4,11 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use grpc_channel::{Channel, ChannelBuilder, Request};
-use interop::faulty::{AttemptOutcome, Event, FaultyServer, FlakyMessage};
+use grpc_channel::{Channel, ChannelBuilder, Request, Response, Status};
+use interop::faulty::{methods, AttemptOutcome, Event, FaultyServer, FlakyMessage, FlakyTotals};
+
+use super::guards::guarded;
+use super::IterStream;
 
 /// The timeout of calls that are not about deadlines.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -37,6 +40,40 @@ pub fn flaky_request<T>(req: Request<T>, key: &str, headers: &[(&str, &str)]) ->
         req.metadata_mut().append(k, v).expect("header");
     }
     req
+}
+
+/// A unary call to `Flaky` with `x-test-key: key` and the given Flaky headers (see [`flaky_request`]).
+pub async fn flaky_unary(
+    ch: &Channel,
+    key: &str,
+    headers: &[(&str, &str)],
+) -> Result<Response<Bytes>, Status> {
+    ch.unary_raw(
+        methods::FLAKY,
+        flaky_request(Request::new(Bytes::new()), key, headers),
+    )
+    .await
+}
+
+/// A guarded client-streaming call to `FlakyClientStream` (one 10-byte message) whose first attempt fails
+/// UNAVAILABLE.
+pub async fn one_failing_client_stream(
+    ch: &Channel,
+    key: &str,
+) -> Result<Response<FlakyTotals>, Status> {
+    let (msgs, _) = messages(&[10]);
+    guarded(
+        "client streaming",
+        ch.client_streaming::<FlakyMessage, FlakyTotals, _>(
+            methods::FLAKY_CLIENT_STREAM,
+            flaky_request(
+                Request::new(IterStream(msgs.into_iter())),
+                key,
+                &[("x-fail-times", "1")],
+            ),
+        ),
+    )
+    .await
 }
 
 /// Request messages with these payload sizes, and the bytes the server will count for them.
