@@ -1,17 +1,18 @@
-//! User-given values at their extremes: every duration saturates (a huge value means "never"), and
-//! `connect_timeout` bounds each connection attempt on every kind of target.
+//! User-given values at their extremes: every duration saturates (a huge value means "never"), in the API and
+//! in a service config, and `connect_timeout` bounds each connection attempt on every kind of target.
 
 mod support;
 
 use std::time::Duration;
 
 use bytes::Bytes;
-use grpc_channel::{Channel, ConnectivityState, Request};
+use grpc_channel::{Channel, Code, ConnectivityState, Request};
+use interop::faulty::methods;
 use interop_proto::{paths, SimpleRequest, SimpleResponse};
-use support::config::retry;
-use support::guards::GUARD;
+use support::config::{hedging, retry};
+use support::guards::{GUARD, NO_HANG};
 use support::h2_server::{defaults, handler, H2Server, Stream, SVC};
-use support::{channel_with_config, interop_server};
+use support::{channel_with_config, faulty_server, interop_server};
 use tokio::time::Instant;
 
 async fn unary_ok(ch: &Channel, timeout: Option<Duration>) {
@@ -135,4 +136,42 @@ async fn huge_timeouts_do_not_panic() {
     })
     .await;
     assert!(outcome.is_ok());
+}
+
+/// Extreme durations in a service config (perAttemptRecvTimeout and hedgingDelay at proto3's maximum,
+/// 315576000000s) neither panic nor outlive the call's deadline; "0s" is rejected by the parser (the channel
+/// falls back to no config: build fails or the call runs without policy).
+#[tokio::test(start_paused = true)]
+async fn extreme_per_attempt_recv_timeout_and_hedging_delay_neither_panic_nor_hang() {
+    let server = faulty_server().await;
+    let target = format!("ipv4:{}", server.addr);
+    // proto3's largest Duration.
+    const MAX: &str = "315576000000s";
+    let retrying = retry(3, &[]).per_attempt_recv_timeout(MAX);
+    let hedged = hedging(3, MAX).per_attempt_recv_timeout(MAX);
+    for (i, config) in [retrying, hedged].into_iter().enumerate() {
+        let ch = Channel::builder(&target)
+            .service_config_lookup(false)
+            .default_service_config(config)
+            .build()
+            .expect("channel");
+        let mut req = Request::new(Bytes::new()).with_timeout(Duration::from_secs(2));
+        req.metadata_mut()
+            .append("x-test-key", &format!("extreme-{i}"))
+            .expect("key");
+        req.metadata_mut()
+            .append("x-hang-attempts", "1,2,3")
+            .expect("hang");
+        let err = tokio::time::timeout(NO_HANG, ch.unary_raw(methods::FLAKY, req))
+            .await
+            .expect("no hang")
+            .expect_err("hangs until the deadline");
+        assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+    }
+    let zero = retry(3, &[]).per_attempt_recv_timeout("0s");
+    assert!(Channel::builder(&target)
+        .service_config_lookup(false)
+        .default_service_config(zero)
+        .build()
+        .is_err());
 }
