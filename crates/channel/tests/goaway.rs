@@ -13,34 +13,15 @@ use std::time::Duration;
 use bytes::Bytes;
 use grpc_channel::{Channel, Request};
 use support::config::retry;
+use support::frames::grpc_message;
 use support::guards::{eventually_every, guarded, settle, GUARD, SETTLE_STEP};
-use support::h2_server::{defaults, handler, H2Server, Stream, SVC};
+use support::h2_server::{defaults, handler, response_head, trailers, H2Server, Stream, SVC};
 use support::{channel_with_config, socket_path};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, Notify};
 
 const HOLD: &str = "/drain.Svc/Hold";
 const UNARY: &str = "/drain.Svc/Unary";
-
-fn frame(payload: &[u8]) -> Bytes {
-    let mut f = vec![0u8];
-    f.extend_from_slice(&(payload.len() as u32).to_be_bytes());
-    f.extend_from_slice(payload);
-    Bytes::from(f)
-}
-
-fn grpc_headers() -> http::Response<()> {
-    http::Response::builder()
-        .header("content-type", "application/grpc")
-        .body(())
-        .expect("response")
-}
-
-fn ok_trailers() -> http::HeaderMap {
-    let mut t = http::HeaderMap::new();
-    t.insert("grpc-status", http::HeaderValue::from_static("0"));
-    t
-}
 
 /// What the test tells the server, and what the server reports.
 struct Control {
@@ -66,18 +47,18 @@ where
             accepted = conn.accept() => {
                 let Some(Ok((req, mut respond))) = accepted else { break };
                 if req.uri().path() == HOLD {
-                    let mut send = respond.send_response(grpc_headers(), false).expect("headers");
+                    let mut send = respond.send_response(response_head(), false).expect("headers");
                     let _ = held_tx.send(());
                     let control = control.clone();
                     tokio::spawn(async move {
                         control.finish_hold.notified().await;
-                        let _ = send.send_data(frame(b"late"), false);
-                        let _ = send.send_trailers(ok_trailers());
+                        let _ = send.send_data(grpc_message(b"late"), false);
+                        let _ = send.send_trailers(trailers("0", &[]));
                     });
                 } else {
-                    let mut send = respond.send_response(grpc_headers(), false).expect("headers");
-                    let _ = send.send_data(frame(format!("conn{number}").as_bytes()), false);
-                    let _ = send.send_trailers(ok_trailers());
+                    let mut send = respond.send_response(response_head(), false).expect("headers");
+                    let _ = send.send_data(grpc_message(format!("conn{number}").as_bytes()), false);
+                    let _ = send.send_trailers(trailers("0", &[]));
                 }
             }
             _ = control.goaway.notified(), if number == 1 && !shutting_down => {
