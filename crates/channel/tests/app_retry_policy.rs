@@ -18,7 +18,7 @@ use support::guards::{eventually, guarded};
 use tokio::time::Instant;
 
 /// A retry policy for `fault.Faulty` retrying `codes`: 3 attempts, a fixed 0.1 s backoff.
-fn retry_config(codes: &[&str]) -> ServiceConfig {
+fn fixed_backoff_retry(codes: &[&str]) -> ServiceConfig {
     retry(3, codes).max_backoff("0.1s").backoff_multiplier(1)
 }
 
@@ -51,7 +51,7 @@ async fn a_slow_first_attempt_is_cut_by_per_attempt_recv_timeout_and_retried() {
     // Only CANCELLED listed (what a cut attempt counts as): only timeouts are retried.
     let ch = builder(
         &server,
-        retry_config(&["CANCELLED"]).per_attempt_recv_timeout("0.5s"),
+        fixed_backoff_retry(&["CANCELLED"]).per_attempt_recv_timeout("0.5s"),
     )
     .build()
     .expect("channel");
@@ -81,7 +81,7 @@ async fn per_attempt_recv_timeout_never_outlives_the_call_deadline() {
     let server = support::faulty_server().await;
     let ch = builder(
         &server,
-        retry_config(&["CANCELLED"]).per_attempt_recv_timeout("0.5s"),
+        fixed_backoff_retry(&["CANCELLED"]).per_attempt_recv_timeout("0.5s"),
     )
     .build()
     .expect("channel");
@@ -110,7 +110,7 @@ async fn the_last_attempt_cut_by_per_attempt_recv_timeout_ends_the_call_cancelle
     let server = support::faulty_server().await;
     let ch = builder(
         &server,
-        retry_config(&["UNAVAILABLE", "CANCELLED"]).per_attempt_recv_timeout("0.2s"),
+        fixed_backoff_retry(&["UNAVAILABLE", "CANCELLED"]).per_attempt_recv_timeout("0.2s"),
     )
     .build()
     .expect("channel");
@@ -171,7 +171,7 @@ async fn an_exponential_app_policy_retries_a_code_the_service_config_does_not_li
     let failing = [("x-fail-times", "2"), ("x-fail-code", "10")];
 
     // By default the service config (UNAVAILABLE only) wins: ABORTED comes back at once.
-    let ch = builder(&server, retry_config(&["UNAVAILABLE"]))
+    let ch = builder(&server, fixed_backoff_retry(&["UNAVAILABLE"]))
         .retry_policy(exponential())
         .build()
         .expect("channel");
@@ -182,7 +182,7 @@ async fn an_exponential_app_policy_retries_a_code_the_service_config_does_not_li
     assert_eq!(attempts(&[&server], "default").len(), 1);
 
     // Opted in: the application's policy retries ABORTED, 100 ms then 200 ms, each ± 20 %.
-    let ch = builder(&server, retry_config(&["UNAVAILABLE"]))
+    let ch = builder(&server, fixed_backoff_retry(&["UNAVAILABLE"]))
         .retry_policy(exponential())
         .retry_policy_precedence(Precedence::Application)
         .build()
@@ -206,7 +206,7 @@ async fn an_exponential_app_policy_retries_a_code_the_service_config_does_not_li
 #[tokio::test(start_paused = true)]
 async fn a_policy_set_on_the_call_wins_for_that_call() {
     let server = support::faulty_server().await;
-    let ch = builder(&server, retry_config(&["UNAVAILABLE"]))
+    let ch = builder(&server, fixed_backoff_retry(&["UNAVAILABLE"]))
         .build()
         .expect("channel");
     let failing = [("x-fail-times", "1")];
@@ -359,7 +359,7 @@ async fn the_policy_source_shows_in_tracing() {
     let capture = capture::Capture::default();
     let _guard = tracing::subscriber::set_default(capture.clone());
     let server = support::faulty_server().await;
-    let with_config = builder(&server, retry_config(&["UNAVAILABLE"]))
+    let with_config = builder(&server, fixed_backoff_retry(&["UNAVAILABLE"]))
         .build()
         .expect("channel");
     flaky(&with_config, request("a", &[], Duration::from_secs(30)))

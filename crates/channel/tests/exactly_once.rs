@@ -17,7 +17,7 @@ use support::config::{hedging, retry, ServiceConfig};
 const COUNTER: &str = "exactly_once.Counter";
 
 /// Up to 5 attempts on UNAVAILABLE, backoff 10 ms, ×2, at most 100 ms.
-fn retry_config() -> ServiceConfig {
+fn counter_retry() -> ServiceConfig {
     retry(5, &["UNAVAILABLE"])
         .service(COUNTER)
         .initial_backoff("0.01s")
@@ -25,7 +25,7 @@ fn retry_config() -> ServiceConfig {
 }
 
 /// Two attempts over round_robin, the hedge 20 ms after the original.
-fn hedging_config() -> ServiceConfig {
+fn counter_hedging() -> ServiceConfig {
     hedging(2, "0.02s").service(COUNTER).round_robin()
 }
 
@@ -45,7 +45,7 @@ async fn failing_after_processing(shared: &Shared, exactly_once: bool) -> (Count
         .await
         .expect("server");
     let channel = Channel::builder(format!("ipv4:{}", server.addr))
-        .default_service_config(retry_config())
+        .default_service_config(counter_retry())
         .exactly_once(exactly_once)
         .build()
         .expect("channel");
@@ -135,7 +135,7 @@ async fn hedges_to_a_second_backend_share_the_first_ones_result() {
         .await
         .expect("fast backend");
     let channel = Channel::builder(format!("ipv4:{},{}", slow.addr, fast.addr))
-        .default_service_config(hedging_config())
+        .default_service_config(counter_hedging())
         .exactly_once(true)
         .build()
         .expect("channel");
@@ -166,7 +166,7 @@ async fn a_call_can_opt_in_on_its_own() {
     .await
     .expect("server");
     let channel = Channel::builder(format!("ipv4:{}", server.addr))
-        .default_service_config(retry_config())
+        .default_service_config(counter_retry())
         .build()
         .expect("channel");
     // Every execution answers UNAVAILABLE: the retry gets the cached result instead of a second run.

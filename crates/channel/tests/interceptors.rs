@@ -1,6 +1,6 @@
-//! Interceptors end to end, against the fault-injecting and interop servers over real loopback sockets: metadata they add
-//! reaches the server, an error fails the call unsent (no connection is even made), they run in order, once
-//! per call whatever the retries, on every call shape, and may set options.
+//! Interceptors end to end, against the fault-injecting and interop servers over real loopback sockets:
+//! metadata they add reaches the server, an error fails the call unsent (no connection is even made), they
+//! run in order, once per call whatever the retries, on streaming calls too, and may set options.
 
 mod support;
 
