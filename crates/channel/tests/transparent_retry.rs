@@ -527,7 +527,7 @@ async fn retries_disabled_still_retries_a_refused_stream_transparently() {
     assert_eq!(attempts(&[&server], "bidi"), two_first_attempts());
 }
 
-// --- A policy and a refusal; a streamed request replayed ---
+// --- A refusal under a retry policy; a refused streamed request replayed whole ---
 
 #[tokio::test(start_paused = true)]
 async fn a_refused_stream_is_retried_transparently() {
