@@ -1,30 +1,28 @@
 //! Application retry policies and `perAttemptRecvTimeout` end to end: real loopback sockets to the
 //! fault-injecting server, on tokio's paused clock.
 
-#[path = "support/flaky.rs"]
-mod flaky;
 mod support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use flaky::{attempts, guarded};
 use grpc_channel::{
     AppRetryPolicy, Channel, ChannelBuilder, Code, Exponential, Linear, NoRetry, Precedence,
     Request, Response, RetryDecision, RetryInfo, Rng, Status,
 };
 use interop::faulty::{methods, Event, FaultyServer};
+use support::config::{hedging, retry, ServiceConfig};
+use support::flaky::attempts;
+use support::guards::{eventually, guarded};
 use tokio::time::Instant;
 
-/// A retry policy for `fault.Faulty` retrying UNAVAILABLE, with `extra` fields.
-fn retry_config(extra: &str, codes: &str) -> String {
-    format!(
-        r#"{{"methodConfig":[{{"name":[{{"service":"fault.Faulty"}}],"retryPolicy":{{"maxAttempts":3,"initialBackoff":"0.1s","maxBackoff":"0.1s","backoffMultiplier":1,"retryableStatusCodes":[{codes}]{extra}}}}}]}}"#
-    )
+/// A retry policy for `fault.Faulty` retrying `codes`: 3 attempts, a fixed 0.1 s backoff.
+fn fixed_backoff_retry(codes: &[&str]) -> ServiceConfig {
+    retry(3, codes).max_backoff("0.1s").backoff_multiplier(1)
 }
 
-fn builder(server: &FaultyServer, config: &str) -> ChannelBuilder {
+fn builder(server: &FaultyServer, config: impl Into<String>) -> ChannelBuilder {
     Channel::builder(format!("ipv4:{}", server.addr)).default_service_config(config)
 }
 
@@ -53,7 +51,7 @@ async fn a_slow_first_attempt_is_cut_by_per_attempt_recv_timeout_and_retried() {
     // Only CANCELLED listed (what a cut attempt counts as): only timeouts are retried.
     let ch = builder(
         &server,
-        &retry_config(r#","perAttemptRecvTimeout":"0.5s""#, r#""CANCELLED""#),
+        fixed_backoff_retry(&["CANCELLED"]).per_attempt_recv_timeout("0.5s"),
     )
     .build()
     .expect("channel");
@@ -75,7 +73,7 @@ async fn a_slow_first_attempt_is_cut_by_per_attempt_recv_timeout_and_retried() {
         elapsed >= Duration::from_millis(580) && elapsed <= Duration::from_millis(650),
         "{elapsed:?}"
     );
-    flaky::eventually("the cut attempt is reset", || was_reset(&server)).await;
+    eventually("the cut attempt is reset", || was_reset(&server)).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -83,7 +81,7 @@ async fn per_attempt_recv_timeout_never_outlives_the_call_deadline() {
     let server = support::faulty_server().await;
     let ch = builder(
         &server,
-        &retry_config(r#","perAttemptRecvTimeout":"0.5s""#, r#""CANCELLED""#),
+        fixed_backoff_retry(&["CANCELLED"]).per_attempt_recv_timeout("0.5s"),
     )
     .build()
     .expect("channel");
@@ -112,10 +110,7 @@ async fn the_last_attempt_cut_by_per_attempt_recv_timeout_ends_the_call_cancelle
     let server = support::faulty_server().await;
     let ch = builder(
         &server,
-        &retry_config(
-            r#","perAttemptRecvTimeout":"0.2s""#,
-            r#""UNAVAILABLE","CANCELLED""#,
-        ),
+        fixed_backoff_retry(&["UNAVAILABLE", "CANCELLED"]).per_attempt_recv_timeout("0.2s"),
     )
     .build()
     .expect("channel");
@@ -140,7 +135,9 @@ async fn the_last_attempt_cut_by_per_attempt_recv_timeout_ends_the_call_cancelle
 #[tokio::test(start_paused = true)]
 async fn a_hedge_cut_by_per_attempt_recv_timeout_ends_that_hedge_only() {
     let server = support::faulty_server().await;
-    let config = r#"{"methodConfig":[{"name":[{"service":"fault.Faulty"}],"hedgingPolicy":{"maxAttempts":3,"hedgingDelay":"10s","nonFatalStatusCodes":[],"perAttemptRecvTimeout":"0.3s"}}]}"#;
+    let config = hedging(3, "10s")
+        .non_fatal(&[])
+        .per_attempt_recv_timeout("0.3s");
     let ch = builder(&server, config).build().expect("channel");
     let start = Instant::now();
     let r = flaky(
@@ -174,7 +171,7 @@ async fn an_exponential_app_policy_retries_a_code_the_service_config_does_not_li
     let failing = [("x-fail-times", "2"), ("x-fail-code", "10")];
 
     // By default the service config (UNAVAILABLE only) wins: ABORTED comes back at once.
-    let ch = builder(&server, &retry_config("", r#""UNAVAILABLE""#))
+    let ch = builder(&server, fixed_backoff_retry(&["UNAVAILABLE"]))
         .retry_policy(exponential())
         .build()
         .expect("channel");
@@ -185,7 +182,7 @@ async fn an_exponential_app_policy_retries_a_code_the_service_config_does_not_li
     assert_eq!(attempts(&[&server], "default").len(), 1);
 
     // Opted in: the application's policy retries ABORTED, 100 ms then 200 ms, each ± 20 %.
-    let ch = builder(&server, &retry_config("", r#""UNAVAILABLE""#))
+    let ch = builder(&server, fixed_backoff_retry(&["UNAVAILABLE"]))
         .retry_policy(exponential())
         .retry_policy_precedence(Precedence::Application)
         .build()
@@ -209,7 +206,7 @@ async fn an_exponential_app_policy_retries_a_code_the_service_config_does_not_li
 #[tokio::test(start_paused = true)]
 async fn a_policy_set_on_the_call_wins_for_that_call() {
     let server = support::faulty_server().await;
-    let ch = builder(&server, &retry_config("", r#""UNAVAILABLE""#))
+    let ch = builder(&server, fixed_backoff_retry(&["UNAVAILABLE"]))
         .build()
         .expect("channel");
     let failing = [("x-fail-times", "1")];
@@ -362,7 +359,7 @@ async fn the_policy_source_shows_in_tracing() {
     let capture = capture::Capture::default();
     let _guard = tracing::subscriber::set_default(capture.clone());
     let server = support::faulty_server().await;
-    let with_config = builder(&server, &retry_config("", r#""UNAVAILABLE""#))
+    let with_config = builder(&server, fixed_backoff_retry(&["UNAVAILABLE"]))
         .build()
         .expect("channel");
     flaky(&with_config, request("a", &[], Duration::from_secs(30)))

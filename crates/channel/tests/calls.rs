@@ -1,10 +1,9 @@
 //! Calls against the interop server over real sockets: every interop case, request headers on the wire,
-//! metadata, compression, limits, concurrency.
+//! metadata, compression, limits, concurrency, and what `Channel::stats()` keeps of a call dropped mid-stream.
 
 mod support;
 
 use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -12,10 +11,11 @@ use grpc_channel::{Channel, Code, Encoding, Request};
 use interop::client::{self, SoakConfig, ALL_CASES};
 use interop::faulty::methods;
 use interop_proto::{
-    paths, Empty, SimpleRequest, SimpleResponse, StreamingInputCallRequest,
-    StreamingInputCallResponse,
+    paths, Empty, ResponseParameters, SimpleRequest, SimpleResponse, StreamingInputCallRequest,
+    StreamingInputCallResponse, StreamingOutputCallRequest, StreamingOutputCallResponse,
 };
-use support::{channel, faulty_server, interop_server, NO_HANG};
+use support::guards::NO_HANG;
+use support::{channel, faulty_server, interop_server, IterStream};
 
 #[tokio::test]
 async fn every_interop_case_passes_against_the_interop_server() {
@@ -126,16 +126,6 @@ async fn oversize_request_is_not_sent() {
     ch.unary::<_, Empty>(paths::EMPTY_CALL, Request::new(Empty {}))
         .await
         .expect("next call");
-}
-
-/// A `Stream` over an iterator, for client_streaming.
-struct IterStream<I>(I);
-
-impl<I: Iterator + Unpin> futures_core::Stream for IterStream<I> {
-    type Item = I::Item;
-    fn poll_next(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<I::Item>> {
-        Poll::Ready(self.0.next())
-    }
 }
 
 #[tokio::test]
@@ -306,4 +296,68 @@ async fn a_unix_socket_target() {
         .expect("call over a unix socket");
     assert_eq!(r.message().payload.as_ref().map(|p| p.body.len()), Some(10));
     let _ = std::fs::remove_file(&path);
+}
+
+/// A server stream of two messages, the second a minute after the first.
+fn slow_stream_request() -> StreamingOutputCallRequest {
+    StreamingOutputCallRequest {
+        response_parameters: vec![
+            ResponseParameters {
+                size: 10,
+                ..Default::default()
+            },
+            ResponseParameters {
+                size: 10,
+                interval_us: 60_000_000,
+                ..Default::default()
+            },
+        ],
+        ..Default::default()
+    }
+}
+
+/// A call the application drops after it committed (here a server stream dropped after its first message)
+/// keeps its attempt in `Channel::stats().methods`, as in the channel totals. The failure this guards against:
+/// dropping a committed call only reset the stream, nothing handed the state machine's counts to the
+/// telemetry, and the method was recorded with the default `CallStats` (0 attempts, 0 retries).
+#[tokio::test]
+async fn stats_keep_the_attempts_of_a_call_dropped_after_commit() {
+    let addr = interop_server().await;
+    let ch = channel(addr);
+    let response = tokio::time::timeout(
+        NO_HANG,
+        ch.server_streaming::<_, StreamingOutputCallResponse>(
+            paths::STREAMING_OUTPUT_CALL,
+            Request::new(slow_stream_request()),
+        ),
+    )
+    .await
+    .expect("no hang")
+    .expect("call");
+    let mut stream = response.into_message();
+    let first = tokio::time::timeout(NO_HANG, stream.message())
+        .await
+        .expect("no hang")
+        .expect("first message");
+    assert!(first.is_some());
+    drop(stream); // the application cancels the call mid-stream
+    let stats = ch.stats();
+    assert_eq!(
+        (
+            stats.calls_started,
+            stats.calls_failed,
+            stats.attempts_started
+        ),
+        (1, 1, 1),
+        "{stats:?}"
+    );
+    let method = stats
+        .methods
+        .get(paths::STREAMING_OUTPUT_CALL)
+        .unwrap_or_else(|| panic!("method recorded: {stats:?}"));
+    assert_eq!(
+        (method.calls, method.attempts),
+        (1, 1),
+        "the cancelled call's attempt is lost from the per-method stats: {method:?}"
+    );
 }

@@ -1,15 +1,23 @@
 //! Deadlines, cancellation and wait-for-ready, over real sockets with tokio's paused clock: when every task
-//! waits, the clock jumps to the next timer, so these tests take no wall-clock time and cannot flake.
+//! waits, the clock jumps to the next timer, so these tests take no wall-clock time and cannot flake. Against
+//! the interop and fault-injecting servers, and the scriptable h2 server for what they cannot do (refuse
+//! every stream, allow none).
 
 mod support;
 
 use std::time::Duration;
 
 use bytes::Bytes;
-use grpc_channel::{Code, Request};
+use grpc_channel::{Channel, Code, Request};
+use h2::Reason;
 use interop::faulty::{methods, Event, FaultyServer};
 use interop_proto::{paths, Empty};
-use support::{channel, faulty_server};
+use support::config::retry;
+use support::guards::{guarded, settle, watchdog, GUARD};
+use support::h2_server::{defaults, handler, H2Server, Stream, SVC};
+use support::shapes::{call_shape, SHAPES};
+use support::{channel, channel_with_config, faulty_server, reserved_port};
+use tokio::net::TcpListener;
 use tokio::time::Instant;
 
 async fn wait_for_reset(server: &FaultyServer, path: &str, reason: h2::Reason) {
@@ -238,4 +246,146 @@ async fn a_call_with_no_time_left_ends_locally_and_is_never_sent() {
         .filter(|e| matches!(e, Event::Attempt { key, .. } if key == "zero"))
         .collect();
     assert_eq!(attempts, vec![], "the server saw the call");
+}
+
+// ---- Against the scriptable h2 server ------------------------------------------------------------------
+
+/// `streaming()` with wait-for-ready and nothing listening waits, but ends at its deadline with
+/// DEADLINE_EXCEEDED.
+#[tokio::test(start_paused = true)]
+async fn streaming_wait_for_ready_ends_at_the_deadline() {
+    let (_held, addr) = reserved_port();
+    let ch = Channel::new(format!("ipv4:{addr}")).expect("channel");
+    let start = Instant::now();
+    let r = tokio::time::timeout(
+        GUARD,
+        ch.streaming_raw(
+            "/t.S/Bidi",
+            Request::new(())
+                .with_wait_for_ready(true)
+                .with_timeout(Duration::from_secs(5)),
+        ),
+    )
+    .await
+    .expect("guard");
+    let status = r.expect_err("nothing listens");
+    assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
+    let elapsed = start.elapsed();
+    assert!(
+        elapsed >= Duration::from_secs(5) && elapsed < Duration::from_millis(5100),
+        "{elapsed:?}"
+    );
+}
+
+/// Dropping the future of `streaming()` before it returns (a timeout around it, a `select!`) cancels the
+/// call: a wait-for-ready call without a deadline, given up on while nothing listens, opens no stream that is
+/// left unreset once the server comes up. The failure this guards against: the spawned driver went on
+/// picking after the caller gave up and opened a stream nobody owned (its `CallGuard` also kept the channel
+/// from ever going idle).
+#[tokio::test(start_paused = true)]
+async fn abandoning_streaming_before_it_returns_cancels_the_call() {
+    let (held, addr) = reserved_port();
+    let ch = Channel::new(format!("ipv4:{addr}")).expect("channel");
+    let gave_up = tokio::time::timeout(
+        Duration::from_secs(2),
+        ch.streaming_raw("/t.S/Bidi", Request::new(()).with_wait_for_ready(true)),
+    )
+    .await;
+    assert!(gave_up.is_err(), "nothing listens yet: streaming() waits");
+    // The caller has given up. Now the server comes up.
+    drop(held);
+    let listener = TcpListener::bind(addr).await.expect("rebind");
+    let server = H2Server::serve_tcp(
+        listener,
+        defaults,
+        handler(|mut s: Stream| async move { s.wait_reset().await }),
+    );
+    let outcome = tokio::time::timeout(GUARD, async {
+        tokio::time::sleep(Duration::from_secs(300)).await;
+        settle(Duration::from_millis(200)).await;
+    })
+    .await;
+    assert!(outcome.is_ok());
+    let opened = server.opens();
+    let reset = server.resets();
+    assert!(
+        opened.iter().all(|o| reset.iter().any(|r| r.id == o.id)),
+        "an abandoned call opened streams {opened:?} on the server that were never reset ({reset:?})"
+    );
+}
+
+/// Every attempt is refused (RST_STREAM(REFUSED_STREAM)): one transparent retry, then the policy (backoff
+/// ~1 s, ~2 s), then the deadline (2.5 s) stops it. Every shape ends UNAVAILABLE before the deadline, with a
+/// handful of streams (no busy loop: the paused clock advanced through the backoffs).
+#[tokio::test(start_paused = true)]
+async fn refused_on_every_attempt_ends_by_the_deadline_for_every_shape() {
+    let _dog = watchdog("refused on every attempt", 120);
+    let server = H2Server::tcp(
+        defaults,
+        handler(|mut s: Stream| async move {
+            s.respond.send_reset(Reason::REFUSED_STREAM);
+        }),
+    )
+    .await;
+    let ch = channel_with_config(
+        &server.target(),
+        retry(5, &["UNAVAILABLE"])
+            .service(SVC)
+            .initial_backoff("1s")
+            .max_backoff("10s"),
+    );
+    for shape in SHAPES {
+        let before = server.opens().len();
+        let start = Instant::now();
+        let status = guarded(
+            "refused",
+            call_shape(&ch, shape, "/t.S/Refused", Duration::from_millis(2500)),
+        )
+        .await;
+        let elapsed = start.elapsed();
+        let streams = server.opens().len() - before;
+        assert_eq!(status.code(), Code::Unavailable, "{shape:?}: {status:?}");
+        assert!(
+            elapsed >= Duration::from_millis(800) && elapsed <= Duration::from_millis(2500),
+            "{shape:?}: ended after {elapsed:?}"
+        );
+        assert!(
+            (3..=5).contains(&streams),
+            "{shape:?}: {streams} streams (transparent + policy retries)"
+        );
+    }
+}
+
+/// The server allows no stream at all (SETTINGS_MAX_CONCURRENT_STREAMS = 0): every attempt waits in h2's
+/// local queue. Every shape ends DEADLINE_EXCEEDED at its deadline, and the clock advanced (no busy loop).
+#[tokio::test(start_paused = true)]
+async fn no_stream_slot_ends_at_the_deadline_for_every_shape() {
+    let _dog = watchdog("no stream slot", 120);
+    fn zero(b: &mut h2::server::Builder) {
+        b.max_concurrent_streams(0);
+    }
+    let server = H2Server::tcp(zero, handler(|_s: Stream| async move {})).await;
+    let ch = channel_with_config(
+        &server.target(),
+        retry(5, &["UNAVAILABLE"]).service(SVC).max_backoff("10s"),
+    );
+    for shape in SHAPES {
+        let start = Instant::now();
+        let status = guarded(
+            "queued",
+            call_shape(&ch, shape, "/t.S/Queued", Duration::from_secs(2)),
+        )
+        .await;
+        let elapsed = start.elapsed();
+        assert_eq!(
+            status.code(),
+            Code::DeadlineExceeded,
+            "{shape:?}: {status:?}"
+        );
+        assert!(
+            elapsed >= Duration::from_secs(2) && elapsed < Duration::from_millis(2100),
+            "{shape:?}: {elapsed:?}"
+        );
+    }
+    assert!(server.opens().is_empty());
 }

@@ -12,10 +12,22 @@ use bytes::Bytes;
 use grpc_channel::{Channel, Request};
 use grpc_exactly_once::{Config, ResultTracker};
 use interop::counter::{CounterServer, Faults, Shared, INCREMENT};
+use support::config::{hedging, retry, ServiceConfig};
 
-const RETRY: &str = r#"{"methodConfig":[{"name":[{"service":"exactly_once.Counter"}],"retryPolicy":{"maxAttempts":5,"initialBackoff":"0.01s","maxBackoff":"0.1s","backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}}]}"#;
+const COUNTER: &str = "exactly_once.Counter";
 
-const HEDGING: &str = r#"{"loadBalancingConfig":[{"round_robin":{}}],"methodConfig":[{"name":[{"service":"exactly_once.Counter"}],"hedgingPolicy":{"maxAttempts":2,"hedgingDelay":"0.02s","nonFatalStatusCodes":["UNAVAILABLE"]}}]}"#;
+/// Up to 5 attempts on UNAVAILABLE, backoff 10 ms, ×2, at most 100 ms.
+fn counter_retry() -> ServiceConfig {
+    retry(5, &["UNAVAILABLE"])
+        .service(COUNTER)
+        .initial_backoff("0.01s")
+        .max_backoff("0.1s")
+}
+
+/// Two attempts over round_robin, the hedge 20 ms after the original.
+fn counter_hedging() -> ServiceConfig {
+    hedging(2, "0.02s").service(COUNTER).round_robin()
+}
 
 fn tracked() -> Shared {
     Shared::new(Some(ResultTracker::new(Config::default(), Bytes::len)))
@@ -33,7 +45,7 @@ async fn failing_after_processing(shared: &Shared, exactly_once: bool) -> (Count
         .await
         .expect("server");
     let channel = Channel::builder(format!("ipv4:{}", server.addr))
-        .default_service_config(RETRY)
+        .default_service_config(counter_retry())
         .exactly_once(exactly_once)
         .build()
         .expect("channel");
@@ -123,7 +135,7 @@ async fn hedges_to_a_second_backend_share_the_first_ones_result() {
         .await
         .expect("fast backend");
     let channel = Channel::builder(format!("ipv4:{},{}", slow.addr, fast.addr))
-        .default_service_config(HEDGING)
+        .default_service_config(counter_hedging())
         .exactly_once(true)
         .build()
         .expect("channel");
@@ -154,7 +166,7 @@ async fn a_call_can_opt_in_on_its_own() {
     .await
     .expect("server");
     let channel = Channel::builder(format!("ipv4:{}", server.addr))
-        .default_service_config(RETRY)
+        .default_service_config(counter_retry())
         .build()
         .expect("channel");
     // Every execution answers UNAVAILABLE: the retry gets the cached result instead of a second run.

@@ -5,17 +5,17 @@
 //! (0) when the first attempt produced the result; transparent retries are not counted. Against the
 //! fault-injecting server over real sockets, on tokio's paused clock.
 
-#[path = "support/flaky.rs"]
-mod flaky;
 mod support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use flaky::{attempts, channel_with, flaky_request, guarded, hedging_config, retry_config};
 use grpc_channel::{Code, Request, Status};
 use interop::faulty::{methods, FlakyItem, FlakyMessage};
+use support::config::{hedging_config, retry_config};
+use support::flaky::{attempts, channel_with, flaky_request, target_of};
+use support::guards::guarded;
 
 const HEADER: &str = "grpc-previous-rpc-attempts";
 
@@ -212,7 +212,7 @@ async fn a_winning_hedge_reports_how_many_attempts_preceded_it() {
     let a = support::faulty_server().await;
     let b = support::faulty_server().await;
     let ch = channel_with(
-        &flaky::target_of(&[&a, &b]),
+        &target_of(&[&a, &b]),
         Some(&hedging_config(3, "0.5s")),
         |b| b,
     );

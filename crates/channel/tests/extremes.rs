@@ -1,13 +1,18 @@
-//! User-given values at their extremes: every duration saturates (a huge value means "never"), and
-//! `connect_timeout` bounds each connection attempt on every kind of target.
+//! User-given values at their extremes: every duration saturates (a huge value means "never"), in the API and
+//! in a service config, and `connect_timeout` bounds each connection attempt on every kind of target.
 
 mod support;
 
 use std::time::Duration;
 
-use grpc_channel::{Channel, ConnectivityState, Request};
+use bytes::Bytes;
+use grpc_channel::{Channel, Code, ConnectivityState, Request};
+use interop::faulty::methods;
 use interop_proto::{paths, SimpleRequest, SimpleResponse};
-use support::interop_server;
+use support::config::{hedging, retry};
+use support::guards::{GUARD, NO_HANG};
+use support::h2_server::{defaults, handler, H2Server, Stream, SVC};
+use support::{channel_with_config, faulty_server, interop_server};
 use tokio::time::Instant;
 
 async fn unary_ok(ch: &Channel, timeout: Option<Duration>) {
@@ -94,4 +99,79 @@ async fn connect_timeout_bounds_each_attempt_on_a_tcp_target() {
             "connect_timeout {timeout:?}: the attempt failed after {elapsed:?}"
         );
     }
+}
+
+/// A timeout too large to add to now (`Duration::MAX`) or merely enormous does not panic, for unary
+/// and streaming calls.
+#[tokio::test(start_paused = true)]
+async fn huge_timeouts_do_not_panic() {
+    let server = H2Server::tcp(
+        defaults,
+        handler(|mut s: Stream| async move {
+            if s.read_to_end().await.is_ok() {
+                s.ok(b"ok");
+            }
+        }),
+    )
+    .await;
+    let ch = channel_with_config(&server.target(), retry(2, &["UNAVAILABLE"]).service(SVC));
+    let outcome = tokio::time::timeout(GUARD, async {
+        for t in [
+            Duration::MAX,
+            Duration::from_secs(u64::MAX / 2),
+            Duration::from_secs(1 << 40),
+        ] {
+            let r = ch
+                .unary_raw("/t.S/Unary", Request::new(Bytes::new()).with_timeout(t))
+                .await
+                .expect("unary");
+            assert_eq!(&r.into_message()[..], b"ok");
+            let (tx, mut rx) = ch
+                .streaming_raw("/t.S/Bidi", Request::new(()).with_timeout(t))
+                .await
+                .expect("streaming");
+            drop(tx);
+            assert!(rx.message().await.expect("reply").is_some());
+        }
+    })
+    .await;
+    assert!(outcome.is_ok());
+}
+
+/// Extreme durations in a service config (perAttemptRecvTimeout and hedgingDelay at proto3's maximum,
+/// 315576000000s) neither panic nor outlive the call's deadline; "0s" is rejected by the parser (the channel
+/// falls back to no config: build fails or the call runs without policy).
+#[tokio::test(start_paused = true)]
+async fn extreme_per_attempt_recv_timeout_and_hedging_delay_neither_panic_nor_hang() {
+    let server = faulty_server().await;
+    let target = format!("ipv4:{}", server.addr);
+    // proto3's largest Duration.
+    const MAX: &str = "315576000000s";
+    let retrying = retry(3, &[]).per_attempt_recv_timeout(MAX);
+    let hedged = hedging(3, MAX).per_attempt_recv_timeout(MAX);
+    for (i, config) in [retrying, hedged].into_iter().enumerate() {
+        let ch = Channel::builder(&target)
+            .service_config_lookup(false)
+            .default_service_config(config)
+            .build()
+            .expect("channel");
+        let mut req = Request::new(Bytes::new()).with_timeout(Duration::from_secs(2));
+        req.metadata_mut()
+            .append("x-test-key", &format!("extreme-{i}"))
+            .expect("key");
+        req.metadata_mut()
+            .append("x-hang-attempts", "1,2,3")
+            .expect("hang");
+        let err = tokio::time::timeout(NO_HANG, ch.unary_raw(methods::FLAKY, req))
+            .await
+            .expect("no hang")
+            .expect_err("hangs until the deadline");
+        assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+    }
+    let zero = retry(3, &[]).per_attempt_recv_timeout("0s");
+    assert!(Channel::builder(&target)
+        .service_config_lookup(false)
+        .default_service_config(zero)
+        .build()
+        .is_err());
 }

@@ -1,7 +1,10 @@
 //! GOAWAY draining: after a graceful GOAWAY (A9: a server's max-connection-age) the connection finishes the
 //! streams it has while every new call goes to a new connection at once, on TCP and `unix:` targets alike.
-//! Real time, bounded: these tests wait for conditions (a call answered by the new connection), never for a
-//! duration.
+//! The first tests run in real time, bounded: they wait for conditions (a call answered by the new
+//! connection), never for a duration; the last ones run on tokio's paused clock against the scriptable h2
+//! server.
+
+mod support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -10,32 +13,17 @@ use std::time::Duration;
 use bytes::Bytes;
 use grpc_channel::{Channel, Code, Request};
 use interop::raw::{write_frame, Frame};
+use support::config::retry;
+use support::frames::grpc_message;
+use support::guards::{eventually_every, guarded, settle, GUARD, SETTLE_STEP};
+use support::h2_server::{defaults, handler, response_head, trailers, H2Server, Stream, SVC};
+use support::{channel_with_config, socket_path};
 use tokio::io::AsyncReadExt;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, Notify};
 
 const HOLD: &str = "/drain.Svc/Hold";
 const UNARY: &str = "/drain.Svc/Unary";
-
-fn frame(payload: &[u8]) -> Bytes {
-    let mut f = vec![0u8];
-    f.extend_from_slice(&(payload.len() as u32).to_be_bytes());
-    f.extend_from_slice(payload);
-    Bytes::from(f)
-}
-
-fn grpc_headers() -> http::Response<()> {
-    http::Response::builder()
-        .header("content-type", "application/grpc")
-        .body(())
-        .expect("response")
-}
-
-fn ok_trailers() -> http::HeaderMap {
-    let mut t = http::HeaderMap::new();
-    t.insert("grpc-status", http::HeaderValue::from_static("0"));
-    t
-}
 
 /// What the test tells the server, and what the server reports.
 struct Control {
@@ -61,18 +49,18 @@ where
             accepted = conn.accept() => {
                 let Some(Ok((req, mut respond))) = accepted else { break };
                 if req.uri().path() == HOLD {
-                    let mut send = respond.send_response(grpc_headers(), false).expect("headers");
+                    let mut send = respond.send_response(response_head(), false).expect("headers");
                     let _ = held_tx.send(());
                     let control = control.clone();
                     tokio::spawn(async move {
                         control.finish_hold.notified().await;
-                        let _ = send.send_data(frame(b"late"), false);
-                        let _ = send.send_trailers(ok_trailers());
+                        let _ = send.send_data(grpc_message(b"late"), false);
+                        let _ = send.send_trailers(trailers("0", &[]));
                     });
                 } else {
-                    let mut send = respond.send_response(grpc_headers(), false).expect("headers");
-                    let _ = send.send_data(frame(format!("conn{number}").as_bytes()), false);
-                    let _ = send.send_trailers(ok_trailers());
+                    let mut send = respond.send_response(response_head(), false).expect("headers");
+                    let _ = send.send_data(grpc_message(format!("conn{number}").as_bytes()), false);
+                    let _ = send.send_trailers(trailers("0", &[]));
                 }
             }
             _ = control.goaway.notified(), if number == 1 && !shutting_down => {
@@ -368,4 +356,104 @@ async fn a_fail_fast_call_to_a_server_that_goaways_every_connection_fails_unavai
         ch.state(),
         counter.connections.load(Ordering::SeqCst)
     );
+}
+
+// ---- On the paused clock, against the scriptable h2 server -----------------------------------------------
+
+/// After a graceful GOAWAY (A9: 2^31-1, PING, then the real id) the old connection keeps serving its
+/// open stream while h2 refuses new ones: a new call does not wait for the old stream to end, it goes out on
+/// a new connection (PROTOCOL-HTTP2 §GOAWAY).
+#[tokio::test(start_paused = true)]
+async fn a_graceful_goaway_does_not_strand_new_calls_while_an_old_stream_lives() {
+    let server = H2Server::tcp(
+        defaults,
+        handler(|mut s: Stream| async move {
+            if s.path == "/t.S/Hold" {
+                let _ = s.headers();
+                s.wait_reset().await;
+            } else if s.read_to_end().await.is_ok() {
+                s.ok(b"fresh");
+            }
+        }),
+    )
+    .await;
+    let ch = channel_with_config(&server.target(), "{}");
+    let outcome = tokio::time::timeout(GUARD, async {
+        let (_tx, mut rx) = ch
+            .streaming_raw("/t.S/Hold", Request::new(()))
+            .await
+            .expect("start");
+        rx.headers().await.expect("held call is up");
+        server.goaway();
+        settle(Duration::from_millis(200)).await;
+        let r = tokio::time::timeout(
+            Duration::from_secs(30),
+            ch.unary_raw("/t.S/Unary", Request::new(Bytes::from_static(b"x"))),
+        )
+        .await;
+        drop(rx);
+        r
+    })
+    .await
+    .expect("guard");
+    let r = outcome
+        .expect("a new call after a graceful GOAWAY must not wait for the old stream to end");
+    assert_eq!(&r.expect("ok").into_message()[..], b"fresh");
+    assert!(server.connections() >= 2, "a new connection");
+}
+
+/// GOAWAY on a `unix:` connection while a stream is still open: new calls go on a new connection at once;
+/// the old stream completes.
+#[tokio::test(start_paused = true)]
+async fn unix_goaway_sends_new_calls_to_a_new_connection() {
+    let path = socket_path("goaway");
+    let release = Arc::new(Notify::new());
+    let rel = release.clone();
+    let server = H2Server::unix(
+        path.clone(),
+        defaults,
+        handler(move |mut s: Stream| {
+            let rel = rel.clone();
+            async move {
+                if s.read_to_end().await.is_err() {
+                    return;
+                }
+                if s.path == "/t.S/Hold" {
+                    rel.notified().await;
+                }
+                s.ok(b"ok");
+            }
+        }),
+    );
+    let ch = channel_with_config(
+        &server.target(),
+        retry(3, &["UNAVAILABLE"]).service(SVC).max_backoff("10s"),
+    );
+    let held = tokio::spawn({
+        let ch = ch.clone();
+        async move { ch.unary_raw("/t.S/Hold", Request::new(Bytes::new())).await }
+    });
+    eventually_every(SETTLE_STEP, "held stream open", || {
+        server.opens().len() == 1
+    })
+    .await;
+    server.goaway();
+    settle(Duration::from_millis(100)).await;
+    for _ in 0..3 {
+        guarded(
+            "after goaway",
+            ch.unary_raw("/t.S/Ok", Request::new(Bytes::new())),
+        )
+        .await
+        .expect("a new connection");
+    }
+    let conns: Vec<usize> = server.opens().iter().map(|o| o.conn).collect();
+    assert_eq!(conns, vec![1, 2, 2, 2]);
+    release.notify_waiters();
+    release.notify_one();
+    guarded("held", held)
+        .await
+        .expect("join")
+        .expect("the old stream ran to completion");
+    let _ = std::fs::remove_file(&path);
 }

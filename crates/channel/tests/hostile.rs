@@ -23,7 +23,8 @@ use bytes::Bytes;
 use grpc_channel::{Channel, Code, Request, Response, Status};
 use interop::faulty::{methods, FaultyServer};
 use interop::raw::{self, kind, Behaviour, Close, RawServer, Window, FLAG_ACK};
-use support::{channel, faulty_server, NO_HANG};
+use support::guards::{eventually, no_hang};
+use support::{channel, faulty_server};
 use tokio::time::Instant;
 
 /// The path of the hostile calls (the raw servers answer any path).
@@ -36,25 +37,6 @@ const RSS_BUDGET: u64 = 64 << 20;
 const DEADLINE_SLACK: Duration = Duration::from_millis(100);
 
 // --- Harness ---
-
-/// Fails the test instead of hanging.
-async fn guarded<F: std::future::Future>(what: &str, f: F) -> F::Output {
-    match tokio::time::timeout(NO_HANG, f).await {
-        Ok(out) => out,
-        Err(_) => panic!("{what}: no result within {NO_HANG:?} (hang)"),
-    }
-}
-
-/// Waits (10 ms at a time, at most 2 s on the running clock) until `done` holds.
-async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
-    for _ in 0..200 {
-        if done() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("never happened: {what}");
-}
 
 /// The process's anonymous resident memory (heap and stacks; not the binary's code pages, which other tests
 /// fault in), from `/proc/self/status`.
@@ -126,7 +108,7 @@ impl Healthy {
         let server = faulty_server().await;
         let ch = channel(server.addr);
         // Connected before the hostile case starts.
-        guarded("the first healthy call", healthy_call(&ch))
+        no_hang("the first healthy call", healthy_call(&ch))
             .await
             .expect("the healthy server answers");
         let stop = Arc::new(AtomicBool::new(false));
@@ -158,7 +140,7 @@ impl Healthy {
 
     async fn finish(self) {
         self.stop.store(true, Ordering::Relaxed);
-        let (ok, failed) = guarded("the healthy loop", self.task)
+        let (ok, failed) = no_hang("the healthy loop", self.task)
             .await
             .expect("healthy loop task");
         eprintln!("healthy calls on another connection during the case: {ok} OK");
@@ -166,7 +148,7 @@ impl Healthy {
             failed.is_empty(),
             "calls on another connection failed during the case ({ok} succeeded): {failed:?}"
         );
-        let after = guarded("the last healthy call", healthy_call(&self.ch)).await;
+        let after = no_hang("the last healthy call", healthy_call(&self.ch)).await;
         assert!(
             after.is_ok(),
             "the healthy channel after the case: {after:?}"
@@ -220,7 +202,7 @@ async fn unary(ch: &Channel, timeout: Option<Duration>) -> Result<Response<Bytes
     if let Some(t) = timeout {
         req = req.with_timeout(t);
     }
-    guarded("hostile call", ch.unary_raw(PATH, req)).await
+    no_hang("hostile call", ch.unary_raw(PATH, req)).await
 }
 
 /// The call's error (printed, for `--nocapture` runs), or a panic naming what was expected.
@@ -413,13 +395,13 @@ async fn stream_window_overflow_resets_only_that_stream() {
     })
     .await;
     let ch = channel(raw.addr);
-    let (mut tx, mut rx) = guarded("start", ch.streaming_raw(PATH, Request::new(())))
+    let (mut tx, mut rx) = no_hang("start", ch.streaming_raw(PATH, Request::new(())))
         .await
         .expect("the call starts");
     // The stream stays open for sending: no half-close.
-    let _ = guarded("send", tx.send(Bytes::from_static(b"request"))).await;
+    let _ = no_hang("send", tx.send(Bytes::from_static(b"request"))).await;
     let status = loop {
-        match guarded("message", rx.message()).await {
+        match no_hang("message", rx.message()).await {
             Ok(Some(_)) => continue,
             Ok(None) => panic!("expected a flow-control error, the call ended OK"),
             Err(status) => {
@@ -748,19 +730,19 @@ async fn endless_messages_end_at_the_deadline() {
     let ch = channel(raw.addr);
     let deadline = Duration::from_secs(1);
     let start = Instant::now();
-    let (mut tx, mut rx) = guarded(
+    let (mut tx, mut rx) = no_hang(
         "start",
         ch.streaming_raw(PATH, Request::new(()).with_timeout(deadline)),
     )
     .await
     .expect("the call starts");
-    guarded("send", tx.send(Bytes::from_static(b"request")))
+    no_hang("send", tx.send(Bytes::from_static(b"request")))
         .await
         .expect("send");
-    guarded("finish", tx.finish()).await.expect("half-close");
+    no_hang("finish", tx.finish()).await.expect("half-close");
     let mut received = 0usize;
     let status = loop {
-        match guarded("message", rx.message()).await {
+        match no_hang("message", rx.message()).await {
             Ok(Some(m)) => {
                 assert_eq!(m.len(), 256);
                 received += 1;

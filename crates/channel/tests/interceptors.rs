@@ -1,6 +1,6 @@
-//! Interceptors end to end, against the fault-injecting server over real loopback sockets: metadata they add
-//! reaches the server, an error fails the call unsent (no connection is even made), they run in order, once
-//! per call whatever the retries, on every call shape, and may set options.
+//! Interceptors end to end, against the fault-injecting and interop servers over real loopback sockets:
+//! metadata they add reaches the server, an error fails the call unsent (no connection is even made), they
+//! run in order, once per call whatever the retries, on streaming calls too, and may set options.
 
 mod support;
 
@@ -11,7 +11,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use grpc_channel::{CallInfo, Channel, Code, ConnectivityState, Request, Status};
 use interop::faulty::methods;
-use support::{faulty_server, NO_HANG};
+use interop_proto::{paths, StreamingOutputCallRequest, StreamingOutputCallResponse};
+use support::config::retry;
+use support::guards::NO_HANG;
+use support::{faulty_server, interop_server, IterStream};
 
 #[tokio::test]
 async fn an_interceptor_adds_metadata_the_server_sees() {
@@ -125,9 +128,8 @@ async fn interceptors_run_once_per_call_whatever_the_retries() {
     let server = faulty_server().await;
     let runs = Arc::new(AtomicUsize::new(0));
     let count = runs.clone();
-    let config = r#"{"methodConfig":[{"name":[{"service":"fault.Faulty"}],"retryPolicy":{"maxAttempts":4,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}}]}"#;
     let ch = Channel::builder(format!("ipv4:{}", server.addr))
-        .default_service_config(config)
+        .default_service_config(retry(4, &["UNAVAILABLE"]))
         .interceptor(move |call: &mut CallInfo<'_>| {
             count.fetch_add(1, Ordering::SeqCst);
             call.metadata_mut()
@@ -150,4 +152,63 @@ async fn interceptors_run_once_per_call_whatever_the_retries() {
         "the interceptor's metadata went with every attempt"
     );
     assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
+/// An interceptor runs on streaming calls too (a bidi call from a `Stream`, a server-streaming call), and a
+/// call it refuses is counted by the telemetry but makes no attempt.
+#[tokio::test]
+async fn an_interceptor_runs_on_streaming_calls_and_a_refused_call_makes_no_attempt() {
+    let addr = interop_server().await;
+    let seen = Arc::new(AtomicUsize::new(0));
+    let counter = seen.clone();
+    let ch = Channel::builder(format!("ipv4:{addr}"))
+        .interceptor(move |call: &mut grpc_channel::CallInfo<'_>| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            if call.metadata().get("x-deny").is_some() {
+                return Err(Status::new(Code::PermissionDenied, "denied"));
+            }
+            Ok(())
+        })
+        .build()
+        .expect("channel");
+    let deny = |mut r: Request<_>| {
+        r.metadata_mut().append("x-deny", "1").expect("md");
+        r
+    };
+    // bidi from a stream, denied.
+    let requests: Vec<StreamingOutputCallRequest> = vec![];
+    let err = tokio::time::timeout(
+        NO_HANG,
+        ch.bidi_streaming::<StreamingOutputCallRequest, StreamingOutputCallResponse, _>(
+            paths::FULL_DUPLEX_CALL,
+            deny(Request::new(IterStream(requests.into_iter()))),
+        ),
+    )
+    .await
+    .expect("no hang")
+    .expect_err("denied");
+    assert_eq!(err.code(), Code::PermissionDenied);
+    // server streaming allowed
+    let _ = tokio::time::timeout(
+        NO_HANG,
+        ch.server_streaming::<_, StreamingOutputCallResponse>(
+            paths::STREAMING_OUTPUT_CALL,
+            Request::new(StreamingOutputCallRequest::default()),
+        ),
+    )
+    .await
+    .expect("no hang")
+    .expect("call");
+    assert_eq!(seen.load(Ordering::SeqCst), 2);
+    // The denied call is counted (telemetry covers every call), but no attempt of it was made.
+    let stats = ch.stats();
+    assert_eq!(
+        (
+            stats.calls_started,
+            stats.calls_failed,
+            stats.attempts_started
+        ),
+        (2, 1, 1),
+        "{stats:?}"
+    );
 }

@@ -2,29 +2,19 @@
 //! its socket open is found out by an unanswered PING; without calls (and without
 //! `keepalive_permit_without_calls`) no PING is sent.
 
+mod support;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use grpc_channel::{Channel, Code, ConnectivityState, Request};
+use support::h2_server::answer;
 use tokio::time::Instant;
 
 const FREEZE: &str = "/ka.Svc/Freeze";
 const UNARY: &str = "/ka.Svc/Unary";
-
-fn ok_response(respond: &mut h2::server::SendResponse<Bytes>) {
-    let head = http::Response::builder()
-        .header("content-type", "application/grpc")
-        .body(())
-        .expect("response");
-    if let Ok(mut send) = respond.send_response(head, false) {
-        let _ = send.send_data(Bytes::from_static(&[0, 0, 0, 0, 2, b'o', b'k']), false);
-        let mut t = http::HeaderMap::new();
-        t.insert("grpc-status", http::HeaderValue::from_static("0"));
-        let _ = send.send_trailers(t);
-    }
-}
 
 /// A server whose connection stops being driven (no frame read or written, PINGs unanswered, the socket
 /// open) once a call to `FREEZE` arrives, or once told to freeze.
@@ -49,7 +39,7 @@ async fn server(freeze_now: Arc<tokio::sync::Notify>) -> (std::net::SocketAddr, 
                             if req.uri().path() == FREEZE {
                                 break Some(respond);
                             }
-                            ok_response(&mut respond);
+                            answer(&mut respond, b"ok");
                         }
                         () = freeze_now.notified() => break None,
                     }

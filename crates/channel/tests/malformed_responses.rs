@@ -5,7 +5,8 @@ mod support;
 use bytes::Bytes;
 use grpc_channel::{Code, Request, Status};
 use interop::faulty::{methods, Event};
-use support::{channel, faulty_server, NO_HANG};
+use support::guards::NO_HANG;
+use support::{channel, faulty_server};
 
 async fn unary_status(path: &str) -> Status {
     let server = faulty_server().await;

@@ -1,5 +1,6 @@
 //! The channel resolving through a real DNS server on loopback, with the service config from a TXT record:
-//! the method config's `timeout`, `waitForReady` and message size limits apply to calls (gRFC A2, A21).
+//! the method config's `timeout`, `waitForReady` and message size limits apply to calls (gRFC A2, A21), and
+//! so does its retry policy, to a streaming call.
 
 mod support;
 
@@ -8,9 +9,14 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use grpc_channel::{Channel, Code, ConnectivityState, Request, ResolverOptions};
+use http::HeaderValue;
 use interop::dns::TestDns;
 use interop::faulty::methods;
 use interop_proto::{paths, SimpleRequest, SimpleResponse};
+use support::config::retry;
+use support::frames::{deframe, grpc_message};
+use support::guards::guarded;
+use support::h2_server::{defaults, handler, trailers, H2Server, Stream, SVC};
 use tokio::time::Instant;
 
 const HOST: &str = "svc.test";
@@ -313,4 +319,76 @@ async fn the_last_good_config_survives_an_address_failure_followed_by_an_invalid
         (Code::DeadlineExceeded, true),
         "the config in use must still be the last good one"
     );
+}
+
+/// A retry policy from the TXT record applies to a bidi call: its first attempt fails after the first
+/// message, and the retry replays the request.
+#[tokio::test(start_paused = true)]
+async fn dns_txt_retry_policy_applies_to_a_streaming_call() {
+    let server = H2Server::tcp(
+        defaults,
+        handler(|mut s: Stream| async move {
+            // Bidi echo; the first attempt fails after reading the first message.
+            if s.prev() == 0 {
+                if s.read_bytes(5 + 2).await.is_ok() {
+                    s.trailers_only("14", &[]);
+                }
+                return;
+            }
+            let mut body = Vec::new();
+            while let Some(Ok(chunk)) = s.recv.data().await {
+                let _ = s.recv.flow_control().release_capacity(chunk.len());
+                body.extend_from_slice(&chunk);
+            }
+            if let Some(mut out) = s.headers() {
+                for (_, m) in deframe(&body) {
+                    let _ = out.send_data(grpc_message(&m), false);
+                }
+                let _ = out.send_trailers(trailers("0", &[]));
+            }
+        }),
+    )
+    .await;
+    let dns = interop::dns::TestDns::start().await.expect("dns");
+    dns.add_a("svc.test", std::net::Ipv4Addr::LOCALHOST).await;
+    let config = retry(3, &["UNAVAILABLE"]).service(SVC).max_backoff("10s");
+    dns.set_service_config(
+        "svc.test",
+        &format!(r#"[{{"clientLanguage":["rust"],"serviceConfig":{config}}}]"#),
+    )
+    .await;
+    let port = server.addr().port();
+    let ch = Channel::builder(format!("dns://{}/svc.test:{port}", dns.addr))
+        .resolver_options(grpc_channel::ResolverOptions {
+            query_timeout: Duration::from_secs(2),
+            ..grpc_channel::ResolverOptions::default()
+        })
+        .build()
+        .expect("channel");
+    let got = guarded("dns bidi", async {
+        let (mut tx, mut rx) = ch
+            .streaming_raw(
+                "/t.S/Bidi",
+                Request::new(()).with_timeout(Duration::from_secs(20)),
+            )
+            .await
+            .expect("start");
+        for m in [&b"m0"[..], b"m1", b"m2"] {
+            tx.send(Bytes::copy_from_slice(m)).await.expect("send");
+        }
+        tx.finish().await.expect("finish");
+        let mut got = Vec::new();
+        while let Some(m) = rx.message().await.expect("retried by the TXT policy") {
+            got.push(m);
+        }
+        got
+    })
+    .await;
+    assert_eq!(got, vec![&b"m0"[..], b"m1", b"m2"]);
+    let prevs: Vec<Option<HeaderValue>> = server
+        .opens()
+        .iter()
+        .map(|o| o.headers.get("grpc-previous-rpc-attempts").cloned())
+        .collect();
+    assert_eq!(prevs, vec![None, Some(HeaderValue::from_static("1"))]);
 }

@@ -9,11 +9,11 @@ use std::error::Error as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use grpc_channel::{BuildError, Channel, Code, Request, Status, TlsConfig};
 use interop::tls::{server_config, CertifiedPem, TestCa, Usage, INTEROP_SERVER_NAMES};
 use interop_proto::{paths, Empty, SimpleRequest, SimpleResponse};
-use support::NO_HANG;
+use support::guards::NO_HANG;
+use support::h2_server::answer;
 
 struct Pki {
     ca: TestCa,
@@ -325,21 +325,6 @@ async fn https_and_http_targets_as_tonic_users_write_them() {
     assert!(err.to_string().contains("http, https"), "{err}");
 }
 
-/// Answers a call with one empty message and status OK.
-fn answer_empty(mut respond: h2::server::SendResponse<Bytes>) {
-    let response = http::Response::builder()
-        .header("content-type", "application/grpc")
-        .body(())
-        .expect("response");
-    let Ok(mut body) = respond.send_response(response, false) else {
-        return;
-    };
-    let _ = body.send_data(Bytes::from_static(&[0, 0, 0, 0, 0]), false);
-    let mut trailers = http::HeaderMap::new();
-    trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
-    let _ = body.send_trailers(trailers);
-}
-
 /// An h2 server over TLS that answers every request OK and reports each request's URI.
 async fn uri_recording_server(
     config: Arc<rustls::ServerConfig>,
@@ -360,9 +345,9 @@ async fn uri_recording_server(
                 let Ok(mut conn) = h2::server::handshake(io).await else {
                     return;
                 };
-                while let Some(Ok((request, respond))) = conn.accept().await {
+                while let Some(Ok((request, mut respond))) = conn.accept().await {
                     let _ = tx.send(request.uri().clone());
-                    answer_empty(respond);
+                    answer(&mut respond, b"");
                 }
             });
         }
@@ -408,9 +393,9 @@ async fn tls_works_over_a_unix_socket_target() {
                 let Ok(mut conn) = h2::server::handshake(io).await else {
                     return;
                 };
-                while let Some(Ok((request, respond))) = conn.accept().await {
+                while let Some(Ok((request, mut respond))) = conn.accept().await {
                     let _ = tx.send(request.uri().scheme_str().map(str::to_owned));
-                    answer_empty(respond);
+                    answer(&mut respond, b"");
                 }
             });
         }

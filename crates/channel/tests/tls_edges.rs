@@ -1,7 +1,7 @@
-//! Review tests for the TLS change: stalled handshakes against deadlines and the connect timeout, causes
-//! named (or misnamed), every target kind, load balancing, GOAWAY / reconnection / keepalive over TLS,
-//! wait-for-ready through TLS failures, large and many streams, and an empty platform store (in a child
-//! process: environment variables are process-global).
+//! TLS at its edges: stalled handshakes against deadlines and the connect timeout, causes named (and not
+//! misnamed), every target kind, load balancing, GOAWAY / reconnection / keepalive over TLS, wait-for-ready
+//! through TLS failures, large and many streams, and an empty platform store (in a child process:
+//! environment variables are process-global).
 //!
 //! Every call is bounded ([`NO_HANG`]); time-based assertions run on tokio's paused clock.
 
@@ -17,13 +17,14 @@ use bytes::Bytes;
 use grpc_channel::{Channel, Code, ConnectivityState, Request, Status, TlsConfig};
 use interop::tls::{server_config, CertifiedPem, TestCa, Usage, INTEROP_SERVER_NAMES};
 use interop_proto::{paths, Empty, SimpleRequest, SimpleResponse};
-use support::NO_HANG;
+use support::guards::{no_hang, NO_HANG};
+use support::h2_server::answer;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
 const SLACK: Duration = Duration::from_millis(100);
-const UNARY: &str = "/review.Svc/Unary";
+const UNARY: &str = "/edges.Svc/Unary";
 
 struct Pki {
     ca: TestCa,
@@ -31,7 +32,7 @@ struct Pki {
 }
 
 fn pki() -> Pki {
-    let ca = TestCa::new("review CA").expect("CA");
+    let ca = TestCa::new("tls edges CA").expect("CA");
     let server = ca.issue(INTEROP_SERVER_NAMES, Usage::Server).expect("leaf");
     Pki { ca, server }
 }
@@ -52,13 +53,6 @@ fn ca_tls(ca: &TestCa) -> TlsConfig {
     TlsConfig::new().ca_certificate_pem(ca.cert_pem.clone())
 }
 
-async fn guarded<F: std::future::Future>(what: &str, f: F) -> F::Output {
-    match tokio::time::timeout(NO_HANG, f).await {
-        Ok(out) => out,
-        Err(_) => panic!("{what}: no result within {NO_HANG:?} (hang)"),
-    }
-}
-
 async fn empty_call(ch: &Channel, timeout: Option<Duration>) -> Result<(), Status> {
     let mut req = Request::new(Empty {});
     if let Some(t) = timeout {
@@ -73,26 +67,6 @@ async fn raw_call(ch: &Channel) -> Result<Bytes, Status> {
     ch.unary_raw(UNARY, Request::new(Bytes::new()))
         .await
         .map(|r| r.into_message())
-}
-
-fn grpc_frame(payload: &[u8]) -> Bytes {
-    let mut f = vec![0u8];
-    f.extend_from_slice(&(payload.len() as u32).to_be_bytes());
-    f.extend_from_slice(payload);
-    Bytes::from(f)
-}
-
-fn answer(respond: &mut h2::server::SendResponse<Bytes>, body: &[u8]) {
-    let head = http::Response::builder()
-        .header("content-type", "application/grpc")
-        .body(())
-        .expect("response");
-    if let Ok(mut send) = respond.send_response(head, false) {
-        let _ = send.send_data(grpc_frame(body), false);
-        let mut t = http::HeaderMap::new();
-        t.insert("grpc-status", http::HeaderValue::from_static("0"));
-        let _ = send.send_trailers(t);
-    }
 }
 
 /// A TCP listener whose connections are accepted and held open; nothing is ever read or written (a
@@ -226,7 +200,7 @@ async fn stalled_tls_handshake_call_ends_at_its_deadline() {
     let ch = ca_channel(format!("ipv4:{addr}"), &pki.ca);
     let deadline = Duration::from_secs(1);
     let start = Instant::now();
-    let status = guarded("stalled TLS", empty_call(&ch, Some(deadline)))
+    let status = no_hang("stalled TLS", empty_call(&ch, Some(deadline)))
         .await
         .expect_err("no TLS answer");
     let elapsed = start.elapsed();
@@ -250,7 +224,7 @@ async fn stalled_tls_handshake_with_a_huge_connect_timeout_still_ends_at_the_dea
         .expect("channel");
     let deadline = Duration::from_secs(3);
     let start = Instant::now();
-    let status = guarded("stalled TLS", empty_call(&ch, Some(deadline)))
+    let status = no_hang("stalled TLS", empty_call(&ch, Some(deadline)))
         .await
         .expect_err("no TLS answer");
     let elapsed = start.elapsed();
@@ -273,7 +247,7 @@ async fn stalled_tls_handshake_fails_at_the_connect_timeout_naming_tls() {
         .build()
         .expect("channel");
     let start = Instant::now();
-    let status = guarded("stalled TLS", empty_call(&ch, None))
+    let status = no_hang("stalled TLS", empty_call(&ch, None))
         .await
         .expect_err("no TLS answer");
     let elapsed = start.elapsed();
@@ -293,7 +267,7 @@ async fn stalled_tls_handshake_fails_at_the_connect_timeout_naming_tls() {
 #[tokio::test(start_paused = true)]
 async fn stalled_tls_handshake_on_a_unix_target_fails_at_the_connect_timeout() {
     let pki = pki();
-    let dir = std::env::temp_dir().join(format!("grpc-tls-review-stall-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("grpc-tls-edges-stall-{}", std::process::id()));
     let _ = std::fs::create_dir_all(&dir);
     let path = dir.join("s.sock");
     let _ = std::fs::remove_file(&path);
@@ -311,7 +285,7 @@ async fn stalled_tls_handshake_on_a_unix_target_fails_at_the_connect_timeout() {
         .build()
         .expect("channel");
     let start = Instant::now();
-    let status = guarded("stalled TLS over unix", empty_call(&ch, None))
+    let status = no_hang("stalled TLS over unix", empty_call(&ch, None))
         .await
         .expect_err("no TLS answer");
     let elapsed = start.elapsed();
@@ -340,7 +314,7 @@ async fn a_server_closing_after_a_good_handshake_is_not_blamed_on_client_certifi
     });
     let server = tls_server_on("127.0.0.1:0", h2_only(&pki.server), close).await;
     let ch = ca_channel(format!("ipv4:{}", server.addr), &pki.ca);
-    let status = guarded("close after handshake", empty_call(&ch, None))
+    let status = no_hang("close after handshake", empty_call(&ch, None))
         .await
         .expect_err("the server hangs up");
     eprintln!("a user sees: {status}");
@@ -367,7 +341,7 @@ async fn a_tls_channel_is_never_told_it_is_plaintext() {
     });
     let server = tls_server_on("127.0.0.1:0", h2_only(&pki.server), garbage).await;
     let ch = ca_channel(format!("ipv4:{}", server.addr), &pki.ca);
-    let status = guarded("garbage after handshake", empty_call(&ch, None))
+    let status = no_hang("garbage after handshake", empty_call(&ch, None))
         .await
         .expect_err("not HTTP/2");
     eprintln!("a user sees: {status}");
@@ -385,7 +359,7 @@ async fn mutual_tls_refusal_on_a_unix_target_names_the_cause() {
     let pki = pki();
     let client_ca = TestCa::new("client CA").expect("CA");
     let config = server_config(&pki.server, &[b"h2"], Some(&client_ca.cert_pem)).expect("mTLS");
-    let dir = std::env::temp_dir().join(format!("grpc-tls-review-mtls-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("grpc-tls-edges-mtls-{}", std::process::id()));
     let _ = std::fs::create_dir_all(&dir);
     let path = dir.join("s.sock");
     let _ = std::fs::remove_file(&path);
@@ -402,7 +376,7 @@ async fn mutual_tls_refusal_on_a_unix_target_names_the_cause() {
         }
     });
     let ch = ca_channel(format!("unix:{}", path.display()), &pki.ca);
-    let status = guarded("mTLS over unix", empty_call(&ch, None))
+    let status = no_hang("mTLS over unix", empty_call(&ch, None))
         .await
         .expect_err("no client certificate");
     eprintln!(
@@ -432,7 +406,7 @@ async fn ipv6_literal_targets_over_tls() {
         format!("dns:///[::1]:{port}"),
     ] {
         let ch = ca_channel(target.clone(), &pki.ca);
-        guarded(&target, raw_call(&ch))
+        no_hang(&target, raw_call(&ch))
             .await
             .unwrap_or_else(|e| panic!("{target}: {e:?}"));
     }
@@ -457,7 +431,7 @@ async fn server_names_from_authority_overrides_and_ip_server_names() {
             .tls(ca_tls(&pki.ca))
             .build()
             .unwrap_or_else(|e| panic!("{authority}: {e}"));
-        guarded(&authority, raw_call(&ch))
+        no_hang(&authority, raw_call(&ch))
             .await
             .unwrap_or_else(|e| panic!("authority {authority}: {e:?}"));
     }
@@ -467,7 +441,7 @@ async fn server_names_from_authority_overrides_and_ip_server_names() {
         .tls(ca_tls(&pki.ca))
         .build()
         .expect("channel");
-    let status = guarded("wrong authority", raw_call(&ch))
+    let status = no_hang("wrong authority", raw_call(&ch))
         .await
         .expect_err("name mismatch");
     assert!(
@@ -481,7 +455,7 @@ async fn server_names_from_authority_overrides_and_ip_server_names() {
             .tls(ca_tls(&pki.ca).server_name(name))
             .build()
             .unwrap_or_else(|e| panic!("{name}: {e}"));
-        guarded(name, raw_call(&ch))
+        no_hang(name, raw_call(&ch))
             .await
             .unwrap_or_else(|e| panic!("server_name {name}: {e:?}"));
     }
@@ -541,7 +515,7 @@ async fn pick_first_moves_past_a_tls_broken_address() {
         .build()
         .expect("channel");
     for _ in 0..3 {
-        guarded("pick_first", raw_call(&ch))
+        no_hang("pick_first", raw_call(&ch))
             .await
             .expect("the second address serves");
     }
@@ -568,9 +542,9 @@ async fn wait_for_ready_waits_through_tls_failures() {
                 .map(|r| r.into_message())
         })
     };
-    guarded("a failed handshake", server.failed.notified()).await;
+    no_hang("a failed handshake", server.failed.notified()).await;
     // A fail-fast call fails meanwhile, naming the cause.
-    let status = guarded("fail fast", raw_call(&ch))
+    let status = no_hang("fail fast", raw_call(&ch))
         .await
         .expect_err("unknown CA");
     assert!(
@@ -582,7 +556,7 @@ async fn wait_for_ready_waits_through_tls_failures() {
         "the wait-for-ready call gave up on a TLS failure"
     );
     *server.config.lock() = h2_only(&pki.server);
-    let answered = guarded("wait-for-ready", call)
+    let answered = no_hang("wait-for-ready", call)
         .await
         .expect("task")
         .expect("served once the certificate is good");
@@ -613,13 +587,13 @@ async fn goaway_over_tls_then_calls_use_a_new_tls_connection() {
     let server = tls_server_on("127.0.0.1:0", h2_only(&pki.server), behaviour).await;
     let ch = ca_channel(format!("ipv4:{}", server.addr), &pki.ca);
     assert_eq!(
-        &guarded("first", raw_call(&ch)).await.expect("first")[..],
+        &no_hang("first", raw_call(&ch)).await.expect("first")[..],
         b"conn1"
     );
     let mut attempts = 0;
     loop {
         attempts += 1;
-        let got = guarded("after GOAWAY", raw_call(&ch)).await;
+        let got = no_hang("after GOAWAY", raw_call(&ch)).await;
         match got {
             Ok(b) if &b[..] == b"conn2" => break,
             Ok(_) => {}
@@ -659,7 +633,7 @@ async fn reconnects_over_tls_after_the_server_closes() {
     let server = tls_server_on("127.0.0.1:0", h2_only(&pki.server), behaviour).await;
     let ch = ca_channel(format!("ipv4:{}", server.addr), &pki.ca);
     assert_eq!(
-        &guarded("first", raw_call(&ch)).await.expect("first")[..],
+        &no_hang("first", raw_call(&ch)).await.expect("first")[..],
         b"conn1"
     );
     assert_eq!(ch.state(), ConnectivityState::Ready);
@@ -673,7 +647,7 @@ async fn reconnects_over_tls_after_the_server_closes() {
         "the close was never noticed"
     );
     assert_eq!(
-        &guarded("after the close", raw_call(&ch))
+        &no_hang("after the close", raw_call(&ch))
             .await
             .expect("reconnected")[..],
         b"conn2"
@@ -699,7 +673,7 @@ async fn keepalive_over_tls_closes_a_frozen_connection_and_reconnects() {
                 tokio::select! {
                     accepted = conn.accept() => {
                         let Some(Ok((req, mut respond))) = accepted else { return };
-                        if req.uri().path() == "/review.Svc/Freeze" {
+                        if req.uri().path() == "/edges.Svc/Freeze" {
                             break Some(respond);
                         }
                         answer(&mut respond, format!("conn{n}").as_bytes());
@@ -719,14 +693,14 @@ async fn keepalive_over_tls_closes_a_frozen_connection_and_reconnects() {
         .build()
         .expect("channel");
     assert_eq!(
-        &guarded("first", raw_call(&ch)).await.expect("first")[..],
+        &no_hang("first", raw_call(&ch)).await.expect("first")[..],
         b"conn1"
     );
     tokio::time::pause();
     let start = Instant::now();
     let status = tokio::time::timeout(
         Duration::from_secs(600),
-        ch.unary_raw("/review.Svc/Freeze", Request::new(Bytes::new())),
+        ch.unary_raw("/edges.Svc/Freeze", Request::new(Bytes::new())),
     )
     .await
     .expect("keepalive ends the call")
@@ -740,7 +714,7 @@ async fn keepalive_over_tls_closes_a_frozen_connection_and_reconnects() {
     );
     tokio::time::resume();
     assert_eq!(
-        &guarded("reconnect", raw_call(&ch))
+        &no_hang("reconnect", raw_call(&ch))
             .await
             .expect("reconnected")[..],
         b"conn2"
@@ -775,7 +749,7 @@ async fn many_concurrent_large_calls_over_tls() {
                 .map(|r| r.into_message().payload.map(|p| p.body.len()).unwrap_or(0))
         });
     }
-    let all = guarded("64 large calls", async {
+    let all = no_hang("64 large calls", async {
         let mut lens = Vec::new();
         while let Some(r) = calls.join_next().await {
             lens.push(r.expect("task").expect("call"));
@@ -789,7 +763,7 @@ async fn many_concurrent_large_calls_over_tls() {
 
 // --- An empty platform store (child process) ---
 
-const CHILD: &str = "TLS_REVIEW_EMPTY_STORE_CHILD";
+const CHILD: &str = "TLS_EDGES_EMPTY_STORE_CHILD";
 
 /// Runs in the child only: `https://` with the platform's roots when the store is empty fails clearly
 /// (at build time, or as UNAVAILABLE), without a panic.
@@ -804,7 +778,7 @@ async fn empty_platform_store_child() {
             assert!(e.to_string().contains("root"), "{e}");
         }
         Ok(ch) => {
-            let status = guarded("empty store", empty_call(&ch, None))
+            let status = no_hang("empty store", empty_call(&ch, None))
                 .await
                 .expect_err("nothing listens");
             println!("CHILD call: {status}");
@@ -815,7 +789,7 @@ async fn empty_platform_store_child() {
 
 #[test]
 fn an_empty_platform_store_fails_clearly() {
-    let dir = std::env::temp_dir().join(format!("grpc-tls-review-store-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("grpc-tls-edges-store-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
     let empty = dir.join("empty.pem");
     std::fs::write(&empty, b"").expect("write");
@@ -852,7 +826,7 @@ fn an_empty_platform_store_fails_clearly() {
 // --- unix: targets (transport.rs) ---
 
 fn unix_path(tag: &str) -> (PathBuf, PathBuf) {
-    let dir = std::env::temp_dir().join(format!("grpc-tls-review-{tag}-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("grpc-tls-edges-{tag}-{}", std::process::id()));
     let _ = std::fs::create_dir_all(&dir);
     let path = dir.join("s.sock");
     let _ = std::fs::remove_file(&path);
@@ -886,13 +860,13 @@ async fn tls_mismatch_on_unix_targets_fails_fast_both_ways() {
         }
     });
     let plaintext = Channel::new(format!("unix:{}", tls_path.display())).expect("channel");
-    let status = guarded("plaintext vs TLS", raw_call(&plaintext))
+    let status = no_hang("plaintext vs TLS", raw_call(&plaintext))
         .await
         .expect_err("wants TLS");
     eprintln!("a user sees: {status}");
     assert!(status.message().contains("expects TLS"), "{status}");
     let tls = ca_channel(format!("unix:{}", plain_path.display()), &pki.ca);
-    let status = guarded("TLS vs plaintext", raw_call(&tls))
+    let status = no_hang("TLS vs plaintext", raw_call(&tls))
         .await
         .expect_err("no TLS");
     eprintln!("a user sees: {status}");
@@ -936,13 +910,13 @@ async fn goaway_over_tls_on_a_unix_target() {
     });
     let ch = ca_channel(format!("unix:{}", path.display()), &pki.ca);
     assert_eq!(
-        &guarded("first", raw_call(&ch)).await.expect("first")[..],
+        &no_hang("first", raw_call(&ch)).await.expect("first")[..],
         b"conn1"
     );
     let mut attempts = 0;
     loop {
         attempts += 1;
-        match guarded("after GOAWAY", raw_call(&ch)).await {
+        match no_hang("after GOAWAY", raw_call(&ch)).await {
             Ok(b) if &b[..] == b"conn2" => break,
             Ok(_) => {}
             Err(e) => assert_eq!(e.code(), Code::Unavailable, "{e:?}"),
@@ -970,7 +944,7 @@ async fn round_robin_skips_a_tls_broken_backend() {
         .build()
         .expect("channel");
     for i in 0..10 {
-        guarded("round_robin", raw_call(&ch))
+        no_hang("round_robin", raw_call(&ch))
             .await
             .unwrap_or_else(|e| panic!("call {i}: {e:?}"));
     }
@@ -991,7 +965,7 @@ async fn stalled_tls_handshake_on_a_unix_target_ends_at_the_call_deadline() {
     let ch = ca_channel(format!("unix:{}", path.display()), &pki.ca);
     let deadline = Duration::from_secs(1);
     let start = Instant::now();
-    let status = guarded("stalled", empty_call(&ch, Some(deadline)))
+    let status = no_hang("stalled", empty_call(&ch, Some(deadline)))
         .await
         .expect_err("stalled");
     let elapsed = start.elapsed();
@@ -1044,9 +1018,9 @@ async fn wait_for_ready_through_mtls_refusal(unix: bool) {
                 .map(|r| r.into_message())
         })
     };
-    guarded("a refused handshake", failed.notified()).await;
+    no_hang("a refused handshake", failed.notified()).await;
     *config.lock() = h2_only(&pki.server);
-    let result = guarded("wait-for-ready", call).await.expect("task");
+    let result = no_hang("wait-for-ready", call).await.expect("task");
     let _ = std::fs::remove_dir_all(&dir);
     match result {
         Ok(_) => {}

@@ -6,23 +6,28 @@
 //! MAX_CONCURRENT_STREAMS when a GOAWAY came) is retried too. Requests h2 refuses to send are not retried.
 //! `retries(false)` turns the policy off but keeps transparent retries.
 
-#[path = "support/flaky.rs"]
-mod flaky;
 mod support;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use flaky::{
-    attempts, channel_with, ended, eventually, flaky_request, guarded, hedging_config, messages,
-    retry_config, IterStream,
-};
 use grpc_channel::{Channel, Code, Request, Status};
+use h2::Reason;
 use interop::faulty::{
     methods, AttemptOutcome, FaultyServer, FlakyItem, FlakyMessage, FlakyTotals,
 };
 use interop::raw::{Behaviour, Close, RawServer, Trigger};
+use support::channel_with_config;
+use support::config::{hedging_config, retry, retry_config};
+use support::flaky::{
+    attempts, channel_with, ended, flaky_request, flaky_unary, messages, target_of,
+};
+use support::frames::payloads;
+use support::guards::{eventually, guarded, GUARD};
+use support::h2_server::{defaults, handler, H2Server, Stream};
+use support::IterStream;
 use tokio::sync::Notify;
 
 const REFUSE_ONCE: [(&str, &str); 2] = [("x-fail-times", "1"), ("x-fail-mode", "refuse")];
@@ -273,8 +278,8 @@ async fn a_transparent_retry_does_not_count_toward_max_attempts() {
 async fn a_transparent_retry_is_not_a_throttling_failure() {
     let server = support::faulty_server().await;
     // 3 tokens, threshold 1.5: one failure leaves 2 (retry allowed); two would leave 1 (throttled).
-    let config = r#"{"retryThrottling":{"maxTokens":3,"tokenRatio":0.1},"methodConfig":[{"name":[{"service":"fault.Faulty"}],"retryPolicy":{"maxAttempts":3,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}}]}"#;
-    let ch = channel_with(&server.target(), Some(config), |b| b);
+    let config = retry(3, &["UNAVAILABLE"]).throttling(3, "0.1").to_string();
+    let ch = channel_with(&server.target(), Some(&config), |b| b);
     let attempt = unary(&ch, "k", &[("x-attempt-script", "refuse,14")])
         .await
         .expect("the refusal cost no token, so the UNAVAILABLE is retried");
@@ -488,7 +493,7 @@ async fn retries_disabled_sends_no_hedges() {
     let a = support::faulty_server().await;
     let b = support::faulty_server().await;
     let ch = channel_with(
-        &flaky::target_of(&[&a, &b]),
+        &target_of(&[&a, &b]),
         Some(&hedging_config(3, "0.1s")),
         |b| b.retries(false),
     );
@@ -520,4 +525,82 @@ async fn retries_disabled_still_retries_a_refused_stream_transparently() {
     assert_eq!(echoes, vec![&b"one"[..]]);
     assert_eq!(attempt.as_deref(), Some("2"));
     assert_eq!(attempts(&[&server], "bidi"), two_first_attempts());
+}
+
+// --- A refusal under a retry policy; a refused streamed request replayed whole ---
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_stream_is_retried_transparently() {
+    let server = support::faulty_server().await;
+    let ch = channel_with(
+        &server.target(),
+        Some(&retry_config(2, &["UNAVAILABLE"])),
+        |b| b,
+    );
+    let r = flaky_unary(
+        &ch,
+        "k",
+        &[("x-fail-times", "1"), ("x-fail-mode", "refuse")],
+    )
+    .await
+    .expect("transparent retry");
+    assert_eq!(r.trailers().get("x-attempt"), Some("2"));
+    assert_eq!(
+        attempts(&[&server], "k"),
+        vec![(1, None), (2, None)],
+        "a transparent retry does not count as a previous attempt"
+    );
+}
+
+/// A client-streaming call without any policy whose first attempt is refused (REFUSED_STREAM) after
+/// the whole request was written is retried once, transparently: every message replayed in order, one
+/// END_STREAM, and no `grpc-previous-rpc-attempts`.
+#[tokio::test(start_paused = true)]
+async fn refused_stream_replays_the_streamed_request_transparently() {
+    let seen = Arc::new(AtomicUsize::new(0));
+    let s2 = seen.clone();
+    let server = H2Server::tcp(
+        defaults,
+        handler(move |mut s: Stream| {
+            let n = s2.fetch_add(1, Ordering::SeqCst);
+            async move {
+                if n == 0 {
+                    // Wait for the whole request, then refuse.
+                    let _ = s.read_to_end().await;
+                    s.respond.send_reset(Reason::REFUSED_STREAM);
+                    return;
+                }
+                if s.read_to_end().await.is_ok() {
+                    s.ok(b"second");
+                }
+            }
+        }),
+    )
+    .await;
+    let ch = channel_with_config(&server.target(), "{}");
+    let outcome = tokio::time::timeout(GUARD, async {
+        let (mut tx, mut rx) = ch
+            .streaming_raw("/t.S/Bidi", Request::new(()))
+            .await
+            .expect("start");
+        for i in 0..5u8 {
+            tx.send(Bytes::from(vec![i; 10])).await.expect("send");
+        }
+        tx.finish().await.expect("finish");
+        let reply = rx.message().await.expect("reply").expect("message");
+        assert_eq!(&reply[..], b"second");
+    })
+    .await;
+    assert!(outcome.is_ok(), "{:?}", server.events());
+    let opens = server.opens();
+    assert_eq!(opens.len(), 2, "{opens:?}");
+    assert_eq!(
+        opens[1].previous_attempts(),
+        None,
+        "a transparent retry is not a previous attempt"
+    );
+    let (body, ends) = server.body_of_id(opens[1].id);
+    let want: Vec<Vec<u8>> = (0..5u8).map(|i| vec![i; 10]).collect();
+    assert_eq!(payloads(&body), want);
+    assert_eq!(ends, 1);
 }

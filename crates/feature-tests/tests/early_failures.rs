@@ -9,7 +9,6 @@ mod support;
 
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -17,54 +16,8 @@ use grpc_channel::{CallInfo, Channel, Code, Request, ResolverOptions, Status};
 use interop::dns::TestDns;
 use interop::faulty::FaultyServer;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
-use tracing::field::{Field, Visit};
-use tracing::span::{Attributes, Id, Record};
-use tracing::Subscriber;
-use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
-use tracing_subscriber::registry::LookupSpan;
-
-/// A span as the test saw it: its name, its fields' last values, and how often each field was recorded.
-#[derive(Clone, Debug, Default)]
-struct SeenSpan {
-    name: String,
-    fields: HashMap<String, String>,
-    records: HashMap<String, usize>,
-}
-
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<HashMap<u64, SeenSpan>>>);
-
-struct Fields<'a>(&'a mut SeenSpan);
-
-impl Visit for Fields<'_> {
-    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        let value = format!("{value:?}").trim_matches('"').to_owned();
-        self.record_str(field, &value);
-    }
-    fn record_str(&mut self, field: &Field, value: &str) {
-        self.0
-            .fields
-            .insert(field.name().to_owned(), value.to_owned());
-        *self.0.records.entry(field.name().to_owned()).or_default() += 1;
-    }
-}
-
-impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
-    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _ctx: Context<'_, S>) {
-        let mut span = SeenSpan {
-            name: attrs.metadata().name().to_owned(),
-            ..SeenSpan::default()
-        };
-        attrs.record(&mut Fields(&mut span));
-        self.0.lock().expect("lock").insert(id.into_u64(), span);
-    }
-
-    fn on_record(&self, id: &Id, values: &Record<'_>, _ctx: Context<'_, S>) {
-        if let Some(span) = self.0.lock().expect("lock").get_mut(&id.into_u64()) {
-            values.record(&mut Fields(span));
-        }
-    }
-}
+use support::spans::{Capture, SeenSpan};
+use tracing_subscriber::layer::SubscriberExt;
 
 const INTERCEPTED: &str = "/early.Test/Intercepted";
 const UNRESOLVED: &str = "/early.Test/Unresolved";
@@ -134,7 +87,7 @@ async fn calls_that_fail_before_any_attempt_are_traced_counted_and_measured() {
     let retried = support::retried_call(&server).await;
 
     // Spans: one per call, with its status and 0 attempts.
-    let spans: Vec<SeenSpan> = capture.0.lock().expect("lock").values().cloned().collect();
+    let spans: Vec<SeenSpan> = capture.spans();
     let call_span = |path: &str| -> &SeenSpan {
         let method = path.trim_start_matches('/');
         let found: Vec<&SeenSpan> = spans

@@ -1,11 +1,13 @@
 //! Metrics of a retried call, against the fault-injecting server over real loopback sockets on tokio's
-//! paused clock: the gRFC A66/A96 instruments with their labels, through a test recorder, and
-//! `Channel::stats()`.
+//! paused clock: the gRFC A66/A96 instruments with their labels (`grpc.method` as A66 writes it), through a
+//! test recorder, and `Channel::stats()`.
 
 mod support;
 
 use std::collections::HashMap;
 
+use bytes::Bytes;
+use grpc_channel::{Channel, Request};
 use interop::faulty::{methods, FaultyServer};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use support::retried_call;
@@ -94,4 +96,44 @@ async fn a96_and_a66_instruments_and_channel_stats() {
     // A96: no hedges and no transparent retries, so nothing recorded for them.
     assert!(!seen.contains_key("grpc.client.call.hedges"));
     assert!(!seen.contains_key("grpc.client.call.transparent_retries"));
+}
+
+/// Every instrument's `grpc.method` label is the full method name as gRFC A66 defines it, without the leading
+/// slash (`google.bigtable.v2.Bigtable/CheckAndMutateRow`; grpc-go strips it with `removeLeadingSlash`,
+/// grpc-java uses `MethodDescriptor.getFullMethodName()`), so the series join other gRPC implementations'
+/// dashboards. The failure this guards against: the label was the HTTP/2 path, `/fault.Faulty/Flaky`. (Not
+/// checked here: A66 uses "other" for methods the client does not know, to bound cardinality; any path
+/// given to `unary_raw` or the tower adapter becomes a label.)
+#[tokio::test(start_paused = true)]
+async fn a66_method_label_has_no_leading_slash() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _guard = metrics::set_default_local_recorder(&recorder);
+    let server = FaultyServer::start().await.expect("server");
+    let channel = Channel::new(format!("ipv4:{}", server.addr)).expect("channel");
+    let mut request = Request::new(Bytes::new());
+    request
+        .metadata_mut()
+        .append("x-test-key", "label")
+        .expect("key");
+    channel
+        .unary_raw(methods::FLAKY, request)
+        .await
+        .expect("call");
+    let mut methods_seen = Vec::new();
+    for (key, _, _, _) in snapshotter.snapshot().into_vec() {
+        let (_, key) = key.into_parts();
+        for l in key.labels() {
+            if l.key() == "grpc.method" {
+                methods_seen.push((key.name().to_owned(), l.value().to_owned()));
+            }
+        }
+    }
+    assert!(!methods_seen.is_empty());
+    for (name, value) in &methods_seen {
+        assert_eq!(
+            value, "fault.Faulty/Flaky",
+            "{name}: A66's grpc.method has no leading slash"
+        );
+    }
 }

@@ -5,61 +5,10 @@
 
 mod support;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-
 use interop::faulty::FaultyServer;
 use support::retried_call;
-use tracing::field::{Field, Visit};
-use tracing::span::{Attributes, Id, Record};
-use tracing::Subscriber;
-use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
-use tracing_subscriber::registry::LookupSpan;
-
-/// A span as the test saw it: its name, parent's name and fields.
-#[derive(Clone, Debug, Default)]
-struct SeenSpan {
-    name: String,
-    parent: Option<String>,
-    fields: HashMap<String, String>,
-}
-
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<HashMap<u64, SeenSpan>>>);
-
-struct Fields<'a>(&'a mut HashMap<String, String>);
-
-impl Visit for Fields<'_> {
-    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        self.0.insert(
-            field.name().to_owned(),
-            format!("{value:?}").trim_matches('"').to_owned(),
-        );
-    }
-    fn record_str(&mut self, field: &Field, value: &str) {
-        self.0.insert(field.name().to_owned(), value.to_owned());
-    }
-}
-
-impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
-    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
-        let mut span = SeenSpan {
-            name: attrs.metadata().name().to_owned(),
-            parent: ctx
-                .span(id)
-                .and_then(|s| s.parent().map(|p| p.name().to_owned())),
-            ..SeenSpan::default()
-        };
-        attrs.record(&mut Fields(&mut span.fields));
-        self.0.lock().expect("lock").insert(id.into_u64(), span);
-    }
-
-    fn on_record(&self, id: &Id, values: &Record<'_>, _ctx: Context<'_, S>) {
-        if let Some(span) = self.0.lock().expect("lock").get_mut(&id.into_u64()) {
-            values.record(&mut Fields(&mut span.fields));
-        }
-    }
-}
+use support::spans::{Capture, SeenSpan};
+use tracing_subscriber::layer::SubscriberExt;
 
 #[tokio::test(start_paused = true)]
 async fn a_retried_call_has_one_call_span_and_a_span_per_attempt() {
@@ -70,7 +19,7 @@ async fn a_retried_call_has_one_call_span_and_a_span_per_attempt() {
     let channel = retried_call(&server).await;
     drop(channel);
 
-    let spans: Vec<SeenSpan> = capture.0.lock().expect("lock").values().cloned().collect();
+    let spans: Vec<SeenSpan> = capture.spans();
     let calls: Vec<&SeenSpan> = spans.iter().filter(|s| s.name == "grpc.call").collect();
     assert_eq!(calls.len(), 1, "{spans:#?}");
     let call = calls[0];

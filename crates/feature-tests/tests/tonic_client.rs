@@ -2,6 +2,8 @@
 //! the interop server's four call shapes, metadata both ways, a status with its message, a deadline, and a
 //! retry policy from the channel's service config, seen on the server.
 
+mod support;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -13,14 +15,7 @@ use grpc_feature_tests::testing::{
     EchoStatus, Payload, ResponseParameters, SimpleRequest, StreamingInputCallRequest,
     StreamingOutputCallRequest,
 };
-
-const NO_HANG: Duration = Duration::from_secs(20);
-
-async fn interop_server() -> SocketAddr {
-    interop::server::spawn(SocketAddr::from(([127, 0, 0, 1], 0)))
-        .await
-        .expect("bind")
-}
+use support::{interop_server, NO_HANG, RETRY_CONFIG};
 
 fn client(addr: SocketAddr) -> TestServiceClient<ChannelService> {
     let channel = Channel::new(format!("ipv4:{addr}")).expect("channel");
@@ -182,9 +177,8 @@ async fn the_channels_retry_policy_applies_to_a_tonic_client() {
     let server = interop::faulty::FaultyServer::start()
         .await
         .expect("faulty server");
-    let config = r#"{"methodConfig":[{"name":[{"service":"fault.Faulty"}],"retryPolicy":{"maxAttempts":4,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}}]}"#;
     let channel = Channel::builder(format!("ipv4:{}", server.addr))
-        .default_service_config(config)
+        .default_service_config(RETRY_CONFIG)
         .build()
         .expect("channel");
     let mut client = FaultyClient::new(ChannelService::new(channel));

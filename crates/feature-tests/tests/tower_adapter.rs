@@ -2,14 +2,15 @@
 //! through the adapter, over real loopback sockets: oversize messages, a request stream released when the
 //! call ends, connection-specific headers, compressed, failing and truncated request bodies.
 
+mod support;
+
 use std::collections::VecDeque;
 use std::io::Write as _;
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use grpc_channel::tower::ChannelService;
 use grpc_channel::Channel;
 use grpc_feature_tests::testing::test_service_client::TestServiceClient;
@@ -19,15 +20,8 @@ use grpc_feature_tests::testing::{
 };
 use http_body::{Body, Frame};
 use prost::Message as _;
+use support::{frame, interop_server, NO_HANG};
 use tower_service::Service as _;
-
-const NO_HANG: Duration = Duration::from_secs(20);
-
-async fn interop_server() -> SocketAddr {
-    interop::server::spawn(SocketAddr::from(([127, 0, 0, 1], 0)))
-        .await
-        .expect("bind")
-}
 
 fn payload(n: usize) -> Option<Payload> {
     Some(Payload {
@@ -61,14 +55,6 @@ impl Body for TestBody {
                 .map(|r| r.map(Frame::data).map_err(BodyError)),
         )
     }
-}
-
-fn frame(compressed: bool, payload: &[u8]) -> Bytes {
-    let mut b = BytesMut::new();
-    b.put_u8(u8::from(compressed));
-    b.put_u32(payload.len() as u32);
-    b.extend_from_slice(payload);
-    b.freeze()
 }
 
 fn gzip(data: &[u8]) -> Vec<u8> {
@@ -117,14 +103,12 @@ fn status_of(headers: &http::HeaderMap, trailers: &Option<http::HeaderMap>) -> O
         .map(str::to_owned)
 }
 
-// ---------------------------------------------------------------------------------------------------------
-// Defects
-// ---------------------------------------------------------------------------------------------------------
+// ---- Through tonic-generated clients --------------------------------------------------------------------
 
-/// DEFECT: a request message over the channel's send limit is silently dropped by the adapter's pump
-/// (`sender.send(..).is_err()` → `return`, the dropped `RequestSender` half-closes), so the server sees a
-/// truncated request stream and the call SUCCEEDS with the wrong data. `Channel::client_streaming` and
-/// `Channel::bidi_streaming` turn the same failure into the call's status (`RequestSender::abort`).
+/// A request message over the channel's send limit fails the call with RESOURCE_EXHAUSTED, as
+/// `Channel::client_streaming` and `Channel::bidi_streaming` do (`RequestSender::abort`). The failure this
+/// guards against: the adapter's pump dropped the message and half-closed, so the server saw a truncated
+/// request stream and the call succeeded with the wrong data.
 #[tokio::test]
 async fn tower_oversize_request_message_fails_the_call() {
     let addr = interop_server().await;
@@ -156,11 +140,11 @@ async fn tower_oversize_request_message_fails_the_call() {
     }
 }
 
-/// DEFECT: when the call ends (here: the tonic client drops its response stream), the adapter's pump keeps
-/// the request body (and with it the application's request stream) alive, parked in `poll_frame`, for as
-/// long as the stream yields nothing. `Channel::bidi_streaming`'s pump stops on `EndWatch` and drops the
-/// stream; hyper drops the request body when the stream is reset. Here the application's `mpsc::Sender`
-/// never sees `closed()` and the spawned task leaks.
+/// When the call ends (here: the tonic client drops its response stream), the adapter drops the request
+/// body and with it the application's request stream, as `Channel::bidi_streaming`'s pump does (and hyper,
+/// when the stream is reset): the application's `mpsc::Sender` sees `closed()`. The failure this guards
+/// against: the pump kept the body alive, parked in `poll_frame`, for as long as the stream yielded nothing,
+/// and its task leaked.
 #[tokio::test]
 async fn tower_request_stream_is_released_when_the_call_ends() {
     let addr = interop_server().await;
@@ -200,11 +184,11 @@ async fn tower_request_stream_is_released_when_the_call_ends() {
     );
 }
 
-/// DEFECT: request headers that are not the protocol's own all become metadata, including HTTP/1
-/// connection-specific headers (`connection`, `keep-alive`, `transfer-encoding`, `upgrade`,
-/// `proxy-connection`), which `MetadataMap::append` rejects as reserved and which h2 refuses to send: the
-/// call fails locally with INTERNAL. hyper (tonic's own transport) strips them; through the adapter a
-/// header a tower layer or tonic metadata added breaks every call.
+/// HTTP/1 connection-specific request headers (`connection`, `keep-alive`, `transfer-encoding`, `upgrade`,
+/// `proxy-connection`), which h2 refuses to send, are dropped, as hyper (tonic's own transport) drops them:
+/// such a header added by a tower layer or tonic metadata does not break the call. The failure this guards
+/// against: every request header that was not the protocol's own became metadata, `MetadataMap::append`
+/// rejected these as reserved, and the call failed locally with INTERNAL.
 #[tokio::test]
 async fn tower_connection_header_in_tonic_metadata_is_dropped() {
     let addr = interop_server().await;
@@ -225,9 +209,7 @@ async fn tower_connection_header_in_tonic_metadata_is_dropped() {
     }
 }
 
-// ---------------------------------------------------------------------------------------------------------
-// Probes that held up
-// ---------------------------------------------------------------------------------------------------------
+// ---- Hand-built request bodies ---------------------------------------------------------------------------
 
 /// A gzip-compressed request message (grpc-encoding: gzip) is decompressed and sent on.
 #[tokio::test]

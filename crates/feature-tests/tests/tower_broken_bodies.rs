@@ -11,6 +11,8 @@
 //! sends response headers at once, and the body fails only after the client has them), and one whose body
 //! fails while the response headers commit the call.
 
+mod support;
+
 use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::future::Future as _;
@@ -20,13 +22,14 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use grpc_channel::tower::{ChannelService, ResponseBody};
-use grpc_channel::Channel;
+use grpc_channel::{framing, Channel};
 use h2::server::SendResponse;
 use h2::RecvStream;
 use http::{HeaderMap, HeaderValue};
 use http_body::{Body, Frame};
+use support::frame;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 use tower_service::Service as _;
@@ -35,9 +38,9 @@ use tower_service::Service as _;
 const RUNS: usize = 1000;
 /// The channel's send limit.
 const LIMIT: usize = 16 << 10;
-/// A guard per call, so a call that never ends fails the test instead of hanging it (real time: a guard,
-/// not a measurement).
-const NO_HANG: Duration = Duration::from_secs(10);
+/// How long one broken call, and the server's record of its end, may take before the run counts it as
+/// never ended (real time: a guard, not a measurement).
+const CALL_BOUND: Duration = Duration::from_secs(10);
 
 /// The method whose server waits for the whole request before answering.
 const ANSWER_AFTER_REQUEST: &str = "/test.Broken/AnswerAfterRequest";
@@ -84,7 +87,7 @@ impl Server {
 
     /// How the next request stream ended.
     async fn next_end(&mut self) -> Option<RequestEnd> {
-        tokio::time::timeout(NO_HANG, self.ends.recv())
+        tokio::time::timeout(CALL_BOUND, self.ends.recv())
             .await
             .ok()
             .flatten()
@@ -182,8 +185,7 @@ impl Broken {
             Broken::BodyError => vec![Part::Error],
             Broken::Oversize => {
                 let mut prefix = BytesMut::new();
-                prefix.put_u8(0);
-                prefix.put_u32(LIMIT as u32 + 1);
+                framing::put_header(&mut prefix, false, LIMIT as u32 + 1);
                 vec![Part::Data(prefix.freeze()), Part::Stall]
             }
             Broken::GzipBomb => vec![Part::Data(bomb.clone())],
@@ -247,14 +249,6 @@ impl Body for TestBody {
         }
         Poll::Ready(None)
     }
-}
-
-fn frame(compressed: bool, payload: &[u8]) -> Bytes {
-    let mut b = BytesMut::new();
-    b.put_u8(u8::from(compressed));
-    b.put_u32(payload.len() as u32);
-    b.extend_from_slice(payload);
-    b.freeze()
 }
 
 /// A framed gzip message of a few KiB that decompresses to 64 times the send limit.
@@ -345,7 +339,7 @@ async fn broken_call(
         request = request.header("grpc-encoding", "gzip");
     }
     let request = request.body(TestBody(parts.into())).expect("request");
-    tokio::time::timeout(NO_HANG, async {
+    tokio::time::timeout(CALL_BOUND, async {
         let response = service.call(request).await.expect("the adapter answers");
         if let Some(open) = gate {
             assert!(

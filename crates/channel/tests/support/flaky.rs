@@ -1,59 +1,17 @@
-//! Helpers for the tests that drive the faulty server's `Flaky*` methods (streaming_retry.rs,
-//! transparent_retry.rs): channels with a service config, requests with the Flaky headers, and readers of
-//! what the servers recorded per attempt.
+//! Helpers for the tests that drive the faulty server's `Flaky*` methods: channels with a service config,
+//! requests with the Flaky headers, and readers of what the servers recorded per attempt.
 
-#![allow(dead_code, unreachable_pub)]
-
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use grpc_channel::{Channel, ChannelBuilder, Request};
-use interop::faulty::{AttemptOutcome, Event, FaultyServer, FlakyMessage};
+use grpc_channel::{Channel, ChannelBuilder, Request, Response, Status};
+use interop::faulty::{methods, AttemptOutcome, Event, FaultyServer, FlakyMessage, FlakyTotals};
 
-/// How long (on the paused clock) any step of a test may take before the test fails instead of hanging. Far
-/// above every timeout the tests set, so it only fires on a hang.
-pub const GUARD: Duration = Duration::from_secs(120);
+use super::guards::guarded;
+use super::IterStream;
 
 /// The timeout of calls that are not about deadlines.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Awaits `f`, failing the test if it takes longer than [`GUARD`].
-pub async fn guarded<F: Future>(what: &str, f: F) -> F::Output {
-    match tokio::time::timeout(GUARD, f).await {
-        Ok(out) => out,
-        Err(_) => panic!("{what}: no result within {GUARD:?} (hang)"),
-    }
-}
-
-/// Waits (on the paused clock, 10 ms at a time, at most 2 s) until `done` holds.
-pub async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
-    for _ in 0..200 {
-        if done() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("never happened: {what}");
-}
-
-/// A `retryPolicy` for every method of `fault.Faulty`: backoff 0.1 s, ×2, at most 1 s.
-pub fn retry_config(max_attempts: u32, codes: &[&str]) -> String {
-    let codes: Vec<String> = codes.iter().map(|c| format!("\"{c}\"")).collect();
-    format!(
-        r#"{{"methodConfig":[{{"name":[{{"service":"fault.Faulty"}}],"retryPolicy":{{"maxAttempts":{max_attempts},"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,"retryableStatusCodes":[{}]}}}}]}}"#,
-        codes.join(",")
-    )
-}
-
-/// A `hedgingPolicy` for every method of `fault.Faulty`, over round_robin, non-fatal on UNAVAILABLE.
-pub fn hedging_config(max_attempts: u32, delay: &str) -> String {
-    format!(
-        r#"{{"loadBalancingConfig":[{{"round_robin":{{}}}}],"methodConfig":[{{"name":[{{"service":"fault.Faulty"}}],"hedgingPolicy":{{"maxAttempts":{max_attempts},"hedgingDelay":"{delay}","nonFatalStatusCodes":["UNAVAILABLE"]}}}}]}}"#
-    )
-}
 
 /// A channel to `target` with `config` as its service config (no DNS lookups), after `tweak`.
 pub fn channel_with(
@@ -70,8 +28,8 @@ pub fn channel_with(
 
 /// The `ipv4:` target of several servers.
 pub fn target_of(servers: &[&FaultyServer]) -> String {
-    let list: Vec<String> = servers.iter().map(|s| s.addr.to_string()).collect();
-    format!("ipv4:{}", list.join(","))
+    let addrs: Vec<_> = servers.iter().map(|s| s.addr).collect();
+    super::ipv4_target(&addrs)
 }
 
 /// `req` with `x-test-key: key`, the given Flaky headers, and [`CALL_TIMEOUT`].
@@ -82,6 +40,40 @@ pub fn flaky_request<T>(req: Request<T>, key: &str, headers: &[(&str, &str)]) ->
         req.metadata_mut().append(k, v).expect("header");
     }
     req
+}
+
+/// A unary call to `Flaky` with `x-test-key: key` and the given Flaky headers (see [`flaky_request`]).
+pub async fn flaky_unary(
+    ch: &Channel,
+    key: &str,
+    headers: &[(&str, &str)],
+) -> Result<Response<Bytes>, Status> {
+    ch.unary_raw(
+        methods::FLAKY,
+        flaky_request(Request::new(Bytes::new()), key, headers),
+    )
+    .await
+}
+
+/// A guarded client-streaming call to `FlakyClientStream` (one 10-byte message) whose first attempt fails
+/// UNAVAILABLE.
+pub async fn one_failing_client_stream(
+    ch: &Channel,
+    key: &str,
+) -> Result<Response<FlakyTotals>, Status> {
+    let (msgs, _) = messages(&[10]);
+    guarded(
+        "client streaming",
+        ch.client_streaming::<FlakyMessage, FlakyTotals, _>(
+            methods::FLAKY_CLIENT_STREAM,
+            flaky_request(
+                Request::new(IterStream(msgs.into_iter())),
+                key,
+                &[("x-fail-times", "1")],
+            ),
+        ),
+    )
+    .await
 }
 
 /// Request messages with these payload sizes, and the bytes the server will count for them.
@@ -160,19 +152,4 @@ pub fn failed(code: &str) -> AttemptOutcome {
         code: code.into(),
         after_response: false,
     }
-}
-
-/// A `Stream` over an iterator, for `client_streaming`.
-pub struct IterStream<I>(pub I);
-
-impl<I: Iterator + Unpin> futures_core::Stream for IterStream<I> {
-    type Item = I::Item;
-    fn poll_next(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<I::Item>> {
-        Poll::Ready(self.0.next())
-    }
-}
-
-/// A Unix socket path for one test.
-pub fn socket_path(name: &str) -> std::path::PathBuf {
-    std::env::temp_dir().join(format!("grpc-channel-{}-{name}.sock", std::process::id()))
 }

@@ -1,11 +1,25 @@
-//! Shared helpers of the integration tests: in-process servers on loopback ports.
+//! What the integration tests share (h2's `tests/h2-support` is the model): in-process servers on loopback
+//! ports and channels to them, a scriptable h2 server ([`h2_server`]), gRPC framing ([`frames`]), guards
+//! against hangs ([`guards`]), service-config builders ([`config`]), one call of each shape ([`shapes`]), and
+//! the helpers of the tests that drive the fault-injecting server's `Flaky*` methods ([`flaky`]).
+//!
+//! Every test file compiles this module on its own and uses part of it, hence the `allow` below.
 
 #![allow(dead_code, unreachable_pub)]
 
-use std::net::SocketAddr;
-use std::time::Duration;
+pub mod config;
+pub mod flaky;
+pub mod frames;
+pub mod guards;
+pub mod h2_server;
+pub mod shapes;
 
-use grpc_channel::Channel;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use grpc_channel::{Channel, Request};
 use interop::faulty::FaultyServer;
 
 /// Starts the interop server on a free loopback port.
@@ -25,9 +39,28 @@ pub fn channel(addr: SocketAddr) -> Channel {
     Channel::new(format!("ipv4:{addr}")).expect("channel")
 }
 
-/// A bound on how long a test's call may take: the test fails instead of hanging. (Real time: a guard, not a
-/// measurement.)
-pub const NO_HANG: Duration = Duration::from_secs(20);
+/// A channel to `target` with `config` as its default service config, and no service-config lookups.
+pub fn channel_with_config(target: &str, config: impl Into<String>) -> Channel {
+    Channel::builder(target)
+        .default_service_config(config)
+        .service_config_lookup(false)
+        .build()
+        .expect("channel")
+}
+
+/// The `ipv4:` target of several addresses.
+pub fn ipv4_target(addrs: &[SocketAddr]) -> String {
+    let list: Vec<String> = addrs.iter().map(ToString::to_string).collect();
+    format!("ipv4:{}", list.join(","))
+}
+
+/// `req` with these metadata entries added.
+pub fn with_metadata<T>(mut req: Request<T>, pairs: &[(&str, &str)]) -> Request<T> {
+    for (k, v) in pairs {
+        req.metadata_mut().append(k, v).expect("md");
+    }
+    req
+}
 
 /// A loopback port where nothing listens, held for as long as the returned socket lives: connections are
 /// refused, and no other test can be given the port meanwhile. Drop the socket just before starting a server
@@ -39,4 +72,19 @@ pub fn reserved_port() -> (tokio::net::TcpSocket, SocketAddr) {
         .expect("bind");
     let addr = socket.local_addr().expect("addr");
     (socket, addr)
+}
+
+/// A Unix socket path for one test (unique per test binary and `name`).
+pub fn socket_path(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("grpc-channel-{}-{name}.sock", std::process::id()))
+}
+
+/// A `Stream` over an iterator, for `client_streaming` and `bidi_streaming`.
+pub struct IterStream<I>(pub I);
+
+impl<I: Iterator + Unpin> futures_core::Stream for IterStream<I> {
+    type Item = I::Item;
+    fn poll_next(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<I::Item>> {
+        Poll::Ready(self.0.next())
+    }
 }

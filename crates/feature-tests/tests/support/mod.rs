@@ -1,14 +1,49 @@
-//! What the spans and metrics tests share: a call retried twice against the fault-injecting server.
+//! What the feature tests share: the servers they call and a bound against hangs, request-body framing for
+//! the tower adapter's tests, a call retried twice against the fault-injecting server (for spans and
+//! metrics), and a `tracing` layer that records spans ([`spans`]).
+//!
+//! Every test file compiles this module on its own and uses part of it, hence the `allow` below.
 
-use bytes::Bytes;
+#![allow(dead_code, unreachable_pub)]
+
+pub mod spans;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use grpc_channel::framing::{self, HEADER_LEN};
 use grpc_channel::{Channel, Request};
 use interop::faulty::{methods, FaultyServer};
 
-pub(crate) const CONFIG: &str = r#"{"methodConfig":[{"name":[{"service":"fault.Faulty"}],"retryPolicy":{"maxAttempts":4,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}}]}"#;
+/// A bound on how long a test's call may take: the test fails instead of hanging. (Real time: a guard, not
+/// a measurement.)
+pub const NO_HANG: Duration = Duration::from_secs(20);
 
-pub(crate) async fn retried_call(server: &FaultyServer) -> Channel {
+/// Starts the interop server on a free loopback port.
+pub async fn interop_server() -> SocketAddr {
+    interop::server::spawn(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .expect("bind")
+}
+
+/// A gRPC Length-Prefixed-Message: the compressed flag, the 4-byte length, the payload (the prefix written
+/// by `grpc_channel::framing::put_header`).
+pub fn frame(compressed: bool, payload: &[u8]) -> Bytes {
+    let mut b = BytesMut::with_capacity(HEADER_LEN + payload.len());
+    framing::put_header(&mut b, compressed, payload.len() as u32);
+    b.extend_from_slice(payload);
+    b.freeze()
+}
+
+/// Up to 4 attempts of every `fault.Faulty` method on UNAVAILABLE: backoff 0.1 s, ×2, at most 1 s.
+pub const RETRY_CONFIG: &str = r#"{"methodConfig":[{"name":[{"service":"fault.Faulty"}],"retryPolicy":{"maxAttempts":4,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}}]}"#;
+
+/// A `Flaky` call under [`RETRY_CONFIG`] whose first two attempts fail, on a new channel to `server`; the
+/// channel, after the third attempt succeeded.
+pub async fn retried_call(server: &FaultyServer) -> Channel {
     let channel = Channel::builder(format!("ipv4:{}", server.addr))
-        .default_service_config(CONFIG)
+        .default_service_config(RETRY_CONFIG)
         .build()
         .expect("channel");
     let mut request = Request::new(Bytes::new());

@@ -1,0 +1,263 @@
+//! The halves of a streaming call at their edges, against the scriptable h2 server over real sockets on
+//! tokio's paused clock: an early Trailers-Only (answered with RST_STREAM(NO_ERROR), releasing a blocked
+//! sender, failing a later `send` with a code that is not OK), half-close with no message or by dropping
+//! the sender, and `client_streaming` while the application's request stream has nothing to give.
+
+mod support;
+
+use std::future::poll_fn;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use grpc_channel::{Code, Request};
+use h2::Reason;
+use interop::faulty::{FlakyMessage, FlakyTotals};
+use support::channel_with_config;
+use support::config::retry;
+use support::guards::{eventually_every, guarded, GUARD, SETTLE_STEP};
+use support::h2_server::{defaults, handler, H2Server, Stream, SVC};
+use support::shapes::msg;
+use tokio::time::Instant;
+
+/// PROTOCOL-HTTP2: a client that gets the server's END_STREAM before sending its own sends
+/// RST_STREAM(NO_ERROR), also before commit, while the attempt still owns the stream. The failure this guards
+/// against: on Trailers-Only the attempt dropped every handle, and h2's implicit reset of a client stream is
+/// CANCEL.
+#[tokio::test(start_paused = true)]
+async fn early_trailers_only_is_answered_with_rst_no_error() {
+    let server = H2Server::tcp(
+        defaults,
+        handler(|mut s: Stream| async move {
+            s.trailers_only("3", &[]);
+            let _ = s.read_to_end().await;
+        }),
+    )
+    .await;
+    let ch = channel_with_config(&server.target(), "{}");
+    let outcome = tokio::time::timeout(GUARD, async {
+        let (_tx, mut rx) = ch
+            .streaming_raw("/t.S/Bidi", Request::new(()))
+            .await
+            .expect("start");
+        let status = rx.message().await.expect_err("INVALID_ARGUMENT");
+        assert_eq!(status.code(), Code::InvalidArgument);
+        eventually_every(
+            SETTLE_STEP,
+            "the server sees the client's RST_STREAM",
+            || !server.resets().is_empty(),
+        )
+        .await;
+        // The sender is still alive: the client never half-closed.
+        drop(_tx);
+    })
+    .await;
+    assert!(outcome.is_ok());
+    assert_eq!(
+        server
+            .resets()
+            .iter()
+            .map(|r| (r.id, r.reason))
+            .collect::<Vec<_>>(),
+        vec![(1, Reason::NO_ERROR)],
+        "trailers before the client's END_STREAM: RST_STREAM(NO_ERROR)"
+    );
+}
+
+/// A streaming call whose server answers Trailers-Only OK before commit: the call is OK, and a later `send`
+/// fails with a code that is not OK (an `Err(Status)` whose code is OK is not an error a caller can act on).
+/// The failure this guards against: `send` returned the call's own OK status as its error (after commit the
+/// same situation gave INTERNAL "the call has ended").
+#[tokio::test(start_paused = true)]
+async fn send_after_an_ok_trailers_only_fails_with_a_non_ok_code() {
+    let server = H2Server::tcp(
+        defaults,
+        handler(|mut s: Stream| async move {
+            s.trailers_only("0", &[]);
+            let _ = s.read_to_end().await;
+        }),
+    )
+    .await;
+    let ch = channel_with_config(&server.target(), "{}");
+    let outcome = tokio::time::timeout(GUARD, async {
+        let (mut tx, mut rx) = ch
+            .streaming_raw("/t.S/Bidi", Request::new(()))
+            .await
+            .expect("start");
+        assert!(rx.message().await.expect("OK").is_none());
+        tx.send(Bytes::from_static(b"late")).await
+    })
+    .await
+    .expect("guard");
+    let err = outcome.expect_err("the call is over");
+    assert_ne!(
+        err.code(),
+        Code::Ok,
+        "send failed with an OK status: {err:?}"
+    );
+}
+
+/// Half-close with no message at all, and dropping the sender instead of finishing, both reach the
+/// committed stream as one END_STREAM with an empty body.
+#[tokio::test(start_paused = true)]
+async fn a_half_close_without_messages_or_a_dropped_sender_ends_the_request_once() {
+    let server = H2Server::tcp(
+        defaults,
+        handler(|mut s: Stream| async move {
+            if s.read_to_end().await.is_ok() {
+                s.ok(b"");
+            }
+        }),
+    )
+    .await;
+    let ch = channel_with_config(&server.target(), retry(3, &["UNAVAILABLE"]).service(SVC));
+    let outcome = tokio::time::timeout(GUARD, async {
+        for finish in [true, false] {
+            let (tx, mut rx) = ch
+                .streaming_raw("/t.S/Bidi", Request::new(()))
+                .await
+                .expect("start");
+            if finish {
+                tx.finish().await.expect("finish");
+            } else {
+                drop(tx);
+            }
+            assert!(rx.message().await.expect("reply").is_some());
+            assert!(rx.message().await.expect("OK").is_none());
+        }
+    })
+    .await;
+    assert!(outcome.is_ok());
+    for id in [1, 3] {
+        assert_eq!(server.body_of_id(id), (Vec::new(), 1), "stream {id}");
+    }
+}
+
+/// Trailers-Only from the server while the request is still being written, before commit: the driver
+/// notices, the blocked sender is released, the status is the server's, RST_STREAM(NO_ERROR) is sent.
+#[tokio::test(start_paused = true)]
+async fn trailers_only_before_commit_releases_a_blocked_sender() {
+    let server = H2Server::tcp(
+        defaults,
+        handler(|mut s: Stream| async move {
+            if s.read_bytes(5 + 8192).await.is_err() {
+                return;
+            }
+            s.trailers_only("3", &[("grpc-message", "stop")]);
+            let respond = &mut s.respond;
+            let _ = poll_fn(|cx| respond.poll_reset(cx)).await;
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        }),
+    )
+    .await;
+    let ch = channel_with_config(
+        &server.target(),
+        retry(3, &["UNAVAILABLE"]).service(SVC).max_backoff("10s"),
+    );
+    let (mut tx, mut rx) = guarded("start", ch.streaming_raw("/t.S/Upload", Request::new(())))
+        .await
+        .expect("start");
+    let sending = tokio::time::timeout(Duration::from_secs(60), async move {
+        for _ in 0..100 {
+            if tx.send(Bytes::from(vec![1u8; 8192])).await.is_err() {
+                return;
+            }
+        }
+        let _ = tx.finish().await;
+    })
+    .await;
+    assert!(sending.is_ok(), "send stayed blocked");
+    let status = guarded("status", rx.message())
+        .await
+        .expect_err("INVALID_ARGUMENT");
+    assert_eq!(status.code(), Code::InvalidArgument);
+}
+
+/// Yields `items`, then stays pending forever (like a channel receiver whose sender is still alive).
+struct ThenPending(Vec<FlakyMessage>);
+
+impl futures_core::Stream for ThenPending {
+    type Item = FlakyMessage;
+    fn poll_next(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<FlakyMessage>> {
+        if self.0.is_empty() {
+            Poll::Pending
+        } else {
+            Poll::Ready(Some(self.0.remove(0)))
+        }
+    }
+}
+
+/// `Channel::client_streaming` with a timeout ends at its deadline while the application's request stream
+/// has no next item. The failure this guards against: it awaited the next request item with nothing racing
+/// it, and enforced the deadline only once the request stream ended.
+#[tokio::test(start_paused = true)]
+async fn client_streaming_ends_at_its_deadline_while_the_request_stream_waits() {
+    let server = H2Server::tcp(
+        defaults,
+        handler(|mut s: Stream| async move {
+            let _ = s.read_to_end().await;
+        }),
+    )
+    .await;
+    let ch = channel_with_config(
+        &server.target(),
+        retry(3, &["UNAVAILABLE"]).service(SVC).max_backoff("10s"),
+    );
+    let start = Instant::now();
+    let result = tokio::time::timeout(
+        Duration::from_secs(60),
+        ch.client_streaming::<FlakyMessage, FlakyTotals, _>(
+            "/t.S/ClientStream",
+            Request::new(ThenPending(vec![msg(10)])).with_timeout(Duration::from_secs(1)),
+        ),
+    )
+    .await;
+    match result {
+        Ok(Err(status)) => {
+            assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
+            assert!(start.elapsed() < Duration::from_millis(1100));
+        }
+        Ok(Ok(_)) => panic!("a silent server answered"),
+        Err(_) => panic!(
+            "client_streaming with a 1 s timeout was still running after 60 s: the deadline is not enforced while \
+             the request stream waits"
+        ),
+    }
+}
+
+/// The server fails the call early (Trailers-Only INVALID_ARGUMENT after the first message) while the
+/// application's request stream has nothing more yet: `client_streaming` returns the server's status (the
+/// failure this guards against is the same: it waited for the next request item first).
+#[tokio::test(start_paused = true)]
+async fn client_streaming_returns_an_early_server_failure_while_the_request_stream_waits() {
+    let server = H2Server::tcp(
+        defaults,
+        handler(|mut s: Stream| async move {
+            if s.read_bytes(5 + 12).await.is_ok() {
+                s.trailers_only("3", &[("grpc-message", "bad first message")]);
+            }
+        }),
+    )
+    .await;
+    let ch = channel_with_config(
+        &server.target(),
+        retry(3, &["UNAVAILABLE"]).service(SVC).max_backoff("10s"),
+    );
+    let result = tokio::time::timeout(
+        Duration::from_secs(60),
+        ch.client_streaming::<FlakyMessage, FlakyTotals, _>(
+            "/t.S/ClientStream",
+            Request::new(ThenPending(vec![msg(10)])),
+        ),
+    )
+    .await;
+    match result {
+        Ok(Err(status)) => assert_eq!(status.code(), Code::InvalidArgument, "{status:?}"),
+        Ok(Ok(_)) => panic!("the server failed the call"),
+        Err(_) => panic!(
+            "client_streaming did not return the server's INVALID_ARGUMENT within 60 s: it waits for the next \
+             request item first"
+        ),
+    }
+}

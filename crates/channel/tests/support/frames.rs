@@ -1,0 +1,27 @@
+//! gRPC's Length-Prefixed-Message framing as the test servers write and read it: a 1-byte compressed flag,
+//! a 4-byte big-endian length, the payload. Writing reuses the interop crate's encoder
+//! ([`interop::raw::grpc_message`]), so the tests' frames do not come from the channel's own encoder.
+
+pub use interop::raw::grpc_message;
+
+/// (compressed flag, payload) of every Length-Prefixed-Message in a request body; fails the test on a
+/// truncated message or trailing bytes.
+pub fn deframe(mut body: &[u8]) -> Vec<(u8, Vec<u8>)> {
+    let mut out = Vec::new();
+    while body.len() >= 5 {
+        let len = u32::from_be_bytes([body[1], body[2], body[3], body[4]]) as usize;
+        assert!(
+            body.len() >= 5 + len,
+            "truncated message in the request body"
+        );
+        out.push((body[0], body[5..5 + len].to_vec()));
+        body = &body[5 + len..];
+    }
+    assert!(body.is_empty(), "trailing bytes in the request body");
+    out
+}
+
+/// The payloads of every Length-Prefixed-Message in a request body (see [`deframe`]).
+pub fn payloads(body: &[u8]) -> Vec<Vec<u8>> {
+    deframe(body).into_iter().map(|(_, m)| m).collect()
+}
