@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use grpc_retry::Rng;
+use grpc_base::Rng;
 
 const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
@@ -88,7 +88,7 @@ impl ConnectionBackoff {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use grpc_retry::SplitMix64;
+    use grpc_base::SplitMix64;
 
     #[test]
     fn attempt_starts_follow_1s_then_x1_6_with_jitter_up_to_120s() {

@@ -4,9 +4,9 @@
 //!
 //! The channel drives an [`LbPolicy`]: it feeds address lists, subchannel events (ready, failed, closed) and
 //! timers, and performs the [`LbAction`]s (connect, disconnect, re-resolve, publish a picker). Time arrives
-//! as `now` arguments and randomness through an injected `Rng`. This crate knows nothing of retries: it only
-//! honours the avoid hint of a [`PickRequest`]. Not here: the channel's event loop and connections (the
-//! `grpc-channel` crate), weighted or xDS policies, health checking.
+//! as `now` arguments and randomness through an injected `grpc_base::Rng`. This crate knows nothing of
+//! retries: it only honours the avoid hint of a [`PickRequest`]. Not here: the channel's event loop and
+//! connections (the `grpc-channel` crate), weighted or xDS policies, health checking.
 
 mod backoff;
 mod pick_first;

@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use grpc_retry::Rng;
+use grpc_base::Rng;
 
 use crate::backoff::BackoffConfig;
 use crate::pick_first::{PickFirst, DEFAULT_ATTEMPT_DELAY};

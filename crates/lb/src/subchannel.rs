@@ -15,7 +15,7 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use grpc_retry::Rng;
+use grpc_base::Rng;
 
 use crate::backoff::{BackoffConfig, ConnectionBackoff};
 use crate::picker::PickerSpec;

@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use grpc_retry::SplitMix64;
+use grpc_base::SplitMix64;
 
 use crate::{
     interleave_families, ConnectivityState, LbAction, LbPolicy, PickerSpec, PolicyConfig,

@@ -20,9 +20,9 @@
 use std::fmt;
 use std::time::Duration;
 
+use grpc_base::Rng;
 use grpc_code::Code;
 
-use crate::backoff::Rng;
 use crate::call::FailurePlace;
 use crate::policy::{CodeSet, PolicyError, DEFAULT_MAX_ATTEMPTS_CAP};
 use crate::pushback::Pushback;
@@ -351,7 +351,7 @@ impl AppRetryPolicy for Exponential {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backoff::SplitMix64;
+    use grpc_base::SplitMix64;
 
     fn info(attempt: u32, code: Code) -> RetryInfo<'static> {
         RetryInfo {

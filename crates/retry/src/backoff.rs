@@ -1,43 +1,12 @@
 //! Retry backoff (current gRFC A6): the n-th retry since the last pushback waits
 //! `min(initialBackoff · multiplier^(n-1), maxBackoff) · U(0.8, 1.2)`. Randomness comes from an injected
-//! [`Rng`], so tests can seed it.
+//! [`Rng`] (`grpc-base`), so tests can seed it.
 
 use std::time::Duration;
 
+use grpc_base::Rng;
+
 use crate::policy::RetryPolicy;
-
-/// A source of uniform randomness, injected so the state machine stays deterministic under test.
-pub trait Rng: Send {
-    /// The next 64 random bits.
-    fn next_u64(&mut self) -> u64;
-
-    /// A uniform number in [0, 1).
-    fn uniform(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
-
-/// SplitMix64: small, fast, and good enough for jitter. Seed it from a clock or OS entropy in production,
-/// and from a constant in tests.
-#[derive(Clone, Debug)]
-pub struct SplitMix64(u64);
-
-impl SplitMix64 {
-    /// A generator with this seed.
-    pub fn new(seed: u64) -> SplitMix64 {
-        SplitMix64(seed)
-    }
-}
-
-impl Rng for SplitMix64 {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-}
 
 /// The backoff state of one call: how many retries since the last pushback.
 #[derive(Clone, Debug, Default)]
@@ -75,6 +44,7 @@ pub fn base_delay(policy: &RetryPolicy, n: u32) -> Duration {
 mod tests {
     use super::*;
     use crate::policy::{CodeSet, MaxAttempts};
+    use grpc_base::SplitMix64;
     use grpc_code::Code;
 
     fn policy(initial_ms: u64, max_ms: u64, mult: f64) -> RetryPolicy {
@@ -136,14 +106,5 @@ mod tests {
             d >= Duration::from_millis(80) && d <= Duration::from_millis(120),
             "{d:?}"
         );
-    }
-
-    #[test]
-    fn uniform_is_in_range_and_spread() {
-        let mut rng = SplitMix64::new(3);
-        let xs: Vec<f64> = (0..10_000).map(|_| rng.uniform()).collect();
-        assert!(xs.iter().all(|x| (0.0..1.0).contains(x)));
-        let mean = xs.iter().sum::<f64>() / xs.len() as f64;
-        assert!((mean - 0.5).abs() < 0.02, "{mean}");
     }
 }

@@ -20,10 +20,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use grpc_base::Rng;
 use grpc_code::Code;
 
 use crate::app_policy::{AppRetryPolicy, AttemptDetails};
-use crate::backoff::{Backoff, Rng};
+use crate::backoff::Backoff;
 use crate::buffer::{BufferPool, DEFAULT_PER_CALL_LIMIT};
 use crate::policy::{CodeSet, HedgingPolicy, Policy, RetryPolicy};
 use crate::precedence::{self, PolicySource, Precedence};

@@ -1,0 +1,116 @@
+//! [`Address`]: where a backend is, as the balancer connects to it and as a call's attempts avoid it.
+//!
+//! A backend is a TCP socket address (`ipv4:`, `ipv6:` and `dns:` targets) or the path of a Unix-domain
+//! socket (`unix:` targets). The resolver produces them, `grpc-lb` keeps one subchannel per address and
+//! hands them to pickers, and `grpc-retry` remembers the ones a call used so that its next attempt can
+//! avoid them. Cloning is cheap: a TCP address is copied, a path is shared (`Arc<Path>`), so an address
+//! can travel with every pick without allocating.
+//!
+//! Display is the form people read in logs and statuses: `127.0.0.1:50051`, `[::1]:5`, `unix:/path`.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A backend's address.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Address {
+    /// A TCP socket address.
+    Tcp(SocketAddr),
+    /// The path of a Unix-domain socket.
+    Unix(Arc<Path>),
+}
+
+/// An address family, for Happy Eyeballs' interleaving (RFC 8305 §4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Family {
+    /// An IPv4 socket address.
+    Ipv4,
+    /// An IPv6 socket address, IPv4-mapped ones included (they are connected over an IPv6 socket).
+    Ipv6,
+    /// A Unix-domain socket.
+    Unix,
+}
+
+impl Address {
+    /// The address of the Unix-domain socket at `path`.
+    pub fn unix(path: impl Into<PathBuf>) -> Address {
+        Address::Unix(Arc::from(path.into()))
+    }
+
+    /// The address's family.
+    pub fn family(&self) -> Family {
+        match self {
+            Address::Tcp(SocketAddr::V4(_)) => Family::Ipv4,
+            Address::Tcp(SocketAddr::V6(_)) => Family::Ipv6,
+            Address::Unix(_) => Family::Unix,
+        }
+    }
+
+    /// The TCP socket address, if it is one.
+    pub fn tcp(&self) -> Option<SocketAddr> {
+        match self {
+            Address::Tcp(addr) => Some(*addr),
+            Address::Unix(_) => None,
+        }
+    }
+
+    /// The socket's path, if it is a Unix-domain socket.
+    pub fn unix_path(&self) -> Option<&Path> {
+        match self {
+            Address::Tcp(_) => None,
+            Address::Unix(path) => Some(path),
+        }
+    }
+}
+
+impl From<SocketAddr> for Address {
+    fn from(addr: SocketAddr) -> Address {
+        Address::Tcp(addr)
+    }
+}
+
+impl fmt::Display for Address {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Address::Tcp(addr) => write!(f, "{addr}"),
+            Address::Unix(path) => write!(f, "unix:{}", path.display()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn displays_as_people_read_it() {
+        let v4 = Address::from(SocketAddr::from(([127, 0, 0, 1], 50051)));
+        let v6 = Address::from(SocketAddr::from(([0, 0, 0, 0, 0, 0, 0, 1], 5)));
+        assert_eq!(v4.to_string(), "127.0.0.1:50051");
+        assert_eq!(v6.to_string(), "[::1]:5");
+        assert_eq!(Address::unix("/path").to_string(), "unix:/path");
+        assert_eq!(Address::unix("rel/sock").to_string(), "unix:rel/sock");
+    }
+
+    #[test]
+    fn families() {
+        let mapped: SocketAddr = "[::ffff:10.0.0.1]:1".parse().expect("valid");
+        assert_eq!(Address::from(SocketAddr::from(([10, 0, 0, 1], 1))).family(), Family::Ipv4);
+        assert_eq!(Address::from(mapped).family(), Family::Ipv6);
+        assert_eq!(Address::unix("/s").family(), Family::Unix);
+    }
+
+    #[test]
+    fn accessors_and_equality() {
+        let tcp = Address::from(SocketAddr::from(([10, 0, 0, 1], 1)));
+        assert_eq!(tcp.tcp(), Some(SocketAddr::from(([10, 0, 0, 1], 1))));
+        assert_eq!(tcp.unix_path(), None);
+        let unix = Address::unix("/s");
+        assert_eq!(unix.tcp(), None);
+        assert_eq!(unix.unix_path(), Some(Path::new("/s")));
+        assert_eq!(unix.clone(), Address::unix(PathBuf::from("/s")));
+        assert_ne!(unix, Address::unix("/t"));
+    }
+}
