@@ -431,7 +431,10 @@ fn picker(backends: usize) -> grpc_lb::Picker<u32> {
         .map(|i| {
             (
                 grpc_lb::SubchannelId(i as u64),
-                std::net::SocketAddr::from(([127, 0, 0, 1], 10_000 + i as u16)),
+                grpc_lb::Address::Tcp(std::net::SocketAddr::from((
+                    [127, 0, 0, 1],
+                    10_000 + i as u16,
+                ))),
             )
         })
         .collect();
@@ -446,13 +449,13 @@ fn pick_cost(backends: usize) -> f64 {
 /// Nanoseconds per pick that avoids two used backends, with `backends` READY.
 fn hedge_pick_cost(backends: usize) -> f64 {
     let avoid = [
-        std::net::SocketAddr::from(([127, 0, 0, 1], 10_000)),
-        std::net::SocketAddr::from(([127, 0, 0, 1], 10_001)),
+        grpc_lb::Address::Tcp(std::net::SocketAddr::from(([127, 0, 0, 1], 10_000))),
+        grpc_lb::Address::Tcp(std::net::SocketAddr::from(([127, 0, 0, 1], 10_001))),
     ];
     timed_picks(&picker(backends), &avoid)
 }
 
-fn timed_picks(picker: &grpc_lb::Picker<u32>, avoid: &[std::net::SocketAddr]) -> f64 {
+fn timed_picks(picker: &grpc_lb::Picker<u32>, avoid: &[grpc_lb::Address]) -> f64 {
     const N: u32 = 2_000_000;
     let request = grpc_lb::PickRequest {
         method: paths::UNARY_CALL,

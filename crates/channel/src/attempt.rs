@@ -8,12 +8,12 @@
 //! ([`Progress`]); trailers (Trailers-Only) are `Processed`, with their pushback.
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
+use grpc_lb::Address;
 use grpc_retry::{AttemptEnd, FailurePlace, Pushback};
 use grpc_transparent::Progress;
 use h2::client::{ResponseFuture, SendRequest};
@@ -60,7 +60,7 @@ pub(crate) struct PickError {
 }
 
 /// A connection chosen for an attempt, and its address (none for `unix:` targets).
-pub(crate) type Picked = (SendRequest<Bytes>, Option<SocketAddr>);
+pub(crate) type Picked = (SendRequest<Bytes>, Option<Address>);
 
 pub(crate) type PickFuture = Pin<Box<dyn Future<Output = Result<Picked, PickError>> + Send>>;
 
@@ -75,7 +75,7 @@ pub(crate) enum Pick {
 /// What polling an attempt reports.
 pub(crate) enum AttemptEvent {
     /// The pick chose this address.
-    Picked(Option<SocketAddr>),
+    Picked(Option<Address>),
     /// Message `index` was handed to h2 whole.
     Sent(usize),
     /// Response headers arrived and messages follow; [`Attempt::take_open`] has them.

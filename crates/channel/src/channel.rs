@@ -538,7 +538,7 @@ impl Channel {
     pub(crate) fn pick(
         &self,
         setup: &Arc<AttemptSetup>,
-        avoid: Vec<std::net::SocketAddr>,
+        avoid: Vec<grpc_lb::Address>,
         cx: &mut std::task::Context<'_>,
     ) -> Pick {
         if let Some(control) = self.control() {
@@ -554,7 +554,7 @@ impl Channel {
     pub(crate) fn pick_future(
         &self,
         setup: Arc<AttemptSetup>,
-        avoid: Vec<std::net::SocketAddr>,
+        avoid: Vec<grpc_lb::Address>,
     ) -> PickFuture {
         let channel = self.clone();
         Box::pin(async move {

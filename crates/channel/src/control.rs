@@ -13,7 +13,6 @@
 //!   `close()` (or dropping every handle) makes it SHUTDOWN.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -21,7 +20,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use grpc_lb::{
-    BackoffConfig, ConnectivityState, LbAction, LbPolicy, PickRequest, PickResult, Picker,
+    Address, BackoffConfig, ConnectivityState, LbAction, LbPolicy, PickRequest, PickResult, Picker,
     PickerSpec, PolicyConfig, SubchannelId, DEFAULT_ATTEMPT_DELAY,
 };
 use grpc_retry::SplitMix64;
@@ -247,9 +246,9 @@ impl ControlPlane {
     pub(crate) fn pick_now(
         &self,
         method: &str,
-        avoid: &[SocketAddr],
+        avoid: &[Address],
         cx: &mut Context<'_>,
-    ) -> Option<(Conn, SocketAddr)> {
+    ) -> Option<(Conn, Address)> {
         let picked = {
             let published = self.published.borrow();
             if published.state == ConnectivityState::Shutdown {
@@ -271,8 +270,8 @@ impl ControlPlane {
         &self,
         method: &str,
         wait_for_ready: bool,
-        avoid: &[SocketAddr],
-    ) -> Result<(Conn, SocketAddr), PickError> {
+        avoid: &[Address],
+    ) -> Result<(Conn, Address), PickError> {
         let fail = |status| PickError {
             status,
             dropped: false,
@@ -335,7 +334,7 @@ struct Loop {
     published: watch::Sender<Arc<Published>>,
     policy: Option<LbPolicy>,
     policy_config: Option<PolicyConfig>,
-    addresses: Vec<SocketAddr>,
+    addresses: Vec<Address>,
     tasks: HashMap<SubchannelId, (u64, JoinHandle<()>)>,
     conns: HashMap<SubchannelId, Conn>,
     generation: u64,
@@ -573,7 +572,7 @@ impl Loop {
                 self.addresses = endpoints
                     .iter()
                     .filter_map(|e| match e {
-                        Endpoint::Tcp(a) => Some(*a),
+                        Endpoint::Tcp(a) => Some(Address::Tcp(*a)),
                         Endpoint::Unix(_) => None,
                     })
                     .collect();
@@ -772,7 +771,7 @@ struct ChannelParts {
 async fn connect_subchannel(
     id: SubchannelId,
     generation: u64,
-    addr: SocketAddr,
+    addr: Address,
     deadline: Instant,
     channel: ChannelParts,
 ) {
@@ -783,6 +782,15 @@ async fn connect_subchannel(
         active,
         events,
     } = channel;
+    let Address::Tcp(addr) = addr else {
+        let status = "unix addresses are not connected through the balancer yet";
+        let _ = events.send(Event::Failed(
+            id,
+            generation,
+            Status::new(Code::Unavailable, status),
+        ));
+        return;
+    };
     let ended = connect(addr, deadline, &settings, tls.as_ref()).await;
     match ended {
         Ok(Established {

@@ -198,7 +198,7 @@ impl Driver {
         &mut self,
         attempt: AttemptId,
         previous_attempts: u32,
-        avoid: Vec<std::net::SocketAddr>,
+        avoid: Vec<grpc_lb::Address>,
         transparent: bool,
         cx: &mut Context<'_>,
     ) {
@@ -337,7 +337,7 @@ impl Driver {
                 match event {
                     AttemptEvent::Picked(addr) => {
                         if let Some(Some(t)) = self.telemetry.get(index) {
-                            t.picked(addr);
+                            t.picked(addr.as_ref());
                         }
                         if let Some(addr) = addr {
                             self.call.handle_picked(id, addr);

@@ -280,7 +280,7 @@ pub(crate) struct AttemptTelemetry {
 
 impl AttemptTelemetry {
     /// The attempt got a connection to `peer`.
-    pub(crate) fn picked(&self, peer: Option<std::net::SocketAddr>) {
+    pub(crate) fn picked(&self, peer: Option<&grpc_lb::Address>) {
         if let Some(peer) = peer {
             self.span.record("grpc.peer", tracing::field::display(peer));
         }

@@ -20,6 +20,7 @@ mod subchannel;
 mod tests;
 
 pub use backoff::{BackoffConfig, ConnectionBackoff};
+pub use grpc_base::Address;
 pub use pick_first::{interleave_families, DEFAULT_ATTEMPT_DELAY};
 pub use picker::{PickRequest, PickResult, Picker, PickerSpec};
 pub use policy::{LbPolicy, PolicyConfig};

@@ -3,7 +3,8 @@
 //! the first that becomes READY for every call, and drop the others.
 //!
 //! * The address list is optionally shuffled (`shuffleAddressList`), then its families are interleaved
-//!   (IPv6, IPv4, IPv6, ... starting with the first address's family).
+//!   (IPv6, IPv4, IPv6, ... starting with the first address's family; Unix-domain sockets are a third
+//!   family, see [`interleave_families`]).
 //! * When every address has failed once, the policy reports TRANSIENT_FAILURE and stays there ("sticky") while
 //!   it keeps reconnecting every subchannel whose backoff ends, asking for re-resolution each time as many
 //!   failures as there are addresses have piled up.
@@ -14,8 +15,10 @@
 //!
 //! pick_first ignores the pick's avoid hint: it has one backend to offer.
 
-use std::net::SocketAddr;
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
+
+use grpc_base::{Address, Family};
 
 use crate::picker::PickerSpec;
 use crate::state::ConnectivityState;
@@ -70,7 +73,7 @@ impl PickFirst {
             ConnectivityState::Idle => PickerSpec::Idle,
             ConnectivityState::Connecting => PickerSpec::Queue,
             ConnectivityState::Ready => match self.selected.and_then(|id| self.subs.get(id)) {
-                Some(s) => PickerSpec::Ready(vec![(s.id, s.addr)]),
+                Some(s) => PickerSpec::Ready(vec![(s.id, s.addr.clone())]),
                 None => PickerSpec::Queue,
             },
             ConnectivityState::TransientFailure | ConnectivityState::Shutdown => {
@@ -85,7 +88,7 @@ impl PickFirst {
             .push_back(LbAction::UpdatePicker { state, picker });
     }
 
-    pub(crate) fn update(&mut self, addresses: Vec<SocketAddr>, now: Instant) {
+    pub(crate) fn update(&mut self, addresses: Vec<Address>, now: Instant) {
         let mut endpoints = addresses;
         if self.shuffle {
             for i in (1..endpoints.len()).rev() {
@@ -286,19 +289,29 @@ impl PickFirst {
 }
 
 /// RFC 8305 §4: alternate address families, starting with the family of the first address.
-pub fn interleave_families(addresses: Vec<SocketAddr>) -> Vec<SocketAddr> {
-    let Some(first_v6) = addresses.first().map(SocketAddr::is_ipv6) else {
-        return addresses;
-    };
-    let (mut same, mut other): (Vec<_>, Vec<_>) =
-        addresses.into_iter().partition(|a| a.is_ipv6() == first_v6);
-    let mut out = Vec::with_capacity(same.len() + other.len());
-    same.reverse();
-    other.reverse();
-    loop {
-        match (same.pop(), other.pop()) {
-            (None, None) => break,
-            (a, b) => out.extend(a.into_iter().chain(b)),
+///
+/// The families take turns in the order they first appear in the list, each giving its next address; a
+/// family that runs out drops out, and each family keeps its own order. With IPv4 and IPv6 this is RFC
+/// 8305's interleaving (IPv6, IPv4, IPv6, ... when the list starts with IPv6). Unix-domain sockets are a
+/// third family, interleaved like the others, as grpc-go's pick_first does with addresses that are neither
+/// IPv4 nor IPv6: a list starting with a Unix socket tries it first, and one where it comes later gives it
+/// its turn after the IP families seen before it. An IPv4-mapped IPv6 address counts as IPv6 (it is
+/// connected over an IPv6 socket).
+pub fn interleave_families(addresses: Vec<Address>) -> Vec<Address> {
+    let total = addresses.len();
+    // At most three families, in the order they first appear.
+    let mut families: Vec<(Family, VecDeque<Address>)> = Vec::with_capacity(3);
+    for address in addresses {
+        let family = address.family();
+        match families.iter_mut().find(|(f, _)| *f == family) {
+            Some((_, queue)) => queue.push_back(address),
+            None => families.push((family, VecDeque::from([address]))),
+        }
+    }
+    let mut out = Vec::with_capacity(total);
+    while out.len() < total {
+        for (_, queue) in &mut families {
+            out.extend(queue.pop_front());
         }
     }
     out

@@ -3,8 +3,9 @@
 //! (its earlier attempts and hedges); round_robin honours that when another READY backend exists.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+use grpc_base::Address;
 
 use crate::subchannel::SubchannelId;
 
@@ -18,7 +19,7 @@ pub enum PickerSpec {
     /// TRANSIENT_FAILURE: fail fail-fast calls with this message (wait-for-ready calls queue).
     Fail(String),
     /// Pick among these READY subchannels.
-    Ready(Vec<(SubchannelId, SocketAddr)>),
+    Ready(Vec<(SubchannelId, Address)>),
 }
 
 /// What a call wants from a pick.
@@ -27,7 +28,7 @@ pub struct PickRequest<'a> {
     /// The full method name.
     pub method: &'a str,
     /// Addresses this call already used; prefer others.
-    pub avoid: &'a [SocketAddr],
+    pub avoid: &'a [Address],
 }
 
 /// The result of a pick.
@@ -38,7 +39,7 @@ pub enum PickResult<T> {
         /// The connection handle.
         handle: T,
         /// Its address.
-        addr: SocketAddr,
+        addr: Address,
     },
     /// Wait for the next picker (and, if `exit_idle`, ask the policy to connect).
     Queue {
@@ -56,10 +57,10 @@ enum Kind<T> {
     Queue,
     Fail(String),
     Ready {
-        backends: Vec<(SocketAddr, T)>,
+        backends: Vec<(Address, T)>,
         /// Each address's index in `backends`, so that a pick that avoids k addresses costs O(k²), not
         /// O(n·k): hedges and retries cost the same with 3 backends or 1,000.
-        index: HashMap<SocketAddr, usize>,
+        index: HashMap<Address, usize>,
         next: AtomicUsize,
     },
 }
@@ -82,9 +83,9 @@ impl<T: Clone> Picker<T> {
             PickerSpec::Queue => Kind::Queue,
             PickerSpec::Fail(m) => Kind::Fail(m.clone()),
             PickerSpec::Ready(list) => {
-                let backends: Vec<(SocketAddr, T)> = list
+                let backends: Vec<(Address, T)> = list
                     .iter()
-                    .filter_map(|(id, addr)| handle(*id).map(|h| (*addr, h)))
+                    .filter_map(|(id, addr)| handle(*id).map(|h| (addr.clone(), h)))
                     .collect();
                 if backends.is_empty() {
                     Kind::Queue
@@ -92,7 +93,7 @@ impl<T: Clone> Picker<T> {
                     let start = start % backends.len();
                     let mut index = HashMap::with_capacity(backends.len());
                     for (i, (addr, _)) in backends.iter().enumerate() {
-                        index.entry(*addr).or_insert(i);
+                        index.entry(addr.clone()).or_insert(i);
                     }
                     Kind::Ready {
                         backends,
@@ -145,16 +146,16 @@ impl<T: Clone> Picker<T> {
                 let (addr, handle) = &backends[chosen];
                 PickResult::Pick {
                     handle: handle.clone(),
-                    addr: *addr,
+                    addr: addr.clone(),
                 }
             }
         }
     }
 
     /// The READY addresses.
-    pub fn ready_addresses(&self) -> Vec<SocketAddr> {
+    pub fn ready_addresses(&self) -> Vec<Address> {
         match &self.kind {
-            Kind::Ready { backends, .. } => backends.iter().map(|(a, _)| *a).collect(),
+            Kind::Ready { backends, .. } => backends.iter().map(|(a, _)| a.clone()).collect(),
             _ => Vec::new(),
         }
     }
@@ -163,9 +164,10 @@ impl<T: Clone> Picker<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::SocketAddr;
 
-    fn addr(n: u8) -> SocketAddr {
-        SocketAddr::from(([10, 0, 0, n], 1))
+    fn addr(n: u8) -> Address {
+        Address::Tcp(SocketAddr::from(([10, 0, 0, n], 1)))
     }
 
     fn ready(n: u8) -> Picker<u8> {
@@ -175,7 +177,7 @@ mod tests {
         Picker::new(&PickerSpec::Ready(list), |id| Some(id.0 as u8), 0)
     }
 
-    fn picked(p: &Picker<u8>, avoid: &[SocketAddr]) -> u8 {
+    fn picked(p: &Picker<u8>, avoid: &[Address]) -> u8 {
         match p.pick(&PickRequest {
             method: "/a.B/C",
             avoid,
@@ -193,7 +195,7 @@ mod tests {
             addr(70),
             addr(3),
             addr(70),
-            SocketAddr::from(([192, 0, 2, 1], 1)),
+            Address::Tcp(SocketAddr::from(([192, 0, 2, 1], 1))),
         ];
         let mut counts = [0u32; 101];
         for _ in 0..98 * 5 {

@@ -1,10 +1,9 @@
 //! [`LbPolicy`]: the policy a service config selects, behind one sans-IO interface: feed it address lists,
 //! subchannel events and timers; drain its [`LbAction`]s; re-arm one timer.
 
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use grpc_base::Rng;
+use grpc_base::{Address, Rng};
 
 use crate::backoff::BackoffConfig;
 use crate::pick_first::{PickFirst, DEFAULT_ATTEMPT_DELAY};
@@ -98,7 +97,7 @@ impl LbPolicy {
     }
 
     /// A new address list from the resolver.
-    pub fn update_addresses(&mut self, addresses: Vec<SocketAddr>, now: Instant) {
+    pub fn update_addresses(&mut self, addresses: Vec<Address>, now: Instant) {
         each!(self, p => p.update(addresses, now))
     }
 
@@ -149,11 +148,11 @@ impl LbPolicy {
     }
 
     /// Every subchannel with its address and state.
-    pub fn subchannels(&self) -> Vec<(SubchannelId, SocketAddr, ConnectivityState)> {
+    pub fn subchannels(&self) -> Vec<(SubchannelId, Address, ConnectivityState)> {
         let subs = match &self.inner {
             Inner::PickFirst(p) => &p.subs,
             Inner::RoundRobin(p) => &p.subs,
         };
-        subs.iter().map(|s| (s.id, s.addr, s.state)).collect()
+        subs.iter().map(|s| (s.id, s.addr.clone(), s.state)).collect()
     }
 }

@@ -4,8 +4,9 @@
 //! since it was last READY counts as TRANSIENT_FAILURE while it reconnects (A61's sticky children).
 //! A failed or lost connection asks for re-resolution.
 
-use std::net::SocketAddr;
 use std::time::Instant;
+
+use grpc_base::Address;
 
 use crate::picker::PickerSpec;
 use crate::state::ConnectivityState;
@@ -44,12 +45,12 @@ impl RoundRobin {
 
     fn recompute(&mut self) {
         let state = ConnectivityState::aggregate(self.order.iter().map(|id| self.effective(*id)));
-        let ready: Vec<(SubchannelId, SocketAddr)> = self
+        let ready: Vec<(SubchannelId, Address)> = self
             .order
             .iter()
             .filter_map(|id| self.subs.get(*id))
             .filter(|s| s.state == ConnectivityState::Ready)
-            .map(|s| (s.id, s.addr))
+            .map(|s| (s.id, s.addr.clone()))
             .collect();
         let picker = match state {
             ConnectivityState::Ready => PickerSpec::Ready(ready),
@@ -72,7 +73,7 @@ impl RoundRobin {
         }
     }
 
-    pub(crate) fn update(&mut self, addresses: Vec<SocketAddr>, now: Instant) {
+    pub(crate) fn update(&mut self, addresses: Vec<Address>, now: Instant) {
         self.order = self.subs.sync(&addresses);
         for id in self.order.clone() {
             self.subs.connect(id, now);

@@ -12,10 +12,9 @@
 //! policy then decides whether to connect again.
 
 use std::collections::VecDeque;
-use std::net::SocketAddr;
 use std::time::Instant;
 
-use grpc_base::Rng;
+use grpc_base::{Address, Rng};
 
 use crate::backoff::{BackoffConfig, ConnectionBackoff};
 use crate::picker::PickerSpec;
@@ -34,7 +33,7 @@ pub enum LbAction {
         /// The subchannel.
         id: SubchannelId,
         /// Its address.
-        addr: SocketAddr,
+        addr: Address,
         /// When to give up on this attempt.
         deadline: Instant,
     },
@@ -57,7 +56,7 @@ pub enum LbAction {
 #[derive(Debug)]
 pub(crate) struct Subchannel {
     pub(crate) id: SubchannelId,
-    pub(crate) addr: SocketAddr,
+    pub(crate) addr: Address,
     pub(crate) state: ConnectivityState,
     backoff: ConnectionBackoff,
     next_start: Option<Instant>,
@@ -106,8 +105,8 @@ impl Subchannels {
         self.list.iter_mut().find(|s| s.id == id)
     }
 
-    pub(crate) fn find(&self, addr: SocketAddr) -> Option<SubchannelId> {
-        self.list.iter().find(|s| s.addr == addr).map(|s| s.id)
+    pub(crate) fn find(&self, addr: &Address) -> Option<SubchannelId> {
+        self.list.iter().find(|s| s.addr == *addr).map(|s| s.id)
     }
 
     pub(crate) fn state(&self, id: SubchannelId) -> ConnectivityState {
@@ -115,7 +114,7 @@ impl Subchannels {
             .map_or(ConnectivityState::Shutdown, |s| s.state)
     }
 
-    pub(crate) fn add(&mut self, addr: SocketAddr) -> SubchannelId {
+    pub(crate) fn add(&mut self, addr: Address) -> SubchannelId {
         let id = SubchannelId(self.next_id);
         self.next_id += 1;
         self.list.push(Subchannel {
@@ -133,10 +132,10 @@ impl Subchannels {
 
     /// Makes the subchannels match `addresses` (in order, without duplicates): keeps those whose address
     /// stays, adds the new ones (IDLE), removes the rest. Returns the ids in order.
-    pub(crate) fn sync(&mut self, addresses: &[SocketAddr]) -> Vec<SubchannelId> {
+    pub(crate) fn sync(&mut self, addresses: &[Address]) -> Vec<SubchannelId> {
         let mut order = Vec::with_capacity(addresses.len());
         for addr in addresses {
-            let id = self.find(*addr).unwrap_or_else(|| self.add(*addr));
+            let id = self.find(addr).unwrap_or_else(|| self.add(addr.clone()));
             if !order.contains(&id) {
                 order.push(id);
             }
@@ -190,7 +189,7 @@ impl Subchannels {
         s.connect_deadline = Some(deadline);
         self.out.push_back(LbAction::Connect {
             id,
-            addr: s.addr,
+            addr: s.addr.clone(),
             deadline,
         });
         true

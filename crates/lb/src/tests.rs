@@ -4,19 +4,19 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use grpc_base::SplitMix64;
+use grpc_base::{Address, SplitMix64};
 
 use crate::{
     interleave_families, ConnectivityState, LbAction, LbPolicy, PickerSpec, PolicyConfig,
     SubchannelId,
 };
 
-fn v4(n: u8) -> SocketAddr {
-    SocketAddr::from(([10, 0, 0, n], 443))
+fn v4(n: u8) -> Address {
+    Address::Tcp(SocketAddr::from(([10, 0, 0, n], 443)))
 }
 
-fn v6(n: u16) -> SocketAddr {
-    SocketAddr::from(([0x2001, 0xdb8, 0, 0, 0, 0, 0, n], 443))
+fn v6(n: u16) -> Address {
+    Address::Tcp(SocketAddr::from(([0x2001, 0xdb8, 0, 0, 0, 0, 0, n], 443)))
 }
 
 struct Sim {
@@ -295,13 +295,33 @@ fn address_families_are_interleaved() {
 }
 
 #[test]
+fn unix_sockets_are_a_third_family() {
+    let unix = |n: u8| Address::unix(format!("/tmp/s{n}"));
+    let list = vec![unix(1), unix(2), v4(1), v6(1), v4(2)];
+    assert_eq!(
+        interleave_families(list),
+        vec![unix(1), v4(1), v6(1), unix(2), v4(2)]
+    );
+    let list = vec![v6(1), v6(2), v6(3), unix(1), v4(1)];
+    assert_eq!(
+        interleave_families(list),
+        vec![v6(1), unix(1), v4(1), v6(2), v6(3)]
+    );
+    let mut s = pick_first();
+    s.lb.update_addresses(vec![unix(1), v4(1)], s.now);
+    assert_eq!(s.actions(), ["Connecting", "connect 0 unix:/tmp/s1"]);
+    s.ready(0);
+    assert_eq!(s.actions(), ["READY [0]"]);
+}
+
+#[test]
 fn shuffle_address_list_shuffles() {
-    let addrs: Vec<SocketAddr> = (1..=8).map(v4).collect();
+    let addrs: Vec<Address> = (1..=8).map(v4).collect();
     let mut s = Sim::new(PolicyConfig::PickFirst {
         shuffle_address_list: true,
     });
     s.lb.update_addresses(addrs.clone(), s.now);
-    let mut order: Vec<SocketAddr> = s.lb.subchannels().into_iter().map(|(_, a, _)| a).collect();
+    let mut order: Vec<Address> = s.lb.subchannels().into_iter().map(|(_, a, _)| a).collect();
     let first = s.actions();
     assert_ne!(
         first[1],

@@ -15,12 +15,11 @@
 //! policy only pays for "don't retry" pushbacks.
 
 use std::collections::VecDeque;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use grpc_base::Rng;
+use grpc_base::{Address, Rng};
 use grpc_code::Code;
 
 use crate::app_policy::{AppRetryPolicy, AttemptDetails};
@@ -156,7 +155,7 @@ pub enum Action {
         /// Whether this is a transparent retry.
         transparent: bool,
         /// Addresses this call already used; hedges and retries should prefer others.
-        avoid: Vec<SocketAddr>,
+        avoid: Vec<Address>,
     },
     /// Send message `index` of the call on `attempt` (in order; report with `handle_message_sent`).
     SendMessage {
@@ -310,8 +309,8 @@ pub struct RetryCall {
     timers: Timers,
     /// The addresses the call's attempts were sent to, for the next attempt to avoid: the first inline (a
     /// call with one attempt, the usual case, allocates nothing for it), the others after it.
-    first_used: Option<SocketAddr>,
-    more_used: Vec<SocketAddr>,
+    first_used: Option<Address>,
+    more_used: Vec<Address>,
     last_ended: Option<AttemptId>,
     idle_since: Option<Instant>,
     actions: VecDeque<Action>,
@@ -464,9 +463,9 @@ impl RetryCall {
     // ---- events from attempts --------------------------------------------------------------------------
 
     /// The attempt's pick chose `address`: later attempts are asked to avoid it.
-    pub fn handle_picked(&mut self, attempt: AttemptId, address: SocketAddr) {
+    pub fn handle_picked(&mut self, attempt: AttemptId, address: Address) {
         if !self.is_live(attempt)
-            || self.first_used == Some(address)
+            || self.first_used.as_ref() == Some(&address)
             || self.more_used.contains(&address)
         {
             return;
@@ -754,7 +753,7 @@ impl RetryCall {
                 .first_used
                 .iter()
                 .chain(&self.more_used)
-                .copied()
+                .cloned()
                 .collect(),
         });
         for index in 0..self.messages.len() {

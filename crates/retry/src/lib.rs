@@ -87,7 +87,7 @@ pub use app_policy::{
     RetryInfo, TrailerView,
 };
 pub use backoff::{base_delay, Backoff};
-pub use grpc_base::{Rng, SplitMix64};
+pub use grpc_base::{Address, Rng, SplitMix64};
 pub use buffer::{BufferPool, DEFAULT_PER_CALL_LIMIT, DEFAULT_PER_CHANNEL_LIMIT};
 pub use call::{
     Action, AttemptEnd, AttemptId, CallConfig, FailurePlace, LocalReason, Outcome, RetryCall,

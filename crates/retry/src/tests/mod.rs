@@ -20,7 +20,7 @@ use bytes::Bytes;
 use grpc_code::Code;
 
 use crate::{
-    Action, AttemptEnd, AttemptId, BufferPool, CallConfig, CodeSet, FailurePlace, HedgingPolicy,
+    Action, Address, AttemptEnd, AttemptId, BufferPool, CallConfig, CodeSet, FailurePlace, HedgingPolicy,
     MaxAttempts, Outcome, Policy, Pushback, RetryCall, RetryPolicy, Shared, SplitMix64, Throttle,
     ThrottleConfig,
 };
@@ -62,8 +62,8 @@ pub(crate) fn throttle(max_tokens: u64, milli_ratio: u64) -> Arc<Throttle> {
     ))
 }
 
-pub(crate) fn addr(n: u8) -> SocketAddr {
-    SocketAddr::from(([10, 0, 0, n], 443))
+pub(crate) fn addr(n: u8) -> Address {
+    Address::Tcp(SocketAddr::from(([10, 0, 0, n], 443)))
 }
 
 /// One call on a timeline.
