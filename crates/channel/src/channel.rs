@@ -31,8 +31,8 @@ use crate::tls::TlsConnector;
 use crate::transport::Transport;
 use grpc_lb::ConnectivityState;
 use grpc_retry::{
-    AppRetryPolicy, BufferPool, CallConfig, Precedence, RetryCall, Shared as RetryShared,
-    SplitMix64, Throttle, ThrottleConfig,
+    AppRetryPolicy, BufferPool, CallConfig, Precedence, RetryCall, SharedLimits, SplitMix64,
+    Throttle, ThrottleConfig,
 };
 use grpc_service_config::{MethodConfig, ServiceConfig, Target};
 
@@ -418,7 +418,7 @@ impl Channel {
             per_call_buffer_limit: inner.per_rpc_buffer_limit,
             ..CallConfig::default()
         };
-        let shared = RetryShared {
+        let shared = SharedLimits {
             throttle: self.throttle_for(&prepared.config),
             pool: inner.retry_pool.clone(),
         };

@@ -24,7 +24,7 @@ use grpc_lb::{
     PickerSpec, PolicyConfig, SubchannelId, DEFAULT_ATTEMPT_DELAY,
 };
 use grpc_retry::SplitMix64;
-use grpc_service_config::LbPolicy as LbConfig;
+use grpc_service_config::LbConfig;
 use h2::client::SendRequest;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;

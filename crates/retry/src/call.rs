@@ -220,9 +220,10 @@ impl Default for CallConfig {
     }
 }
 
-/// What the channel shares between calls: the target's throttle and the channel's buffer pool.
+/// The limits a call shares with other calls, which the channel hands to each: the target's retry throttle
+/// and the channel's replay buffer pool.
 #[derive(Clone, Debug, Default)]
-pub struct Shared {
+pub struct SharedLimits {
     /// The throttle of the call's target, if the service config has `retryThrottling`.
     pub throttle: Option<Arc<Throttle>>,
     /// The channel's retry buffer pool.
@@ -284,7 +285,7 @@ pub struct RetryCall {
     qualifying: CodeSet,
     max_transparent: u32,
     per_call_limit: usize,
-    shared: Shared,
+    limits: SharedLimits,
     rng: Box<dyn Rng>,
     attempts: Vec<Attempt>,
     live: usize,
@@ -333,7 +334,7 @@ impl std::fmt::Debug for RetryCall {
 impl RetryCall {
     /// A new call; its first action is starting the original attempt (and, for a zero hedging delay, every
     /// hedge).
-    pub fn new(config: CallConfig, shared: Shared, rng: Box<dyn Rng>, now: Instant) -> RetryCall {
+    pub fn new(config: CallConfig, limits: SharedLimits, rng: Box<dyn Rng>, now: Instant) -> RetryCall {
         let qualifying = match &config.policy {
             Policy::None => CodeSet::empty(),
             Policy::Retry(p) => p.retryable(),
@@ -365,7 +366,7 @@ impl RetryCall {
             qualifying,
             max_transparent: config.max_transparent_retries,
             per_call_limit: config.per_call_buffer_limit,
-            shared,
+            limits,
             rng,
             attempts: Vec::new(),
             live: 0,
@@ -619,7 +620,7 @@ impl RetryCall {
         let len = message.len();
         let fits = !self.commit_on_start
             && self.buffered_bytes + len <= self.per_call_limit
-            && self.shared.pool.try_reserve(len);
+            && self.limits.pool.try_reserve(len);
         if fits {
             self.buffered_bytes += len;
             self.accounted += 1;
@@ -803,7 +804,7 @@ impl RetryCall {
     }
 
     fn charge_failure(&self) {
-        if let Some(t) = &self.shared.throttle {
+        if let Some(t) = &self.limits.throttle {
             t.record_failure();
         }
     }
@@ -824,12 +825,12 @@ impl RetryCall {
         }
         if freed > 0 {
             self.buffered_bytes -= freed;
-            self.shared.pool.release(freed);
+            self.limits.pool.release(freed);
         }
     }
 
     fn release_all(&mut self) {
-        self.shared.pool.release(self.buffered_bytes);
+        self.limits.pool.release(self.buffered_bytes);
         self.buffered_bytes = 0;
         self.messages.clear();
         self.released = 0;
@@ -852,7 +853,7 @@ impl RetryCall {
     }
 
     fn throttle_allows(&self) -> bool {
-        self.shared
+        self.limits
             .throttle
             .as_ref()
             .is_none_or(|t| t.allows_retry())
@@ -862,7 +863,7 @@ impl RetryCall {
     /// gives back `tokenRatio`; a qualifying failure (a retryable / non-fatal code of the configured policy,
     /// even with retries disabled, or a "don't retry" pushback) costs one token; anything else costs nothing.
     fn account(&self, end: AttemptEnd) {
-        let Some(t) = &self.shared.throttle else {
+        let Some(t) = &self.limits.throttle else {
             return;
         };
         if end.code == Code::Ok {
@@ -1021,6 +1022,6 @@ impl RetryCall {
 impl Drop for RetryCall {
     fn drop(&mut self) {
         // Memory returns to the channel's pool whatever way the call ends.
-        self.shared.pool.release(self.buffered_bytes);
+        self.limits.pool.release(self.buffered_bytes);
     }
 }

@@ -91,7 +91,7 @@ pub use grpc_base::{Address, Rng, SplitMix64};
 pub use buffer::{BufferPool, DEFAULT_PER_CALL_LIMIT, DEFAULT_PER_CHANNEL_LIMIT};
 pub use call::{
     Action, AttemptEnd, AttemptId, CallConfig, FailurePlace, LocalReason, Outcome, RetryCall,
-    Shared, DEFAULT_MAX_TRANSPARENT_RETRIES,
+    SharedLimits, DEFAULT_MAX_TRANSPARENT_RETRIES,
 };
 pub use policy::{
     CodeSet, HedgingPolicy, MaxAttempts, Policy, PolicyError, RetryPolicy, DEFAULT_MAX_ATTEMPTS_CAP,

@@ -4,9 +4,10 @@
 use crate::error::{ParseError, Rule};
 use crate::json::{field, At};
 
-/// A load-balancing policy this client supports, with its configuration.
+/// A load-balancing policy this client supports, with its configuration: the service config's choice (the
+/// running policy is `grpc_lb::LbPolicy`, which the channel builds from it).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
-pub enum LbPolicy {
+pub enum LbConfig {
     /// `pick_first`, the default.
     PickFirst {
         /// A62 `shuffleAddressList`.
@@ -19,17 +20,17 @@ pub enum LbPolicy {
     Default,
 }
 
-impl LbPolicy {
+impl LbConfig {
     /// The policy's name.
     pub fn name(&self) -> &'static str {
         match self {
-            LbPolicy::PickFirst { .. } | LbPolicy::Default => "pick_first",
-            LbPolicy::RoundRobin => "round_robin",
+            LbConfig::PickFirst { .. } | LbConfig::Default => "pick_first",
+            LbConfig::RoundRobin => "round_robin",
         }
     }
 }
 
-pub(crate) fn parse_lb_config(at: At<'_>) -> Result<LbPolicy, ParseError> {
+pub(crate) fn parse_lb_config(at: At<'_>) -> Result<LbConfig, ParseError> {
     let mut names = Vec::new();
     let entries = crate::json::each(&at, |entry| {
         let obj = entry.object()?;
@@ -46,13 +47,13 @@ pub(crate) fn parse_lb_config(at: At<'_>) -> Result<LbPolicy, ParseError> {
                     let cfg_obj = cfg.object()?;
                     field(&cfg, cfg_obj, "shuffleAddressList", |s| s.bool())
                 })?;
-                Some(LbPolicy::PickFirst {
+                Some(LbConfig::PickFirst {
                     shuffle_address_list: shuffle.flatten().unwrap_or(false),
                 })
             }
             "round_robin" => {
                 field(&entry, obj, "round_robin", |cfg| cfg.object().map(drop))?;
-                Some(LbPolicy::RoundRobin)
+                Some(LbConfig::RoundRobin)
             }
             _ => None,
         };
@@ -66,11 +67,11 @@ pub(crate) fn parse_lb_config(at: At<'_>) -> Result<LbPolicy, ParseError> {
         .ok_or_else(|| at.error(Rule::NoSupportedLbPolicy(names)))
 }
 
-pub(crate) fn parse_lb_policy_name(at: At<'_>) -> Result<LbPolicy, ParseError> {
+pub(crate) fn parse_lb_policy_name(at: At<'_>) -> Result<LbConfig, ParseError> {
     let name = at.str()?;
     match name.to_ascii_lowercase().as_str() {
-        "round_robin" => Ok(LbPolicy::RoundRobin),
-        "pick_first" => Ok(LbPolicy::PickFirst {
+        "round_robin" => Ok(LbConfig::RoundRobin),
+        "pick_first" => Ok(LbConfig::PickFirst {
             shuffle_address_list: false,
         }),
         _ => Err(at.error(Rule::UnknownLbPolicy(name.to_owned()))),

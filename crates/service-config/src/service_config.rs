@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::error::{ParseError, Rule};
 use crate::json::{each, field, required, At, Path};
-use crate::lb_config::{parse_lb_config, parse_lb_policy_name, LbPolicy};
+use crate::lb_config::{parse_lb_config, parse_lb_policy_name, LbConfig};
 use crate::method_config::{parse_method_config, MethodConfig, Name};
 
 /// Options of the parser.
@@ -30,7 +30,7 @@ impl Default for ParseOptions {
 /// A validated service config.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ServiceConfig {
-    lb_policy: LbPolicy,
+    lb_policy: LbConfig,
     retry_throttling: Option<ThrottleConfig>,
     methods: HashMap<String, Arc<MethodConfig>>,
     services: HashMap<String, Arc<MethodConfig>>,
@@ -102,7 +102,7 @@ impl ServiceConfig {
     }
 
     /// The load-balancing policy.
-    pub fn lb_policy(&self) -> &LbPolicy {
+    pub fn lb_policy(&self) -> &LbConfig {
         &self.lb_policy
     }
 

@@ -7,11 +7,11 @@ use grpc_code::Code;
 use grpc_retry::{Policy, SplitMix64};
 
 use crate::txt::{self, ChoiceContext};
-use crate::{ConfigResult, ConfigSelector, Decision, LbPolicy, ParseOptions, ServiceConfig};
+use crate::{ConfigResult, ConfigSelector, Decision, LbConfig, ParseOptions, ServiceConfig};
 
 fn summary(c: &ServiceConfig) -> String {
     let mut s = format!("lb={}", c.lb_policy().name());
-    if let LbPolicy::PickFirst {
+    if let LbConfig::PickFirst {
         shuffle_address_list: true,
     } = c.lb_policy()
     {

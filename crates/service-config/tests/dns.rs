@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use grpc_retry::SplitMix64;
 use grpc_service_config::{
-    ConfigResult, ConfigSelector, Decision, DnsResolver, LbPolicy, ParseOptions, Resolution,
+    ConfigResult, ConfigSelector, Decision, DnsResolver, LbConfig, ParseOptions, Resolution,
     ResolveError, ResolverOptions, ResolverTask, ServiceConfig,
 };
 use interop::dns::{silent, TestDns};
@@ -39,7 +39,7 @@ fn addrs(r: &Resolution) -> Vec<SocketAddr> {
 fn lb(r: &Resolution) -> &'static str {
     match &r.config {
         ConfigResult::Config(c) => match c.lb_policy() {
-            LbPolicy::RoundRobin => "round_robin",
+            LbConfig::RoundRobin => "round_robin",
             _ => "pick_first",
         },
         ConfigResult::None => "none",
@@ -161,7 +161,7 @@ async fn a_bad_config_after_a_good_one_keeps_the_good_one() {
     let Decision::Use(good) = selector.update(first.config) else {
         panic!("good config used")
     };
-    assert_eq!(good.lb_policy(), &LbPolicy::RoundRobin);
+    assert_eq!(good.lb_policy(), &LbConfig::RoundRobin);
 
     dns.set_service_config(
         HOST,

@@ -30,7 +30,7 @@ fn app_over(
             precedence,
             ..CallConfig::default()
         },
-        Shared::default(),
+        SharedLimits::default(),
         Instant::now(),
         seed,
     )
@@ -176,7 +176,7 @@ fn a_custom_policy_sees_the_attempt_status_and_trailers_and_decides() {
             app_policy: Some(policy.clone()),
             ..CallConfig::default()
         },
-        Shared::default(),
+        SharedLimits::default(),
     );
     t.actions();
     t.sleep(10);
@@ -276,7 +276,7 @@ fn disabled_retries_turn_the_application_policy_off_too() {
             retries_enabled: false,
             ..CallConfig::default()
         },
-        Shared::default(),
+        SharedLimits::default(),
     );
     assert_eq!(t.call.policy_source(), PolicySource::None);
     t.actions();
@@ -327,7 +327,7 @@ fn an_application_retry_costs_a_token_and_the_throttle_stops_it() {
             )),
             ..CallConfig::default()
         },
-        Shared {
+        SharedLimits {
             throttle: Some(bucket.clone()),
             pool: pool(1 << 20),
         },
@@ -345,7 +345,7 @@ fn an_application_retry_costs_a_token_and_the_throttle_stops_it() {
             app_policy: Some(Arc::new(Linear::new(Duration::from_millis(10), 5))),
             ..CallConfig::default()
         },
-        Shared {
+        SharedLimits {
             throttle: Some(bucket.clone()),
             pool: pool(1 << 20),
         },
@@ -368,7 +368,7 @@ fn an_application_retry_past_the_deadline_ends_the_call_at_once() {
             deadline: Some(start + Duration::from_millis(300)),
             ..CallConfig::default()
         },
-        Shared::default(),
+        SharedLimits::default(),
         start,
         1,
     );
@@ -385,7 +385,7 @@ fn nothing_is_retried_after_commit_and_transparent_retries_skip_the_policy() {
             app_policy: Some(policy.clone()),
             ..CallConfig::default()
         },
-        Shared::default(),
+        SharedLimits::default(),
     );
     t.actions();
     t.fail(0, Unavailable, FailurePlace::NotSent);
@@ -445,7 +445,7 @@ fn a_custom_policy_sees_a_timeout_as_cancelled_and_may_stop() {
             app_policy: Some(policy.clone()),
             ..CallConfig::default()
         },
-        Shared::default(),
+        SharedLimits::default(),
     );
     t.actions();
     assert_eq!(t.advance(), Some(200));

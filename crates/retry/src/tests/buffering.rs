@@ -31,7 +31,7 @@ fn buffered_messages_are_replayed_on_a_retry() {
 
 #[test]
 fn overflowing_the_per_call_limit_commits_the_call() {
-    let shared = Shared::default();
+    let shared = SharedLimits::default();
     let mut t = Timeline::with(
         config(retry_policy(3, 10, 10, 1.0, &[Unavailable]), 150),
         shared.clone(),
@@ -52,7 +52,7 @@ fn overflowing_the_per_call_limit_commits_the_call() {
 fn a_message_larger_than_the_limit_is_sent_but_not_retryable() {
     let mut t = Timeline::with(
         config(retry_policy(3, 10, 10, 1.0, &[Unavailable]), 50),
-        Shared::default(),
+        SharedLimits::default(),
     );
     t.actions();
     t.send(51);
@@ -62,9 +62,9 @@ fn a_message_larger_than_the_limit_is_sent_but_not_retryable() {
 
 #[test]
 fn overflowing_the_channel_limit_commits_the_call() {
-    let shared = Shared {
+    let shared = SharedLimits {
         pool: pool(150),
-        ..Shared::default()
+        ..SharedLimits::default()
     };
     let policy = retry_policy(3, 10, 10, 1.0, &[Unavailable]);
     let mut a = Timeline::with(config(policy.clone(), 1000), shared.clone());
@@ -90,7 +90,7 @@ fn overflowing_the_channel_limit_commits_the_call() {
 
 #[test]
 fn committed_attempt_releases_messages_as_it_sends_them() {
-    let shared = Shared::default();
+    let shared = SharedLimits::default();
     let mut t = Timeline::with(
         config(retry_policy(3, 10, 10, 1.0, &[Unavailable]), 1000),
         shared.clone(),
@@ -116,7 +116,7 @@ fn committed_attempt_releases_messages_as_it_sends_them() {
 
 #[test]
 fn overflow_while_backing_off_commits_the_next_attempt() {
-    let shared = Shared::default();
+    let shared = SharedLimits::default();
     let mut t = Timeline::with(
         config(retry_policy(3, 10, 10, 1.0, &[Unavailable]), 150),
         shared.clone(),
@@ -141,7 +141,7 @@ fn overflow_while_backing_off_commits_the_next_attempt() {
 fn hedging_overflow_commits_the_attempt_that_sent_the_most() {
     let mut t = Timeline::with(
         config(hedging_policy(3, 100, &[Unavailable]), 250),
-        Shared::default(),
+        SharedLimits::default(),
     );
     t.actions();
     t.send(100);
@@ -157,7 +157,7 @@ fn hedging_overflow_commits_the_attempt_that_sent_the_most() {
 
 #[test]
 fn buffer_accounting_is_released_on_drop() {
-    let shared = Shared::default();
+    let shared = SharedLimits::default();
     {
         let mut t = Timeline::with(
             config(retry_policy(3, 10, 10, 1.0, &[Unavailable]), 1000),
@@ -173,7 +173,7 @@ fn buffer_accounting_is_released_on_drop() {
 fn hedging_overflow_while_waiting_on_a_pushback_commits_the_next_hedge() {
     let mut t = Timeline::with(
         config(hedging_policy(3, 100, &[Unavailable]), 150),
-        Shared::default(),
+        SharedLimits::default(),
     );
     t.actions();
     t.send(100);

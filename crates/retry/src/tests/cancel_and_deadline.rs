@@ -72,7 +72,7 @@ fn a_deadline_already_passed_finishes_before_any_attempt() {
             deadline: Some(start),
             ..CallConfig::default()
         },
-        Shared::default(),
+        SharedLimits::default(),
         start,
         1,
     );
@@ -88,7 +88,7 @@ fn deadline_during_hedging_cancels_all() {
             deadline: Some(start + Duration::from_millis(250)),
             ..CallConfig::default()
         },
-        Shared::default(),
+        SharedLimits::default(),
         start,
         1,
     );

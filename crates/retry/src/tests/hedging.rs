@@ -122,9 +122,9 @@ fn all_attempts_failed_ends_with_the_last_status() {
 #[test]
 fn throttled_hedges_are_not_sent_but_the_original_always_is() {
     // maxTokens 2: more than 1 token needed. Two failures of other calls leave 0.
-    let shared = Shared {
+    let shared = SharedLimits {
         throttle: Some(throttle(2, 1000)),
-        ..Shared::default()
+        ..SharedLimits::default()
     };
     let t0 = shared.throttle.clone().expect("throttle");
     t0.record_failure();
@@ -152,9 +152,9 @@ fn throttled_hedges_are_not_sent_but_the_original_always_is() {
 
 #[test]
 fn non_fatal_with_no_hedge_possible_ends_the_call() {
-    let shared = Shared {
+    let shared = SharedLimits {
         throttle: Some(throttle(2, 1000)),
-        ..Shared::default()
+        ..SharedLimits::default()
     };
     let mut t = Timeline::with(
         CallConfig {

@@ -21,7 +21,7 @@ use grpc_code::Code;
 
 use crate::{
     Action, Address, AttemptEnd, AttemptId, BufferPool, CallConfig, CodeSet, FailurePlace, HedgingPolicy,
-    MaxAttempts, Outcome, Policy, Pushback, RetryCall, RetryPolicy, Shared, SplitMix64, Throttle,
+    MaxAttempts, Outcome, Policy, Pushback, RetryCall, RetryPolicy, SharedLimits, SplitMix64, Throttle,
     ThrottleConfig,
 };
 
@@ -80,17 +80,17 @@ impl Timeline {
                 policy,
                 ..CallConfig::default()
             },
-            Shared::default(),
+            SharedLimits::default(),
         )
     }
 
-    pub(crate) fn with(config: CallConfig, shared: Shared) -> Timeline {
+    pub(crate) fn with(config: CallConfig, shared: SharedLimits) -> Timeline {
         Timeline::starting_at(config, shared, Instant::now(), 1)
     }
 
     pub(crate) fn starting_at(
         config: CallConfig,
-        shared: Shared,
+        shared: SharedLimits,
         start: Instant,
         seed: u64,
     ) -> Timeline {

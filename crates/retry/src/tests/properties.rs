@@ -185,7 +185,7 @@ proptest! {
         };
         let start = Instant::now();
         let deadline = deadline_ms.map(|ms| start + Duration::from_millis(ms));
-        let shared = Shared { throttle: throttled.then(|| throttle(max_tokens, ratio)), pool: pool(pool_limit) };
+        let shared = SharedLimits { throttle: throttled.then(|| throttle(max_tokens, ratio)), pool: pool(pool_limit) };
         let config = CallConfig {
             policy,
             deadline,
@@ -229,7 +229,7 @@ proptest! {
         for op in ops {
             match op {
                 Op::End { attempt, code, place: p, pushback: pb } => {
-                    let tokens = |s: &Shared| s.throttle.as_ref().map(|t| t.milli_tokens());
+                    let tokens = |s: &SharedLimits| s.throttle.as_ref().map(|t| t.milli_tokens());
                     let before = tokens(&shared);
                     t.end(
                         resolve(&recent, attempt),

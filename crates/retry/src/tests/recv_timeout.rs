@@ -42,7 +42,7 @@ fn with_deadline(policy: Policy, deadline_ms: u64) -> Timeline {
             deadline: Some(start + Duration::from_millis(deadline_ms)),
             ..CallConfig::default()
         },
-        Shared::default(),
+        SharedLimits::default(),
         start,
         1,
     )
@@ -138,7 +138,7 @@ fn a_timeout_is_a_qualifying_failure_for_the_throttle() {
             policy: retry_with_timeout(3, 500, &[Unavailable]),
             ..CallConfig::default()
         },
-        Shared {
+        SharedLimits {
             throttle: Some(bucket.clone()),
             pool: pool(1 << 20),
         },

@@ -79,7 +79,7 @@ fn backoff_sequence_and_jitter_bounds_with_a_seeded_rng() {
                 policy: retry_policy(5, 100, 300, 2.0, &[Unavailable]),
                 ..CallConfig::default()
             },
-            Shared::default(),
+            SharedLimits::default(),
             std::time::Instant::now(),
             seed,
         );
@@ -157,7 +157,7 @@ fn retry_that_would_start_after_the_deadline_ends_the_call_at_once() {
             deadline: Some(start + Duration::from_millis(500)),
             ..CallConfig::default()
         },
-        Shared::default(),
+        SharedLimits::default(),
         start,
         1,
     );
@@ -181,7 +181,7 @@ fn the_deadline_spans_all_attempts() {
             deadline: Some(start + Duration::from_millis(1000)),
             ..CallConfig::default()
         },
-        Shared::default(),
+        SharedLimits::default(),
         start,
         1,
     );
@@ -196,9 +196,9 @@ fn the_deadline_spans_all_attempts() {
 #[test]
 fn throttling_stops_retries_below_the_threshold_and_resumes_above_it() {
     // maxTokens 3, tokenRatio 0.5: retries need more than 1.5 tokens.
-    let shared = Shared {
+    let shared = SharedLimits {
         throttle: Some(throttle(3, 500)),
-        ..Shared::default()
+        ..SharedLimits::default()
     };
     let config = CallConfig {
         policy: retry_policy(5, 10, 10, 1.0, &[Unavailable]),
@@ -242,9 +242,9 @@ fn throttling_stops_retries_below_the_threshold_and_resumes_above_it() {
 
 #[test]
 fn pushback_dont_retry_costs_a_token() {
-    let shared = Shared {
+    let shared = SharedLimits {
         throttle: Some(throttle(10, 100)),
-        ..Shared::default()
+        ..SharedLimits::default()
     };
     let mut t = Timeline::with(
         CallConfig {
@@ -286,7 +286,7 @@ fn disabled_retries_finish_on_the_first_failure() {
             retries_enabled: false,
             ..CallConfig::default()
         },
-        Shared::default(),
+        SharedLimits::default(),
     );
     t.actions();
     t.status(0, Unavailable);

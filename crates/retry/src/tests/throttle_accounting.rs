@@ -8,10 +8,10 @@ use grpc_code::Code::*;
 
 use super::*;
 
-fn shared(throttle: &Arc<Throttle>) -> Shared {
-    Shared {
+fn shared(throttle: &Arc<Throttle>) -> SharedLimits {
+    SharedLimits {
         throttle: Some(throttle.clone()),
-        ..Shared::default()
+        ..SharedLimits::default()
     }
 }
 

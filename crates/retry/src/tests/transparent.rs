@@ -32,7 +32,7 @@ fn never_sent_has_a_safety_cap() {
             max_transparent_retries: 3,
             ..CallConfig::default()
         },
-        Shared::default(),
+        SharedLimits::default(),
     );
     t.actions();
     for i in 0..3 {
@@ -76,9 +76,9 @@ fn unprocessed_after_a_processed_attempt_is_not_retried_transparently() {
 
 #[test]
 fn transparent_retries_cost_no_tokens() {
-    let shared = Shared {
+    let shared = SharedLimits {
         throttle: Some(throttle(2, 1000)),
-        ..Shared::default()
+        ..SharedLimits::default()
     };
     let mut t = Timeline::with(
         CallConfig {
@@ -127,7 +127,7 @@ fn transparent_retries_stay_on_when_retries_are_disabled() {
             retries_enabled: false,
             ..CallConfig::default()
         },
-        Shared::default(),
+        SharedLimits::default(),
     );
     t.actions();
     t.fail(0, Unavailable, NotSent);
@@ -161,9 +161,9 @@ fn a_hedge_that_never_left_is_replaced_in_place() {
 fn a_local_error_ends_the_call_at_once_and_costs_no_token() {
     // A request the HTTP/2 library refuses to send (malformed metadata) is nobody's failure: even a code the
     // policy retries ends the call with this attempt, and the throttle does not move.
-    let shared = Shared {
+    let shared = SharedLimits {
         throttle: Some(throttle(10, 100)),
-        ..Shared::default()
+        ..SharedLimits::default()
     };
     let mut t = Timeline::with(
         CallConfig {
