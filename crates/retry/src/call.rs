@@ -5,14 +5,18 @@
 //! [`RetryCall::poll_action`] until it returns `None`, then re-arm one timer at [`RetryCall::poll_timeout`] and
 //! call [`RetryCall::handle_timeout`] when it fires. Every method takes `now`; nothing here reads a clock.
 //!
-//! Throttle accounting (A6: "every outgoing RPC regardless of method") covers every call, whatever its
-//! policy and whether retries are enabled. Each attempt's end is charged at most once: an OK gives back
-//! `tokenRatio`; a qualifying failure costs one token, where qualifying means a code in the *configured*
-//! policy's `retryableStatusCodes` / `nonFatalStatusCodes` (still so when retries are disabled) or a "don't
-//! retry" pushback, fatal code or not; the committed attempt's end counts too. Transparent retries
-//! ([`FailurePlace::NotSent`], a transparently retried [`FailurePlace::Unprocessed`]),
-//! [`FailurePlace::Dropped`] and [`FailurePlace::Local`] never touch the throttle, and a call without a
-//! policy only pays for "don't retry" pushbacks.
+//! This file holds the machine itself: its state, its construction, its outputs and getters, and the steps
+//! every path shares (start, commit, cancel, finish). The rest is split by concept:
+//!
+//! - `attempt.rs`: an attempt's id, failure place and end, and what is kept per attempt;
+//! - `action.rs`: the actions the channel performs and the call's outcome;
+//! - `config.rs`: the per-call settings and the limits shared between calls;
+//! - `timers.rs`: the timer table;
+//! - `events.rs`: events from attempts (`handle_*`), transparent retries included;
+//! - `commands.rs`: the application's commands and the replay buffer;
+//! - `throttling.rs`: throttle accounting;
+//! - `retry.rs`, `hedge.rs`, `app.rs`: the turn of a retry policy, a hedging policy, an application policy;
+//! - `recv_timeout.rs`: `perAttemptRecvTimeout`.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -22,227 +26,30 @@ use bytes::Bytes;
 use grpc_base::{Address, Rng};
 use grpc_code::Code;
 
-use crate::app_policy::{AppRetryPolicy, AttemptDetails};
+use crate::app_policy::AppRetryPolicy;
 use crate::backoff::Backoff;
-use crate::buffer::{BufferPool, DEFAULT_PER_CALL_LIMIT};
 use crate::policy::{CodeSet, HedgingPolicy, Policy, RetryPolicy};
-use crate::precedence::{self, PolicySource, Precedence};
-use crate::pushback::Pushback;
+use crate::precedence::{self, PolicySource};
 use crate::stats::CallStats;
-use crate::throttle::Throttle;
 
+mod action;
 mod app;
+mod attempt;
+mod commands;
+mod config;
+mod events;
+mod hedge;
 mod recv_timeout;
+mod retry;
+mod throttling;
+mod timers;
 
-/// The safety cap on transparent retries of one call (grpc-java's number): past it the call fails INTERNAL.
-pub const DEFAULT_MAX_TRANSPARENT_RETRIES: u32 = 1000;
+pub use action::{Action, LocalReason, Outcome};
+pub use attempt::{AttemptEnd, AttemptId, FailurePlace};
+pub use config::{CallConfig, SharedLimits, DEFAULT_MAX_TRANSPARENT_RETRIES};
 
-/// Identifies one attempt of a call: 0 is the original, then in the order they were started.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct AttemptId(pub u32);
-
-/// Where an attempt failed (gRFC A6 "Transparent Retries": the four places an RPC can fail).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum FailurePlace {
-    /// The load balancer dropped the call: it fails at once, with no retry of any kind, and the throttle is
-    /// not touched (no backend saw it).
-    Dropped,
-    /// The pick failed (e.g. TRANSIENT_FAILURE for a fail-fast call): the configured policy applies.
-    PickFailed,
-    /// The pick succeeded but nothing left the client: transparent retry, without limit until the deadline.
-    NotSent,
-    /// The server's HTTP/2 stack refused it before its application saw it (REFUSED_STREAM, GOAWAY above the
-    /// stream): one transparent retry per call, never after an attempt was processed.
-    Unprocessed,
-    /// The server's application may have seen it (trailers, or a failure after the request went out): the
-    /// configured policy applies.
-    Processed,
-    /// A local error that is nobody's failure, e.g. a request the HTTP/2 library refuses to send (malformed
-    /// metadata): the call ends at once with this attempt's status; never retried, transparently or by policy,
-    /// and never counted by the throttle.
-    Local,
-}
-
-/// How an attempt ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct AttemptEnd {
-    /// The status code (OK for success).
-    pub code: Code,
-    /// Where it failed.
-    pub place: FailurePlace,
-    /// What the trailers said about retrying.
-    pub pushback: Pushback,
-}
-
-impl AttemptEnd {
-    /// The attempt ended with trailers carrying `code` (the server's application answered).
-    pub fn status(code: Code, pushback: Pushback) -> AttemptEnd {
-        AttemptEnd {
-            code,
-            place: FailurePlace::Processed,
-            pushback,
-        }
-    }
-
-    /// The attempt failed at `place` with `code`, and no pushback.
-    pub fn failure(code: Code, place: FailurePlace) -> AttemptEnd {
-        AttemptEnd {
-            code,
-            place,
-            pushback: Pushback::None,
-        }
-    }
-}
-
-/// Why the state machine itself ended a call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LocalReason {
-    /// The call's deadline passed: DEADLINE_EXCEEDED.
-    DeadlineExceeded,
-    /// The application cancelled: CANCELLED.
-    Cancelled,
-    /// Over the safety cap of transparent retries: INTERNAL.
-    TooManyTransparentRetries,
-    /// The last attempt was cut by the policy's per-attempt receive timeout (`perAttemptRecvTimeout`) and
-    /// not retried: CANCELLED.
-    PerAttemptRecvTimeout,
-}
-
-impl LocalReason {
-    /// The status code.
-    pub fn code(self) -> Code {
-        match self {
-            LocalReason::DeadlineExceeded => Code::DeadlineExceeded,
-            LocalReason::Cancelled => Code::Cancelled,
-            LocalReason::TooManyTransparentRetries => Code::Internal,
-            LocalReason::PerAttemptRecvTimeout => Code::Cancelled,
-        }
-    }
-
-    /// The status message.
-    pub fn message(self) -> &'static str {
-        match self {
-            LocalReason::DeadlineExceeded => "deadline exceeded",
-            LocalReason::Cancelled => "call cancelled by the client",
-            LocalReason::TooManyTransparentRetries => {
-                "too many transparent retries: the call never left the client; this is likely a bug"
-            }
-            LocalReason::PerAttemptRecvTimeout => {
-                "the attempt got no response within the retry policy's perAttemptRecvTimeout"
-            }
-        }
-    }
-}
-
-/// The call's final outcome.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    /// The status of this attempt is the call's status.
-    Attempt(AttemptId),
-    /// A status made by the state machine.
-    Local(LocalReason),
-}
-
-/// What the channel must do.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Action {
-    /// Pick a subchannel (preferring addresses not in `avoid`) and open a stream for a new attempt.
-    StartAttempt {
-        /// The new attempt.
-        attempt: AttemptId,
-        /// The value of `grpc-previous-rpc-attempts` (omit the header when 0).
-        previous_attempts: u32,
-        /// Whether this is a transparent retry.
-        transparent: bool,
-        /// Addresses this call already used; hedges and retries should prefer others.
-        avoid: Vec<Address>,
-    },
-    /// Send message `index` of the call on `attempt` (in order; report with `handle_message_sent`).
-    SendMessage {
-        /// The attempt.
-        attempt: AttemptId,
-        /// The message's index in the call.
-        index: usize,
-        /// The message.
-        message: Bytes,
-    },
-    /// Half-close `attempt` after its messages.
-    HalfClose {
-        /// The attempt.
-        attempt: AttemptId,
-    },
-    /// Cancel `attempt` (RST_STREAM(CANCEL)); report nothing more about it.
-    CancelAttempt {
-        /// The attempt.
-        attempt: AttemptId,
-    },
-    /// The call is committed to `attempt`: hand its response to the application.
-    Commit {
-        /// The attempt.
-        attempt: AttemptId,
-    },
-    /// The call is over.
-    Finish(Outcome),
-}
-
-/// Per-call settings.
-#[derive(Clone, Debug)]
-pub struct CallConfig {
-    /// The method's policy (from the service config).
-    pub policy: Policy,
-    /// The application's policy, if it set one (for the channel or this call).
-    pub app_policy: Option<Arc<dyn AppRetryPolicy>>,
-    /// Which of `policy` and `app_policy` wins when both are set (see [`crate::Precedence`]).
-    pub precedence: Precedence,
-    /// `false` when the channel disabled retries (retries and hedging, the application's policy too;
-    /// transparent retries stay on). The service config policy's codes still decide which failures the
-    /// throttle counts.
-    pub retries_enabled: bool,
-    /// The call's deadline, spanning all attempts.
-    pub deadline: Option<Instant>,
-    /// The most bytes this call may keep for replay.
-    pub per_call_buffer_limit: usize,
-    /// The safety cap on transparent retries.
-    pub max_transparent_retries: u32,
-}
-
-impl Default for CallConfig {
-    fn default() -> Self {
-        CallConfig {
-            policy: Policy::None,
-            app_policy: None,
-            precedence: Precedence::ServiceConfig,
-            retries_enabled: true,
-            deadline: None,
-            per_call_buffer_limit: DEFAULT_PER_CALL_LIMIT,
-            max_transparent_retries: DEFAULT_MAX_TRANSPARENT_RETRIES,
-        }
-    }
-}
-
-/// The limits a call shares with other calls, which the channel hands to each: the target's retry throttle
-/// and the channel's replay buffer pool.
-#[derive(Clone, Debug, Default)]
-pub struct SharedLimits {
-    /// The throttle of the call's target, if the service config has `retryThrottling`.
-    pub throttle: Option<Arc<Throttle>>,
-    /// The channel's retry buffer pool.
-    pub pool: Arc<BufferPool>,
-}
-
-#[derive(Clone, Debug)]
-struct Attempt {
-    live: bool,
-    previous_attempts: u32,
-    /// Messages handed to the channel for this attempt.
-    queued: usize,
-    /// Messages the channel reported as sent.
-    sent: usize,
-    /// When the per-attempt receive timeout cuts it (until the call commits).
-    recv_deadline: Option<Instant>,
-    /// The per-attempt receive timeout cut it: the call's status, if it is the last, is local.
-    timed_out: bool,
-}
+use attempt::Attempt;
+use timers::Timers;
 
 /// Which policy is in force, after `retries_enabled` and the precedence rules.
 #[derive(Clone, Debug)]
@@ -251,25 +58,6 @@ enum Mode {
     Retry(RetryPolicy),
     Hedging(HedgingPolicy),
     App(Arc<dyn AppRetryPolicy>),
-}
-
-/// The timer table: at most one deadline per kind.
-#[derive(Clone, Copy, Debug, Default)]
-struct Timers {
-    deadline: Option<Instant>,
-    retry: Option<Instant>,
-    hedge: Option<Instant>,
-    /// The earliest per-attempt receive deadline of the live attempts (none once committed).
-    attempt: Option<Instant>,
-}
-
-impl Timers {
-    fn next(&self) -> Option<Instant> {
-        [self.deadline, self.retry, self.hedge, self.attempt]
-            .into_iter()
-            .flatten()
-            .min()
-    }
 }
 
 /// The gRFC A6 state machine of one call. See the crate docs for the diagram.
@@ -334,7 +122,12 @@ impl std::fmt::Debug for RetryCall {
 impl RetryCall {
     /// A new call; its first action is starting the original attempt (and, for a zero hedging delay, every
     /// hedge).
-    pub fn new(config: CallConfig, limits: SharedLimits, rng: Box<dyn Rng>, now: Instant) -> RetryCall {
+    pub fn new(
+        config: CallConfig,
+        limits: SharedLimits,
+        rng: Box<dyn Rng>,
+        now: Instant,
+    ) -> RetryCall {
         let qualifying = match &config.policy {
             Policy::None => CodeSet::empty(),
             Policy::Retry(p) => p.retryable(),
@@ -459,214 +252,6 @@ impl RetryCall {
     /// Where the policy the call runs came from: the service config, the application, or none.
     pub fn policy_source(&self) -> PolicySource {
         self.source
-    }
-
-    // ---- events from attempts --------------------------------------------------------------------------
-
-    /// The attempt's pick chose `address`: later attempts are asked to avoid it.
-    pub fn handle_picked(&mut self, attempt: AttemptId, address: Address) {
-        if !self.is_live(attempt)
-            || self.first_used.as_ref() == Some(&address)
-            || self.more_used.contains(&address)
-        {
-            return;
-        }
-        match self.first_used {
-            None => self.first_used = Some(address),
-            Some(_) => self.more_used.push(address),
-        }
-    }
-
-    /// The channel wrote message `index` on `attempt`.
-    pub fn handle_message_sent(&mut self, attempt: AttemptId, index: usize) {
-        let Some(a) = self.attempts.get_mut(attempt.0 as usize) else {
-            return;
-        };
-        if !a.live {
-            return;
-        }
-        a.sent = a.sent.max(index + 1).min(a.queued);
-        if self.committed == Some(attempt) {
-            self.release_sent();
-        }
-    }
-
-    /// The attempt received response headers: the call commits to it (A6 commit point 1).
-    pub fn handle_headers(&mut self, attempt: AttemptId, _now: Instant) {
-        if !self.is_live(attempt) || self.committed.is_some() {
-            return;
-        }
-        self.commit(attempt);
-    }
-
-    /// The attempt ended.
-    pub fn handle_end(&mut self, attempt: AttemptId, end: AttemptEnd, now: Instant) {
-        self.handle_end_with(attempt, end, &AttemptDetails::NONE, now);
-    }
-
-    /// The attempt ended, with its status message and trailers for an application policy to read.
-    pub fn handle_end_with(
-        &mut self,
-        attempt: AttemptId,
-        end: AttemptEnd,
-        details: &AttemptDetails<'_>,
-        now: Instant,
-    ) {
-        if !self.is_live(attempt) {
-            return;
-        }
-        self.attempts[attempt.0 as usize].live = false;
-        self.live -= 1;
-        self.rearm_attempt_timer();
-        self.last_ended = Some(attempt);
-        if self.live == 0 {
-            self.idle_since = Some(now);
-        }
-        let processed = end.place == FailurePlace::Processed;
-        let transparent = self.committed != Some(attempt)
-            && match end.place {
-                FailurePlace::NotSent => true,
-                FailurePlace::Unprocessed => !self.unprocessed_retry_used && !self.any_processed,
-                _ => false,
-            };
-        if transparent {
-            if end.place == FailurePlace::Unprocessed {
-                self.unprocessed_retry_used = true;
-            }
-            if self.stats.transparent_retries < self.max_transparent {
-                // The replacement goes on with this attempt (same `grpc-previous-rpc-attempts`): if this was
-                // a retry or hedge, it has not failed yet.
-                return self.transparent_retry(attempt, now);
-            }
-            self.count_failed_retry(attempt, end.code);
-            return self.finish(Outcome::Local(LocalReason::TooManyTransparentRetries), now);
-        }
-        self.count_failed_retry(attempt, end.code);
-        if matches!(end.place, FailurePlace::Local | FailurePlace::Dropped) {
-            // A local error is nobody's failure, and a drop never reached a backend: the call ends at once,
-            // and the throttle neither gains nor loses.
-            return self.finish(Outcome::Attempt(attempt), now);
-        }
-        if self.committed == Some(attempt) {
-            // Too late for any retry, but the RPC still counts for the throttle, unless it never left the
-            // client.
-            if end.place != FailurePlace::NotSent {
-                self.account(end);
-            }
-            return self.finish(Outcome::Attempt(attempt), now);
-        }
-        self.any_processed |= processed;
-        if let Mode::App(policy) = &self.mode {
-            // An application policy charges the throttle itself, once it has decided.
-            let policy = policy.clone();
-            return self.after_app_attempt(attempt, end, details, policy.as_ref(), now);
-        }
-        // The one place where an attempt's end is charged, before the policy reads the throttle.
-        self.account(end);
-        self.after_attempt(attempt, end, now);
-    }
-
-    /// The policy's decision about an uncommitted attempt that ended (or was cut by its receive timeout),
-    /// after the throttle was charged.
-    fn after_attempt(&mut self, attempt: AttemptId, end: AttemptEnd, now: Instant) {
-        match self.mode.clone() {
-            Mode::None => self.finish(self.outcome_of(attempt), now),
-            Mode::Retry(policy) => self.after_retry_policy_attempt(attempt, end, &policy, now),
-            Mode::Hedging(policy) => self.after_hedge(attempt, end, &policy, now),
-            Mode::App(policy) => {
-                self.after_app_attempt(attempt, end, &AttemptDetails::NONE, policy.as_ref(), now)
-            }
-        }
-    }
-
-    /// A timer fired.
-    pub fn handle_timeout(&mut self, now: Instant) {
-        if self.finished {
-            return;
-        }
-        if self.timers.deadline.is_some_and(|d| d <= now) {
-            self.finish(Outcome::Local(LocalReason::DeadlineExceeded), now);
-            return;
-        }
-        if self.timers.attempt.is_some_and(|t| t <= now) {
-            self.recv_timeouts(now);
-            if self.finished {
-                return;
-            }
-        }
-        if self.timers.retry.is_some_and(|t| t <= now) {
-            self.timers.retry = None;
-            self.start_policy_attempt(now);
-        }
-        if self.timers.hedge.is_some_and(|t| t <= now) {
-            self.timers.hedge = None;
-            self.hedge_tick(now);
-        }
-    }
-
-    // ---- commands from the application -----------------------------------------------------------------
-
-    /// The application sends a message. Returns `false` if the call has already finished.
-    pub fn send_message(&mut self, message: Bytes, _now: Instant) -> bool {
-        if self.finished {
-            return false;
-        }
-        let index = self.next_index;
-        self.next_index += 1;
-        if let Some(c) = self.committed {
-            self.queue_send(c, index, message);
-            return true;
-        }
-        let len = message.len();
-        let fits = !self.commit_on_start
-            && self.buffered_bytes + len <= self.per_call_limit
-            && self.limits.pool.try_reserve(len);
-        if fits {
-            self.buffered_bytes += len;
-            self.accounted += 1;
-            self.messages.push(message.clone());
-            for i in 0..self.attempts.len() {
-                if let Some(id) = self.live_at(i) {
-                    self.queue_send(id, index, message.clone());
-                }
-            }
-            return true;
-        }
-        // A6 commit point 2: the outgoing messages overflowed the retry buffer.
-        self.stats.committed_by_buffer_overflow = true;
-        match self.most_advanced_live_attempt() {
-            Some(winner) => {
-                self.commit(winner);
-                self.queue_send(winner, index, message);
-            }
-            None => {
-                // No attempt in flight (backing off): keep the message for the next attempt, which is then
-                // committed. It is not retry-buffered: it will be sent once.
-                self.commit_on_start = true;
-                self.messages.push(message);
-            }
-        }
-        true
-    }
-
-    /// The application half-closes.
-    pub fn half_close(&mut self) {
-        if self.finished || self.half_closed {
-            return;
-        }
-        self.half_closed = true;
-        for i in 0..self.attempts.len() {
-            if let Some(id) = self.live_at(i) {
-                self.actions.push_back(Action::HalfClose { attempt: id });
-            }
-        }
-    }
-
-    /// The application cancels the call.
-    pub fn cancel(&mut self, now: Instant) {
-        if !self.finished {
-            self.finish(Outcome::Local(LocalReason::Cancelled), now);
-        }
     }
 
     // ---- internals -------------------------------------------------------------------------------------
@@ -803,40 +388,6 @@ impl RetryCall {
         }
     }
 
-    fn charge_failure(&self) {
-        if let Some(t) = &self.limits.throttle {
-            t.record_failure();
-        }
-    }
-
-    /// Releases the buffered messages the committed attempt has sent: they will never be replayed.
-    fn release_sent(&mut self) {
-        let Some(c) = self.committed else { return };
-        let upto = self.attempts[c.0 as usize].sent.min(self.messages.len());
-        // One release to the shared pool for the lot, not one atomic update per message.
-        let mut freed = 0;
-        while self.released < upto {
-            let i = self.released;
-            if i < self.accounted {
-                freed += self.messages[i].len();
-            }
-            self.messages[i] = Bytes::new();
-            self.released += 1;
-        }
-        if freed > 0 {
-            self.buffered_bytes -= freed;
-            self.limits.pool.release(freed);
-        }
-    }
-
-    fn release_all(&mut self) {
-        self.limits.pool.release(self.buffered_bytes);
-        self.buffered_bytes = 0;
-        self.messages.clear();
-        self.released = 0;
-        self.accounted = 0;
-    }
-
     fn finish(&mut self, outcome: Outcome, now: Instant) {
         for i in 0..self.attempts.len() {
             if let Some(id) = self.live_at(i) {
@@ -850,172 +401,6 @@ impl RetryCall {
         self.release_all();
         self.finished = true;
         self.actions.push_back(Action::Finish(outcome));
-    }
-
-    fn throttle_allows(&self) -> bool {
-        self.limits
-            .throttle
-            .as_ref()
-            .is_none_or(|t| t.allows_retry())
-    }
-
-    /// Throttle accounting of one attempt's end (A6: every outgoing RPC, whatever its method or policy): OK
-    /// gives back `tokenRatio`; a qualifying failure (a retryable / non-fatal code of the configured policy,
-    /// even with retries disabled, or a "don't retry" pushback) costs one token; anything else costs nothing.
-    fn account(&self, end: AttemptEnd) {
-        let Some(t) = &self.limits.throttle else {
-            return;
-        };
-        if end.code == Code::Ok {
-            t.record_success();
-        } else if end.pushback == Pushback::DontRetry || self.qualifying.contains(end.code) {
-            t.record_failure();
-        }
-    }
-
-    fn after_retry_policy_attempt(
-        &mut self,
-        attempt: AttemptId,
-        end: AttemptEnd,
-        policy: &RetryPolicy,
-        now: Instant,
-    ) {
-        // The order grpc-go uses: a "don't retry" pushback ends the call; then the code must be retryable
-        // (an attempt cut by perAttemptRecvTimeout is retried when CANCELLED or DEADLINE_EXCEEDED is
-        // listed); then the throttle (already charged) is checked; then maxAttempts.
-        let done = self.outcome_of(attempt);
-        if end.code == Code::Ok || end.pushback == Pushback::DontRetry {
-            return self.finish(done, now);
-        }
-        let codes = policy.retryable();
-        let retryable = if self.attempts[attempt.0 as usize].timed_out {
-            codes.contains(Code::Cancelled) || codes.contains(Code::DeadlineExceeded)
-        } else {
-            codes.contains(end.code)
-        };
-        if !retryable {
-            return self.finish(done, now);
-        }
-        if !self.throttle_allows() || self.policy_attempts >= policy.max_attempts().get() {
-            return self.finish(done, now);
-        }
-        let delay = match end.pushback {
-            Pushback::RetryAfter(d) => {
-                self.backoff.reset();
-                d
-            }
-            _ => self.backoff.next_delay(policy, self.rng.as_mut()),
-        };
-        self.schedule_retry(now, delay, done);
-    }
-
-    /// Arms the retry timer `delay` from now, or ends the call with `done` if the retry would start at or
-    /// after the deadline.
-    fn schedule_retry(&mut self, now: Instant, delay: Duration, done: Outcome) {
-        let at = now.checked_add(delay);
-        match at {
-            Some(at) if self.timers.deadline.is_none_or(|d| at < d) => {
-                self.timers.retry = Some(at);
-            }
-            // Beyond A6: a retry that would start after the deadline could only end DEADLINE_EXCEEDED and
-            // would hide the real failure. End now with it. (A delay too large for the clock: never.)
-            _ => self.finish(done, now),
-        }
-    }
-
-    fn can_hedge(&self) -> bool {
-        match &self.mode {
-            Mode::Hedging(p) => {
-                // A pending commit (overflow while no attempt was live) does not stop the next hedge: that
-                // hedge is the one committed when it starts.
-                !self.hedging_stopped
-                    && self.committed.is_none()
-                    && self.policy_attempts < p.max_attempts().get()
-                    && self.throttle_allows()
-            }
-            _ => false,
-        }
-    }
-
-    fn more_hedges_remain(&self) -> bool {
-        match &self.mode {
-            Mode::Hedging(p) => {
-                !self.hedging_stopped
-                    && self.committed.is_none()
-                    && self.policy_attempts < p.max_attempts().get()
-            }
-            _ => false,
-        }
-    }
-
-    fn arm_hedge(&mut self, at: Instant) {
-        if self.more_hedges_remain() && self.timers.deadline.is_none_or(|d| at < d) {
-            self.timers.hedge = Some(at);
-        } else {
-            self.timers.hedge = None;
-        }
-    }
-
-    fn hedge_delay(&self) -> Duration {
-        match &self.mode {
-            Mode::Hedging(p) => p.hedging_delay(),
-            _ => Duration::ZERO,
-        }
-    }
-
-    fn hedge_tick(&mut self, now: Instant) {
-        if self.can_hedge() {
-            self.start_policy_attempt(now);
-        }
-        // A throttled hedge is skipped, not postponed: the schedule goes on, and tokens may come back.
-        self.arm_hedge(now + self.hedge_delay());
-        self.finish_if_hedging_exhausted(now);
-    }
-
-    fn after_hedge(
-        &mut self,
-        attempt: AttemptId,
-        end: AttemptEnd,
-        policy: &HedgingPolicy,
-        now: Instant,
-    ) {
-        // A hedge cut by the receive timeout is a non-fatal failure: it ends that hedge only.
-        let timed_out = self.attempts[attempt.0 as usize].timed_out;
-        if end.code == Code::Ok || !(timed_out || policy.non_fatal().contains(end.code)) {
-            // OK or a fatal code wins: every other attempt is cancelled. (`account` charged a fatal code
-            // that came with a "don't retry" pushback.)
-            return self.finish(Outcome::Attempt(attempt), now);
-        }
-        match end.pushback {
-            Pushback::DontRetry => {
-                self.hedging_stopped = true;
-                self.timers.hedge = None;
-            }
-            Pushback::RetryAfter(d) => {
-                // The next hedge after the pushback; later ones resume at hedgingDelay from it.
-                self.arm_hedge(now + d);
-            }
-            Pushback::None => {
-                if self.can_hedge() {
-                    self.start_policy_attempt(now);
-                    self.arm_hedge(now + policy.hedging_delay());
-                }
-            }
-        }
-        self.finish_if_hedging_exhausted(now);
-    }
-
-    /// With no attempt in flight and no hedge that can still be sent, the last status is the call's.
-    fn finish_if_hedging_exhausted(&mut self, now: Instant) {
-        if self.finished || self.live > 0 {
-            return;
-        }
-        let waiting = self.timers.hedge.is_some() && self.throttle_allows();
-        if !waiting {
-            if let Some(last) = self.last_ended {
-                self.finish(self.outcome_of(last), now);
-            }
-        }
     }
 }
 

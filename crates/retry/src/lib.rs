@@ -87,12 +87,12 @@ pub use app_policy::{
     RetryInfo, TrailerView,
 };
 pub use backoff::{base_delay, Backoff};
-pub use grpc_base::{Address, Rng, SplitMix64};
 pub use buffer::{BufferPool, DEFAULT_PER_CALL_LIMIT, DEFAULT_PER_CHANNEL_LIMIT};
 pub use call::{
     Action, AttemptEnd, AttemptId, CallConfig, FailurePlace, LocalReason, Outcome, RetryCall,
     SharedLimits, DEFAULT_MAX_TRANSPARENT_RETRIES,
 };
+pub use grpc_base::{Address, Rng, SplitMix64};
 pub use policy::{
     CodeSet, HedgingPolicy, MaxAttempts, Policy, PolicyError, RetryPolicy, DEFAULT_MAX_ATTEMPTS_CAP,
 };

@@ -20,9 +20,9 @@ use bytes::Bytes;
 use grpc_code::Code;
 
 use crate::{
-    Action, Address, AttemptEnd, AttemptId, BufferPool, CallConfig, CodeSet, FailurePlace, HedgingPolicy,
-    MaxAttempts, Outcome, Policy, Pushback, RetryCall, RetryPolicy, SharedLimits, SplitMix64, Throttle,
-    ThrottleConfig,
+    Action, Address, AttemptEnd, AttemptId, BufferPool, CallConfig, CodeSet, FailurePlace,
+    HedgingPolicy, MaxAttempts, Outcome, Policy, Pushback, RetryCall, RetryPolicy, SharedLimits,
+    SplitMix64, Throttle, ThrottleConfig,
 };
 
 pub(crate) fn codes(list: &[Code]) -> CodeSet {

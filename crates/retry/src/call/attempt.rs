@@ -1,0 +1,80 @@
+//! An attempt: its id, where it failed and how it ended (the vocabulary the channel reports in), and what
+//! the state machine keeps about each.
+
+use std::time::Instant;
+
+use grpc_code::Code;
+
+use crate::pushback::Pushback;
+
+/// Identifies one attempt of a call: 0 is the original, then in the order they were started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AttemptId(pub u32);
+
+/// Where an attempt failed (gRFC A6 "Transparent Retries": the four places an RPC can fail).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FailurePlace {
+    /// The load balancer dropped the call: it fails at once, with no retry of any kind, and the throttle is
+    /// not touched (no backend saw it).
+    Dropped,
+    /// The pick failed (e.g. TRANSIENT_FAILURE for a fail-fast call): the configured policy applies.
+    PickFailed,
+    /// The pick succeeded but nothing left the client: transparent retry, without limit until the deadline.
+    NotSent,
+    /// The server's HTTP/2 stack refused it before its application saw it (REFUSED_STREAM, GOAWAY above the
+    /// stream): one transparent retry per call, never after an attempt was processed.
+    Unprocessed,
+    /// The server's application may have seen it (trailers, or a failure after the request went out): the
+    /// configured policy applies.
+    Processed,
+    /// A local error that is nobody's failure, e.g. a request the HTTP/2 library refuses to send (malformed
+    /// metadata): the call ends at once with this attempt's status; never retried, transparently or by policy,
+    /// and never counted by the throttle.
+    Local,
+}
+
+/// How an attempt ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttemptEnd {
+    /// The status code (OK for success).
+    pub code: Code,
+    /// Where it failed.
+    pub place: FailurePlace,
+    /// What the trailers said about retrying.
+    pub pushback: Pushback,
+}
+
+impl AttemptEnd {
+    /// The attempt ended with trailers carrying `code` (the server's application answered).
+    pub fn status(code: Code, pushback: Pushback) -> AttemptEnd {
+        AttemptEnd {
+            code,
+            place: FailurePlace::Processed,
+            pushback,
+        }
+    }
+
+    /// The attempt failed at `place` with `code`, and no pushback.
+    pub fn failure(code: Code, place: FailurePlace) -> AttemptEnd {
+        AttemptEnd {
+            code,
+            place,
+            pushback: Pushback::None,
+        }
+    }
+}
+
+/// One attempt, as the state machine tracks it.
+#[derive(Clone, Debug)]
+pub(super) struct Attempt {
+    pub(super) live: bool,
+    pub(super) previous_attempts: u32,
+    /// Messages handed to the channel for this attempt.
+    pub(super) queued: usize,
+    /// Messages the channel reported as sent.
+    pub(super) sent: usize,
+    /// When the per-attempt receive timeout cuts it (until the call commits).
+    pub(super) recv_deadline: Option<Instant>,
+    /// The per-attempt receive timeout cut it: the call's status, if it is the last, is local.
+    pub(super) timed_out: bool,
+}

@@ -1,0 +1,102 @@
+//! Commands from the application (send, half-close, cancel) and the replay buffer: every message is kept
+//! for replay within the per-call and per-channel limits until the committed attempt has sent it; an
+//! overflow commits the call (A6 commit point 2).
+
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use super::{Action, LocalReason, Outcome, RetryCall};
+
+impl RetryCall {
+    /// The application sends a message. Returns `false` if the call has already finished.
+    pub fn send_message(&mut self, message: Bytes, _now: Instant) -> bool {
+        if self.finished {
+            return false;
+        }
+        let index = self.next_index;
+        self.next_index += 1;
+        if let Some(c) = self.committed {
+            self.queue_send(c, index, message);
+            return true;
+        }
+        let len = message.len();
+        let fits = !self.commit_on_start
+            && self.buffered_bytes + len <= self.per_call_limit
+            && self.limits.pool.try_reserve(len);
+        if fits {
+            self.buffered_bytes += len;
+            self.accounted += 1;
+            self.messages.push(message.clone());
+            for i in 0..self.attempts.len() {
+                if let Some(id) = self.live_at(i) {
+                    self.queue_send(id, index, message.clone());
+                }
+            }
+            return true;
+        }
+        // A6 commit point 2: the outgoing messages overflowed the retry buffer.
+        self.stats.committed_by_buffer_overflow = true;
+        match self.most_advanced_live_attempt() {
+            Some(winner) => {
+                self.commit(winner);
+                self.queue_send(winner, index, message);
+            }
+            None => {
+                // No attempt in flight (backing off): keep the message for the next attempt, which is then
+                // committed. It is not retry-buffered: it will be sent once.
+                self.commit_on_start = true;
+                self.messages.push(message);
+            }
+        }
+        true
+    }
+
+    /// The application half-closes.
+    pub fn half_close(&mut self) {
+        if self.finished || self.half_closed {
+            return;
+        }
+        self.half_closed = true;
+        for i in 0..self.attempts.len() {
+            if let Some(id) = self.live_at(i) {
+                self.actions.push_back(Action::HalfClose { attempt: id });
+            }
+        }
+    }
+
+    /// The application cancels the call.
+    pub fn cancel(&mut self, now: Instant) {
+        if !self.finished {
+            self.finish(Outcome::Local(LocalReason::Cancelled), now);
+        }
+    }
+
+    /// Releases the buffered messages the committed attempt has sent: they will never be replayed.
+    pub(super) fn release_sent(&mut self) {
+        let Some(c) = self.committed else { return };
+        let upto = self.attempts[c.0 as usize].sent.min(self.messages.len());
+        // One release to the shared pool for the lot, not one atomic update per message.
+        let mut freed = 0;
+        while self.released < upto {
+            let i = self.released;
+            if i < self.accounted {
+                freed += self.messages[i].len();
+            }
+            self.messages[i] = Bytes::new();
+            self.released += 1;
+        }
+        if freed > 0 {
+            self.buffered_bytes -= freed;
+            self.limits.pool.release(freed);
+        }
+    }
+
+    pub(super) fn release_all(&mut self) {
+        self.limits.pool.release(self.buffered_bytes);
+        self.buffered_bytes = 0;
+        self.messages.clear();
+        self.released = 0;
+        self.accounted = 0;
+    }
+}
