@@ -8,6 +8,7 @@
 //! This file holds the machine itself: its state, its construction, its outputs and getters, and the steps
 //! every path shares (start, commit, cancel, finish). The rest is split by concept:
 //!
+//! - `phase.rs`: the call's life cycle, an enum with one variant per state of the crate docs' diagram;
 //! - `attempt.rs`: an attempt's id, failure place and end, and what is kept per attempt;
 //! - `action.rs`: the actions the channel performs and the call's outcome;
 //! - `config.rs`: the per-call settings and the limits shared between calls;
@@ -19,6 +20,7 @@
 //! - `recv_timeout.rs`: `perAttemptRecvTimeout`.
 
 use std::collections::VecDeque;
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -39,6 +41,7 @@ mod commands;
 mod config;
 mod events;
 mod hedge;
+mod phase;
 mod recv_timeout;
 mod retry;
 mod throttling;
@@ -48,7 +51,8 @@ pub use action::{Action, LocalReason, Outcome};
 pub use attempt::{AttemptEnd, AttemptId, FailurePlace};
 pub use config::{CallConfig, SharedLimits, DEFAULT_MAX_TRANSPARENT_RETRIES};
 
-use attempt::Attempt;
+use attempt::{Attempt, AttemptState};
+use phase::{NextAttempt, Phase};
 use timers::Timers;
 
 /// Which policy is in force, after `retries_enabled` and the precedence rules.
@@ -75,8 +79,10 @@ pub struct RetryCall {
     per_call_limit: usize,
     limits: SharedLimits,
     rng: Box<dyn Rng>,
+    /// Every attempt started, by id.
     attempts: Vec<Attempt>,
-    live: usize,
+    /// Where the call is in its life cycle.
+    phase: Phase,
     /// Every message of the call while it may still be replayed (released as the committed attempt sends).
     messages: Vec<Bytes>,
     /// Messages `0..accounted` are counted against the limits; later ones arrived after an overflow.
@@ -85,23 +91,21 @@ pub struct RetryCall {
     buffered_bytes: usize,
     released: usize,
     next_index: usize,
+    /// The application half-closed: every attempt, replays included, half-closes after its messages. A
+    /// plain field: the request stream's end is independent of the attempts' life cycle.
     half_closed: bool,
-    committed: Option<AttemptId>,
-    /// The buffer overflowed while no attempt was in flight: the next attempt is committed when it starts.
-    commit_on_start: bool,
-    finished: bool,
-    any_processed: bool,
-    unprocessed_retry_used: bool,
+    /// Whether an `Unprocessed` failure may still be retried transparently. Not part of the phase: it is
+    /// spent by attempts whatever the phase they end in, and read only when one ends.
+    unprocessed_retry: UnprocessedRetry,
+    /// Attempts the policy started (the original, retries, hedges; transparent retries excluded).
     policy_attempts: u32,
     backoff: Backoff,
-    hedging_stopped: bool,
     timers: Timers,
     /// The addresses the call's attempts were sent to, for the next attempt to avoid: the first inline (a
     /// call with one attempt, the usual case, allocates nothing for it), the others after it.
     first_used: Option<Address>,
     more_used: Vec<Address>,
     last_ended: Option<AttemptId>,
-    idle_since: Option<Instant>,
     actions: VecDeque<Action>,
     stats: CallStats,
 }
@@ -110,9 +114,7 @@ impl std::fmt::Debug for RetryCall {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RetryCall")
             .field("mode", &self.mode)
-            .field("live", &self.live)
-            .field("committed", &self.committed)
-            .field("finished", &self.finished)
+            .field("phase", &self.phase)
             .field("timers", &self.timers)
             .field("stats", &self.stats)
             .finish_non_exhaustive()
@@ -162,21 +164,16 @@ impl RetryCall {
             limits,
             rng,
             attempts: Vec::new(),
-            live: 0,
+            phase: Phase::new(now),
             messages: Vec::new(),
             accounted: 0,
             buffered_bytes: 0,
             released: 0,
             next_index: 0,
             half_closed: false,
-            committed: None,
-            commit_on_start: false,
-            finished: false,
-            any_processed: false,
-            unprocessed_retry_used: false,
+            unprocessed_retry: UnprocessedRetry::Available,
             policy_attempts: 0,
             backoff: Backoff::default(),
-            hedging_stopped: false,
             timers: Timers {
                 deadline: config.deadline,
                 ..Timers::default()
@@ -184,7 +181,6 @@ impl RetryCall {
             first_used: None,
             more_used: Vec::new(),
             last_ended: None,
-            idle_since: None,
             actions: VecDeque::new(),
             stats: CallStats::default(),
         };
@@ -215,7 +211,7 @@ impl RetryCall {
 
     /// When to call [`RetryCall::handle_timeout`] next.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        if self.finished {
+        if self.phase.is_finished() {
             None
         } else {
             self.timers.next()
@@ -226,17 +222,17 @@ impl RetryCall {
 
     /// The attempt the call is committed to, if any.
     pub fn committed(&self) -> Option<AttemptId> {
-        self.committed
+        self.phase.committed()
     }
 
     /// Whether the call has finished.
     pub fn is_finished(&self) -> bool {
-        self.finished
+        self.phase.is_finished()
     }
 
     /// Attempts in flight.
     pub fn live_attempts(&self) -> usize {
-        self.live
+        self.phase.live()
     }
 
     /// Bytes currently counted against the buffer limits.
@@ -257,11 +253,11 @@ impl RetryCall {
     // ---- internals -------------------------------------------------------------------------------------
 
     fn is_live(&self, attempt: AttemptId) -> bool {
-        !self.finished
+        !self.phase.is_finished()
             && self
                 .attempts
                 .get(attempt.0 as usize)
-                .is_some_and(|a| a.live)
+                .is_some_and(Attempt::is_live)
     }
 
     /// The attempt at `index` if it is live. Loops that change attempts walk `0..self.attempts.len()` with
@@ -269,7 +265,7 @@ impl RetryCall {
     fn live_at(&self, index: usize) -> Option<AttemptId> {
         self.attempts
             .get(index)
-            .filter(|a| a.live)
+            .filter(|a| a.is_live())
             .map(|_| AttemptId(index as u32))
     }
 
@@ -317,20 +313,29 @@ impl RetryCall {
     }
 
     fn start_attempt(&mut self, previous_attempts: u32, transparent: bool, now: Instant) {
+        let commit = match self.phase {
+            Phase::Attempting { live } => {
+                self.phase = Phase::Attempting {
+                    live: live.saturating_add(1),
+                };
+                false
+            }
+            Phase::BackingOff { since, next } => {
+                self.stats.retry_delay += now.saturating_duration_since(since);
+                self.phase = Phase::Attempting {
+                    live: NonZeroUsize::MIN,
+                };
+                next == NextAttempt::Committed
+            }
+            // Never: commit and finish disarm the retry and hedge timers, and only an uncommitted attempt is
+            // retried transparently.
+            Phase::Committed(_) | Phase::Finished { .. } => return,
+        };
         let id = AttemptId(self.attempts.len() as u32);
-        self.attempts.push(Attempt {
-            live: true,
-            previous_attempts,
-            queued: 0,
-            sent: 0,
-            recv_deadline: self.recv_timeout.and_then(|t| now.checked_add(t)),
-            timed_out: false,
-        });
-        self.live += 1;
+        let recv_deadline = self.recv_timeout.and_then(|t| now.checked_add(t));
+        self.attempts
+            .push(Attempt::new(previous_attempts, recv_deadline));
         self.stats.attempts += 1;
-        if let Some(since) = self.idle_since.take() {
-            self.stats.retry_delay += now.saturating_duration_since(since);
-        }
         self.actions.push_back(Action::StartAttempt {
             attempt: id,
             previous_attempts,
@@ -349,20 +354,20 @@ impl RetryCall {
         if self.half_closed {
             self.actions.push_back(Action::HalfClose { attempt: id });
         }
-        if self.commit_on_start {
-            self.commit(id);
+        if commit {
+            self.commit(id, now);
         }
         self.rearm_attempt_timer();
     }
 
-    fn commit(&mut self, attempt: AttemptId) {
-        self.committed = Some(attempt);
-        self.commit_on_start = false;
+    /// Commits the call to `attempt`, which is live, and cancels the others.
+    fn commit(&mut self, attempt: AttemptId, now: Instant) {
+        self.phase = Phase::Committed(attempt);
         self.timers.retry = None;
-        self.timers.hedge = None;
+        self.timers.hedge.disarm();
         for i in 0..self.attempts.len() {
             match self.live_at(i) {
-                Some(id) if id != attempt => self.cancel_attempt(id),
+                Some(id) if id != attempt => self.cancel_attempt(id, now),
                 _ => {}
             }
         }
@@ -371,9 +376,23 @@ impl RetryCall {
         self.rearm_attempt_timer();
     }
 
-    fn cancel_attempt(&mut self, id: AttemptId) {
-        self.attempts[id.0 as usize].live = false;
-        self.live -= 1;
+    /// Marks live attempt `id` no longer in flight. While the call is uncommitted it leaves the count of
+    /// attempts in flight; the last one out starts BACKING OFF at `now`.
+    fn attempt_over(&mut self, id: AttemptId, now: Instant) {
+        self.attempts[id.0 as usize].state = AttemptState::Over;
+        if let Phase::Attempting { live } = self.phase {
+            self.phase = match NonZeroUsize::new(live.get() - 1) {
+                Some(live) => Phase::Attempting { live },
+                None => Phase::BackingOff {
+                    since: now,
+                    next: NextAttempt::Uncommitted,
+                },
+            };
+        }
+    }
+
+    fn cancel_attempt(&mut self, id: AttemptId, now: Instant) {
+        self.attempt_over(id, now);
         self.actions
             .push_back(Action::CancelAttempt { attempt: id });
         self.rearm_attempt_timer();
@@ -383,24 +402,47 @@ impl RetryCall {
     /// receive timeout cut (the channel holds no status for a cancelled attempt).
     fn outcome_of(&self, attempt: AttemptId) -> Outcome {
         match self.attempts.get(attempt.0 as usize) {
-            Some(a) if a.timed_out => Outcome::Local(LocalReason::PerAttemptRecvTimeout),
+            Some(a) if a.timed_out() => Outcome::Local(LocalReason::PerAttemptRecvTimeout),
             _ => Outcome::Attempt(attempt),
         }
     }
 
     fn finish(&mut self, outcome: Outcome, now: Instant) {
+        if let Phase::BackingOff { since, .. } = self.phase {
+            self.stats.retry_delay += now.saturating_duration_since(since);
+        }
+        self.phase = Phase::Finished {
+            committed: self.phase.committed(),
+        };
         for i in 0..self.attempts.len() {
             if let Some(id) = self.live_at(i) {
-                self.cancel_attempt(id);
+                self.cancel_attempt(id, now);
             }
-        }
-        if let Some(since) = self.idle_since.take() {
-            self.stats.retry_delay += now.saturating_duration_since(since);
         }
         self.timers = Timers::default();
         self.release_all();
-        self.finished = true;
         self.actions.push_back(Action::Finish(outcome));
+    }
+}
+
+/// A6's one transparent retry of an `Unprocessed` failure per call, and none once an attempt may have
+/// reached the server's application: after that, an unprocessed failure goes to the policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum UnprocessedRetry {
+    /// The next `Unprocessed` failure of an uncommitted attempt is retried transparently.
+    Available,
+    /// Spent on an `Unprocessed` failure.
+    Used,
+    /// An attempt was processed (or cut by its receive timeout, so may have been) before it was used.
+    Forfeited,
+}
+
+impl UnprocessedRetry {
+    /// An attempt may have reached the server's application.
+    fn forfeit(&mut self) {
+        if *self == UnprocessedRetry::Available {
+            *self = UnprocessedRetry::Forfeited;
+        }
     }
 }
 

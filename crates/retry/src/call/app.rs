@@ -25,7 +25,7 @@ impl RetryCall {
     ) {
         let done = self.outcome_of(attempt);
         let a = &self.attempts[attempt.0 as usize];
-        let (number, timed_out) = (a.previous_attempts + 1, a.timed_out);
+        let (number, timed_out) = (a.previous_attempts + 1, a.timed_out());
         let throttle = self.limits.throttle.clone();
         if end.code == Code::Ok {
             if let Some(t) = &throttle {

@@ -67,7 +67,7 @@ impl AttemptEnd {
 /// One attempt, as the state machine tracks it.
 #[derive(Clone, Debug)]
 pub(super) struct Attempt {
-    pub(super) live: bool,
+    pub(super) state: AttemptState,
     pub(super) previous_attempts: u32,
     /// Messages handed to the channel for this attempt.
     pub(super) queued: usize,
@@ -75,6 +75,36 @@ pub(super) struct Attempt {
     pub(super) sent: usize,
     /// When the per-attempt receive timeout cuts it (until the call commits).
     pub(super) recv_deadline: Option<Instant>,
+}
+
+/// Whether an attempt is in flight, and how it stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum AttemptState {
+    /// In flight: the channel reports about it.
+    Live,
+    /// It ended, or the state machine cancelled it.
+    Over,
     /// The per-attempt receive timeout cut it: the call's status, if it is the last, is local.
-    pub(super) timed_out: bool,
+    TimedOut,
+}
+
+impl Attempt {
+    /// A new attempt in flight.
+    pub(super) fn new(previous_attempts: u32, recv_deadline: Option<Instant>) -> Attempt {
+        Attempt {
+            state: AttemptState::Live,
+            previous_attempts,
+            queued: 0,
+            sent: 0,
+            recv_deadline,
+        }
+    }
+
+    pub(super) fn is_live(&self) -> bool {
+        self.state == AttemptState::Live
+    }
+
+    pub(super) fn timed_out(&self) -> bool {
+        self.state == AttemptState::TimedOut
+    }
 }

@@ -6,22 +6,26 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
-use super::{Action, LocalReason, Outcome, RetryCall};
+use super::{Action, LocalReason, NextAttempt, Outcome, Phase, RetryCall};
 
 impl RetryCall {
     /// The application sends a message. Returns `false` if the call has already finished.
-    pub fn send_message(&mut self, message: Bytes, _now: Instant) -> bool {
-        if self.finished {
-            return false;
-        }
+    pub fn send_message(&mut self, message: Bytes, now: Instant) -> bool {
+        let commit_pending = match self.phase {
+            Phase::Finished { .. } => return false,
+            Phase::Committed(c) => {
+                let index = self.next_index;
+                self.next_index += 1;
+                self.queue_send(c, index, message);
+                return true;
+            }
+            Phase::BackingOff { next, .. } => next == NextAttempt::Committed,
+            Phase::Attempting { .. } => false,
+        };
         let index = self.next_index;
         self.next_index += 1;
-        if let Some(c) = self.committed {
-            self.queue_send(c, index, message);
-            return true;
-        }
         let len = message.len();
-        let fits = !self.commit_on_start
+        let fits = !commit_pending
             && self.buffered_bytes + len <= self.per_call_limit
             && self.limits.pool.try_reserve(len);
         if fits {
@@ -39,13 +43,15 @@ impl RetryCall {
         self.stats.committed_by_buffer_overflow = true;
         match self.most_advanced_live_attempt() {
             Some(winner) => {
-                self.commit(winner);
+                self.commit(winner, now);
                 self.queue_send(winner, index, message);
             }
             None => {
                 // No attempt in flight (backing off): keep the message for the next attempt, which is then
                 // committed. It is not retry-buffered: it will be sent once.
-                self.commit_on_start = true;
+                if let Phase::BackingOff { next, .. } = &mut self.phase {
+                    *next = NextAttempt::Committed;
+                }
                 self.messages.push(message);
             }
         }
@@ -54,7 +60,7 @@ impl RetryCall {
 
     /// The application half-closes.
     pub fn half_close(&mut self) {
-        if self.finished || self.half_closed {
+        if self.phase.is_finished() || self.half_closed {
             return;
         }
         self.half_closed = true;
@@ -67,14 +73,16 @@ impl RetryCall {
 
     /// The application cancels the call.
     pub fn cancel(&mut self, now: Instant) {
-        if !self.finished {
+        if !self.phase.is_finished() {
             self.finish(Outcome::Local(LocalReason::Cancelled), now);
         }
     }
 
     /// Releases the buffered messages the committed attempt has sent: they will never be replayed.
     pub(super) fn release_sent(&mut self) {
-        let Some(c) = self.committed else { return };
+        let Phase::Committed(c) = self.phase else {
+            return;
+        };
         let upto = self.attempts[c.0 as usize].sent.min(self.messages.len());
         // One release to the shared pool for the lot, not one atomic update per message.
         let mut freed = 0;

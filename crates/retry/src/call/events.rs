@@ -5,7 +5,10 @@ use std::time::Instant;
 
 use grpc_base::Address;
 
-use super::{AttemptEnd, AttemptId, FailurePlace, LocalReason, Mode, Outcome, RetryCall};
+use super::timers::HedgeTimer;
+use super::{
+    AttemptEnd, AttemptId, FailurePlace, LocalReason, Mode, Outcome, RetryCall, UnprocessedRetry,
+};
 use crate::app_policy::AttemptDetails;
 
 impl RetryCall {
@@ -28,21 +31,21 @@ impl RetryCall {
         let Some(a) = self.attempts.get_mut(attempt.0 as usize) else {
             return;
         };
-        if !a.live {
+        if !a.is_live() {
             return;
         }
         a.sent = a.sent.max(index + 1).min(a.queued);
-        if self.committed == Some(attempt) {
+        if self.phase.is_committed_to(attempt) {
             self.release_sent();
         }
     }
 
     /// The attempt received response headers: the call commits to it (A6 commit point 1).
-    pub fn handle_headers(&mut self, attempt: AttemptId, _now: Instant) {
-        if !self.is_live(attempt) || self.committed.is_some() {
+    pub fn handle_headers(&mut self, attempt: AttemptId, now: Instant) {
+        if !self.is_live(attempt) || !self.phase.is_open() {
             return;
         }
-        self.commit(attempt);
+        self.commit(attempt, now);
     }
 
     /// The attempt ended.
@@ -61,23 +64,19 @@ impl RetryCall {
         if !self.is_live(attempt) {
             return;
         }
-        self.attempts[attempt.0 as usize].live = false;
-        self.live -= 1;
+        self.attempt_over(attempt, now);
         self.rearm_attempt_timer();
         self.last_ended = Some(attempt);
-        if self.live == 0 {
-            self.idle_since = Some(now);
-        }
         let processed = end.place == FailurePlace::Processed;
-        let transparent = self.committed != Some(attempt)
+        let transparent = !self.phase.is_committed_to(attempt)
             && match end.place {
                 FailurePlace::NotSent => true,
-                FailurePlace::Unprocessed => !self.unprocessed_retry_used && !self.any_processed,
+                FailurePlace::Unprocessed => self.unprocessed_retry == UnprocessedRetry::Available,
                 _ => false,
             };
         if transparent {
             if end.place == FailurePlace::Unprocessed {
-                self.unprocessed_retry_used = true;
+                self.unprocessed_retry = UnprocessedRetry::Used;
             }
             if self.stats.transparent_retries < self.max_transparent {
                 // The replacement goes on with this attempt (same `grpc-previous-rpc-attempts`): if this was
@@ -93,7 +92,7 @@ impl RetryCall {
             // and the throttle neither gains nor loses.
             return self.finish(Outcome::Attempt(attempt), now);
         }
-        if self.committed == Some(attempt) {
+        if self.phase.is_committed_to(attempt) {
             // Too late for any retry, but the RPC still counts for the throttle, unless it never left the
             // client.
             if end.place != FailurePlace::NotSent {
@@ -101,7 +100,9 @@ impl RetryCall {
             }
             return self.finish(Outcome::Attempt(attempt), now);
         }
-        self.any_processed |= processed;
+        if processed {
+            self.unprocessed_retry.forfeit();
+        }
         if let Mode::App(policy) = &self.mode {
             // An application policy charges the throttle itself, once it has decided.
             let policy = policy.clone();
@@ -127,7 +128,7 @@ impl RetryCall {
 
     /// A timer fired.
     pub fn handle_timeout(&mut self, now: Instant) {
-        if self.finished {
+        if self.phase.is_finished() {
             return;
         }
         if self.timers.deadline.is_some_and(|d| d <= now) {
@@ -136,7 +137,7 @@ impl RetryCall {
         }
         if self.timers.attempt.is_some_and(|t| t <= now) {
             self.recv_timeouts(now);
-            if self.finished {
+            if self.phase.is_finished() {
                 return;
             }
         }
@@ -144,8 +145,8 @@ impl RetryCall {
             self.timers.retry = None;
             self.start_policy_attempt(now);
         }
-        if self.timers.hedge.is_some_and(|t| t <= now) {
-            self.timers.hedge = None;
+        if self.timers.hedge.at().is_some_and(|t| t <= now) {
+            self.timers.hedge = HedgeTimer::Unarmed;
             self.hedge_tick(now);
         }
     }

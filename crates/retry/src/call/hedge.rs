@@ -5,7 +5,8 @@ use std::time::{Duration, Instant};
 
 use grpc_code::Code;
 
-use super::{AttemptEnd, AttemptId, Mode, Outcome, RetryCall};
+use super::timers::HedgeTimer;
+use super::{AttemptEnd, AttemptId, Mode, Outcome, Phase, RetryCall};
 use crate::policy::HedgingPolicy;
 use crate::pushback::Pushback;
 
@@ -15,8 +16,8 @@ impl RetryCall {
             Mode::Hedging(p) => {
                 // A pending commit (overflow while no attempt was live) does not stop the next hedge: that
                 // hedge is the one committed when it starts.
-                !self.hedging_stopped
-                    && self.committed.is_none()
+                !self.timers.hedge.is_stopped()
+                    && self.phase.is_open()
                     && self.policy_attempts < p.max_attempts().get()
                     && self.throttle_allows()
             }
@@ -27,8 +28,8 @@ impl RetryCall {
     pub(super) fn more_hedges_remain(&self) -> bool {
         match &self.mode {
             Mode::Hedging(p) => {
-                !self.hedging_stopped
-                    && self.committed.is_none()
+                !self.timers.hedge.is_stopped()
+                    && self.phase.is_open()
                     && self.policy_attempts < p.max_attempts().get()
             }
             _ => false,
@@ -37,9 +38,9 @@ impl RetryCall {
 
     pub(super) fn arm_hedge(&mut self, at: Instant) {
         if self.more_hedges_remain() && self.timers.deadline.is_none_or(|d| at < d) {
-            self.timers.hedge = Some(at);
+            self.timers.hedge = HedgeTimer::At(at);
         } else {
-            self.timers.hedge = None;
+            self.timers.hedge.disarm();
         }
     }
 
@@ -67,17 +68,14 @@ impl RetryCall {
         now: Instant,
     ) {
         // A hedge cut by the receive timeout is a non-fatal failure: it ends that hedge only.
-        let timed_out = self.attempts[attempt.0 as usize].timed_out;
+        let timed_out = self.attempts[attempt.0 as usize].timed_out();
         if end.code == Code::Ok || !(timed_out || policy.non_fatal().contains(end.code)) {
             // OK or a fatal code wins: every other attempt is cancelled. (`account` charged a fatal code
             // that came with a "don't retry" pushback.)
             return self.finish(Outcome::Attempt(attempt), now);
         }
         match end.pushback {
-            Pushback::DontRetry => {
-                self.hedging_stopped = true;
-                self.timers.hedge = None;
-            }
+            Pushback::DontRetry => self.timers.hedge = HedgeTimer::Stopped,
             Pushback::RetryAfter(d) => {
                 // The next hedge after the pushback; later ones resume at hedgingDelay from it.
                 self.arm_hedge(now + d);
@@ -94,10 +92,11 @@ impl RetryCall {
 
     /// With no attempt in flight and no hedge that can still be sent, the last status is the call's.
     pub(super) fn finish_if_hedging_exhausted(&mut self, now: Instant) {
-        if self.finished || self.live > 0 {
+        let Phase::BackingOff { .. } = self.phase else {
+            // Attempts in flight, or the call is over.
             return;
-        }
-        let waiting = self.timers.hedge.is_some() && self.throttle_allows();
+        };
+        let waiting = self.timers.hedge.at().is_some() && self.throttle_allows();
         if !waiting {
             if let Some(last) = self.last_ended {
                 self.finish(self.outcome_of(last), now);

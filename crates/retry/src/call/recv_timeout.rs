@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use grpc_code::Code;
 
+use super::attempt::AttemptState;
 use super::{AttemptEnd, AttemptId, FailurePlace, Mode, RetryCall};
 
 impl RetryCall {
@@ -15,12 +16,12 @@ impl RetryCall {
         if self.recv_timeout.is_none() {
             return;
         }
-        self.timers.attempt = if self.committed.is_some() || self.finished {
+        self.timers.attempt = if !self.phase.is_open() {
             None
         } else {
             self.attempts
                 .iter()
-                .filter(|a| a.live)
+                .filter(|a| a.is_live())
                 .filter_map(|a| a.recv_deadline)
                 .min()
         };
@@ -30,11 +31,11 @@ impl RetryCall {
     /// as CANCELLED.
     pub(super) fn recv_timeouts(&mut self, now: Instant) {
         for i in 0..self.attempts.len() {
-            if self.finished || self.committed.is_some() {
+            if !self.phase.is_open() {
                 break;
             }
-            let due =
-                self.attempts[i].live && self.attempts[i].recv_deadline.is_some_and(|d| d <= now);
+            let due = self.attempts[i].is_live()
+                && self.attempts[i].recv_deadline.is_some_and(|d| d <= now);
             if due {
                 self.attempt_timed_out(AttemptId(i as u32), now);
             }
@@ -44,14 +45,11 @@ impl RetryCall {
 
     fn attempt_timed_out(&mut self, attempt: AttemptId, now: Instant) {
         self.stats.per_attempt_recv_timeouts += 1;
-        self.attempts[attempt.0 as usize].timed_out = true;
-        self.cancel_attempt(attempt);
+        self.cancel_attempt(attempt, now);
+        self.attempts[attempt.0 as usize].state = AttemptState::TimedOut;
         self.last_ended = Some(attempt);
-        if self.live == 0 {
-            self.idle_since = Some(now);
-        }
         // The request may have reached the server's application.
-        self.any_processed = true;
+        self.unprocessed_retry.forfeit();
         self.count_failed_retry(attempt, Code::Cancelled);
         let end = AttemptEnd::failure(Code::Cancelled, FailurePlace::Processed);
         if !matches!(self.mode, Mode::App(_)) {

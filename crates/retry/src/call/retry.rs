@@ -24,7 +24,7 @@ impl RetryCall {
             return self.finish(done, now);
         }
         let codes = policy.retryable();
-        let retryable = if self.attempts[attempt.0 as usize].timed_out {
+        let retryable = if self.attempts[attempt.0 as usize].timed_out() {
             codes.contains(Code::Cancelled) || codes.contains(Code::DeadlineExceeded)
         } else {
             codes.contains(end.code)
