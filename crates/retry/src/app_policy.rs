@@ -87,8 +87,9 @@ impl fmt::Debug for AttemptDetails<'_> {
     }
 }
 
-/// A failed attempt, as an application policy sees it.
+/// A failed attempt, as an application policy sees it. Built by the state machine; more fields may come.
 #[derive(Clone, Copy)]
+#[non_exhaustive]
 pub struct RetryInfo<'a> {
     /// The number of the attempt that failed: 1 for the original, 2 for the first retry, ... (transparent
     /// retries are not counted; they carry on the attempt they replace).
@@ -108,6 +109,24 @@ pub struct RetryInfo<'a> {
     pub timed_out: bool,
     /// Time since the call started.
     pub elapsed: Duration,
+}
+
+impl<'a> RetryInfo<'a> {
+    /// A processed attempt number `attempt` that failed with `code`: no message, no trailers, no pushback,
+    /// not timed out, at the call's start. The state machine builds the real ones; this is for testing a
+    /// custom policy's [`AppRetryPolicy::decide`] (set the public fields to vary it).
+    pub fn new(attempt: u32, code: Code) -> RetryInfo<'a> {
+        RetryInfo {
+            attempt,
+            code,
+            message: "",
+            trailers: &NoTrailers,
+            pushback: Pushback::None,
+            place: FailurePlace::Processed,
+            timed_out: false,
+            elapsed: Duration::ZERO,
+        }
+    }
 }
 
 impl fmt::Debug for RetryInfo<'_> {
@@ -364,6 +383,21 @@ mod tests {
             timed_out: false,
             elapsed: Duration::ZERO,
         }
+    }
+
+    #[test]
+    fn retry_info_new_is_a_plain_processed_failure() {
+        let mut built = RetryInfo::new(2, Code::Unavailable);
+        let message = String::from("from a test");
+        built.message = &message;
+        assert_eq!(built.attempt, 2);
+        assert_eq!(built.code, Code::Unavailable);
+        assert_eq!(built.message, "from a test");
+        assert!(built.trailers.get("x").is_none());
+        assert_eq!(built.pushback, Pushback::None);
+        assert_eq!(built.place, FailurePlace::Processed);
+        assert!(!built.timed_out);
+        assert_eq!(built.elapsed, Duration::ZERO);
     }
 
     #[test]

@@ -8,8 +8,9 @@
 
 use std::time::Duration;
 
-/// What happened in one call.
+/// What happened in one call. Counted by the state machine; more fields may come.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CallStats {
     /// Attempts started, transparent ones included.
     pub attempts: u32,
@@ -124,8 +125,9 @@ impl Histogram {
 /// each retry attempt is counted in exactly one bucket.
 pub const RETRY_COUNT_THRESHOLDS: [u32; 8] = [1, 2, 3, 4, 5, 10, 100, 1000];
 
-/// Statistics of one method over many calls.
+/// Statistics of one method over many calls (start from `MethodStats::default()`); more fields may come.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct MethodStats {
     /// Calls recorded.
     pub calls: u64,

@@ -33,8 +33,10 @@ pub enum FailurePlace {
     Local,
 }
 
-/// How an attempt ended.
+/// How an attempt ended: build it with [`AttemptEnd::status`] or [`AttemptEnd::failure`] (more fields may
+/// come).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct AttemptEnd {
     /// The status code (OK for success).
     pub code: Code,
