@@ -30,6 +30,10 @@
 //!              deadline / cancel / drop / local error / retry past the deadline ──┘
 //! ```
 //!
+//! The machine holds this life cycle as one enum with a variant per box, each holding what exists in it
+//! (the attempts in flight while ATTEMPTING, when BACKING OFF began and whether an overflow commits the next
+//! attempt, the committed attempt), not as flags.
+//!
 //! What it does beyond A6: a retry whose backoff would end after the deadline is not scheduled (the call
 //! ends at once with the last status instead of a later DEADLINE_EXCEEDED); hedges ask to avoid the
 //! addresses the call already used (the hint the 2017 A6 had). What it does not do: pick subchannels, talk
