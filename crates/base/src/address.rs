@@ -9,12 +9,13 @@
 //! Display is the form people read in logs and statuses: `127.0.0.1:50051`, `[::1]:5`, `unix:/path`.
 
 use std::fmt;
+use std::hash::{Hash, Hasher};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// A backend's address.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Address {
     /// A TCP socket address.
     Tcp(SocketAddr),
@@ -65,6 +66,17 @@ impl Address {
     }
 }
 
+impl Hash for Address {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        // A TCP address hashes as its socket address alone: pickers hash addresses on every pick that
+        // avoids some, and the variant adds nothing there (equal addresses still hash equally).
+        match self {
+            Address::Tcp(addr) => addr.hash(state),
+            Address::Unix(path) => path.hash(state),
+        }
+    }
+}
+
 impl From<SocketAddr> for Address {
     fn from(addr: SocketAddr) -> Address {
         Address::Tcp(addr)
@@ -97,7 +109,10 @@ mod tests {
     #[test]
     fn families() {
         let mapped: SocketAddr = "[::ffff:10.0.0.1]:1".parse().expect("valid");
-        assert_eq!(Address::from(SocketAddr::from(([10, 0, 0, 1], 1))).family(), Family::Ipv4);
+        assert_eq!(
+            Address::from(SocketAddr::from(([10, 0, 0, 1], 1))).family(),
+            Family::Ipv4
+        );
         assert_eq!(Address::from(mapped).family(), Family::Ipv6);
         assert_eq!(Address::unix("/s").family(), Family::Unix);
     }

@@ -122,19 +122,18 @@ impl<T: Clone> Picker<T> {
                 // Rotate over the backends the call has not used, so that they share its picks evenly
                 // (skipping to the next one after an avoided backend would give that one a double share):
                 // the r-th allowed backend is r plus the avoided indices at or before it.
-                let mut avoided: Vec<usize> = request
-                    .avoid
-                    .iter()
-                    .filter_map(|a| index.get(a).copied())
-                    .collect();
-                avoided.sort_unstable();
-                avoided.dedup();
+                let mut few = [0usize; FEW];
+                let mut many = Vec::new();
+                let avoided = match request.avoid {
+                    [] => &[],
+                    avoid => avoided_indices(avoid, index, &mut few, &mut many),
+                };
                 let allowed = n - avoided.len();
                 let chosen = if avoided.is_empty() || allowed == 0 {
                     turn % n
                 } else {
                     let mut r = turn % allowed;
-                    for a in &avoided {
+                    for a in avoided {
                         if *a <= r {
                             r += 1;
                         } else {
@@ -159,6 +158,42 @@ impl<T: Clone> Picker<T> {
             _ => Vec::new(),
         }
     }
+}
+
+/// How many avoided addresses a pick handles without allocating: a call's retries and hedges use at most 5
+/// (A6's cap on maxAttempts); only transparent retries to ever new addresses could use more.
+const FEW: usize = 5;
+
+/// The indices in `backends` of the addresses in `avoid` that are backends, sorted and without duplicates:
+/// in `few` when `avoid` is that short (the usual case, no allocation), else in `many`.
+fn avoided_indices<'a>(
+    avoid: &[Address],
+    index: &HashMap<Address, usize>,
+    few: &'a mut [usize; FEW],
+    many: &'a mut Vec<usize>,
+) -> &'a [usize] {
+    if avoid.len() > FEW {
+        many.extend(avoid.iter().filter_map(|a| index.get(a).copied()));
+        many.sort_unstable();
+        many.dedup();
+        return many;
+    }
+    let mut len = 0;
+    for i in avoid.iter().filter_map(|a| index.get(a).copied()) {
+        few[len] = i;
+        len += 1;
+    }
+    let found = &mut few[..len];
+    found.sort_unstable();
+    // Dedup in place: keep each index the first time it appears in the sorted run.
+    let mut kept = 0;
+    for i in 0..found.len() {
+        if kept == 0 || found[kept - 1] != found[i] {
+            found[kept] = found[i];
+            kept += 1;
+        }
+    }
+    &few[..kept]
 }
 
 #[cfg(test)]
@@ -205,6 +240,35 @@ mod tests {
             let want = if backend == 3 || backend == 70 { 0 } else { 5 };
             assert_eq!(*count, want, "backend {backend}");
         }
+    }
+
+    #[test]
+    fn a_long_avoid_list_and_unix_addresses() {
+        // More avoided addresses than a pick keeps on the stack, with duplicates, in any order.
+        let p = ready(10);
+        let avoid = [
+            addr(9),
+            addr(2),
+            addr(9),
+            addr(4),
+            addr(6),
+            addr(2),
+            addr(8),
+            addr(1),
+        ];
+        let mut counts = [0u32; 11];
+        for _ in 0..4 * 4 {
+            counts[usize::from(picked(&p, &avoid))] += 1;
+        }
+        assert_eq!(counts, [0, 0, 0, 4, 0, 4, 0, 4, 0, 0, 4]);
+        // Unix-domain sockets are addresses like any other.
+        let unix = |n: u8| Address::unix(format!("/tmp/s{n}"));
+        let list = vec![(SubchannelId(1), unix(1)), (SubchannelId(2), unix(2))];
+        let p = Picker::new(&PickerSpec::Ready(list), |id| Some(id.0 as u8), 0);
+        for _ in 0..3 {
+            assert_eq!(picked(&p, &[unix(1)]), 2);
+        }
+        assert_eq!(p.ready_addresses(), [unix(1), unix(2)]);
     }
 
     #[test]

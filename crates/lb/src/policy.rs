@@ -153,6 +153,8 @@ impl LbPolicy {
             Inner::PickFirst(p) => &p.subs,
             Inner::RoundRobin(p) => &p.subs,
         };
-        subs.iter().map(|s| (s.id, s.addr.clone(), s.state)).collect()
+        subs.iter()
+            .map(|s| (s.id, s.addr.clone(), s.state))
+            .collect()
     }
 }
