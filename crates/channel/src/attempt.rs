@@ -60,7 +60,7 @@ pub(crate) struct PickError {
 }
 
 /// A connection chosen for an attempt, and its address (none for `unix:` targets).
-pub(crate) type Picked = (SendRequest<Bytes>, Option<Address>);
+pub(crate) type Picked = (SendRequest<Bytes>, Address);
 
 pub(crate) type PickFuture = Pin<Box<dyn Future<Output = Result<Picked, PickError>> + Send>>;
 
@@ -75,7 +75,7 @@ pub(crate) enum Pick {
 /// What polling an attempt reports.
 pub(crate) enum AttemptEvent {
     /// The pick chose this address.
-    Picked(Option<Address>),
+    Picked(Address),
     /// Message `index` was handed to h2 whole.
     Sent(usize),
     /// Response headers arrived and messages follow; [`Attempt::take_open`] has them.
@@ -522,7 +522,8 @@ mod tests {
             header_limit: 16 << 10,
             exactly_once: None,
         });
-        let pick: PickFuture = Box::pin(async move { Ok((send, None)) });
+        let pick: PickFuture =
+            Box::pin(async move { Ok((send, grpc_lb::Address::Tcp(([127, 0, 0, 1], 1).into()))) });
         let mut attempt = Attempt::new(Pick::Later(pick), setup, 0);
         attempt.send(0, Bytes::from_static(&[0, 0, 0, 0, 0]));
         attempt.half_close();

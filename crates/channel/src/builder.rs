@@ -17,7 +17,6 @@ use crate::method_uris::MethodUris;
 use crate::resolution::Resolution;
 use crate::telemetry::Telemetry;
 use crate::tls::{server_name_host, TlsConfig};
-use crate::transport::Transport;
 use grpc_retry::{
     AppRetryPolicy, BufferPool, Precedence, DEFAULT_PER_CALL_LIMIT, DEFAULT_PER_CHANNEL_LIMIT,
 };
@@ -348,7 +347,6 @@ impl ChannelBuilder {
             self.keepalive_timeout,
             self.keepalive_permit_without_calls,
         );
-        let transport = Transport::new(self.http2.clone(), tls.clone(), keepalive.clone());
         let telemetry = Telemetry::new(target.to_string());
         let resolution = Arc::new(Resolution::new(
             target.clone(),
@@ -368,7 +366,6 @@ impl ChannelBuilder {
                 user_agent,
                 max_receive: self.max_receive,
                 max_send: self.max_send,
-                transport,
                 resolution,
                 control: std::sync::OnceLock::new(),
                 closed: std::sync::atomic::AtomicBool::new(false),

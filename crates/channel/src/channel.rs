@@ -13,7 +13,7 @@ use http::header::HeaderValue;
 use http::uri::{Authority, Scheme};
 use tokio::time::Instant;
 
-use crate::attempt::{AttemptSetup, Pick, PickError, PickFuture};
+use crate::attempt::AttemptSetup;
 use crate::call::{RequestSender, Shared, SharedRef, Streaming};
 use crate::codec::Codec;
 use crate::connect::Http2Settings;
@@ -28,7 +28,6 @@ use crate::retry_driver::Driver;
 use crate::status::{Code, Status};
 use crate::telemetry::{CallTelemetry, ChannelStats, Telemetry};
 use crate::tls::TlsConnector;
-use crate::transport::Transport;
 use grpc_lb::ConnectivityState;
 use grpc_retry::{
     AppRetryPolicy, BufferPool, CallConfig, Precedence, RetryCall, SharedLimits, SplitMix64,
@@ -78,7 +77,6 @@ pub(crate) struct Inner {
     pub(crate) user_agent: HeaderValue,
     pub(crate) max_receive: Option<usize>,
     pub(crate) max_send: Option<usize>,
-    pub(crate) transport: Transport,
     pub(crate) resolution: Arc<Resolution>,
     pub(crate) control: std::sync::OnceLock<ControlPlane>,
     /// [`Channel::close`] was called (perhaps before the control plane started).
@@ -131,13 +129,10 @@ impl Channel {
         self.inner.closed.load(Ordering::Acquire)
     }
 
-    /// The control plane, started on first use (inside a tokio runtime). `None` for `unix:` targets, which
-    /// have one connection and no load balancing.
-    fn control(&self) -> Option<&ControlPlane> {
-        if self.inner.resolution.is_unix() {
-            return None;
-        }
-        Some(self.inner.control.get_or_init(|| {
+    /// The control plane, started on first use (inside a tokio runtime): every target kind, `unix:`
+    /// included, goes through it.
+    fn control(&self) -> &ControlPlane {
+        self.inner.control.get_or_init(|| {
             ControlPlane::start(
                 self.inner.resolution.clone(),
                 self.inner.http2.clone(),
@@ -145,7 +140,7 @@ impl Channel {
                 self.inner.keepalive.clone(),
                 self.inner.tls.clone(),
             )
-        }))
+        })
     }
 
     /// The channel's connectivity state (`doc/connectivity-semantics-and-api.md`). A new channel is IDLE
@@ -162,9 +157,7 @@ impl Channel {
 
     /// Leaves IDLE: resolves and connects without waiting for a call. Must be called inside a tokio runtime.
     pub fn connect(&self) {
-        if let Some(control) = self.control() {
-            control.connect();
-        }
+        self.control().connect();
     }
 
     /// Waits until the state differs from `from`, or until `deadline`; returns the state then.
@@ -173,10 +166,10 @@ impl Channel {
         from: ConnectivityState,
         deadline: tokio::time::Instant,
     ) -> ConnectivityState {
-        let Some(control) = self.control() else {
-            return self.state();
-        };
-        tokio::time::timeout_at(deadline, control.wait_for_state_change(from))
+        if self.is_closed() {
+            return ConnectivityState::Shutdown;
+        }
+        tokio::time::timeout_at(deadline, self.control().wait_for_state_change(from))
             .await
             .unwrap_or(from)
     }
@@ -336,7 +329,7 @@ impl Channel {
         let (mut call, setup, shared) = self.new_call(&mut prepared, telemetry, true, now);
         call.send_message(frame, now);
         call.half_close();
-        let result = Driver::new(self.clone(), setup, call, shared.clone(), false)
+        let result = Driver::new(self.control().clone(), setup, call, shared.clone(), false)
             .run()
             .await;
         shared.lock().hand_over(result);
@@ -360,7 +353,7 @@ impl Channel {
         let (call, setup, shared) =
             self.new_call(&mut prepared, telemetry, false, Instant::now().into_std());
         // The application sends after the call starts: the driver runs in its own task until commit.
-        let driver = Driver::new(self.clone(), setup, call, shared.clone(), true);
+        let driver = Driver::new(self.control().clone(), setup, call, shared.clone(), true);
         tokio::spawn(driver.run_into(shared.clone()));
         // Like a single-attempt call, return once the first attempt's request is on its way (or the call
         // failed before any was). A caller that gives up before then cancels the call.
@@ -440,10 +433,7 @@ impl Channel {
             header_limit: self.header_limit(),
             exactly_once: exactly_once.clone(),
         });
-        let guard = match self.control() {
-            Some(control) => control.call_started(),
-            None => inner.transport.call_started(),
-        };
+        let guard = self.control().call_started();
         telemetry.started(call.policy_source().as_str());
         let shared = Shared::driving(Some(guard), telemetry);
         if let Some(id) = exactly_once {
@@ -497,9 +487,7 @@ impl Channel {
         // deadline), and wait-for-ready calls set through the API also wait through resolution failures.
         let api_wait = options.wait_for_ready.unwrap_or(false);
         // An IDLE channel leaves IDLE now: a resolution failure must show in its state (TRANSIENT_FAILURE).
-        if let Some(control) = self.control() {
-            control.call_coming();
-        }
+        self.control().call_coming();
         let resolved = match api_deadline {
             None => inner.resolution.wait(api_wait).await,
             Some(d) => tokio::time::timeout_at(d, inner.resolution.wait(api_wait))
@@ -530,50 +518,6 @@ impl Channel {
             options,
             method,
             config,
-        })
-    }
-
-    /// A pick for one attempt: at once when the balancer's choice is a connection ready for a new stream
-    /// (no future to box and drive), otherwise [`Channel::pick_future`].
-    pub(crate) fn pick(
-        &self,
-        setup: &Arc<AttemptSetup>,
-        avoid: Vec<grpc_lb::Address>,
-        cx: &mut std::task::Context<'_>,
-    ) -> Pick {
-        if let Some(control) = self.control() {
-            if let Some((conn, addr)) = control.pick_now(setup.uri.path(), &avoid, cx) {
-                return Pick::Now(Some((conn, Some(addr))));
-            }
-        }
-        Pick::Later(self.pick_future(setup.clone(), avoid))
-    }
-
-    /// A pick for one attempt: a connection from the balancer (avoiding `avoid` where it can), or the
-    /// single connection of a `unix:` target.
-    pub(crate) fn pick_future(
-        &self,
-        setup: Arc<AttemptSetup>,
-        avoid: Vec<grpc_lb::Address>,
-    ) -> PickFuture {
-        let channel = self.clone();
-        Box::pin(async move {
-            let inner = &*channel.inner;
-            match channel.control() {
-                Some(control) => control
-                    .pick(setup.uri.path(), setup.wait_for_ready, &avoid)
-                    .await
-                    .map(|(conn, addr)| (conn, Some(addr))),
-                None => inner
-                    .transport
-                    .ready(&inner.resolution, setup.wait_for_ready)
-                    .await
-                    .map(|conn| (conn, None))
-                    .map_err(|status| PickError {
-                        status,
-                        dropped: false,
-                    }),
-            }
         })
     }
 

@@ -17,7 +17,7 @@
 //! Not here: what happens once the connection is READY (the control plane watches it for its close, a GOAWAY
 //! or unanswered keepalive PINGs), and connection backoff (grpc-lb).
 
-use std::net::SocketAddr;
+use grpc_lb::Address;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,7 +25,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use h2::client::SendRequest;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpStream;
+use tokio::net::{TcpStream, UnixStream};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -82,34 +82,34 @@ impl Default for Http2Settings {
     }
 }
 
-/// One connection attempt to `addr`, given up at `deadline`: READY, or why not.
+/// One connection attempt to `addr` (TCP, or a Unix-domain socket), given up at `deadline`: READY, or why
+/// not.
 pub(crate) async fn connect(
-    addr: SocketAddr,
+    addr: &Address,
     deadline: Instant,
     settings: &Http2Settings,
     tls: Option<&TlsConnector>,
 ) -> Result<Established, Status> {
     // Which step a timed-out attempt was in, for its status.
-    const PHASES: [&str; 3] = ["TCP connection", "TLS handshake", "HTTP/2 handshake"];
+    const PHASES: [&str; 3] = ["connection", "TLS handshake", "HTTP/2 handshake"];
     let phase = AtomicU8::new(0);
+    let peer = addr.to_string();
     let attempt = async {
-        let tcp = TcpStream::connect(addr)
-            .await
-            .map_err(|e| Status::from_io("connect", e))?;
-        tcp.set_nodelay(true)
-            .map_err(|e| Status::from_io("set TCP_NODELAY", e))?;
-        set_tcp_keepalive(&tcp);
-        let peer = addr.to_string();
-        match tls {
-            None => {
-                phase.store(2, Ordering::Relaxed);
-                establish(tcp, settings, None, &peer).await
+        match addr {
+            Address::Tcp(addr) => {
+                let tcp = TcpStream::connect(addr)
+                    .await
+                    .map_err(|e| Status::from_io("connect", e))?;
+                tcp.set_nodelay(true)
+                    .map_err(|e| Status::from_io("set TCP_NODELAY", e))?;
+                set_tcp_keepalive(&tcp);
+                handshakes(tcp, settings, tls, &peer, &phase).await
             }
-            Some(tls) => {
-                phase.store(1, Ordering::Relaxed);
-                let (io, handshake) = tls.connect(tcp).await?;
-                phase.store(2, Ordering::Relaxed);
-                establish(io, settings, Some(&handshake), &peer).await
+            Address::Unix(path) => {
+                let unix = UnixStream::connect(&**path)
+                    .await
+                    .map_err(|e| Status::from_io(&format!("connect to {peer}"), e))?;
+                handshakes(unix, settings, tls, &peer, &phase).await
             }
         }
     };
@@ -122,6 +122,31 @@ pub(crate) async fn connect(
                 PHASES[usize::from(phase.load(Ordering::Relaxed)).min(2)]
             ),
         )),
+    }
+}
+
+/// TLS when the channel has it, then HTTP/2, on a connected socket; `phase` says which step runs.
+async fn handshakes<T>(
+    io: T,
+    settings: &Http2Settings,
+    tls: Option<&TlsConnector>,
+    peer: &str,
+    phase: &AtomicU8,
+) -> Result<Established, Status>
+where
+    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    match tls {
+        None => {
+            phase.store(2, Ordering::Relaxed);
+            establish(io, settings, None, peer).await
+        }
+        Some(tls) => {
+            phase.store(1, Ordering::Relaxed);
+            let (io, handshake) = tls.connect(io).await?;
+            phase.store(2, Ordering::Relaxed);
+            establish(io, settings, Some(&handshake), peer).await
+        }
     }
 }
 
@@ -164,6 +189,14 @@ where
         .await
         .map_err(|e| connection_failed(e, tls, &seen))?;
     let mut ping_pong = connection.ping_pong();
+    // The server's SETTINGS come before its PING ACK: an answered PING means the connection was accepted.
+    // The PING is queued before the connection's task first runs, so it leaves in one write with the
+    // preface and SETTINGS (and a server that answers in another protocol and closes has its answer read,
+    // rather than failing a second write).
+    let mut ping_sent = match ping_pong.as_mut() {
+        Some(ping_pong) => ping_pong.send_ping(h2::Ping::opaque()),
+        None => Ok(()),
+    };
     let (closed_tx, closed) = oneshot::channel::<()>();
     let peer_name = peer.to_owned();
     let driver = tokio::spawn(async move {
@@ -172,26 +205,28 @@ where
         }
         let _ = closed_tx.send(());
     });
-    // The server's SETTINGS come before its PING ACK: an answered PING means the connection was accepted.
-    if let Some(ping_pong) = ping_pong.as_mut() {
-        if let Err(e) = ping_pong.ping(h2::Ping::opaque()).await {
-            driver.abort();
-            // A server that answers and sends GOAWAY before the PING comes back (overloaded, draining)
-            // gave no usable connection: a failure, so the next attempt waits for the backoff (treating
-            // it as READY then IDLE would reset the backoff and reconnect in a tight loop).
-            if let Some(goaway) = seen.goaway() {
-                return Err(Status::new(
-                    Code::Unavailable,
-                    format!(
-                        "the server sent GOAWAY (error code {}, {:?}) before the connection was ready",
-                        goaway.error_code,
-                        String::from_utf8_lossy(&goaway.debug_data)
-                    ),
-                )
-                .with_source(e));
-            }
-            return Err(connection_failed(e, tls, &seen));
+    if let (Some(ping_pong), Ok(())) = (ping_pong.as_mut(), &ping_sent) {
+        ping_sent = std::future::poll_fn(|cx| ping_pong.poll_pong(cx))
+            .await
+            .map(drop);
+    }
+    if let Err(e) = ping_sent {
+        driver.abort();
+        // A server that answers and sends GOAWAY before the PING comes back (overloaded, draining) gave
+        // no usable connection: a failure, so the next attempt waits for the backoff (treating it as
+        // READY then IDLE would reset the backoff and reconnect in a tight loop).
+        if let Some(goaway) = seen.goaway() {
+            return Err(Status::new(
+                Code::Unavailable,
+                format!(
+                    "the server sent GOAWAY (error code {}, {:?}) before the connection was ready",
+                    goaway.error_code,
+                    String::from_utf8_lossy(&goaway.debug_data)
+                ),
+            )
+            .with_source(e));
         }
+        return Err(connection_failed(e, tls, &seen));
     }
     Ok(Established {
         send,

@@ -30,11 +30,11 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::attempt::PickError;
+use crate::attempt::{Pick, PickError};
 use crate::connect::Http2Settings;
 use crate::connect::{connect, AbortOnDrop, Established};
 use crate::keepalive::{self, Keepalive};
-use crate::resolution::{Endpoint, Resolution, State};
+use crate::resolution::{Resolution, State};
 use crate::sniff::GoAway;
 use crate::status::{Code, Status};
 use crate::tls::TlsConnector;
@@ -84,11 +84,6 @@ impl ActiveCalls {
         })
     }
 
-    /// A counter no control plane listens to (for `unix:` targets).
-    pub(crate) fn detached() -> Arc<ActiveCalls> {
-        ActiveCalls::new()
-    }
-
     /// Registers a call; the guard ends it.
     pub(crate) fn call_started(self: &Arc<Self>) -> CallGuard {
         self.count.fetch_add(1, Ordering::AcqRel);
@@ -136,11 +131,14 @@ impl Drop for CallGuard {
 }
 
 /// The handle calls use.
+/// Cheap to clone: the channel holds one, and each call's retry driver one to pick with. The loop stops
+/// when the last is dropped (or on `close()`).
+#[derive(Clone)]
 pub(crate) struct ControlPlane {
     events: mpsc::UnboundedSender<Event>,
     published: watch::Receiver<Arc<Published>>,
     active: Arc<ActiveCalls>,
-    _stop: oneshot::Sender<()>,
+    _stop: Arc<oneshot::Sender<()>>,
 }
 
 impl ControlPlane {
@@ -194,7 +192,7 @@ impl ControlPlane {
             events: events_tx,
             published: published_rx,
             active,
-            _stop: stop_tx,
+            _stop: Arc::new(stop_tx),
         }
     }
 
@@ -263,6 +261,26 @@ impl ControlPlane {
             },
             _ => None,
         }
+    }
+
+    /// A pick for one attempt of a call to `uri`: at once when the balancer's choice is a connection ready
+    /// for a new stream (no future to box and drive), otherwise a future that waits as the picker says
+    /// (the caller bounds it with the call's deadline).
+    pub(crate) fn pick_for(
+        &self,
+        uri: &http::Uri,
+        wait_for_ready: bool,
+        avoid: Vec<Address>,
+        cx: &mut Context<'_>,
+    ) -> Pick {
+        if let Some(picked) = self.pick_now(uri.path(), &avoid, cx) {
+            return Pick::Now(Some(picked));
+        }
+        let control = self.clone();
+        let uri = uri.clone();
+        Pick::Later(Box::pin(async move {
+            control.pick(uri.path(), wait_for_ready, &avoid).await
+        }))
     }
 
     /// Picks a connection for a call (the caller bounds the wait with the call's deadline).
@@ -569,13 +587,7 @@ impl Loop {
                     ));
                     self.policy_config = Some(wanted);
                 }
-                self.addresses = endpoints
-                    .iter()
-                    .filter_map(|e| match e {
-                        Endpoint::Tcp(a) => Some(Address::Tcp(*a)),
-                        Endpoint::Unix(_) => None,
-                    })
-                    .collect();
+                self.addresses = endpoints.to_vec();
                 if let Some(p) = self.policy.as_mut() {
                     p.update_addresses(self.addresses.clone(), now);
                 }
@@ -782,16 +794,7 @@ async fn connect_subchannel(
         active,
         events,
     } = channel;
-    let Address::Tcp(addr) = addr else {
-        let status = "unix addresses are not connected through the balancer yet";
-        let _ = events.send(Event::Failed(
-            id,
-            generation,
-            Status::new(Code::Unavailable, status),
-        ));
-        return;
-    };
-    let ended = connect(addr, deadline, &settings, tls.as_ref()).await;
+    let ended = connect(&addr, deadline, &settings, tls.as_ref()).await;
     match ended {
         Ok(Established {
             send,

@@ -82,7 +82,6 @@ pub mod timeout;
 mod tls;
 #[cfg(feature = "tower")]
 pub mod tower;
-mod transport;
 
 pub use builder::ChannelBuilder;
 pub use call::{RequestSender, Streaming};
@@ -127,12 +126,7 @@ macro_rules! include_proto {
     };
 }
 
-/// `now + timeout`, or a deadline a century away when the sum does not fit: a huge timeout means never.
-pub(crate) fn saturating_deadline(timeout: std::time::Duration) -> tokio::time::Instant {
-    saturating_deadline_from(tokio::time::Instant::now(), timeout)
-}
-
-/// `from + timeout`, saturating like [`saturating_deadline`].
+/// `from + timeout`, or a deadline a century away when the sum does not fit: a huge timeout means never.
 pub(crate) fn saturating_deadline_from(
     from: tokio::time::Instant,
     timeout: std::time::Duration,

@@ -8,10 +8,9 @@
 //! is dropped. Both start on the channel's first call, inside the
 //! caller's tokio runtime.
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 
+use grpc_lb::Address;
 use grpc_retry::SplitMix64;
 use grpc_service_config::{
     Accept, ConfigSelector, Decision, DnsResolver, ResolverHandle, ResolverOptions, ResolverTask,
@@ -21,22 +20,6 @@ use tokio::sync::{watch, OnceCell};
 
 use crate::status::{Code, Status};
 
-/// Where a connection can be made.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Endpoint {
-    Tcp(SocketAddr),
-    Unix(PathBuf),
-}
-
-impl std::fmt::Display for Endpoint {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Endpoint::Tcp(a) => write!(f, "{a}"),
-            Endpoint::Unix(p) => write!(f, "unix:{}", p.display()),
-        }
-    }
-}
-
 /// What the channel knows from resolution.
 #[derive(Clone, Debug)]
 pub(crate) enum State {
@@ -44,7 +27,7 @@ pub(crate) enum State {
     Pending,
     /// Endpoints and the config to use.
     Ready {
-        endpoints: Arc<[Endpoint]>,
+        endpoints: Arc<[Address]>,
         config: Arc<ServiceConfig>,
     },
     /// The resolution failed: fail-fast calls fail with this status, wait-for-ready calls wait.
@@ -77,31 +60,31 @@ impl Resolution {
         }
     }
 
-    fn start(&self) -> Result<Started, Status> {
-        let static_endpoints = match &self.target {
-            Target::Addresses(addrs) => {
-                Some(addrs.iter().copied().map(Endpoint::Tcp).collect::<Vec<_>>())
-            }
-            Target::Unix(path) => Some(vec![Endpoint::Unix(path.clone())]),
-            Target::Dns { .. } => None,
-        };
-        if let Some(endpoints) = static_endpoints {
-            let config = Arc::new(
-                self.default_config
-                    .clone()
-                    .unwrap_or_else(ServiceConfig::empty),
-            );
-            let (_tx, rx) = watch::channel(State::Ready {
-                endpoints: endpoints.into(),
-                config,
-            });
-            return Ok(Started {
-                state: rx,
-                resolver: None,
-            });
+    /// A target whose endpoints are fixed (`ipv4:`, `ipv6:`, `unix:`): resolved at once, with the
+    /// application's default service config or the empty one.
+    fn fixed(&self, endpoints: Vec<Address>) -> Started {
+        let config = Arc::new(
+            self.default_config
+                .clone()
+                .unwrap_or_else(ServiceConfig::empty),
+        );
+        let (_tx, rx) = watch::channel(State::Ready {
+            endpoints: endpoints.into(),
+            config,
+        });
+        Started {
+            state: rx,
+            resolver: None,
         }
-        let Target::Dns { server, host, port } = &self.target else {
-            return Err(Status::new(Code::Internal, "unreachable target kind"));
+    }
+
+    fn start(&self) -> Result<Started, Status> {
+        let (server, host, port) = match &self.target {
+            Target::Addresses(addrs) => {
+                return Ok(self.fixed(addrs.iter().copied().map(Address::Tcp).collect()))
+            }
+            Target::Unix(path) => return Ok(self.fixed(vec![Address::Unix(path.as_path().into())])),
+            Target::Dns { server, host, port } => (server, host, port),
         };
         let resolver = DnsResolver::new(host, *port, *server, self.options.clone())
             .map_err(|e| Status::new(Code::Unavailable, e.to_string()).with_source(e))?;
@@ -147,7 +130,7 @@ impl Resolution {
                     endpoints: addrs
                         .iter()
                         .copied()
-                        .map(Endpoint::Tcp)
+                        .map(Address::Tcp)
                         .collect::<Vec<_>>()
                         .into(),
                     config,
@@ -172,17 +155,12 @@ impl Resolution {
         Ok(started.state.clone())
     }
 
-    /// Whether the target resolves to Unix sockets (which the load balancer does not handle).
-    pub(crate) fn is_unix(&self) -> bool {
-        matches!(self.target, Target::Unix(_))
-    }
-
     /// The endpoints and config to use, waiting for the first result (and, for wait-for-ready calls, through
     /// failures). The caller bounds the wait with the call's deadline.
     pub(crate) async fn wait(
         &self,
         wait_for_ready: bool,
-    ) -> Result<(Arc<[Endpoint]>, Arc<ServiceConfig>), Status> {
+    ) -> Result<(Arc<[Address]>, Arc<ServiceConfig>), Status> {
         let started = self
             .started
             .get_or_try_init(|| async { self.start() })

@@ -27,13 +27,14 @@ use tokio::time::{Instant, Sleep};
 
 use crate::attempt::{Attempt, AttemptEvent, AttemptSetup, OpenAttempt};
 use crate::call::{Committed, Input, SharedRef};
-use crate::channel::Channel;
+use crate::control::ControlPlane;
 use crate::status::{Code, Status};
 use crate::telemetry::AttemptTelemetry;
 
 /// Runs a call's attempts.
 pub(crate) struct Driver {
-    channel: Channel,
+    /// Where attempts pick their connections.
+    control: ControlPlane,
     setup: Arc<AttemptSetup>,
     call: RetryCall,
     /// Indexed by attempt id.
@@ -92,14 +93,14 @@ fn now() -> std::time::Instant {
 
 impl Driver {
     pub(crate) fn new(
-        channel: Channel,
+        control: ControlPlane,
         setup: Arc<AttemptSetup>,
         call: RetryCall,
         shared: SharedRef,
         input: bool,
     ) -> Driver {
         Driver {
-            channel,
+            control,
             setup,
             call,
             attempts: Vec::new(),
@@ -202,7 +203,9 @@ impl Driver {
         transparent: bool,
         cx: &mut Context<'_>,
     ) {
-        let pick = self.channel.pick(&self.setup, avoid, cx);
+        let pick = self
+            .control
+            .pick_for(&self.setup.uri, self.setup.wait_for_ready, avoid, cx);
         let index = attempt.0 as usize;
         if self.attempts.len() <= index {
             self.attempts.resize_with(index + 1, || Slot::Gone);
@@ -337,11 +340,9 @@ impl Driver {
                 match event {
                     AttemptEvent::Picked(addr) => {
                         if let Some(Some(t)) = self.telemetry.get(index) {
-                            t.picked(addr.as_ref());
+                            t.picked(&addr);
                         }
-                        if let Some(addr) = addr {
-                            self.call.handle_picked(id, addr);
-                        }
+                        self.call.handle_picked(id, addr);
                         if let Some(shared) = &self.input {
                             shared.lock().mark_started();
                         }

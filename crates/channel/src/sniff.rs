@@ -132,6 +132,8 @@ pub(crate) struct Sniffer<T> {
     seen: Arc<Seen>,
     /// How many of the first 5 bytes are still to be kept.
     first_bytes_missing: usize,
+    /// A write error held back until the server's answer is read (see `hold_failed_write`).
+    held_write_error: Option<io::Error>,
 }
 
 impl<T> Sniffer<T> {
@@ -143,17 +145,14 @@ impl<T> Sniffer<T> {
                 parser: Parser::default(),
                 seen: seen.clone(),
                 first_bytes_missing: 5,
+                held_write_error: None,
             },
             seen,
         )
     }
 
     fn observe(&mut self, mut bytes: &[u8]) {
-        if self.first_bytes_missing > 0 && !bytes.is_empty() {
-            let n = self.first_bytes_missing.min(bytes.len());
-            self.seen.first_bytes.lock().extend_from_slice(&bytes[..n]);
-            self.first_bytes_missing -= n;
-        }
+        self.observe_first(bytes);
         let p = &mut self.parser;
         while !bytes.is_empty() {
             if p.remaining > 0 {
@@ -227,17 +226,78 @@ impl<T: AsyncRead + Unpin> AsyncRead for Sniffer<T> {
     }
 }
 
-impl<T: AsyncWrite + Unpin> AsyncWrite for Sniffer<T> {
+impl<T: AsyncRead + Unpin> Sniffer<T> {
+    /// A write that fails before the server sent anything (a server that answered in another protocol and
+    /// closed at once: on a Unix socket the client's next write fails with EPIPE before h2 reads the
+    /// answer) is held back until the read side has something to say: the server's first bytes (so the
+    /// failure can name the protocol) or its end. The peer is gone, so that comes at once.
+    fn hold_failed_write<R>(
+        &mut self,
+        cx: &mut Context<'_>,
+        result: Poll<io::Result<R>>,
+    ) -> Poll<io::Result<R>> {
+        let error = match (self.held_write_error.take(), result) {
+            (Some(held), _) => held,
+            (None, Poll::Ready(Err(e)))
+                if self.first_bytes_missing == 5
+                    && matches!(
+                        e.kind(),
+                        io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset
+                    ) =>
+            {
+                e
+            }
+            (None, result) => return result,
+        };
+        let mut storage = [0u8; 8];
+        let mut buf = ReadBuf::new(&mut storage);
+        match Pin::new(&mut self.io).poll_read(cx, &mut buf) {
+            Poll::Pending => {
+                self.held_write_error = Some(error);
+                Poll::Pending
+            }
+            Poll::Ready(read) => {
+                if read.is_ok() {
+                    let n = buf.filled().len();
+                    let answer = storage;
+                    self.observe_first(&answer[..n]);
+                }
+                Poll::Ready(Err(error))
+            }
+        }
+    }
+}
+
+impl<T> Sniffer<T> {
+    /// Keeps the first bytes the server sent (to tell HTTP/1 and TLS answers apart).
+    fn observe_first(&mut self, bytes: &[u8]) {
+        if self.first_bytes_missing > 0 && !bytes.is_empty() {
+            let n = self.first_bytes_missing.min(bytes.len());
+            self.seen.first_bytes.lock().extend_from_slice(&bytes[..n]);
+            self.first_bytes_missing -= n;
+        }
+    }
+}
+
+impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Sniffer<T> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, buf)
+        if self.held_write_error.is_some() {
+            return self.hold_failed_write(cx, Poll::Pending);
+        }
+        let result = Pin::new(&mut self.io).poll_write(cx, buf);
+        self.hold_failed_write(cx, result)
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_flush(cx)
+        if self.held_write_error.is_some() {
+            return self.hold_failed_write(cx, Poll::Pending);
+        }
+        let result = Pin::new(&mut self.io).poll_flush(cx);
+        self.hold_failed_write(cx, result)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -249,7 +309,11 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Sniffer<T> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+        if self.held_write_error.is_some() {
+            return self.hold_failed_write(cx, Poll::Pending);
+        }
+        let result = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        self.hold_failed_write(cx, result)
     }
 
     fn is_write_vectored(&self) -> bool {

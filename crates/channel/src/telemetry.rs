@@ -280,10 +280,8 @@ pub(crate) struct AttemptTelemetry {
 
 impl AttemptTelemetry {
     /// The attempt got a connection to `peer`.
-    pub(crate) fn picked(&self, peer: Option<&grpc_lb::Address>) {
-        if let Some(peer) = peer {
-            self.span.record("grpc.peer", tracing::field::display(peer));
-        }
+    pub(crate) fn picked(&self, peer: &grpc_lb::Address) {
+        self.span.record("grpc.peer", tracing::field::display(peer));
     }
 
     /// The attempt ended with `status`.

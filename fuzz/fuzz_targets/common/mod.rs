@@ -101,7 +101,7 @@ pub fn check_trailers(
     let details = headers
         .get("grpc-status-details-bin")
         .and_then(|v| md::decode_bin(v.as_bytes()).ok());
-    assert_eq!(status.details().map(|b| b.to_vec()), details);
+    assert_eq!(status.details_bin().map(|b| b.to_vec()), details);
     check_metadata(headers, metadata);
     assert!(status.metadata() == metadata);
 }
