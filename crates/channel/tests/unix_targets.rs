@@ -242,3 +242,60 @@ async fn a_unix_target_retries_under_its_retry_policy() {
     assert_eq!(resp.message().attempt, 2);
     let _ = std::fs::remove_file(&path);
 }
+
+/// A `unix:` target has the same connectivity life as any other (it goes through the same control plane):
+/// IDLE until used, READY once its connection answered, IDLE again after the idle timeout, SHUTDOWN after
+/// `close()` (and a call then fails UNAVAILABLE); its calls count in `stats()`.
+#[tokio::test(start_paused = true)]
+async fn a_unix_target_has_state_idle_timeout_close_and_stats() {
+    use grpc_channel::ConnectivityState;
+
+    let path = socket_path("lifecycle");
+    let server = H2Server::unix(
+        path.clone(),
+        defaults,
+        handler(|mut s: Stream| async move {
+            if s.read_to_end().await.is_ok() {
+                s.ok(b"up");
+            }
+        }),
+    );
+    let ch = Channel::builder(server.target())
+        .idle_timeout(Duration::from_secs(60))
+        .build()
+        .expect("channel");
+    assert_eq!(ch.state(), ConnectivityState::Idle);
+    let call = || {
+        ch.unary_raw(
+            "/t.S/Up",
+            Request::new(Bytes::new()).with_timeout(Duration::from_secs(10)),
+        )
+    };
+    let r = guarded("a call", call()).await.expect("answered");
+    assert_eq!(&r.message()[..], b"up");
+    assert_eq!(ch.state(), ConnectivityState::Ready);
+    let far = tokio::time::Instant::now() + Duration::from_secs(300);
+    let state = guarded(
+        "the idle timeout",
+        ch.wait_for_state_change(ConnectivityState::Ready, far),
+    )
+    .await;
+    assert_eq!(
+        state,
+        ConnectivityState::Idle,
+        "no call for the idle timeout"
+    );
+    guarded("a call after IDLE", call())
+        .await
+        .expect("connects again");
+    assert_eq!(server.connections(), 2, "a new connection after IDLE");
+    let stats = ch.stats();
+    assert_eq!((stats.calls_started, stats.calls_succeeded), (2, 2));
+    ch.close();
+    assert_eq!(ch.state(), ConnectivityState::Shutdown);
+    let status = guarded("a call after close", call())
+        .await
+        .expect_err("closed");
+    assert_eq!(status.code(), Code::Unavailable, "{status}");
+    let _ = std::fs::remove_file(&path);
+}

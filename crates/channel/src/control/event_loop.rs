@@ -1,373 +1,59 @@
-//! The channel's control plane (`doc/connectivity-semantics-and-api.md`, gRFC A61/A62): one event loop per
-//! channel that owns the load-balancing policy and the subchannel connections, processes resolver updates
-//! and subchannel state changes whether or not calls flow, and publishes an immutable picker for calls.
-//!
-//! * Resolver updates (endpoints and service config, after A21) feed `update_addresses`; a new
-//!   `loadBalancingConfig` replaces the policy.
-//! * The policy's `Connect` actions start connection tasks: TCP (TCP_NODELAY), the HTTP/2 handshake, then a
-//!   PING whose ACK proves the server's SETTINGS arrived, which makes the subchannel READY (and resets its
-//!   backoff). The task then drives the connection and reports when it closes.
-//! * Calls pick from the current picker without locking the control plane; a queued call waits for the next
-//!   picker, a call that finds the policy IDLE wakes it.
-//! * With no call for the idle timeout (30 min by default), the channel drops its connections and goes IDLE;
-//!   `close()` (or dropping every handle) makes it SHUTDOWN.
+//! The control plane's event loop: it owns the load-balancing policy and the subchannel connection tasks,
+//! applies resolution results, runs the idle timer, switches policies gracefully, and publishes each new
+//! picker. Started by [`super::ControlPlane::start`]; ends when the last handle is dropped or on `close()`.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::Bytes;
 use grpc_lb::{
-    Address, BackoffConfig, ConnectivityState, LbAction, LbPolicy, PickRequest, PickResult, Picker,
-    PickerSpec, PolicyConfig, SubchannelId, DEFAULT_ATTEMPT_DELAY,
+    Address, BackoffConfig, ConnectivityState, LbAction, LbPolicy, Picker, PickerSpec,
+    PolicyConfig, SubchannelId, DEFAULT_ATTEMPT_DELAY,
 };
 use grpc_retry::SplitMix64;
 use grpc_service_config::LbConfig;
-use h2::client::SendRequest;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::attempt::{Pick, PickError};
-use crate::connect::Http2Settings;
-use crate::connect::{connect, AbortOnDrop, Established};
+use super::{ActiveCalls, Conn, Event, Published};
+use crate::connect::{connect, AbortOnDrop, Established, Http2Settings};
 use crate::keepalive::{self, Keepalive};
 use crate::resolution::{Resolution, State};
-use crate::sniff::GoAway;
-use crate::status::{Code, Status};
+use crate::status::Status;
 use crate::tls::TlsConnector;
 
 /// How long a channel leaving IDLE waits for a fresh resolution before it uses the last one.
 const FRESH_RESOLUTION_WAIT: Duration = Duration::from_secs(1);
 
-/// How long a channel with no calls keeps its connections (A62 recommends 30 minutes).
-pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
-
-type Conn = SendRequest<Bytes>;
-
-/// What calls see: the state and the picker, swapped together.
-pub(crate) struct Published {
-    pub(crate) state: ConnectivityState,
-    picker: Picker<Conn>,
-    /// The last connection failure, kept as the source of the statuses of failed picks.
-    last_failure: Option<Status>,
-}
-
-enum Event {
-    Ready(SubchannelId, u64, Conn),
-    Failed(SubchannelId, u64, Status),
-    Closed(SubchannelId, u64),
-    /// The server sent GOAWAY: no new stream goes to the connection; its streams finish on it.
-    Draining(SubchannelId, u64, GoAway),
-    ExitIdle,
-    Shutdown,
-}
-
-/// Counts the calls in flight, and remembers when the last one ended. Calls never message the control
-/// plane: its idle timer reads this when it fires (as grpc-go's idleness manager does), so a call costs a
-/// clock read and three atomic updates, not a wake-up of the control plane's task.
-pub(crate) struct ActiveCalls {
-    count: AtomicUsize,
-    /// When a call last ended, in nanoseconds since `base` (0: never).
-    last_end: AtomicU64,
-    base: Instant,
-}
-
-impl ActiveCalls {
-    fn new() -> Arc<ActiveCalls> {
-        Arc::new(ActiveCalls {
-            count: AtomicUsize::new(0),
-            last_end: AtomicU64::new(0),
-            base: Instant::now(),
-        })
-    }
-
-    /// Registers a call; the guard ends it.
-    pub(crate) fn call_started(self: &Arc<Self>) -> CallGuard {
-        self.count.fetch_add(1, Ordering::AcqRel);
-        CallGuard(self.clone())
-    }
-
-    /// Whether a call is in flight.
-    pub(crate) fn in_use(&self) -> bool {
-        self.count.load(Ordering::Acquire) > 0
-    }
-
-    /// When the channel may go idle, asked at `now`: `None` while a call is in flight; otherwise `timeout`
-    /// after the last call ended (or `now` if no call ended for that long, or ever). `None` also when that
-    /// is too far to represent (never).
-    fn idle_at(&self, now: Instant, timeout: Duration) -> Option<Instant> {
-        if self.in_use() {
-            return None;
-        }
-        match self.last_end.load(Ordering::Acquire) {
-            0 => Some(now),
-            nanos => self
-                .base
-                .checked_add(Duration::from_nanos(nanos))
-                .and_then(|end| end.checked_add(timeout))
-                .map(|at| at.max(now)),
-        }
-    }
-}
-
-/// Held by a call while it runs.
-pub(crate) struct CallGuard(Arc<ActiveCalls>);
-
-impl Drop for CallGuard {
-    fn drop(&mut self) {
-        let active = &self.0;
-        // The end is noted before the count drops, so an idle timer that sees no call in flight sees every
-        // call's end. At least 1 ns, as 0 means "never".
-        let nanos = Instant::now()
-            .saturating_duration_since(active.base)
-            .as_nanos();
-        let nanos = u64::try_from(nanos).unwrap_or(u64::MAX).max(1);
-        active.last_end.fetch_max(nanos, Ordering::AcqRel);
-        active.count.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// The handle calls use.
-/// Cheap to clone: the channel holds one, and each call's retry driver one to pick with. The loop stops
-/// when the last is dropped (or on `close()`).
-#[derive(Clone)]
-pub(crate) struct ControlPlane {
-    events: mpsc::UnboundedSender<Event>,
-    published: watch::Receiver<Arc<Published>>,
-    active: Arc<ActiveCalls>,
-    _stop: Arc<oneshot::Sender<()>>,
-}
-
-impl ControlPlane {
-    /// Starts the control plane on the current runtime.
-    pub(crate) fn start(
-        resolution: Arc<Resolution>,
-        settings: Http2Settings,
-        idle_timeout: Duration,
-        keepalive: Arc<Keepalive>,
-        tls: Option<TlsConnector>,
-    ) -> ControlPlane {
-        let (events_tx, events_rx) = mpsc::unbounded_channel();
-        let initial = Arc::new(Published {
-            state: ConnectivityState::Idle,
-            picker: Picker::new(&PickerSpec::Idle, |_| None, 0),
-            last_failure: None,
-        });
-        let (published_tx, published_rx) = watch::channel(initial);
-        let (stop_tx, stop_rx) = oneshot::channel();
-        let seed = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(7);
-        let active = ActiveCalls::new();
-        let lp = Loop {
-            resolution,
-            settings,
-            tls,
-            keepalive,
-            idle_timeout,
-            events_tx: events_tx.clone(),
-            published: published_tx,
-            policy: None,
-            policy_config: None,
-            addresses: Vec::new(),
-            tasks: HashMap::new(),
-            conns: HashMap::new(),
-            generation: 0,
-            rng: SplitMix64::new(seed),
-            active: active.clone(),
-            idle_deadline: None,
-            idle: true,
-            spec: (ConnectivityState::Idle, PickerSpec::Idle),
-            retired: None,
-            was_active: false,
-            fresh_wait: None,
-            last_failure: None,
-        };
-        tokio::spawn(lp.run(events_rx, stop_rx));
-        ControlPlane {
-            events: events_tx,
-            published: published_rx,
-            active,
-            _stop: Arc::new(stop_tx),
-        }
-    }
-
-    /// Registers a call; the guard ends it.
-    pub(crate) fn call_started(&self) -> CallGuard {
-        self.active.call_started()
-    }
-
-    /// The channel's connectivity state.
-    pub(crate) fn state(&self) -> ConnectivityState {
-        self.published.borrow().state
-    }
-
-    /// Leaves IDLE (as a call would).
-    pub(crate) fn connect(&self) {
-        let _ = self.events.send(Event::ExitIdle);
-    }
-
-    /// A call is about to wait for resolution: an IDLE channel leaves IDLE now, so that a resolution failure
-    /// shows as TRANSIENT_FAILURE even when the call fails before it picks.
-    pub(crate) fn call_coming(&self) {
-        if self.published.borrow().state == ConnectivityState::Idle {
-            let _ = self.events.send(Event::ExitIdle);
-        }
-    }
-
-    /// Shuts the channel down.
-    pub(crate) fn close(&self) {
-        let _ = self.events.send(Event::Shutdown);
-    }
-
-    /// Waits until the state is not `from`; returns the new state.
-    pub(crate) async fn wait_for_state_change(&self, from: ConnectivityState) -> ConnectivityState {
-        let mut rx = self.published.clone();
-        loop {
-            let state = rx.borrow_and_update().state;
-            if state != from {
-                return state;
-            }
-            if rx.changed().await.is_err() {
-                return ConnectivityState::Shutdown;
-            }
-        }
-    }
-
-    /// A pick that needs no waiting: the picker's choice, when it is a connection ready for a new stream now.
-    /// `None` in every other case (queue, fail, drop, shut down, a connection not ready), which
-    /// [`ControlPlane::pick`] handles.
-    pub(crate) fn pick_now(
-        &self,
-        method: &str,
-        avoid: &[Address],
-        cx: &mut Context<'_>,
-    ) -> Option<(Conn, Address)> {
-        let picked = {
-            let published = self.published.borrow();
-            if published.state == ConnectivityState::Shutdown {
-                return None;
-            }
-            published.picker.pick(&PickRequest { method, avoid })
-        };
-        match picked {
-            PickResult::Pick { mut handle, addr } => match handle.poll_ready(cx) {
-                Poll::Ready(Ok(())) => Some((handle, addr)),
-                Poll::Ready(Err(_)) | Poll::Pending => None,
-            },
-            _ => None,
-        }
-    }
-
-    /// A pick for one attempt of a call to `uri`: at once when the balancer's choice is a connection ready
-    /// for a new stream (no future to box and drive), otherwise a future that waits as the picker says
-    /// (the caller bounds it with the call's deadline).
-    pub(crate) fn pick_for(
-        &self,
-        uri: &http::Uri,
-        wait_for_ready: bool,
-        avoid: Vec<Address>,
-        cx: &mut Context<'_>,
-    ) -> Pick {
-        if let Some(picked) = self.pick_now(uri.path(), &avoid, cx) {
-            return Pick::Now(Some(picked));
-        }
-        let control = self.clone();
-        let uri = uri.clone();
-        Pick::Later(Box::pin(async move {
-            control.pick(uri.path(), wait_for_ready, &avoid).await
-        }))
-    }
-
-    /// Picks a connection for a call (the caller bounds the wait with the call's deadline).
-    pub(crate) async fn pick(
-        &self,
-        method: &str,
-        wait_for_ready: bool,
-        avoid: &[Address],
-    ) -> Result<(Conn, Address), PickError> {
-        let fail = |status| PickError {
-            status,
-            dropped: false,
-        };
-        let mut rx = self.published.clone();
-        loop {
-            let published = rx.borrow_and_update().clone();
-            if published.state == ConnectivityState::Shutdown {
-                return Err(fail(Status::new(
-                    Code::Unavailable,
-                    "the channel is shut down",
-                )));
-            }
-            match published.picker.pick(&PickRequest { method, avoid }) {
-                PickResult::Pick { handle, addr } => match handle.ready().await {
-                    Ok(conn) => return Ok((conn, addr)),
-                    // The connection died under the pick: its task reports it, and a new picker follows.
-                    Err(e) => {
-                        tracing::debug!(%addr, error = %e, "picked connection is gone; waiting for a new picker")
-                    }
-                },
-                PickResult::Queue { exit_idle } => {
-                    if exit_idle {
-                        let _ = self.events.send(Event::ExitIdle);
-                    }
-                }
-                PickResult::Fail(message) if !wait_for_ready => {
-                    let status = Status::new(Code::Unavailable, message);
-                    return Err(fail(match &published.last_failure {
-                        Some(cause) => status.with_source(cause.clone()),
-                        None => status,
-                    }));
-                }
-                PickResult::Fail(_) => {}
-                PickResult::Drop(message) => {
-                    return Err(PickError {
-                        status: Status::new(Code::Unavailable, message),
-                        dropped: true,
-                    })
-                }
-            }
-            if rx.changed().await.is_err() {
-                return Err(fail(Status::new(
-                    Code::Unavailable,
-                    "the channel is shut down",
-                )));
-            }
-        }
-    }
-}
-
-struct Loop {
-    resolution: Arc<Resolution>,
-    settings: Http2Settings,
+/// The control plane's event loop (see the module docs of `control`).
+pub(super) struct Loop {
+    pub(super) resolution: Arc<Resolution>,
+    pub(super) settings: Http2Settings,
     /// TLS for every connection, or plaintext.
-    tls: Option<TlsConnector>,
-    keepalive: Arc<Keepalive>,
-    idle_timeout: Duration,
-    events_tx: mpsc::UnboundedSender<Event>,
-    published: watch::Sender<Arc<Published>>,
-    policy: Option<LbPolicy>,
-    policy_config: Option<PolicyConfig>,
-    addresses: Vec<Address>,
-    tasks: HashMap<SubchannelId, (u64, JoinHandle<()>)>,
-    conns: HashMap<SubchannelId, Conn>,
-    generation: u64,
-    rng: SplitMix64,
-    active: Arc<ActiveCalls>,
-    idle_deadline: Option<Instant>,
-    idle: bool,
-    spec: (ConnectivityState, PickerSpec),
+    pub(super) tls: Option<TlsConnector>,
+    pub(super) keepalive: Arc<Keepalive>,
+    pub(super) idle_timeout: Duration,
+    pub(super) events_tx: mpsc::UnboundedSender<Event>,
+    pub(super) published: watch::Sender<Arc<Published>>,
+    pub(super) policy: Option<LbPolicy>,
+    pub(super) policy_config: Option<PolicyConfig>,
+    pub(super) addresses: Vec<Address>,
+    pub(super) tasks: HashMap<SubchannelId, (u64, JoinHandle<()>)>,
+    pub(super) conns: HashMap<SubchannelId, Conn>,
+    pub(super) generation: u64,
+    pub(super) rng: SplitMix64,
+    pub(super) active: Arc<ActiveCalls>,
+    pub(super) idle_deadline: Option<Instant>,
+    pub(super) idle: bool,
+    pub(super) spec: (ConnectivityState, PickerSpec),
     /// The previous policy's READY connections and picker, serving while a new policy connects.
-    retired: Option<Retired>,
+    pub(super) retired: Option<Retired>,
     /// The channel has left IDLE before (its resolution may be stale when it leaves IDLE again).
-    was_active: bool,
+    pub(super) was_active: bool,
     /// Leaving IDLE, waiting until then for a fresh resolution.
-    fresh_wait: Option<Instant>,
-    last_failure: Option<Status>,
+    pub(super) fresh_wait: Option<Instant>,
+    pub(super) last_failure: Option<Status>,
 }
 
 impl Drop for Loop {
@@ -391,7 +77,7 @@ fn policy_config(lb: &LbConfig) -> PolicyConfig {
 }
 
 impl Loop {
-    async fn run(
+    pub(super) async fn run(
         mut self,
         mut events: mpsc::UnboundedReceiver<Event>,
         mut stop: oneshot::Receiver<()>,
@@ -764,7 +450,7 @@ impl NextU64 for SplitMix64 {
 }
 
 /// A replaced policy's connections, kept until the new policy is READY.
-struct Retired {
+pub(super) struct Retired {
     spec: PickerSpec,
     conns: HashMap<SubchannelId, Conn>,
     tasks: Vec<JoinHandle<()>>,
@@ -825,38 +511,5 @@ async fn connect_subchannel(
         Err(error) => {
             let _ = events.send(Event::Failed(id, generation, error));
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test(start_paused = true)]
-    async fn idle_at_counts_from_the_last_call_end_and_waits_for_calls_in_flight() {
-        let timeout = Duration::from_secs(60);
-        let active = ActiveCalls::new();
-        let start = Instant::now();
-        assert_eq!(active.idle_at(start, timeout), Some(start), "no call ever");
-        let a = active.call_started();
-        let b = active.call_started();
-        tokio::time::advance(Duration::from_secs(10)).await;
-        drop(a);
-        assert_eq!(active.idle_at(Instant::now(), timeout), None, "b in flight");
-        tokio::time::advance(Duration::from_secs(10)).await;
-        let b_end = Instant::now();
-        drop(b);
-        assert_eq!(
-            active.idle_at(Instant::now(), timeout),
-            Some(b_end + timeout)
-        );
-        tokio::time::advance(Duration::from_secs(100)).await;
-        let now = Instant::now();
-        assert_eq!(
-            active.idle_at(now, timeout),
-            Some(now),
-            "quiet for long enough"
-        );
-        assert_eq!(active.idle_at(now, Duration::MAX), None, "never");
     }
 }
