@@ -88,13 +88,13 @@ pub(crate) enum AttemptEvent {
 pub(crate) struct OpenAttempt {
     pub(crate) send: SendHalf,
     /// The response headers, or the future that brings them.
-    pub(crate) response: Response,
+    pub(crate) response: AttemptResponse,
     /// The last message handed to h2 at the handover (the state machine may release up to it).
     pub(crate) flushed: Option<usize>,
 }
 
 /// The response side of an open attempt.
-pub(crate) enum Response {
+pub(crate) enum AttemptResponse {
     Pending(ResponseFuture),
     /// Headers the attempt has checked and read: within the header list limit, opening a message stream.
     Received(ReceivedHead),
@@ -118,7 +118,7 @@ enum State {
     Open {
         handle: SendRequest<Bytes>,
         send: SendHalf,
-        response: Response,
+        response: AttemptResponse,
         progress: Progress,
     },
     Done,
@@ -294,7 +294,7 @@ impl Attempt {
         self.state = State::Open {
             handle,
             send,
-            response: Response::Pending(response),
+            response: AttemptResponse::Pending(response),
             progress,
         };
         Ok(())
@@ -351,7 +351,7 @@ impl Attempt {
         else {
             return Poll::Pending;
         };
-        if let Response::Pending(future) = response {
+        if let AttemptResponse::Pending(future) = response {
             match Pin::new(future).poll(cx) {
                 Poll::Pending => {}
                 Poll::Ready(Err(err)) => {
@@ -371,7 +371,7 @@ impl Attempt {
                     match classify_head(parts.status.as_u16(), parts.headers, body.is_end_stream())
                     {
                         Head::Messages { encoding, metadata } => {
-                            *response = Response::Received(ReceivedHead {
+                            *response = AttemptResponse::Received(ReceivedHead {
                                 encoding,
                                 metadata,
                                 pushback,

@@ -35,8 +35,17 @@ use crate::sniff::{Seen, Sniffer};
 use crate::status::{Code, Status};
 use crate::tls::{self, Handshake, TlsConnector};
 
-/// HTTP/2 settings of the channel's connections.
+/// HTTP/2 settings of the channel's connections. Start from the defaults and change what you need (more
+/// settings may come, so the struct cannot be built field by field):
+///
+/// ```
+/// let mut settings = grpc_channel::Http2Settings::default();
+/// settings.stream_window = 4 << 20;
+/// let channel = grpc_channel::Channel::builder("localhost:50051").http2_settings(settings);
+/// # let _ = channel;
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Http2Settings {
     /// SETTINGS_INITIAL_WINDOW_SIZE: how much one stream may receive before the client reads it.
     pub stream_window: u32,

@@ -36,8 +36,9 @@ use crate::status::{Code, Status};
 /// The most methods [`ChannelStats::methods`] keeps apart; calls of others count in the totals only.
 const MAX_METHODS: usize = 1024;
 
-/// A snapshot of a channel's calls, from [`Channel::stats`](crate::Channel::stats).
+/// A snapshot of a channel's calls, from [`Channel::stats`](crate::Channel::stats). More counters may come.
 #[derive(Clone, Debug, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ChannelStats {
     /// Calls started.
     pub calls_started: u64,

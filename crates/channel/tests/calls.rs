@@ -251,10 +251,8 @@ fn invalid_targets_and_options_fail_at_build_time() {
         .authority("bad authority")
         .build()
         .is_err());
-    let bad_window = grpc_channel::Http2Settings {
-        stream_window: 10,
-        ..Default::default()
-    };
+    let mut bad_window = grpc_channel::Http2Settings::default();
+    bad_window.stream_window = 10;
     assert!(Channel::builder("localhost:1")
         .http2_settings(bad_window)
         .build()

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use grpc_retry::{AttemptEnd, AttemptId, FailurePlace, Pushback, RetryCall};
 
-use crate::attempt::{OpenAttempt, Response};
+use crate::attempt::{AttemptResponse, OpenAttempt};
 use crate::send::{OnError, SendHalf};
 use crate::status::{Code, Status};
 use crate::telemetry::{AttemptTelemetry, CallTelemetry};
@@ -37,7 +37,7 @@ pub(crate) struct Shared {
     pub(super) ended: Option<Ended>,
     /// What the driver handed over for the receiving half: the committed attempt's response, or the
     /// call's status when it finished before committing.
-    pub(super) handed: Option<Result<Response, Status>>,
+    pub(super) handed: Option<Result<AttemptResponse, Status>>,
     /// An attempt has opened its stream (the request HEADERS went to h2).
     pub(super) started: bool,
     /// The receiving half, or the caller waiting for the call to start.

@@ -12,7 +12,7 @@ use tokio::time::{Instant, Sleep};
 use grpc_retry::Pushback;
 
 use super::shared::{CommittedEnd, Ended, SharedRef, Side};
-use crate::attempt::{ReceivedHead, Response};
+use crate::attempt::{AttemptResponse, ReceivedHead};
 use crate::compression::ReceivedEncoding;
 use crate::framing::{Deframer, Frame, FrameError};
 use crate::metadata::MetadataMap;
@@ -365,8 +365,12 @@ impl<T> Streaming<T> {
                         }
                     };
                     match handed {
-                        Ok(Response::Pending(future)) => self.state = RecvState::Headers(future),
-                        Ok(Response::Received(head)) => self.state = RecvState::Received(head),
+                        Ok(AttemptResponse::Pending(future)) => {
+                            self.state = RecvState::Headers(future)
+                        }
+                        Ok(AttemptResponse::Received(head)) => {
+                            self.state = RecvState::Received(head)
+                        }
                         // The call finished before committing: the status of its last attempt (with that
                         // attempt's Trailers-Only metadata) or one the state machine made.
                         Err(status) => {
