@@ -122,8 +122,8 @@ fn control() -> Arc<Control> {
     })
 }
 
-#[tokio::test]
-async fn a_graceful_goaway_drains_the_connection_and_new_calls_use_a_new_one() {
+/// The drain server on a loopback TCP port, with its control.
+async fn tcp_server() -> (std::net::SocketAddr, Arc<Control>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -136,6 +136,12 @@ async fn a_graceful_goaway_drains_the_connection_and_new_calls_use_a_new_one() {
             tokio::spawn(serve(tcp, n, server_control.clone()));
         }
     });
+    (addr, c)
+}
+
+#[tokio::test]
+async fn a_graceful_goaway_drains_the_connection_and_new_calls_use_a_new_one() {
+    let (addr, c) = tcp_server().await;
     let ch = Channel::new(format!("ipv4:{addr}")).expect("channel");
     tokio::time::timeout(Duration::from_secs(60), drains(ch, c))
         .await
@@ -175,18 +181,7 @@ fn far() -> tokio::time::Instant {
 async fn a_goaway_right_after_ready_makes_the_channel_idle_not_transient_failure() {
     use grpc_channel::ConnectivityState;
 
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let c = control();
-    let server_control = c.clone();
-    tokio::spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            let n = server_control.connections.fetch_add(1, Ordering::SeqCst) + 1;
-            tokio::spawn(serve(tcp, n, server_control.clone()));
-        }
-    });
+    let (addr, c) = tcp_server().await;
     let ch = Channel::new(format!("ipv4:{addr}")).expect("channel");
     let run = async {
         ch.connect();
