@@ -373,16 +373,7 @@ mod tests {
     use grpc_base::SplitMix64;
 
     fn info(attempt: u32, code: Code) -> RetryInfo<'static> {
-        RetryInfo {
-            attempt,
-            code,
-            message: "",
-            trailers: &NoTrailers,
-            pushback: Pushback::None,
-            place: FailurePlace::Processed,
-            timed_out: false,
-            elapsed: Duration::ZERO,
-        }
+        RetryInfo::new(attempt, code)
     }
 
     #[test]

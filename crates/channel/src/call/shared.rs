@@ -369,21 +369,27 @@ mod tests {
         }
     }
 
-    #[test]
-    fn before_commit_the_sender_runs_at_most_the_inbox_ahead_of_the_driver_which_takes_messages_in_order(
-    ) {
+    /// A call whose retry driver has not committed, and its sending half (raw messages, no limit).
+    fn uncommitted_call() -> (SharedRef, RequestSender<Bytes>) {
         let shared = Shared::driving(
             None,
             crate::telemetry::Telemetry::new("test".into())
                 .call(&http::Uri::from_static("http://h/t.S/M")),
         );
-        let mut sender = RequestSender::new(
+        let sender = RequestSender::new(
             shared.clone(),
             Codec::<Bytes, Bytes>::raw().encoder(),
             None,
             usize::MAX,
             None,
         );
+        (shared, sender)
+    }
+
+    #[test]
+    fn before_commit_the_sender_runs_at_most_the_inbox_ahead_of_the_driver_which_takes_messages_in_order(
+    ) {
+        let (shared, mut sender) = uncommitted_call();
         let sender_wakes = Arc::new(Wakes::default());
         let sender_waker = Waker::from(sender_wakes.clone());
         let mut sender_cx = Context::from_waker(&sender_waker);
@@ -436,18 +442,7 @@ mod tests {
 
     #[test]
     fn an_aborted_sender_cancels_the_uncommitted_call_and_never_half_closes_it() {
-        let shared = Shared::driving(
-            None,
-            crate::telemetry::Telemetry::new("test".into())
-                .call(&http::Uri::from_static("http://h/t.S/M")),
-        );
-        let mut sender = RequestSender::new(
-            shared.clone(),
-            Codec::<Bytes, Bytes>::raw().encoder(),
-            None,
-            usize::MAX,
-            None,
-        );
+        let (shared, mut sender) = uncommitted_call();
         let waker = Waker::from(Arc::new(Wakes::default()));
         let mut cx = Context::from_waker(&waker);
         {
