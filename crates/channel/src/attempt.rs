@@ -59,7 +59,7 @@ pub(crate) struct PickError {
     pub(crate) dropped: bool,
 }
 
-/// A connection chosen for an attempt, and its address (none for `unix:` targets).
+/// A connection chosen for an attempt, and its address (a socket address, or a Unix socket path).
 pub(crate) type Picked = (SendRequest<Bytes>, Address);
 
 pub(crate) type PickFuture = Pin<Box<dyn Future<Output = Result<Picked, PickError>> + Send>>;

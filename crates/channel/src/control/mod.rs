@@ -4,9 +4,10 @@
 //!
 //! * Resolver updates (endpoints and service config, after A21) feed `update_addresses`; a new
 //!   `loadBalancingConfig` replaces the policy.
-//! * The policy's `Connect` actions start connection tasks: TCP (TCP_NODELAY), the HTTP/2 handshake, then a
-//!   PING whose ACK proves the server's SETTINGS arrived, which makes the subchannel READY (and resets its
-//!   backoff). The task then drives the connection and reports when it closes.
+//! * The policy's `Connect` actions start connection tasks (`connect.rs`, for every target kind: TCP or a
+//!   Unix socket, TLS when the channel has it, the HTTP/2 handshake, then a PING whose ACK proves the
+//!   server's SETTINGS arrived), which make the subchannel READY (and reset its backoff). The task then
+//!   drives the connection and reports when it closes, drains (GOAWAY) or stops answering keepalive PINGs.
 //! * Calls pick from the current picker without locking the control plane; a queued call waits for the next
 //!   picker, a call that finds the policy IDLE wakes it.
 //! * With no call for the idle timeout (30 min by default), the channel drops its connections and goes IDLE;
