@@ -157,7 +157,10 @@ impl Channel {
 
     /// Leaves IDLE: resolves and connects without waiting for a call. Must be called inside a tokio runtime.
     pub fn connect(&self) {
-        self.control().connect();
+        // A closed channel stays closed: no control plane starts for it.
+        if !self.is_closed() {
+            self.control().connect();
+        }
     }
 
     /// Waits until the state differs from `from`, or until `deadline`; returns the state then.

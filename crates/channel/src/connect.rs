@@ -100,7 +100,11 @@ pub(crate) async fn connect(
     tls: Option<&TlsConnector>,
 ) -> Result<Established, Status> {
     // Which step a timed-out attempt was in, for its status.
-    const PHASES: [&str; 3] = ["connection", "TLS handshake", "HTTP/2 handshake"];
+    let socket = match addr {
+        Address::Tcp(_) => "TCP connection",
+        Address::Unix(_) => "Unix socket connection",
+    };
+    let phases = [socket, "TLS handshake", "HTTP/2 handshake"];
     let phase = AtomicU8::new(0);
     let peer = addr.to_string();
     let attempt = async {
@@ -128,7 +132,7 @@ pub(crate) async fn connect(
             Code::Unavailable,
             format!(
                 "connection attempt timed out (in the {})",
-                PHASES[usize::from(phase.load(Ordering::Relaxed)).min(2)]
+                phases[usize::from(phase.load(Ordering::Relaxed)).min(2)]
             ),
         )),
     }

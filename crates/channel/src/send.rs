@@ -43,6 +43,18 @@ impl SendQueue {
         self.first.as_mut()
     }
 
+    /// Removes message `index`; whether it was queued.
+    fn remove(&mut self, index: usize) -> bool {
+        if self.first.as_ref().is_some_and(|(i, _)| *i == index) {
+            self.pop_front();
+            return true;
+        }
+        match self.rest.iter().position(|(i, _)| *i == index) {
+            Some(at) => self.rest.remove(at).is_some(),
+            None => false,
+        }
+    }
+
     fn len(&self) -> usize {
         usize::from(self.first.is_some()) + self.rest.len()
     }
@@ -69,6 +81,8 @@ enum Close {
 pub(crate) struct Outbox {
     queue: SendQueue,
     close: Close,
+    /// Part of the front message went to h2 already (the rest must follow before anything else).
+    front_started: bool,
 }
 
 impl Outbox {
@@ -149,6 +163,20 @@ impl SendHalf {
         self.outbox.close == Close::Sent
     }
 
+    /// Takes message `index` back if none of it went to h2 yet (a send the application gave up on);
+    /// whether it did. A message partly written stays, so the stream never carries half a message.
+    pub(crate) fn withdraw(&mut self, index: usize) -> bool {
+        let front = self
+            .outbox
+            .queue
+            .front_mut()
+            .is_some_and(|(i, _)| *i == index);
+        if front && self.outbox.front_started {
+            return false;
+        }
+        self.outbox.queue.remove(index)
+    }
+
     /// Resets the stream (RST_STREAM with `reason`).
     pub(crate) fn reset(&mut self, reason: h2::Reason) {
         self.stream.send_reset(reason);
@@ -181,6 +209,7 @@ impl SendHalf {
             }
             flushed = Some(index);
             self.outbox.queue.pop_front();
+            self.outbox.front_started = false;
         }
         if self.outbox.close == Close::AfterQueue {
             self.outbox.close = Close::Sent;
@@ -226,11 +255,13 @@ impl SendHalf {
             }
             if done {
                 self.outbox.queue.pop_front();
+                self.outbox.front_started = false;
                 if last {
                     self.outbox.close = Close::Sent;
                 }
                 return Poll::Ready(Ok(Written::Message(index)));
             }
+            self.outbox.front_started = true;
         }
         if self.outbox.close == Close::AfterQueue {
             self.outbox.close = Close::Sent;

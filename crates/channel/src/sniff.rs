@@ -6,6 +6,7 @@
 //! (and a GOAWAY's payload, up to [`DEBUG_DATA_LIMIT`] bytes of debug data); it changes nothing and buffers
 //! nothing else.
 
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -114,6 +115,10 @@ impl Seen {
     }
 }
 
+/// How long a failed write waits for the server's answer before it is reported (see
+/// `Sniffer::hold_failed_write`).
+const ANSWER_WAIT: Duration = Duration::from_millis(100);
+
 /// The frame-header parser's state.
 #[derive(Default)]
 struct Parser {
@@ -132,8 +137,9 @@ pub(crate) struct Sniffer<T> {
     seen: Arc<Seen>,
     /// How many of the first 5 bytes are still to be kept.
     first_bytes_missing: usize,
-    /// A write error held back until the server's answer is read (see `hold_failed_write`).
-    held_write_error: Option<io::Error>,
+    /// A write error held back until the server's answer is read, at most until its timer fires (see
+    /// `hold_failed_write`).
+    held_write_error: Option<(io::Error, Pin<Box<tokio::time::Sleep>>)>,
 }
 
 impl<T> Sniffer<T> {
@@ -230,13 +236,14 @@ impl<T: AsyncRead + Unpin> Sniffer<T> {
     /// A write that fails before the server sent anything (a server that answered in another protocol and
     /// closed at once: on a Unix socket the client's next write fails with EPIPE before h2 reads the
     /// answer) is held back until the read side has something to say: the server's first bytes (so the
-    /// failure can name the protocol) or its end. The peer is gone, so that comes at once.
+    /// failure can name the protocol) or its end, which come at once from a peer that closed; a peer that
+    /// only stopped reading and stays silent gets the error after [`ANSWER_WAIT`].
     fn hold_failed_write<R>(
         &mut self,
         cx: &mut Context<'_>,
         result: Poll<io::Result<R>>,
     ) -> Poll<io::Result<R>> {
-        let error = match (self.held_write_error.take(), result) {
+        let (error, mut timer) = match (self.held_write_error.take(), result) {
             (Some(held), _) => held,
             (None, Poll::Ready(Err(e)))
                 if self.first_bytes_missing == 5
@@ -245,17 +252,18 @@ impl<T: AsyncRead + Unpin> Sniffer<T> {
                         io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset
                     ) =>
             {
-                e
+                (e, Box::pin(tokio::time::sleep(ANSWER_WAIT)))
             }
             (None, result) => return result,
         };
         let mut storage = [0u8; 8];
         let mut buf = ReadBuf::new(&mut storage);
         match Pin::new(&mut self.io).poll_read(cx, &mut buf) {
-            Poll::Pending => {
-                self.held_write_error = Some(error);
+            Poll::Pending if timer.as_mut().poll(cx).is_pending() => {
+                self.held_write_error = Some((error, timer));
                 Poll::Pending
             }
+            Poll::Pending => Poll::Ready(Err(error)),
             Poll::Ready(read) => {
                 if read.is_ok() {
                     let n = buf.filled().len();
@@ -386,5 +394,47 @@ mod tests {
         s.observe(b"TP/1.1 400 Bad Request\r\n\r\n");
         assert!(seen.answered_http1());
         assert_eq!(seen.goaway(), None);
+    }
+
+    /// A peer that stopped reading (every write fails with EPIPE) but stays open and silent: the write
+    /// error is held for the server's answer at most [`ANSWER_WAIT`], then reported.
+    #[tokio::test(start_paused = true)]
+    async fn a_write_to_a_silent_peer_that_stopped_reading_fails_after_the_answer_wait() {
+        struct StoppedReading;
+        impl AsyncRead for StoppedReading {
+            fn poll_read(
+                self: Pin<&mut Self>,
+                _: &mut Context<'_>,
+                _: &mut ReadBuf<'_>,
+            ) -> Poll<io::Result<()>> {
+                Poll::Pending
+            }
+        }
+        impl AsyncWrite for StoppedReading {
+            fn poll_write(
+                self: Pin<&mut Self>,
+                _: &mut Context<'_>,
+                _: &[u8],
+            ) -> Poll<io::Result<usize>> {
+                Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()))
+            }
+            fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+                Poll::Ready(Ok(()))
+            }
+            fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+                Poll::Ready(Ok(()))
+            }
+        }
+        let (mut s, seen) = Sniffer::new(StoppedReading);
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        assert!(Pin::new(&mut s)
+            .poll_write(&mut cx, b"PRI * HTTP/2.0")
+            .is_pending());
+        tokio::time::advance(ANSWER_WAIT).await;
+        match Pin::new(&mut s).poll_write(&mut cx, b"PRI * HTTP/2.0") {
+            Poll::Ready(Err(e)) => assert_eq!(e.kind(), io::ErrorKind::BrokenPipe),
+            other => panic!("the write error must come after the wait: {other:?}"),
+        }
+        assert!(!seen.answered_tls());
     }
 }

@@ -1,6 +1,7 @@
 //! The sending half of a call: [`RequestSender`].
 
 use std::future::poll_fn;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{ready, Context, Poll};
 
 use bytes::Bytes;
@@ -21,6 +22,8 @@ pub struct RequestSender<T> {
     encoding: Option<Encoding>,
     limit: usize,
     deadline: Option<Instant>,
+    /// Messages sent so far: each one's token in the send half after commit.
+    sent: usize,
 }
 
 impl<T> RequestSender<T> {
@@ -37,6 +40,7 @@ impl<T> RequestSender<T> {
             encoding,
             limit,
             deadline,
+            sent: 0,
         }
     }
 
@@ -66,8 +70,18 @@ impl<T> RequestSender<T> {
     }
 
     async fn send_frame(&mut self, mut data: Bytes, end_stream: bool) -> Result<(), Status> {
+        self.sent += 1;
+        let token = self.sent;
         let shared = &self.shared;
-        let send = poll_fn(move |cx| {
+        // After commit the message waits in the send half while flow control holds it back: a send given
+        // up on before any of it was written takes it back (as if it was never sent).
+        let queued = AtomicBool::new(false);
+        let _withdraw = WithdrawOnDrop {
+            shared,
+            token,
+            queued: &queued,
+        };
+        let send = poll_fn(|cx| {
             let mut guard = shared.lock();
             let s = &mut *guard;
             if let Some(ended) = &s.ended {
@@ -102,7 +116,8 @@ impl<T> RequestSender<T> {
             };
             // After commit: behind anything still queued, under flow control.
             if !data.is_empty() {
-                send.push(0, std::mem::take(&mut data));
+                send.push(token, std::mem::take(&mut data));
+                queued.store(true, Ordering::Relaxed);
             }
             if end_stream {
                 send.close_after_queue();
@@ -120,6 +135,7 @@ impl<T> RequestSender<T> {
             if written.is_ok() && end_stream {
                 s.half_closed = true;
             }
+            queued.store(false, Ordering::Relaxed);
             Poll::Ready(written)
         });
         match self.deadline {
@@ -163,6 +179,23 @@ impl<T> RequestSender<T> {
             s.end(&status, h2::Reason::CANCEL);
         }
         // Dropping `self` now finds the call ended: no END_STREAM.
+    }
+}
+
+/// Takes a message back from the send half when its send is dropped before the message was written.
+struct WithdrawOnDrop<'a> {
+    shared: &'a SharedRef,
+    token: usize,
+    queued: &'a AtomicBool,
+}
+
+impl Drop for WithdrawOnDrop<'_> {
+    fn drop(&mut self) {
+        if self.queued.load(Ordering::Relaxed) {
+            if let Side::Direct(send) = &mut self.shared.lock().side {
+                send.withdraw(self.token);
+            }
+        }
     }
 }
 
