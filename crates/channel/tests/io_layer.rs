@@ -216,7 +216,7 @@ async fn the_connection_closes_once_the_channel_is_gone() {
     for unix in [false, true] {
         let closed = Arc::new(AtomicBool::new(false));
         let target = if unix {
-            let path = support::socket_path("review-drop");
+            let path = support::socket_path("dropped-channel");
             let _ = std::fs::remove_file(&path);
             let listener = tokio::net::UnixListener::bind(&path).expect("bind");
             let c = closed.clone();
