@@ -161,12 +161,10 @@ impl MetadataMap {
             .unwrap_or(0)
     }
 
-    /// Records `n` previous attempts (replacing any value); 0 removes the entry, as grpc-java leaves it out
-    /// when the first attempt produced the result.
+    /// Records `n` previous attempts; 0 adds nothing, as grpc-java leaves the entry out when the first
+    /// attempt produced the result (received metadata never carries it: `from_headers` drops `grpc-` keys).
     pub(crate) fn set_previous_rpc_attempts(&mut self, n: u32) {
-        if n == 0 {
-            self.headers.remove(names::GRPC_PREVIOUS_RPC_ATTEMPTS);
-        } else {
+        if n > 0 {
             self.headers
                 .insert(names::GRPC_PREVIOUS_RPC_ATTEMPTS, HeaderValue::from(n));
         }

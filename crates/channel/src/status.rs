@@ -113,9 +113,7 @@ impl Status {
 
     /// This status with `n` previous attempts recorded in its metadata (none for 0).
     pub(crate) fn with_previous_rpc_attempts(mut self, n: u32) -> Status {
-        if n > 0 || self.0.metadata.previous_rpc_attempts() > 0 {
-            self.0.metadata.set_previous_rpc_attempts(n);
-        }
+        self.0.metadata.set_previous_rpc_attempts(n);
         self
     }
 

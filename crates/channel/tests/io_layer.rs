@@ -23,19 +23,21 @@ fn small_window(b: &mut h2::server::Builder) {
     b.initial_window_size(WINDOW as u32);
 }
 
-/// After commit, a `send` that the application gives up on (a timeout around it) while flow control holds
-/// back every byte of its message sent nothing, as before the send half was shared: the server gets the
-/// messages sent before and after it, not the abandoned one. The failure: the abandoned message stays queued
-/// in the send half and goes out ahead of the next message.
-#[tokio::test(start_paused = true)]
-async fn a_send_given_up_before_any_of_it_was_written_is_not_sent_later() {
+/// A committed bidi call to a server with a 1000-byte stream window that reads nothing for 5 s, then reads
+/// the whole request and answers `done`.
+async fn committed_slow_reader() -> (
+    H2Server,
+    Channel,
+    grpc_channel::RequestSender<Bytes>,
+    grpc_channel::Streaming<Bytes>,
+) {
     let server = H2Server::tcp(
         small_window,
         handler(|mut s: Stream| async move {
             let Some(mut send) = s.headers() else {
                 return;
             };
-            // Reads nothing until the client has given up on its second message.
+            // Reads nothing until the client has given up on a message.
             tokio::time::sleep(Duration::from_secs(5)).await;
             if s.read_to_end().await.is_ok() {
                 let _ = send.send_data(grpc_message(b"done"), false);
@@ -45,12 +47,22 @@ async fn a_send_given_up_before_any_of_it_was_written_is_not_sent_later() {
     )
     .await;
     let ch = channel_with_config(&server.target(), "{}");
-    let (mut tx, mut rx) = guarded("start", ch.streaming_raw("/t.S/Bidi", Request::new(())))
+    let (tx, mut rx) = guarded("start", ch.streaming_raw("/t.S/Bidi", Request::new(())))
         .await
         .expect("start");
     guarded("headers", rx.headers())
         .await
         .expect("response headers: the call is committed");
+    (server, ch, tx, rx)
+}
+
+/// After commit, a `send` that the application gives up on (a timeout around it) while flow control holds
+/// back every byte of its message sent nothing, as before the send half was shared: the server gets the
+/// messages sent before and after it, not the abandoned one. The failure: the abandoned message stays queued
+/// in the send half and goes out ahead of the next message.
+#[tokio::test(start_paused = true)]
+async fn a_send_given_up_before_any_of_it_was_written_is_not_sent_later() {
+    let (server, _ch, mut tx, mut rx) = committed_slow_reader().await;
     let a = vec![b'a'; WINDOW - 5];
     guarded("A", tx.send(Bytes::from(a.clone())))
         .await
@@ -156,25 +168,7 @@ async fn the_hand_over_writes_queued_inbox_messages_in_order_then_one_end_stream
 /// of it goes before the next message.
 #[tokio::test(start_paused = true)]
 async fn a_send_given_up_mid_message_still_leaves_a_whole_message() {
-    let server = H2Server::tcp(
-        small_window,
-        handler(|mut s: Stream| async move {
-            let Some(mut send) = s.headers() else {
-                return;
-            };
-            tokio::time::sleep(Duration::from_secs(5)).await;
-            if s.read_to_end().await.is_ok() {
-                let _ = send.send_data(grpc_message(b"done"), false);
-                let _ = send.send_trailers(trailers("0", &[]));
-            }
-        }),
-    )
-    .await;
-    let ch = channel_with_config(&server.target(), "{}");
-    let (mut tx, mut rx) = guarded("start", ch.streaming_raw("/t.S/Bidi", Request::new(())))
-        .await
-        .expect("start");
-    guarded("headers", rx.headers()).await.expect("headers");
+    let (server, _ch, mut tx, mut rx) = committed_slow_reader().await;
     let gave_up = tokio::time::timeout(
         Duration::from_secs(1),
         tx.send(Bytes::from(vec![b'a'; 1500])),
