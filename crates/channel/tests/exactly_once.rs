@@ -111,10 +111,12 @@ async fn without_exactly_once_the_same_retries_execute_twice() {
     let shared = tracked();
     let (_server, channel) = failing_after_processing(&shared, false).await;
     let ok = increments(&channel, 500, 8).await;
-    assert_eq!(ok, 500);
+    // A call fails only when all 5 of its executions fail (0.2^5 per call): which calls get which faults
+    // depends on how the 8 workers interleave, so now and then one of the 500 does.
+    assert!(ok >= 495, "{ok} of 500 calls succeeded");
     assert!(
-        shared.count() > 550,
-        "retries after processing run the increment again: counter {} for 500 calls",
+        shared.count() > ok as u64 + 50,
+        "retries after processing run the increment again: counter {} for {ok} successful calls",
         shared.count()
     );
 }
