@@ -217,6 +217,16 @@ async fn handle(mut call: ServerCall, server_id: std::sync::Arc<str>) {
         },
         None => dispatch(&mut call, &server_id).await,
     };
+    // Answers queued before a failure go out before its status (not past the deadline: the client is
+    // gone, and a flush could wait for its flow control).
+    let result = match result {
+        Ok(()) => call.flush().await,
+        Err(status) if status.code() == Code::DeadlineExceeded => Err(status),
+        Err(status) => {
+            let _ = call.flush().await;
+            Err(status)
+        }
+    };
     match result {
         Ok(()) => call.finish(&Status::new(Code::Ok, "")),
         Err(status) => call.finish(&status),
@@ -256,7 +266,7 @@ async fn dispatch(call: &mut ServerCall, server_id: &str) -> Result<(), Status> 
         }
         paths::STREAMING_OUTPUT_CALL => {
             let req: StreamingOutputCallRequest = read_one(call).await?;
-            stream_responses(call, &req).await?;
+            stream_responses(call, &req, Delivery::Each).await?;
             echo_status(req.response_status.as_ref())
         }
         paths::STREAMING_INPUT_CALL => {
@@ -280,12 +290,13 @@ async fn dispatch(call: &mut ServerCall, server_id: &str) -> Result<(), Status> 
             .await
         }
         paths::FULL_DUPLEX_CALL => {
+            // The answers to requests that arrived together leave together (`queue_message`).
             while let Some(msg) = call.next_message().await? {
                 let req = StreamingOutputCallRequest::decode(msg.payload).map_err(decode_error)?;
                 echo_status(req.response_status.as_ref())?;
-                stream_responses(call, &req).await?;
+                stream_responses(call, &req, Delivery::Batched).await?;
             }
-            Ok(())
+            call.flush().await
         }
         paths::HALF_DUPLEX_CALL => {
             let mut requests = Vec::new();
@@ -295,7 +306,7 @@ async fn dispatch(call: &mut ServerCall, server_id: &str) -> Result<(), Status> 
             }
             for req in &requests {
                 echo_status(req.response_status.as_ref())?;
-                stream_responses(call, req).await?;
+                stream_responses(call, req, Delivery::Each).await?;
             }
             Ok(())
         }
@@ -341,12 +352,23 @@ async fn unary_call(call: &mut ServerCall, server_id: &str) -> Result<(), Status
     send(call, &resp, compress).await
 }
 
+/// How [`stream_responses`] writes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Delivery {
+    /// Each message as it is made.
+    Each,
+    /// Queued with the other answers ready together (written before a pause, and when the call waits).
+    Batched,
+}
+
 async fn stream_responses(
     call: &mut ServerCall,
     req: &StreamingOutputCallRequest,
+    delivery: Delivery,
 ) -> Result<(), Status> {
     for params in &req.response_parameters {
         if params.interval_us > 0 {
+            call.flush().await?;
             tokio::time::sleep(Duration::from_micros(params.interval_us as u64)).await;
         }
         let size = usize::try_from(params.size)
@@ -363,7 +385,11 @@ async fn stream_responses(
             }),
             peer_socket_address,
         };
-        send(call, &resp, params.compressed.is_some_and(|b| b.value)).await?;
+        let compress = params.compressed.is_some_and(|b| b.value);
+        match delivery {
+            Delivery::Each => send(call, &resp, compress).await?,
+            Delivery::Batched => call.queue_message(&resp.encode_to_vec(), compress).await?,
+        }
     }
     Ok(())
 }

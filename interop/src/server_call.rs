@@ -38,7 +38,13 @@ pub struct ServerCall {
     /// Metadata to send in the trailers.
     pub trailing_metadata: HeaderMap,
     ended: bool,
+    /// Response messages queued by [`ServerCall::queue_message`], not yet handed to h2.
+    pending: BytesMut,
 }
+
+/// The most bytes of queued response messages [`ServerCall::queue_message`] holds before writing them: one
+/// DATA frame at the default maximum frame size.
+const BATCH: usize = 16 << 10;
 
 /// A received request message.
 pub struct Received {
@@ -92,6 +98,7 @@ impl ServerCall {
             initial_metadata: HeaderMap::new(),
             trailing_metadata: HeaderMap::new(),
             ended: false,
+            pending: BytesMut::new(),
         }
     }
 
@@ -140,7 +147,15 @@ impl ServerCall {
                     return Err(Status::new(code, e.to_string()));
                 }
             }
-            match self.recv.data().await {
+            let next = match self.ready_chunk() {
+                Some(next) => next,
+                None => {
+                    // Nothing more to read now: what was queued goes out before waiting.
+                    self.flush().await?;
+                    self.recv.data().await
+                }
+            };
+            match next {
                 Some(Ok(chunk)) => {
                     let _ = self.recv.flow_control().release_capacity(chunk.len());
                     self.deframer.push(chunk);
@@ -159,6 +174,40 @@ impl ServerCall {
                 }
             }
         }
+    }
+
+    /// The next request DATA if it has arrived already, without waiting (`None` also when nothing is
+    /// queued to send, so the caller simply waits).
+    fn ready_chunk(&mut self) -> Option<Option<Result<Bytes, h2::Error>>> {
+        if self.pending.is_empty() {
+            return None;
+        }
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match self.recv.poll_data(&mut cx) {
+            Poll::Ready(next) => Some(next),
+            Poll::Pending => None,
+        }
+    }
+
+    /// Queues one response message for the next write: messages queued together leave in one DATA frame
+    /// (as a server that answers a batch of requests does). They are written once [`BATCH`] bytes are
+    /// queued, before [`ServerCall::next_message`] waits for the client, and by [`ServerCall::flush`].
+    pub async fn queue_message(&mut self, payload: &[u8], compress: bool) -> Result<(), Status> {
+        let frame = self.encode(payload, compress)?;
+        self.pending.extend_from_slice(&frame);
+        if self.pending.len() >= BATCH {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
+    /// Writes the queued response messages.
+    pub async fn flush(&mut self) -> Result<(), Status> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let data = self.pending.split().freeze();
+        self.send_raw(data).await
     }
 
     /// Sends the response headers if they have not gone yet.
@@ -186,6 +235,13 @@ impl ServerCall {
 
     /// Sends one response message; `compress` applies gzip when the client accepts it.
     pub async fn send_message(&mut self, payload: &[u8], compress: bool) -> Result<(), Status> {
+        self.flush().await?;
+        let frame = self.encode(payload, compress)?;
+        self.send_raw(frame).await
+    }
+
+    /// One response message, framed.
+    fn encode(&mut self, payload: &[u8], compress: bool) -> Result<Bytes, Status> {
         self.send_headers()?;
         let compress = compress && self.client_accepts_gzip;
         let mut buf = BytesMut::with_capacity(HEADER_LEN + payload.len());
@@ -200,7 +256,7 @@ impl ServerCall {
         let mut header = BytesMut::new();
         framing::put_header(&mut header, compress, len);
         buf[..HEADER_LEN].copy_from_slice(&header);
-        self.send_raw(buf.freeze()).await
+        Ok(buf.freeze())
     }
 
     /// Sends bytes as DATA (after the response headers), waiting for flow control.

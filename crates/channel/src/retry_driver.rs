@@ -8,9 +8,9 @@
 //! attempts report (picked, message sent, response headers, end in A6's failure places), and runs the
 //! machine's one timer. For calls whose request is known up front (unary, server-streaming) the caller
 //! awaits the driver; for client-streaming and bidi calls it is spawned, and takes the application's
-//! messages one at a time from the call's [`Shared`] inbox, only once an open attempt has written the
-//! previous ones (so the readiest live attempt paces the sender, which runs at most the bounded inbox
-//! ahead: the driver drains a batch per wake-up).
+//! messages from the call's [`Shared`] inbox, everything queued (up to one DATA frame's worth) at once, only
+//! once an open attempt has written the previous ones (so the readiest live attempt paces the sender, which
+//! runs at most the bounded inbox ahead). Each attempt writes such a batch as one `send_data`.
 //!
 //! At commit the driver hands the committed attempt over to the call ([`Shared::hand_over`]): its stream,
 //! with whatever it had queued handed to h2, and its response (headers already in, or still to come).
@@ -28,6 +28,7 @@ use tokio::time::{Instant, Sleep};
 use crate::attempt::{Attempt, AttemptEvent, AttemptSetup, OpenAttempt};
 use crate::call::{Committed, Input, SharedRef};
 use crate::control::ControlPlane;
+use crate::send::COALESCE_LIMIT;
 use crate::status::{Code, Status};
 use crate::telemetry::AttemptTelemetry;
 
@@ -313,19 +314,31 @@ impl Driver {
                 Slot::Ended(_) | Slot::Gone => false,
             }),
         };
-        let input = shared.lock().poll_input(cx, accept, self.half_close_sent);
-        match input {
-            None => return false,
-            Some(Input::Message(message)) => {
-                self.call.send_message(message, now());
+        // Everything queued is taken together (up to one DATA frame's worth), so the attempts write it as one
+        // batch.
+        let mut budget = if accept { usize::MAX } else { 0 };
+        let mut taken = false;
+        loop {
+            let input = shared.lock().poll_input(cx, budget, self.half_close_sent);
+            match input {
+                None => return taken,
+                Some(Input::Message(message)) => {
+                    // The first message whatever its size, then what fits beside it.
+                    budget = budget.min(COALESCE_LIMIT).saturating_sub(message.len());
+                    taken = true;
+                    self.call.send_message(message, now());
+                }
+                Some(Input::HalfClose) => {
+                    self.half_close_sent = true;
+                    self.call.half_close();
+                    return true;
+                }
+                Some(Input::Cancel) => {
+                    self.call.cancel(now());
+                    return true;
+                }
             }
-            Some(Input::HalfClose) => {
-                self.half_close_sent = true;
-                self.call.half_close();
-            }
-            Some(Input::Cancel) => self.call.cancel(now()),
         }
-        true
     }
 
     /// What the attempts have to say; whether any said something.

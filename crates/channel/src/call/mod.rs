@@ -15,6 +15,7 @@
 mod sender;
 mod shared;
 mod streaming;
+mod writer;
 
 pub use sender::RequestSender;
 pub(crate) use shared::{Committed, Input, Shared, SharedRef};

@@ -1,18 +1,18 @@
 //! The sending half of a call: [`RequestSender`].
 
 use std::future::poll_fn;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::task::{ready, Context, Poll};
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use tokio::time::Instant;
 
-use super::shared::{SharedRef, Side, INBOX_LIMIT};
+use super::shared::{SharedRef, Side, Writer, SEND_AHEAD_LIMIT};
+use super::writer;
 use crate::codec::Codec;
 use crate::compression::Encoding;
 use crate::framing::{self};
 use crate::request::MessageOptions;
-use crate::send::{OnError, WriteError, Written};
+use crate::send::OnError;
 use crate::status::{Code, Status};
 
 /// The sending half of a streaming call. Dropping it half-closes the call (unless the call has ended).
@@ -44,8 +44,10 @@ impl<T> RequestSender<T> {
         }
     }
 
-    /// Sends a message, compressed if the call is. Waits for HTTP/2 flow control, so a slow server slows the
-    /// sender instead of filling memory.
+    /// Sends a message, compressed if the call is. Returns once the message is queued for writing; waits
+    /// while the call holds 64 KiB of messages that HTTP/2 flow control has not let out yet, so a slow
+    /// server slows the sender instead of filling memory. Messages sent in a burst leave packed together
+    /// (many per DATA frame); a message sent alone leaves at once.
     ///
     /// An error means the call can take no more messages. When the server ended the call, its status is what
     /// the receiving half ([`Streaming`](crate::Streaming)) reports; the error here only says sending stopped.
@@ -64,7 +66,7 @@ impl<T> RequestSender<T> {
         self.send_frame(frame, false).await
     }
 
-    /// Half-closes the call: no more messages will be sent.
+    /// Half-closes the call: no more messages will be sent. END_STREAM follows the messages sent before.
     pub async fn finish(mut self) -> Result<(), Status> {
         self.send_frame(Bytes::new(), true).await
     }
@@ -73,14 +75,6 @@ impl<T> RequestSender<T> {
         self.sent += 1;
         let token = self.sent;
         let shared = &self.shared;
-        // After commit the message waits in the send half while flow control holds it back: a send given
-        // up on before any of it was written takes it back (as if it was never sent).
-        let queued = AtomicBool::new(false);
-        let _withdraw = WithdrawOnDrop {
-            shared,
-            token,
-            queued: &queued,
-        };
         let send = poll_fn(|cx| {
             let mut guard = shared.lock();
             let s = &mut *guard;
@@ -93,14 +87,17 @@ impl<T> RequestSender<T> {
                     "the call was already half-closed",
                 )));
             }
+            if let Some(status) = &s.write_failed {
+                return Poll::Ready(Err(status.clone()));
+            }
             let send = match &mut s.side {
                 Side::Direct(send) => send,
                 Side::Driving(inbox) => {
-                    // Before commit the driver takes one message at a time, once an open attempt has
-                    // written the previous ones: the readiest live attempt paces the sender, which runs
-                    // ahead of the driver by at most the inbox.
+                    // Before commit the driver takes the queued messages once an open attempt has written
+                    // the previous ones: the readiest live attempt paces the sender, which runs ahead of the
+                    // driver by at most SEND_AHEAD_LIMIT.
                     if !data.is_empty() {
-                        if !inbox.queue.is_empty() && inbox.queued + data.len() > INBOX_LIMIT {
+                        if !inbox.queue.is_empty() && inbox.queued + data.len() > SEND_AHEAD_LIMIT {
                             inbox.sender = Some(cx.waker().clone());
                             return Poll::Pending;
                         }
@@ -114,29 +111,28 @@ impl<T> RequestSender<T> {
                     return Poll::Ready(Ok(()));
                 }
             };
-            // After commit: behind anything still queued, under flow control.
+            // After commit: queued behind what the writer task has not written yet, at most
+            // SEND_AHEAD_LIMIT ahead of h2 (a larger message waits until everything before it went).
             if !data.is_empty() {
+                if !send.caught_up() && send.queued_bytes() + data.len() > SEND_AHEAD_LIMIT {
+                    s.blocked_sender = Some(cx.waker().clone());
+                    s.writer.wake();
+                    return Poll::Pending;
+                }
                 send.push(token, std::mem::take(&mut data));
-                queued.store(true, Ordering::Relaxed);
             }
             if end_stream {
                 send.close_after_queue();
-            }
-            let written = loop {
-                match ready!(send.poll_write(cx, false)) {
-                    Ok(Written::Message(_)) => continue,
-                    Ok(Written::CaughtUp) => break Ok(()),
-                    Err(WriteError::Stream(e)) => break Err(Status::from_h2(e)),
-                    Err(WriteError::Closed) => {
-                        break Err(Status::new(Code::Unavailable, "the stream was closed"))
-                    }
-                }
-            };
-            if written.is_ok() && end_stream {
                 s.half_closed = true;
             }
-            queued.store(false, Ordering::Relaxed);
-            Poll::Ready(written)
+            match &mut s.writer {
+                Writer::NotStarted => {
+                    s.writer = Writer::Running(None);
+                    tokio::spawn(writer::run(shared.clone()));
+                }
+                writer => writer.wake(),
+            }
+            Poll::Ready(Ok(()))
         });
         match self.deadline {
             None => send.await,
@@ -182,23 +178,6 @@ impl<T> RequestSender<T> {
     }
 }
 
-/// Takes a message back from the send half when its send is dropped before the message was written.
-struct WithdrawOnDrop<'a> {
-    shared: &'a SharedRef,
-    token: usize,
-    queued: &'a AtomicBool,
-}
-
-impl Drop for WithdrawOnDrop<'_> {
-    fn drop(&mut self) {
-        if self.queued.load(Ordering::Relaxed) {
-            if let Side::Direct(send) = &mut self.shared.lock().side {
-                send.withdraw(self.token);
-            }
-        }
-    }
-}
-
 /// Tells a task that feeds a call's [`RequestSender`] when the call has ended.
 pub(crate) struct EndWatch(SharedRef);
 
@@ -225,6 +204,7 @@ impl<T> Drop for RequestSender<T> {
                 Side::Direct(send) => {
                     send.close_after_queue();
                     send.flush_all(OnError::Drop);
+                    s.writer.wake();
                 }
                 Side::Driving(inbox) => {
                     if let Some(w) = inbox.driver.take() {

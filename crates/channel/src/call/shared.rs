@@ -49,6 +49,12 @@ pub(crate) struct Shared {
     /// The status a failed send ended the call with (e.g. an oversize message), which the receiving half
     /// reports instead of the reset it sees.
     pub(super) sender_failure: Option<Status>,
+    /// After commit: the task writing the queued messages.
+    pub(super) writer: Writer,
+    /// The sender, waiting for the writer task to make room (after commit).
+    pub(super) blocked_sender: Option<Waker>,
+    /// Why the writer task stopped writing, for the next send.
+    pub(super) write_failed: Option<Status>,
     /// Counts the call as active for the channel's idle timeout while either half lives.
     _active: Option<crate::control::CallGuard>,
     /// The call's span and metrics.
@@ -85,31 +91,55 @@ impl Ended {
 
 /// Where the application's messages go.
 pub(super) enum Side {
-    /// Before commit: the inbox the retry driver takes messages from (one at a time), writing each to every
+    /// Before commit: the inbox the retry driver takes messages from (in batches), writing them to every
     /// live attempt.
     Driving(Inbox),
     /// After commit: the committed attempt's stream.
     Direct(SendHalf),
 }
 
-/// The most bytes of application messages an uncommitted call holds for its retry driver (a larger message is
-/// taken alone). The sender runs ahead of the driver task by up to this much, so the driver takes a batch
-/// per wake-up instead of the two tasks handing over one message per task switch.
-pub(crate) const INBOX_LIMIT: usize = 64 << 10;
+/// The most bytes of application messages a call holds that are not yet handed to h2 (a larger message is
+/// taken alone): in the retry driver's inbox before commit, in the send half for the writer task after. The
+/// sender runs ahead of the task that writes by up to this much, so that task takes a batch per wake-up
+/// (and packs it into DATA frames) instead of the two tasks handing over one message per task switch.
+pub(crate) const SEND_AHEAD_LIMIT: usize = 64 << 10;
 
 /// The driver's side of a call that has not committed yet.
 #[derive(Default)]
 pub(super) struct Inbox {
-    /// The messages the application sent, in order, until the driver takes them (one at a time, when an
-    /// open attempt has written the previous ones).
+    /// The messages the application sent, in order, until the driver takes them (everything queued, when
+    /// an open attempt has written the previous ones).
     pub(super) queue: VecDeque<Bytes>,
-    /// The bytes in `queue`, at most [`INBOX_LIMIT`] unless it holds a single larger message.
+    /// The bytes in `queue`, at most [`SEND_AHEAD_LIMIT`] unless it holds a single larger message.
     pub(super) queued: usize,
     /// The sender, waiting for room in `queue`.
     pub(super) sender: Option<Waker>,
     pub(super) driver: Option<Waker>,
     /// The application cancelled (or the receiving half ended the call) before commit.
     pub(super) cancelled: bool,
+}
+
+/// Where a committed call's writer task (`writer.rs`) stands.
+#[derive(Default)]
+pub(super) enum Writer {
+    /// No task yet: the first send after commit spawns it.
+    #[default]
+    NotStarted,
+    /// The task runs, or waits for messages (woken with the waker) or for flow control (woken by h2).
+    Running(Option<Waker>),
+    /// The task stopped: the call ended, half-closed, or a write failed.
+    Stopped,
+}
+
+impl Writer {
+    /// Wakes the task if it waits for messages.
+    pub(super) fn wake(&mut self) {
+        if let Writer::Running(waker) = self {
+            if let Some(w) = waker.take() {
+                w.wake();
+            }
+        }
+    }
 }
 
 pub(crate) type SharedRef = Arc<Mutex<Shared>>;
@@ -140,6 +170,9 @@ impl Shared {
             retry: None,
             end_watcher: None,
             sender_failure: None,
+            writer: Writer::NotStarted,
+            blocked_sender: None,
+            write_failed: None,
             _active: active,
             telemetry,
             attempt: None,
@@ -148,12 +181,12 @@ impl Shared {
         }))
     }
 
-    /// For the driver: the next application input, if `accept_message` allows taking a message now.
-    /// Registers the driver's waker otherwise.
+    /// For the driver: the next application input; a message only if it has at most `budget` bytes (0: no
+    /// message now). Registers the driver's waker otherwise.
     pub(crate) fn poll_input(
         &mut self,
         cx: &Context<'_>,
-        accept_message: bool,
+        budget: usize,
         half_close_sent: bool,
     ) -> Option<Input> {
         let Side::Driving(inbox) = &mut self.side else {
@@ -169,11 +202,11 @@ impl Shared {
         {
             inbox.driver = Some(cx.waker().clone());
         }
-        if accept_message {
+        if inbox.queue.front().is_some_and(|m| m.len() <= budget) {
             if let Some(message) = inbox.queue.pop_front() {
                 inbox.queued -= message.len();
                 // A waiting sender goes on once half the inbox is free, not after every message.
-                if inbox.queued <= INBOX_LIMIT / 2 {
+                if inbox.queued <= SEND_AHEAD_LIMIT / 2 {
                     if let Some(w) = inbox.sender.take() {
                         w.wake();
                     }
@@ -313,8 +346,18 @@ impl Shared {
         self.exactly_once = Some(id);
     }
 
+    /// The call ended: wakes the task feeding the sender, the writer task and a sender waiting for room.
     pub(super) fn wake_end_watcher(&mut self) {
         if let Some(w) = self.end_watcher.take() {
+            w.wake();
+        }
+        self.writer.wake();
+        self.wake_blocked_sender();
+    }
+
+    /// Wakes the sender waiting for the writer task to make room.
+    pub(super) fn wake_blocked_sender(&mut self) {
+        if let Some(w) = self.blocked_sender.take() {
             w.wake();
         }
     }
@@ -394,7 +437,7 @@ mod tests {
         let sender_waker = Waker::from(sender_wakes.clone());
         let mut sender_cx = Context::from_waker(&sender_waker);
         let frame_len = framing::HEADER_LEN + 1000;
-        let fits = INBOX_LIMIT / frame_len;
+        let fits = SEND_AHEAD_LIMIT / frame_len;
         for i in 0..fits {
             let send = std::pin::pin!(sender.send(Bytes::from(vec![i as u8; 1000])));
             assert!(
@@ -412,7 +455,7 @@ mod tests {
         let driver_cx = Context::from_waker(&driver_waker);
         let mut taken = 0;
         while sender_wakes.count() == 0 {
-            match shared.lock().poll_input(&driver_cx, true, false) {
+            match shared.lock().poll_input(&driver_cx, usize::MAX, false) {
                 Some(Input::Message(m)) => {
                     assert_eq!((m.len(), m[framing::HEADER_LEN]), (frame_len, taken as u8));
                     taken += 1;
@@ -424,18 +467,21 @@ mod tests {
         assert!(blocked.as_mut().poll(&mut sender_cx).is_ready());
         drop(blocked);
         // Not taking (no attempt ready) leaves the messages queued; they come out in order later.
-        assert!(shared.lock().poll_input(&driver_cx, false, false).is_none());
+        assert!(shared.lock().poll_input(&driver_cx, 0, false).is_none());
         for i in taken..=fits {
-            match shared.lock().poll_input(&driver_cx, true, false) {
+            match shared.lock().poll_input(&driver_cx, usize::MAX, false) {
                 Some(Input::Message(m)) => assert_eq!(m[framing::HEADER_LEN], i as u8),
                 _ => panic!("message {i} was queued"),
             }
         }
-        assert!(shared.lock().poll_input(&driver_cx, true, false).is_none());
+        assert!(shared
+            .lock()
+            .poll_input(&driver_cx, usize::MAX, false)
+            .is_none());
         // The half-close comes after the last message.
         drop(sender);
         assert!(matches!(
-            shared.lock().poll_input(&driver_cx, true, false),
+            shared.lock().poll_input(&driver_cx, usize::MAX, false),
             Some(Input::HalfClose)
         ));
     }
@@ -454,7 +500,7 @@ mod tests {
         // The driver is told to cancel (resetting every live attempt), ahead of the queued message, and the
         // sender's drop half-closed nothing.
         assert!(matches!(
-            s.poll_input(&cx, true, false),
+            s.poll_input(&cx, usize::MAX, false),
             Some(Input::Cancel)
         ));
         assert!(!s.half_closed);

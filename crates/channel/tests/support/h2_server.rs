@@ -335,6 +335,17 @@ impl H2Server {
         body
     }
 
+    /// How many non-empty DATA frames the client sent on the streams numbered `id` (h2 hands the server
+    /// each DATA frame's payload as one chunk).
+    pub fn data_frames_of_id(&self, id: u32) -> usize {
+        self.events()
+            .iter()
+            .filter(
+                |e| matches!(e, Event::Data { id: i, bytes, .. } if *i == id && !bytes.is_empty()),
+            )
+            .count()
+    }
+
     /// The bytes the client sent on the streams numbered `id`, whatever their connection, and how many
     /// END_STREAMs it sent there (for tests whose calls share one connection).
     pub fn body_of_id(&self, id: u32) -> (Vec<u8>, usize) {

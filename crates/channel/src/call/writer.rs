@@ -1,0 +1,72 @@
+//! The task that writes a committed call's request messages: [`run`].
+//!
+//! After commit, [`RequestSender::send`](crate::RequestSender::send) only queues its message in the call's
+//! send half (up to [`SEND_AHEAD_LIMIT`] bytes ahead of h2) and wakes this task; the task writes whatever is
+//! queued when it runs, packed into DATA frames (`send.rs`), under HTTP/2 flow control. An application that
+//! sends faster than one message per task switch (a producer feeding the call) so gets many messages per DATA
+//! frame and per write, as tonic's body encoder does; one that sends a message and waits for the answer gets
+//! it written at once, since the task runs as soon as the sender yields.
+//!
+//! The task is spawned by the first send after commit and stops when the call has ended, once END_STREAM
+//! went to h2, or when a write fails (the next send returns that failure; the receiving half reports how
+//! the call ended).
+//!
+//! Not here: writing before commit, which the retry driver does for every live attempt.
+
+use std::future::poll_fn;
+use std::task::Poll;
+
+use super::shared::{SharedRef, Side, Writer, SEND_AHEAD_LIMIT};
+use crate::send::{WriteError, Written};
+use crate::status::{Code, Status};
+
+/// Writes the call's queued messages until the call ends, half-closes, or a write fails.
+pub(super) async fn run(shared: SharedRef) {
+    poll_fn(|cx| {
+        let mut guard = shared.lock();
+        let s = &mut *guard;
+        let Side::Direct(send) = &mut s.side else {
+            s.writer = Writer::Stopped;
+            return Poll::Ready(());
+        };
+        if s.ended.is_some() {
+            s.writer = Writer::Stopped;
+            s.wake_blocked_sender();
+            return Poll::Ready(());
+        }
+        let written = loop {
+            match send.poll_write(cx, false) {
+                Poll::Ready(Ok(Written::Message(_))) => continue,
+                Poll::Ready(Ok(Written::CaughtUp)) | Poll::Pending => break Ok(()),
+                Poll::Ready(Err(WriteError::Stream(e))) => break Err(Status::from_h2(e)),
+                Poll::Ready(Err(WriteError::Closed)) => {
+                    break Err(Status::new(Code::Unavailable, "the stream was closed"))
+                }
+            }
+        };
+        let half_closed = send.half_closed();
+        if send.queued_bytes() <= SEND_AHEAD_LIMIT / 2 {
+            s.wake_blocked_sender();
+        }
+        match written {
+            Err(status) => {
+                s.write_failed = Some(status);
+                s.writer = Writer::Stopped;
+                s.wake_blocked_sender();
+                Poll::Ready(())
+            }
+            Ok(()) if half_closed => {
+                s.writer = Writer::Stopped;
+                Poll::Ready(())
+            }
+            Ok(()) => {
+                match &mut s.writer {
+                    Writer::Running(Some(w)) if w.will_wake(cx.waker()) => {}
+                    writer => *writer = Writer::Running(Some(cx.waker().clone())),
+                }
+                Poll::Pending
+            }
+        }
+    })
+    .await
+}
