@@ -115,8 +115,10 @@ fn a_large_send_behind_a_partly_written_message_waits_without_spinning() {
 // half sees "half-closed" and sends no RST_STREAM(NO_ERROR), and the writer stops at the call's end without
 // writing the tail or END_STREAM: the stream stays open on the client's side (occupying a stream slot of
 // the server's MAX_CONCURRENT_STREAMS) for as long as the application holds the receiving half, and ends
-// with RST_STREAM(CANCEL) only when it is dropped. Before this change `finish` set the flag only once
-// END_STREAM was written, so the receiving half answered the early trailers with RST_STREAM(NO_ERROR).
+// with RST_STREAM(CANCEL) only when it is dropped. Before this change (checked on efeffa0) `finish` waited
+// for END_STREAM to be written, so the server that reads on after its trailers got the whole request and
+// END_STREAM (and a call whose `finish` had not written END_STREAM yet answered early trailers with
+// RST_STREAM(NO_ERROR)).
 #[tokio::test(start_paused = true)]
 async fn early_trailers_after_finish_still_end_the_request_stream() {
     let server = H2Server::tcp(
@@ -163,7 +165,12 @@ async fn early_trailers_after_finish_still_end_the_request_stream() {
         "2 s after the server's trailers the client neither finished nor reset its request stream \
          (resets {resets:?}); it stays open until the receiving half is dropped"
     );
-    assert_eq!(resets, vec![(1, Reason::NO_ERROR)], "early trailers: RST_STREAM(NO_ERROR)");
+    // Either the rest of the request and END_STREAM (what the client did before this change, once the
+    // server read on) or RST_STREAM(NO_ERROR) (what it does without a `finish`) is fine; CANCEL is not.
+    assert!(
+        resets.iter().all(|r| *r == (1, Reason::NO_ERROR)),
+        "early trailers: {resets:?}"
+    );
     drop(rx);
 }
 
