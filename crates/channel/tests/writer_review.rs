@@ -6,7 +6,8 @@
 
 mod support;
 
-use std::future::poll_fn;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -14,7 +15,9 @@ use grpc_channel::{Channel, Code, Request, RequestSender, Streaming};
 use h2::Reason;
 use support::channel_with_config;
 use support::frames::{grpc_message, payloads};
-use support::guards::{eventually_every, guarded, settle, SETTLE_STEP};
+use support::config::{hedging, retry};
+use support::guards::{guarded, settle, SETTLE_STEP};
+use support::h2_server::{Event, SVC};
 use support::h2_server::{handler, trailers, H2Server, Stream};
 
 /// The server's stream window in these tests.
@@ -174,13 +177,6 @@ async fn early_trailers_after_finish_still_end_the_request_stream() {
     drop(rx);
 }
 
-/// Keeps `poll_fn` in use for tests added below.
-#[allow(dead_code)]
-async fn noop() {
-    poll_fn(|_| std::task::Poll::Ready(())).await;
-    let _ = Code::Ok;
-    eventually_every(SETTLE_STEP, "noop", || true).await;
-}
 
 /// The control for the livelock above: the same, with B small enough (30 KiB) that it fits beside A's
 /// remainder, completes at once.
@@ -209,4 +205,249 @@ fn a_send_that_fits_behind_a_partly_written_message_completes() {
             assert_eq!(payloads(&body), vec![a, b]);
         })
     });
+}
+
+/// A request stream the test feeds while the call runs (for the bidi pump).
+struct Fed<T>(tokio::sync::mpsc::UnboundedReceiver<T>);
+
+impl<T> futures_core::Stream for Fed<T> {
+    type Item = T;
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<T>> {
+        self.0.poll_recv(cx)
+    }
+}
+
+/// How stream `id` ended at the server: END_STREAMs and reset reasons.
+fn ends_of(server: &H2Server, id: u32) -> (usize, Vec<Reason>) {
+    let events = server.events();
+    let ends = events
+        .iter()
+        .filter(|e| matches!(e, Event::End { id: i, .. } if *i == id))
+        .count();
+    let resets = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Reset(r) if r.id == id => Some(r.reason),
+            _ => None,
+        })
+        .collect();
+    (ends, resets)
+}
+
+/// Empty messages, messages framed at exactly 16 KiB and one byte over, and a run of small ones, sent after
+/// commit behind a 1000-byte window; the sender is dropped while the writer is mid-message: the server gets
+/// every message whole, in order, and one END_STREAM.
+#[tokio::test(start_paused = true)]
+async fn a_sender_dropped_mid_write_ends_the_request_once_with_every_message_whole() {
+    let server = slow_reader().await;
+    let ch = channel_with_config(&server.target(), "{}");
+    let (mut tx, mut rx) = start(&ch).await;
+    guarded("headers", rx.headers()).await.expect("committed");
+    let mut messages = vec![
+        vec![b'a'; 1995],
+        Vec::new(),
+        vec![b'c'; (16 << 10) - 5],
+        Vec::new(),
+        vec![b'e'; (16 << 10) - 4],
+        vec![b'f'; (16 << 10) - 10],
+    ];
+    for i in 0..40u8 {
+        messages.push(vec![i; 7 + usize::from(i) * 13]);
+    }
+    messages.push(Vec::new());
+    for m in &messages {
+        guarded("send", tx.send(Bytes::from(m.clone())))
+            .await
+            .expect("send");
+        tokio::task::yield_now().await;
+    }
+    settle(Duration::from_millis(50)).await;
+    drop(tx);
+    let reply = guarded("reply", rx.message()).await.expect("reply");
+    assert_eq!(reply.as_deref(), Some(&b"done"[..]));
+    assert!(guarded("end", rx.message()).await.expect("OK").is_none());
+    let (body, ends) = server.body_of_id(1);
+    assert_eq!(ends, 1, "one END_STREAM");
+    assert_eq!(payloads(&body), messages);
+}
+
+/// The bidi pump aborts the call (a message over the send limit) while the writer task still holds earlier
+/// messages behind flow control: the stream is reset with CANCEL, never half-closed, and the receiving
+/// half reports the sender's failure.
+#[tokio::test(start_paused = true)]
+async fn an_abort_while_the_writer_holds_messages_resets_and_never_half_closes() {
+    let server = slow_reader().await;
+    let ch = grpc_channel::Channel::builder(server.target())
+        .default_service_config("{}")
+        .service_config_lookup(false)
+        .max_send_message_size(4096)
+        .build()
+        .expect("channel");
+    let (feed, fed) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+    let response = guarded(
+        "bidi",
+        ch.bidi_streaming::<Vec<u8>, Vec<u8>, _>("/t.S/Bidi", Request::new(Fed(fed))),
+    )
+    .await
+    .expect("committed");
+    let mut rx = response.into_message();
+    feed.send(vec![1; 2000]).expect("feed");
+    feed.send(vec![2; 500]).expect("feed");
+    settle(Duration::from_millis(50)).await;
+    feed.send(vec![3; 5000]).expect("feed");
+    let status = guarded("status", rx.message()).await.expect_err("over the limit");
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    settle(Duration::from_secs(6)).await;
+    let (ends, resets) = ends_of(&server, 1);
+    assert_eq!((ends, resets), (0, vec![Reason::CANCEL]), "reset, never half-closed");
+}
+
+/// The application drops the receiving half while the writer waits for flow control: the stream is reset
+/// with CANCEL, the writer task ends (it is not left waiting on the stream), and a later send fails.
+#[tokio::test(start_paused = true)]
+async fn dropping_the_receiving_half_while_the_writer_waits_stops_the_writer() {
+    let server = slow_reader().await;
+    let ch = channel_with_config(&server.target(), "{}");
+    let (mut tx, mut rx) = start(&ch).await;
+    guarded("headers", rx.headers()).await.expect("committed");
+    let metrics = tokio::runtime::Handle::current().metrics();
+    let before = metrics.num_alive_tasks();
+    guarded("A", tx.send(Bytes::from(vec![b'a'; 3000])))
+        .await
+        .expect("A queued");
+    settle(Duration::from_millis(50)).await;
+    let with_writer = metrics.num_alive_tasks();
+    assert_eq!(with_writer, before + 1, "the writer task runs");
+    drop(rx);
+    settle(Duration::from_millis(50)).await;
+    assert_eq!(metrics.num_alive_tasks(), before, "the writer task ended");
+    let err = guarded("B", tx.send(Bytes::from_static(b"b")))
+        .await
+        .expect_err("the call ended");
+    assert_ne!(err.code(), Code::Ok);
+    settle(Duration::from_secs(6)).await;
+    assert_eq!(ends_of(&server, 1), (0, vec![Reason::CANCEL]));
+}
+
+/// The call's deadline passes while the sender waits for room (64 KiB queued behind a closed window): the
+/// send returns DEADLINE_EXCEEDED at the deadline, the receiving half too, and the stream is reset.
+#[tokio::test(start_paused = true)]
+async fn the_deadline_ends_a_send_waiting_for_room() {
+    let server = slow_reader().await;
+    let ch = channel_with_config(&server.target(), "{}");
+    let started = tokio::time::Instant::now();
+    let (mut tx, mut rx) = guarded(
+        "start",
+        ch.streaming_raw(
+            "/t.S/Bidi",
+            Request::new(()).with_timeout(Duration::from_secs(2)),
+        ),
+    )
+    .await
+    .expect("start");
+    guarded("headers", rx.headers()).await.expect("committed");
+    guarded("A", tx.send(Bytes::from(vec![b'a'; WINDOW - 5])))
+        .await
+        .expect("A");
+    guarded("F", tx.send(Bytes::from(vec![b'f'; 63 << 10])))
+        .await
+        .expect("F");
+    let err = guarded("B", tx.send(Bytes::from(vec![b'b'; 2 << 10])))
+        .await
+        .expect_err("the deadline");
+    assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed >= Duration::from_secs(2) && elapsed < Duration::from_millis(2100),
+        "{elapsed:?}"
+    );
+    let status = guarded("status", rx.message()).await.expect_err("deadline");
+    assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
+    settle(Duration::from_secs(6)).await;
+    assert_eq!(ends_of(&server, 1), (0, vec![Reason::CANCEL]));
+}
+
+/// The 40 x 1 KiB request, in one burst.
+fn kilobytes() -> Vec<Vec<u8>> {
+    (0..40u8).map(|i| vec![i; 1024]).collect()
+}
+
+/// A retry after the first attempt read part of a batched request (3000 bytes, then UNAVAILABLE): the second
+/// attempt gets every message whole, in order, once, then END_STREAM; the first got a prefix of it.
+#[tokio::test(start_paused = true)]
+async fn a_retry_after_a_partly_read_batch_replays_every_message_whole() {
+    let server = H2Server::tcp(
+        support::h2_server::defaults,
+        handler(|mut s: Stream| async move {
+            if s.prev() == 0 {
+                if s.read_bytes(3000).await.is_ok() {
+                    s.trailers_only("14", &[]);
+                    let _ = s.read_to_end().await;
+                }
+                return;
+            }
+            if s.read_to_end().await.is_ok() {
+                s.ok(b"done");
+            }
+        }),
+    )
+    .await;
+    let ch = channel_with_config(&server.target(), retry(3, &["UNAVAILABLE"]).service(SVC));
+    let (mut tx, mut rx) = start(&ch).await;
+    for m in kilobytes() {
+        guarded("send", tx.send(Bytes::from(m))).await.expect("send");
+    }
+    guarded("finish", tx.finish()).await.expect("finish");
+    let reply = guarded("reply", rx.message()).await.expect("reply");
+    assert_eq!(reply.as_deref(), Some(&b"done"[..]));
+    assert!(guarded("end", rx.message()).await.expect("OK").is_none());
+    let full: Vec<u8> = kilobytes()
+        .iter()
+        .flat_map(|m| {
+            let mut f = vec![0, 0, 0, 4, 0];
+            f.extend_from_slice(m);
+            f
+        })
+        .collect();
+    let first = server.body(1, 1);
+    assert!(first.len() >= 3000 && full.starts_with(&first), "a prefix");
+    let (body, ends) = server.body_of_id(3);
+    assert_eq!(ends, 1);
+    assert_eq!(payloads(&body), kilobytes());
+}
+
+/// Hedging with two attempts at different paces: the original's window closes after 1000 bytes (it reads
+/// nothing), the hedge reads everything and answers. The hedge gets every message whole, in order, once;
+/// the original is cancelled.
+#[tokio::test(start_paused = true)]
+async fn hedged_attempts_at_different_paces_each_get_every_message_in_order() {
+    let server = H2Server::tcp(
+        small_window,
+        handler(|mut s: Stream| async move {
+            if s.prev() == 0 {
+                s.wait_reset().await;
+                return;
+            }
+            if s.read_to_end().await.is_ok() {
+                s.ok(b"done");
+            }
+        }),
+    )
+    .await;
+    let ch = channel_with_config(&server.target(), hedging(2, "0.1s").service(SVC));
+    let (mut tx, mut rx) = start(&ch).await;
+    // Both attempts open before the request comes.
+    settle(Duration::from_millis(200)).await;
+    for m in kilobytes() {
+        guarded("send", tx.send(Bytes::from(m))).await.expect("send");
+    }
+    guarded("finish", tx.finish()).await.expect("finish");
+    let reply = guarded("reply", rx.message()).await.expect("reply");
+    assert_eq!(reply.as_deref(), Some(&b"done"[..]));
+    assert!(guarded("end", rx.message()).await.expect("OK").is_none());
+    settle(Duration::from_millis(200)).await;
+    let (body, ends) = server.body_of_id(3);
+    assert_eq!(ends, 1);
+    assert_eq!(payloads(&body), kilobytes());
+    assert_eq!(ends_of(&server, 1), (0, vec![Reason::CANCEL]));
 }
