@@ -451,3 +451,56 @@ async fn hedged_attempts_at_different_paces_each_get_every_message_in_order() {
     assert_eq!(payloads(&body), kilobytes());
     assert_eq!(ends_of(&server, 1), (0, vec![Reason::CANCEL]));
 }
+
+// FAILS: the retry driver now hands the state machine a whole batch (up to 16 KiB) before any attempt has
+// written any of it, so when the retry buffer overflows inside the batch no attempt has reported progress
+// on it: the tie goes to the earliest attempt, the stalled original, and the call waits on it until its
+// deadline (DEADLINE_EXCEEDED). On efeffa0 (one message per turn, taken once an attempt had written the
+// previous one) the hedge had sent three messages by then and won: this test passes there.
+/// Hedging, both attempts open, a per-call retry buffer of 4 KiB, and a burst of 40 x 1 KiB: the original
+/// reads nothing (its 1000-byte window closes inside the first message), the hedge reads everything. The
+/// buffer overflows at the fourth message (A6 commit point 2) and the call commits to the attempt that has
+/// sent the most, which is the hedge: the call completes with the hedge's answer.
+#[tokio::test(start_paused = true)]
+async fn a_buffer_overflow_inside_a_burst_commits_to_the_attempt_that_is_ahead() {
+    let server = H2Server::tcp(
+        small_window,
+        handler(|mut s: Stream| async move {
+            if s.prev() == 0 {
+                s.wait_reset().await;
+                return;
+            }
+            if s.read_to_end().await.is_ok() {
+                s.ok(b"done");
+            }
+        }),
+    )
+    .await;
+    let ch = grpc_channel::Channel::builder(server.target())
+        .default_service_config(hedging(2, "0.1s").service(SVC))
+        .service_config_lookup(false)
+        .per_rpc_buffer_limit(4096)
+        .build()
+        .expect("channel");
+    let (mut tx, mut rx) = guarded(
+        "start",
+        ch.streaming_raw(
+            "/t.S/Bidi",
+            Request::new(()).with_timeout(Duration::from_secs(10)),
+        ),
+    )
+    .await
+    .expect("start");
+    // Both attempts open before the request comes.
+    settle(Duration::from_millis(200)).await;
+    assert_eq!(server.opens().len(), 2, "the original and the hedge are open");
+    for m in kilobytes() {
+        guarded("send", tx.send(Bytes::from(m))).await.expect("send");
+    }
+    guarded("finish", tx.finish()).await.expect("finish");
+    let reply = guarded("reply", rx.message()).await;
+    assert!(
+        matches!(&reply, Ok(Some(r)) if r.as_ref() == b"done"),
+        "the call committed to the original, which had sent nothing more than the hedge: {reply:?}"
+    );
+}
