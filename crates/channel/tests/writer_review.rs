@@ -504,3 +504,115 @@ async fn a_buffer_overflow_inside_a_burst_commits_to_the_attempt_that_is_ahead()
         "the call committed to the original, which had sent nothing more than the hedge: {reply:?}"
     );
 }
+
+/// The server resets the stream (RST_STREAM(INTERNAL_ERROR)) after 1000 bytes while the writer holds the
+/// rest of the request: a later send fails (none hangs), and the receiving half reports the reset.
+#[tokio::test(start_paused = true)]
+async fn a_server_reset_while_the_writer_holds_data_fails_a_later_send() {
+    let server = H2Server::tcp(
+        small_window,
+        handler(|mut s: Stream| async move {
+            let Some(_send) = s.headers() else {
+                return;
+            };
+            if s.read_bytes(WINDOW).await.is_ok() {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                s.respond.send_reset(Reason::INTERNAL_ERROR);
+            }
+            tokio::time::sleep(Duration::from_secs(30)).await;
+        }),
+    )
+    .await;
+    let ch = channel_with_config(&server.target(), "{}");
+    let (mut tx, mut rx) = start(&ch).await;
+    guarded("headers", rx.headers()).await.expect("committed");
+    let mut failed = None;
+    for i in 0..200 {
+        match guarded("send", tx.send(Bytes::from(vec![b'x'; 4000]))).await {
+            Ok(()) => {}
+            Err(status) => {
+                failed = Some((i, status));
+                break;
+            }
+        }
+    }
+    let (i, status) = failed.expect("a send failed after the reset");
+    assert!(i <= 17, "the 64 KiB limit held the sender back: failed at send {i}");
+    assert_ne!(status.code(), Code::Ok);
+    let status = guarded("status", rx.message()).await.expect_err("reset");
+    assert_eq!(status.code(), Code::Internal, "{status:?}");
+}
+
+/// The server ends the call with trailers (no reset, reading nothing) while the sender waits for room: a
+/// receiving half that reads on meanwhile sees the end, and the waiting send is released with an error.
+#[tokio::test(start_paused = true)]
+async fn trailers_release_a_sender_waiting_for_room_when_the_response_is_read() {
+    let server = H2Server::tcp(
+        small_window,
+        handler(|mut s: Stream| async move {
+            let Some(mut send) = s.headers() else {
+                return;
+            };
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let _ = send.send_trailers(trailers("8", &[]));
+            tokio::time::sleep(Duration::from_secs(30)).await;
+        }),
+    )
+    .await;
+    let ch = channel_with_config(&server.target(), "{}");
+    let (mut tx, mut rx) = start(&ch).await;
+    guarded("headers", rx.headers()).await.expect("committed");
+    let sending = async {
+        for _ in 0..200 {
+            if tx.send(Bytes::from(vec![b'x'; 4000])).await.is_err() {
+                return true;
+            }
+        }
+        false
+    };
+    let (released, status) = guarded("both", async { tokio::join!(sending, rx.message()) }).await;
+    assert!(released, "a send failed once the call ended");
+    assert_eq!(status.expect_err("RESOURCE_EXHAUSTED").code(), Code::ResourceExhausted);
+}
+
+/// The interop server's FullDuplexCall answers a lone request at once (ping-pong: the client waits for each
+/// answer before the next request), and answers queued before a failing request go out before its status.
+#[tokio::test(start_paused = true)]
+async fn the_interop_full_duplex_call_answers_a_lone_request_and_flushes_before_a_failure() {
+    use interop_proto::{paths, EchoStatus, ResponseParameters, StreamingOutputCallRequest};
+    use interop_proto::StreamingOutputCallResponse as Resp;
+    let addr = support::interop_server().await;
+    let ch = support::channel(addr);
+    let req = |size: i32, fail: bool| StreamingOutputCallRequest {
+        response_parameters: vec![ResponseParameters {
+            size,
+            ..Default::default()
+        }],
+        response_status: fail.then(|| EchoStatus {
+            code: 9,
+            message: "stop".into(),
+        }),
+        ..Default::default()
+    };
+    let (mut tx, mut rx) = guarded(
+        "start",
+        ch.streaming::<StreamingOutputCallRequest, Resp>(paths::FULL_DUPLEX_CALL, Request::new(())),
+    )
+    .await
+    .expect("start");
+    for size in [1, 100, 20_000, 3] {
+        guarded("send", tx.send(req(size, false))).await.expect("send");
+        let r = guarded("answer", rx.message()).await.expect("answer").expect("one");
+        assert_eq!(r.payload.map(|p| p.body.len()), Some(size as usize));
+    }
+    // Two requests at once, then a failing one: both answers, then FAILED_PRECONDITION.
+    guarded("send", tx.send(req(10, false))).await.expect("send");
+    guarded("send", tx.send(req(11, false))).await.expect("send");
+    guarded("send", tx.send(req(12, true))).await.expect("send");
+    for size in [10, 11] {
+        let r = guarded("answer", rx.message()).await.expect("answer").expect("one");
+        assert_eq!(r.payload.map(|p| p.body.len()), Some(size));
+    }
+    let status = guarded("status", rx.message()).await.expect_err("failed");
+    assert_eq!(status.code(), Code::FailedPrecondition, "{status:?}");
+}
