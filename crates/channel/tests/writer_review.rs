@@ -616,3 +616,136 @@ async fn the_interop_full_duplex_call_answers_a_lone_request_and_flushes_before_
     let status = guarded("status", rx.message()).await.expect_err("failed");
     assert_eq!(status.code(), Code::FailedPrecondition, "{status:?}");
 }
+
+/// Messages queued before commit behind a closed window (the attempt holds most of them), then the server's
+/// headers commit the call while they wait, then more messages after commit (the writer task), then
+/// `finish`: the server, reading only after 5 s, gets every message once, whole, in order, then one
+/// END_STREAM.
+#[tokio::test(start_paused = true)]
+async fn messages_queued_at_the_hand_over_and_after_it_arrive_in_order() {
+    let server = H2Server::tcp(
+        small_window,
+        handler(|mut s: Stream| async move {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let Some(mut send) = s.headers() else {
+                return;
+            };
+            tokio::time::sleep(Duration::from_secs(4)).await;
+            if s.read_to_end().await.is_ok() {
+                let _ = send.send_data(grpc_message(b"done"), false);
+                let _ = send.send_trailers(trailers("0", &[]));
+            }
+        }),
+    )
+    .await;
+    let ch = channel_with_config(&server.target(), retry(3, &["UNAVAILABLE"]).service(SVC));
+    let (mut tx, mut rx) = start(&ch).await;
+    let before: Vec<Vec<u8>> = (0..50u8).map(|i| vec![i; 1000 + usize::from(i)]).collect();
+    for m in &before {
+        guarded("send", tx.send(Bytes::from(m.clone()))).await.expect("send");
+    }
+    guarded("headers", rx.headers()).await.expect("committed");
+    let after: Vec<Vec<u8>> = (50..120u8).map(|i| vec![i; 700 + usize::from(i) * 3]).collect();
+    for m in &after {
+        guarded("send", tx.send(Bytes::from(m.clone()))).await.expect("send");
+    }
+    guarded("finish", tx.finish()).await.expect("finish");
+    let reply = guarded("reply", rx.message()).await.expect("reply");
+    assert_eq!(reply.as_deref(), Some(&b"done"[..]));
+    assert!(guarded("end", rx.message()).await.expect("OK").is_none());
+    let (body, ends) = server.body_of_id(1);
+    assert_eq!(ends, 1);
+    let expected: Vec<Vec<u8>> = before.into_iter().chain(after).collect();
+    assert_eq!(payloads(&body), expected);
+}
+
+/// Many calls at once on a multi-threaded runtime, each sending messages of assorted sizes (empty, around
+/// 16 KiB, up to 40 KiB) with and without yielding, against a server with a 1000-byte stream window: every
+/// request arrives whole and in order with one END_STREAM.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_calls_with_assorted_sizes_arrive_whole_on_a_multi_threaded_runtime() {
+    fn sizes(call: usize) -> Vec<usize> {
+        let mut x = call as u64 * 2_654_435_761 + 1;
+        (0..60)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                match x % 7 {
+                    0 => 0,
+                    1 => (16 << 10) - 5,
+                    2 => (16 << 10) - 4,
+                    3 => (x % 40_000) as usize,
+                    _ => (x % 1500) as usize,
+                }
+            })
+            .collect()
+    }
+    let server = H2Server::tcp(
+        small_window,
+        handler(|mut s: Stream| async move {
+            let Some(mut send) = s.headers() else {
+                return;
+            };
+            if s.read_to_end().await.is_err() {
+                return;
+            }
+            let _ = send.send_data(grpc_message(b"read"), false);
+            let _ = send.send_trailers(trailers("0", &[]));
+        }),
+    )
+    .await;
+    let ch = channel_with_config(&server.target(), "{}");
+    let mut calls = Vec::new();
+    for call in 0..16usize {
+        let ch = ch.clone();
+        calls.push(tokio::spawn(async move {
+            let (mut tx, mut rx) = ch
+                .streaming_raw(&format!("/t.S/C{call}"), Request::new(()))
+                .await
+                .expect("start");
+            if call % 2 == 0 {
+                rx.headers().await.expect("headers");
+            }
+            for (i, n) in sizes(call).into_iter().enumerate() {
+                tx.send(Bytes::from(vec![(i % 251) as u8; n])).await.expect("send");
+                if i % 3 == call % 3 {
+                    tokio::task::yield_now().await;
+                }
+            }
+            if call % 4 < 2 {
+                tx.finish().await.expect("finish");
+            } else {
+                drop(tx);
+            }
+            while rx.message().await.expect("OK").is_some() {}
+        }));
+    }
+    for c in calls {
+        tokio::time::timeout(Duration::from_secs(60), c)
+            .await
+            .expect("no hang")
+            .expect("call");
+    }
+    for call in 0..16usize {
+        let id = server
+            .opens()
+            .iter()
+            .find(|o| o.path == format!("/t.S/C{call}"))
+            .map(|o| (o.conn, o.id))
+            .expect("opened");
+        let body = server.body(id.0, id.1);
+        let expected: Vec<Vec<u8>> = sizes(call)
+            .into_iter()
+            .enumerate()
+            .map(|(i, n)| vec![(i % 251) as u8; n])
+            .collect();
+        assert_eq!(payloads(&body), expected, "call {call}");
+        let ends = server
+            .events()
+            .iter()
+            .filter(|e| matches!(e, Event::End { conn, id: i, .. } if *conn == id.0 && *i == id.1))
+            .count();
+        assert_eq!(ends, 1, "call {call}");
+    }
+}
