@@ -3,20 +3,28 @@
 //! * Side by side: the same scenarios (unary at 1, 16, 64 and 256 in flight with client CPU per call and peak
 //!   memory, 1 MiB unary, server streaming, pipelined bidi of 1 KiB messages) through three clients against
 //!   one interop server (which `cargo xtask bench` runs in its own process): grpc-channel, tonic, and a raw h2
-//!   client that does the least gRPC needs (the floor). Each client gets the same HTTP/2 windows and
-//!   TCP_NODELAY.
+//!   client that does the least gRPC needs (the floor; its streams pack every ready message into one DATA
+//!   frame, as tonic does). Each client gets the same HTTP/2 windows and TCP_NODELAY.
+//! * Windowed bidi (`windowed.rs`): the three clients streaming as applications do, with 1, 8 or 64 messages
+//!   outstanding, against the interop server and a tonic server (`grpc-bench tonic-server`,
+//!   `tonic_server.rs`, which `cargo xtask bench` runs in its own process; `--tonic-port`).
 //! * A6 (`a6.rs`), against backends in a child process (`grpc-bench backends`, `backends.rs`): what a
 //!   configured but unused retry or hedging policy costs, hedging on a long tail against theory, 10 %
 //!   failures under a retry policy, memory per in-flight call, and round_robin over 100 backends.
 //!
-//! Repetitions (3, or 1 with `--quick`) interleave the clients or configurations; medians are reported. The
-//! tables print as Markdown; with `--out DIR` they are also written as `bench.md` and `bench.json`, with the
+//! Repetitions (3, or 1 with `--quick`) interleave the clients or configurations; medians are reported.
+//! Ratios are always grpc-channel's figure over the other client's (`1.20x tonic`), and each row says
+//! which way is better: `↑` higher (rates), `↓` lower (latency, CPU, allocations, memory, system calls). The
+//! `--only windowed` runs that scenario alone (for profiling; nothing is written). The tables print as
+//! Markdown; with `--out DIR` they are also written as `bench.md` and `bench.json`, with the
 //! hedging chart as `hedging.svg`.
 
 mod a6;
 mod backends;
 mod report;
 mod sys;
+mod tonic_server;
+mod windowed;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -193,24 +201,16 @@ impl Client {
             Client::Raw(send, authority) => {
                 let (response, mut stream) =
                     crate::open_raw(send, authority, paths::FULL_DUPLEX_CALL).await?;
+                // Every message is ready at once: packed 16 KiB to a DATA frame, as tonic does.
                 let sender = tokio::spawn(async move {
+                    let len = req.encoded_len();
+                    let mut buf = BytesMut::new();
                     for i in 0..n {
-                        let len = req.encoded_len();
-                        let mut buf = BytesMut::with_capacity(5 + len);
                         framing::put_header(&mut buf, false, len as u32);
                         req.encode(&mut buf).map_err(|e| e.to_string())?;
-                        // Wait for flow-control capacity, as a real sender must.
-                        stream.reserve_capacity(buf.len());
-                        while stream.capacity() < buf.len() {
-                            match std::future::poll_fn(|cx| stream.poll_capacity(cx)).await {
-                                Some(Ok(_)) => {}
-                                Some(Err(e)) => return Err(e.to_string()),
-                                None => return Err("stream closed".to_owned()),
-                            }
+                        if buf.len() >= 16 << 10 || i + 1 == n {
+                            raw_send(&mut stream, buf.split().freeze(), i + 1 == n).await?;
                         }
-                        stream
-                            .send_data(buf.freeze(), i + 1 == n)
-                            .map_err(|e| e.to_string())?;
                     }
                     Ok::<_, String>(())
                 });
@@ -230,6 +230,37 @@ impl Client {
                 sender.await.map_err(|e| e.to_string())??;
                 Ok(got)
             }
+        }
+    }
+}
+
+/// Sends `data` on a raw h2 stream as flow control admits (END_STREAM with the last of it if `end`).
+async fn raw_send(
+    stream: &mut h2::SendStream<Bytes>,
+    mut data: Bytes,
+    end: bool,
+) -> Result<(), String> {
+    loop {
+        if data.is_empty() {
+            return if end {
+                stream.send_data(data, true).map_err(|e| e.to_string())
+            } else {
+                Ok(())
+            };
+        }
+        stream.reserve_capacity(data.len());
+        while stream.capacity() == 0 {
+            match std::future::poll_fn(|cx| stream.poll_capacity(cx)).await {
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(e.to_string()),
+                None => return Err("stream closed".to_owned()),
+            }
+        }
+        let chunk = data.split_to(stream.capacity().min(data.len()));
+        let last = end && data.is_empty();
+        stream.send_data(chunk, last).map_err(|e| e.to_string())?;
+        if last {
+            return Ok(());
         }
     }
 }
@@ -431,24 +462,23 @@ impl Line {
         }
     }
 
+    /// The medians, with grpc-channel's over each other client's and the direction that is better.
     fn row(&self) -> Row {
         let values: Vec<f64> = self.samples.iter().map(|s| median(s)).collect();
-        let ratio = |other: f64| {
-            let x = values[0] / other;
-            if self.higher_is_better {
-                x
-            } else {
-                1.0 / x
-            }
-        };
+        let ratio = |other: f64| values[0] / other;
         Row {
             label: self.label.clone(),
             unit: self.unit,
             values: values.iter().map(|v| Some(*v)).collect(),
             note: format!(
-                "{:.2}x tonic, {:.2}x raw h2",
+                "{:.2}x tonic, {:.2}x raw h2 ({})",
                 ratio(values[1]),
-                ratio(values[2])
+                ratio(values[2]),
+                if self.higher_is_better {
+                    "↑ better"
+                } else {
+                    "↓ better"
+                }
             ),
         }
     }
@@ -541,14 +571,36 @@ async fn side_by_side(port: u16, quick: bool) -> Result<Table, String> {
     Ok(table)
 }
 
-async fn run(port: u16, quick: bool, out: Option<PathBuf>) -> Result<(), String> {
+async fn run(
+    port: u16,
+    tonic_port: Option<u16>,
+    quick: bool,
+    only: Option<&str>,
+    out: Option<PathBuf>,
+) -> Result<(), String> {
     let started = Instant::now();
     let mut tables = Vec::new();
     let mut report = |t: Table| {
         println!("\n{}", t.markdown());
         tables.push(t);
     };
-    report(side_by_side(port, quick).await?);
+    let mut peers = vec![("interop", port)];
+    match tonic_port {
+        Some(p) => peers.push(("tonic", p)),
+        None => {
+            eprintln!("grpc-bench: no --tonic-port: windowed bidi against the interop server only")
+        }
+    }
+    if only.is_some_and(|o| o != "windowed") {
+        return Err(format!("--only {only:?}: only `windowed` can run alone"));
+    }
+    if only.is_none() {
+        report(side_by_side(port, quick).await?);
+    }
+    report(windowed::windowed(&peers, quick).await?);
+    if only.is_some() {
+        return Ok(());
+    }
     let size = a6::Size::new(quick);
     report(a6::retry_cost(size).await?);
     let hedging = a6::hedging_tail(size).await?;
@@ -559,8 +611,8 @@ async fn run(port: u16, quick: bool, out: Option<PathBuf>) -> Result<(), String>
         report(t);
     }
     println!(
-        "ratios: above 1.00x means grpc-channel is better (faster, lower latency, less CPU or memory). \
-         {} s in all.",
+        "ratios: grpc-channel's figure over the other client's; ↑ better: higher is better (rates), \
+         ↓ better: lower is better (latency, CPU, allocations, memory, system calls). {} s in all.",
         started.elapsed().as_secs()
     );
     if let Some(dir) = out {
@@ -591,6 +643,15 @@ async fn run(port: u16, quick: bool, out: Option<PathBuf>) -> Result<(), String>
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("tonic-server") {
+        return match tonic_server::serve() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("grpc-bench tonic-server: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     if args.first().map(String::as_str) == Some("backends") {
         return match backends::serve(&args[1..]) {
             Ok(()) => ExitCode::SUCCESS,
@@ -611,13 +672,18 @@ fn main() -> ExitCode {
             })
     };
     let port: Option<u16> = value("port").and_then(|p| p.parse().ok());
+    let tonic_port: Option<u16> = value("tonic-port").and_then(|p| p.parse().ok());
+    let only = value("only");
     let out = value("out").map(PathBuf::from);
     let Some(port) = port else {
-        eprintln!("usage: grpc-bench --port PORT [--quick] [--out DIR]");
+        eprintln!(
+            "usage: grpc-bench --port PORT [--tonic-port PORT] [--quick] [--only windowed] [--out DIR]"
+        );
         eprintln!(
             "       grpc-bench --port PORT --measure SCENARIO --client ours|raw --n N [--current-thread]"
         );
         eprintln!("       grpc-bench backends --profile=P --count=N --seed=S");
+        eprintln!("       grpc-bench tonic-server");
         return ExitCode::from(2);
     };
     let flag = |name: &str| {
@@ -646,7 +712,7 @@ fn main() -> ExitCode {
     };
     let result = match measure {
         Some(m) => runtime.block_on(measure::run(port, m)),
-        None => runtime.block_on(run(port, quick, out)),
+        None => runtime.block_on(run(port, tonic_port, quick, only.as_deref(), out)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

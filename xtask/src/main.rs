@@ -13,10 +13,13 @@
 //!   serves TLS with that certificate and the client runs with the standard TLS flags (`--use_tls=true
 //!   --use_test_ca=true --server_host_override=foo.test.google.fr`).
 //!
-//! * `bench [--quick]`: builds the release interop server and `grpc-bench`, starts the server in its own
-//!   process on a free loopback port, and runs the scenarios (grpc-channel, tonic and a raw h2 client side by
-//!   side; then the A6 scenarios against backends in a child process), printing Markdown tables with ratios
-//!   and writing them with a JSON copy and the hedging chart into `target/bench` (`target/bench-quick`).
+//! * `bench [--quick]`: builds the release interop server and `grpc-bench`, starts the interop server and a
+//!   tonic server (`grpc-bench tonic-server`) each in its own process on a free loopback port, pinned with
+//!   `taskset` to the last CPU while the bench runs on the others (unpinned, with a warning, where taskset or
+//!   a second CPU is missing), and runs the scenarios (grpc-channel, tonic and a raw h2 client side by side;
+//!   windowed bidi against both servers; then the A6 scenarios against backends in a child process),
+//!   printing Markdown tables with ratios and writing them with a JSON copy and the hedging chart into
+//!   `target/bench` (`target/bench-quick`).
 //!
 //! * `chaos [--quick]`: builds the release `chaos-server` and `chaos-client` (package `interop`), starts the
 //!   server (four fault-injecting backends on loopback ports, which it prints on one line), runs the client's
@@ -412,11 +415,19 @@ fn bench(args: &[String]) -> Result<bool, String> {
         "the interop server and grpc-bench",
     )?;
     let bin = target_dir().join("release");
-    let mut server = Command::new(bin.join("interop-server"));
+    let (server_cpus, bench_cpus) = bench_cpus();
+    let mut server = pinned(&bin.join("interop-server"), server_cpus.as_deref());
     server.arg("--port=0");
     let (server, port) = start_server(server, "interop")?;
-    eprintln!("xtask: server on 127.0.0.1:{port}; running the scenarios (this takes a while)");
-    let mut bench = Command::new(bin.join("grpc-bench"));
+    let mut tonic = pinned(&bin.join("grpc-bench"), server_cpus.as_deref());
+    tonic.arg("tonic-server").stdin(Stdio::piped());
+    let (tonic, tonic_port) = start_server(tonic, "tonic")?;
+    eprintln!(
+        "xtask: interop server on 127.0.0.1:{port}, tonic server on 127.0.0.1:{tonic_port}; running the \
+         scenarios (this takes a while)"
+    );
+    let mut bench = pinned(&bin.join("grpc-bench"), bench_cpus.as_deref());
+    bench.arg(format!("--tonic-port={tonic_port}"));
     let out = target_dir().join(if quick { "bench-quick" } else { "bench" });
     bench
         .arg(format!("--port={port}"))
@@ -428,7 +439,48 @@ fn bench(args: &[String]) -> Result<bool, String> {
         .status()
         .map_err(|e| format!("cannot start grpc-bench: {e}"))?;
     drop(server);
+    drop(tonic);
     Ok(status.success())
+}
+
+/// The CPUs for the bench's servers (the last) and for the bench itself (the others), as `taskset -c`
+/// lists; `None` (no pinning, with a warning) with one CPU or no `taskset`.
+fn bench_cpus() -> (Option<String>, Option<String>) {
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    let taskset = Command::new("taskset")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if cpus < 2 || !taskset {
+        eprintln!(
+            "xtask: warning: {} CPU(s), taskset {}: servers and bench run unpinned",
+            cpus,
+            if taskset { "present" } else { "missing" }
+        );
+        return (None, None);
+    }
+    let last = cpus - 1;
+    let others = if last == 1 {
+        "0".to_owned()
+    } else {
+        format!("0-{}", last - 1)
+    };
+    eprintln!("xtask: servers pinned to CPU {last}, the bench to CPU(s) {others}");
+    (Some(last.to_string()), Some(others))
+}
+
+/// `program`, run on `cpus` through `taskset -c` when given.
+fn pinned(program: &Path, cpus: Option<&str>) -> Command {
+    match cpus {
+        Some(cpus) => {
+            let mut cmd = Command::new("taskset");
+            cmd.arg("-c").arg(cpus).arg(program);
+            cmd
+        }
+        None => Command::new(program),
+    }
 }
 
 fn chaos(args: &[String]) -> ExitCode {

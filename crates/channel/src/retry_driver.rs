@@ -323,10 +323,13 @@ impl Driver {
             match input {
                 None => return taken,
                 Some(Input::Message(message)) => {
-                    // The first message whatever its size, then what fits beside it.
+                    // The first message whatever its size, then what fits beside it, and never the one
+                    // that overflows the retry buffer: that one comes alone, once the attempts have
+                    // reported what they wrote, so the overflow commits to the most advanced attempt.
                     budget = budget.min(COALESCE_LIMIT).saturating_sub(message.len());
                     taken = true;
                     self.call.send_message(message, now());
+                    budget = budget.min(self.call.buffer_room());
                 }
                 Some(Input::HalfClose) => {
                     self.half_close_sent = true;

@@ -108,10 +108,7 @@ async fn the_bidi_pump_takes_every_ready_message_of_the_stream() {
     // error does not matter here).
     let _ = guarded("reply", rx.message()).await;
     // The pump's messages are prost `bytes` wrappers: field 1, length 1024.
-    let expected: Vec<Vec<u8>> = messages
-        .iter()
-        .map(prost::Message::encode_to_vec)
-        .collect();
+    let expected: Vec<Vec<u8>> = messages.iter().map(prost::Message::encode_to_vec).collect();
     assert_arrived(&server, &expected, 2);
 }
 

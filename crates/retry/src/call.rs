@@ -240,6 +240,31 @@ impl RetryCall {
         self.buffered_bytes
     }
 
+    /// How many more bytes of messages the replay buffer takes before an overflow commits the call (A6
+    /// commit point 2), under the per-call and the shared limit; `usize::MAX` once nothing is buffered
+    /// any more (committed or finished). A caller handing over several messages at once stops before this
+    /// room is used up, so that an overflow happens on a message of its own, after the attempts have
+    /// reported what they sent, and the most advanced attempt wins it.
+    pub fn buffer_room(&self) -> usize {
+        match self.phase {
+            Phase::Committed(_) | Phase::Finished { .. } => usize::MAX,
+            Phase::BackingOff {
+                next: NextAttempt::Committed,
+                ..
+            } => usize::MAX,
+            _ => {
+                let pool = self
+                    .limits
+                    .pool
+                    .limit()
+                    .saturating_sub(self.limits.pool.used());
+                self.per_call_limit
+                    .saturating_sub(self.buffered_bytes)
+                    .min(pool)
+            }
+        }
+    }
+
     /// The call's statistics so far (final once finished).
     pub fn stats(&self) -> &CallStats {
         &self.stats

@@ -115,8 +115,9 @@ impl<T> RequestSender<T> {
             // SEND_AHEAD_LIMIT ahead of h2 (a larger message waits until everything before it went).
             if !data.is_empty() {
                 if !send.caught_up() && send.queued_bytes() + data.len() > SEND_AHEAD_LIMIT {
+                    // The writer task is running or waits for flow control: it wakes this send once it
+                    // has written some of the queue.
                     s.blocked_sender = Some(cx.waker().clone());
-                    s.writer.wake();
                     return Poll::Pending;
                 }
                 send.push(token, std::mem::take(&mut data));

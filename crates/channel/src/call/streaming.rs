@@ -276,8 +276,12 @@ impl<T> Streaming<T> {
                 None => s.report_end(&status, CommittedEnd::Remote(self.pushback)),
             }
             if s.ended.is_none() {
-                if let (Side::Direct(send), false) = (&mut s.side, s.half_closed) {
-                    send.reset(h2::Reason::NO_ERROR);
+                // The request stream is still open unless END_STREAM went to h2 (the application may have
+                // half-closed with messages still queued for the writer task, which now stops).
+                if let Side::Direct(send) = &mut s.side {
+                    if !send.half_closed() {
+                        send.reset(h2::Reason::NO_ERROR);
+                    }
                 }
                 s.ended = Some(Ended::Finished(status.clone()));
                 s.wake_end_watcher();

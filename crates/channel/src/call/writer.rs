@@ -34,6 +34,7 @@ pub(super) async fn run(shared: SharedRef) {
             s.wake_blocked_sender();
             return Poll::Ready(());
         }
+        let queued_before = send.queued_bytes();
         let written = loop {
             match send.poll_write(cx, false) {
                 Poll::Ready(Ok(Written::Message(_))) => continue,
@@ -45,7 +46,11 @@ pub(super) async fn run(shared: SharedRef) {
             }
         };
         let half_closed = send.half_closed();
-        if send.queued_bytes() <= SEND_AHEAD_LIMIT / 2 {
+        // A waiting sender goes on once half the room is free, or once the queue is empty (a message larger
+        // than half the room waits for that); only after progress, so the two never wake each other in a
+        // loop while flow control holds the queue back.
+        let queued = send.queued_bytes();
+        if queued < queued_before && (queued <= SEND_AHEAD_LIMIT / 2 || queued == 0) {
             s.wake_blocked_sender();
         }
         match written {

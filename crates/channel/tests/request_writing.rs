@@ -1,4 +1,4 @@
-//! Attacks on the committed call's writer task and the batched send paths (review of 992b14f), against the
+//! The committed call's writer task and the batched send paths under attack, against the
 //! scriptable h2 server on tokio's paused clock: back-pressure with a large message behind a partly written
 //! one, a half-close (`finish`) followed by the server's early end, a sender dropped mid-write, an abort
 //! while the writer holds data, a receiving half dropped while the writer waits, a deadline while the
@@ -14,11 +14,11 @@ use bytes::Bytes;
 use grpc_channel::{Channel, Code, Request, RequestSender, Streaming};
 use h2::Reason;
 use support::channel_with_config;
-use support::frames::{grpc_message, payloads};
 use support::config::{hedging, retry};
+use support::frames::{grpc_message, payloads};
 use support::guards::{guarded, settle, SETTLE_STEP};
-use support::h2_server::{Event, SVC};
 use support::h2_server::{handler, trailers, H2Server, Stream};
+use support::h2_server::{Event, SVC};
 
 /// The server's stream window in these tests.
 const WINDOW: usize = 1000;
@@ -80,7 +80,7 @@ where
     }
 }
 
-// FAILS: livelock. After commit, a send of a message over 32 KiB while a smaller remainder (here 1000
+// Failed before the fix (livelock): After commit, a send of a message over 32 KiB while a smaller remainder (here 1000
 // bytes of a partly written message) waits for flow control is refused room (queued + new > 64 KiB, not
 // caught up); the sender wakes the writer task, which finds flow control still closed and, seeing at most
 // 32 KiB queued, wakes the sender right back: the two tasks wake each other forever (a core at 100 %
@@ -113,7 +113,7 @@ fn a_large_send_behind_a_partly_written_message_waits_without_spinning() {
     });
 }
 
-// FAILS: `finish` now marks the call half-closed before END_STREAM reaches h2. When the server then ends
+// Failed before the fix: `finish` marked the call half-closed before END_STREAM reaches h2. When the server then ends
 // the call (trailers) while the writer still holds the request's tail behind flow control, the receiving
 // half sees "half-closed" and sends no RST_STREAM(NO_ERROR), and the writer stops at the call's end without
 // writing the tail or END_STREAM: the stream stays open on the client's side (occupying a stream slot of
@@ -176,7 +176,6 @@ async fn early_trailers_after_finish_still_end_the_request_stream() {
     );
     drop(rx);
 }
-
 
 /// The control for the livelock above: the same, with B small enough (30 KiB) that it fits beside A's
 /// remainder, completes at once.
@@ -295,11 +294,17 @@ async fn an_abort_while_the_writer_holds_messages_resets_and_never_half_closes()
     feed.send(vec![2; 500]).expect("feed");
     settle(Duration::from_millis(50)).await;
     feed.send(vec![3; 5000]).expect("feed");
-    let status = guarded("status", rx.message()).await.expect_err("over the limit");
+    let status = guarded("status", rx.message())
+        .await
+        .expect_err("over the limit");
     assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
     settle(Duration::from_secs(6)).await;
     let (ends, resets) = ends_of(&server, 1);
-    assert_eq!((ends, resets), (0, vec![Reason::CANCEL]), "reset, never half-closed");
+    assert_eq!(
+        (ends, resets),
+        (0, vec![Reason::CANCEL]),
+        "reset, never half-closed"
+    );
 }
 
 /// The application drops the receiving half while the writer waits for flow control: the stream is reset
@@ -395,7 +400,9 @@ async fn a_retry_after_a_partly_read_batch_replays_every_message_whole() {
     let ch = channel_with_config(&server.target(), retry(3, &["UNAVAILABLE"]).service(SVC));
     let (mut tx, mut rx) = start(&ch).await;
     for m in kilobytes() {
-        guarded("send", tx.send(Bytes::from(m))).await.expect("send");
+        guarded("send", tx.send(Bytes::from(m)))
+            .await
+            .expect("send");
     }
     guarded("finish", tx.finish()).await.expect("finish");
     let reply = guarded("reply", rx.message()).await.expect("reply");
@@ -439,7 +446,9 @@ async fn hedged_attempts_at_different_paces_each_get_every_message_in_order() {
     // Both attempts open before the request comes.
     settle(Duration::from_millis(200)).await;
     for m in kilobytes() {
-        guarded("send", tx.send(Bytes::from(m))).await.expect("send");
+        guarded("send", tx.send(Bytes::from(m)))
+            .await
+            .expect("send");
     }
     guarded("finish", tx.finish()).await.expect("finish");
     let reply = guarded("reply", rx.message()).await.expect("reply");
@@ -452,7 +461,7 @@ async fn hedged_attempts_at_different_paces_each_get_every_message_in_order() {
     assert_eq!(ends_of(&server, 1), (0, vec![Reason::CANCEL]));
 }
 
-// FAILS: the retry driver now hands the state machine a whole batch (up to 16 KiB) before any attempt has
+// Failed before the fix: the retry driver handed the state machine a whole batch (up to 16 KiB) before any attempt has
 // written any of it, so when the retry buffer overflows inside the batch no attempt has reported progress
 // on it: the tie goes to the earliest attempt, the stalled original, and the call waits on it until its
 // deadline (DEADLINE_EXCEEDED). On efeffa0 (one message per turn, taken once an attempt had written the
@@ -493,9 +502,15 @@ async fn a_buffer_overflow_inside_a_burst_commits_to_the_attempt_that_is_ahead()
     .expect("start");
     // Both attempts open before the request comes.
     settle(Duration::from_millis(200)).await;
-    assert_eq!(server.opens().len(), 2, "the original and the hedge are open");
+    assert_eq!(
+        server.opens().len(),
+        2,
+        "the original and the hedge are open"
+    );
     for m in kilobytes() {
-        guarded("send", tx.send(Bytes::from(m))).await.expect("send");
+        guarded("send", tx.send(Bytes::from(m)))
+            .await
+            .expect("send");
     }
     guarded("finish", tx.finish()).await.expect("finish");
     let reply = guarded("reply", rx.message()).await;
@@ -537,7 +552,10 @@ async fn a_server_reset_while_the_writer_holds_data_fails_a_later_send() {
         }
     }
     let (i, status) = failed.expect("a send failed after the reset");
-    assert!(i <= 17, "the 64 KiB limit held the sender back: failed at send {i}");
+    assert!(
+        i <= 17,
+        "the 64 KiB limit held the sender back: failed at send {i}"
+    );
     assert_ne!(status.code(), Code::Ok);
     let status = guarded("status", rx.message()).await.expect_err("reset");
     assert_eq!(status.code(), Code::Internal, "{status:?}");
@@ -572,15 +590,18 @@ async fn trailers_release_a_sender_waiting_for_room_when_the_response_is_read() 
     };
     let (released, status) = guarded("both", async { tokio::join!(sending, rx.message()) }).await;
     assert!(released, "a send failed once the call ended");
-    assert_eq!(status.expect_err("RESOURCE_EXHAUSTED").code(), Code::ResourceExhausted);
+    assert_eq!(
+        status.expect_err("RESOURCE_EXHAUSTED").code(),
+        Code::ResourceExhausted
+    );
 }
 
 /// The interop server's FullDuplexCall answers a lone request at once (ping-pong: the client waits for each
 /// answer before the next request), and answers queued before a failing request go out before its status.
 #[tokio::test(start_paused = true)]
 async fn the_interop_full_duplex_call_answers_a_lone_request_and_flushes_before_a_failure() {
-    use interop_proto::{paths, EchoStatus, ResponseParameters, StreamingOutputCallRequest};
     use interop_proto::StreamingOutputCallResponse as Resp;
+    use interop_proto::{paths, EchoStatus, ResponseParameters, StreamingOutputCallRequest};
     let addr = support::interop_server().await;
     let ch = support::channel(addr);
     let req = |size: i32, fail: bool| StreamingOutputCallRequest {
@@ -601,16 +622,28 @@ async fn the_interop_full_duplex_call_answers_a_lone_request_and_flushes_before_
     .await
     .expect("start");
     for size in [1, 100, 20_000, 3] {
-        guarded("send", tx.send(req(size, false))).await.expect("send");
-        let r = guarded("answer", rx.message()).await.expect("answer").expect("one");
+        guarded("send", tx.send(req(size, false)))
+            .await
+            .expect("send");
+        let r = guarded("answer", rx.message())
+            .await
+            .expect("answer")
+            .expect("one");
         assert_eq!(r.payload.map(|p| p.body.len()), Some(size as usize));
     }
     // Two requests at once, then a failing one: both answers, then FAILED_PRECONDITION.
-    guarded("send", tx.send(req(10, false))).await.expect("send");
-    guarded("send", tx.send(req(11, false))).await.expect("send");
+    guarded("send", tx.send(req(10, false)))
+        .await
+        .expect("send");
+    guarded("send", tx.send(req(11, false)))
+        .await
+        .expect("send");
     guarded("send", tx.send(req(12, true))).await.expect("send");
     for size in [10, 11] {
-        let r = guarded("answer", rx.message()).await.expect("answer").expect("one");
+        let r = guarded("answer", rx.message())
+            .await
+            .expect("answer")
+            .expect("one");
         assert_eq!(r.payload.map(|p| p.body.len()), Some(size));
     }
     let status = guarded("status", rx.message()).await.expect_err("failed");
@@ -642,12 +675,18 @@ async fn messages_queued_at_the_hand_over_and_after_it_arrive_in_order() {
     let (mut tx, mut rx) = start(&ch).await;
     let before: Vec<Vec<u8>> = (0..50u8).map(|i| vec![i; 1000 + usize::from(i)]).collect();
     for m in &before {
-        guarded("send", tx.send(Bytes::from(m.clone()))).await.expect("send");
+        guarded("send", tx.send(Bytes::from(m.clone())))
+            .await
+            .expect("send");
     }
     guarded("headers", rx.headers()).await.expect("committed");
-    let after: Vec<Vec<u8>> = (50..120u8).map(|i| vec![i; 700 + usize::from(i) * 3]).collect();
+    let after: Vec<Vec<u8>> = (50..120u8)
+        .map(|i| vec![i; 700 + usize::from(i) * 3])
+        .collect();
     for m in &after {
-        guarded("send", tx.send(Bytes::from(m.clone()))).await.expect("send");
+        guarded("send", tx.send(Bytes::from(m.clone())))
+            .await
+            .expect("send");
     }
     guarded("finish", tx.finish()).await.expect("finish");
     let reply = guarded("reply", rx.message()).await.expect("reply");
@@ -708,7 +747,9 @@ async fn concurrent_calls_with_assorted_sizes_arrive_whole_on_a_multi_threaded_r
                 rx.headers().await.expect("headers");
             }
             for (i, n) in sizes(call).into_iter().enumerate() {
-                tx.send(Bytes::from(vec![(i % 251) as u8; n])).await.expect("send");
+                tx.send(Bytes::from(vec![(i % 251) as u8; n]))
+                    .await
+                    .expect("send");
                 if i % 3 == call % 3 {
                     tokio::task::yield_now().await;
                 }
