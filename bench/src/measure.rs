@@ -9,7 +9,9 @@
 //! * `client-stream`: one StreamingInputCall of N 1 KiB requests, answered once at the end: under 1 MiB the
 //!   call never commits before the answer, so every message takes the retry driver's path (buffered for
 //!   replay, handed over by the driver task);
-//! * `unary`: N sequential 16 B unary calls.
+//! * `unary`: N sequential 16 B unary calls;
+//! * `windowed-W-S`: the windowed bidi scenario (`windowed.rs`) with window W and S-byte messages, N
+//!   messages (also with `--client tonic`).
 //!
 //! Every scenario first runs a short warm-up call (the connection is up and its windows are open). With
 //! `--current-thread` the client runs on one thread: its instruction counts repeat exactly from run to run
@@ -49,8 +51,12 @@ fn echo_request(size: usize) -> StreamingOutputCallRequest {
 
 pub(crate) async fn run(port: u16, m: Measure) -> Result<(), String> {
     let kind = match m.client.as_str() {
-        "ours" | "raw" => m.client.as_str(),
-        other => return Err(format!("--client must be ours or raw, not {other:?}")),
+        "ours" | "raw" | "tonic" => m.client.as_str(),
+        other => {
+            return Err(format!(
+                "--client must be ours, raw or tonic, not {other:?}"
+            ))
+        }
     };
     let mut client = connect(kind, port).await?;
     match m.scenario.as_str() {
@@ -72,7 +78,17 @@ pub(crate) async fn run(port: u16, m: Measure) -> Result<(), String> {
             bidi(&client, 20, pingpong).await?;
             bidi(&client, m.n, pingpong).await?;
         }
-        other => return Err(format!("unknown scenario {other:?}")),
+        other => {
+            let parsed = other.strip_prefix("windowed-").and_then(|ws| {
+                let (w, s) = ws.split_once('-')?;
+                Some((w.parse::<usize>().ok()?, s.parse::<usize>().ok()?))
+            });
+            let Some((window, size)) = parsed else {
+                return Err(format!("unknown scenario {other:?}"));
+            };
+            client.windowed(window, size, 1000).await?;
+            client.windowed(window, size, m.n).await?;
+        }
     }
     println!("{} {} n={}: done", m.scenario, client.name(), m.n);
     Ok(())

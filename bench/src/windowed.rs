@@ -31,7 +31,7 @@ use crate::{sys, Client, Line};
 const RAW_BATCH: usize = 16 << 10;
 
 /// What one run measured.
-struct Sample {
+pub(crate) struct Sample {
     rate: f64,
     p50: f64,
     p99: f64,
@@ -107,7 +107,12 @@ pub(crate) async fn windowed(peers: &[(&str, u16)], quick: bool) -> Result<Table
 
 impl Client {
     /// One windowed run of `n` messages of `size` bytes each way.
-    async fn windowed(&mut self, window: usize, size: usize, n: usize) -> Result<Sample, String> {
+    pub(crate) async fn windowed(
+        &mut self,
+        window: usize,
+        size: usize,
+        n: usize,
+    ) -> Result<Sample, String> {
         let req = request(size);
         let permits = Arc::new(Semaphore::new(window));
         let (times_tx, mut times) = mpsc::unbounded_channel::<Instant>();

@@ -35,10 +35,9 @@ impl<Req: prost::Message, Resp: prost::Message + Default> Codec<Req, Resp> {
     pub(crate) fn prost() -> Self {
         Codec {
             encoded_len: |m| m.encoded_len(),
-            encode: |m, buf| {
-                // `BytesMut` grows as needed, so encoding cannot run out of room.
-                let _ = m.encode(buf);
-            },
+            // `BytesMut` grows as needed, so encoding cannot run out of room: `encode_raw` skips
+            // `encode`'s capacity check, which computes the message's length a second time.
+            encode: |m, buf| m.encode_raw(buf),
             decode: |b| {
                 Resp::decode(b).map_err(|e| {
                     Status::new(

@@ -66,6 +66,34 @@ pub(crate) fn encode_frame<T>(
     encoding: Option<Encoding>,
     limit: usize,
 ) -> Result<Bytes, Status> {
+    let mut buf = BytesMut::new();
+    write_frame(codec, msg, encoding, limit, &mut buf)?;
+    Ok(buf.freeze())
+}
+
+/// [`encode_frame`] into `arena`: the frame is split off the arena's front, so consecutive frames share
+/// the arena's allocation (a new one only when the free room is used up, of the arena's original capacity
+/// or the frame's size if larger) instead of one allocation per message. For a stream of messages; what
+/// follows the frame in `arena` is unchanged, an error leaves it as it was.
+pub(crate) fn encode_frame_into<T>(
+    codec: &Codec<T, impl Sized>,
+    msg: &T,
+    encoding: Option<Encoding>,
+    limit: usize,
+    arena: &mut BytesMut,
+) -> Result<Bytes, Status> {
+    write_frame(codec, msg, encoding, limit, arena)?;
+    Ok(arena.split().freeze())
+}
+
+/// Writes one frame into the empty `buf`; on an error `buf` is left empty.
+fn write_frame<T>(
+    codec: &Codec<T, impl Sized>,
+    msg: &T,
+    encoding: Option<Encoding>,
+    limit: usize,
+    arena: &mut BytesMut,
+) -> Result<(), Status> {
     let len = (codec.encoded_len)(msg);
     let too_large = |len: usize| {
         Status::new(
@@ -73,34 +101,41 @@ pub(crate) fn encode_frame<T>(
             format!("trying to send a message larger than max ({len} vs. {limit})"),
         )
     };
-    let mut buf = match encoding {
+    debug_assert!(arena.is_empty(), "the arena holds no partial frame");
+    arena.clear();
+    match encoding {
         None => {
             if len > limit {
                 return Err(too_large(len));
             }
-            let mut buf = BytesMut::with_capacity(HEADER_LEN + len);
-            buf.extend_from_slice(&[0; HEADER_LEN]);
-            (codec.encode)(msg, &mut buf);
-            buf
+            arena.reserve(HEADER_LEN + len);
+            arena.extend_from_slice(&[0; HEADER_LEN]);
+            (codec.encode)(msg, arena);
         }
         Some(enc) => {
             let mut plain = BytesMut::with_capacity(len);
             (codec.encode)(msg, &mut plain);
-            let mut buf = BytesMut::with_capacity(HEADER_LEN + len / 2 + 64);
-            buf.extend_from_slice(&[0; HEADER_LEN]);
-            enc.compress(&plain, &mut buf)?;
-            buf
+            arena.reserve(HEADER_LEN + len / 2 + 64);
+            arena.extend_from_slice(&[0; HEADER_LEN]);
+            if let Err(status) = enc.compress(&plain, arena) {
+                arena.clear();
+                return Err(status);
+            }
         }
-    };
-    let payload_len = buf.len() - HEADER_LEN;
+    }
+    let payload_len = arena.len() - HEADER_LEN;
     if payload_len > limit {
+        arena.clear();
         return Err(too_large(payload_len));
     }
-    let wire_len = u32::try_from(payload_len).map_err(|_| too_large(payload_len))?;
+    let Ok(wire_len) = u32::try_from(payload_len) else {
+        arena.clear();
+        return Err(too_large(payload_len));
+    };
     // The prefix goes into the space left for it: no second buffer per message.
-    buf[0] = u8::from(encoding.is_some());
-    buf[1..HEADER_LEN].copy_from_slice(&wire_len.to_be_bytes());
-    Ok(buf.freeze())
+    arena[0] = u8::from(encoding.is_some());
+    arena[1..HEADER_LEN].copy_from_slice(&wire_len.to_be_bytes());
+    Ok(())
 }
 
 /// Turns received chunks into messages.

@@ -3,7 +3,7 @@
 use std::future::poll_fn;
 use std::task::{Context, Poll};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use tokio::time::Instant;
 
 use super::shared::{SharedRef, Side, Writer, SEND_AHEAD_LIMIT};
@@ -24,7 +24,13 @@ pub struct RequestSender<T> {
     deadline: Option<Instant>,
     /// Messages sent so far: each one's token in the send half after commit.
     sent: usize,
+    /// Where messages are encoded: consecutive messages share its allocations (made on the first send).
+    arena: BytesMut,
 }
+
+/// The size of a sender's encoding arena: one allocation per this many bytes of messages rather than one per
+/// message (tonic's encoder buffer is the same size).
+const ARENA: usize = 8 << 10;
 
 impl<T> RequestSender<T> {
     pub(crate) fn new(
@@ -41,6 +47,7 @@ impl<T> RequestSender<T> {
             limit,
             deadline,
             sent: 0,
+            arena: BytesMut::new(),
         }
     }
 
@@ -62,7 +69,16 @@ impl<T> RequestSender<T> {
     /// Sends a message with per-message options (e.g. uncompressed on a compressed call).
     pub async fn send_with(&mut self, message: T, options: MessageOptions) -> Result<(), Status> {
         let encoding = self.encoding.filter(|_| options.compress);
-        let frame = framing::encode_frame(&self.codec, &message, encoding, self.limit)?;
+        if self.arena.capacity() == 0 {
+            self.arena = BytesMut::with_capacity(ARENA);
+        }
+        let frame = framing::encode_frame_into(
+            &self.codec,
+            &message,
+            encoding,
+            self.limit,
+            &mut self.arena,
+        )?;
         self.send_frame(frame, false).await
     }
 
