@@ -68,11 +68,14 @@ pub(crate) async fn windowed(peers: &[(&str, u16)], quick: bool) -> Result<Table
         }
         for size in [1024, 64] {
             for window in [1, 8, 64] {
+                // Runs of about half a second or more (connection start-up effects fade).
                 let n = match (window, quick) {
                     (1, true) => 2_000,
                     (1, false) => 5_000,
-                    (_, true) => 10_000,
-                    (_, false) => 40_000,
+                    (8, true) => 10_000,
+                    (8, false) => 40_000,
+                    (_, true) => 30_000,
+                    (_, false) => 100_000,
                 };
                 let what = format!("{size} B, window {window}, {peer} server");
                 let mut lines = [
