@@ -9,7 +9,9 @@
 //! * `client-stream`: one StreamingInputCall of N 1 KiB requests, answered once at the end: under 1 MiB the
 //!   call never commits before the answer, so every message takes the retry driver's path (buffered for
 //!   replay, handed over by the driver task);
-//! * `unary`: N sequential 16 B unary calls.
+//! * `unary`: N sequential 16 B unary calls;
+//! * `in-flight`: the scale scenario's memory figure alone: N unary calls held in flight by a backend that
+//!   never answers (its own child process; `--port` is not used), live heap per call printed.
 //!
 //! Every scenario first runs a short warm-up call (the connection is up and its windows are open). With
 //! `--current-thread` the client runs on one thread: its instruction counts repeat exactly from run to run
@@ -52,6 +54,18 @@ pub(crate) async fn run(port: u16, m: Measure) -> Result<(), String> {
         "ours" | "raw" => m.client.as_str(),
         other => return Err(format!("--client must be ours or raw, not {other:?}")),
     };
+    if m.scenario == "in-flight" {
+        let per_call = match kind {
+            "ours" => crate::a6::in_flight_memory(m.n).await?,
+            _ => crate::a6::raw_in_flight_memory(m.n).await?,
+        };
+        println!(
+            "in-flight {kind} n={}: {per_call:.0} B ({:.2} KiB) per idle in-flight call",
+            m.n,
+            per_call / 1024.0
+        );
+        return Ok(());
+    }
     let mut client = connect(kind, port).await?;
     match m.scenario.as_str() {
         "unary" => {
