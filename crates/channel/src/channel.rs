@@ -1,7 +1,7 @@
 //! [`Channel`]: the handle applications make calls on, and [`ChannelBuilder`], which checks every option
 //! before any connection is made.
 
-use std::future::poll_fn;
+use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -14,7 +14,7 @@ use http::uri::{Authority, Scheme};
 use tokio::time::Instant;
 
 use crate::attempt::AttemptSetup;
-use crate::call::{RequestSender, Shared, SharedRef, Streaming};
+use crate::call::{Committed, RequestSender, Shared, SharedRef, Streaming};
 use crate::codec::Codec;
 use crate::connect::Http2Settings;
 use crate::control::ControlPlane;
@@ -187,25 +187,27 @@ impl Channel {
     }
 
     /// A unary call with prost messages.
-    pub async fn unary<Req, Resp>(
-        &self,
-        path: &str,
+    // Not an `async fn`, like `unary_raw`: the returned future is `unary_with`'s itself, where a wrapper
+    // future would keep a second copy of the request for the whole call.
+    pub fn unary<'a, Req, Resp>(
+        &'a self,
+        path: &'a str,
         request: Request<Req>,
-    ) -> Result<Response<Resp>, Status>
+    ) -> impl Future<Output = Result<Response<Resp>, Status>> + use<'a, Req, Resp>
     where
         Req: prost::Message,
         Resp: prost::Message + Default,
     {
-        self.unary_with(Codec::prost(), path, request).await
+        self.unary_with(Codec::prost(), path, request)
     }
 
     /// A unary call whose messages are already serialized.
-    pub async fn unary_raw(
-        &self,
-        path: &str,
+    pub fn unary_raw<'a>(
+        &'a self,
+        path: &'a str,
         request: Request<Bytes>,
-    ) -> Result<Response<Bytes>, Status> {
-        self.unary_with(Codec::raw(), path, request).await
+    ) -> impl Future<Output = Result<Response<Bytes>, Status>> + use<'a> {
+        self.unary_with(Codec::raw(), path, request)
     }
 
     /// A server-streaming call: one request, then a stream of responses. Returns once the response headers
@@ -229,9 +231,8 @@ impl Channel {
             prepared.max_send,
         )
         .map_err(|status| telemetry.fail(status))?;
-        let mut stream = self
-            .call_with_request(prepared, telemetry, frame, codec.decode)
-            .await;
+        let (driver, receiving) = self.call_with_request(prepared, telemetry, frame, codec.decode);
+        let mut stream = receiving.handed(driver.run().await);
         let metadata = stream.headers().await?.clone();
         Ok(Response::new(stream, metadata, MetadataMap::new(), false))
     }
@@ -297,52 +298,56 @@ impl Channel {
         self.streaming_with(Codec::raw(), path, request).await
     }
 
+    /// A unary call. Its future is most of an in-flight call's memory, so every step that waits is awaited
+    /// here, in one body, keeping across each wait only what comes after it: the request message until it
+    /// is encoded, then the retry driver, then the receiving half. The first step is a block: a local that
+    /// was borrowed keeps its room in the future until its block ends, even once moved.
     async fn unary_with<Req, Resp>(
         &self,
         codec: Codec<Req, Resp>,
         path: &str,
         request: Request<Req>,
     ) -> Result<Response<Resp>, Status> {
-        let (message, metadata, options) = request.into_parts();
-        let (prepared, mut telemetry) = self.prepare(path, metadata, options).await?;
-        // An oversize request is never sent.
-        let frame = crate::framing::encode_frame(
-            &codec,
-            &message,
-            prepared.options.compression,
-            prepared.max_send,
-        )
-        .map_err(|status| telemetry.fail(status))?;
-        let mut receiver = self
-            .call_with_request(prepared, telemetry, frame, codec.decode)
-            .await;
+        let (driver, receiving) = {
+            let (message, metadata, options) = request.into_parts();
+            let (prepared, mut telemetry) = self.prepare(path, metadata, options).await?;
+            // An oversize request is never sent.
+            let frame = crate::framing::encode_frame(
+                &codec,
+                &message,
+                prepared.options.compression,
+                prepared.max_send,
+            )
+            .map_err(|status| telemetry.fail(status))?;
+            self.call_with_request(prepared, telemetry, frame, codec.decode)
+        };
+        let mut receiver = receiving.handed(driver.run().await);
         single_response(&mut receiver).await
     }
 
-    /// A call whose one request message is known before the first attempt (unary, server-streaming): the
-    /// retry driver runs in the caller's task until the call commits or finishes.
-    async fn call_with_request<Resp>(
+    /// A call whose one request message is known before the first attempt (unary, server-streaming): its
+    /// retry driver, which the caller polls in its own task until the call commits or finishes, and what
+    /// makes the receiving half then.
+    fn call_with_request<Resp>(
         &self,
         mut prepared: Prepared,
         telemetry: CallTelemetry,
         frame: Bytes,
         decode: fn(Bytes) -> Result<Resp, Status>,
-    ) -> Streaming<Resp> {
+    ) -> (Driver, Receiving<Resp>) {
         let now = Instant::now().into_std();
         let (mut call, setup, shared) = self.new_call(&mut prepared, telemetry, true, now);
         call.send_message(frame, now);
         call.half_close();
-        let result = Driver::new(self.control().clone(), setup, call, shared.clone(), false)
-            .run()
-            .await;
-        shared.lock().hand_over(result);
-        Streaming::driven(
+        let driver = Driver::new(self.control().clone(), setup, call, shared.clone(), false);
+        let receiving = Receiving {
             shared,
             decode,
-            prepared.max_receive,
-            self.header_limit(),
-            prepared.deadline,
-        )
+            max_receive: prepared.max_receive,
+            header_limit: self.header_limit(),
+            deadline: prepared.deadline,
+        };
+        (driver, receiving)
     }
 
     async fn streaming_with<Req, Resp>(
@@ -457,26 +462,34 @@ impl Channel {
         options: CallOptions,
     ) -> Result<(Prepared, CallTelemetry), Status> {
         let inner = &*self.inner;
-        let uri = match inner.uris.get(&inner.scheme, &inner.authority, path) {
-            Ok(uri) => uri,
-            Err(status) => return Err(inner.telemetry.refused(path, status)),
+        // A block, so that the URI (borrowed) takes no room in the future while it waits.
+        let (resolving, telemetry) = {
+            let uri = match inner.uris.get(&inner.scheme, &inner.authority, path) {
+                Ok(uri) => uri,
+                Err(status) => return Err(inner.telemetry.refused(path, status)),
+            };
+            // Dropped on the way (the caller gave up), it finishes CANCELLED.
+            let mut telemetry = inner.telemetry.call(&uri);
+            match self.settle(uri, path, metadata, options) {
+                Ok(Settled::Ready(prepared)) => return Ok((prepared, telemetry)),
+                Ok(Settled::Resolving(resolving)) => (resolving, telemetry),
+                Err(status) => return Err(telemetry.fail(status)),
+            }
         };
-        // Dropped on the way (the caller gave up), it finishes CANCELLED.
-        let mut telemetry = inner.telemetry.call(&uri);
-        match self.settle(uri, path, metadata, options).await {
-            Ok(prepared) => Ok((prepared, telemetry)),
-            Err(status) => Err(telemetry.fail(status)),
-        }
+        // Only calls that come before the first resolution result (or while it failed) wait: that wait is
+        // boxed, so that it takes no room in the future of every call.
+        Box::pin(self.resolve(path, resolving, telemetry)).await
     }
 
-    /// [`Channel::prepare`] but the telemetry.
-    async fn settle(
+    /// [`Channel::prepare`] but the telemetry, as far as it goes without waiting: the channel is open, the
+    /// interceptors ran, the call's deadline is set, and the resolution result is used if there is one.
+    fn settle(
         &self,
         uri: http::Uri,
         path: &str,
         mut metadata: MetadataMap,
         mut options: CallOptions,
-    ) -> Result<Prepared, Status> {
+    ) -> Result<Settled, Status> {
         let inner = &*self.inner;
         if self.is_closed() {
             return Err(Status::new(Code::Unavailable, "the channel is shut down"));
@@ -486,42 +499,46 @@ impl Channel {
         let call_start = Instant::now();
         // A timeout too large to add means no deadline.
         let api_deadline = options.timeout.and_then(|t| call_start.checked_add(t));
-        // The service config comes with resolution; calls wait for the first result (bounded by their own
-        // deadline), and wait-for-ready calls set through the API also wait through resolution failures.
-        let api_wait = options.wait_for_ready.unwrap_or(false);
         // An IDLE channel leaves IDLE now: a resolution failure must show in its state (TRANSIENT_FAILURE).
         self.control().call_coming();
-        let resolved = match api_deadline {
-            None => inner.resolution.wait(api_wait).await,
-            Some(d) => tokio::time::timeout_at(d, inner.resolution.wait(api_wait))
-                .await
-                .map_err(|_| Status::deadline_exceeded())?,
-        };
-        let (_, config) = resolved?;
-        let method = config.method_config(path).cloned();
-        let (max_send, max_receive) = effective_limits(method.as_deref(), inner, &options);
-        let deadline = min_deadline(
-            api_deadline,
-            method
-                .as_ref()
-                .and_then(|m| m.timeout)
-                .and_then(|t| call_start.checked_add(t)),
-        );
-        let wait_for_ready = options
-            .wait_for_ready
-            .or(method.as_ref().and_then(|m| m.wait_for_ready))
-            .unwrap_or(false);
-        Ok(Prepared {
+        let resolving = Resolving {
             uri,
-            metadata: metadata.into_headers(),
-            deadline,
-            wait_for_ready,
-            max_send,
-            max_receive,
+            metadata,
             options,
-            method,
-            config,
-        })
+            call_start,
+            api_deadline,
+        };
+        // What `Resolution::wait` would return at once, without the wait.
+        match inner.resolution.ready(resolving.api_wait()) {
+            Some(resolved) => {
+                let (_, config) = resolved?;
+                Ok(Settled::Ready(resolving.prepared(inner, path, config)))
+            }
+            None => Ok(Settled::Resolving(resolving)),
+        }
+    }
+
+    /// [`Channel::prepare`] for a call that waits for name resolution: the service config comes with
+    /// resolution; calls wait for the first result (bounded by their own deadline), and wait-for-ready calls
+    /// set through the API also wait through resolution failures.
+    async fn resolve(
+        &self,
+        path: &str,
+        resolving: Resolving,
+        mut telemetry: CallTelemetry,
+    ) -> Result<(Prepared, CallTelemetry), Status> {
+        let inner = &*self.inner;
+        let wait = inner.resolution.wait(resolving.api_wait());
+        let resolved = match resolving.api_deadline {
+            None => wait.await,
+            Some(d) => tokio::time::timeout_at(d, wait)
+                .await
+                .unwrap_or_else(|_| Err(Status::deadline_exceeded())),
+        };
+        match resolved {
+            Ok((_, config)) => Ok((resolving.prepared(inner, path, config), telemetry)),
+            Err(status) => Err(telemetry.fail(status)),
+        }
     }
 
     /// The throttle of this channel's target for `config`'s `retryThrottling`, created once per setting.
@@ -553,6 +570,91 @@ impl Drop for CancelOnDrop {
         if let Some(shared) = self.0.take() {
             shared.lock().cancel();
         }
+    }
+}
+
+/// How far [`Channel::settle`] got without waiting.
+// Returned once per call and taken apart at once: boxing the ready side would cost an allocation per call.
+#[allow(clippy::large_enum_variant)]
+enum Settled {
+    /// Ready for the first attempt.
+    Ready(Prepared),
+    /// To wait for the first name resolution result (a wait-for-ready call, for a good one).
+    Resolving(Resolving),
+}
+
+/// A call past its interceptors, before the service config (which name resolution brings) is applied.
+struct Resolving {
+    uri: http::Uri,
+    metadata: MetadataMap,
+    options: CallOptions,
+    call_start: Instant,
+    /// The deadline the call's options set (a timeout too large to add means none).
+    api_deadline: Option<Instant>,
+}
+
+impl Resolving {
+    /// Whether the call waits through resolution failures (wait-for-ready set through the API).
+    fn api_wait(&self) -> bool {
+        self.options.wait_for_ready.unwrap_or(false)
+    }
+
+    /// The call, ready for its first attempt under `config`: its method config, limits and deadline.
+    fn prepared(self, inner: &Inner, path: &str, config: Arc<ServiceConfig>) -> Prepared {
+        let Resolving {
+            uri,
+            metadata,
+            options,
+            call_start,
+            api_deadline,
+        } = self;
+        let method = config.method_config(path).cloned();
+        let (max_send, max_receive) = effective_limits(method.as_deref(), inner, &options);
+        let deadline = min_deadline(
+            api_deadline,
+            method
+                .as_ref()
+                .and_then(|m| m.timeout)
+                .and_then(|t| call_start.checked_add(t)),
+        );
+        let wait_for_ready = options
+            .wait_for_ready
+            .or(method.as_ref().and_then(|m| m.wait_for_ready))
+            .unwrap_or(false);
+        Prepared {
+            uri,
+            metadata: metadata.into_headers(),
+            deadline,
+            wait_for_ready,
+            max_send,
+            max_receive,
+            options,
+            method,
+            config,
+        }
+    }
+}
+
+/// The receiving half of a call whose retry driver runs in the caller's task, until the driver is done.
+struct Receiving<Resp> {
+    shared: SharedRef,
+    decode: fn(Bytes) -> Result<Resp, Status>,
+    max_receive: usize,
+    header_limit: usize,
+    deadline: Option<Instant>,
+}
+
+impl<Resp> Receiving<Resp> {
+    /// The receiving half, once the driver has committed the call (`Ok`) or finished it.
+    fn handed(self, result: Result<Committed, Status>) -> Streaming<Resp> {
+        self.shared.lock().hand_over(result);
+        Streaming::driven(
+            self.shared,
+            self.decode,
+            self.max_receive,
+            self.header_limit,
+            self.deadline,
+        )
     }
 }
 

@@ -75,7 +75,7 @@ impl Slot {
 }
 
 /// How driving a call ends: committed to an attempt (handed over with the state machine by
-/// [`Driver::run`]), or finished with a status.
+/// [`Driver::outcome`]), or finished with a status.
 // Returned once per call and moved on at once: boxing the committed side would cost an allocation per call.
 #[allow(clippy::large_enum_variant)]
 enum DriveEnd {
@@ -86,6 +86,26 @@ enum DriveEnd {
         telemetry: Option<AttemptTelemetry>,
     },
     Finished(Status),
+}
+
+/// The future of [`Driver::run`]: the driver, polled where it lies (an `async fn` would hold it twice), until
+/// its outcome takes it apart.
+pub(crate) struct Run(Option<Driver>);
+
+impl Future for Run {
+    type Output = Result<Committed, Status>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // Polled after it completed: nothing more comes.
+        let Some(driver) = self.0.as_mut() else {
+            return Poll::Pending;
+        };
+        let end = std::task::ready!(driver.poll_drive(cx));
+        match self.0.take() {
+            Some(driver) => Poll::Ready(driver.outcome(end)),
+            None => Poll::Pending,
+        }
+    }
 }
 
 fn now() -> std::time::Instant {
@@ -115,9 +135,28 @@ impl Driver {
         }
     }
 
-    /// Runs until the call commits or finishes.
-    pub(crate) async fn run(mut self) -> Result<Committed, Status> {
-        match poll_fn(|cx| self.poll_drive(cx)).await {
+    /// Runs until the call commits or finishes: the committed attempt with the state machine, or the call's
+    /// status.
+    pub(crate) fn run(self) -> Run {
+        Run(Some(self))
+    }
+
+    /// Runs, then hands the outcome to the call's halves: the future of a driver in a task of its own. (Not
+    /// an `async fn`, which would keep the driver twice: once as its argument, once in the future it
+    /// awaits.)
+    pub(crate) fn run_into(self, shared: SharedRef) -> impl Future<Output = ()> {
+        let mut run = self.run();
+        poll_fn(move |cx| {
+            let result = std::task::ready!(Pin::new(&mut run).poll(cx));
+            shared.lock().hand_over(result);
+            Poll::Ready(())
+        })
+    }
+
+    /// How driving ended, for the call's halves: the committed attempt with the state machine, or the
+    /// call's status.
+    fn outcome(self, end: DriveEnd) -> Result<Committed, Status> {
+        match end {
             DriveEnd::Committed {
                 attempt,
                 open,
@@ -132,12 +171,6 @@ impl Driver {
             }),
             DriveEnd::Finished(status) => Err(status),
         }
-    }
-
-    /// Runs, then hands the outcome to the call's halves.
-    pub(crate) async fn run_into(self, shared: SharedRef) {
-        let result = self.run().await;
-        shared.lock().hand_over(result);
     }
 
     /// One turn: the machine's actions, the hand-over once committed, the application's input, what the
