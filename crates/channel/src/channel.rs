@@ -399,7 +399,7 @@ impl Channel {
         mut telemetry: CallTelemetry,
         eager: bool,
         now: std::time::Instant,
-    ) -> (RetryCall, Arc<AttemptSetup>, SharedRef) {
+    ) -> (Box<RetryCall>, Arc<AttemptSetup>, SharedRef) {
         let inner = &*self.inner;
         // A policy set on the call always wins for it; the channel's wins as its precedence says.
         let (app_policy, precedence) = match &prepared.options.retry_policy {
@@ -424,7 +424,14 @@ impl Channel {
             pool: inner.retry_pool.clone(),
         };
         let seed = inner.seed ^ inner.calls.fetch_add(1, Ordering::Relaxed);
-        let call = RetryCall::new(config, shared, Box::new(SplitMix64::new(seed)), now);
+        // Boxed: it goes from the retry driver (in the caller's future) to the call's shared state at commit,
+        // and would otherwise take its room in both for the whole call.
+        let call = Box::new(RetryCall::new(
+            config,
+            shared,
+            Box::new(SplitMix64::new(seed)),
+            now,
+        ));
         let exactly_once = prepared
             .options
             .exactly_once

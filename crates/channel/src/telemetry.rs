@@ -29,6 +29,7 @@ use std::time::Duration;
 
 use grpc_retry::{CallStats, MethodStats};
 use parking_lot::Mutex;
+#[cfg(feature = "metrics")]
 use tokio::time::Instant;
 
 use crate::status::{Code, Status};
@@ -98,6 +99,7 @@ impl Telemetry {
             channel: self.clone(),
             uri: uri.clone(),
             span,
+            #[cfg(feature = "metrics")]
             start: Instant::now(),
             stats: None,
             finished: false,
@@ -137,6 +139,8 @@ pub(crate) struct CallTelemetry {
     /// statistics, and without the slash it is A66's `grpc.method`.
     uri: http::Uri,
     span: tracing::Span,
+    /// When the call started, for `grpc.client.call.duration`.
+    #[cfg(feature = "metrics")]
     start: Instant,
     /// What the retry state machine counted, once it is done.
     stats: Option<CallStats>,
@@ -187,9 +191,12 @@ impl CallTelemetry {
         .increment(1);
         AttemptTelemetry {
             span,
-            start: Instant::now(),
-            uri: self.uri.clone(),
-            target: self.channel.target.clone(),
+            #[cfg(feature = "metrics")]
+            metrics: AttemptMetrics {
+                start: Instant::now(),
+                uri: self.uri.clone(),
+                target: self.channel.target.clone(),
+            },
             ended: false,
         }
     }
@@ -256,8 +263,6 @@ impl CallTelemetry {
             metrics::histogram!("grpc.client.call.retry_delay", &labels)
                 .record(stats.retry_delay.as_secs_f64());
         }
-        #[cfg(not(feature = "metrics"))]
-        let _ = self.start;
     }
 }
 
@@ -270,13 +275,21 @@ impl Drop for CallTelemetry {
     }
 }
 
-/// One attempt's telemetry.
+/// One attempt's telemetry. Kept while the attempt is in flight (and with the call once committed), so it
+/// holds what the attempt's metrics need only when they are built in.
 pub(crate) struct AttemptTelemetry {
     span: tracing::Span,
+    #[cfg(feature = "metrics")]
+    metrics: AttemptMetrics,
+    ended: bool,
+}
+
+/// What `grpc.client.attempt.duration` needs: the attempt's start and its labels.
+#[cfg(feature = "metrics")]
+struct AttemptMetrics {
     start: Instant,
     uri: http::Uri,
     target: Arc<str>,
-    ended: bool,
 }
 
 impl AttemptTelemetry {
@@ -308,13 +321,13 @@ impl AttemptTelemetry {
         #[cfg(feature = "metrics")]
         metrics::histogram!(
             "grpc.client.attempt.duration",
-            "grpc.method" => label(&self.uri).to_owned(),
-            "grpc.target" => self.target.to_string(),
+            "grpc.method" => label(&self.metrics.uri).to_owned(),
+            "grpc.target" => self.metrics.target.to_string(),
             "grpc.status" => code.unwrap_or(Code::Unknown).name(),
         )
-        .record(self.start.elapsed().as_secs_f64());
+        .record(self.metrics.start.elapsed().as_secs_f64());
         #[cfg(not(feature = "metrics"))]
-        let _ = (&self.start, &self.uri, &self.target, code);
+        let _ = code;
     }
 }
 

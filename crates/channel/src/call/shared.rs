@@ -18,13 +18,13 @@ use crate::telemetry::{AttemptTelemetry, CallTelemetry};
 
 /// The attempt a call committed to.
 pub(crate) struct Committed {
-    pub(crate) call: RetryCall,
+    pub(crate) call: Box<RetryCall>,
     pub(crate) attempt: AttemptId,
     pub(crate) open: OpenAttempt,
     /// How many attempts preceded it (A6's `grpc-previous-rpc-attempts`, for the application).
     pub(crate) previous_attempts: u32,
     /// Its span and metrics, which end with the call.
-    pub(crate) telemetry: Option<AttemptTelemetry>,
+    pub(crate) telemetry: AttemptTelemetry,
 }
 
 /// What both halves of a call share: the sending side (the retry driver before the call commits, the
@@ -43,7 +43,7 @@ pub(crate) struct Shared {
     /// The receiving half, or the caller waiting for the call to start.
     pub(super) receiver: Option<Waker>,
     /// The call's retry state machine after commit, told how the committed attempt ended (throttle).
-    pub(super) retry: Option<(RetryCall, AttemptId)>,
+    pub(super) retry: Option<(Box<RetryCall>, AttemptId)>,
     /// A task pumping an application stream into the call, waiting for the call to end.
     pub(super) end_watcher: Option<Waker>,
     /// The status a failed send ended the call with (e.g. an oversize message), which the receiving half
@@ -258,7 +258,7 @@ impl Shared {
                 let OpenAttempt {
                     mut send, response, ..
                 } = committed.open;
-                self.attempt = committed.telemetry;
+                self.attempt = Some(committed.telemetry);
                 if let Some(ended) = &self.ended {
                     // The call ended (cancelled, or aborted by its sender) while the driver committed: the
                     // stream is reset, and a receiving half still waiting hears how the call ended.
