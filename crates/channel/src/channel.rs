@@ -5,6 +5,7 @@ use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -221,18 +222,11 @@ impl Channel {
         Req: prost::Message,
         Resp: prost::Message + Default,
     {
-        let codec = Codec::<Req, Resp>::prost();
-        let (message, metadata, options) = request.into_parts();
-        let (prepared, mut telemetry) = self.prepare(path, metadata, options).await?;
-        let frame = crate::framing::encode_frame(
-            &codec,
-            &message,
-            prepared.options.compression,
-            prepared.max_send,
-        )
-        .map_err(|status| telemetry.fail(status))?;
-        let (driver, receiving) = self.call_with_request(prepared, telemetry, frame, codec.decode);
-        let mut stream = receiving.handed(driver.run().await);
+        let (driver, receiving) = self
+            .start_with_request(Codec::<Req, Resp>::prost(), path, request)
+            .await?;
+        let (shared, result) = driver.run().await;
+        let mut stream = receiving.handed(shared, result, self.header_limit());
         let metadata = stream.headers().await?.clone();
         Ok(Response::new(stream, metadata, MetadataMap::new(), false))
     }
@@ -298,56 +292,75 @@ impl Channel {
         self.streaming_with(Codec::raw(), path, request).await
     }
 
-    /// A unary call. Its future is most of an in-flight call's memory, so every step that waits is awaited
-    /// here, in one body, keeping across each wait only what comes after it: the request message until it
-    /// is encoded, then the retry driver, then the receiving half. The first step is a block: a local that
-    /// was borrowed keeps its room in the future until its block ends, even once moved.
+    /// A unary call. Its future is most of an in-flight call's memory: all it keeps across its waits, besides
+    /// its arguments, is the retry driver (a call waiting for its response is most often here, the call not
+    /// committed before the response headers), then a box with the receiving half. Starting the call
+    /// waits for nothing unless name resolution has no result yet (that wait is boxed).
     async fn unary_with<Req, Resp>(
         &self,
         codec: Codec<Req, Resp>,
         path: &str,
         request: Request<Req>,
     ) -> Result<Response<Resp>, Status> {
-        let (driver, receiving) = {
-            let (message, metadata, options) = request.into_parts();
-            let (prepared, mut telemetry) = self.prepare(path, metadata, options).await?;
-            // An oversize request is never sent.
-            let frame = crate::framing::encode_frame(
-                &codec,
-                &message,
-                prepared.options.compression,
-                prepared.max_send,
-            )
-            .map_err(|status| telemetry.fail(status))?;
-            self.call_with_request(prepared, telemetry, frame, codec.decode)
-        };
-        let mut receiver = receiving.handed(driver.run().await);
-        single_response(&mut receiver).await
+        let (driver, receiving) = self.start_with_request(codec, path, request).await?;
+        let (shared, result) = driver.run().await;
+        let mut receiver = receiving.handed(shared, result, self.header_limit());
+        // Half a KiB with the wait for the message and the status: inline, it would make the future as
+        // large for the whole call, while the driver runs too.
+        Box::pin(async move { single_response(&mut receiver).await }).await
     }
 
-    /// A call whose one request message is known before the first attempt (unary, server-streaming): its
-    /// retry driver, which the caller polls in its own task until the call commits or finishes, and what
-    /// makes the receiving half then.
-    fn call_with_request<Resp>(
+    /// Starts a call whose one request message is known before the first attempt (unary,
+    /// server-streaming): its retry driver, which the caller polls in its own task until the call commits or
+    /// finishes, and what makes the receiving half then. An oversize request is never sent.
+    fn start_with_request<'a, Req, Resp>(
+        &'a self,
+        codec: Codec<Req, Resp>,
+        path: &'a str,
+        request: Request<Req>,
+    ) -> Start<Resp, impl Future<Output = Result<Started<Resp>, Status>> + use<'a, Req, Resp>> {
+        let (message, metadata, options) = request.into_parts();
+        match self.begin(path, metadata, options) {
+            Ok((Settled::Ready(prepared), telemetry)) => Start::Now(std::future::ready(
+                self.call_with_request(prepared, telemetry, &codec, &message),
+            )),
+            Ok((Settled::Resolving(resolving), telemetry)) => {
+                Start::Resolving(Box::pin(async move {
+                    let (prepared, telemetry) = self.resolve(path, resolving, telemetry).await?;
+                    self.call_with_request(prepared, telemetry, &codec, &message)
+                }))
+            }
+            Err(status) => Start::Now(std::future::ready(Err(status))),
+        }
+    }
+
+    /// [`Channel::start_with_request`] once the call is prepared: the request encoded, the retry state
+    /// machine given it and the half-close, the driver made.
+    fn call_with_request<Req, Resp>(
         &self,
         mut prepared: Prepared,
-        telemetry: CallTelemetry,
-        frame: Bytes,
-        decode: fn(Bytes) -> Result<Resp, Status>,
-    ) -> (Driver, Receiving<Resp>) {
+        mut telemetry: CallTelemetry,
+        codec: &Codec<Req, Resp>,
+        message: &Req,
+    ) -> Result<Started<Resp>, Status> {
+        let frame = crate::framing::encode_frame(
+            codec,
+            message,
+            prepared.options.compression,
+            prepared.max_send,
+        )
+        .map_err(|status| telemetry.fail(status))?;
         let now = Instant::now().into_std();
         let (mut call, setup, shared) = self.new_call(&mut prepared, telemetry, true, now);
         call.send_message(frame, now);
         call.half_close();
-        let driver = Driver::new(self.control().clone(), setup, call, shared.clone(), false);
+        let driver = Driver::new(self.control().clone(), setup, call, shared, false);
         let receiving = Receiving {
-            shared,
-            decode,
+            decode: codec.decode,
             max_receive: prepared.max_receive,
-            header_limit: self.header_limit(),
             deadline: prepared.deadline,
         };
-        (driver, receiving)
+        Ok((driver, receiving))
     }
 
     async fn streaming_with<Req, Resp>(
@@ -362,7 +375,7 @@ impl Channel {
             self.new_call(&mut prepared, telemetry, false, Instant::now().into_std());
         // The application sends after the call starts: the driver runs in its own task until commit.
         let driver = Driver::new(self.control().clone(), setup, call, shared.clone(), true);
-        tokio::spawn(driver.run_into(shared.clone()));
+        tokio::spawn(driver.run_into());
         // Like a single-attempt call, return once the first attempt's request is on its way (or the call
         // failed before any was). A caller that gives up before then cancels the call.
         let cancel_on_drop = CancelOnDrop(Some(shared.clone()));
@@ -468,24 +481,34 @@ impl Channel {
         metadata: MetadataMap,
         options: CallOptions,
     ) -> Result<(Prepared, CallTelemetry), Status> {
-        let inner = &*self.inner;
-        // A block, so that the URI (borrowed) takes no room in the future while it waits.
-        let (resolving, telemetry) = {
-            let uri = match inner.uris.get(&inner.scheme, &inner.authority, path) {
-                Ok(uri) => uri,
-                Err(status) => return Err(inner.telemetry.refused(path, status)),
-            };
-            // Dropped on the way (the caller gave up), it finishes CANCELLED.
-            let mut telemetry = inner.telemetry.call(&uri);
-            match self.settle(uri, path, metadata, options) {
-                Ok(Settled::Ready(prepared)) => return Ok((prepared, telemetry)),
-                Ok(Settled::Resolving(resolving)) => (resolving, telemetry),
-                Err(status) => return Err(telemetry.fail(status)),
+        match self.begin(path, metadata, options)? {
+            (Settled::Ready(prepared), telemetry) => Ok((prepared, telemetry)),
+            (Settled::Resolving(resolving), telemetry) => {
+                Box::pin(self.resolve(path, resolving, telemetry)).await
             }
+        }
+    }
+
+    /// [`Channel::prepare`] as far as it goes without waiting. Only calls that come before the first
+    /// resolution result (or while it failed) wait, so the wait ([`Channel::resolve`]) is boxed where it is
+    /// awaited: it takes no room in the future of every call.
+    fn begin(
+        &self,
+        path: &str,
+        metadata: MetadataMap,
+        options: CallOptions,
+    ) -> Result<(Settled, CallTelemetry), Status> {
+        let inner = &*self.inner;
+        let uri = match inner.uris.get(&inner.scheme, &inner.authority, path) {
+            Ok(uri) => uri,
+            Err(status) => return Err(inner.telemetry.refused(path, status)),
         };
-        // Only calls that come before the first resolution result (or while it failed) wait: that wait is
-        // boxed, so that it takes no room in the future of every call.
-        Box::pin(self.resolve(path, resolving, telemetry)).await
+        // Dropped on the way (the caller gave up), it finishes CANCELLED.
+        let mut telemetry = inner.telemetry.call(&uri);
+        match self.settle(uri, path, metadata, options) {
+            Ok(settled) => Ok((settled, telemetry)),
+            Err(status) => Err(telemetry.fail(status)),
+        }
     }
 
     /// [`Channel::prepare`] but the telemetry, as far as it goes without waiting: the channel is open, the
@@ -642,24 +665,51 @@ impl Resolving {
     }
 }
 
-/// The receiving half of a call whose retry driver runs in the caller's task, until the driver is done.
+/// How a call whose one request message is known up front starts ([`Channel::start_with_request`]): a
+/// future, ready at once unless the call waits for name resolution.
+enum Start<Resp, F> {
+    /// Started, or failed, without waiting.
+    Now(std::future::Ready<Result<Started<Resp>, Status>>),
+    /// Started once name resolution has a result: boxed, as few calls wait for it.
+    Resolving(Pin<Box<F>>),
+}
+
+impl<Resp, F: Future<Output = Result<Started<Resp>, Status>>> Future for Start<Resp, F> {
+    type Output = Result<Started<Resp>, Status>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
+            Start::Now(started) => Pin::new(started).poll(cx),
+            Start::Resolving(started) => started.as_mut().poll(cx),
+        }
+    }
+}
+
+/// A started call: its retry driver, for the caller to run, and what makes its receiving half then.
+type Started<Resp> = (Driver, Receiving<Resp>);
+
+/// What the receiving half of a call needs, besides its shared state, while the call's retry driver runs in
+/// the caller's task.
 struct Receiving<Resp> {
-    shared: SharedRef,
     decode: fn(Bytes) -> Result<Resp, Status>,
     max_receive: usize,
-    header_limit: usize,
     deadline: Option<Instant>,
 }
 
 impl<Resp> Receiving<Resp> {
     /// The receiving half, once the driver has committed the call (`Ok`) or finished it.
-    fn handed(self, result: Result<Committed, Status>) -> Streaming<Resp> {
-        self.shared.lock().hand_over(result);
+    fn handed(
+        self,
+        shared: SharedRef,
+        result: Result<Committed, Status>,
+        header_limit: usize,
+    ) -> Streaming<Resp> {
+        shared.lock().hand_over(result);
         Streaming::driven(
-            self.shared,
+            shared,
             self.decode,
             self.max_receive,
-            self.header_limit,
+            header_limit,
             self.deadline,
         )
     }

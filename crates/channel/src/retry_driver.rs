@@ -92,7 +92,7 @@ enum DriveEnd {
 pub(crate) struct Run(Option<Driver>);
 
 impl Future for Run {
-    type Output = Result<Committed, Status>;
+    type Output = (SharedRef, Result<Committed, Status>);
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         // Polled after it completed: nothing more comes.
@@ -133,8 +133,8 @@ impl Driver {
         }
     }
 
-    /// Runs until the call commits or finishes: the committed attempt with the state machine, or the call's
-    /// status.
+    /// Runs until the call commits or finishes: the call's shared state, with the committed attempt and the
+    /// state machine, or the call's status.
     pub(crate) fn run(self) -> Run {
         Run(Some(self))
     }
@@ -142,19 +142,19 @@ impl Driver {
     /// Runs, then hands the outcome to the call's halves: the future of a driver in a task of its own. (Not
     /// an `async fn`, which would keep the driver twice: once as its argument, once in the future it
     /// awaits.)
-    pub(crate) fn run_into(self, shared: SharedRef) -> impl Future<Output = ()> {
+    pub(crate) fn run_into(self) -> impl Future<Output = ()> {
         let mut run = self.run();
         poll_fn(move |cx| {
-            let result = std::task::ready!(Pin::new(&mut run).poll(cx));
+            let (shared, result) = std::task::ready!(Pin::new(&mut run).poll(cx));
             shared.lock().hand_over(result);
             Poll::Ready(())
         })
     }
 
-    /// How driving ended, for the call's halves: the committed attempt with the state machine, or the
-    /// call's status.
-    fn outcome(self, end: DriveEnd) -> Result<Committed, Status> {
-        match end {
+    /// How driving ended, for the call's halves: their shared state, and the committed attempt with the
+    /// state machine, or the call's status.
+    fn outcome(self, end: DriveEnd) -> (SharedRef, Result<Committed, Status>) {
+        let result = match end {
             DriveEnd::Committed {
                 attempt,
                 open,
@@ -168,7 +168,8 @@ impl Driver {
                 telemetry,
             }),
             DriveEnd::Finished(status) => Err(status),
-        }
+        };
+        (self.shared, result)
     }
 
     /// One turn: the machine's actions, the hand-over once committed, the application's input, what the
