@@ -451,7 +451,7 @@ impl Channel {
             .unwrap_or(inner.exactly_once)
             .then(|| Arc::new(inner.exactly_once_client.start_call()));
         let setup = Arc::new(AttemptSetup {
-            uri: std::mem::take(&mut prepared.uri),
+            uri: prepared.uri.clone(),
             user_agent: inner.user_agent.clone(),
             encoding: prepared.options.compression,
             metadata: std::mem::take(&mut prepared.metadata),
@@ -515,7 +515,7 @@ impl Channel {
     /// interceptors ran, the call's deadline is set, and the resolution result is used if there is one.
     fn settle(
         &self,
-        uri: http::Uri,
+        uri: Arc<http::Uri>,
         path: &str,
         mut metadata: MetadataMap,
         mut options: CallOptions,
@@ -615,7 +615,7 @@ enum Settled {
 
 /// A call past its interceptors, before the service config (which name resolution brings) is applied.
 struct Resolving {
-    uri: http::Uri,
+    uri: Arc<http::Uri>,
     metadata: MetadataMap,
     options: CallOptions,
     call_start: Instant,
@@ -717,7 +717,7 @@ impl<Resp> Receiving<Resp> {
 
 /// A call, ready for its first attempt.
 struct Prepared {
-    uri: http::Uri,
+    uri: Arc<http::Uri>,
     /// The application's metadata, as headers.
     metadata: http::HeaderMap,
     deadline: Option<Instant>,

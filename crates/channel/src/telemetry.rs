@@ -84,7 +84,7 @@ impl Telemetry {
     }
 
     /// A call of the method `uri` names starts (before interceptors and resolution).
-    pub(crate) fn call(self: &Arc<Self>, uri: &http::Uri) -> CallTelemetry {
+    pub(crate) fn call(self: &Arc<Self>, uri: &Arc<http::Uri>) -> CallTelemetry {
         self.calls_started.fetch_add(1, Ordering::Relaxed);
         let label = uri.path().trim_start_matches('/');
         let span = tracing::info_span!(
@@ -135,9 +135,9 @@ fn label(uri: &http::Uri) -> &str {
 /// One call's telemetry, kept with the call's shared state; finished once with the call's status.
 pub(crate) struct CallTelemetry {
     channel: Arc<Telemetry>,
-    /// The call's URI (a clone shares its bytes): its path (`/package.Service/Method`) keys the per-method
+    /// The call's URI (shared with the call's attempts): its path (`/package.Service/Method`) keys the per-method
     /// statistics, and without the slash it is A66's `grpc.method`.
-    uri: http::Uri,
+    uri: Arc<http::Uri>,
     span: tracing::Span,
     /// When the call started, for `grpc.client.call.duration`.
     #[cfg(feature = "metrics")]
@@ -288,7 +288,7 @@ pub(crate) struct AttemptTelemetry {
 #[cfg(feature = "metrics")]
 struct AttemptMetrics {
     start: Instant,
-    uri: http::Uri,
+    uri: Arc<http::Uri>,
     target: Arc<str>,
 }
 

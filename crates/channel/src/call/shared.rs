@@ -417,7 +417,7 @@ mod tests {
         let shared = Shared::driving(
             None,
             crate::telemetry::Telemetry::new("test".into())
-                .call(&http::Uri::from_static("http://h/t.S/M")),
+                .call(&Arc::new(http::Uri::from_static("http://h/t.S/M"))),
         );
         let sender = RequestSender::new(
             shared.clone(),
