@@ -704,9 +704,9 @@ impl<Resp> Receiving<Resp> {
         result: Result<Committed, Status>,
         header_limit: usize,
     ) -> Streaming<Resp> {
-        shared.lock().hand_over(result);
-        Streaming::driven(
+        Streaming::taking_over(
             shared,
+            result,
             self.decode,
             self.max_receive,
             header_limit,
