@@ -5,7 +5,6 @@ use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -15,10 +14,11 @@ use http::uri::{Authority, Scheme};
 use tokio::time::Instant;
 
 use crate::attempt::AttemptSetup;
-use crate::call::{Committed, RequestSender, Shared, SharedRef, Streaming};
+use crate::call::{RequestSender, Shared, SharedRef, Streaming};
 use crate::codec::Codec;
 use crate::connect::Http2Settings;
 use crate::control::ControlPlane;
+use crate::driven::{single_response, Receiving, Start, Started};
 use crate::interceptor::Interceptors;
 use crate::keepalive::Keepalive;
 use crate::metadata::MetadataMap;
@@ -665,56 +665,6 @@ impl Resolving {
     }
 }
 
-/// How a call whose one request message is known up front starts ([`Channel::start_with_request`]): a
-/// future, ready at once unless the call waits for name resolution.
-enum Start<Resp, F> {
-    /// Started, or failed, without waiting.
-    Now(std::future::Ready<Result<Started<Resp>, Status>>),
-    /// Started once name resolution has a result: boxed, as few calls wait for it.
-    Resolving(Pin<Box<F>>),
-}
-
-impl<Resp, F: Future<Output = Result<Started<Resp>, Status>>> Future for Start<Resp, F> {
-    type Output = Result<Started<Resp>, Status>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.get_mut() {
-            Start::Now(started) => Pin::new(started).poll(cx),
-            Start::Resolving(started) => started.as_mut().poll(cx),
-        }
-    }
-}
-
-/// A started call: its retry driver, for the caller to run, and what makes its receiving half then.
-type Started<Resp> = (Driver, Receiving<Resp>);
-
-/// What the receiving half of a call needs, besides its shared state, while the call's retry driver runs in
-/// the caller's task.
-struct Receiving<Resp> {
-    decode: fn(Bytes) -> Result<Resp, Status>,
-    max_receive: usize,
-    deadline: Option<Instant>,
-}
-
-impl<Resp> Receiving<Resp> {
-    /// The receiving half, once the driver has committed the call (`Ok`) or finished it.
-    fn handed(
-        self,
-        shared: SharedRef,
-        result: Result<Committed, Status>,
-        header_limit: usize,
-    ) -> Streaming<Resp> {
-        Streaming::taking_over(
-            shared,
-            result,
-            self.decode,
-            self.max_receive,
-            header_limit,
-            self.deadline,
-        )
-    }
-}
-
 /// A call, ready for its first attempt.
 struct Prepared {
     uri: Arc<http::Uri>,
@@ -768,29 +718,4 @@ fn effective_limits(
             .max_receive_message_size
             .map_or(receive, |m| m.min(receive)),
     )
-}
-
-/// Reads exactly one response message and the status after it.
-async fn single_response<Resp>(receiver: &mut Streaming<Resp>) -> Result<Response<Resp>, Status> {
-    let message = match receiver.message().await? {
-        Some(m) => m,
-        None => {
-            return Err(Status::new(
-                Code::Unimplemented,
-                "response cardinality violation: the server sent no response message",
-            )
-            .with_previous_rpc_attempts(receiver.previous_rpc_attempts()))
-        }
-    };
-    let compressed = receiver.last_message_compressed();
-    if receiver.message().await?.is_some() {
-        receiver.cancel();
-        return Err(Status::new(
-            Code::Unimplemented,
-            "response cardinality violation: the server sent more than one response message",
-        )
-        .with_previous_rpc_attempts(receiver.previous_rpc_attempts()));
-    }
-    let (metadata, trailers) = receiver.take_metadata();
-    Ok(Response::new(message, metadata, trailers, compressed))
 }
