@@ -187,7 +187,8 @@ impl Channel {
         }
     }
 
-    /// A unary call with prost messages.
+    /// A unary call with prost messages. Like an `async fn`, it does nothing until the returned future is
+    /// polled.
     // Not an `async fn`, like `unary_raw`: the returned future is `unary_with`'s itself, where a wrapper
     // future would keep a second copy of the request for the whole call.
     pub fn unary<'a, Req, Resp>(
@@ -202,7 +203,8 @@ impl Channel {
         self.unary_with(Codec::prost(), path, request)
     }
 
-    /// A unary call whose messages are already serialized.
+    /// A unary call whose messages are already serialized. Like an `async fn`, it does nothing until the
+    /// returned future is polled.
     pub fn unary_raw<'a>(
         &'a self,
         path: &'a str,
