@@ -473,7 +473,7 @@ fn timed_picks(picker: &grpc_lb::Picker<u32>, avoid: &[grpc_lb::Address]) -> f64
 }
 
 /// Live heap bytes per call while `n` unary calls wait on a server that never answers.
-async fn in_flight_memory(n: usize) -> Result<f64, String> {
+pub(crate) async fn in_flight_memory(n: usize) -> Result<f64, String> {
     let mut backends = Backends::spawn(Profile::Hold, 1, 5)?;
     let ch = Channel::builder(backends.target())
         .service_config_lookup(false)
@@ -549,7 +549,7 @@ pub(crate) async fn wait_for_requests(backends: &mut Backends, n: u64) -> Result
 }
 
 /// Live heap bytes per call while `n` raw h2 calls wait on a server that never answers (the floor).
-async fn raw_in_flight_memory(n: usize) -> Result<f64, String> {
+pub(crate) async fn raw_in_flight_memory(n: usize) -> Result<f64, String> {
     let mut backends = Backends::spawn(Profile::Hold, 1, 6)?;
     let addr = backends.addrs[0];
     let tcp = tokio::net::TcpStream::connect(addr)

@@ -10,6 +10,8 @@
 //!   call never commits before the answer, so every message takes the retry driver's path (buffered for
 //!   replay, handed over by the driver task);
 //! * `unary`: N sequential 16 B unary calls;
+//! * `in-flight`: the scale scenario's memory figure alone: N unary calls held in flight by a backend that
+//!   never answers (its own child process; `--port` is not used), live heap per call printed;
 //! * `windowed-W-S`: the windowed bidi scenario (`windowed.rs`) with window W and S-byte messages, N
 //!   messages (also with `--client tonic`).
 //!
@@ -58,6 +60,19 @@ pub(crate) async fn run(port: u16, m: Measure) -> Result<(), String> {
             ))
         }
     };
+    if m.scenario == "in-flight" {
+        let per_call = match kind {
+            "ours" => crate::a6::in_flight_memory(m.n).await?,
+            "raw" => crate::a6::raw_in_flight_memory(m.n).await?,
+            _ => return Err("in-flight measures ours or raw".into()),
+        };
+        println!(
+            "in-flight {kind} n={}: {per_call:.0} B ({:.2} KiB) per idle in-flight call",
+            m.n,
+            per_call / 1024.0
+        );
+        return Ok(());
+    }
     let mut client = connect(kind, port).await?;
     match m.scenario.as_str() {
         "unary" => {

@@ -35,7 +35,7 @@ use crate::timeout;
 /// What every attempt of a call sends.
 pub(crate) struct AttemptSetup {
     /// The request URI; its path is the method.
-    pub(crate) uri: http::Uri,
+    pub(crate) uri: Arc<http::Uri>,
     /// The channel's `user-agent`.
     pub(crate) user_agent: HeaderValue,
     /// The call's `grpc-encoding`, if its messages may be compressed.
@@ -272,7 +272,7 @@ impl Attempt {
     ) -> Result<(), h2::Error> {
         let mut request = http::Request::new(());
         *request.method_mut() = http::Method::POST;
-        *request.uri_mut() = self.setup.uri.clone();
+        *request.uri_mut() = http::Uri::clone(&self.setup.uri);
         *request.version_mut() = http::Version::HTTP_2;
         *request.headers_mut() = attempt_headers(&self.setup, self.previous_attempts, grpc_timeout);
         let (response, stream) = handle.send_request(request, false)?;
@@ -512,7 +512,7 @@ mod tests {
         let mut metadata = HeaderMap::new();
         metadata.insert("connection", HeaderValue::from_static("close"));
         let setup = Arc::new(AttemptSetup {
-            uri: http::Uri::from_static("http://h/p.S/M"),
+            uri: Arc::new(http::Uri::from_static("http://h/p.S/M")),
             user_agent: HeaderValue::from_static("test"),
             encoding: None,
             metadata,
@@ -548,7 +548,7 @@ mod tests {
             .expect("runtime");
         let _guard = rt.enter();
         let setup = AttemptSetup {
-            uri: http::Uri::from_static("http://h/p.S/M"),
+            uri: Arc::new(http::Uri::from_static("http://h/p.S/M")),
             user_agent: HeaderValue::from_static("test/1"),
             encoding: Some(Encoding::Gzip),
             metadata,

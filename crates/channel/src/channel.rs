@@ -1,7 +1,7 @@
 //! [`Channel`]: the handle applications make calls on, and [`ChannelBuilder`], which checks every option
 //! before any connection is made.
 
-use std::future::poll_fn;
+use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -18,6 +18,7 @@ use crate::call::{RequestSender, Shared, SharedRef, Streaming};
 use crate::codec::Codec;
 use crate::connect::Http2Settings;
 use crate::control::ControlPlane;
+use crate::driven::{single_response, Receiving, Start, Started};
 use crate::interceptor::Interceptors;
 use crate::keepalive::Keepalive;
 use crate::metadata::MetadataMap;
@@ -186,26 +187,30 @@ impl Channel {
         }
     }
 
-    /// A unary call with prost messages.
-    pub async fn unary<Req, Resp>(
-        &self,
-        path: &str,
+    /// A unary call with prost messages. Like an `async fn`, it does nothing until the returned future is
+    /// polled.
+    // Not an `async fn`, like `unary_raw`: the returned future is `unary_with`'s itself, where a wrapper
+    // future would keep a second copy of the request for the whole call.
+    pub fn unary<'a, Req, Resp>(
+        &'a self,
+        path: &'a str,
         request: Request<Req>,
-    ) -> Result<Response<Resp>, Status>
+    ) -> impl Future<Output = Result<Response<Resp>, Status>> + use<'a, Req, Resp>
     where
         Req: prost::Message,
         Resp: prost::Message + Default,
     {
-        self.unary_with(Codec::prost(), path, request).await
+        self.unary_with(Codec::prost(), path, request)
     }
 
-    /// A unary call whose messages are already serialized.
-    pub async fn unary_raw(
-        &self,
-        path: &str,
+    /// A unary call whose messages are already serialized. Like an `async fn`, it does nothing until the
+    /// returned future is polled.
+    pub fn unary_raw<'a>(
+        &'a self,
+        path: &'a str,
         request: Request<Bytes>,
-    ) -> Result<Response<Bytes>, Status> {
-        self.unary_with(Codec::raw(), path, request).await
+    ) -> impl Future<Output = Result<Response<Bytes>, Status>> + use<'a> {
+        self.unary_with(Codec::raw(), path, request)
     }
 
     /// A server-streaming call: one request, then a stream of responses. Returns once the response headers
@@ -219,19 +224,11 @@ impl Channel {
         Req: prost::Message,
         Resp: prost::Message + Default,
     {
-        let codec = Codec::<Req, Resp>::prost();
-        let (message, metadata, options) = request.into_parts();
-        let (prepared, mut telemetry) = self.prepare(path, metadata, options).await?;
-        let frame = crate::framing::encode_frame(
-            &codec,
-            &message,
-            prepared.options.compression,
-            prepared.max_send,
-        )
-        .map_err(|status| telemetry.fail(status))?;
-        let mut stream = self
-            .call_with_request(prepared, telemetry, frame, codec.decode)
-            .await;
+        let (driver, receiving) = self
+            .start_with_request(Codec::<Req, Resp>::prost(), path, request)
+            .await?;
+        let (shared, result) = driver.run().await;
+        let mut stream = receiving.handed(shared, result, self.header_limit());
         let metadata = stream.headers().await?.clone();
         Ok(Response::new(stream, metadata, MetadataMap::new(), false))
     }
@@ -297,52 +294,75 @@ impl Channel {
         self.streaming_with(Codec::raw(), path, request).await
     }
 
+    /// A unary call. Its future is most of an in-flight call's memory: all it keeps across its waits, besides
+    /// its arguments, is the retry driver (a call waiting for its response is most often here, the call not
+    /// committed before the response headers), then a box with the receiving half. Starting the call
+    /// waits for nothing unless name resolution has no result yet (that wait is boxed).
     async fn unary_with<Req, Resp>(
         &self,
         codec: Codec<Req, Resp>,
         path: &str,
         request: Request<Req>,
     ) -> Result<Response<Resp>, Status> {
+        let (driver, receiving) = self.start_with_request(codec, path, request).await?;
+        let (shared, result) = driver.run().await;
+        let mut receiver = receiving.handed(shared, result, self.header_limit());
+        // Half a KiB with the wait for the message and the status: inline, it would make the future as
+        // large for the whole call, while the driver runs too.
+        Box::pin(async move { single_response(&mut receiver).await }).await
+    }
+
+    /// Starts a call whose one request message is known before the first attempt (unary,
+    /// server-streaming): its retry driver, which the caller polls in its own task until the call commits or
+    /// finishes, and what makes the receiving half then. An oversize request is never sent.
+    fn start_with_request<'a, Req, Resp>(
+        &'a self,
+        codec: Codec<Req, Resp>,
+        path: &'a str,
+        request: Request<Req>,
+    ) -> Start<Resp, impl Future<Output = Result<Started<Resp>, Status>> + use<'a, Req, Resp>> {
         let (message, metadata, options) = request.into_parts();
-        let (prepared, mut telemetry) = self.prepare(path, metadata, options).await?;
-        // An oversize request is never sent.
+        match self.begin(path, metadata, options) {
+            Ok((Settled::Ready(prepared), telemetry)) => Start::Now(std::future::ready(
+                self.call_with_request(prepared, telemetry, &codec, &message),
+            )),
+            Ok((Settled::Resolving(resolving), telemetry)) => {
+                Start::Resolving(Box::pin(async move {
+                    let (prepared, telemetry) = self.resolve(path, resolving, telemetry).await?;
+                    self.call_with_request(prepared, telemetry, &codec, &message)
+                }))
+            }
+            Err(status) => Start::Now(std::future::ready(Err(status))),
+        }
+    }
+
+    /// [`Channel::start_with_request`] once the call is prepared: the request encoded, the retry state
+    /// machine given it and the half-close, the driver made.
+    fn call_with_request<Req, Resp>(
+        &self,
+        mut prepared: Prepared,
+        mut telemetry: CallTelemetry,
+        codec: &Codec<Req, Resp>,
+        message: &Req,
+    ) -> Result<Started<Resp>, Status> {
         let frame = crate::framing::encode_frame(
-            &codec,
-            &message,
+            codec,
+            message,
             prepared.options.compression,
             prepared.max_send,
         )
         .map_err(|status| telemetry.fail(status))?;
-        let mut receiver = self
-            .call_with_request(prepared, telemetry, frame, codec.decode)
-            .await;
-        single_response(&mut receiver).await
-    }
-
-    /// A call whose one request message is known before the first attempt (unary, server-streaming): the
-    /// retry driver runs in the caller's task until the call commits or finishes.
-    async fn call_with_request<Resp>(
-        &self,
-        mut prepared: Prepared,
-        telemetry: CallTelemetry,
-        frame: Bytes,
-        decode: fn(Bytes) -> Result<Resp, Status>,
-    ) -> Streaming<Resp> {
         let now = Instant::now().into_std();
         let (mut call, setup, shared) = self.new_call(&mut prepared, telemetry, true, now);
         call.send_message(frame, now);
         call.half_close();
-        let result = Driver::new(self.control().clone(), setup, call, shared.clone(), false)
-            .run()
-            .await;
-        shared.lock().hand_over(result);
-        Streaming::driven(
-            shared,
-            decode,
-            prepared.max_receive,
-            self.header_limit(),
-            prepared.deadline,
-        )
+        let driver = Driver::new(self.control().clone(), setup, call, shared, false);
+        let receiving = Receiving {
+            decode: codec.decode,
+            max_receive: prepared.max_receive,
+            deadline: prepared.deadline,
+        };
+        Ok((driver, receiving))
     }
 
     async fn streaming_with<Req, Resp>(
@@ -357,7 +377,7 @@ impl Channel {
             self.new_call(&mut prepared, telemetry, false, Instant::now().into_std());
         // The application sends after the call starts: the driver runs in its own task until commit.
         let driver = Driver::new(self.control().clone(), setup, call, shared.clone(), true);
-        tokio::spawn(driver.run_into(shared.clone()));
+        tokio::spawn(driver.run_into());
         // Like a single-attempt call, return once the first attempt's request is on its way (or the call
         // failed before any was). A caller that gives up before then cancels the call.
         let cancel_on_drop = CancelOnDrop(Some(shared.clone()));
@@ -394,7 +414,7 @@ impl Channel {
         mut telemetry: CallTelemetry,
         eager: bool,
         now: std::time::Instant,
-    ) -> (RetryCall, Arc<AttemptSetup>, SharedRef) {
+    ) -> (Box<RetryCall>, Arc<AttemptSetup>, SharedRef) {
         let inner = &*self.inner;
         // A policy set on the call always wins for it; the channel's wins as its precedence says.
         let (app_policy, precedence) = match &prepared.options.retry_policy {
@@ -419,14 +439,21 @@ impl Channel {
             pool: inner.retry_pool.clone(),
         };
         let seed = inner.seed ^ inner.calls.fetch_add(1, Ordering::Relaxed);
-        let call = RetryCall::new(config, shared, Box::new(SplitMix64::new(seed)), now);
+        // Boxed: it goes from the retry driver (in the caller's future) to the call's shared state at commit,
+        // and would otherwise take its room in both for the whole call.
+        let call = Box::new(RetryCall::new(
+            config,
+            shared,
+            Box::new(SplitMix64::new(seed)),
+            now,
+        ));
         let exactly_once = prepared
             .options
             .exactly_once
             .unwrap_or(inner.exactly_once)
             .then(|| Arc::new(inner.exactly_once_client.start_call()));
         let setup = Arc::new(AttemptSetup {
-            uri: std::mem::take(&mut prepared.uri),
+            uri: prepared.uri.clone(),
             user_agent: inner.user_agent.clone(),
             encoding: prepared.options.compression,
             metadata: std::mem::take(&mut prepared.metadata),
@@ -456,6 +483,23 @@ impl Channel {
         metadata: MetadataMap,
         options: CallOptions,
     ) -> Result<(Prepared, CallTelemetry), Status> {
+        match self.begin(path, metadata, options)? {
+            (Settled::Ready(prepared), telemetry) => Ok((prepared, telemetry)),
+            (Settled::Resolving(resolving), telemetry) => {
+                Box::pin(self.resolve(path, resolving, telemetry)).await
+            }
+        }
+    }
+
+    /// [`Channel::prepare`] as far as it goes without waiting. Only calls that come before the first
+    /// resolution result (or while it failed) wait, so the wait ([`Channel::resolve`]) is boxed where it is
+    /// awaited: it takes no room in the future of every call.
+    fn begin(
+        &self,
+        path: &str,
+        metadata: MetadataMap,
+        options: CallOptions,
+    ) -> Result<(Settled, CallTelemetry), Status> {
         let inner = &*self.inner;
         let uri = match inner.uris.get(&inner.scheme, &inner.authority, path) {
             Ok(uri) => uri,
@@ -463,20 +507,21 @@ impl Channel {
         };
         // Dropped on the way (the caller gave up), it finishes CANCELLED.
         let mut telemetry = inner.telemetry.call(&uri);
-        match self.settle(uri, path, metadata, options).await {
-            Ok(prepared) => Ok((prepared, telemetry)),
+        match self.settle(uri, path, metadata, options) {
+            Ok(settled) => Ok((settled, telemetry)),
             Err(status) => Err(telemetry.fail(status)),
         }
     }
 
-    /// [`Channel::prepare`] but the telemetry.
-    async fn settle(
+    /// [`Channel::prepare`] but the telemetry, as far as it goes without waiting: the channel is open, the
+    /// interceptors ran, the call's deadline is set, and the resolution result is used if there is one.
+    fn settle(
         &self,
-        uri: http::Uri,
+        uri: Arc<http::Uri>,
         path: &str,
         mut metadata: MetadataMap,
         mut options: CallOptions,
-    ) -> Result<Prepared, Status> {
+    ) -> Result<Settled, Status> {
         let inner = &*self.inner;
         if self.is_closed() {
             return Err(Status::new(Code::Unavailable, "the channel is shut down"));
@@ -486,42 +531,46 @@ impl Channel {
         let call_start = Instant::now();
         // A timeout too large to add means no deadline.
         let api_deadline = options.timeout.and_then(|t| call_start.checked_add(t));
-        // The service config comes with resolution; calls wait for the first result (bounded by their own
-        // deadline), and wait-for-ready calls set through the API also wait through resolution failures.
-        let api_wait = options.wait_for_ready.unwrap_or(false);
         // An IDLE channel leaves IDLE now: a resolution failure must show in its state (TRANSIENT_FAILURE).
         self.control().call_coming();
-        let resolved = match api_deadline {
-            None => inner.resolution.wait(api_wait).await,
-            Some(d) => tokio::time::timeout_at(d, inner.resolution.wait(api_wait))
-                .await
-                .map_err(|_| Status::deadline_exceeded())?,
-        };
-        let (_, config) = resolved?;
-        let method = config.method_config(path).cloned();
-        let (max_send, max_receive) = effective_limits(method.as_deref(), inner, &options);
-        let deadline = min_deadline(
-            api_deadline,
-            method
-                .as_ref()
-                .and_then(|m| m.timeout)
-                .and_then(|t| call_start.checked_add(t)),
-        );
-        let wait_for_ready = options
-            .wait_for_ready
-            .or(method.as_ref().and_then(|m| m.wait_for_ready))
-            .unwrap_or(false);
-        Ok(Prepared {
+        let resolving = Resolving {
             uri,
-            metadata: metadata.into_headers(),
-            deadline,
-            wait_for_ready,
-            max_send,
-            max_receive,
+            metadata,
             options,
-            method,
-            config,
-        })
+            call_start,
+            api_deadline,
+        };
+        // What `Resolution::wait` would return at once, without the wait.
+        match inner.resolution.ready(resolving.api_wait()) {
+            Some(resolved) => {
+                let (_, config) = resolved?;
+                Ok(Settled::Ready(resolving.prepared(inner, path, config)))
+            }
+            None => Ok(Settled::Resolving(resolving)),
+        }
+    }
+
+    /// [`Channel::prepare`] for a call that waits for name resolution: the service config comes with
+    /// resolution; calls wait for the first result (bounded by their own deadline), and wait-for-ready calls
+    /// set through the API also wait through resolution failures.
+    async fn resolve(
+        &self,
+        path: &str,
+        resolving: Resolving,
+        mut telemetry: CallTelemetry,
+    ) -> Result<(Prepared, CallTelemetry), Status> {
+        let inner = &*self.inner;
+        let wait = inner.resolution.wait(resolving.api_wait());
+        let resolved = match resolving.api_deadline {
+            None => wait.await,
+            Some(d) => tokio::time::timeout_at(d, wait)
+                .await
+                .unwrap_or_else(|_| Err(Status::deadline_exceeded())),
+        };
+        match resolved {
+            Ok((_, config)) => Ok((resolving.prepared(inner, path, config), telemetry)),
+            Err(status) => Err(telemetry.fail(status)),
+        }
     }
 
     /// The throttle of this channel's target for `config`'s `retryThrottling`, created once per setting.
@@ -556,9 +605,71 @@ impl Drop for CancelOnDrop {
     }
 }
 
+/// How far [`Channel::settle`] got without waiting.
+// Returned once per call and taken apart at once: boxing the ready side would cost an allocation per call.
+#[allow(clippy::large_enum_variant)]
+enum Settled {
+    /// Ready for the first attempt.
+    Ready(Prepared),
+    /// To wait for the first name resolution result (a wait-for-ready call, for a good one).
+    Resolving(Resolving),
+}
+
+/// A call past its interceptors, before the service config (which name resolution brings) is applied.
+struct Resolving {
+    uri: Arc<http::Uri>,
+    metadata: MetadataMap,
+    options: CallOptions,
+    call_start: Instant,
+    /// The deadline the call's options set (a timeout too large to add means none).
+    api_deadline: Option<Instant>,
+}
+
+impl Resolving {
+    /// Whether the call waits through resolution failures (wait-for-ready set through the API).
+    fn api_wait(&self) -> bool {
+        self.options.wait_for_ready.unwrap_or(false)
+    }
+
+    /// The call, ready for its first attempt under `config`: its method config, limits and deadline.
+    fn prepared(self, inner: &Inner, path: &str, config: Arc<ServiceConfig>) -> Prepared {
+        let Resolving {
+            uri,
+            metadata,
+            options,
+            call_start,
+            api_deadline,
+        } = self;
+        let method = config.method_config(path).cloned();
+        let (max_send, max_receive) = effective_limits(method.as_deref(), inner, &options);
+        let deadline = min_deadline(
+            api_deadline,
+            method
+                .as_ref()
+                .and_then(|m| m.timeout)
+                .and_then(|t| call_start.checked_add(t)),
+        );
+        let wait_for_ready = options
+            .wait_for_ready
+            .or(method.as_ref().and_then(|m| m.wait_for_ready))
+            .unwrap_or(false);
+        Prepared {
+            uri,
+            metadata: metadata.into_headers(),
+            deadline,
+            wait_for_ready,
+            max_send,
+            max_receive,
+            options,
+            method,
+            config,
+        }
+    }
+}
+
 /// A call, ready for its first attempt.
 struct Prepared {
-    uri: http::Uri,
+    uri: Arc<http::Uri>,
     /// The application's metadata, as headers.
     metadata: http::HeaderMap,
     deadline: Option<Instant>,
@@ -609,29 +720,4 @@ fn effective_limits(
             .max_receive_message_size
             .map_or(receive, |m| m.min(receive)),
     )
-}
-
-/// Reads exactly one response message and the status after it.
-async fn single_response<Resp>(receiver: &mut Streaming<Resp>) -> Result<Response<Resp>, Status> {
-    let message = match receiver.message().await? {
-        Some(m) => m,
-        None => {
-            return Err(Status::new(
-                Code::Unimplemented,
-                "response cardinality violation: the server sent no response message",
-            )
-            .with_previous_rpc_attempts(receiver.previous_rpc_attempts()))
-        }
-    };
-    let compressed = receiver.last_message_compressed();
-    if receiver.message().await?.is_some() {
-        receiver.cancel();
-        return Err(Status::new(
-            Code::Unimplemented,
-            "response cardinality violation: the server sent more than one response message",
-        )
-        .with_previous_rpc_attempts(receiver.previous_rpc_attempts()));
-    }
-    let (metadata, trailers) = receiver.take_metadata();
-    Ok(Response::new(message, metadata, trailers, compressed))
 }

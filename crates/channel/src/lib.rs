@@ -53,6 +53,7 @@ mod codec;
 pub mod compression;
 mod connect;
 mod control;
+mod driven;
 mod error;
 pub mod error_details;
 mod exactly_once;

@@ -34,6 +34,9 @@ pub(crate) enum State {
     Failed(Status),
 }
 
+/// A resolution result a call uses: the endpoints and the service config.
+pub(crate) type Resolved = (Arc<[Address]>, Arc<ServiceConfig>);
+
 struct Started {
     state: watch::Receiver<State>,
     resolver: Option<ResolverHandle>,
@@ -157,10 +160,7 @@ impl Resolution {
 
     /// The endpoints and config to use, waiting for the first result (and, for wait-for-ready calls, through
     /// failures). The caller bounds the wait with the call's deadline.
-    pub(crate) async fn wait(
-        &self,
-        wait_for_ready: bool,
-    ) -> Result<(Arc<[Address]>, Arc<ServiceConfig>), Status> {
+    pub(crate) async fn wait(&self, wait_for_ready: bool) -> Result<Resolved, Status> {
         let started = self
             .started
             .get_or_try_init(|| async { self.start() })
@@ -177,6 +177,19 @@ impl Resolution {
                     }
                 }
             }
+        }
+    }
+
+    /// What [`Resolution::wait`] would return at once, if it would: the endpoints and config, or the failure
+    /// a fail-fast call fails with. `None` before the first result (or, for wait-for-ready calls, while
+    /// resolution fails), and before the resolver started.
+    pub(crate) fn ready(&self, wait_for_ready: bool) -> Option<Result<Resolved, Status>> {
+        let started = self.started.get()?;
+        let state = started.state.borrow();
+        match &*state {
+            State::Ready { endpoints, config } => Some(Ok((endpoints.clone(), config.clone()))),
+            State::Failed(status) if !wait_for_ready => Some(Err(status.clone())),
+            State::Failed(_) | State::Pending => None,
         }
     }
 

@@ -37,8 +37,9 @@ pub(crate) struct Driver {
     /// Where attempts pick their connections.
     control: ControlPlane,
     setup: Arc<AttemptSetup>,
-    call: RetryCall,
-    /// Indexed by attempt id.
+    call: Box<RetryCall>,
+    /// Indexed by attempt id; exactly as many as attempts started (one for most calls: a slot is a few
+    /// hundred bytes, kept while the call is in flight, where growing by doubling would keep four).
     attempts: Vec<Slot>,
     committed: Option<AttemptId>,
     timer: Option<(std::time::Instant, Pin<Box<Sleep>>)>,
@@ -47,8 +48,6 @@ pub(crate) struct Driver {
     half_close_sent: bool,
     /// The call's shared state (its telemetry).
     shared: SharedRef,
-    /// Each attempt's span and metrics, indexed by attempt id.
-    telemetry: Vec<Option<AttemptTelemetry>>,
     /// Since when no attempt has been in flight (a retry's backoff), if so.
     idle_since: Option<Instant>,
 }
@@ -57,8 +56,8 @@ pub(crate) struct Driver {
 // As large as the `Option<Attempt>` it replaces; boxing the attempt would cost an allocation per attempt.
 #[allow(clippy::large_enum_variant)]
 enum Slot {
-    /// Running.
-    Live(Attempt),
+    /// Running, with its span and metrics.
+    Live(Attempt, AttemptTelemetry),
     /// Ended with this status (the call's status if the machine picks it).
     Ended(Status),
     /// Cancelled by the call, or handed over at commit.
@@ -68,14 +67,14 @@ enum Slot {
 impl Slot {
     fn live(&mut self) -> Option<&mut Attempt> {
         match self {
-            Slot::Live(a) => Some(a),
+            Slot::Live(a, _) => Some(a),
             Slot::Ended(_) | Slot::Gone => None,
         }
     }
 }
 
 /// How driving a call ends: committed to an attempt (handed over with the state machine by
-/// [`Driver::run`]), or finished with a status.
+/// [`Driver::outcome`]), or finished with a status.
 // Returned once per call and moved on at once: boxing the committed side would cost an allocation per call.
 #[allow(clippy::large_enum_variant)]
 enum DriveEnd {
@@ -83,9 +82,29 @@ enum DriveEnd {
         attempt: AttemptId,
         open: OpenAttempt,
         previous_attempts: u32,
-        telemetry: Option<AttemptTelemetry>,
+        telemetry: AttemptTelemetry,
     },
     Finished(Status),
+}
+
+/// The future of [`Driver::run`]: the driver, polled where it lies (an `async fn` would hold it twice), until
+/// its outcome takes it apart.
+pub(crate) struct Run(Option<Driver>);
+
+impl Future for Run {
+    type Output = (SharedRef, Result<Committed, Status>);
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // Polled after it completed: nothing more comes.
+        let Some(driver) = self.0.as_mut() else {
+            return Poll::Pending;
+        };
+        let end = std::task::ready!(driver.poll_drive(cx));
+        match self.0.take() {
+            Some(driver) => Poll::Ready(driver.outcome(end)),
+            None => Poll::Pending,
+        }
+    }
 }
 
 fn now() -> std::time::Instant {
@@ -96,7 +115,7 @@ impl Driver {
     pub(crate) fn new(
         control: ControlPlane,
         setup: Arc<AttemptSetup>,
-        call: RetryCall,
+        call: Box<RetryCall>,
         shared: SharedRef,
         input: bool,
     ) -> Driver {
@@ -110,14 +129,32 @@ impl Driver {
             input: input.then(|| shared.clone()),
             half_close_sent: false,
             shared,
-            telemetry: Vec::new(),
             idle_since: None,
         }
     }
 
-    /// Runs until the call commits or finishes.
-    pub(crate) async fn run(mut self) -> Result<Committed, Status> {
-        match poll_fn(|cx| self.poll_drive(cx)).await {
+    /// Runs until the call commits or finishes: the call's shared state, with the committed attempt and the
+    /// state machine, or the call's status.
+    pub(crate) fn run(self) -> Run {
+        Run(Some(self))
+    }
+
+    /// Runs, then hands the outcome to the call's halves: the future of a driver in a task of its own. (Not
+    /// an `async fn`, which would keep the driver twice: once as its argument, once in the future it
+    /// awaits.)
+    pub(crate) fn run_into(self) -> impl Future<Output = ()> {
+        let mut run = self.run();
+        poll_fn(move |cx| {
+            let (shared, result) = std::task::ready!(Pin::new(&mut run).poll(cx));
+            shared.lock().hand_over(result);
+            Poll::Ready(())
+        })
+    }
+
+    /// How driving ended, for the call's halves: their shared state, and the committed attempt with the
+    /// state machine, or the call's status.
+    fn outcome(self, end: DriveEnd) -> (SharedRef, Result<Committed, Status>) {
+        let result = match end {
             DriveEnd::Committed {
                 attempt,
                 open,
@@ -131,13 +168,8 @@ impl Driver {
                 telemetry,
             }),
             DriveEnd::Finished(status) => Err(status),
-        }
-    }
-
-    /// Runs, then hands the outcome to the call's halves.
-    pub(crate) async fn run_into(self, shared: SharedRef) {
-        let result = self.run().await;
-        shared.lock().hand_over(result);
+        };
+        (self.shared, result)
     }
 
     /// One turn: the machine's actions, the hand-over once committed, the application's input, what the
@@ -209,8 +241,8 @@ impl Driver {
             .pick_for(&self.setup.uri, self.setup.wait_for_ready, avoid, cx);
         let index = attempt.0 as usize;
         if self.attempts.len() <= index {
+            self.attempts.reserve_exact(index + 1 - self.attempts.len());
             self.attempts.resize_with(index + 1, || Slot::Gone);
-            self.telemetry.resize_with(index + 1, || None);
         }
         let delay = self
             .idle_since
@@ -219,24 +251,20 @@ impl Driver {
             .unwrap_or_default();
         let mut shared = self.shared.lock();
         shared.attempt_started(previous_attempts);
-        self.telemetry[index] = Some(shared.telemetry.attempt(attempt.0 + 1, transparent, delay));
+        let telemetry = shared.telemetry.attempt(attempt.0 + 1, transparent, delay);
         drop(shared);
-        self.attempts[index] =
-            Slot::Live(Attempt::new(pick, self.setup.clone(), previous_attempts));
+        self.attempts[index] = Slot::Live(
+            Attempt::new(pick, self.setup.clone(), previous_attempts),
+            telemetry,
+        );
     }
 
     fn cancel_attempt(&mut self, attempt: AttemptId) {
         if let Some(slot) = self.attempts.get_mut(attempt.0 as usize) {
-            if let Slot::Live(mut a) = std::mem::replace(slot, Slot::Gone) {
+            if let Slot::Live(mut a, mut t) = std::mem::replace(slot, Slot::Gone) {
                 a.cancel();
+                t.cancelled();
             }
-        }
-        if let Some(mut t) = self
-            .telemetry
-            .get_mut(attempt.0 as usize)
-            .and_then(Option::take)
-        {
-            t.cancelled();
         }
     }
 
@@ -261,12 +289,11 @@ impl Driver {
             }
         };
         for slot in self.attempts.drain(..) {
-            if let Slot::Live(mut a) = slot {
+            // Attempts still live are cancelled (their telemetry says so as it drops).
+            if let Slot::Live(mut a, _) = slot {
                 a.cancel();
             }
         }
-        // Attempts still live were cancelled (their telemetry says so as it drops).
-        self.telemetry.clear();
         self.shared.lock().telemetry.set_stats(self.call.stats());
         status
     }
@@ -274,19 +301,18 @@ impl Driver {
     /// Once committed, the committed attempt as soon as it has a stream.
     fn take_committed(&mut self) -> Option<DriveEnd> {
         let id = self.committed?;
-        let index = id.0 as usize;
-        let attempt = self.attempts.get_mut(index).and_then(Slot::live)?;
+        let slot = self.attempts.get_mut(id.0 as usize)?;
+        let attempt = slot.live()?;
         let open = attempt.take_open()?;
         let previous_attempts = attempt.previous_attempts();
-        self.attempts[index] = Slot::Gone;
+        let Slot::Live(_, mut telemetry) = std::mem::replace(slot, Slot::Gone) else {
+            unreachable!("matched Live above")
+        };
         // What was handed to h2 at the handover will not be replayed: free it.
         if let Some(last) = open.flushed {
             self.call.handle_message_sent(id, last);
         }
-        let mut telemetry = self.telemetry.get_mut(index).and_then(Option::take);
-        if let Some(t) = telemetry.as_mut() {
-            t.committed();
-        }
+        telemetry.committed();
         Some(DriveEnd::Committed {
             attempt: id,
             open,
@@ -306,11 +332,11 @@ impl Driver {
         // paces it, stream or not.
         let accept = match self.committed {
             Some(c) => match self.attempts.get(c.0 as usize) {
-                Some(Slot::Live(a)) => a.caught_up(),
+                Some(Slot::Live(a, _)) => a.caught_up(),
                 _ => true,
             },
             None => self.attempts.iter().any(|slot| match slot {
-                Slot::Live(a) => a.is_open() && a.caught_up(),
+                Slot::Live(a, _) => a.is_open() && a.caught_up(),
                 Slot::Ended(_) | Slot::Gone => false,
             }),
         };
@@ -349,15 +375,15 @@ impl Driver {
         let mut progressed = false;
         let mut ended = false;
         for (index, slot) in self.attempts.iter_mut().enumerate() {
-            let Slot::Live(attempt) = slot else { continue };
+            let Slot::Live(attempt, telemetry) = slot else {
+                continue;
+            };
             let id = AttemptId(index as u32);
             while let Poll::Ready(event) = attempt.poll(cx) {
                 progressed = true;
                 match event {
                     AttemptEvent::Picked(addr) => {
-                        if let Some(Some(t)) = self.telemetry.get(index) {
-                            t.picked(&addr);
-                        }
+                        telemetry.picked(&addr);
                         self.call.handle_picked(id, addr);
                         if let Some(shared) = &self.input {
                             shared.lock().mark_started();
@@ -369,9 +395,7 @@ impl Driver {
                         break;
                     }
                     AttemptEvent::Ended(end, status) => {
-                        if let Some(mut t) = self.telemetry.get_mut(index).and_then(Option::take) {
-                            t.ended(&status);
-                        }
+                        telemetry.ended(&status);
                         // An application policy may read the status message and trailers.
                         let details = AttemptDetails {
                             message: status.message(),
@@ -390,7 +414,7 @@ impl Driver {
         }
         if ended
             && self.idle_since.is_none()
-            && !self.attempts.iter().any(|s| matches!(s, Slot::Live(_)))
+            && !self.attempts.iter().any(|s| matches!(s, Slot::Live(..)))
         {
             self.idle_since = Some(Instant::now());
         }

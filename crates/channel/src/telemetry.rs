@@ -29,6 +29,7 @@ use std::time::Duration;
 
 use grpc_retry::{CallStats, MethodStats};
 use parking_lot::Mutex;
+#[cfg(feature = "metrics")]
 use tokio::time::Instant;
 
 use crate::status::{Code, Status};
@@ -83,7 +84,7 @@ impl Telemetry {
     }
 
     /// A call of the method `uri` names starts (before interceptors and resolution).
-    pub(crate) fn call(self: &Arc<Self>, uri: &http::Uri) -> CallTelemetry {
+    pub(crate) fn call(self: &Arc<Self>, uri: &Arc<http::Uri>) -> CallTelemetry {
         self.calls_started.fetch_add(1, Ordering::Relaxed);
         let label = uri.path().trim_start_matches('/');
         let span = tracing::info_span!(
@@ -98,6 +99,7 @@ impl Telemetry {
             channel: self.clone(),
             uri: uri.clone(),
             span,
+            #[cfg(feature = "metrics")]
             start: Instant::now(),
             stats: None,
             finished: false,
@@ -133,10 +135,12 @@ fn label(uri: &http::Uri) -> &str {
 /// One call's telemetry, kept with the call's shared state; finished once with the call's status.
 pub(crate) struct CallTelemetry {
     channel: Arc<Telemetry>,
-    /// The call's URI (a clone shares its bytes): its path (`/package.Service/Method`) keys the per-method
+    /// The call's URI (shared with the call's attempts): its path (`/package.Service/Method`) keys the per-method
     /// statistics, and without the slash it is A66's `grpc.method`.
-    uri: http::Uri,
+    uri: Arc<http::Uri>,
     span: tracing::Span,
+    /// When the call started, for `grpc.client.call.duration`.
+    #[cfg(feature = "metrics")]
     start: Instant,
     /// What the retry state machine counted, once it is done.
     stats: Option<CallStats>,
@@ -187,9 +191,12 @@ impl CallTelemetry {
         .increment(1);
         AttemptTelemetry {
             span,
-            start: Instant::now(),
-            uri: self.uri.clone(),
-            target: self.channel.target.clone(),
+            #[cfg(feature = "metrics")]
+            metrics: AttemptMetrics {
+                start: Instant::now(),
+                uri: self.uri.clone(),
+                target: self.channel.target.clone(),
+            },
             ended: false,
         }
     }
@@ -256,8 +263,6 @@ impl CallTelemetry {
             metrics::histogram!("grpc.client.call.retry_delay", &labels)
                 .record(stats.retry_delay.as_secs_f64());
         }
-        #[cfg(not(feature = "metrics"))]
-        let _ = self.start;
     }
 }
 
@@ -270,13 +275,21 @@ impl Drop for CallTelemetry {
     }
 }
 
-/// One attempt's telemetry.
+/// One attempt's telemetry. Kept while the attempt is in flight (and with the call once committed), so it
+/// holds what the attempt's metrics need only when they are built in.
 pub(crate) struct AttemptTelemetry {
     span: tracing::Span,
-    start: Instant,
-    uri: http::Uri,
-    target: Arc<str>,
+    #[cfg(feature = "metrics")]
+    metrics: AttemptMetrics,
     ended: bool,
+}
+
+/// What `grpc.client.attempt.duration` needs: the attempt's start and its labels.
+#[cfg(feature = "metrics")]
+struct AttemptMetrics {
+    start: Instant,
+    uri: Arc<http::Uri>,
+    target: Arc<str>,
 }
 
 impl AttemptTelemetry {
@@ -308,13 +321,13 @@ impl AttemptTelemetry {
         #[cfg(feature = "metrics")]
         metrics::histogram!(
             "grpc.client.attempt.duration",
-            "grpc.method" => label(&self.uri).to_owned(),
-            "grpc.target" => self.target.to_string(),
+            "grpc.method" => label(&self.metrics.uri).to_owned(),
+            "grpc.target" => self.metrics.target.to_string(),
             "grpc.status" => code.unwrap_or(Code::Unknown).name(),
         )
-        .record(self.start.elapsed().as_secs_f64());
+        .record(self.metrics.start.elapsed().as_secs_f64());
         #[cfg(not(feature = "metrics"))]
-        let _ = (&self.start, &self.uri, &self.target, code);
+        let _ = code;
     }
 }
 

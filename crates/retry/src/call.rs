@@ -181,7 +181,9 @@ impl RetryCall {
             first_used: None,
             more_used: Vec::new(),
             last_ended: None,
-            actions: VecDeque::new(),
+            // A call's first turn queues at most three (start the attempt, send the request, half-close)
+            // unless it hedges at once: room for exactly those, kept while the call lives.
+            actions: VecDeque::with_capacity(3),
             stats: CallStats::default(),
         };
         if config.deadline.is_some_and(|d| d <= now) {
@@ -358,6 +360,9 @@ impl RetryCall {
         };
         let id = AttemptId(self.attempts.len() as u32);
         let recv_deadline = self.recv_timeout.and_then(|t| now.checked_add(t));
+        // Exactly the attempts started (one for most calls), not the four a doubling growth keeps: the
+        // machine lives as long as the call.
+        self.attempts.reserve_exact(1);
         self.attempts
             .push(Attempt::new(previous_attempts, recv_deadline));
         self.stats.attempts += 1;

@@ -18,13 +18,13 @@ use crate::telemetry::{AttemptTelemetry, CallTelemetry};
 
 /// The attempt a call committed to.
 pub(crate) struct Committed {
-    pub(crate) call: RetryCall,
+    pub(crate) call: Box<RetryCall>,
     pub(crate) attempt: AttemptId,
     pub(crate) open: OpenAttempt,
     /// How many attempts preceded it (A6's `grpc-previous-rpc-attempts`, for the application).
     pub(crate) previous_attempts: u32,
     /// Its span and metrics, which end with the call.
-    pub(crate) telemetry: Option<AttemptTelemetry>,
+    pub(crate) telemetry: AttemptTelemetry,
 }
 
 /// What both halves of a call share: the sending side (the retry driver before the call commits, the
@@ -35,15 +35,17 @@ pub(crate) struct Shared {
     pub(super) half_closed: bool,
     /// Set when the call ended locally (cancel, deadline, malformed response) or the response is complete.
     pub(super) ended: Option<Ended>,
-    /// What the driver handed over for the receiving half: the committed attempt's response, or the
-    /// call's status when it finished before committing.
-    pub(super) handed: Option<Result<AttemptResponse, Status>>,
+    /// What a driver in a task of its own handed over for the receiving half: the committed attempt's
+    /// response (boxed: it is here only until that half takes it, and this state lasts as long as the call),
+    /// or the call's status when it finished before committing. A driver in the caller's task hands over
+    /// directly ([`Shared::take_over`]).
+    pub(super) handed: Option<Result<Box<AttemptResponse>, Status>>,
     /// An attempt has opened its stream (the request HEADERS went to h2).
     pub(super) started: bool,
     /// The receiving half, or the caller waiting for the call to start.
     pub(super) receiver: Option<Waker>,
     /// The call's retry state machine after commit, told how the committed attempt ended (throttle).
-    pub(super) retry: Option<(RetryCall, AttemptId)>,
+    pub(super) retry: Option<(Box<RetryCall>, AttemptId)>,
     /// A task pumping an application stream into the call, waiting for the call to end.
     pub(super) end_watcher: Option<Waker>,
     /// The status a failed send ended the call with (e.g. an oversize message), which the receiving half
@@ -240,14 +242,28 @@ impl Shared {
         }
     }
 
-    /// For the driver: the call committed (the attempt's stream, after the messages it had queued), or
-    /// finished before committing.
+    /// For a driver in a task of its own: [`Shared::take_over`], what the receiving half takes kept for it.
     pub(crate) fn hand_over(&mut self, result: Result<Committed, Status>) {
+        if let Some(handed) = self.take_over(result) {
+            self.handed = Some(handed.map(Box::new));
+            if let Some(w) = self.receiver.take() {
+                w.wake();
+            }
+        }
+    }
+
+    /// For the driver: the call committed (the attempt's stream, after the messages it had queued), or
+    /// finished before committing. Returns what the receiving half takes: the committed attempt's response,
+    /// or the call's status; `None` if the call was handed over already.
+    pub(super) fn take_over(
+        &mut self,
+        result: Result<Committed, Status>,
+    ) -> Option<Result<AttemptResponse, Status>> {
         let inbox = match std::mem::replace(&mut self.side, Side::Driving(Inbox::default())) {
             Side::Driving(inbox) => inbox,
             Side::Direct(send) => {
                 self.side = Side::Direct(send);
-                return;
+                return None;
             }
         };
         for w in [inbox.sender, inbox.driver].into_iter().flatten() {
@@ -258,16 +274,12 @@ impl Shared {
                 let OpenAttempt {
                     mut send, response, ..
                 } = committed.open;
-                self.attempt = committed.telemetry;
+                self.attempt = Some(committed.telemetry);
                 if let Some(ended) = &self.ended {
                     // The call ended (cancelled, or aborted by its sender) while the driver committed: the
                     // stream is reset, and a receiving half still waiting hears how the call ended.
                     send.reset(h2::Reason::CANCEL);
-                    self.handed = Some(Err(ended.status()));
-                    if let Some(w) = self.receiver.take() {
-                        w.wake();
-                    }
-                    return;
+                    return Some(Err(ended.status()));
                 }
                 // The messages the driver had not taken yet follow the replayed ones; errors reappear on the
                 // response side.
@@ -282,7 +294,7 @@ impl Shared {
                 self.side = Side::Direct(send);
                 self.retry = Some((committed.call, committed.attempt));
                 self.previous_attempts = committed.previous_attempts;
-                self.handed = Some(Ok(response));
+                Some(Ok(response))
             }
             Err(status) => {
                 self.previous_attempts = status.previous_rpc_attempts();
@@ -295,11 +307,8 @@ impl Shared {
                     });
                     self.wake_end_watcher();
                 }
-                self.handed = Some(Err(status));
+                Some(Err(status))
             }
-        }
-        if let Some(w) = self.receiver.take() {
-            w.wake();
         }
     }
 
@@ -417,7 +426,7 @@ mod tests {
         let shared = Shared::driving(
             None,
             crate::telemetry::Telemetry::new("test".into())
-                .call(&http::Uri::from_static("http://h/t.S/M")),
+                .call(&Arc::new(http::Uri::from_static("http://h/t.S/M"))),
         );
         let sender = RequestSender::new(
             shared.clone(),

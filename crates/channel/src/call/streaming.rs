@@ -11,7 +11,7 @@ use tokio::time::{Instant, Sleep};
 
 use grpc_retry::Pushback;
 
-use super::shared::{CommittedEnd, Ended, SharedRef, Side};
+use super::shared::{Committed, CommittedEnd, Ended, SharedRef, Side};
 use crate::attempt::{AttemptResponse, ReceivedHead};
 use crate::compression::ReceivedEncoding;
 use crate::framing::{Deframer, Frame, FrameError};
@@ -20,9 +20,11 @@ use crate::response::{check_header_list, classify_head, pushback_of, status_from
 use crate::status::{Code, Status};
 
 enum RecvState {
-    /// The retry driver runs the attempts; the committed one's response (or the call's status) comes
-    /// through [`Shared`].
+    /// The retry driver runs the attempts in a task of its own; the committed one's response (or the
+    /// call's status) comes through [`Shared`].
     Driving,
+    /// What the retry driver handed over: the committed attempt's response, or the call's status.
+    Handed(Result<AttemptResponse, Status>),
     Headers(ResponseFuture),
     /// Response headers already received and checked (by the retry driver, which committed on them).
     Received(ReceivedHead),
@@ -97,6 +99,29 @@ impl<T> Streaming<T> {
         }
     }
 
+    /// The receiving half of a call whose retry driver ran in the caller's task, once it is done (`result`:
+    /// committed, or finished): the driver hands over here, not through the shared state.
+    pub(crate) fn taking_over(
+        shared: SharedRef,
+        result: Result<Committed, Status>,
+        decode: fn(Bytes) -> Result<T, Status>,
+        limit: usize,
+        header_limit: usize,
+        deadline: Option<Instant>,
+    ) -> Self {
+        let (handed, previous_attempts) = {
+            let mut s = shared.lock();
+            let handed = s.take_over(result);
+            (handed, s.previous_attempts)
+        };
+        let mut receiver = Self::driven(shared, decode, limit, header_limit, deadline);
+        if let Some(handed) = handed {
+            receiver.state = RecvState::Handed(handed);
+            receiver.previous_attempts = previous_attempts;
+        }
+        receiver
+    }
+
     /// Waits for the response headers and returns their metadata. For a Trailers-Only response (an error
     /// before any message) this is the call's status as an error.
     pub async fn headers(&mut self) -> Result<&MetadataMap, Status> {
@@ -159,7 +184,7 @@ impl<T> Streaming<T> {
         if let RecvState::Done(outcome) = &self.state {
             return Poll::Ready(outcome_of::<()>(outcome).map(drop));
         }
-        if let RecvState::Headers(_) | RecvState::Driving = self.state {
+        if let RecvState::Headers(_) | RecvState::Driving | RecvState::Handed(_) = self.state {
             if let Poll::Ready(status) = self.poll_deadline(cx) {
                 return Poll::Ready(Err(status));
             }
@@ -355,18 +380,20 @@ impl<T> Streaming<T> {
         loop {
             match &mut self.state {
                 RecvState::Driving => {
-                    let handed = {
-                        let mut s = self.shared.lock();
-                        match s.handed.take() {
-                            Some(handed) => {
-                                self.previous_attempts = s.previous_attempts;
-                                handed
-                            }
-                            None => {
-                                s.receiver = Some(cx.waker().clone());
-                                return Poll::Pending;
-                            }
-                        }
+                    let mut s = self.shared.lock();
+                    let Some(handed) = s.handed.take() else {
+                        s.receiver = Some(cx.waker().clone());
+                        return Poll::Pending;
+                    };
+                    self.previous_attempts = s.previous_attempts;
+                    drop(s);
+                    self.state = RecvState::Handed(handed.map(|response| *response));
+                }
+                RecvState::Handed(_) => {
+                    let RecvState::Handed(handed) =
+                        std::mem::replace(&mut self.state, RecvState::Driving)
+                    else {
+                        unreachable!("matched Handed above")
                     };
                     match handed {
                         Ok(AttemptResponse::Pending(future)) => {

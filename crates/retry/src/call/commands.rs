@@ -31,6 +31,10 @@ impl RetryCall {
         if fits {
             self.buffered_bytes += len;
             self.accounted += 1;
+            // Room for one message at first (a unary call's only one), then doubling as usual.
+            if self.messages.capacity() == 0 {
+                self.messages.reserve_exact(1);
+            }
             self.messages.push(message.clone());
             for i in 0..self.attempts.len() {
                 if let Some(id) = self.live_at(i) {
