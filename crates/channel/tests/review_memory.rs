@@ -85,6 +85,21 @@ async fn reset_seen(server: &H2Server, reason: Reason) {
 
 // ---- Cancellation at each await point ---------------------------------------------------------------
 
+/// A unary future made and dropped without being polled does nothing: no call counted, the channel stays IDLE.
+#[tokio::test(start_paused = true)]
+async fn a_unary_future_never_polled_does_nothing() {
+    let server = holding_server(false).await;
+    let ch = idle_channel(&server.target(), Duration::from_secs(10));
+    let raw = ch.unary_raw(UNARY, Request::new(Bytes::from_static(b"x")));
+    let prost = ch.unary::<SimpleRequest, SimpleResponse>(UNARY, Request::new(SimpleRequest::default()));
+    settle(Duration::from_millis(100)).await;
+    drop((raw, prost));
+    settle(Duration::from_millis(100)).await;
+    assert_eq!(stats(&ch), (0, 0, 0, 0));
+    assert_eq!(ch.state(), ConnectivityState::Idle);
+    assert_eq!(server.connections(), 0);
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_unary_dropped_before_commit_resets_its_stream_and_leaves_nothing_in_flight() {
     let server = holding_server(false).await;
