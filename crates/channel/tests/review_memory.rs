@@ -91,7 +91,8 @@ async fn a_unary_future_never_polled_does_nothing() {
     let server = holding_server(false).await;
     let ch = idle_channel(&server.target(), Duration::from_secs(10));
     let raw = ch.unary_raw(UNARY, Request::new(Bytes::from_static(b"x")));
-    let prost = ch.unary::<SimpleRequest, SimpleResponse>(UNARY, Request::new(SimpleRequest::default()));
+    let prost =
+        ch.unary::<SimpleRequest, SimpleResponse>(UNARY, Request::new(SimpleRequest::default()));
     settle(Duration::from_millis(100)).await;
     drop((raw, prost));
     settle(Duration::from_millis(100)).await;
@@ -324,20 +325,16 @@ async fn interceptor_options_apply_to_the_boxed_resolution_wait() {
         .interceptor(|info: &mut CallInfo<'_>| -> Result<(), Status> {
             if info.method() == "/t.S/Patient" {
                 info.options_mut().set_wait_for_ready(Some(true));
-                info.options_mut()
-                    .set_timeout(Some(Duration::from_secs(4)));
+                info.options_mut().set_timeout(Some(Duration::from_secs(4)));
             }
             Ok(())
         })
         .build()
         .expect("channel");
     // Fail-fast: UNAVAILABLE once resolution fails.
-    let status = guarded(
-        "fail fast",
-        ch.unary_raw(UNARY, Request::new(Bytes::new())),
-    )
-    .await
-    .expect_err("nxdomain");
+    let status = guarded("fail fast", ch.unary_raw(UNARY, Request::new(Bytes::new())))
+        .await
+        .expect_err("nxdomain");
     assert_eq!(status.code(), Code::Unavailable, "{status}");
     // Resolution has failed now: the fail-fast call fails without waiting (the `ready` path).
     let start = Instant::now();
@@ -395,21 +392,26 @@ async fn fail_once_server() -> H2Server {
 /// from there: the request is replayed, the retry says `grpc-previous-rpc-attempts: 1`, and the response
 /// says `previous_rpc_attempts() == 1`. Unary and server-streaming.
 #[tokio::test(start_paused = true)]
-async fn calls_started_before_the_first_resolution_result_are_retried_and_report_previous_attempts() {
+async fn calls_started_before_the_first_resolution_result_are_retried_and_report_previous_attempts()
+{
     let server = fail_once_server().await;
     let dns = TestDns::start().await.expect("dns");
     dns.add_a("svc.test", Ipv4Addr::LOCALHOST).await;
     let config = retry(3, &["UNAVAILABLE"]).service(SVC);
     let build = || {
-        Channel::builder(format!("dns://{}/svc.test:{}", dns.addr, server.addr().port()))
-            .resolver_options(ResolverOptions {
-                query_timeout: Duration::from_secs(2),
-                ..ResolverOptions::default()
-            })
-            .default_service_config(config.clone())
-            .service_config_lookup(false)
-            .build()
-            .expect("channel")
+        Channel::builder(format!(
+            "dns://{}/svc.test:{}",
+            dns.addr,
+            server.addr().port()
+        ))
+        .resolver_options(ResolverOptions {
+            query_timeout: Duration::from_secs(2),
+            ..ResolverOptions::default()
+        })
+        .default_service_config(config.clone())
+        .service_config_lookup(false)
+        .build()
+        .expect("channel")
     };
     let ch = build();
     let response = guarded(
@@ -434,7 +436,10 @@ async fn calls_started_before_the_first_resolution_result_are_retried_and_report
     };
     let response = guarded(
         "server streaming",
-        ch.server_streaming::<SimpleRequest, SimpleRequest>("/t.S/Stream", Request::new(request.clone())),
+        ch.server_streaming::<SimpleRequest, SimpleRequest>(
+            "/t.S/Stream",
+            Request::new(request.clone()),
+        ),
     )
     .await
     .expect("the retry succeeds");
@@ -446,7 +451,10 @@ async fn calls_started_before_the_first_resolution_result_are_retried_and_report
         .expect("message")
         .expect("one");
     assert_eq!(echoed, request);
-    assert!(guarded("end", stream.message()).await.expect("OK").is_none());
+    assert!(guarded("end", stream.message())
+        .await
+        .expect("OK")
+        .is_none());
     assert_eq!(server.opens().len(), 4);
     assert_eq!(stats(&ch), (1, 1, 0, 2));
 }
@@ -468,7 +476,10 @@ async fn eager_server(n: usize, code: &'static str) -> H2Server {
                     response_size: i as i32 + 1,
                     ..Default::default()
                 };
-                let _ = send.send_data(grpc_message(&prost::Message::encode_to_vec(&message)), false);
+                let _ = send.send_data(
+                    grpc_message(&prost::Message::encode_to_vec(&message)),
+                    false,
+                );
             }
             let _ = send.send_trailers(trailers(code, &[("x-t", "v")]));
         }),
@@ -501,7 +512,10 @@ async fn a_server_stream_complete_before_the_hand_over_is_read_whole() {
         assert_eq!(sizes, [1, 2, 3]);
         assert_eq!(stream.trailers().and_then(|t| t.get("x-t")), Some("v"));
         // Polled again after the end: the same outcome.
-        assert!(guarded("again", stream.message()).await.expect("ok").is_none());
+        assert!(guarded("again", stream.message())
+            .await
+            .expect("ok")
+            .is_none());
     }
     assert_eq!(stats(&ch), (5, 5, 0, 5));
     goes_idle(&ch, Duration::from_secs(60)).await;
@@ -597,15 +611,19 @@ async fn exactly_once_ids_of_dropped_unary_calls_are_released() {
     .await;
     let dns = TestDns::start().await.expect("dns");
     dns.add_a("svc.test", Ipv4Addr::LOCALHOST).await;
-    let ch = Channel::builder(format!("dns://{}/svc.test:{}", dns.addr, server.addr().port()))
-        .resolver_options(ResolverOptions {
-            query_timeout: Duration::from_secs(2),
-            ..ResolverOptions::default()
-        })
-        .service_config_lookup(false)
-        .exactly_once(true)
-        .build()
-        .expect("channel");
+    let ch = Channel::builder(format!(
+        "dns://{}/svc.test:{}",
+        dns.addr,
+        server.addr().port()
+    ))
+    .resolver_options(ResolverOptions {
+        query_timeout: Duration::from_secs(2),
+        ..ResolverOptions::default()
+    })
+    .service_config_lookup(false)
+    .exactly_once(true)
+    .build()
+    .expect("channel");
     for path in ["/t.S/Silent", "/t.S/Headers"] {
         let gave_up = tokio::time::timeout(
             Duration::from_secs(1),
@@ -621,7 +639,8 @@ async fn exactly_once_ids_of_dropped_unary_calls_are_released() {
     assert_eq!(opens.len(), 3);
     let last = request_id(&opens[2]);
     assert_eq!(
-        last.first_incomplete_seq_no, last.seq_no,
+        last.first_incomplete_seq_no,
+        last.seq_no,
         "a dropped call is still in flight: {:?}",
         opens.iter().map(request_id).collect::<Vec<_>>()
     );
@@ -667,7 +686,11 @@ async fn unary_futures_are_send_in_generic_code() {
     let ch = idle_channel(&server.target(), Duration::from_secs(10));
     let response = guarded(
         "spawned",
-        spawn_unary::<SimpleRequest, SimpleRequest>(ch.clone(), UNARY.into(), SimpleRequest::default()),
+        spawn_unary::<SimpleRequest, SimpleRequest>(
+            ch.clone(),
+            UNARY.into(),
+            SimpleRequest::default(),
+        ),
     )
     .await
     .expect("joined");
@@ -677,14 +700,20 @@ async fn unary_futures_are_send_in_generic_code() {
     let _ = guarded("raw", raw).await;
     let stream = guarded(
         "spawned",
-        spawn_server_streaming::<SimpleRequest, SimpleRequest>(ch.clone(), "/t.S/Stream".into(), SimpleRequest::default()),
+        spawn_server_streaming::<SimpleRequest, SimpleRequest>(
+            ch.clone(),
+            "/t.S/Stream".into(),
+            SimpleRequest::default(),
+        ),
     )
     .await
     .expect("joined");
     assert!(stream.is_ok());
     // `'static` channel: the future itself is spawned.
     let leaked: &'static Channel = Box::leak(Box::new(ch.clone()));
-    let handle = tokio::spawn(leaked.unary::<SimpleRequest, SimpleRequest>(UNARY, Request::new(SimpleRequest::default())));
+    let handle = tokio::spawn(
+        leaked.unary::<SimpleRequest, SimpleRequest>(UNARY, Request::new(SimpleRequest::default())),
+    );
     assert!(guarded("join", handle).await.expect("joined").is_ok());
 }
 
@@ -720,15 +749,19 @@ async fn an_oversize_request_fails_unsent_after_the_resolution_wait() {
     let server = holding_server(false).await;
     let dns = TestDns::start().await.expect("dns");
     dns.add_a("svc.test", Ipv4Addr::LOCALHOST).await;
-    let ch = Channel::builder(format!("dns://{}/svc.test:{}", dns.addr, server.addr().port()))
-        .resolver_options(ResolverOptions {
-            query_timeout: Duration::from_secs(2),
-            ..ResolverOptions::default()
-        })
-        .service_config_lookup(false)
-        .max_send_message_size(10)
-        .build()
-        .expect("channel");
+    let ch = Channel::builder(format!(
+        "dns://{}/svc.test:{}",
+        dns.addr,
+        server.addr().port()
+    ))
+    .resolver_options(ResolverOptions {
+        query_timeout: Duration::from_secs(2),
+        ..ResolverOptions::default()
+    })
+    .service_config_lookup(false)
+    .max_send_message_size(10)
+    .build()
+    .expect("channel");
     for _ in 0..2 {
         let status = guarded(
             "oversize",

@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use grpc_channel::{Channel, Request, ResolverOptions};
-use interop::faulty::{methods, FaultyServer};
 use grpc_feature_tests::testing::{
     ResponseParameters, StreamingOutputCallRequest, StreamingOutputCallResponse,
 };
+use interop::faulty::{methods, FaultyServer};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use support::spans::{Capture, SeenSpan};
 use tracing_subscriber::layer::SubscriberExt;
@@ -69,7 +69,11 @@ async fn calls_dropped_at_each_await_point_are_traced_and_measured_once() {
     ] {
         request.metadata_mut().append(k, v).expect("header");
     }
-    give_up(Duration::from_secs(1), ch.unary_raw(methods::FLAKY, request)).await;
+    give_up(
+        Duration::from_secs(1),
+        ch.unary_raw(methods::FLAKY, request),
+    )
+    .await;
 
     // After commit: a server stream whose second message comes a minute later, dropped after the first.
     let interop = support::interop_server().await;
@@ -130,7 +134,11 @@ async fn calls_dropped_at_each_await_point_are_traced_and_measured_once() {
                     && s.fields.get("grpc.method").map(String::as_str) == Some(method)
             })
             .collect();
-        assert_eq!(found.len(), 1, "one grpc.call span for {method}: {spans:#?}");
+        assert_eq!(
+            found.len(),
+            1,
+            "one grpc.call span for {method}: {spans:#?}"
+        );
         found[0].clone()
     };
     let mut problems = Vec::new();
@@ -144,7 +152,10 @@ async fn calls_dropped_at_each_await_point_are_traced_and_measured_once() {
         if span.fields.get("grpc.status").map(String::as_str) != Some("CANCELLED")
             || span.records.get("grpc.status") != Some(&1)
         {
-            problems.push(format!("{method}: status {:?}", span.fields.get("grpc.status")));
+            problems.push(format!(
+                "{method}: status {:?}",
+                span.fields.get("grpc.status")
+            ));
         }
         if span.fields.get("grpc.attempts").map(String::as_str) != Some(attempts) {
             problems.push(format!(
