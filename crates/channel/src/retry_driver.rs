@@ -107,6 +107,22 @@ impl Future for Run {
     }
 }
 
+impl Drop for Run {
+    /// A driver dropped before the call committed or finished (the caller gave up on a unary or
+    /// server-streaming call, or the call's task was aborted): the attempts it made still count in the
+    /// call's telemetry (per-method stats, the call span's `grpc.attempts`), which otherwise hears of
+    /// them only from the driver's finish or the committed call's end.
+    fn drop(&mut self) {
+        if let Some(driver) = &self.0 {
+            driver
+                .shared
+                .lock()
+                .telemetry
+                .set_stats(driver.call.stats());
+        }
+    }
+}
+
 fn now() -> std::time::Instant {
     Instant::now().into_std()
 }

@@ -1,4 +1,4 @@
-//! Review test of the memory work (b434771..22ff557): `Channel::unary` is no longer an `async fn` (it returns
+//! `Channel::unary` is no longer an `async fn` (it returns
 //! `impl Future + use<'a, Req, Resp>`); the generated clients' futures must still be `Send` (spawnable) and
 //! `'static` once the client is moved in.
 

@@ -1,4 +1,4 @@
-//! Review test of the memory work (b434771..22ff557): telemetry of unary and server-streaming calls dropped
+//! Telemetry of unary and server-streaming calls dropped
 //! at each await point (while resolving, before commit, during a retry's backoff, after commit). Each call
 //! has one `grpc.call` span finished CANCELLED, one `grpc.client.call.duration` sample, and each attempt one
 //! span whose outcome is recorded once and one `grpc.client.attempt.duration` sample. (Its own test binary,
@@ -31,12 +31,9 @@ async fn give_up<F: std::future::Future>(after: Duration, f: F) {
     );
 }
 
-// FAILS: a unary call dropped before it commits (waiting for the response headers, or in a retry's backoff)
-// finishes its `grpc.call` span with `grpc.attempts = 0` although it made an attempt (whose span is there):
-// the retry machine's counts reach the telemetry only through `Driver::finish` or a committed call's end,
-// and a dropped `Driver` does neither. Not a regression: fails the same with the tree before this work
-// (crates/channel/src and crates/retry/src of 7fc820d). Everything else here holds (one span and one duration sample per call
-// and attempt, CANCELLED).
+// Failed before the fix (`Drop for retry_driver::Run`): a unary call dropped before it committed (waiting
+// for the response headers, or in a retry's backoff) finished its `grpc.call` span with `grpc.attempts = 0`
+// although it made an attempt (whose span is there).
 #[tokio::test(start_paused = true)]
 async fn calls_dropped_at_each_await_point_are_traced_and_measured_once() {
     let capture = Capture::default();

@@ -1,6 +1,5 @@
-//! Review tests of the memory work (b434771..22ff557): unary and server-streaming calls whose future is
-//! hand-written (`Start`, `Run`), whose resolution wait is boxed and whose response goes to the receiving
-//! half directly. Cancellation at each await point, deadlines and failures around the first resolution,
+//! Unary and server-streaming calls whose future is hand-written (`Start`, `Run`), whose resolution wait
+//! is boxed and whose response goes to the receiving half directly. Cancellation at each await point, deadlines and failures around the first resolution,
 //! retries through the boxed resolution path, the direct hand-over, exactly-once ids, and `Send`.
 //! Loopback only, tokio's paused clock.
 
@@ -186,10 +185,9 @@ async fn a_unary_dropped_during_backoff_ends_once_and_keeps_its_attempt_in_the_s
     assert_eq!(server.opens().len(), 1, "no attempt after the drop");
 }
 
-// FAILS: a unary call dropped before it commits never hands the retry machine's counts to its telemetry
-// (only `Driver::finish` and a committed call's end do), so `ChannelStats::methods` records it with 0
-// attempts although the channel totals count its attempt. Not a regression: fails the same with the tree before
-// this work (crates/channel/src and crates/retry/src of 7fc820d).
+// Failed before the fix (`Drop for retry_driver::Run`): a unary call dropped before it committed never
+// handed the retry machine's counts to its telemetry (only the driver's finish and a committed call's end
+// did), so `ChannelStats::methods` recorded it with 0 attempts although the channel totals counted it.
 #[tokio::test(start_paused = true)]
 async fn the_method_stats_keep_the_attempt_of_a_unary_dropped_before_commit() {
     let server = holding_server(false).await;
