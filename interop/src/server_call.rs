@@ -190,7 +190,7 @@ impl ServerCall {
     }
 
     /// Queues one response message for the next write: messages queued together leave in one DATA frame
-    /// (as a server that answers a batch of requests does). They are written once [`BATCH`] bytes are
+    /// (as a server that answers a batch of requests does). They are written once 16 KiB are
     /// queued, before [`ServerCall::next_message`] waits for the client, and by [`ServerCall::flush`].
     pub async fn queue_message(&mut self, payload: &[u8], compress: bool) -> Result<(), Status> {
         let frame = self.encode(payload, compress)?;
