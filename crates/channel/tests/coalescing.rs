@@ -6,12 +6,17 @@
 
 mod support;
 
+use std::time::Duration;
+
 use bytes::Bytes;
-use grpc_channel::{Channel, Request, RequestSender, Streaming};
+use grpc_channel::{Request, RequestSender, Streaming};
 use support::config::retry;
 use support::frames::{grpc_message, payloads};
 use support::guards::guarded;
-use support::h2_server::{defaults, handler, trailers, H2Server, Stream, SVC};
+use support::h2_server::{
+    defaults, handler, reads_then_answers, trailers, H2Server, HeadersAt, Stream, SVC,
+};
+use support::shapes::start_bidi;
 use support::{channel_with_config, IterStream};
 
 /// Messages in a burst: 20 of 1 KiB, 20,580 bytes framed, so two DATA frames of at most 16 KiB.
@@ -24,24 +29,12 @@ fn burst() -> Vec<Vec<u8>> {
 /// A server that answers the response headers first (committing the call) or only after reading the
 /// whole request (`early_headers` false), then `done` and OK.
 async fn server(early_headers: bool) -> H2Server {
-    let h = move |mut s: Stream| async move {
-        let mut send = if early_headers { s.headers() } else { None };
-        if s.read_to_end().await.is_err() {
-            return;
-        }
-        let Some(mut send) = send.take().or_else(|| s.headers()) else {
-            return;
-        };
-        let _ = send.send_data(grpc_message(b"done"), false);
-        let _ = send.send_trailers(trailers("0", &[]));
+    let headers = if early_headers {
+        HeadersAt::Start
+    } else {
+        HeadersAt::AfterReading
     };
-    H2Server::tcp(defaults, handler(h)).await
-}
-
-async fn start(ch: &Channel) -> (RequestSender<Bytes>, Streaming<Bytes>) {
-    guarded("start", ch.streaming_raw("/t.S/Bidi", Request::new(())))
-        .await
-        .expect("start")
+    H2Server::tcp(defaults, reads_then_answers(headers, Duration::ZERO)).await
 }
 
 /// Sends the burst without yielding in between, half-closes, and reads the answer.
@@ -74,7 +67,7 @@ fn assert_arrived(server: &H2Server, expected: &[Vec<u8>], frames: usize) {
 async fn after_commit_a_burst_leaves_in_two_data_frames() {
     let server = server(true).await;
     let ch = channel_with_config(&server.target(), "{}");
-    let (tx, mut rx) = start(&ch).await;
+    let (tx, mut rx) = start_bidi(&ch).await;
     guarded("headers", rx.headers()).await.expect("committed");
     send_burst(tx, rx).await;
     assert_arrived(&server, &burst(), 2);
@@ -84,7 +77,7 @@ async fn after_commit_a_burst_leaves_in_two_data_frames() {
 async fn before_commit_a_burst_leaves_in_two_data_frames() {
     let server = server(false).await;
     let ch = channel_with_config(&server.target(), retry(3, &["UNAVAILABLE"]).service(SVC));
-    let (tx, rx) = start(&ch).await;
+    let (tx, rx) = start_bidi(&ch).await;
     send_burst(tx, rx).await;
     assert_arrived(&server, &burst(), 2);
 }
@@ -137,7 +130,7 @@ async fn a_lone_message_is_never_held_back() {
         retry(3, &["UNAVAILABLE"]).service(SVC).into(),
     ] {
         let ch = channel_with_config(&server.target(), config);
-        let (mut tx, mut rx) = start(&ch).await;
+        let (mut tx, mut rx) = start_bidi(&ch).await;
         for i in 0..3u8 {
             guarded("send", tx.send(Bytes::from(vec![i; 10])))
                 .await
@@ -155,7 +148,7 @@ async fn a_lone_message_is_never_held_back() {
 async fn a_large_message_goes_whole_between_small_ones() {
     let server = server(true).await;
     let ch = channel_with_config(&server.target(), "{}");
-    let (mut tx, mut rx) = start(&ch).await;
+    let (mut tx, mut rx) = start_bidi(&ch).await;
     guarded("headers", rx.headers()).await.expect("committed");
     let messages = vec![
         vec![1u8; 100],

@@ -12,16 +12,12 @@ use bytes::Bytes;
 use grpc_channel::{Channel, Code, Request};
 use support::channel_with_config;
 use support::config::retry;
-use support::frames::{grpc_message, payloads};
+use support::frames::payloads;
 use support::guards::guarded;
-use support::h2_server::{handler, trailers, H2Server, Stream, SVC};
-
-/// The server's stream window: one message of this many bytes (prefix included) fills it.
-const WINDOW: usize = 1000;
-
-fn small_window(b: &mut h2::server::Builder) {
-    b.initial_window_size(WINDOW as u32);
-}
+use support::h2_server::{
+    reads_then_answers, small_window, H2Server, HeadersAt, SMALL_WINDOW as WINDOW, SVC,
+};
+use support::shapes::start_bidi;
 
 /// A committed bidi call to a server with a 1000-byte stream window that reads nothing for 5 s, then reads
 /// the whole request and answers `done`.
@@ -31,25 +27,14 @@ async fn committed_slow_reader() -> (
     grpc_channel::RequestSender<Bytes>,
     grpc_channel::Streaming<Bytes>,
 ) {
+    // Reads nothing until the client has given up on a message.
     let server = H2Server::tcp(
         small_window,
-        handler(|mut s: Stream| async move {
-            let Some(mut send) = s.headers() else {
-                return;
-            };
-            // Reads nothing until the client has given up on a message.
-            tokio::time::sleep(Duration::from_secs(5)).await;
-            if s.read_to_end().await.is_ok() {
-                let _ = send.send_data(grpc_message(b"done"), false);
-                let _ = send.send_trailers(trailers("0", &[]));
-            }
-        }),
+        reads_then_answers(HeadersAt::Start, Duration::from_secs(5)),
     )
     .await;
     let ch = channel_with_config(&server.target(), "{}");
-    let (tx, mut rx) = guarded("start", ch.streaming_raw("/t.S/Bidi", Request::new(())))
-        .await
-        .expect("start");
+    let (tx, mut rx) = start_bidi(&ch).await;
     guarded("headers", rx.headers())
         .await
         .expect("response headers: the call is committed");
@@ -139,22 +124,11 @@ async fn a_tcp_connection_attempt_that_times_out_names_the_tcp_connection() {
 async fn the_hand_over_writes_queued_inbox_messages_in_order_then_one_end_stream() {
     let server = H2Server::tcp(
         small_window,
-        handler(|mut s: Stream| async move {
-            tokio::time::sleep(Duration::from_secs(5)).await;
-            let Some(mut send) = s.headers() else {
-                return;
-            };
-            if s.read_to_end().await.is_ok() {
-                let _ = send.send_data(grpc_message(b"done"), false);
-                let _ = send.send_trailers(trailers("0", &[]));
-            }
-        }),
+        reads_then_answers(HeadersAt::After(Duration::from_secs(5)), Duration::ZERO),
     )
     .await;
     let ch = channel_with_config(&server.target(), retry(3, &["UNAVAILABLE"]).service(SVC));
-    let (mut tx, mut rx) = guarded("start", ch.streaming_raw("/t.S/Bidi", Request::new(())))
-        .await
-        .expect("start");
+    let (mut tx, mut rx) = start_bidi(&ch).await;
     let msgs: Vec<Vec<u8>> = (0..10u8).map(|i| vec![b'a' + i; 300]).collect();
     for m in &msgs {
         guarded("send", tx.send(Bytes::from(m.clone())))

@@ -11,43 +11,22 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use grpc_channel::{Channel, Code, Request, RequestSender, Streaming};
+use grpc_channel::{Code, Request};
 use h2::Reason;
 use support::channel_with_config;
 use support::config::{hedging, retry};
 use support::frames::{grpc_message, payloads};
 use support::guards::{guarded, settle, SETTLE_STEP};
-use support::h2_server::{handler, trailers, H2Server, Stream};
-use support::h2_server::{Event, SVC};
-
-/// The server's stream window in these tests.
-const WINDOW: usize = 1000;
-
-fn small_window(b: &mut h2::server::Builder) {
-    b.initial_window_size(WINDOW as u32);
-}
-
-async fn start(ch: &Channel) -> (RequestSender<Bytes>, Streaming<Bytes>) {
-    guarded("start", ch.streaming_raw("/t.S/Bidi", Request::new(())))
-        .await
-        .expect("start")
-}
+use support::h2_server::{handler, reads_then_answers, trailers, H2Server, HeadersAt, Stream};
+use support::h2_server::{small_window, Event, SMALL_WINDOW as WINDOW, SVC};
+use support::shapes::start_bidi;
 
 /// A server with a 1000-byte stream window that answers headers at once (the call commits), reads nothing
 /// for 5 s, then reads the whole request and answers `done`, OK.
 async fn slow_reader() -> H2Server {
     H2Server::tcp(
         small_window,
-        handler(|mut s: Stream| async move {
-            let Some(mut send) = s.headers() else {
-                return;
-            };
-            tokio::time::sleep(Duration::from_secs(5)).await;
-            if s.read_to_end().await.is_ok() {
-                let _ = send.send_data(grpc_message(b"done"), false);
-                let _ = send.send_trailers(trailers("0", &[]));
-            }
-        }),
+        reads_then_answers(HeadersAt::Start, Duration::from_secs(5)),
     )
     .await
 }
@@ -91,7 +70,7 @@ fn a_large_send_behind_a_partly_written_message_waits_without_spinning() {
         Box::pin(async {
             let server = slow_reader().await;
             let ch = channel_with_config(&server.target(), "{}");
-            let (mut tx, mut rx) = start(&ch).await;
+            let (mut tx, mut rx) = start_bidi(&ch).await;
             guarded("headers", rx.headers()).await.expect("committed");
             let a = vec![b'a'; 2 * WINDOW - 5];
             guarded("A", tx.send(Bytes::from(a.clone())))
@@ -140,7 +119,7 @@ async fn early_trailers_after_finish_still_end_the_request_stream() {
     )
     .await;
     let ch = channel_with_config(&server.target(), "{}");
-    let (mut tx, mut rx) = start(&ch).await;
+    let (mut tx, mut rx) = start_bidi(&ch).await;
     guarded("headers", rx.headers()).await.expect("committed");
     guarded("send", tx.send(Bytes::from(vec![b'a'; 3 * WINDOW])))
         .await
@@ -185,7 +164,7 @@ fn a_send_that_fits_behind_a_partly_written_message_completes() {
         Box::pin(async {
             let server = slow_reader().await;
             let ch = channel_with_config(&server.target(), "{}");
-            let (mut tx, mut rx) = start(&ch).await;
+            let (mut tx, mut rx) = start_bidi(&ch).await;
             guarded("headers", rx.headers()).await.expect("committed");
             let a = vec![b'a'; 2 * WINDOW - 5];
             guarded("A", tx.send(Bytes::from(a.clone())))
@@ -240,7 +219,7 @@ fn ends_of(server: &H2Server, id: u32) -> (usize, Vec<Reason>) {
 async fn a_sender_dropped_mid_write_ends_the_request_once_with_every_message_whole() {
     let server = slow_reader().await;
     let ch = channel_with_config(&server.target(), "{}");
-    let (mut tx, mut rx) = start(&ch).await;
+    let (mut tx, mut rx) = start_bidi(&ch).await;
     guarded("headers", rx.headers()).await.expect("committed");
     let mut messages = vec![
         vec![b'a'; 1995],
@@ -313,7 +292,7 @@ async fn an_abort_while_the_writer_holds_messages_resets_and_never_half_closes()
 async fn dropping_the_receiving_half_while_the_writer_waits_stops_the_writer() {
     let server = slow_reader().await;
     let ch = channel_with_config(&server.target(), "{}");
-    let (mut tx, mut rx) = start(&ch).await;
+    let (mut tx, mut rx) = start_bidi(&ch).await;
     guarded("headers", rx.headers()).await.expect("committed");
     let metrics = tokio::runtime::Handle::current().metrics();
     let before = metrics.num_alive_tasks();
@@ -398,7 +377,7 @@ async fn a_retry_after_a_partly_read_batch_replays_every_message_whole() {
     )
     .await;
     let ch = channel_with_config(&server.target(), retry(3, &["UNAVAILABLE"]).service(SVC));
-    let (mut tx, mut rx) = start(&ch).await;
+    let (mut tx, mut rx) = start_bidi(&ch).await;
     for m in kilobytes() {
         guarded("send", tx.send(Bytes::from(m)))
             .await
@@ -442,7 +421,7 @@ async fn hedged_attempts_at_different_paces_each_get_every_message_in_order() {
     )
     .await;
     let ch = channel_with_config(&server.target(), hedging(2, "0.1s").service(SVC));
-    let (mut tx, mut rx) = start(&ch).await;
+    let (mut tx, mut rx) = start_bidi(&ch).await;
     // Both attempts open before the request comes.
     settle(Duration::from_millis(200)).await;
     for m in kilobytes() {
@@ -539,7 +518,7 @@ async fn a_server_reset_while_the_writer_holds_data_fails_a_later_send() {
     )
     .await;
     let ch = channel_with_config(&server.target(), "{}");
-    let (mut tx, mut rx) = start(&ch).await;
+    let (mut tx, mut rx) = start_bidi(&ch).await;
     guarded("headers", rx.headers()).await.expect("committed");
     let mut failed = None;
     for i in 0..200 {
@@ -578,7 +557,7 @@ async fn trailers_release_a_sender_waiting_for_room_when_the_response_is_read() 
     )
     .await;
     let ch = channel_with_config(&server.target(), "{}");
-    let (mut tx, mut rx) = start(&ch).await;
+    let (mut tx, mut rx) = start_bidi(&ch).await;
     guarded("headers", rx.headers()).await.expect("committed");
     let sending = async {
         for _ in 0..200 {
@@ -658,21 +637,14 @@ async fn the_interop_full_duplex_call_answers_a_lone_request_and_flushes_before_
 async fn messages_queued_at_the_hand_over_and_after_it_arrive_in_order() {
     let server = H2Server::tcp(
         small_window,
-        handler(|mut s: Stream| async move {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            let Some(mut send) = s.headers() else {
-                return;
-            };
-            tokio::time::sleep(Duration::from_secs(4)).await;
-            if s.read_to_end().await.is_ok() {
-                let _ = send.send_data(grpc_message(b"done"), false);
-                let _ = send.send_trailers(trailers("0", &[]));
-            }
-        }),
+        reads_then_answers(
+            HeadersAt::After(Duration::from_secs(1)),
+            Duration::from_secs(4),
+        ),
     )
     .await;
     let ch = channel_with_config(&server.target(), retry(3, &["UNAVAILABLE"]).service(SVC));
-    let (mut tx, mut rx) = start(&ch).await;
+    let (mut tx, mut rx) = start_bidi(&ch).await;
     let before: Vec<Vec<u8>> = (0..50u8).map(|i| vec![i; 1000 + usize::from(i)]).collect();
     for m in &before {
         guarded("send", tx.send(Bytes::from(m.clone())))

@@ -128,6 +128,54 @@ where
 /// h2's default server settings.
 pub fn defaults(_: &mut h2::server::Builder) {}
 
+/// The stream window of [`small_window`] servers: a message of this many bytes (prefix included) fills it.
+pub const SMALL_WINDOW: usize = 1000;
+
+/// Server settings with a [`SMALL_WINDOW`]-byte stream window.
+pub fn small_window(b: &mut h2::server::Builder) {
+    b.initial_window_size(SMALL_WINDOW as u32);
+}
+
+/// When a [`reads_then_answers`] server sends its response headers.
+#[derive(Clone, Copy, Debug)]
+pub enum HeadersAt {
+    /// At once (the call commits).
+    Start,
+    /// After this long.
+    After(std::time::Duration),
+    /// Once it has read the whole request.
+    AfterReading,
+}
+
+/// A server that sends its response headers as `headers` says, starts reading `read_after` after the
+/// stream opened (and its headers went), reads the whole request, then answers `done` and OK.
+pub fn reads_then_answers(headers: HeadersAt, read_after: std::time::Duration) -> Handler {
+    handler(move |mut s: Stream| async move {
+        let mut send = match headers {
+            HeadersAt::Start => s.headers(),
+            HeadersAt::After(delay) => {
+                tokio::time::sleep(delay).await;
+                s.headers()
+            }
+            HeadersAt::AfterReading => None,
+        };
+        if send.is_none() && !matches!(headers, HeadersAt::AfterReading) {
+            return;
+        }
+        if !read_after.is_zero() {
+            tokio::time::sleep(read_after).await;
+        }
+        if s.read_to_end().await.is_err() {
+            return;
+        }
+        let Some(mut send) = send.take().or_else(|| s.headers()) else {
+            return;
+        };
+        let _ = send.send_data(grpc_message(b"done"), false);
+        let _ = send.send_trailers(trailers("0", &[]));
+    })
+}
+
 /// The scriptable server; clones share it.
 #[derive(Clone)]
 pub struct H2Server {

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use grpc_channel::{Channel, Code, Request, Status};
+use grpc_channel::{Channel, Code, Request, RequestSender, Status, Streaming};
 use interop::faulty::{FlakyItem, FlakyMessage, FlakyTotals};
 
 use super::IterStream;
@@ -101,4 +101,11 @@ pub async fn call_shape(ch: &Channel, shape: Shape, path: &str, timeout: Duratio
             }
         }
     }
+}
+
+/// A raw bidi call (`/t.S/Bidi`) started: its sending and receiving halves.
+pub async fn start_bidi(ch: &Channel) -> (RequestSender<Bytes>, Streaming<Bytes>) {
+    super::guards::guarded("start", ch.streaming_raw("/t.S/Bidi", Request::new(())))
+        .await
+        .expect("start")
 }
