@@ -180,18 +180,8 @@ impl Client {
                 Ok(got)
             }
             Client::Tonic(grpc) => {
-                grpc.ready().await.map_err(|e| e.to_string())?;
-                let codec = tonic_prost::ProstCodec::<
-                    StreamingOutputCallRequest,
-                    interop_proto::StreamingOutputCallResponse,
-                >::default();
-                let path = http::uri::PathAndQuery::from_static(paths::FULL_DUPLEX_CALL);
                 let outbound = tokio_stream::iter(std::iter::repeat_n(req, n));
-                let mut s = grpc
-                    .streaming(tonic::Request::new(outbound), path, codec)
-                    .await
-                    .map_err(|e| e.to_string())?
-                    .into_inner();
+                let mut s = tonic_full_duplex(grpc, outbound).await?;
                 let mut got = 0;
                 while s.message().await.map_err(|e| e.to_string())?.is_some() {
                     got += 1;
@@ -214,24 +204,56 @@ impl Client {
                     }
                     Ok::<_, String>(())
                 });
-                let mut body = response.await.map_err(|e| e.to_string())?.into_body();
-                let mut deframer = Deframer::new(usize::MAX >> 1);
                 let mut got = 0;
-                while let Some(chunk) = body.data().await {
-                    let chunk = chunk.map_err(|e| e.to_string())?;
-                    let _ = body.flow_control().release_capacity(chunk.len());
-                    deframer.push(chunk);
-                    while let Some(frame) = deframer.next_frame().map_err(|e| e.to_string())? {
-                        interop_proto::StreamingOutputCallResponse::decode(frame.payload)
-                            .map_err(|e| e.to_string())?;
-                        got += 1;
-                    }
-                }
+                // The echoes' count is the check; the trailers are not read.
+                let _ = raw_messages(response, |m| {
+                    interop_proto::StreamingOutputCallResponse::decode(m)
+                        .map_err(|e| e.to_string())?;
+                    got += 1;
+                    Ok(())
+                })
+                .await?;
                 sender.await.map_err(|e| e.to_string())??;
                 Ok(got)
             }
         }
     }
+}
+
+/// A tonic FullDuplexCall with `outbound` as its request stream: the response stream.
+async fn tonic_full_duplex(
+    grpc: &mut tonic::client::Grpc<tonic::transport::Channel>,
+    outbound: impl tokio_stream::Stream<Item = StreamingOutputCallRequest> + Send + 'static,
+) -> Result<tonic::Streaming<interop_proto::StreamingOutputCallResponse>, String> {
+    grpc.ready().await.map_err(|e| e.to_string())?;
+    let codec = tonic_prost::ProstCodec::<
+        StreamingOutputCallRequest,
+        interop_proto::StreamingOutputCallResponse,
+    >::default();
+    let path = http::uri::PathAndQuery::from_static(paths::FULL_DUPLEX_CALL);
+    grpc.streaming(tonic::Request::new(outbound), path, codec)
+        .await
+        .map(tonic::Response::into_inner)
+        .map_err(|e| e.to_string())
+}
+
+/// Reads a raw h2 response's messages as they arrive, releasing flow control, and hands each to `each`;
+/// returns the body, for its trailers.
+async fn raw_messages(
+    response: h2::client::ResponseFuture,
+    mut each: impl FnMut(Bytes) -> Result<(), String>,
+) -> Result<h2::RecvStream, String> {
+    let mut body = response.await.map_err(|e| e.to_string())?.into_body();
+    let mut deframer = Deframer::new(usize::MAX >> 1);
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.map_err(|e| e.to_string())?;
+        let _ = body.flow_control().release_capacity(chunk.len());
+        deframer.push(chunk);
+        while let Some(frame) = deframer.next_frame().map_err(|e| e.to_string())? {
+            each(frame.payload)?;
+        }
+    }
+    Ok(body)
 }
 
 /// Sends `data` on a raw h2 stream as flow control admits (END_STREAM with the last of it if `end`).
@@ -303,17 +325,12 @@ async fn raw_call(
     stream
         .send_data(buf.freeze(), true)
         .map_err(|e| e.to_string())?;
-    let mut body = response.await.map_err(|e| e.to_string())?.into_body();
-    let mut deframer = Deframer::new(usize::MAX >> 1);
     let mut out = Vec::new();
-    while let Some(chunk) = body.data().await {
-        let chunk = chunk.map_err(|e| e.to_string())?;
-        let _ = body.flow_control().release_capacity(chunk.len());
-        deframer.push(chunk);
-        while let Some(frame) = deframer.next_frame().map_err(|e| e.to_string())? {
-            out.push(frame.payload);
-        }
-    }
+    let mut body = raw_messages(response, |m| {
+        out.push(m);
+        Ok(())
+    })
+    .await?;
     let trailers = body.trailers().await.map_err(|e| e.to_string())?;
     match trailers
         .as_ref()
