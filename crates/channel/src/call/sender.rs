@@ -22,8 +22,6 @@ pub struct RequestSender<T> {
     encoding: Option<Encoding>,
     limit: usize,
     deadline: Option<Instant>,
-    /// Messages sent so far: each one's token in the send half after commit.
-    sent: usize,
     /// Where messages are encoded: consecutive messages share its allocations (made on the first send).
     arena: BytesMut,
 }
@@ -46,7 +44,6 @@ impl<T> RequestSender<T> {
             encoding,
             limit,
             deadline,
-            sent: 0,
             arena: BytesMut::new(),
         }
     }
@@ -88,8 +85,6 @@ impl<T> RequestSender<T> {
     }
 
     async fn send_frame(&mut self, mut data: Bytes, end_stream: bool) -> Result<(), Status> {
-        self.sent += 1;
-        let token = self.sent;
         let shared = &self.shared;
         let send = poll_fn(|cx| {
             let mut guard = shared.lock();
@@ -136,7 +131,8 @@ impl<T> RequestSender<T> {
                     s.blocked_sender = Some(cx.waker().clone());
                     return Poll::Pending;
                 }
-                send.push(token, std::mem::take(&mut data));
+                // After commit nothing counts messages by index (the retry machine is done with them).
+                send.push(0, std::mem::take(&mut data));
             }
             if end_stream {
                 send.close_after_queue();
