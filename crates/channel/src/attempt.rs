@@ -245,10 +245,7 @@ impl Attempt {
                     Some(encoded) => HeaderValue::try_from(encoded).ok(),
                     None => {
                         self.state = State::Done;
-                        return Poll::Ready(ended(
-                            FailurePlace::Local,
-                            Status::deadline_exceeded(),
-                        ));
+                        return Poll::Ready(ended(FailurePlace::Local, Status::deadline_passed()));
                     }
                 }
             }

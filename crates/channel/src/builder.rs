@@ -10,7 +10,7 @@ use http::uri::{Authority, Scheme};
 
 use crate::connect::Http2Settings;
 use crate::control::DEFAULT_IDLE_TIMEOUT;
-use crate::error::BuildError;
+use crate::error::{BuildError, ConnectError};
 use crate::interceptor::{Interceptor, Interceptors};
 use crate::keepalive::{Keepalive, DEFAULT_KEEPALIVE_TIMEOUT};
 use crate::method_uris::MethodUris;
@@ -51,6 +51,7 @@ pub struct ChannelBuilder {
     default_service_config: Option<String>,
     resolver: ResolverOptions,
     idle_timeout: Duration,
+    default_timeout: Option<Duration>,
     retries: bool,
     app_policy: Option<Arc<dyn AppRetryPolicy>>,
     precedence: Precedence,
@@ -77,6 +78,7 @@ impl ChannelBuilder {
             default_service_config: None,
             resolver: ResolverOptions::default(),
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            default_timeout: None,
             retries: true,
             app_policy: None,
             precedence: Precedence::ServiceConfig,
@@ -237,12 +239,38 @@ impl ChannelBuilder {
         self
     }
 
-    /// The least time each connection attempt (TCP connect and HTTP/2 handshake) gets before it counts as
-    /// failed: the connection-backoff spec's MIN_CONNECT_TIMEOUT, 20 s by default (an attempt after a longer
-    /// backoff gets that backoff). Applies to every target; a value too large to add to the clock means the
-    /// attempt never times out.
+    /// The least time each connection attempt (TCP connect, TLS and HTTP/2 handshakes) gets before it
+    /// counts as failed: the connection-backoff spec's MIN_CONNECT_TIMEOUT, 20 s by default. An attempt
+    /// made after a longer backoff gets that backoff instead, so this is a floor, **not a cap** as tonic's
+    /// `Endpoint::connect_timeout` is; to bound how long a call waits for a connection, give it a deadline
+    /// ([`ChannelBuilder::timeout`], [`Request::with_timeout`](crate::Request::with_timeout)). Applies to
+    /// every target; a value too large to add to the clock means the attempt never times out.
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.http2.connect_timeout = timeout;
+        self
+    }
+
+    /// A timeout for every call that sets none (tonic's `Endpoint::timeout`; none by default). A call's own
+    /// timeout ([`Request::with_timeout`](crate::Request::with_timeout)) replaces it; the service config's
+    /// `timeout` for the method still applies on top, and the smaller deadline wins.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.default_timeout = Some(timeout);
+        self
+    }
+
+    /// Sets TCP_NODELAY on every TCP connection (on by default: gRPC's small messages must not wait for
+    /// Nagle's algorithm).
+    pub fn tcp_nodelay(mut self, enabled: bool) -> Self {
+        self.http2.tcp_nodelay = enabled;
+        self
+    }
+
+    /// The kernel's TCP keepalive on every TCP connection: probes after `idle` without traffic, every
+    /// `idle` after that (60 s by default); `None` turns it off. Independent of gRPC keepalive PINGs
+    /// ([`ChannelBuilder::keepalive_time`]), which also find a peer that stopped answering at the HTTP/2
+    /// level.
+    pub fn tcp_keepalive(mut self, idle: Option<Duration>) -> Self {
+        self.http2.tcp_keepalive = idle;
         self
     }
 
@@ -252,7 +280,22 @@ impl ChannelBuilder {
         self
     }
 
-    /// Checks the options and builds the channel. Does not connect.
+    /// Builds the channel and connects it now (tonic's `Endpoint::connect`): the channel once a connection
+    /// is READY, or an error naming the cause when the backend is unreachable (every address failed, or name
+    /// resolution did). [`ChannelBuilder::build`] is the lazy form, which connects on the first call. Must be
+    /// called inside a tokio runtime.
+    pub async fn connect(self) -> Result<Channel, ConnectError> {
+        let channel = self.build()?;
+        match channel.ready().await {
+            Ok(()) => Ok(channel),
+            Err(status) => Err(ConnectError::Unreachable {
+                target: channel.target().to_string(),
+                status,
+            }),
+        }
+    }
+
+    /// Checks the options and builds the channel. Does not connect (see [`ChannelBuilder::connect`]).
     pub fn build(self) -> Result<Channel, BuildError> {
         let target = Target::parse(&self.target).map_err(|e| BuildError::InvalidTarget {
             target: e.target,
@@ -371,6 +414,7 @@ impl ChannelBuilder {
                 closed: std::sync::atomic::AtomicBool::new(false),
                 http2: self.http2,
                 idle_timeout: self.idle_timeout,
+                default_timeout: self.default_timeout,
                 keepalive,
                 throttle: parking_lot::Mutex::new(None),
                 retry_pool: Arc::new(BufferPool::new(self.retry_buffer_size)),

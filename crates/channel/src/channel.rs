@@ -84,6 +84,8 @@ pub(crate) struct Inner {
     pub(crate) closed: std::sync::atomic::AtomicBool,
     pub(crate) http2: Http2Settings,
     pub(crate) idle_timeout: Duration,
+    /// The timeout of calls that set none ([`crate::ChannelBuilder::timeout`]).
+    pub(crate) default_timeout: Option<Duration>,
     pub(crate) keepalive: Arc<Keepalive>,
     /// The retry throttle of the target (A6), for the `retryThrottling` setting it was made for.
     pub(crate) throttle: parking_lot::Mutex<Option<(ThrottleConfig, Arc<Throttle>)>>,
@@ -161,6 +163,22 @@ impl Channel {
         // A closed channel stays closed: no control plane starts for it.
         if !self.is_closed() {
             self.control().connect();
+        }
+    }
+
+    /// Leaves IDLE and waits until a connection is READY: `Ok` then, or why the channel cannot connect
+    /// (UNAVAILABLE, with the last connection error as its source) once it is in TRANSIENT_FAILURE: every
+    /// address failed, or name resolution did. Each connection attempt is bounded by
+    /// [`ChannelBuilder::connect_timeout`](crate::ChannelBuilder::connect_timeout). What
+    /// [`ChannelBuilder::connect`](crate::ChannelBuilder::connect) awaits. Must be called inside a tokio
+    /// runtime.
+    pub async fn ready(&self) -> Result<(), Status> {
+        if self.is_closed() {
+            return Err(Status::unavailable("the channel is shut down"));
+        }
+        match self.control().pick("", false, &[]).await {
+            Ok(_) => Ok(()),
+            Err(e) => Err(e.status),
         }
     }
 
@@ -530,7 +548,10 @@ impl Channel {
         inner.interceptors.run(path, &mut metadata, &mut options)?;
         let call_start = Instant::now();
         // A timeout too large to add means no deadline.
-        let api_deadline = options.timeout.and_then(|t| call_start.checked_add(t));
+        let api_deadline = options
+            .timeout
+            .or(inner.default_timeout)
+            .and_then(|t| call_start.checked_add(t));
         // An IDLE channel leaves IDLE now: a resolution failure must show in its state (TRANSIENT_FAILURE).
         self.control().call_coming();
         let resolving = Resolving {
@@ -565,7 +586,7 @@ impl Channel {
             None => wait.await,
             Some(d) => tokio::time::timeout_at(d, wait)
                 .await
-                .unwrap_or_else(|_| Err(Status::deadline_exceeded())),
+                .unwrap_or_else(|_| Err(Status::deadline_passed())),
         };
         match resolved {
             Ok((_, config)) => Ok((resolving.prepared(inner, path, config), telemetry)),

@@ -58,8 +58,14 @@ pub struct Http2Settings {
     /// The largest response header list (headers or trailers, RFC 7541 sizes) a call accepts; a larger one
     /// ends the call RESOURCE_EXHAUSTED. 16 KiB by default.
     pub max_header_list_size: u32,
-    /// How long one connection attempt may take.
+    /// How long one connection attempt may take at least (MIN_CONNECT_TIMEOUT; see
+    /// [`ChannelBuilder::connect_timeout`](crate::ChannelBuilder::connect_timeout)).
     pub connect_timeout: Duration,
+    /// TCP_NODELAY on TCP connections (on by default).
+    pub tcp_nodelay: bool,
+    /// The kernel's TCP keepalive idle time and probe interval on TCP connections (60 s by default;
+    /// `None` turns it off).
+    pub tcp_keepalive: Option<Duration>,
 }
 
 impl Http2Settings {
@@ -87,6 +93,8 @@ impl Default for Http2Settings {
             max_frame_size: 16 << 10,
             max_header_list_size: 16 << 10,
             connect_timeout: Duration::from_secs(20),
+            tcp_nodelay: true,
+            tcp_keepalive: Some(TCP_KEEPALIVE),
         }
     }
 }
@@ -113,9 +121,11 @@ pub(crate) async fn connect(
                 let tcp = TcpStream::connect(addr)
                     .await
                     .map_err(|e| Status::from_io("connect", e))?;
-                tcp.set_nodelay(true)
+                tcp.set_nodelay(settings.tcp_nodelay)
                     .map_err(|e| Status::from_io("set TCP_NODELAY", e))?;
-                set_tcp_keepalive(&tcp);
+                if let Some(idle) = settings.tcp_keepalive {
+                    set_tcp_keepalive(&tcp, idle);
+                }
                 handshakes(tcp, settings, tls, &peer, &phase).await
             }
             Address::Unix(path) => {
@@ -164,10 +174,10 @@ where
 }
 
 /// Turns on the kernel's TCP keepalive probes (a dead peer is found even when nothing is sent).
-pub(crate) fn set_tcp_keepalive<S: std::os::fd::AsFd>(socket: &S) {
+pub(crate) fn set_tcp_keepalive<S: std::os::fd::AsFd>(socket: &S, idle: Duration) {
     let params = socket2::TcpKeepalive::new()
-        .with_time(TCP_KEEPALIVE)
-        .with_interval(TCP_KEEPALIVE);
+        .with_time(idle)
+        .with_interval(idle);
     if let Err(e) = socket2::SockRef::from(socket).set_tcp_keepalive(&params) {
         tracing::debug!(error = %e, "could not set TCP keepalive");
     }

@@ -1,4 +1,5 @@
-//! Errors found while building a channel: they are the application's mistakes, reported before any call.
+//! Errors found while building a channel (the application's mistakes, reported before any call) and while
+//! connecting one eagerly ([`ChannelBuilder::connect`](crate::ChannelBuilder::connect)).
 
 /// A channel could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -18,5 +19,24 @@ pub enum BuildError {
         option: &'static str,
         /// What is wrong with its value.
         reason: String,
+    },
+}
+
+/// An eager connection ([`ChannelBuilder::connect`](crate::ChannelBuilder::connect), a generated client's
+/// `connect`) failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// The channel could not be built: the target or an option is wrong.
+    #[error(transparent)]
+    Build(#[from] BuildError),
+    /// The channel was built but could not connect: every address failed, or name resolution did. The
+    /// status (UNAVAILABLE) says why, and its source is the last connection error.
+    #[error("cannot connect to {target}: {status}")]
+    Unreachable {
+        /// The channel's target.
+        target: String,
+        /// Why: the channel's TRANSIENT_FAILURE status.
+        #[source]
+        status: crate::Status,
     },
 }

@@ -73,6 +73,7 @@ mod pump;
 mod request;
 mod resolution;
 mod response;
+pub mod retry;
 mod retry_driver;
 mod send;
 mod sniff;
@@ -90,16 +91,11 @@ pub use channel::{Channel, DEFAULT_MAX_RECEIVE_MESSAGE_SIZE, DEFAULT_MAX_SEND_ME
 pub use compression::Encoding;
 pub use connect::Http2Settings;
 pub use control::DEFAULT_IDLE_TIMEOUT;
-pub use error::BuildError;
+pub use error::{BuildError, ConnectError};
 pub use error_details::ErrorDetails;
 pub use grpc_lb::ConnectivityState;
-pub use grpc_retry::{
-    AppRetryPolicy, Exponential, Linear, NoRetry, NoTrailers, PolicySource, Precedence, Pushback,
-    RetryDecision, RetryInfo, Rng, TrailerView,
-};
-pub use grpc_service_config::{
-    self as service_config, target, ResolverOptions, ServiceConfig, Target,
-};
+pub use grpc_retry::{AppRetryPolicy, Exponential, Linear, NoRetry, Precedence};
+pub use grpc_service_config::{self as service_config, ResolverOptions, ServiceConfig, Target};
 pub use interceptor::{CallInfo, Interceptor};
 pub use keepalive::{DEFAULT_KEEPALIVE_TIMEOUT, MIN_KEEPALIVE_TIME};
 pub use metadata::{MetadataError, MetadataMap};

@@ -197,6 +197,50 @@ impl MetadataMap {
         Ok(())
     }
 
+    /// Replaces every value of `key` with one ASCII value (tonic's `insert`): a client interceptor and a
+    /// channel interceptor that both insert `authorization` send one.
+    pub fn insert(&mut self, key: &str, value: &str) -> Result<(), MetadataError> {
+        let mut one = MetadataMap::new();
+        one.append(key, value)?;
+        self.take_every_value_of(key, one)
+    }
+
+    /// Replaces every value of the `-bin` key `key` with one binary value.
+    pub fn insert_bin(&mut self, key: &str, value: &[u8]) -> Result<(), MetadataError> {
+        let mut one = MetadataMap::new();
+        one.append_bin(key, value)?;
+        self.take_every_value_of(key, one)
+    }
+
+    /// Removes every value of `key`; whether there was any.
+    pub fn remove(&mut self, key: &str) -> bool {
+        match HeaderName::from_bytes(key.as_bytes()) {
+            Ok(name) => match self.headers.entry(name) {
+                http::header::Entry::Occupied(entry) => {
+                    entry.remove_entry_mult().1.for_each(drop);
+                    true
+                }
+                http::header::Entry::Vacant(_) => false,
+            },
+            Err(_) => false,
+        }
+    }
+
+    /// Replaces the values of `key` with `checked`'s (one checked entry of that key).
+    fn take_every_value_of(
+        &mut self,
+        key: &str,
+        checked: MetadataMap,
+    ) -> Result<(), MetadataError> {
+        self.remove(key);
+        for (name, value) in checked.headers {
+            if let Some(name) = name {
+                self.headers.insert(name, value);
+            }
+        }
+        Ok(())
+    }
+
     /// The first ASCII value of `key`, if any (`None` for `-bin` keys and values that are not printable ASCII).
     pub fn get(&self, key: &str) -> Option<&str> {
         if key.ends_with("-bin") {

@@ -140,12 +140,22 @@ impl<T> Request<T> {
         &self.options
     }
 
+    /// The options, for changing them.
+    pub fn options_mut(&mut self) -> &mut CallOptions {
+        &mut self.options
+    }
+
     /// Sets the call's timeout: the deadline is the call's start plus this (or the service config's `timeout`
     /// if shorter). It is sent as `grpc-timeout` and enforced locally; when it passes the call ends with
     /// `DEADLINE_EXCEEDED`.
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.options.timeout = Some(timeout);
         self
+    }
+
+    /// Sets the call's timeout in place (tonic's `set_timeout`; the same as [`Request::with_timeout`]).
+    pub fn set_timeout(&mut self, timeout: Duration) {
+        self.options.timeout = Some(timeout);
     }
 
     /// Compresses the request messages with `encoding` (`grpc-encoding` is sent; streams may opt single

@@ -87,6 +87,91 @@ impl Status {
         }))
     }
 
+    /// A status with code OK (as tonic offers it; a call that succeeded has no `Status`) and `message` (tonic's shorthand for [`Status::new`]).
+    pub fn ok(message: impl Into<String>) -> Status {
+        Status::new(Code::Ok, message)
+    }
+
+    /// A status with code CANCELLED and `message` (tonic's shorthand for [`Status::new`]).
+    pub fn cancelled(message: impl Into<String>) -> Status {
+        Status::new(Code::Cancelled, message)
+    }
+
+    /// A status with code UNKNOWN and `message` (tonic's shorthand for [`Status::new`]).
+    pub fn unknown(message: impl Into<String>) -> Status {
+        Status::new(Code::Unknown, message)
+    }
+
+    /// A status with code INVALID_ARGUMENT and `message` (tonic's shorthand for [`Status::new`]).
+    pub fn invalid_argument(message: impl Into<String>) -> Status {
+        Status::new(Code::InvalidArgument, message)
+    }
+
+    /// A status with code DEADLINE_EXCEEDED and `message` (tonic's shorthand for [`Status::new`]).
+    pub fn deadline_exceeded(message: impl Into<String>) -> Status {
+        Status::new(Code::DeadlineExceeded, message)
+    }
+
+    /// A status with code NOT_FOUND and `message` (tonic's shorthand for [`Status::new`]).
+    pub fn not_found(message: impl Into<String>) -> Status {
+        Status::new(Code::NotFound, message)
+    }
+
+    /// A status with code ALREADY_EXISTS and `message` (tonic's shorthand for [`Status::new`]).
+    pub fn already_exists(message: impl Into<String>) -> Status {
+        Status::new(Code::AlreadyExists, message)
+    }
+
+    /// A status with code PERMISSION_DENIED and `message` (tonic's shorthand for [`Status::new`]).
+    pub fn permission_denied(message: impl Into<String>) -> Status {
+        Status::new(Code::PermissionDenied, message)
+    }
+
+    /// A status with code RESOURCE_EXHAUSTED and `message` (tonic's shorthand for [`Status::new`]).
+    pub fn resource_exhausted(message: impl Into<String>) -> Status {
+        Status::new(Code::ResourceExhausted, message)
+    }
+
+    /// A status with code FAILED_PRECONDITION and `message` (tonic's shorthand for [`Status::new`]).
+    pub fn failed_precondition(message: impl Into<String>) -> Status {
+        Status::new(Code::FailedPrecondition, message)
+    }
+
+    /// A status with code ABORTED and `message` (tonic's shorthand for [`Status::new`]).
+    pub fn aborted(message: impl Into<String>) -> Status {
+        Status::new(Code::Aborted, message)
+    }
+
+    /// A status with code OUT_OF_RANGE and `message` (tonic's shorthand for [`Status::new`]).
+    pub fn out_of_range(message: impl Into<String>) -> Status {
+        Status::new(Code::OutOfRange, message)
+    }
+
+    /// A status with code UNIMPLEMENTED and `message` (tonic's shorthand for [`Status::new`]).
+    pub fn unimplemented(message: impl Into<String>) -> Status {
+        Status::new(Code::Unimplemented, message)
+    }
+
+    /// A status with code INTERNAL and `message` (tonic's shorthand for [`Status::new`]).
+    pub fn internal(message: impl Into<String>) -> Status {
+        Status::new(Code::Internal, message)
+    }
+
+    /// A status with code UNAVAILABLE and `message` (tonic's shorthand for [`Status::new`]).
+    pub fn unavailable(message: impl Into<String>) -> Status {
+        Status::new(Code::Unavailable, message)
+    }
+
+    /// A status with code DATA_LOSS and `message` (tonic's shorthand for [`Status::new`]).
+    pub fn data_loss(message: impl Into<String>) -> Status {
+        Status::new(Code::DataLoss, message)
+    }
+
+    /// A status with code UNAUTHENTICATED and `message` (tonic's shorthand for [`Status::new`]).
+    pub fn unauthenticated(message: impl Into<String>) -> Status {
+        Status::new(Code::Unauthenticated, message)
+    }
+
     /// The status code.
     pub fn code(&self) -> Code {
         self.0.code
@@ -251,12 +336,12 @@ impl Status {
     }
 
     /// A status of this code that says the deadline rule (`DEADLINE_EXCEEDED`).
-    pub(crate) fn deadline_exceeded() -> Status {
+    pub(crate) fn deadline_passed() -> Status {
         Status::new(Code::DeadlineExceeded, "deadline exceeded")
     }
 
     /// The status of a call cancelled by the application.
-    pub(crate) fn cancelled() -> Status {
+    pub(crate) fn cancelled_by_client() -> Status {
         Status::new(Code::Cancelled, "call cancelled by the client")
     }
 }

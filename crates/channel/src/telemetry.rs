@@ -270,7 +270,7 @@ impl Drop for CallTelemetry {
     fn drop(&mut self) {
         // A call dropped without an end (its halves dropped): it was cancelled.
         if !self.finished {
-            self.finish(&Status::cancelled());
+            self.finish(&Status::cancelled_by_client());
         }
     }
 }

@@ -7,9 +7,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
+use grpc_channel::retry::{RetryDecision, RetryInfo, Rng};
 use grpc_channel::{
     AppRetryPolicy, Channel, ChannelBuilder, Code, Exponential, Linear, NoRetry, Precedence,
-    Request, Response, RetryDecision, RetryInfo, Rng, Status,
+    Request, Response, Status,
 };
 use interop::faulty::{methods, Event, FaultyServer};
 use support::config::{hedging, retry, ServiceConfig};

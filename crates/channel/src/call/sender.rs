@@ -152,7 +152,7 @@ impl<T> RequestSender<T> {
             Some(deadline) => match tokio::time::timeout_at(deadline, send).await {
                 Ok(result) => result,
                 Err(_) => {
-                    let status = Status::deadline_exceeded();
+                    let status = Status::deadline_passed();
                     self.shared.lock().end(&status, h2::Reason::CANCEL);
                     Err(status)
                 }

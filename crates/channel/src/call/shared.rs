@@ -319,7 +319,7 @@ impl Shared {
 
     /// Cancels the call (the application gave up before it had both halves).
     pub(crate) fn cancel(&mut self) {
-        self.end(&Status::cancelled(), h2::Reason::CANCEL);
+        self.end(&Status::cancelled_by_client(), h2::Reason::CANCEL);
     }
 
     /// The one local end of a call (a cancel, the deadline, a malformed response, a dropped receiving

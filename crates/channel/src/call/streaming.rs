@@ -172,7 +172,7 @@ impl<T> Streaming<T> {
     /// DEADLINE_EXCEEDED if its deadline has already passed).
     pub fn cancel(&mut self) {
         if !self.is_done() {
-            let status = self.local_status(Status::cancelled());
+            let status = self.local_status(Status::cancelled_by_client());
             self.end_locally(status);
         }
     }
@@ -250,7 +250,7 @@ impl<T> Streaming<T> {
             return Poll::Pending;
         };
         ready!(sleep.as_mut().poll(cx));
-        Poll::Ready(self.end_locally(Status::deadline_exceeded()))
+        Poll::Ready(self.end_locally(Status::deadline_passed()))
     }
 
     /// Ends the call on the client's side: resets the stream and records the outcome.
@@ -277,7 +277,7 @@ impl<T> Streaming<T> {
             Some((deadline, _))
                 if status.code() == Code::Cancelled && Instant::now() >= *deadline =>
             {
-                Status::deadline_exceeded()
+                Status::deadline_passed()
             }
             _ => status,
         }
@@ -505,7 +505,7 @@ impl<T> Drop for Streaming<T> {
         if !self.is_done() {
             // The application gave up: the call ends CANCELLED, and the committed attempt's end (and the
             // call's statistics) are reported like any local end.
-            let cancelled = Status::cancelled();
+            let cancelled = Status::cancelled_by_client();
             self.shared.lock().end_locally(&cancelled);
         }
     }
