@@ -67,6 +67,8 @@ fuzz_target!(|data: &[u8]| {
             let want = match headers.get("grpc-encoding").map(|v| v.as_bytes()) {
                 None | Some(b"identity") => Ok(Encoding::Identity),
                 Some(b"gzip") => Ok(Encoding::Gzip),
+                Some(b"deflate") => Ok(Encoding::Deflate),
+                Some(b"zstd") => Ok(Encoding::Zstd),
                 Some(other) => Err(String::from_utf8_lossy(other).into_owned()),
             };
             assert_eq!(encoding, want);
