@@ -22,7 +22,7 @@ use http::header::{CONTENT_TYPE, TE, USER_AGENT};
 use http::{HeaderMap, HeaderValue};
 use tokio::time::Instant;
 
-use crate::compression::{Encoding, ReceivedEncoding};
+use crate::compression::{Encoding, EncodingSet, ReceivedEncoding};
 use crate::metadata::names::{
     GRPC_ACCEPT_ENCODING, GRPC_ENCODING, GRPC_PREVIOUS_RPC_ATTEMPTS, GRPC_TIMEOUT,
 };
@@ -40,6 +40,8 @@ pub(crate) struct AttemptSetup {
     pub(crate) user_agent: HeaderValue,
     /// The call's `grpc-encoding`, if its messages may be compressed.
     pub(crate) encoding: Option<Encoding>,
+    /// What the call advertises in `grpc-accept-encoding` (none: no header).
+    pub(crate) accept: EncodingSet,
     /// The application's metadata (custom headers), sent after the protocol's headers.
     pub(crate) metadata: HeaderMap,
     pub(crate) wait_for_ready: bool,
@@ -452,7 +454,9 @@ fn attempt_headers(
     if let Some(enc) = setup.encoding {
         headers.insert(GRPC_ENCODING, HeaderValue::from_static(enc.as_str()));
     }
-    headers.insert(GRPC_ACCEPT_ENCODING, HeaderValue::from_static("gzip"));
+    if let Some(accept) = setup.accept.header_value() {
+        headers.insert(GRPC_ACCEPT_ENCODING, accept);
+    }
     if let Some(value) = setup
         .exactly_once
         .as_ref()
@@ -512,6 +516,7 @@ mod tests {
             uri: Arc::new(http::Uri::from_static("http://h/p.S/M")),
             user_agent: HeaderValue::from_static("test"),
             encoding: None,
+            accept: EncodingSet::gzip(),
             metadata,
             wait_for_ready: false,
             deadline: None,
@@ -548,6 +553,7 @@ mod tests {
             uri: Arc::new(http::Uri::from_static("http://h/p.S/M")),
             user_agent: HeaderValue::from_static("test/1"),
             encoding: Some(Encoding::Gzip),
+            accept: EncodingSet::all(),
             metadata,
             wait_for_ready: false,
             deadline: Some(Instant::now() + Duration::from_secs(5)),
@@ -576,7 +582,7 @@ mod tests {
             assert_eq!(built["content-type"], "application/grpc");
             assert_eq!(built["user-agent"], "test/1");
             assert_eq!(built["grpc-encoding"], "gzip");
-            assert_eq!(built["grpc-accept-encoding"], "gzip");
+            assert_eq!(built["grpc-accept-encoding"], "gzip,deflate,zstd");
             assert_eq!(built.get_all("x-md").iter().count(), 2);
             if previous > 0 {
                 assert_eq!(built["grpc-previous-rpc-attempts"], "3");

@@ -8,6 +8,7 @@ use std::time::Duration;
 use http::header::HeaderValue;
 use http::uri::{Authority, Scheme};
 
+use crate::compression::{Encoding, EncodingSet};
 use crate::connect::Http2Settings;
 use crate::control::DEFAULT_IDLE_TIMEOUT;
 use crate::error::{BuildError, ConnectError};
@@ -47,6 +48,8 @@ pub struct ChannelBuilder {
     user_agent: Option<String>,
     max_receive: Option<usize>,
     max_send: Option<usize>,
+    send_compression: Option<Encoding>,
+    accept: EncodingSet,
     http2: Http2Settings,
     default_service_config: Option<String>,
     resolver: ResolverOptions,
@@ -74,6 +77,8 @@ impl ChannelBuilder {
             user_agent: None,
             max_receive: None,
             max_send: None,
+            send_compression: None,
+            accept: EncodingSet::gzip(),
             http2: Http2Settings::default(),
             default_service_config: None,
             resolver: ResolverOptions::default(),
@@ -198,17 +203,61 @@ impl ChannelBuilder {
         self
     }
 
-    /// The largest response message accepted; larger ones end the call with RESOURCE_EXHAUSTED. With a
-    /// service config's `maxResponseMessageBytes` too, the smaller wins; with neither, 4 MiB.
+    /// The largest response message accepted (4 MiB by default, at most 2^32 − 1); larger ones end the call
+    /// with RESOURCE_EXHAUSTED, whose message names the limit hit. A compressed message counts as it
+    /// arrives and once decompressed (decompression stops past the limit). A call's own limit
+    /// ([`Request::with_max_receive_message_size`](crate::Request::with_max_receive_message_size), a generated
+    /// client's `max_decoding_message_size`) replaces this one for the call, and may raise it; a service
+    /// config's `maxResponseMessageBytes` caps both (the smaller wins), as in grpc-go.
+    ///
+    /// Through `tower::ChannelService` (feature `tower`) the tonic client enforces its own
+    /// `max_decoding_message_size`: there, the channel's limit applies only when set here (or by the call or
+    /// the service config), not its 4 MiB default.
     pub fn max_receive_message_size(mut self, bytes: usize) -> Self {
         self.max_receive = Some(bytes);
         self
     }
 
-    /// The largest request message sent; larger ones end the call with RESOURCE_EXHAUSTED, unsent. With a
-    /// service config's `maxRequestMessageBytes` too, the smaller wins.
+    /// The largest request message sent (2 GiB − 1 by default); larger ones end the call with
+    /// RESOURCE_EXHAUSTED, unsent. A compressed message counts as compressed. A call's own limit
+    /// ([`Request::with_max_send_message_size`](crate::Request::with_max_send_message_size), a generated
+    /// client's `max_encoding_message_size`) replaces this one for the call; a service config's
+    /// `maxRequestMessageBytes` caps both (the smaller wins).
     pub fn max_send_message_size(mut self, bytes: usize) -> Self {
         self.max_send = Some(bytes);
+        self
+    }
+
+    /// Compresses the request messages of every call that chooses no encoding itself (none by default:
+    /// messages go uncompressed). A call's
+    /// [`Request::with_compression`](crate::Request::with_compression) or a generated client's
+    /// `send_compressed` wins, `Encoding::Identity` included. The server must support the encoding, or
+    /// it answers UNIMPLEMENTED: every gRPC server decodes gzip (grpc-java only gzip, C-core gzip and
+    /// deflate); `zstd` is tonic's extension.
+    pub fn send_compressed(mut self, encoding: Encoding) -> Self {
+        self.send_compression = match encoding {
+            Encoding::Identity => None,
+            other => Some(other),
+        };
+        self
+    }
+
+    /// Advertises `encoding` in every call's `grpc-accept-encoding` too, so servers may compress responses
+    /// with it. The channel advertises `gzip` unless told otherwise (as grpc-java does); it decodes exactly
+    /// what it advertises, and a response compressed with anything else fails the call with INTERNAL.
+    /// Calls may add encodings of their own
+    /// ([`Request::with_accept_compressed`](crate::Request::with_accept_compressed), a generated client's
+    /// `accept_compressed`). Identity is always accepted; adding it does nothing.
+    pub fn accept_compressed(mut self, encoding: Encoding) -> Self {
+        self.accept.insert(encoding);
+        self
+    }
+
+    /// Replaces the encodings every call advertises in `grpc-accept-encoding` (by default `gzip`; see
+    /// [`ChannelBuilder::accept_compressed`]). None at all sends no `grpc-accept-encoding`: servers then
+    /// answer uncompressed, and a compressed response fails with INTERNAL.
+    pub fn accept_encodings(mut self, encodings: impl IntoIterator<Item = Encoding>) -> Self {
+        self.accept = encodings.into_iter().collect();
         self
     }
 
@@ -409,6 +458,8 @@ impl ChannelBuilder {
                 user_agent,
                 max_receive: self.max_receive,
                 max_send: self.max_send,
+                send_compression: self.send_compression,
+                accept: self.accept,
                 resolution,
                 control: std::sync::OnceLock::new(),
                 closed: std::sync::atomic::AtomicBool::new(false),

@@ -14,13 +14,15 @@ use http::uri::{Authority, Scheme};
 use tokio::time::Instant;
 
 use crate::attempt::AttemptSetup;
-use crate::call::{RequestSender, Shared, SharedRef, Streaming};
+use crate::call::{ReceiveRules, RequestSender, Shared, SharedRef, Streaming};
 use crate::codec::Codec;
+use crate::compression::{Encoding, EncodingSet};
 use crate::connect::Http2Settings;
 use crate::control::ControlPlane;
 use crate::driven::{single_response, Receiving, Start, Started};
 use crate::interceptor::Interceptors;
 use crate::keepalive::Keepalive;
+use crate::limits::Limit;
 use crate::metadata::MetadataMap;
 use crate::method_uris::MethodUris;
 use crate::request::{CallOptions, Request, Response};
@@ -35,11 +37,6 @@ use grpc_retry::{
     Throttle, ThrottleConfig,
 };
 use grpc_service_config::{MethodConfig, ServiceConfig, Target};
-
-/// The default limit on a received message: 4 MiB.
-pub const DEFAULT_MAX_RECEIVE_MESSAGE_SIZE: usize = 4 << 20;
-/// The default limit on a sent message: 2 GiB − 1, the most a message prefix can describe portably.
-pub const DEFAULT_MAX_SEND_MESSAGE_SIZE: usize = i32::MAX as usize;
 
 /// A channel to one target. Cheap to clone: clones share the connection. Connects lazily, on the first call.
 ///
@@ -78,6 +75,10 @@ pub(crate) struct Inner {
     pub(crate) user_agent: HeaderValue,
     pub(crate) max_receive: Option<usize>,
     pub(crate) max_send: Option<usize>,
+    /// The encoding of calls that choose none ([`crate::ChannelBuilder::send_compressed`]).
+    pub(crate) send_compression: Option<Encoding>,
+    /// What every call advertises in `grpc-accept-encoding` (and so decodes).
+    pub(crate) accept: EncodingSet,
     pub(crate) resolution: Arc<Resolution>,
     pub(crate) control: std::sync::OnceLock<ControlPlane>,
     /// [`Channel::close`] was called (perhaps before the control plane started).
@@ -363,13 +364,9 @@ impl Channel {
         codec: &Codec<Req, Resp>,
         message: &Req,
     ) -> Result<Started<Resp>, Status> {
-        let frame = crate::framing::encode_frame(
-            codec,
-            message,
-            prepared.options.compression,
-            prepared.max_send,
-        )
-        .map_err(|status| telemetry.fail(status))?;
+        let frame =
+            crate::framing::encode_frame(codec, message, prepared.encoding, prepared.max_send)
+                .map_err(|status| telemetry.fail(status))?;
         let now = Instant::now().into_std();
         let (mut call, setup, shared) = self.new_call(&mut prepared, telemetry, true, now);
         call.send_message(frame, now);
@@ -377,7 +374,7 @@ impl Channel {
         let driver = Driver::new(self.control().clone(), setup, call, shared, false);
         let receiving = Receiving {
             decode: codec.decode,
-            max_receive: prepared.max_receive,
+            rules: prepared.receive_rules(),
             deadline: prepared.deadline,
         };
         Ok((driver, receiving))
@@ -404,14 +401,14 @@ impl Channel {
         let sender = RequestSender::new(
             shared.clone(),
             codec.encoder(),
-            prepared.options.compression,
+            prepared.encoding,
             prepared.max_send,
             prepared.deadline,
         );
         let receiver = Streaming::driven(
             shared,
             codec.decode,
-            prepared.max_receive,
+            prepared.receive_rules(),
             self.header_limit(),
             prepared.deadline,
         );
@@ -473,7 +470,8 @@ impl Channel {
         let setup = Arc::new(AttemptSetup {
             uri: prepared.uri.clone(),
             user_agent: inner.user_agent.clone(),
-            encoding: prepared.options.compression,
+            encoding: prepared.encoding,
+            accept: prepared.accept,
             metadata: std::mem::take(&mut prepared.metadata),
             wait_for_ready: prepared.wait_for_ready,
             deadline: prepared.deadline,
@@ -662,7 +660,26 @@ impl Resolving {
             api_deadline,
         } = self;
         let method = config.method_config(path).cloned();
-        let (max_send, max_receive) = effective_limits(method.as_deref(), inner, &options);
+        let (max_send, max_receive) = Limit::effective(
+            method.as_deref(),
+            (inner.max_send, inner.max_receive),
+            (
+                options.max_send_message_size,
+                options.max_receive_message_size,
+            ),
+            options.adapter,
+        );
+        // The call's choice (identity included), else the channel's.
+        let encoding = options
+            .compression
+            .or(inner.send_compression)
+            .filter(|e| *e != Encoding::Identity);
+        // A tower adapter call advertises what its tonic client decodes, nothing more.
+        let accept = if options.adapter {
+            options.accept
+        } else {
+            inner.accept.union(options.accept)
+        };
         let deadline = min_deadline(
             api_deadline,
             method
@@ -681,6 +698,8 @@ impl Resolving {
             wait_for_ready,
             max_send,
             max_receive,
+            encoding,
+            accept,
             options,
             method,
             config,
@@ -695,11 +714,28 @@ struct Prepared {
     metadata: http::HeaderMap,
     deadline: Option<Instant>,
     wait_for_ready: bool,
-    max_send: usize,
-    max_receive: usize,
+    max_send: Limit,
+    max_receive: Limit,
+    /// The encoding request messages are sent with, if compressed.
+    encoding: Option<Encoding>,
+    /// What the call advertises in `grpc-accept-encoding`, and so decodes.
+    accept: EncodingSet,
     options: CallOptions,
     method: Option<Arc<MethodConfig>>,
     config: Arc<ServiceConfig>,
+}
+
+impl Prepared {
+    /// How the call's receiving half reads response messages.
+    fn receive_rules(&self) -> ReceiveRules {
+        ReceiveRules {
+            limit: self.max_receive,
+            accept: self.accept,
+            // A tower adapter call with no receive limit of the channel's own hands compressed messages
+            // on still compressed: its tonic client decompresses them under its own limit.
+            pass_compressed: self.options.adapter && !self.max_receive.is_set(),
+        }
+    }
 }
 
 /// The earlier of two optional deadlines.
@@ -708,37 +744,4 @@ fn min_deadline(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     }
-}
-
-/// The message size limits of a call: the service config's and the channel's (the smaller when both are
-/// set, the built-in default when neither is), then lowered by the call's own options.
-fn effective_limits(
-    method: Option<&MethodConfig>,
-    inner: &Inner,
-    options: &CallOptions,
-) -> (usize, usize) {
-    fn pick(config: Option<u32>, api: Option<usize>, default: usize) -> usize {
-        match (config.map(|c| c as usize), api) {
-            (Some(c), Some(a)) => c.min(a),
-            (Some(c), None) => c,
-            (None, Some(a)) => a,
-            (None, None) => default,
-        }
-    }
-    let send = pick(
-        method.and_then(|m| m.max_request_message_bytes),
-        inner.max_send,
-        DEFAULT_MAX_SEND_MESSAGE_SIZE,
-    );
-    let receive = pick(
-        method.and_then(|m| m.max_response_message_bytes),
-        inner.max_receive,
-        DEFAULT_MAX_RECEIVE_MESSAGE_SIZE,
-    );
-    (
-        options.max_send_message_size.map_or(send, |m| m.min(send)),
-        options
-            .max_receive_message_size
-            .map_or(receive, |m| m.min(receive)),
-    )
 }

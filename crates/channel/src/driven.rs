@@ -11,7 +11,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use tokio::time::Instant;
 
-use crate::call::{Committed, SharedRef, Streaming};
+use crate::call::{Committed, ReceiveRules, SharedRef, Streaming};
 use crate::request::Response;
 use crate::retry_driver::Driver;
 use crate::status::{Code, Status};
@@ -43,8 +43,8 @@ pub(crate) type Started<Resp> = (Driver, Receiving<Resp>);
 /// the caller's task.
 pub(crate) struct Receiving<Resp> {
     pub(crate) decode: fn(Bytes) -> Result<Resp, Status>,
-    /// The largest response message accepted.
-    pub(crate) max_receive: usize,
+    /// How response messages are read (limit, advertised encodings).
+    pub(crate) rules: ReceiveRules,
     pub(crate) deadline: Option<Instant>,
 }
 
@@ -60,7 +60,7 @@ impl<Resp> Receiving<Resp> {
             shared,
             result,
             self.decode,
-            self.max_receive,
+            self.rules,
             header_limit,
             self.deadline,
         )

@@ -15,7 +15,8 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use crate::codec::Codec;
 use crate::compression::Encoding;
-use crate::status::{Code, Status};
+use crate::limits::Limit;
+use crate::status::Status;
 
 /// Bytes in the length prefix.
 pub const HEADER_LEN: usize = 5;
@@ -42,6 +43,8 @@ pub enum FrameError {
         len: usize,
         /// The limit.
         limit: usize,
+        /// Whether the message's compressed flag was set (the length is the compressed size).
+        compressed: bool,
     },
     /// The stream ended inside a message.
     #[error("stream ended in the middle of a message ({buffered} of {expected} bytes received)")]
@@ -64,7 +67,7 @@ pub(crate) fn encode_frame<T>(
     codec: &Codec<T, impl Sized>,
     msg: &T,
     encoding: Option<Encoding>,
-    limit: usize,
+    limit: Limit,
 ) -> Result<Bytes, Status> {
     let mut buf = BytesMut::new();
     write_frame(codec, msg, encoding, limit, &mut buf)?;
@@ -79,7 +82,7 @@ pub(crate) fn encode_frame_into<T>(
     codec: &Codec<T, impl Sized>,
     msg: &T,
     encoding: Option<Encoding>,
-    limit: usize,
+    limit: Limit,
     arena: &mut BytesMut,
 ) -> Result<Bytes, Status> {
     write_frame(codec, msg, encoding, limit, arena)?;
@@ -91,16 +94,12 @@ fn write_frame<T>(
     codec: &Codec<T, impl Sized>,
     msg: &T,
     encoding: Option<Encoding>,
-    limit: usize,
+    limit: Limit,
     arena: &mut BytesMut,
 ) -> Result<(), Status> {
     let len = (codec.encoded_len)(msg);
-    let too_large = |len: usize| {
-        Status::new(
-            Code::ResourceExhausted,
-            format!("trying to send a message larger than max ({len} vs. {limit})"),
-        )
-    };
+    let too_large = |len: usize| limit.exceeded(len, encoding.is_some());
+    let limit = limit.bytes;
     debug_assert!(arena.is_empty(), "the arena holds no partial frame");
     arena.clear();
     match encoding {
@@ -192,6 +191,7 @@ impl Deframer {
                     return Err(FrameError::TooLarge {
                         len,
                         limit: self.limit,
+                        compressed,
                     });
                 }
                 self.pending = Some((compressed, len));
@@ -280,11 +280,19 @@ mod tests {
     fn encode_frame_applies_limits_and_compression() {
         let codec = Codec::<Bytes, Bytes>::raw();
         let msg = Bytes::from(vec![0u8; 1000]);
-        let plain = encode_frame(&codec, &msg, None, 1000).expect("at the limit");
+        let limit = |n| Limit::call(crate::limits::Direction::Send, n);
+        let plain = encode_frame(&codec, &msg, None, limit(1000)).expect("at the limit");
         assert_eq!(&plain[..5], &[0, 0, 0, 3, 232]);
-        let err = encode_frame(&codec, &msg, None, 999).expect_err("over");
-        assert_eq!(err.code(), Code::ResourceExhausted);
-        let gz = encode_frame(&codec, &msg, Some(Encoding::Gzip), 999).expect("compressed fits");
+        let err = encode_frame(&codec, &msg, None, limit(999)).expect_err("over");
+        assert_eq!(err.code(), crate::Code::ResourceExhausted);
+        assert!(
+            err.message().starts_with(
+                "request message larger than the limit (1000 vs. 999 bytes: the call's"
+            ),
+            "{err:?}"
+        );
+        let gz =
+            encode_frame(&codec, &msg, Some(Encoding::Gzip), limit(999)).expect("compressed fits");
         assert_eq!(gz[0], 1);
         let len = u32::from_be_bytes([gz[1], gz[2], gz[3], gz[4]]) as usize;
         assert_eq!(len, gz.len() - 5);
@@ -386,7 +394,11 @@ mod tests {
         d.push(b.freeze());
         assert_eq!(
             d.next_frame(),
-            Err(FrameError::TooLarge { len: 11, limit: 10 })
+            Err(FrameError::TooLarge {
+                len: 11,
+                limit: 10,
+                compressed: false
+            })
         );
         let mut d = Deframer::new(10);
         d.push(framed(false, &[0; 10]));

@@ -2,9 +2,11 @@
 //!
 //! This crate implements the client side of gRPC over HTTP/2 (`doc/PROTOCOL-HTTP2.md`), in plaintext with
 //! prior knowledge or over TLS (rustls, ALPN `h2`; see [`TlsConfig`]): request headers (`grpc-timeout`, `grpc-encoding`, metadata with base64
-//! `-bin` values), Length-Prefixed-Message framing, per-message gzip compression, responses with headers,
-//! messages and trailers (and Trailers-Only), the HTTP-status and RST_STREAM status tables, deadlines,
-//! cancellation, and message size limits.
+//! `-bin` values), Length-Prefixed-Message framing, per-message compression (gzip, deflate and tonic's zstd;
+//! see [`ChannelBuilder::send_compressed`] and [`ChannelBuilder::accept_compressed`]), responses with
+//! headers, messages and trailers (and Trailers-Only), the HTTP-status and RST_STREAM status tables,
+//! deadlines, cancellation, and message size limits (grpc-go's model: a call's own limit replaces the
+//! channel's, the service config caps both; every limit error names the limit it hit).
 //!
 //! ```no_run
 //! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
@@ -65,6 +67,7 @@ pub mod framing;
 pub mod fuzzing;
 mod interceptor;
 mod keepalive;
+mod limits;
 pub mod metadata;
 mod method_uris;
 #[doc(hidden)]
@@ -87,8 +90,8 @@ pub mod tower;
 
 pub use builder::ChannelBuilder;
 pub use call::{RequestSender, Streaming};
-pub use channel::{Channel, DEFAULT_MAX_RECEIVE_MESSAGE_SIZE, DEFAULT_MAX_SEND_MESSAGE_SIZE};
-pub use compression::Encoding;
+pub use channel::Channel;
+pub use compression::{Encoding, EncodingSet};
 pub use connect::Http2Settings;
 pub use control::DEFAULT_IDLE_TIMEOUT;
 pub use error::{BuildError, ConnectError};
@@ -98,9 +101,11 @@ pub use grpc_retry::{AppRetryPolicy, Exponential, Linear, NoRetry, Precedence};
 pub use grpc_service_config::{self as service_config, ResolverOptions, ServiceConfig, Target};
 pub use interceptor::{CallInfo, Interceptor};
 pub use keepalive::{DEFAULT_KEEPALIVE_TIMEOUT, MIN_KEEPALIVE_TIME};
+pub use limits::{DEFAULT_MAX_RECEIVE_MESSAGE_SIZE, DEFAULT_MAX_SEND_MESSAGE_SIZE};
 pub use metadata::{MetadataError, MetadataMap};
 pub use request::{
-    CallOptions, IntoRequest, IntoStreamingRequest, MessageOptions, Request, Response,
+    CallOptions, ClientDefaults, IntoRequest, IntoStreamingRequest, MessageOptions, Request,
+    Response,
 };
 pub use status::{Code, Status};
 pub use telemetry::ChannelStats;

@@ -8,14 +8,19 @@ use std::time::Duration;
 use futures_core::Stream;
 use grpc_retry::AppRetryPolicy;
 
-use crate::compression::Encoding;
+use crate::compression::{Encoding, EncodingSet};
 use crate::metadata::MetadataMap;
 
 /// Per-call options. Unset options take the channel's defaults.
 #[derive(Clone, Debug, Default)]
 pub struct CallOptions {
     pub(crate) timeout: Option<Duration>,
+    /// `Some(Identity)`: explicitly uncompressed (the channel's default encoding does not apply).
     pub(crate) compression: Option<Encoding>,
+    /// Encodings advertised on top of the channel's.
+    pub(crate) accept: EncodingSet,
+    /// A call of the tower adapter: it advertises exactly `accept`, and no built-in receive limit applies.
+    pub(crate) adapter: bool,
     pub(crate) wait_for_ready: Option<bool>,
     pub(crate) max_send_message_size: Option<usize>,
     pub(crate) max_receive_message_size: Option<usize>,
@@ -33,6 +38,8 @@ impl PartialEq for CallOptions {
         };
         self.timeout == other.timeout
             && self.compression == other.compression
+            && self.accept == other.accept
+            && self.adapter == other.adapter
             && self.wait_for_ready == other.wait_for_ready
             && self.max_send_message_size == other.max_send_message_size
             && self.max_receive_message_size == other.max_receive_message_size
@@ -49,9 +56,49 @@ impl CallOptions {
         self.timeout
     }
 
-    /// The encoding the call's messages are sent with, if any.
+    /// The encoding the call's messages are sent with, if the call chose one: `Some(Encoding::Identity)`
+    /// when it chose to send them uncompressed, `None` when the channel's default
+    /// ([`ChannelBuilder::send_compressed`](crate::ChannelBuilder::send_compressed)) decides.
     pub fn compression(&self) -> Option<Encoding> {
         self.compression
+    }
+
+    /// The encodings the call advertises in `grpc-accept-encoding` on top of the channel's (see
+    /// [`ChannelBuilder::accept_compressed`](crate::ChannelBuilder::accept_compressed)).
+    pub fn accepted_encodings(&self) -> EncodingSet {
+        self.accept
+    }
+
+    /// Advertises `encoding` too for this call (see [`Request::with_accept_compressed`]).
+    pub fn accept_compressed(&mut self, encoding: Encoding) {
+        self.accept.insert(encoding);
+    }
+
+    /// Sets the encodings the call advertises on top of the channel's.
+    pub fn set_accepted_encodings(&mut self, encodings: EncodingSet) {
+        self.accept = encodings;
+    }
+
+    /// The call's own limit on response messages, if it set one (see
+    /// [`Request::with_max_receive_message_size`]).
+    pub fn max_receive_message_size(&self) -> Option<usize> {
+        self.max_receive_message_size
+    }
+
+    /// Sets or clears the call's own limit on response messages.
+    pub fn set_max_receive_message_size(&mut self, bytes: Option<usize>) {
+        self.max_receive_message_size = bytes;
+    }
+
+    /// The call's own limit on request messages, if it set one (see
+    /// [`Request::with_max_send_message_size`]).
+    pub fn max_send_message_size(&self) -> Option<usize> {
+        self.max_send_message_size
+    }
+
+    /// Sets or clears the call's own limit on request messages.
+    pub fn set_max_send_message_size(&mut self, bytes: Option<usize>) {
+        self.max_send_message_size = bytes;
     }
 
     /// Whether the call waits for a connection instead of failing fast, if the application said so (otherwise
@@ -65,9 +112,10 @@ impl CallOptions {
         self.timeout = timeout;
     }
 
-    /// Sets or clears the call's encoding (see [`Request::with_compression`]).
+    /// Sets or clears the call's encoding (see [`Request::with_compression`]): `Some(Encoding::Identity)`
+    /// sends uncompressed whatever the channel's default, `None` leaves it to the channel.
     pub fn set_compression(&mut self, encoding: Option<Encoding>) {
-        self.compression = encoding.filter(|e| *e != Encoding::Identity);
+        self.compression = encoding;
     }
 
     /// Sets or clears wait-for-ready (see [`Request::with_wait_for_ready`]).
@@ -159,12 +207,19 @@ impl<T> Request<T> {
     }
 
     /// Compresses the request messages with `encoding` (`grpc-encoding` is sent; streams may opt single
-    /// messages out with [`MessageOptions`]).
+    /// messages out with [`MessageOptions`]). [`Encoding::Identity`] sends them uncompressed, whatever the
+    /// client's or the channel's default encoding. The server must support the encoding, or it answers
+    /// UNIMPLEMENTED: `zstd` is tonic's extension, which C-core (grpcio) and grpc-java servers lack.
     pub fn with_compression(mut self, encoding: Encoding) -> Self {
-        self.options.compression = match encoding {
-            Encoding::Identity => None,
-            other => Some(other),
-        };
+        self.options.compression = Some(encoding);
+        self
+    }
+
+    /// Advertises `encoding` in this call's `grpc-accept-encoding`, on top of what the channel advertises
+    /// (see [`ChannelBuilder::accept_compressed`](crate::ChannelBuilder::accept_compressed)), so the server
+    /// may compress its response with it. Identity is always accepted.
+    pub fn with_accept_compressed(mut self, encoding: Encoding) -> Self {
+        self.options.accept.insert(encoding);
         self
     }
 
@@ -192,13 +247,20 @@ impl<T> Request<T> {
         self
     }
 
-    /// Lowers the largest request message this call may send (the smaller of this and the channel's limit).
+    /// The largest request message this call may send (larger ones fail it with RESOURCE_EXHAUSTED, unsent;
+    /// a compressed message counts as compressed). It replaces the channel's limit for this call, and may
+    /// raise it; the service config's `maxRequestMessageBytes` for the method still caps it (the smaller
+    /// wins), as in grpc-go. A generated client's `max_encoding_message_size` sets it.
     pub fn with_max_send_message_size(mut self, bytes: usize) -> Self {
         self.options.max_send_message_size = Some(bytes);
         self
     }
 
-    /// Lowers the largest response message this call accepts (the smaller of this and the channel's limit).
+    /// The largest response message this call accepts (larger ones end it with RESOURCE_EXHAUSTED; a
+    /// compressed message counts both as it arrives and once decompressed). It replaces the channel's limit
+    /// (4 MiB by default) for this call, and may raise it; the service config's `maxResponseMessageBytes`
+    /// for the method still caps it (the smaller wins), as in grpc-go. A generated client's
+    /// `max_decoding_message_size` sets it.
     pub fn with_max_receive_message_size(mut self, bytes: usize) -> Self {
         self.options.max_receive_message_size = Some(bytes);
         self
@@ -242,6 +304,102 @@ pub struct MessageOptions {
 impl Default for MessageOptions {
     fn default() -> Self {
         MessageOptions { compress: true }
+    }
+}
+
+/// The defaults a client applies to each of its requests: what tonic-shaped generated clients keep for
+/// their `send_compressed`, `accept_compressed`, `max_decoding_message_size` and
+/// `max_encoding_message_size`. [`ClientDefaults::apply`] fills in what a request did not set itself, so a
+/// request's own settings win; the channel's defaults apply to whatever neither set.
+///
+/// ```
+/// use grpc_channel::{ClientDefaults, Encoding, Request};
+///
+/// let defaults = ClientDefaults::new()
+///     .send_compressed(Encoding::Gzip)
+///     .accept_compressed(Encoding::Zstd)
+///     .max_decoding_message_size(16 << 20);
+/// let mut request = Request::new(()).with_compression(Encoding::Identity);
+/// defaults.apply(&mut request);
+/// assert_eq!(request.options().compression(), Some(Encoding::Identity)); // the request's own choice
+/// assert!(request.options().accepted_encodings().contains(Encoding::Zstd));
+/// assert_eq!(request.options().max_receive_message_size(), Some(16 << 20));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClientDefaults {
+    compression: Option<Encoding>,
+    accept: EncodingSet,
+    max_decoding: Option<usize>,
+    max_encoding: Option<usize>,
+}
+
+impl ClientDefaults {
+    /// No defaults: requests keep what they set, the channel decides the rest.
+    pub const fn new() -> ClientDefaults {
+        ClientDefaults {
+            compression: None,
+            accept: EncodingSet::empty(),
+            max_decoding: None,
+            max_encoding: None,
+        }
+    }
+
+    /// Compresses requests with `encoding` unless they chose one ([`Request::with_compression`]);
+    /// [`Encoding::Identity`] sends them uncompressed whatever the channel's default.
+    pub fn send_compressed(mut self, encoding: Encoding) -> Self {
+        self.compression = Some(encoding);
+        self
+    }
+
+    /// Advertises `encoding` in every request's `grpc-accept-encoding`, on top of the request's and the
+    /// channel's.
+    pub fn accept_compressed(mut self, encoding: Encoding) -> Self {
+        self.accept.insert(encoding);
+        self
+    }
+
+    /// The largest response message of requests that set no limit of their own (see
+    /// [`Request::with_max_receive_message_size`]: it replaces the channel's limit).
+    pub fn max_decoding_message_size(mut self, bytes: usize) -> Self {
+        self.max_decoding = Some(bytes);
+        self
+    }
+
+    /// The largest request message of requests that set no limit of their own (see
+    /// [`Request::with_max_send_message_size`]: it replaces the channel's limit).
+    pub fn max_encoding_message_size(mut self, bytes: usize) -> Self {
+        self.max_encoding = Some(bytes);
+        self
+    }
+
+    /// The encoding requests are sent with unless they chose one.
+    pub fn compression(&self) -> Option<Encoding> {
+        self.compression
+    }
+
+    /// The encodings every request advertises on top of its own and the channel's.
+    pub fn accepted_encodings(&self) -> EncodingSet {
+        self.accept
+    }
+
+    /// The response message limit of requests that set none.
+    pub fn max_decoding(&self) -> Option<usize> {
+        self.max_decoding
+    }
+
+    /// The request message limit of requests that set none.
+    pub fn max_encoding(&self) -> Option<usize> {
+        self.max_encoding
+    }
+
+    /// Fills in what `request` did not set: its encoding, its limits; the advertised encodings are added to
+    /// the request's own.
+    pub fn apply<T>(&self, request: &mut Request<T>) {
+        let options = &mut request.options;
+        options.compression = options.compression.or(self.compression);
+        options.accept = options.accept.union(self.accept);
+        options.max_receive_message_size = options.max_receive_message_size.or(self.max_decoding);
+        options.max_send_message_size = options.max_send_message_size.or(self.max_encoding);
     }
 }
 

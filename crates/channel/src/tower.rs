@@ -15,12 +15,31 @@
 //! compressed message is decompressed to at most the limit (a small gzip bomb is refused, not expanded).
 //!
 //! The response is rebuilt as gRPC over HTTP/2 would carry it: the headers' metadata, each message framed
-//! again (uncompressed), and trailers with `grpc-status`, `grpc-message`, `grpc-status-details-bin` and the
-//! trailing metadata; a call that fails before any response headers answers Trailers-Only.
+//! again, and trailers with `grpc-status`, `grpc-message`, `grpc-status-details-bin` and the trailing
+//! metadata; a call that fails before any response headers answers Trailers-Only.
 //!
 //! From the request headers, `grpc-timeout` becomes the call's timeout, `grpc-encoding` says how to read
-//! compressed request messages (and the channel sends them with that encoding), and every header that is
-//! not one of the protocol's own becomes metadata.
+//! compressed request messages (and the channel sends them with that encoding; without one the channel's
+//! `send_compressed` default applies), `grpc-accept-encoding` is what the call advertises (exactly: the
+//! channel's own advertised encodings do not apply, as the tonic client decodes the response), and every
+//! header that is not one of the protocol's own becomes metadata.
+//!
+//! Limits and compressed responses. The tonic client decodes the response and enforces its own
+//! `max_decoding_message_size` (4 MiB unless set). The channel's receive limit applies on top only when
+//! someone set one: `ChannelBuilder::max_receive_message_size`, the service config's
+//! `maxResponseMessageBytes`, or an interceptor's per-call limit; the channel's 4 MiB default does not, so
+//! a tonic client that raised its own limit gets the larger messages it asked for. Then:
+//! * with no limit of the channel's, a compressed response message goes to the tonic client still
+//!   compressed, with the response's `grpc-encoding` (one the tonic client advertised, so one it decodes):
+//!   tonic decompresses it under its own limit, which bounds the output, so a small compressed message
+//!   cannot expand into a large allocation here. Uncompressed messages are bounded only by what a message
+//!   prefix can describe until tonic checks them: set a channel limit to bound what the adapter buffers;
+//! * with a limit of the channel's, the channel decompresses each message under it (as for any call, and
+//!   naming that limit when it is hit) and hands it on uncompressed, where tonic's limit applies to the
+//!   decompressed message.
+//!
+//! Either way each limit counts the decompressed message and each is honoured; decompressing here only
+//! when the channel has a limit to check means a message is decompressed once, never twice.
 //!
 //! Only with the `tower` feature.
 
@@ -32,8 +51,9 @@ use bytes::{Bytes, BytesMut};
 use http::{HeaderMap, HeaderValue};
 use http_body::{Body, Frame};
 
-use crate::compression::{Encoding, ReceivedEncoding};
+use crate::compression::{DecompressError, Encoding, EncodingSet, ReceivedEncoding};
 use crate::framing::{self, Deframer, FrameError};
+use crate::limits::Limit;
 use crate::metadata::MetadataMap;
 use crate::request::Request;
 use crate::status::{Code, Status};
@@ -99,9 +119,12 @@ where
     {
         req = req.with_timeout(timeout);
     }
-    if let ReceivedEncoding::Known(Encoding::Gzip) = received {
-        req = req.with_compression(Encoding::Gzip);
+    if let ReceivedEncoding::Known(enc) = received {
+        req = req.with_compression(enc);
     }
+    let options = req.options_mut();
+    options.adapter = true;
+    options.accept = EncodingSet::from_header_values(headers.get_all("grpc-accept-encoding"));
     // Connection-specific and protocol headers are not metadata (h2 refuses the former; hyper strips them).
     let mut headers = headers;
     for name in crate::metadata::RESERVED_KEYS {
@@ -121,8 +144,16 @@ where
             let mut response = http::Response::new(ResponseBody {
                 streaming: Some(streaming),
             });
+            let passed = response
+                .body()
+                .streaming
+                .as_ref()
+                .and_then(Streaming::passed_encoding);
             let h = response.headers_mut();
             h.insert("content-type", HeaderValue::from_static("application/grpc"));
+            if let Some(enc) = passed {
+                h.insert("grpc-encoding", HeaderValue::from_static(enc.as_str()));
+            }
             for (k, v) in metadata.headers() {
                 h.append(k.clone(), v.clone());
             }
@@ -144,7 +175,7 @@ where
     let limit = sender.limit();
     let mut body = std::pin::pin!(body);
     // A message over the send limit is refused as soon as its prefix is read, before it is buffered.
-    let mut deframer = Deframer::new(limit);
+    let mut deframer = Deframer::new(limit.bytes);
     loop {
         // The body's error is made a string at once: it need not be Send. When the call ends, the body
         // (the application's request stream) is dropped at once, not on its next item.
@@ -184,15 +215,19 @@ where
             let message = match deframer.next_frame() {
                 Ok(Some(m)) => m,
                 Ok(None) => break,
-                Err(e) => return sender.abort(frame_status(e)),
+                Err(e) => return sender.abort(frame_status(e, &limit)),
             };
             let payload = if message.compressed {
                 match &encoding {
                     ReceivedEncoding::Known(enc) if *enc != Encoding::Identity => {
                         // Bounded like the message itself: a small gzip bomb expands no further.
-                        match enc.decompress(message.payload, limit) {
+                        let len = message.payload.len();
+                        match enc.decompress_bounded(message.payload, limit.bytes) {
                             Ok(p) => p,
-                            Err(status) => return sender.abort(status),
+                            Err(DecompressError::TooLarge) => {
+                                return sender.abort(limit.exceeded_decompressed(len, *enc, false))
+                            }
+                            Err(DecompressError::Corrupt(status)) => return sender.abort(status),
                         }
                     }
                     _ => {
@@ -223,19 +258,18 @@ where
         }
     }
     if let Err(e) = deframer.finish() {
-        return sender.abort(frame_status(e));
+        return sender.abort(frame_status(e, &limit));
     }
     let _ = sender.finish().await;
 }
 
 /// The status a request body that is not a stream of gRPC messages aborts the call with: RESOURCE_EXHAUSTED
 /// for a message over the send limit (worded as the channel's own send check), INTERNAL otherwise.
-fn frame_status(e: FrameError) -> Status {
+fn frame_status(e: FrameError, limit: &Limit) -> Status {
     let status = match &e {
-        FrameError::TooLarge { len, limit } => Status::new(
-            Code::ResourceExhausted,
-            format!("trying to send a message larger than max ({len} vs. {limit})"),
-        ),
+        FrameError::TooLarge {
+            len, compressed, ..
+        } => limit.exceeded(*len, *compressed),
         FrameError::InvalidFlag(_) | FrameError::Truncated { .. } => Status::new(
             Code::Internal,
             format!("the request body is not gRPC messages: {e}"),
@@ -292,8 +326,24 @@ impl Body for ResponseBody {
         match streaming.poll_message(cx) {
             Poll::Pending => Poll::Pending,
             Poll::Ready(Ok(Some(message))) => {
+                // Still compressed only when handed on as it came (see the module docs).
+                let compressed =
+                    streaming.last_message_compressed() && streaming.passed_encoding().is_some();
+                let Ok(len) = u32::try_from(message.len()) else {
+                    // Only a call limit set above 4 GiB lets a decompressed message grow this large.
+                    let status = Status::new(
+                        Code::ResourceExhausted,
+                        format!(
+                            "response message of {} bytes once decompressed: more than a gRPC message \
+                             prefix can describe",
+                            message.len()
+                        ),
+                    );
+                    this.streaming = None;
+                    return Poll::Ready(Some(Ok(Frame::trailers(status_trailers(&status, None)))));
+                };
                 let mut buf = BytesMut::with_capacity(5 + message.len());
-                framing::put_header(&mut buf, false, message.len() as u32);
+                framing::put_header(&mut buf, compressed, len);
                 buf.extend_from_slice(&message);
                 Poll::Ready(Some(Ok(Frame::data(buf.freeze()))))
             }

@@ -121,7 +121,13 @@ async fn oversize_request_is_not_sent() {
         .await
         .expect_err("over the send limit");
     assert_eq!(status.code(), Code::ResourceExhausted);
-    assert!(status.message().contains("larger than max"), "{status:?}");
+    // The message names the limit hit and where it was set.
+    assert!(
+        status.message().contains(
+            "vs. 1000 bytes: the channel's max_send_message_size, set with ChannelBuilder"
+        ),
+        "{status:?}"
+    );
     // The channel still works.
     ch.unary::<_, Empty>(paths::EMPTY_CALL, Request::new(Empty {}))
         .await

@@ -165,9 +165,16 @@ async fn compressed_message_without_grpc_encoding_is_internal() {
     .await;
 }
 
+/// `doc/compression.md`: a client that gets a message in an encoding it does not support fails the call
+/// with INTERNAL (it never advertised it).
 #[tokio::test]
-async fn compressed_message_with_unknown_encoding_is_unimplemented() {
-    check(methods::UNKNOWN_ENCODING, Code::Unimplemented, "snappy").await;
+async fn compressed_message_with_unknown_encoding_is_internal() {
+    check(
+        methods::UNKNOWN_ENCODING,
+        Code::Internal,
+        "\"snappy\", an encoding this client does not support",
+    )
+    .await;
 }
 
 #[tokio::test]

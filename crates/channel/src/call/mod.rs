@@ -7,8 +7,10 @@
 //! How a response becomes a status: the response headers and trailers as `response.rs` says; no trailers at
 //! all: INTERNAL;
 //! * a stream reset or a dead connection: [`Status::from_h2`];
-//! * a bad message prefix or a truncated message: INTERNAL; a message over the limit: RESOURCE_EXHAUSTED;
-//!   a compressed message under `identity`: INTERNAL, under an encoding we lack: UNIMPLEMENTED.
+//! * a bad message prefix or a truncated message: INTERNAL; a message over the limit, as it arrives or once
+//!   decompressed: RESOURCE_EXHAUSTED (naming the limit);
+//! * a compressed message under `identity`, under an encoding the call did not advertise in
+//!   `grpc-accept-encoding`, or under one this crate lacks: INTERNAL (`doc/compression.md`).
 //!
 //! A call cancelled locally ends CANCELLED, or DEADLINE_EXCEEDED once its deadline has passed.
 
@@ -19,4 +21,5 @@ mod writer;
 
 pub use sender::RequestSender;
 pub(crate) use shared::{Committed, Input, Shared, SharedRef};
+pub(crate) use streaming::ReceiveRules;
 pub use streaming::Streaming;

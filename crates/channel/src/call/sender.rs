@@ -11,6 +11,7 @@ use super::writer;
 use crate::codec::Codec;
 use crate::compression::Encoding;
 use crate::framing::{self};
+use crate::limits::Limit;
 use crate::request::MessageOptions;
 use crate::send::OnError;
 use crate::status::{Code, Status};
@@ -20,7 +21,7 @@ pub struct RequestSender<T> {
     shared: SharedRef,
     codec: Codec<T, ()>,
     encoding: Option<Encoding>,
-    limit: usize,
+    limit: Limit,
     deadline: Option<Instant>,
     /// Where messages are encoded: consecutive messages share its allocations (made on the first send).
     arena: BytesMut,
@@ -35,7 +36,7 @@ impl<T> RequestSender<T> {
         shared: SharedRef,
         codec: Codec<T, ()>,
         encoding: Option<Encoding>,
-        limit: usize,
+        limit: Limit,
         deadline: Option<Instant>,
     ) -> Self {
         RequestSender {
@@ -167,10 +168,9 @@ impl<T> RequestSender<T> {
         EndWatch(self.shared.clone())
     }
 
-    /// The most bytes a request message may have: the call's send limit (the channel's, or the method's
-    /// or the call's if smaller).
+    /// The most bytes a request message may have: the call's send limit, and where it came from.
     #[cfg(feature = "tower")]
-    pub(crate) fn limit(&self) -> usize {
+    pub(crate) fn limit(&self) -> Limit {
         self.limit
     }
 

@@ -432,7 +432,7 @@ mod tests {
             shared.clone(),
             Codec::<Bytes, Bytes>::raw().encoder(),
             None,
-            usize::MAX,
+            crate::limits::Limit::call(crate::limits::Direction::Send, usize::MAX),
             None,
         );
         (shared, sender)

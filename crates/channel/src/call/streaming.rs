@@ -13,11 +13,24 @@ use grpc_retry::Pushback;
 
 use super::shared::{Committed, CommittedEnd, Ended, SharedRef, Side};
 use crate::attempt::{AttemptResponse, ReceivedHead};
-use crate::compression::ReceivedEncoding;
+use crate::compression::{DecompressError, EncodingSet, ReceivedEncoding};
 use crate::framing::{Deframer, Frame, FrameError};
+use crate::limits::Limit;
 use crate::metadata::MetadataMap;
 use crate::response::{check_header_list, classify_head, pushback_of, status_from_trailers, Head};
 use crate::status::{Code, Status};
+
+/// How a call's receiving half reads response messages.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ReceiveRules {
+    /// The largest message accepted, as it arrives and once decompressed.
+    pub(crate) limit: Limit,
+    /// What the call advertised in `grpc-accept-encoding`: the compressed encodings it decodes.
+    pub(crate) accept: EncodingSet,
+    /// Hand compressed messages on still compressed (checked against `accept`, not decompressed): for the
+    /// tower adapter, whose tonic client decompresses them under its own limit.
+    pub(crate) pass_compressed: bool,
+}
 
 enum RecvState {
     /// The retry driver runs the attempts in a task of its own; the committed one's response (or the
@@ -60,7 +73,7 @@ pub struct Streaming<T> {
     decode: fn(Bytes) -> Result<T, Status>,
     deframer: Deframer,
     encoding: ReceivedEncoding,
-    limit: usize,
+    rules: ReceiveRules,
     deadline: Option<(Instant, Pin<Box<Sleep>>)>,
     headers: Option<MetadataMap>,
     trailers: Option<MetadataMap>,
@@ -78,7 +91,7 @@ impl<T> Streaming<T> {
     pub(crate) fn driven(
         shared: SharedRef,
         decode: fn(Bytes) -> Result<T, Status>,
-        limit: usize,
+        rules: ReceiveRules,
         header_limit: usize,
         deadline: Option<Instant>,
     ) -> Self {
@@ -86,9 +99,9 @@ impl<T> Streaming<T> {
             state: RecvState::Driving,
             shared,
             decode,
-            deframer: Deframer::new(limit),
+            deframer: Deframer::new(rules.limit.bytes),
             encoding: ReceivedEncoding::Identity,
-            limit,
+            rules,
             deadline: deadline.map(|d| (d, Box::pin(tokio::time::sleep_until(d)))),
             headers: None,
             trailers: None,
@@ -105,7 +118,7 @@ impl<T> Streaming<T> {
         shared: SharedRef,
         result: Result<Committed, Status>,
         decode: fn(Bytes) -> Result<T, Status>,
-        limit: usize,
+        rules: ReceiveRules,
         header_limit: usize,
         deadline: Option<Instant>,
     ) -> Self {
@@ -114,7 +127,7 @@ impl<T> Streaming<T> {
             let handed = s.take_over(result);
             (handed, s.previous_attempts)
         };
-        let mut receiver = Self::driven(shared, decode, limit, header_limit, deadline);
+        let mut receiver = Self::driven(shared, decode, rules, header_limit, deadline);
         if let Some(handed) = handed {
             receiver.state = RecvState::Handed(handed);
             receiver.previous_attempts = previous_attempts;
@@ -166,6 +179,21 @@ impl<T> Streaming<T> {
     /// Whether the last message returned arrived compressed.
     pub fn last_message_compressed(&self) -> bool {
         self.last_compressed
+    }
+
+    /// The encoding of the response's compressed messages when they are handed on still compressed (the
+    /// tower adapter's calls without a receive limit of the channel's): the response headers' accepted
+    /// `grpc-encoding`, for the adapter to pass on. `None` when messages are decompressed here.
+    #[cfg(feature = "tower")]
+    pub(crate) fn passed_encoding(&self) -> Option<crate::Encoding> {
+        match self.encoding {
+            ReceivedEncoding::Known(enc)
+                if self.rules.pass_compressed && self.rules.accept.contains(enc) =>
+            {
+                Some(enc)
+            }
+            _ => None,
+        }
     }
 
     /// Cancels the call: RST_STREAM(CANCEL) goes to the server and the call ends CANCELLED (or
@@ -220,18 +248,7 @@ impl<T> Streaming<T> {
 
     fn decode_frame(&mut self, frame: Frame) -> Result<T, Status> {
         let payload = if frame.compressed {
-            let decoded = match &self.encoding {
-                ReceivedEncoding::Known(enc) => enc.decompress(frame.payload, self.limit),
-                ReceivedEncoding::Identity => Err(Status::new(
-                    Code::Internal,
-                    "compressed flag set on a message but the response has no grpc-encoding",
-                )),
-                ReceivedEncoding::Unsupported(name) => Err(Status::new(
-                    Code::Unimplemented,
-                    format!("the response uses the unsupported message encoding {name:?}"),
-                )),
-            };
-            match decoded {
+            match self.decompress(frame.payload) {
                 Ok(p) => p,
                 Err(status) => return Err(self.end_locally(status)),
             }
@@ -239,6 +256,57 @@ impl<T> Streaming<T> {
             frame.payload
         };
         (self.decode)(payload).map_err(|status| self.end_locally(status))
+    }
+
+    /// A compressed message's payload: decompressed within the limit, or handed on as it is (the tower
+    /// adapter's pass-through) once its encoding is known to be one the call advertised. A message in an
+    /// encoding the call did not advertise, or does not know, is INTERNAL (`doc/compression.md`: a client
+    /// decodes exactly what it advertises).
+    fn decompress(&self, payload: Bytes) -> Result<Bytes, Status> {
+        let accept = self.rules.accept;
+        let advertised = || {
+            if accept.is_empty() {
+                "no grpc-accept-encoding: only uncompressed messages".to_owned()
+            } else {
+                format!("grpc-accept-encoding: {accept}")
+            }
+        };
+        match &self.encoding {
+            ReceivedEncoding::Known(enc) if accept.contains(*enc) => {
+                if self.rules.pass_compressed {
+                    return Ok(payload);
+                }
+                let len = payload.len();
+                enc.decompress_bounded(payload, self.rules.limit.bytes)
+                    .map_err(|e| match e {
+                        DecompressError::TooLarge => {
+                            self.rules.limit.exceeded_decompressed(len, *enc, true)
+                        }
+                        DecompressError::Corrupt(status) => status,
+                    })
+            }
+            ReceivedEncoding::Known(enc) => Err(Status::new(
+                Code::Internal,
+                format!(
+                    "the server compressed a response message with {enc}, which the call did not \
+                     advertise ({}); to accept it, add it with ChannelBuilder::accept_compressed, \
+                     Request::with_accept_compressed or a generated client's accept_compressed",
+                    advertised()
+                ),
+            )),
+            ReceivedEncoding::Identity => Err(Status::new(
+                Code::Internal,
+                "compressed flag set on a message but the response has no grpc-encoding",
+            )),
+            ReceivedEncoding::Unsupported(name) => Err(Status::new(
+                Code::Internal,
+                format!(
+                    "the server compressed a response message with {name:?}, an encoding this client \
+                     does not support (the call advertised {})",
+                    advertised()
+                ),
+            )),
+        }
     }
 
     /// Fires the local deadline if it has passed (once: an ended call keeps its outcome).
@@ -438,7 +506,11 @@ impl<T> Streaming<T> {
                     match self.deframer.next_frame() {
                         Ok(Some(frame)) => return Poll::Ready(Ok(Some(frame))),
                         Ok(None) => {}
-                        Err(e) => return Poll::Ready(Err(self.end_locally(frame_status(e)))),
+                        Err(e) => {
+                            return Poll::Ready(Err(
+                                self.end_locally(frame_status(e, &self.rules.limit))
+                            ))
+                        }
                     }
                     match ready!(body.poll_data(cx)) {
                         Some(Ok(chunk)) => {
@@ -448,7 +520,9 @@ impl<T> Streaming<T> {
                         Some(Err(e)) => return self.end_remotely(Status::from_h2(e)),
                         None => {
                             if let Err(e) = self.deframer.finish() {
-                                return Poll::Ready(Err(self.end_locally(frame_status(e))));
+                                return Poll::Ready(Err(
+                                    self.end_locally(frame_status(e, &self.rules.limit))
+                                ));
                             }
                             let RecvState::Body(body) =
                                 std::mem::replace(&mut self.state, RecvState::Driving)
@@ -492,12 +566,16 @@ fn outcome_of<F>(status: &Status) -> Result<Option<F>, Status> {
     }
 }
 
-fn frame_status(e: FrameError) -> Status {
-    let code = match e {
-        FrameError::TooLarge { .. } => Code::ResourceExhausted,
-        FrameError::InvalidFlag(_) | FrameError::Truncated { .. } => Code::Internal,
-    };
-    Status::new(code, e.to_string()).with_source(e)
+/// The status of a response that is not a well-formed message stream, or whose message is over `limit`.
+fn frame_status(e: FrameError, limit: &Limit) -> Status {
+    match e {
+        FrameError::TooLarge {
+            len, compressed, ..
+        } => limit.exceeded(len, compressed).with_source(e),
+        FrameError::InvalidFlag(_) | FrameError::Truncated { .. } => {
+            Status::new(Code::Internal, e.to_string()).with_source(e)
+        }
+    }
 }
 
 impl<T> Drop for Streaming<T> {
