@@ -12,7 +12,7 @@ use futures_core::Stream;
 use grpc_build_test::kitchen::sink::v1::sink_client::SinkClient;
 use grpc_build_test::kitchen::sink::v1::{Tally, Word};
 use grpc_build_test::kitchen::types::Text;
-use grpc_channel::{Channel, Code, Request, Status};
+use grpc_channel::{Channel, Code, Encoding, Request, Status};
 use interop::server_call::{h2_server_builder, ServerCall};
 use prost::Message;
 use tokio::net::TcpListener;
@@ -57,6 +57,18 @@ async fn handle(mut call: ServerCall) {
     if call.request_headers.contains_key("grpc-timeout") {
         call.trailing_metadata
             .insert("x-timeout-seen", http::HeaderValue::from_static("yes"));
+    }
+    // What the client compressed with and advertised, for the client-defaults tests.
+    for (header, seen) in [
+        ("grpc-encoding", "x-seen-encoding"),
+        ("grpc-accept-encoding", "x-seen-accept"),
+    ] {
+        let value = call
+            .request_headers
+            .get(header)
+            .cloned()
+            .unwrap_or_else(|| http::HeaderValue::from_static("-"));
+        call.trailing_metadata.insert(seen, value);
     }
     let status = match dispatch(&mut call).await {
         Ok(()) => Status::new(Code::Ok, ""),
@@ -392,6 +404,126 @@ async fn a_client_interceptor_adds_metadata_or_fails_the_call_unsent() {
             .expect_err("refused");
         assert_eq!(status.code(), Code::PermissionDenied);
         assert_eq!(status.message(), "not from this client");
+    })
+    .await;
+}
+
+/// tonic's per-client settings: the client's encoding and advertised encodings apply to each request
+/// before its interceptor runs; a request's own settings win; the channel's apply to what neither set.
+#[tokio::test]
+async fn client_compression_settings_apply_to_requests_that_set_none() {
+    bounded(async {
+        let addr = start_server().await;
+        let channel = Channel::new(format!("ipv4:{addr}")).expect("channel");
+        fn seen<T>(response: &grpc_channel::Response<T>, what: &str) -> String {
+            response
+                .trailers()
+                .get(what)
+                .expect("the server reports it")
+                .to_owned()
+        }
+
+        let mut plain = SinkClient::new(channel.clone());
+        let response = plain.echo(text("hi")).await.expect("Echo");
+        assert_eq!(seen(&response, "x-seen-encoding"), "-");
+        assert_eq!(seen(&response, "x-seen-accept"), "gzip");
+
+        let mut client = SinkClient::new(channel.clone())
+            .send_compressed(Encoding::Gzip)
+            .accept_compressed(Encoding::Zstd)
+            .accept_compressed(Encoding::Deflate);
+        let response = client.echo(text("hi")).await.expect("Echo");
+        assert_eq!(response.get_ref(), &text("hi|"));
+        assert_eq!(seen(&response, "x-seen-encoding"), "gzip");
+        assert_eq!(seen(&response, "x-seen-accept"), "gzip,deflate,zstd");
+        // The request's own choice wins: uncompressed.
+        let response = client
+            .echo(Request::new(text("hi")).with_compression(Encoding::Identity))
+            .await
+            .expect("Echo");
+        assert_eq!(seen(&response, "x-seen-encoding"), "-");
+        // Client-streaming and bidi calls too.
+        let response = client
+            .count(tokio_stream::iter(vec![text("a b"), text("c")]))
+            .await
+            .expect("Count");
+        assert_eq!(seen(&response, "x-seen-encoding"), "gzip");
+        assert_eq!(response.get_ref().words, 3);
+
+        // The interceptor sees the client's settings applied.
+        let mut intercepted = SinkClient::with_interceptor(
+            channel.clone(),
+            |call: &mut grpc_channel::CallInfo<'_>| {
+                let options = call.options();
+                assert_eq!(options.compression(), Some(Encoding::Gzip));
+                assert!(options.accepted_encodings().contains(Encoding::Zstd));
+                assert_eq!(options.max_receive_message_size(), Some(1 << 20));
+                Ok(())
+            },
+        )
+        .send_compressed(Encoding::Gzip)
+        .accept_compressed(Encoding::Zstd)
+        .max_decoding_message_size(1 << 20);
+        intercepted.echo(text("hi")).await.expect("Echo");
+    })
+    .await;
+}
+
+/// tonic's `max_decoding_message_size` and `max_encoding_message_size`: they replace the channel's limits
+/// (raising them too), a request's own limit wins, and the errors name the setting.
+#[tokio::test]
+async fn client_message_size_limits() {
+    bounded(async {
+        let addr = start_server().await;
+        let channel = Channel::builder(format!("ipv4:{addr}"))
+            .max_send_message_size(10)
+            .max_receive_message_size(10)
+            .build()
+            .expect("channel");
+        let long = text(&"x".repeat(100));
+
+        let mut strict = SinkClient::new(channel.clone());
+        let status = strict.echo(long.clone()).await.expect_err("channel limit");
+        assert_eq!(status.code(), Code::ResourceExhausted);
+        assert!(
+            status.message().contains("the channel's max_send_message_size"),
+            "{status}"
+        );
+
+        let mut roomy = SinkClient::new(channel.clone())
+            .max_encoding_message_size(1000)
+            .max_decoding_message_size(1000);
+        let response = roomy.echo(long.clone()).await.expect("the client raises both");
+        assert_eq!(response.get_ref().text.len(), 101);
+
+        let mut tight = SinkClient::new(channel.clone())
+            .max_encoding_message_size(1000)
+            .max_decoding_message_size(50);
+        let status = tight.echo(long.clone()).await.expect_err("decoding limit");
+        assert_eq!(status.code(), Code::ResourceExhausted);
+        assert!(
+            status.message().contains(
+                "(103 vs. 50 bytes: the call's max_receive_message_size, set with \
+                 Request::with_max_receive_message_size or a generated client's max_decoding_message_size)"
+            ),
+            "{status}"
+        );
+        // The request's own limit wins over the client's.
+        let response = tight
+            .echo(Request::new(long.clone()).with_max_receive_message_size(1000))
+            .await
+            .expect("the request's limit");
+        assert_eq!(response.get_ref().text.len(), 101);
+        let status = roomy
+            .echo(Request::new(long).with_max_send_message_size(20))
+            .await
+            .expect_err("the request's send limit");
+        assert!(
+            status
+                .message()
+                .contains("vs. 20 bytes: the call's max_send_message_size"),
+            "{status}"
+        );
     })
     .await;
 }

@@ -4,10 +4,14 @@
 //!
 //! ```text
 //! pub mod kv_client {
-//!     pub struct KvClient { channel: ::grpc_channel::Channel, interceptor: .. }   // private fields
+//!     pub struct KvClient { channel: ::grpc_channel::Channel, interceptor: .., defaults: .. }   // private
 //!     impl KvClient {
 //!         pub fn new(channel: ::grpc_channel::Channel) -> Self;
 //!         pub fn with_interceptor(channel: ::grpc_channel::Channel, interceptor: impl Interceptor) -> Self;
+//!         pub fn send_compressed(self, encoding: ::grpc_channel::Encoding) -> Self;   // tonic's names
+//!         pub fn accept_compressed(self, encoding: ::grpc_channel::Encoding) -> Self;
+//!         pub fn max_decoding_message_size(self, limit: usize) -> Self;
+//!         pub fn max_encoding_message_size(self, limit: usize) -> Self;
 //!         pub async fn get(&mut self, request: impl IntoRequest<super::GetRequest>)
 //!             -> Result<Response<super::GetResponse>, Status>;
 //!         ...
@@ -85,6 +89,7 @@ fn generate_client(service: &Service, buf: &mut String) {
     pub struct {client} {{
         channel: ::grpc_channel::Channel,
         interceptor: ::core::option::Option<::std::sync::Arc<dyn ::grpc_channel::Interceptor>>,
+        defaults: ::grpc_channel::ClientDefaults,
     }}
 
     impl ::core::fmt::Debug for {client} {{
@@ -92,6 +97,7 @@ fn generate_client(service: &Service, buf: &mut String) {
             f.debug_struct(\"{client}\")
                 .field(\"channel\", &self.channel)
                 .field(\"interceptor\", &self.interceptor.is_some())
+                .field(\"defaults\", &self.defaults)
                 .finish()
         }}
     }}
@@ -99,7 +105,11 @@ fn generate_client(service: &Service, buf: &mut String) {
     impl {client} {{
         /// A client whose calls go out on `channel`.
         pub fn new(channel: ::grpc_channel::Channel) -> Self {{
-            Self {{ channel, interceptor: ::core::option::Option::None }}
+            Self {{
+                channel,
+                interceptor: ::core::option::Option::None,
+                defaults: ::grpc_channel::ClientDefaults::new(),
+            }}
         }}
 
         /// A client whose calls first go through `interceptor` (before the channel's own interceptors):
@@ -111,7 +121,41 @@ fn generate_client(service: &Service, buf: &mut String) {
             Self {{
                 channel,
                 interceptor: ::core::option::Option::Some(::std::sync::Arc::new(interceptor)),
+                defaults: ::grpc_channel::ClientDefaults::new(),
             }}
+        }}
+
+        /// Compresses this client's request messages with `encoding` (tonic's `send_compressed`). A request's
+        /// own `Request::with_compression` wins; `Encoding::Identity` sends uncompressed
+        /// whatever the channel's default. The server must support the encoding, or it answers UNIMPLEMENTED
+        /// (`zstd` is tonic's extension, which C-core and grpc-java servers lack).
+        pub fn send_compressed(mut self, encoding: ::grpc_channel::Encoding) -> Self {{
+            self.defaults = self.defaults.send_compressed(encoding);
+            self
+        }}
+
+        /// Advertises `encoding` in this client's `grpc-accept-encoding` too (tonic's `accept_compressed`),
+        /// on top of what the channel advertises (`gzip` by default), so the server may compress responses
+        /// with it.
+        pub fn accept_compressed(mut self, encoding: ::grpc_channel::Encoding) -> Self {{
+            self.defaults = self.defaults.accept_compressed(encoding);
+            self
+        }}
+
+        /// The largest response message this client's calls accept, decompressed (tonic's
+        /// `max_decoding_message_size`). It replaces the channel's limit (4 MiB by default) and may raise it;
+        /// a request's own limit wins, and the service config's `maxResponseMessageBytes` caps it.
+        pub fn max_decoding_message_size(mut self, limit: usize) -> Self {{
+            self.defaults = self.defaults.max_decoding_message_size(limit);
+            self
+        }}
+
+        /// The largest request message this client's calls send (tonic's `max_encoding_message_size`). It
+        /// replaces the channel's limit; a request's own limit wins, and the service config's
+        /// `maxRequestMessageBytes` caps it.
+        pub fn max_encoding_message_size(mut self, limit: usize) -> Self {{
+            self.defaults = self.defaults.max_encoding_message_size(limit);
+            self
         }}"
     );
     for method in &service.methods {
@@ -166,6 +210,7 @@ fn generate_method(service: &str, method: &Method, buf: &mut String) {
             request: {argument},
         ) -> ::core::result::Result<::grpc_channel::Response<{response}>, ::grpc_channel::Status> {{
             let mut request = request.{conversion}();
+            self.defaults.apply(&mut request);
             if let ::core::option::Option::Some(interceptor) = &self.interceptor {{
                 request.intercept({path:?}, interceptor.as_ref())?;
             }}

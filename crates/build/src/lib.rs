@@ -31,7 +31,14 @@
 //! it depends on those two (and on `prost-types` if its protos use well-known types other than
 //! `google.protobuf.Empty`, which prost maps to `()`). Comments in the `.proto` files become doc comments.
 //!
-//! Not here: server code (`grpc-channel` is a client), interceptors on generated clients, `protoc` plugins.
+//! Each client also takes tonic's per-client settings, by value: `send_compressed(Encoding)`,
+//! `accept_compressed(Encoding)`, `max_decoding_message_size(usize)` and `max_encoding_message_size(usize)`
+//! (kept in a `grpc_channel::ClientDefaults` and applied to each request before the client's interceptor
+//! runs; a request's own settings win, the channel's defaults apply to what neither set), and
+//! `with_interceptor(channel, interceptor)` makes a client whose interceptor sees each call before the
+//! channel's interceptors.
+//!
+//! Not here: server code (`grpc-channel` is a client), `protoc` plugins.
 
 mod client;
 

@@ -284,6 +284,7 @@ impl EncodingSet {
 
     /// The encodings a `grpc-accept-encoding` header (or several) names that this crate implements; names
     /// it does not know, and identity, are left out.
+    #[cfg(any(feature = "tower", test))]
     pub(crate) fn from_header_values<'a>(
         values: impl IntoIterator<Item = &'a HeaderValue>,
     ) -> EncodingSet {
