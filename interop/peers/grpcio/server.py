@@ -24,6 +24,10 @@ from grpc_tools import protoc
 
 ECHO_INITIAL = "x-grpc-test-echo-initial"
 ECHO_TRAILING = "x-grpc-test-echo-trailing-bin"
+# Not in the interop spec: which algorithm UnaryCall compresses its response with when asked to (gzip
+# unless this says deflate), for grpc-channel's compression tests.
+RESPONSE_COMPRESSION = "x-test-response-compression"
+ALGORITHMS = {"gzip": grpc.Compression.Gzip, "deflate": grpc.Compression.Deflate}
 CODES = {code.value[0]: code for code in grpc.StatusCode}
 
 
@@ -94,10 +98,16 @@ def make_servicer(empty_pb2, messages_pb2, test_pb2_grpc):
             if request.response_type != messages_pb2.COMPRESSABLE:
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, "unsupported response_type")
             if request.HasField("response_compressed") and request.response_compressed.value:
-                context.set_compression(grpc.Compression.Gzip)
+                name = dict(context.invocation_metadata()).get(RESPONSE_COMPRESSION, "gzip")
+                context.set_compression(ALGORITHMS.get(name, grpc.Compression.Gzip))
             else:
                 context.set_compression(grpc.Compression.NoCompression)
-            return messages_pb2.SimpleResponse(payload=payload(request.response_size))
+            response = messages_pb2.SimpleResponse(payload=payload(request.response_size))
+            # How much request payload arrived (decompressed), for the compression tests.
+            context.set_trailing_metadata(
+                tuple(context.trailing_metadata() or ()) + (("x-seen-size", str(len(request.payload.body))),)
+            )
+            return response
 
         def CacheableUnaryCall(self, request, context):
             echo_metadata(context)

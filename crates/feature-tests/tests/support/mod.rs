@@ -1,12 +1,15 @@
 //! What the feature tests share: the servers they call and a bound against hangs, request-body framing for
 //! the tower adapter's tests, a call retried twice against the fault-injecting server (for spans and
-//! metrics), and a `tracing` layer that records spans ([`spans`]).
+//! metrics), a `tracing` layer that records spans ([`spans`]), and the compression tests' peers: a tonic
+//! server ([`tonic_server`]) and the Python grpcio interop server ([`grpcio`]).
 //!
 //! Every test file compiles this module on its own and uses part of it, hence the `allow` below.
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod grpcio;
 pub mod spans;
+pub mod tonic_server;
 
 use std::net::SocketAddr;
 use std::time::Duration;
