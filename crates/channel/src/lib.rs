@@ -37,8 +37,9 @@
 //! The channel also calls methods by path, with bytes or prost messages ([`Channel::unary_raw`],
 //! [`Channel::unary`], [`Channel::streaming`], ...).
 //!
-//! Generated clients are included with [`include_proto!`]; their methods take [`IntoRequest`] or
-//! [`IntoStreamingRequest`] and run on [`Channel::unary`], [`Channel::server_streaming`],
+//! Generated clients are included with [`include_proto!`], or with [`include_clients!`] beside messages
+//! generated elsewhere (e.g. by tonic, for a server in the same crate); their methods take [`IntoRequest`]
+//! or [`IntoStreamingRequest`] and run on [`Channel::unary`], [`Channel::server_streaming`],
 //! [`Channel::client_streaming`] and [`Channel::bidi_streaming`].
 //!
 //! Targets resolve through `grpc-service-config`'s hickory resolver, which also reads the service config from
@@ -138,6 +139,28 @@ pub use tls::TlsConfig;
 macro_rules! include_proto {
     ($package:tt) => {
         include!(concat!(env!("OUT_DIR"), concat!("/", $package, ".rs")));
+    };
+}
+
+/// Includes the clients `grpc-build` generated without messages (`Builder::build_messages(false)`) for a
+/// protobuf package, from `OUT_DIR`: `include_clients!("a.b.c")` includes `$OUT_DIR/a.b.c.grpc-client.rs`,
+/// the package's `<service>_client` modules. Put it in the module that holds the package's messages as
+/// another generator wrote them (tonic-prost-build, prost-build), so the clients and, say, a tonic server
+/// share one set of message types:
+///
+/// ```ignore
+/// pub mod routeguide {
+///     tonic::include_proto!("routeguide"); // messages and route_guide_server (tonic's client off)
+///     grpc_channel::include_clients!("routeguide"); // route_guide_client::RouteGuideClient
+/// }
+/// ```
+#[macro_export]
+macro_rules! include_clients {
+    ($package:tt) => {
+        include!(concat!(
+            env!("OUT_DIR"),
+            concat!("/", $package, ".grpc-client.rs")
+        ));
     };
 }
 
