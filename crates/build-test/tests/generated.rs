@@ -1,6 +1,7 @@
 //! Calls every method of the generated `SinkClient` (all four RPC kinds, messages from two packages and
 //! `google.protobuf.Empty`) against a small h2 server on 127.0.0.1, and checks that the `.proto` comments
-//! became doc comments.
+//! became doc comments; and the same client generated without messages (`build_messages(false)`), over
+//! messages generated apart.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -526,4 +527,82 @@ async fn client_message_size_limits() {
         );
     })
     .await;
+}
+
+#[tokio::test]
+async fn clients_generated_without_messages_call_with_messages_generated_apart() {
+    use grpc_build_test::split::kitchen::sink::v1::sink_client::SinkClient as SplitClient;
+    use grpc_build_test::split::kitchen::sink::v1::Word as SplitWord;
+    use grpc_build_test::split::kitchen::types::Text as SplitText;
+
+    let split_text = |s: &str| SplitText { text: s.to_owned() };
+    bounded(async {
+        let addr = start_server().await;
+        let channel = Channel::new(format!("ipv4:{addr}")).expect("channel");
+        let mut client = SplitClient::new(channel);
+        let () = client.ping(()).await.expect("Ping").into_inner();
+        let echoed: SplitText = client
+            .echo(split_text("hi"))
+            .await
+            .expect("Echo")
+            .into_inner();
+        assert_eq!(echoed, split_text("hi|"));
+        let mut words = client
+            .split(split_text("two words"))
+            .await
+            .expect("Split")
+            .into_inner();
+        let first: Option<SplitWord> = words.message().await.expect("word");
+        assert_eq!(first.map(|w| w.word).as_deref(), Some("two"));
+        let tally = client
+            .count(tokio_stream::iter(vec![split_text("a b"), split_text("c")]))
+            .await
+            .expect("Count")
+            .into_inner();
+        assert_eq!((tally.messages, tally.words), (2, 3));
+        let mut shouts = client
+            .shout(tokio_stream::iter(vec![split_text("loud")]))
+            .await
+            .expect("Shout")
+            .into_inner();
+        assert_eq!(
+            shouts.message().await.expect("reply"),
+            Some(split_text("LOUD"))
+        );
+    })
+    .await;
+}
+
+#[test]
+fn build_messages_false_writes_the_clients_alone_and_clashes_with_nothing() {
+    let out_dir = std::path::Path::new(env!("OUT_DIR"));
+    let clients = include_str!(concat!(env!("OUT_DIR"), "/kitchen.sink.v1.grpc-client.rs"));
+    for expected in [
+        "pub mod sink_client {",
+        "pub struct SinkClient {",
+        "pub async fn connect(",
+        "/// A service with every RPC kind.",
+        "IntoRequest<super::super::super::types::Text>",
+        "IntoRequest<()>",
+        "Streaming<super::Word>",
+    ] {
+        assert!(clients.contains(expected), "no {expected:?} in:\n{clients}");
+    }
+    for unexpected in ["::prost::Message", "pub struct Word", "pub struct Tally"] {
+        assert!(
+            !clients.contains(unexpected),
+            "{unexpected:?} in:\n{clients}"
+        );
+    }
+    let messages = include_str!(concat!(env!("OUT_DIR"), "/split/kitchen.sink.v1.rs"));
+    assert!(messages.contains("pub struct Word"));
+    assert!(!messages.contains("sink_client"), "build_client(false)");
+    assert!(
+        !out_dir.join("kitchen.types.grpc-client.rs").exists(),
+        "a package without services gets no clients file"
+    );
+    assert!(
+        out_dir.join("kitchen.sink.v1.rs").exists(),
+        "the combined file is still there, beside the clients-only one"
+    );
 }

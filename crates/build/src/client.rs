@@ -8,6 +8,7 @@
 //!     impl KvClient {
 //!         pub fn new(channel: ::grpc_channel::Channel) -> Self;
 //!         pub fn with_interceptor(channel: ::grpc_channel::Channel, interceptor: impl Interceptor) -> Self;
+//!         pub async fn connect(dst: impl Into<String>) -> Result<Self, ::grpc_channel::ConnectError>;
 //!         pub fn send_compressed(self, encoding: ::grpc_channel::Encoding) -> Self;   // tonic's names
 //!         pub fn accept_compressed(self, encoding: ::grpc_channel::Encoding) -> Self;
 //!         pub fn max_decoding_message_size(self, limit: usize) -> Self;
@@ -158,10 +159,30 @@ fn generate_client(service: &Service, buf: &mut String) {
             self
         }}"
     );
+    generate_connect(buf);
     for method in &service.methods {
         generate_method(&full, method, buf);
     }
     let _ = writeln!(buf, "    }}\n}}");
+}
+
+/// `connect`, tonic's eager constructor: the channel with default options, connected before it returns.
+fn generate_connect(buf: &mut String) {
+    let _ = writeln!(
+        buf,
+        "
+        /// Connects to `dst` now (`http://host:port`, `host:port`, `dns:///host:port`, `unix:path`... see
+        /// [`::grpc_channel::Target`]) on a channel with default options, and returns a client on it once a
+        /// connection is READY: [`::grpc_channel::ChannelBuilder::connect`]. When the backend is
+        /// unreachable the error names the cause (its source chain ends in the last connection error, such
+        /// as connection refused). For other options, build the channel with
+        /// [`::grpc_channel::Channel::builder`] and pass it to `new`. Must be called inside a tokio runtime.
+        pub async fn connect(
+            dst: impl ::core::convert::Into<::std::string::String>,
+        ) -> ::core::result::Result<Self, ::grpc_channel::ConnectError> {{
+            ::grpc_channel::Channel::builder(dst).connect().await.map(Self::new)
+        }}"
+    );
 }
 
 fn generate_method(service: &str, method: &Method, buf: &mut String) {

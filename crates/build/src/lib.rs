@@ -18,7 +18,9 @@
 //! ```
 //!
 //! The generated clients are shaped like tonic's, so code can move between the two:
-//! `KvClient::new(channel)`, `Clone`, and one `async` method per RPC, in snake_case, taking `&mut self`:
+//! `KvClient::new(channel)`, `KvClient::connect("http://host:port").await?` (connects now; the error says
+//! why the backend is unreachable), `Clone`, and one `async` method per RPC, in snake_case, taking
+//! `&mut self`:
 //!
 //! | RPC kind | argument | result |
 //! |---|---|---|
@@ -38,9 +40,50 @@
 //! `with_interceptor(channel, interceptor)` makes a client whose interceptor sees each call before the
 //! channel's interceptors.
 //!
+//! # Clients over messages generated elsewhere (a tonic server in the same crate)
+//!
+//! A crate that serves with tonic and calls with `grpc-channel` needs one set of message types, not two
+//! (two generators each writing `$OUT_DIR/<package>.rs` would clash, and two out dirs give two
+//! incompatible `Point`s). [`Builder::build_messages`]`(false)` generates only the client modules, into
+//! `$OUT_DIR/<package>.grpc-client.rs` (a name no protobuf package's `<package>.rs` can take: package names
+//! have no `-`), with the same type paths as beside prost's messages (`super::Point`,
+//! `super::super::other::Msg`, `::prost_types::Timestamp`, your `extern_path`s). Include that file into the
+//! module that holds the other generator's messages, with `grpc_channel::include_clients!`:
+//!
+//! ```ignore
+//! // build.rs: tonic's messages and server, this crate's clients, from the same protos.
+//! fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let protos = ["proto/routeguide.proto"];
+//!     // tonic-prost-build runs protoc unless given descriptors: compile them with protox.
+//!     let fds = protox::compile(protos, ["proto"])?;
+//!     tonic_prost_build::configure()
+//!         .build_client(false) // this crate's client takes the `route_guide_client` module
+//!         .compile_fds(fds)?;
+//!     grpc_build::configure()
+//!         .build_messages(false)
+//!         .compile_protos(&protos, &["proto"])?;
+//!     Ok(())
+//! }
+//! ```
+//!
+//! ```ignore
+//! // src/lib.rs
+//! pub mod routeguide {
+//!     tonic::include_proto!("routeguide"); // messages + route_guide_server
+//!     grpc_channel::include_clients!("routeguide"); // route_guide_client over the same messages
+//! }
+//! ```
+//!
+//! tonic's client must be off (`build_client(false)`): both generators name their client module
+//! `<service_snake>_client`. The two generators must agree on type paths: give grpc-build the same
+//! `extern_path`s (through [`Builder::compile_with_config`]) as the message generator. A package without
+//! services gets no `.grpc-client.rs` file. `grpc-channel`'s `Streaming` and `Status` are not tonic's: the
+//! server side uses tonic's types, the client side this crate's, and the messages are shared.
+//!
 //! Not here: server code (`grpc-channel` is a client), `protoc` plugins.
 
 mod client;
+mod clients_only;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -54,7 +97,8 @@ pub enum Error {
     /// A `.proto` file could not be read, parsed or checked (protox's diagnostic says where).
     #[error("cannot compile the .proto files")]
     Compile(#[source] protox::Error),
-    /// prost-build could not generate or write the Rust code.
+    /// prost-build could not generate or write the Rust code (or no output directory was given and
+    /// `OUT_DIR` is not set).
     #[error("cannot generate the Rust code")]
     Generate(#[source] std::io::Error),
 }
@@ -82,13 +126,14 @@ pub fn compile_protos(
     configure().compile_protos(protos, includes)
 }
 
-/// A [`Builder`] with default settings: clients on, output into `OUT_DIR`, `cargo:rerun-if-changed` lines
-/// for every `.proto` file read.
+/// A [`Builder`] with default settings: messages and clients on, output into `OUT_DIR`,
+/// `cargo:rerun-if-changed` lines for every `.proto` file read.
 pub fn configure() -> Builder {
     Builder {
         out_dir: None,
         emit_rerun_if_changed: true,
         build_client: true,
+        build_messages: true,
     }
 }
 
@@ -98,6 +143,7 @@ pub struct Builder {
     out_dir: Option<PathBuf>,
     emit_rerun_if_changed: bool,
     build_client: bool,
+    build_messages: bool,
 }
 
 impl Builder {
@@ -117,6 +163,22 @@ impl Builder {
     /// Whether to generate the `<service>_client` modules (on by default); off, only messages are generated.
     pub fn build_client(mut self, enabled: bool) -> Self {
         self.build_client = enabled;
+        self
+    }
+
+    /// Whether to generate the messages (on by default). Off, only the `<service>_client` modules are
+    /// generated, each package's into `<package>.grpc-client.rs` (`_.grpc-client.rs` for the empty package)
+    /// instead of `<package>.rs`, for a crate whose messages come from another generator (tonic-prost-build,
+    /// or prost-build run separately): include it into the module holding that package's messages with
+    /// `grpc_channel::include_clients!`. Type paths are those prost would use beside the messages. Packages
+    /// without services get no file. See the crate docs for the tonic recipe.
+    ///
+    /// With messages off, a prost-build config passed to [`Builder::compile_with_config`] only shapes type
+    /// paths (`extern_path`, `compile_well_known_types`, `prost_types_path`) and comments; its `out_dir`,
+    /// `include_file`, `file_descriptor_set_path` and `default_package_filename` are not used (the
+    /// directory is this builder's [`Builder::out_dir`], else `OUT_DIR`).
+    pub fn build_messages(mut self, enabled: bool) -> Self {
+        self.build_messages = enabled;
         self
     }
 
@@ -148,6 +210,19 @@ impl Builder {
                     println!("cargo:rerun-if-changed={}", path.display());
                 }
             }
+        }
+        if !self.build_messages {
+            let dir = match self.out_dir {
+                Some(dir) => dir,
+                None => std::env::var_os("OUT_DIR")
+                    .map(PathBuf::from)
+                    .ok_or_else(|| Error::Generate(std::io::Error::other("OUT_DIR is not set")))?,
+            };
+            if !self.build_client {
+                return Ok(());
+            }
+            return clients_only::write(config, compiler.file_descriptor_set(), &dir)
+                .map_err(Error::Generate);
         }
         if let Some(dir) = &self.out_dir {
             config.out_dir(dir);

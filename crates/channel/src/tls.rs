@@ -442,6 +442,14 @@ fn describe(err: &rustls::Error, name: &str) -> String {
             CertificateError::UnknownIssuer => {
                 "the server's certificate is signed by an unknown certificate authority".to_owned()
             }
+            // A trusted CA has the issuer's name but not its key: the usual cause is a CA regenerated
+            // under the same subject, which is an authority this client does not know.
+            CertificateError::BadSignature => {
+                "the server's certificate is signed by an unknown certificate authority (a trusted CA \
+                 has the issuer's name, but its key did not sign the certificate: was the CA \
+                 regenerated?)"
+                    .to_owned()
+            }
             CertificateError::NotValidForName => {
                 format!("the server's certificate is not valid for the name {name:?}")
             }

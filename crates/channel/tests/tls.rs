@@ -125,6 +125,24 @@ async fn an_unrelated_ca_is_an_unknown_authority() {
 }
 
 #[tokio::test]
+async fn a_regenerated_ca_with_the_same_name_is_an_unknown_authority() {
+    let pki = pki();
+    let server = tls_server(h2_only(&pki.server)).await;
+    // Same subject as the CA that signed the server's certificate, a new key: the verifier finds it by name
+    // and the signature does not check out (rustls says BadSignature).
+    let regenerated = TestCa::new("tls test CA").expect("CA");
+    let status = fails_with(
+        &with_ca(server.addr, &regenerated),
+        "signed by an unknown certificate authority",
+    )
+    .await;
+    assert!(
+        status.message().contains("regenerated"),
+        "the message says what likely happened: {status}"
+    );
+}
+
+#[tokio::test]
 async fn a_wrong_host_name_is_a_name_mismatch() {
     let pki = pki();
     let server = tls_server(h2_only(&pki.server)).await;
