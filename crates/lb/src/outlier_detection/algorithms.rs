@@ -54,10 +54,9 @@ pub(super) struct Outlier {
 /// least one (an address without calls has no rate, even with `requestVolume: 0`: C-core skips it too).
 /// `None` when there are fewer than `minimum_hosts` of them, or none at all: the algorithm does not run.
 ///
-/// `minimumHosts` counts candidates for both algorithms, as C-core and grpc-go do (and the digest and
-/// Envoy's code). A50's failure-percentage text says "the number of addresses"; counting addresses that
-/// carried no traffic would let a few busy addresses be judged among idle ones, which the success-rate
-/// rule already refuses.
+/// `minimumHosts` counts candidates for both algorithms, as C-core and grpc-go do. A50's
+/// failure-percentage text says "the number of addresses"; counting addresses that carried no traffic
+/// would let a few busy addresses be judged among idle ones, which the success-rate rule already refuses.
 fn candidates(
     samples: &[Sample],
     request_volume: u32,
