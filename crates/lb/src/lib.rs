@@ -1,14 +1,18 @@
 //! Sans-IO gRPC load balancing: subchannel connectivity with connection backoff
-//! (`doc/connection-backoff.md`), the pick_first (gRFC A62, A61, Happy Eyeballs) and round_robin policies, and
-//! pickers that can steer a call's retries and hedges away from the addresses it already used.
+//! (`doc/connection-backoff.md`), the pick_first (gRFC A62, A61, Happy Eyeballs) and round_robin policies,
+//! pickers that can steer a call's retries and hedges away from the addresses it already used, and the
+//! decisions of outlier detection (gRFC A50: [`OutlierDetector`], which says which addresses to eject and
+//! when; the channel does the ejecting).
 //!
 //! The channel drives an [`LbPolicy`]: it feeds address lists, subchannel events (ready, failed, closed) and
 //! timers, and performs the [`LbAction`]s (connect, disconnect, re-resolve, publish a picker). Time arrives
 //! as `now` arguments and randomness through an injected `grpc_base::Rng`. This crate knows nothing of
 //! retries: it only honours the avoid hint of a [`PickRequest`]. Not here: the channel's event loop and
-//! connections (the `grpc-channel` crate), weighted or xDS policies, health checking.
+//! connections (the `grpc-channel` crate), the subchannels and picker of outlier detection (which the channel
+//! builds around an [`OutlierDetector`]), weighted or xDS policies, health checking.
 
 mod backoff;
+mod outlier_detection;
 mod pick_first;
 mod picker;
 mod policy;
@@ -21,6 +25,11 @@ mod tests;
 
 pub use backoff::{BackoffConfig, ConnectionBackoff};
 pub use grpc_base::Address;
+pub use outlier_detection::{
+    AddressStats, CallCounts, EjectionCause, FailurePercentageEjection, OutlierDetectionConfig,
+    OutlierDetector, OutlierEvent, Percentage, SuccessRateEjection, UnejectReason,
+    MIN_SWEEP_INTERVAL,
+};
 pub use pick_first::{interleave_families, DEFAULT_ATTEMPT_DELAY};
 pub use picker::{PickRequest, PickResult, Picker, PickerSpec};
 pub use policy::{LbPolicy, PolicyConfig};

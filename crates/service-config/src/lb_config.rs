@@ -1,13 +1,29 @@
 //! The load-balancing policy a service config selects: `loadBalancingConfig` (first supported policy wins)
 //! or, only when that is absent, the deprecated `loadBalancingPolicy`. pick_first is the default.
+//!
+//! Supported: `pick_first` (A62 `shuffleAddressList`), `round_robin`, and `outlier_detection_experimental`
+//! (A50), whose required `childPolicy` is a list parsed with the same rules as `loadBalancingConfig` (the
+//! first supported entry wins; an invalid one invalidates the whole config). Its other fields are parsed in
+//! `outlier_detection.rs`.
+
+use grpc_lb::OutlierDetectionConfig;
 
 use crate::error::{ParseError, Rule};
-use crate::json::{field, At};
+use crate::json::{field, required, At};
+use crate::outlier_detection::parse_outlier_detection;
 
 /// A load-balancing policy this client supports, with its configuration: the service config's choice (the
 /// running policy is `grpc_lb::LbPolicy`, which the channel builds from it).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub enum LbConfig {
+    /// `outlier_detection_experimental` (gRFC A50): `child` balances, and the addresses the config's
+    /// algorithms find to be outliers are ejected from it for a while (`grpc_lb::OutlierDetector`).
+    OutlierDetection {
+        /// The detection parameters; with neither algorithm set, nothing is counted or ejected.
+        config: OutlierDetectionConfig,
+        /// `childPolicy`: the first supported entry of its list.
+        child: Box<LbConfig>,
+    },
     /// `pick_first`, the default.
     PickFirst {
         /// A62 `shuffleAddressList`.
@@ -26,6 +42,7 @@ impl LbConfig {
         match self {
             LbConfig::PickFirst { .. } | LbConfig::Default => "pick_first",
             LbConfig::RoundRobin => "round_robin",
+            LbConfig::OutlierDetection { .. } => "outlier_detection_experimental",
         }
     }
 }
@@ -55,6 +72,19 @@ pub(crate) fn parse_lb_config(at: At<'_>) -> Result<LbConfig, ParseError> {
                 field(&entry, obj, "round_robin", |cfg| cfg.object().map(drop))?;
                 Some(LbConfig::RoundRobin)
             }
+            "outlier_detection_experimental" => Some(required(
+                &entry,
+                obj,
+                "outlier_detection_experimental",
+                |cfg| {
+                    let config = parse_outlier_detection(&cfg)?;
+                    let child = required(&cfg, cfg.object()?, "childPolicy", parse_lb_config)?;
+                    Ok(LbConfig::OutlierDetection {
+                        config,
+                        child: Box::new(child),
+                    })
+                },
+            )?),
             _ => None,
         };
         names.push(name.clone());

@@ -5,19 +5,23 @@
 //!   ignored, and a known field with a bad value rejects the whole config with a [`ParseError`] naming the
 //!   JSON path and the rule. Method lookup is two hash lookups at most. `retryPolicy` and `hedgingPolicy`
 //!   take gRFC A44's `perAttemptRecvTimeout` (a Duration > 0; with it, `retryableStatusCodes` may be empty).
+//!   [`LbConfig`] is `pick_first`, `round_robin` or A50's `outlier_detection_experimental` (with its child
+//!   policy), from `loadBalancingConfig` or the deprecated `loadBalancingPolicy`.
 //! * [`txt::select`] picks the config from `_grpc_config.<host>` TXT records (A2).
 //! * [`ConfigSelector`] applies A21: keep the last good config, fall back to the application's default.
 //! * [`DnsResolver`] and [`ResolverTask`] (on hickory-resolver) resolve addresses and TXT records together,
 //!   re-resolve on request at most once per interval, and back off after failures ([`Schedule`]).
 //!
-//! Everything but the resolver is sans-IO. Not here: the LB policies themselves (`lb`), the retry state
-//! machine (`grpc-retry`, whose policy types the parser builds), `healthCheckConfig`, SRV/grpclb lookups.
+//! Everything but the resolver is sans-IO. Not here: the LB policies themselves (`grpc-lb`, whose outlier
+//! detection config types the parser builds), the retry state machine (`grpc-retry`, whose policy types
+//! the parser builds), `healthCheckConfig`, SRV/grpclb lookups.
 
 mod duration;
 mod error;
 mod json;
 mod lb_config;
 mod method_config;
+mod outlier_detection;
 mod resolver;
 mod schedule;
 mod selection;

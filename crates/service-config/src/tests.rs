@@ -115,6 +115,10 @@ fn top_level_and_lb() {
         "ok: lb=pick_first",
     );
     check(
+        r#"{"loadBalancingConfig":[{"outlier_detection_experimental":{"childPolicy":[{"round_robin":{}}]}}]}"#,
+        "ok: lb=outlier_detection_experimental",
+    );
+    check(
         r#"{"loadBalancingConfig":[{"weird":{}}]}"#,
         r#"error: $.loadBalancingConfig: no supported load balancing policy in ["weird"]"#,
     );

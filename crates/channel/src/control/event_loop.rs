@@ -73,6 +73,8 @@ fn policy_config(lb: &LbConfig) -> PolicyConfig {
             shuffle_address_list: *shuffle_address_list,
         },
         LbConfig::Default => PolicyConfig::default(),
+        // outlier detection is not wired into the channel yet: its child policy runs alone.
+        LbConfig::OutlierDetection { child, .. } => policy_config(child),
     }
 }
 
