@@ -73,8 +73,14 @@ fn policy_config(lb: &LbConfig) -> PolicyConfig {
             shuffle_address_list: *shuffle_address_list,
         },
         LbConfig::Default => PolicyConfig::default(),
-        // outlier detection is not wired into the channel yet: its child policy runs alone.
-        LbConfig::OutlierDetection { child, .. } => policy_config(child),
+        // Outlier detection (gRFC A50) is parsed and its algorithm is in grpc-lb, but the channel does not
+        // feed it call results or eject addresses yet: its child policy runs alone, and the channel says so.
+        LbConfig::OutlierDetection { child, .. } => {
+            tracing::warn!(
+                "outlier_detection_experimental is not applied yet: running its childPolicy without ejection"
+            );
+            policy_config(child)
+        }
     }
 }
 
