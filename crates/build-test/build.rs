@@ -20,5 +20,33 @@ fn main() -> Result<(), grpc_build::Error> {
     grpc_build::configure()
         .emit_rerun_if_changed(false)
         .build_messages(false)
-        .compile_protos(&protos, &["proto"])
+        .compile_protos(&protos, &["proto"])?;
+
+    // Awkward names (keywords, `Self`, acronyms, an RPC named like the client's own `connect`), messages and
+    // clients together, and clients only over messages written apart.
+    {
+        let adv = [
+            "adv/names/a.proto",
+            "adv/names/b.proto",
+            "adv/names/connect.proto",
+        ];
+        let together = out_dir.join("adv");
+        let apart = out_dir.join("adv-split");
+        std::fs::create_dir_all(&together).map_err(grpc_build::Error::Generate)?;
+        std::fs::create_dir_all(&apart).map_err(grpc_build::Error::Generate)?;
+        grpc_build::configure()
+            .out_dir(&together)
+            .compile_protos(&adv, &["proto"])?;
+        grpc_build::configure()
+            .emit_rerun_if_changed(false)
+            .build_client(false)
+            .out_dir(&apart)
+            .compile_protos(&adv, &["proto"])?;
+        grpc_build::configure()
+            .emit_rerun_if_changed(false)
+            .build_messages(false)
+            .out_dir(&apart)
+            .compile_protos(&adv, &["proto"])?;
+    }
+    Ok(())
 }

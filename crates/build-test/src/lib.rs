@@ -42,3 +42,48 @@ pub mod split {
         }
     }
 }
+
+/// Protos with awkward names, generated with messages and clients together (`adv`) and apart (`adv_split`,
+/// clients from `build_messages(false)` included with `include_clients!`'s file naming).
+#[allow(missing_docs, clippy::all)]
+pub mod adv {
+    pub mod adv {
+        pub mod names {
+            include!(concat!(env!("OUT_DIR"), "/adv/adv.names.rs"));
+            pub mod inner {
+                include!(concat!(env!("OUT_DIR"), "/adv/adv.names.inner.rs"));
+            }
+        }
+        pub mod connect {
+            include!(concat!(env!("OUT_DIR"), "/adv/adv.connect.rs"));
+        }
+    }
+}
+
+/// The same protos generated apart: messages, then clients only.
+#[allow(missing_docs, clippy::all)]
+pub mod adv_split {
+    pub mod adv {
+        pub mod names {
+            include!(concat!(env!("OUT_DIR"), "/adv-split/adv.names.rs"));
+            include!(concat!(
+                env!("OUT_DIR"),
+                "/adv-split/adv.names.grpc-client.rs"
+            ));
+            pub mod inner {
+                include!(concat!(env!("OUT_DIR"), "/adv-split/adv.names.inner.rs"));
+                include!(concat!(
+                    env!("OUT_DIR"),
+                    "/adv-split/adv.names.inner.grpc-client.rs"
+                ));
+            }
+        }
+        pub mod connect {
+            include!(concat!(env!("OUT_DIR"), "/adv-split/adv.connect.rs"));
+            include!(concat!(
+                env!("OUT_DIR"),
+                "/adv-split/adv.connect.grpc-client.rs"
+            ));
+        }
+    }
+}

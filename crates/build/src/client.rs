@@ -111,55 +111,15 @@ fn generate_client(service: &Service, buf: &mut String) {
                 interceptor: ::core::option::Option::None,
                 defaults: ::grpc_channel::ClientDefaults::new(),
             }}
-        }}
-
-        /// A client whose calls first go through `interceptor` (before the channel's own interceptors):
-        /// it sees each call's method, metadata and options, may change them, or fail the call unsent.
-        pub fn with_interceptor(
-            channel: ::grpc_channel::Channel,
-            interceptor: impl ::grpc_channel::Interceptor,
-        ) -> Self {{
-            Self {{
-                channel,
-                interceptor: ::core::option::Option::Some(::std::sync::Arc::new(interceptor)),
-                defaults: ::grpc_channel::ClientDefaults::new(),
-            }}
-        }}
-
-        /// Compresses this client's request messages with `encoding` (tonic's `send_compressed`). A request's
-        /// own `Request::with_compression` wins; `Encoding::Identity` sends uncompressed
-        /// whatever the channel's default. The server must support the encoding, or it answers UNIMPLEMENTED
-        /// (`zstd` is tonic's extension, which C-core and grpc-java servers lack).
-        pub fn send_compressed(mut self, encoding: ::grpc_channel::Encoding) -> Self {{
-            self.defaults = self.defaults.send_compressed(encoding);
-            self
-        }}
-
-        /// Advertises `encoding` in this client's `grpc-accept-encoding` too (tonic's `accept_compressed`),
-        /// on top of what the channel advertises (`gzip` by default), so the server may compress responses
-        /// with it.
-        pub fn accept_compressed(mut self, encoding: ::grpc_channel::Encoding) -> Self {{
-            self.defaults = self.defaults.accept_compressed(encoding);
-            self
-        }}
-
-        /// The largest response message this client's calls accept, decompressed (tonic's
-        /// `max_decoding_message_size`). It replaces the channel's limit (4 MiB by default) and may raise it;
-        /// a request's own limit wins, and the service config's `maxResponseMessageBytes` caps it.
-        pub fn max_decoding_message_size(mut self, limit: usize) -> Self {{
-            self.defaults = self.defaults.max_decoding_message_size(limit);
-            self
-        }}
-
-        /// The largest request message this client's calls send (tonic's `max_encoding_message_size`). It
-        /// replaces the channel's limit; a request's own limit wins, and the service config's
-        /// `maxRequestMessageBytes` caps it.
-        pub fn max_encoding_message_size(mut self, limit: usize) -> Self {{
-            self.defaults = self.defaults.max_encoding_message_size(limit);
-            self
         }}"
     );
-    generate_connect(buf);
+    // An RPC keeps its name; a helper whose name an RPC takes is left out (`new` stays: the RPC is renamed).
+    let rpcs: Vec<&str> = service.methods.iter().map(|m| m.name.as_str()).collect();
+    for (name, code) in helpers() {
+        if !rpcs.contains(&name) {
+            buf.push_str(&code);
+        }
+    }
     for method in &service.methods {
         generate_method(&full, method, buf);
     }
@@ -167,10 +127,8 @@ fn generate_client(service: &Service, buf: &mut String) {
 }
 
 /// `connect`, tonic's eager constructor: the channel with default options, connected before it returns.
-fn generate_connect(buf: &mut String) {
-    let _ = writeln!(
-        buf,
-        "
+fn connect() -> String {
+    "
         /// Connects to `dst` now (`http://host:port`, `host:port`, `dns:///host:port`, `unix:path`... see
         /// [`::grpc_channel::Target`]) on a channel with default options, and returns a client on it once a
         /// connection is READY: [`::grpc_channel::ChannelBuilder::connect`]. When the backend is
@@ -179,10 +137,99 @@ fn generate_connect(buf: &mut String) {
         /// [`::grpc_channel::Channel::builder`] and pass it to `new`. Must be called inside a tokio runtime.
         pub async fn connect(
             dst: impl ::core::convert::Into<::std::string::String>,
-        ) -> ::core::result::Result<Self, ::grpc_channel::ConnectError> {{
+        ) -> ::core::result::Result<Self, ::grpc_channel::ConnectError> {
             ::grpc_channel::Channel::builder(dst).connect().await.map(Self::new)
-        }}"
-    );
+        }
+"
+    .to_owned()
+}
+
+/// The client's own methods besides `new`, by name: each is generated unless an RPC of the service has
+/// its name (`connect`, `with_interceptor` and tonic's builder methods), which wins.
+fn helpers() -> Vec<(&'static str, String)> {
+    vec![
+        (
+            "with_interceptor",
+            r#"
+        /// A client whose calls first go through `interceptor` (before the channel's own interceptors):
+        /// it sees each call's method, metadata and options, may change them, or fail the call unsent.
+        pub fn with_interceptor(
+            channel: ::grpc_channel::Channel,
+            interceptor: impl ::grpc_channel::Interceptor,
+        ) -> Self {
+            Self {
+                channel,
+                interceptor: ::core::option::Option::Some(::std::sync::Arc::new(interceptor)),
+                defaults: ::grpc_channel::ClientDefaults::new(),
+            }
+        }
+"#
+                .to_owned(),
+        ),
+        (
+            "send_compressed",
+            r#"
+        /// Compresses this client's request messages with `encoding` (tonic's `send_compressed`). A request's
+        /// own `Request::with_compression` wins; `Encoding::Identity` sends uncompressed
+        /// whatever the channel's default. The server must support the encoding, or it answers UNIMPLEMENTED
+        /// (`zstd` is tonic's extension, which C-core and grpc-java servers lack).
+        pub fn send_compressed(mut self, encoding: ::grpc_channel::Encoding) -> Self {
+            self.defaults = self.defaults.send_compressed(encoding);
+            self
+        }
+"#
+                .to_owned(),
+        ),
+        (
+            "accept_compressed",
+            r#"
+        /// Advertises `encoding` in this client's `grpc-accept-encoding` too (tonic's `accept_compressed`),
+        /// on top of what the channel advertises (`gzip` by default), so the server may compress responses
+        /// with it.
+        pub fn accept_compressed(mut self, encoding: ::grpc_channel::Encoding) -> Self {
+            self.defaults = self.defaults.accept_compressed(encoding);
+            self
+        }
+"#
+                .to_owned(),
+        ),
+        (
+            "max_decoding_message_size",
+            r#"
+        /// The largest response message this client's calls accept, decompressed (tonic's
+        /// `max_decoding_message_size`). It replaces the channel's limit (4 MiB by default) and may raise it;
+        /// a request's own limit wins, and the service config's `maxResponseMessageBytes` caps it.
+        pub fn max_decoding_message_size(mut self, limit: usize) -> Self {
+            self.defaults = self.defaults.max_decoding_message_size(limit);
+            self
+        }
+"#
+                .to_owned(),
+        ),
+        (
+            "max_encoding_message_size",
+            r#"
+        /// The largest request message this client's calls send (tonic's `max_encoding_message_size`). It
+        /// replaces the channel's limit; a request's own limit wins, and the service config's
+        /// `maxRequestMessageBytes` caps it.
+        pub fn max_encoding_message_size(mut self, limit: usize) -> Self {
+            self.defaults = self.defaults.max_encoding_message_size(limit);
+            self
+        }"#
+                .to_owned(),
+        ),
+        ("connect", connect()),
+    ]
+}
+
+/// The client method of an RPC: its snake_case name, but `new_rpc` for an RPC named `New`, as `new` is the
+/// constructor every client has.
+fn rpc_method_name(method: &Method) -> &str {
+    if method.name == "new" {
+        "new_rpc"
+    } else {
+        &method.name
+    }
 }
 
 fn generate_method(service: &str, method: &Method, buf: &mut String) {
@@ -237,7 +284,7 @@ fn generate_method(service: &str, method: &Method, buf: &mut String) {
             }}
             self.channel.{call}({path:?}, request).await
         }}",
-        name = method.name,
+        name = rpc_method_name(method),
     );
 }
 

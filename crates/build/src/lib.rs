@@ -40,6 +40,10 @@
 //! `with_interceptor(channel, interceptor)` makes a client whose interceptor sees each call before the
 //! channel's interceptors.
 //!
+//! An RPC keeps its name when it meets one of these: a service with `rpc Connect` gets a `connect(request)`
+//! method and no `connect(dst)` constructor (build the channel and call `new`), and likewise for
+//! `with_interceptor` and the four settings. Only `new` stays the constructor: `rpc New` becomes `new_rpc`.
+//!
 //! # Clients over messages generated elsewhere (a tonic server in the same crate)
 //!
 //! A crate that serves with tonic and calls with `grpc-channel` needs one set of message types, not two

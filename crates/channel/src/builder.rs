@@ -299,9 +299,12 @@ impl ChannelBuilder {
         self
     }
 
-    /// A timeout for every call that sets none (tonic's `Endpoint::timeout`; none by default). A call's own
-    /// timeout ([`Request::with_timeout`](crate::Request::with_timeout)) replaces it; the service config's
-    /// `timeout` for the method still applies on top, and the smaller deadline wins.
+    /// A timeout for every call that sets none (none by default). A call's own timeout
+    /// ([`Request::with_timeout`](crate::Request::with_timeout)) replaces it; the service config's `timeout`
+    /// for the method still applies on top, and the smaller deadline wins. Unlike tonic's
+    /// `Endpoint::timeout`, which bounds only the wait for response headers, this is the call's gRPC
+    /// deadline (sent as `grpc-timeout`), streams included: a stream that must outlive it sets its own
+    /// timeout (`Duration::MAX` for none).
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.default_timeout = Some(timeout);
         self
@@ -315,11 +318,12 @@ impl ChannelBuilder {
     }
 
     /// The kernel's TCP keepalive on every TCP connection: probes after `idle` without traffic, every
-    /// `idle` after that (60 s by default); `None` turns it off. Independent of gRPC keepalive PINGs
+    /// `idle` after that (60 s by default); `None` turns it off. The kernel counts in whole seconds, so a
+    /// shorter `idle` is raised to 1 s. Independent of gRPC keepalive PINGs
     /// ([`ChannelBuilder::keepalive_time`]), which also find a peer that stopped answering at the HTTP/2
     /// level.
     pub fn tcp_keepalive(mut self, idle: Option<Duration>) -> Self {
-        self.http2.tcp_keepalive = idle;
+        self.http2.tcp_keepalive = idle.map(|d| d.max(Duration::from_secs(1)));
         self
     }
 
@@ -334,13 +338,11 @@ impl ChannelBuilder {
     /// resolution did). [`ChannelBuilder::build`] is the lazy form, which connects on the first call. Must be
     /// called inside a tokio runtime.
     pub async fn connect(self) -> Result<Channel, ConnectError> {
+        let target = self.target.clone();
         let channel = self.build()?;
         match channel.ready().await {
             Ok(()) => Ok(channel),
-            Err(status) => Err(ConnectError::Unreachable {
-                target: channel.target().to_string(),
-                status,
-            }),
+            Err(status) => Err(ConnectError::Unreachable { target, status }),
         }
     }
 

@@ -13,7 +13,7 @@
 use std::io::{Read, Write};
 
 use bytes::{BufMut, Bytes, BytesMut};
-use flate2::read::{GzDecoder, ZlibDecoder};
+use flate2::bufread::{MultiGzDecoder, ZlibDecoder};
 use flate2::write::{GzEncoder, ZlibEncoder};
 use http::HeaderValue;
 
@@ -156,8 +156,28 @@ impl Encoding {
                     Ok(data)
                 }
             }
-            Encoding::Gzip => GzDecoder::new(&data[..]).take(cap).read_to_end(&mut out),
-            Encoding::Deflate => ZlibDecoder::new(&data[..]).take(cap).read_to_end(&mut out),
+            // Every member (RFC 1952 2.2: a gzip stream is a series of members); bytes after the last
+            // one are read as a member that does not start with gzip's magic number, an error.
+            Encoding::Gzip => MultiGzDecoder::new(&data[..])
+                .take(cap)
+                .read_to_end(&mut out),
+            Encoding::Deflate => {
+                let mut decoder = ZlibDecoder::new(&data[..]);
+                let read = (&mut decoder).take(cap).read_to_end(&mut out);
+                // The zlib stream must be the whole message: anything after its checksum is corruption.
+                match read {
+                    Ok(_) if out.len() <= limit && !decoder.get_ref().is_empty() => {
+                        Err(std::io::Error::new(
+                            std::io::ErrorKind::InvalidData,
+                            format!(
+                                "{} bytes after the end of the zlib stream",
+                                decoder.get_ref().len()
+                            ),
+                        ))
+                    }
+                    other => other,
+                }
+            }
             // `with_buffer`: the message is already in memory, no second buffer for the decoder's input.
             // The decoder's window is bounded by zstd's default `windowLogMax` (128 MiB of address space at
             // most, written only as far as the output goes, which `take` bounds).
@@ -457,6 +477,37 @@ mod tests {
             let half = out.freeze().slice(..8);
             let err = enc.decompress(half, 1 << 20).expect_err("truncated");
             assert_eq!(err.code(), Code::Internal, "{enc}");
+        }
+    }
+
+    #[test]
+    fn bytes_after_the_compressed_data_are_corruption() {
+        for enc in COMPRESSED {
+            let mut out = BytesMut::new();
+            enc.compress(b"hello world", &mut out).expect("compress");
+            out.extend_from_slice(b"garbage");
+            let err = enc
+                .decompress(out.freeze(), 1 << 20)
+                .expect_err("trailing bytes");
+            assert_eq!(err.code(), Code::Internal, "{enc}: {err:?}");
+        }
+    }
+
+    #[test]
+    fn every_member_or_frame_of_a_message_is_decoded() {
+        for enc in [Encoding::Gzip, Encoding::Zstd] {
+            let mut out = BytesMut::new();
+            enc.compress(b"hello ", &mut out).expect("compress");
+            enc.compress(b"world", &mut out).expect("compress");
+            let back = enc
+                .decompress(out.clone().freeze(), 1 << 20)
+                .expect("two parts");
+            assert_eq!(&back[..], b"hello world", "{enc}");
+            // The limit counts every part.
+            assert!(matches!(
+                enc.decompress_bounded(out.freeze(), 8),
+                Err(DecompressError::TooLarge)
+            ));
         }
     }
 

@@ -33,7 +33,7 @@ pub enum ConnectError {
     /// status (UNAVAILABLE) says why, and its source is the last connection error.
     #[error("cannot connect to {target}: {status}")]
     Unreachable {
-        /// The channel's target.
+        /// The target, as given.
         target: String,
         /// Why: the channel's TRANSIENT_FAILURE status.
         #[source]

@@ -10,7 +10,9 @@
 //!
 //! A call through the tower adapter (`ChannelService`) has no built-in receive default: the tonic client
 //! decodes and enforces its own `max_decoding_message_size`, so only a limit set on the channel, the call or
-//! by the service config applies there.
+//! by the service config applies there. Without one, the adapter still bounds what it buffers before handing
+//! a whole message to the tonic client: [`ADAPTER_RECEIVE_BOUND`] (64 MiB), above any limit a tonic client
+//! usually sets; a larger message needs a channel limit.
 //!
 //! Every error names the limit that was hit, its value, and where to change it; for a received message
 //! whether it was over as it came or once decompressed, and that it came compressed because the call
@@ -25,6 +27,11 @@ use crate::status::{Code, Status};
 pub const DEFAULT_MAX_RECEIVE_MESSAGE_SIZE: usize = 4 << 20;
 /// The default limit on a sent message: 2 GiB − 1, the most a message prefix can describe portably.
 pub const DEFAULT_MAX_SEND_MESSAGE_SIZE: usize = i32::MAX as usize;
+
+/// The largest response message the tower adapter takes when nothing on the channel's side limits it: 64
+/// MiB. The adapter hands the tonic client whole messages, so this bounds what it buffers before the tonic
+/// client's own `max_decoding_message_size` can refuse one.
+pub(crate) const ADAPTER_RECEIVE_BOUND: usize = 64 << 20;
 
 /// Which way a message goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,8 +55,8 @@ pub(crate) enum Source {
     /// The service config's `max{Response,Request}MessageBytes` for the method.
     ServiceConfig,
     /// Nothing on the channel's side (a tower adapter call's receive limit when nothing set one: the tonic
-    /// client's own limit governs); the bound is what a message prefix can describe.
-    Unbounded,
+    /// client's own limit governs); the bound is [`ADAPTER_RECEIVE_BOUND`], on what the adapter buffers.
+    AdapterBound,
 }
 
 /// A call's limit in one direction.
@@ -123,7 +130,7 @@ impl Limit {
             (Some(c), None) => c,
             (None, None) => match default {
                 Some(d) => limit(d, Source::Default),
-                None => limit(u32::MAX as usize, Source::Unbounded),
+                None => limit(ADAPTER_RECEIVE_BOUND, Source::AdapterBound),
             },
         }
     }
@@ -131,7 +138,7 @@ impl Limit {
     /// Whether the limit was set by someone (the channel, the call, the service config), not the
     /// built-in default or none.
     pub(crate) fn is_set(&self) -> bool {
-        !matches!(self.source, Source::Default | Source::Unbounded)
+        !matches!(self.source, Source::Default | Source::AdapterBound)
     }
 
     /// What this limit is and how to change it, for error messages.
@@ -155,8 +162,10 @@ impl Limit {
                 "the service config's maxResponseMessageBytes for this method, which the client's own \
                  limits cannot raise"
             }
-            (Direction::Receive, Source::Unbounded) => {
-                "the most a gRPC message prefix can describe"
+            (Direction::Receive, Source::AdapterBound) => {
+                "the tower adapter's bound on what it buffers for a tonic client when the channel sets no \
+                 receive limit (the tonic client's max_decoding_message_size applies below it); raise it \
+                 with ChannelBuilder::max_receive_message_size"
             }
             (Direction::Send, Source::Default) => {
                 "the channel's default max_send_message_size; raise it with \
@@ -176,7 +185,9 @@ impl Limit {
                 "the service config's maxRequestMessageBytes for this method, which the client's own \
                  limits cannot raise"
             }
-            (Direction::Send, Source::Unbounded) => "the most a gRPC message prefix can describe",
+            (Direction::Send, Source::AdapterBound) => {
+                "the tower adapter's bound; set ChannelBuilder::max_send_message_size"
+            }
         }
     }
 
@@ -265,7 +276,7 @@ mod tests {
         let adapter = Limit::pick(Direction::Receive, None, None, None, None);
         assert_eq!(
             (adapter.bytes, adapter.source),
-            (u32::MAX as usize, Source::Unbounded)
+            (ADAPTER_RECEIVE_BOUND, Source::AdapterBound)
         );
         assert!(!adapter.is_set() && l.is_set() && !receive(None, None, None).is_set());
     }

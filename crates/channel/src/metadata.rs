@@ -212,8 +212,12 @@ impl MetadataMap {
         self.take_every_value_of(key, one)
     }
 
-    /// Removes every value of `key`; whether there was any.
+    /// Removes every value of `key`; whether there was any. A key that cannot be metadata (upper case, say,
+    /// which `append` and `insert` refuse) has none.
     pub fn remove(&mut self, key: &str) -> bool {
+        if check_key(key).is_err() && !key.starts_with("grpc-") {
+            return false;
+        }
         match HeaderName::from_bytes(key.as_bytes()) {
             Ok(name) => match self.headers.entry(name) {
                 http::header::Entry::Occupied(entry) => {

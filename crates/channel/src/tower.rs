@@ -32,8 +32,9 @@
 //! * with no limit of the channel's, a compressed response message goes to the tonic client still
 //!   compressed, with the response's `grpc-encoding` (one the tonic client advertised, so one it decodes):
 //!   tonic decompresses it under its own limit, which bounds the output, so a small compressed message
-//!   cannot expand into a large allocation here. Uncompressed messages are bounded only by what a message
-//!   prefix can describe until tonic checks them: set a channel limit to bound what the adapter buffers;
+//!   cannot expand into a large allocation here. The adapter hands tonic whole messages, so it buffers one
+//!   before tonic's own check: it refuses one whose prefix declares more than 64 MiB (RESOURCE_EXHAUSTED,
+//!   naming that bound) before buffering it; a channel limit replaces that bound;
 //! * with a limit of the channel's, the channel decompresses each message under it (as for any call, and
 //!   naming that limit when it is hit) and hands it on uncompressed, where tonic's limit applies to the
 //!   decompressed message.

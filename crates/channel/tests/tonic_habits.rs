@@ -126,6 +126,20 @@ async fn the_channel_timeout_applies_to_calls_that_set_none() {
     )
     .await;
     assert_eq!(took.as_secs(), 1, "{took:?}");
+
+    // `Duration::MAX`: no deadline at all, for a stream that must outlive the channel's default.
+    let endless = channel.unary_raw(
+        METHOD,
+        Request::new(Bytes::new()).with_timeout(Duration::MAX),
+    );
+    assert!(
+        tokio::time::timeout(Duration::from_secs(3600), endless)
+            .await
+            .is_err(),
+        "still running after an hour"
+    );
+    let last = server.opens().last().cloned().expect("opened");
+    assert!(!last.headers.contains_key("grpc-timeout"));
 }
 
 #[tokio::test(start_paused = true)]
