@@ -281,10 +281,10 @@ impl PickFirst {
                 self.selected = None;
                 self.subs.out.push_back(LbAction::ResolveNow);
                 self.publish(ConnectivityState::Idle);
-            } else if self.pass_next.is_some() || self.steady {
-                if self.steady || !self.failed_in_pass.contains(&id) {
-                    self.on_failure(id, now);
-                }
+            } else if self.steady
+                || (self.pass_next.is_some() && !self.failed_in_pass.contains(&id))
+            {
+                self.on_failure(id, now);
             }
         } else if self.selected.is_none()
             && self.state != ConnectivityState::Idle

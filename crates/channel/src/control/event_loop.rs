@@ -683,3 +683,36 @@ async fn connect_subchannel(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use grpc_service_config::{ParseOptions, ServiceConfig};
+
+    fn lb(json: &str) -> (PolicyConfig, Option<OutlierDetectionConfig>) {
+        let config = ServiceConfig::parse(json, ParseOptions::default()).expect("a valid config");
+        policy_config(config.lb_policy())
+    }
+
+    fn outlier(interval: &str) -> String {
+        format!(
+            r#"{{"loadBalancingConfig":[{{"outlier_detection_experimental":{{"interval":"{interval}",
+                "failurePercentageEjection":{{}},"childPolicy":[{{"round_robin":{{}}}}]}}}}]}}"#
+        )
+    }
+
+    #[test]
+    fn the_policy_and_its_outlier_detection_are_compared_apart() {
+        let (policy_a, od_a) = lb(&outlier("1s"));
+        let (policy_b, od_b) = lb(&outlier("2s"));
+        assert_eq!(policy_a, PolicyConfig::RoundRobin);
+        assert_eq!(
+            policy_a, policy_b,
+            "a new outlier config alone keeps the child policy"
+        );
+        assert_ne!(od_a, od_b);
+        assert!(od_a.is_some_and(|c| c.is_enabled()));
+        let (plain, none) = lb(r#"{"loadBalancingConfig":[{"round_robin":{}}]}"#);
+        assert_eq!((plain, none), (PolicyConfig::RoundRobin, None));
+    }
+}
