@@ -172,3 +172,35 @@ async fn a_config_with_no_algorithm_counts_and_ejects_nothing() {
     }
     assert!(ch.stats().ejected_addresses.is_empty());
 }
+
+#[tokio::test(start_paused = true)]
+async fn failed_attempts_count_even_when_a_retry_saves_the_call() {
+    let (a, b, bad) = (healthy().await, healthy().await, failing().await);
+    // Every call that lands on the failing backend is retried elsewhere (the pick avoids the address the
+    // call used) and succeeds: only the attempts tell the detector about the failing backend.
+    let config = r#"{"loadBalancingConfig":[{"outlier_detection_experimental":{
+            "interval":"1s","baseEjectionTime":"5s",
+            "failurePercentageEjection":{"threshold":50,"enforcementPercentage":100,
+                                         "minimumHosts":3,"requestVolume":10},
+            "childPolicy":[{"round_robin":{}}]}}],
+        "methodConfig":[{"name":[{"service":"grpc.testing.TestService"}],
+            "retryPolicy":{"maxAttempts":3,"initialBackoff":"0.01s","maxBackoff":"0.01s",
+                           "backoffMultiplier":1,"retryableStatusCodes":["UNIMPLEMENTED"]}}]}"#;
+    let ch = channel(&[a.addr, b.addr, bad.addr], config);
+    assert_eq!(failures(&ch, 60).await, 0, "the retries save every call");
+    let retries: u64 = ch.stats().methods.values().map(|m| m.retries).sum();
+    assert!(
+        retries >= 10,
+        "the failing backend had its share: {retries}"
+    );
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(ch.stats().ejected_addresses, [bad.addr.to_string()]);
+    assert_eq!(failures(&ch, 60).await, 0);
+    let before = ch.stats().methods.values().map(|m| m.retries).sum::<u64>();
+    failures(&ch, 30).await;
+    let after = ch.stats().methods.values().map(|m| m.retries).sum::<u64>();
+    assert_eq!(
+        after, before,
+        "no call reaches the ejected backend: no retry"
+    );
+}
