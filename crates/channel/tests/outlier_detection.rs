@@ -5,10 +5,13 @@
 
 mod support;
 
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
-use grpc_channel::{Channel, Code, Request, Status};
+use grpc_channel::{Channel, Code, Request, ResolverOptions, Status};
+use interop::dns::TestDns;
 use interop::faulty::FaultyServer;
 use interop::server::{self, ServerHandle};
 use interop_proto::{paths, SimpleRequest, SimpleResponse};
@@ -202,5 +205,90 @@ async fn failed_attempts_count_even_when_a_retry_saves_the_call() {
     assert_eq!(
         after, before,
         "no call reaches the ejected backend: no retry"
+    );
+}
+
+/// A failing backend on `addr`, counting the connections it accepts.
+async fn failing_at(addr: SocketAddr) -> Arc<AtomicUsize> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .expect("a loopback address");
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((tcp, peer)) = listener.accept().await {
+            count.fetch_add(1, Ordering::Relaxed);
+            tokio::spawn(FaultyServer::detached().serve_connection(tcp, peer));
+        }
+    });
+    accepted
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_new_outlier_config_alone_keeps_the_child_policy_and_its_connections() {
+    // Three backends on one port of 127.0.0.1-3 (the third fails every call), and 127.0.0.4 where nothing
+    // listens: its failed connection attempts make round_robin ask DNS again, which brings new configs.
+    let a = healthy().await;
+    let port = a.addr.port();
+    let _b = server::start(SocketAddr::from((Ipv4Addr::new(127, 0, 0, 2), port)))
+        .await
+        .expect("a second loopback address");
+    let bad = SocketAddr::from((Ipv4Addr::new(127, 0, 0, 3), port));
+    let bad_connections = failing_at(bad).await;
+    let dns = TestDns::start().await.expect("dns");
+    for n in 1..=4 {
+        dns.add_a("svc.test", Ipv4Addr::new(127, 0, 0, n)).await;
+    }
+    let config = |algorithm: &str| {
+        format!(
+            r#"[{{"serviceConfig":{{"loadBalancingConfig":[{{"outlier_detection_experimental":{{
+                "interval":"1s","baseEjectionTime":"30s"{algorithm},
+                "childPolicy":[{{"round_robin":{{}}}}]}}}}]}}}}]"#
+        )
+    };
+    // First no algorithm: nothing counts, nothing is ejected.
+    dns.set_service_config("svc.test", &config("")).await;
+    let ch = Channel::builder(format!("dns://{}/svc.test:{port}", dns.addr))
+        .resolver_options(ResolverOptions {
+            min_interval: Duration::from_millis(100),
+            query_timeout: Duration::from_secs(2),
+            ..ResolverOptions::default()
+        })
+        .build()
+        .expect("channel");
+    for _ in 0..3 {
+        assert!(
+            failures(&ch, 60).await > 0,
+            "the failing backend is in service"
+        );
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+    }
+    assert!(ch.stats().ejected_addresses.is_empty());
+    assert_eq!(bad_connections.load(Ordering::Relaxed), 1);
+
+    // Then failure percentage: only the outlier detection changes.
+    dns.set_service_config(
+        "svc.test",
+        &config(
+            r#","failurePercentageEjection":{"threshold":50,"enforcementPercentage":100,
+                "minimumHosts":3,"requestVolume":10}"#,
+        ),
+    )
+    .await;
+    let mut ejected = Vec::new();
+    for _ in 0..30 {
+        failures(&ch, 60).await;
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        ejected = ch.stats().ejected_addresses;
+        if !ejected.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(ejected, [bad.to_string()], "the new config applies");
+    assert_eq!(failures(&ch, 60).await, 0);
+    assert_eq!(
+        bad_connections.load(Ordering::Relaxed),
+        1,
+        "the child policy was kept: no new connection"
     );
 }
