@@ -72,6 +72,8 @@ pub(super) struct Loop {
     pub(super) results: HashMap<Address, Arc<CallResults>>,
     /// What `Channel::stats()` shows of the ejections.
     pub(super) ejections: Arc<EjectionStats>,
+    /// When each ejected address was ejected, for the trace of its return.
+    pub(super) ejected_since: HashMap<Address, std::time::Instant>,
 }
 
 impl Drop for Loop {
@@ -363,13 +365,18 @@ impl Loop {
     fn drop_outlier(&mut self, now: std::time::Instant) {
         if let Some(d) = self.outlier.take() {
             for address in d.ejected() {
-                tracing::info!(%address, reason = "outlier detection is off", "outlier detection returns the address");
+                let ejected_for = self
+                    .ejected_since
+                    .get(address)
+                    .map(|since| now.saturating_duration_since(*since));
+                tracing::info!(%address, reason = "outlier detection is off", ?ejected_for, "outlier detection returns the address");
                 if let Some(p) = self.policy.as_mut() {
                     p.uneject(address, now);
                 }
             }
         }
         self.ejections.clear();
+        self.ejected_since.clear();
     }
 
     /// The detector's sweep, if due: the calls counted since the last one go in first.
@@ -404,12 +411,17 @@ impl Loop {
                     let duration = until.map(|until| until.saturating_duration_since(now));
                     tracing::info!(%address, ?cause, multiplier, ?duration, "outlier detection ejects the address");
                     self.ejections.ejected(address.to_string());
+                    self.ejected_since.insert(address.clone(), now);
                     if let Some(p) = self.policy.as_mut() {
                         p.eject(&address, now);
                     }
                 }
                 OutlierEvent::Unejected { address, reason } => {
-                    tracing::info!(%address, ?reason, "outlier detection returns the address");
+                    let ejected_for = self
+                        .ejected_since
+                        .remove(&address)
+                        .map(|since| now.saturating_duration_since(since));
+                    tracing::info!(%address, ?reason, ?ejected_for, "outlier detection returns the address");
                     self.ejections.unejected(&address.to_string());
                     if let Some(p) = self.policy.as_mut() {
                         p.uneject(&address, now);
@@ -456,6 +468,7 @@ impl Loop {
         self.outlier = None;
         self.results.clear();
         self.ejections.clear();
+        self.ejected_since.clear();
         self.idle = true;
         self.publish(ConnectivityState::Idle, PickerSpec::Idle);
     }

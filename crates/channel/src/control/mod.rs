@@ -199,6 +199,7 @@ impl ControlPlane {
             outlier: None,
             results: HashMap::new(),
             ejections: ejections.clone(),
+            ejected_since: HashMap::new(),
         };
         tokio::spawn(lp.run(events_rx, stop_rx));
         ControlPlane {
