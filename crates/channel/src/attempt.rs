@@ -27,6 +27,7 @@ use crate::metadata::names::{
     GRPC_ACCEPT_ENCODING, GRPC_ENCODING, GRPC_PREVIOUS_RPC_ATTEMPTS, GRPC_TIMEOUT,
 };
 use crate::metadata::MetadataMap;
+use crate::outlier::{AttemptResult, CallResults};
 use crate::response::{check_header_list, classify_head, pushback_of, Head};
 use crate::send::{OnError, Outbox, SendHalf, WriteError, Written};
 use crate::status::{code_from_h2_reason, Code, Status};
@@ -62,7 +63,12 @@ pub(crate) struct PickError {
 }
 
 /// A connection chosen for an attempt, and its address (a socket address, or a Unix socket path).
-pub(crate) type Picked = (SendRequest<Bytes>, Address);
+pub(crate) struct Picked {
+    pub(crate) conn: SendRequest<Bytes>,
+    pub(crate) addr: Address,
+    /// Where the attempt's result counts, while outlier detection is on.
+    pub(crate) results: Option<Arc<CallResults>>,
+}
 
 pub(crate) type PickFuture = Pin<Box<dyn Future<Output = Result<Picked, PickError>> + Send>>;
 
@@ -93,6 +99,8 @@ pub(crate) struct OpenAttempt {
     pub(crate) response: AttemptResponse,
     /// The last message handed to h2 at the handover (the state machine may release up to it).
     pub(crate) flushed: Option<usize>,
+    /// Where the committed attempt's result counts (outlier detection), if anywhere.
+    pub(crate) results: Option<Arc<CallResults>>,
 }
 
 /// The response side of an open attempt.
@@ -133,6 +141,8 @@ pub(crate) struct Attempt {
     previous_attempts: u32,
     /// The last message written together with the HEADERS, not yet reported.
     flushed_up_front: Option<usize>,
+    /// Where the attempt's result counts (outlier detection), from its pick until it is counted.
+    results: Option<Arc<CallResults>>,
 }
 
 impl Attempt {
@@ -142,6 +152,15 @@ impl Attempt {
             setup,
             previous_attempts,
             flushed_up_front: None,
+            results: None,
+        }
+    }
+
+    /// Counts how the attempt ended on the address it picked (outlier detection; once, and only if a pick
+    /// gave it a counter).
+    pub(crate) fn record_result(&mut self, result: AttemptResult) {
+        if let Some(results) = self.results.take() {
+            results.record(result);
         }
     }
 
@@ -204,6 +223,7 @@ impl Attempt {
             send,
             response,
             flushed,
+            results: self.results.take(),
         })
     }
 
@@ -226,7 +246,11 @@ impl Attempt {
                 Poll::Ready(result) => result,
             },
         };
-        let (handle, addr) = match picked {
+        let Picked {
+            conn: handle,
+            addr,
+            results,
+        } = match picked {
             Ok(picked) => picked,
             Err(e) => {
                 self.state = State::Done;
@@ -238,6 +262,7 @@ impl Attempt {
                 return Poll::Ready(ended(place, e.status));
             }
         };
+        self.results = results;
         // The time left goes out as `grpc-timeout`, a positive integer: with none left the attempt is
         // never sent, and the call ends here with DEADLINE_EXCEEDED.
         let grpc_timeout = match self.setup.deadline {
@@ -524,8 +549,13 @@ mod tests {
             header_limit: 16 << 10,
             exactly_once: None,
         });
-        let pick: PickFuture =
-            Box::pin(async move { Ok((send, grpc_lb::Address::Tcp(([127, 0, 0, 1], 1).into()))) });
+        let pick: PickFuture = Box::pin(async move {
+            Ok(Picked {
+                conn: send,
+                addr: grpc_lb::Address::Tcp(([127, 0, 0, 1], 1).into()),
+                results: None,
+            })
+        });
         let mut attempt = Attempt::new(Pick::Later(pick), setup, 0);
         attempt.send(0, Bytes::from_static(&[0, 0, 0, 0, 0]));
         attempt.half_close();

@@ -118,10 +118,17 @@ impl std::fmt::Debug for Channel {
 
 impl Channel {
     /// A snapshot of the channel's calls: calls started, succeeded and failed, attempts started, and per
-    /// method gRFC A6's retry statistics and A96's histograms. It needs no metrics exporter (with the
-    /// `metrics` feature, the same figures also go to the `metrics` facade).
+    /// method gRFC A6's retry statistics and A96's histograms; and outlier detection's ejections (gRFC
+    /// A50): the addresses ejected now and each address's ejection count. It needs no metrics exporter
+    /// (with the `metrics` feature, the call figures also go to the `metrics` facade).
     pub fn stats(&self) -> ChannelStats {
-        self.inner.telemetry.snapshot()
+        let mut stats = self.inner.telemetry.snapshot();
+        if let Some(control) = self.inner.control.get() {
+            let (ejected, counts) = control.ejections();
+            stats.ejected_addresses = ejected;
+            stats.ejections = counts.into_iter().collect();
+        }
+        stats
     }
 
     /// The target the channel was built for.

@@ -89,6 +89,7 @@ mod keepalive;
 mod limits;
 pub mod metadata;
 mod method_uris;
+mod outlier;
 #[doc(hidden)]
 pub mod percent;
 mod pump;

@@ -28,6 +28,7 @@ use tokio::time::{Instant, Sleep};
 use crate::attempt::{Attempt, AttemptEvent, AttemptSetup, OpenAttempt};
 use crate::call::{Committed, Input, SharedRef};
 use crate::control::ControlPlane;
+use crate::outlier::AttemptResult;
 use crate::send::COALESCE_LIMIT;
 use crate::status::{Code, Status};
 use crate::telemetry::AttemptTelemetry;
@@ -412,6 +413,7 @@ impl Driver {
                     }
                     AttemptEvent::Ended(end, status) => {
                         telemetry.ended(&status);
+                        attempt.record_result(AttemptResult::Ended(status.code()));
                         // An application policy may read the status message and trailers.
                         let details = AttemptDetails {
                             message: status.message(),

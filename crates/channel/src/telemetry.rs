@@ -52,6 +52,12 @@ pub struct ChannelStats {
     /// Per method (its full name): gRFC A6's statistics (retries, hedges, transparent retries, the failed
     /// retries, the retry-count buckets) and A96's histograms.
     pub methods: HashMap<String, MethodStats>,
+    /// The addresses outlier detection (gRFC A50, `outlier_detection_experimental`) has ejected now, in the
+    /// order it ejected them (`ip:port`, or a Unix socket path). Empty without outlier detection.
+    pub ejected_addresses: Vec<String>,
+    /// How many times outlier detection ejected each address since the channel started (kept for at most
+    /// 1,024 addresses; an IDLE channel starts detection afresh but keeps these counts).
+    pub ejections: HashMap<String, u64>,
 }
 
 /// The channel's side: counters and per-method statistics.
@@ -80,6 +86,8 @@ impl Telemetry {
             calls_failed: self.calls_failed.load(Ordering::Relaxed),
             attempts_started: self.attempts_started.load(Ordering::Relaxed),
             methods: self.methods.lock().clone(),
+            ejected_addresses: Vec::new(),
+            ejections: HashMap::new(),
         }
     }
 

@@ -280,6 +280,19 @@ impl OutlierDetector {
         }
     }
 
+    /// Several calls finished on subchannels of `address` ([`OutlierDetector::record`] for each, at once):
+    /// for a channel that counts calls elsewhere and hands the totals over before each sweep.
+    pub fn record_counts(&mut self, address: &Address, counts: CallCounts) {
+        if !self.is_enabled() {
+            return;
+        }
+        if let Some(&i) = self.index.get(address) {
+            if let Some(entry) = self.entries.get_mut(i) {
+                entry.counter.add(counts);
+            }
+        }
+    }
+
     /// When the next sweep is due: `None` while no algorithm is configured (or if the time is beyond what an
     /// `Instant` holds). It may be in the past after a config shortened the interval: fire at once.
     pub fn poll_timeout(&self) -> Option<Instant> {

@@ -14,6 +14,13 @@
 //!   Happy Eyeballs pass starts. Subchannels of addresses that stay are kept.
 //!
 //! pick_first ignores the pick's avoid hint: it has one backend to offer.
+//!
+//! Outlier detection: an ejected subchannel looks TRANSIENT_FAILURE. Ejecting the selected one is like
+//! losing its connection (the policy goes IDLE and asks for re-resolution; the next call starts a pass in
+//! which the ejected address counts as failed), except that the connection stays open; ejecting one the
+//! pass is waiting for counts as its failure. What an ejected subchannel does meanwhile is hidden from the
+//! pass. Returned to service while nothing is selected and the policy is not IDLE, a READY subchannel is
+//! selected at once.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -208,7 +215,7 @@ impl PickFirst {
     }
 
     pub(crate) fn subchannel_ready(&mut self, id: SubchannelId, _now: Instant) {
-        if !self.subs.ready(id) {
+        if !self.subs.ready(id) || self.subs.is_ejected(id) {
             return;
         }
         match self.selected {
@@ -220,7 +227,7 @@ impl PickFirst {
     }
 
     pub(crate) fn subchannel_failed(&mut self, id: SubchannelId, error: String, now: Instant) {
-        if !self.subs.failed(id, error, now) {
+        if !self.subs.failed(id, error, now) || self.subs.is_ejected(id) {
             return;
         }
         self.on_failure(id, now);
@@ -261,6 +268,29 @@ impl PickFirst {
             self.selected = None;
             self.subs.out.push_back(LbAction::ResolveNow);
             self.publish(ConnectivityState::Idle);
+        }
+    }
+
+    /// Outlier detection ejected `addr` (or returned it): see the module docs.
+    pub(crate) fn ejection_changed(&mut self, addr: &Address, now: Instant) {
+        let Some(id) = self.subs.find(addr) else {
+            return;
+        };
+        if self.subs.is_ejected(id) {
+            if self.selected == Some(id) {
+                self.selected = None;
+                self.subs.out.push_back(LbAction::ResolveNow);
+                self.publish(ConnectivityState::Idle);
+            } else if self.steady
+                || (self.pass_next.is_some() && !self.failed_in_pass.contains(&id))
+            {
+                self.on_failure(id, now);
+            }
+        } else if self.selected.is_none()
+            && self.state != ConnectivityState::Idle
+            && self.subs.real_state(id) == ConnectivityState::Ready
+        {
+            self.select(id);
         }
     }
 

@@ -121,6 +121,30 @@ impl LbPolicy {
         each!(self, p => p.subchannel_closed(id, now))
     }
 
+    /// Outlier detection (gRFC A50) ejected `addr`: its subchannel looks TRANSIENT_FAILURE to the policy
+    /// (round_robin stops picking it, pick_first treats it as failed) while its connection stays open, and a
+    /// subchannel created for it later starts ejected. Nothing happens if it is ejected already.
+    pub fn eject(&mut self, addr: &Address, now: Instant) {
+        if each!(self, p => p.subs.set_ejected(addr, true)) {
+            each!(self, p => p.ejection_changed(addr, now))
+        }
+    }
+
+    /// `addr` is back from ejection: its subchannel shows its real state again.
+    pub fn uneject(&mut self, addr: &Address, now: Instant) {
+        if each!(self, p => p.subs.set_ejected(addr, false)) {
+            each!(self, p => p.ejection_changed(addr, now))
+        }
+    }
+
+    /// Whether `addr` is ejected.
+    pub fn is_ejected(&self, addr: &Address) -> bool {
+        match &self.inner {
+            Inner::PickFirst(p) => p.subs.is_address_ejected(addr),
+            Inner::RoundRobin(p) => p.subs.is_address_ejected(addr),
+        }
+    }
+
     /// When to call [`LbPolicy::handle_timeout`] next.
     pub fn poll_timeout(&self) -> Option<Instant> {
         match &self.inner {
@@ -139,7 +163,8 @@ impl LbPolicy {
         each!(self, p => p.subs.out.pop_front())
     }
 
-    /// The state of subchannel `id` (SHUTDOWN once removed).
+    /// The state of subchannel `id` as the policy sees it: TRANSIENT_FAILURE while ejected (SHUTDOWN once
+    /// removed).
     pub fn subchannel_state(&self, id: SubchannelId) -> ConnectivityState {
         match &self.inner {
             Inner::PickFirst(p) => p.subs.state(id),

@@ -3,6 +3,9 @@
 //! READY, else CONNECTING if any is, else IDLE if any is, else TRANSIENT_FAILURE; a subchannel that failed
 //! since it was last READY counts as TRANSIENT_FAILURE while it reconnects (A61's sticky children).
 //! A failed or lost connection asks for re-resolution.
+//!
+//! An ejected subchannel (outlier detection) counts as TRANSIENT_FAILURE and takes no picks; it keeps its
+//! connection, and keeps reconnecting if that closes, so that it is READY again the moment it returns.
 
 use std::time::Instant;
 
@@ -34,6 +37,9 @@ impl RoundRobin {
     }
 
     fn effective(&self, id: SubchannelId) -> ConnectivityState {
+        if self.subs.is_ejected(id) {
+            return ConnectivityState::TransientFailure;
+        }
         match self.subs.get(id) {
             Some(s) if s.failed_since_ready && s.state != ConnectivityState::Ready => {
                 ConnectivityState::TransientFailure
@@ -49,7 +55,7 @@ impl RoundRobin {
             .order
             .iter()
             .filter_map(|id| self.subs.get(*id))
-            .filter(|s| s.state == ConnectivityState::Ready)
+            .filter(|s| s.state == ConnectivityState::Ready && !self.subs.is_ejected(s.id))
             .map(|s| (s.id, s.addr.clone()))
             .collect();
         let picker = match state {
@@ -107,6 +113,11 @@ impl RoundRobin {
             self.subs.connect(id, now);
             self.recompute();
         }
+    }
+
+    /// Outlier detection ejected `addr`, or returned it: the picker follows.
+    pub(crate) fn ejection_changed(&mut self, _addr: &Address, _now: Instant) {
+        self.recompute();
     }
 
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {

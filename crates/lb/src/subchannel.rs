@@ -10,8 +10,14 @@
 //! ```
 //! A subchannel reports TRANSIENT_FAILURE while it backs off and IDLE when the backoff ends (A61); the
 //! policy then decides whether to connect again.
+//!
+//! Ejection (outlier detection, gRFC A50) is an overlay on these states, not a state of its own: the
+//! registry keeps the set of ejected addresses, and a subchannel of an ejected address looks
+//! TRANSIENT_FAILURE to its policy ([`Subchannels::state`]) while its real state goes on underneath
+//! ([`Subchannels::real_state`]); its connection stays open. Un-ejected, it shows its real state again. A
+//! subchannel created for an address that is already ejected starts ejected.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::time::Instant;
 
 use grpc_base::{Address, Rng};
@@ -83,6 +89,8 @@ pub(crate) struct Subchannels {
     pub(crate) rng: Box<dyn Rng>,
     pub(crate) out: VecDeque<LbAction>,
     pub(crate) last_error: Option<String>,
+    /// Addresses outlier detection ejected.
+    ejected: HashSet<Address>,
 }
 
 impl Subchannels {
@@ -94,6 +102,7 @@ impl Subchannels {
             rng,
             out: VecDeque::new(),
             last_error: None,
+            ejected: HashSet::new(),
         }
     }
 
@@ -109,9 +118,39 @@ impl Subchannels {
         self.list.iter().find(|s| s.addr == *addr).map(|s| s.id)
     }
 
+    /// The state the policy sees: TRANSIENT_FAILURE while the subchannel's address is ejected, its real
+    /// state otherwise (SHUTDOWN once removed).
     pub(crate) fn state(&self, id: SubchannelId) -> ConnectivityState {
+        match self.get(id) {
+            None => ConnectivityState::Shutdown,
+            Some(s) if self.ejected.contains(&s.addr) => ConnectivityState::TransientFailure,
+            Some(s) => s.state,
+        }
+    }
+
+    /// The subchannel's real state, ejected or not (SHUTDOWN once removed).
+    pub(crate) fn real_state(&self, id: SubchannelId) -> ConnectivityState {
         self.get(id)
             .map_or(ConnectivityState::Shutdown, |s| s.state)
+    }
+
+    /// Whether subchannel `id`'s address is ejected.
+    pub(crate) fn is_ejected(&self, id: SubchannelId) -> bool {
+        self.get(id).is_some_and(|s| self.ejected.contains(&s.addr))
+    }
+
+    /// Whether `addr` is ejected.
+    pub(crate) fn is_address_ejected(&self, addr: &Address) -> bool {
+        self.ejected.contains(addr)
+    }
+
+    /// Ejects `addr` (or lifts its ejection). Returns whether that changed anything.
+    pub(crate) fn set_ejected(&mut self, addr: &Address, ejected: bool) -> bool {
+        if ejected {
+            self.ejected.insert(addr.clone())
+        } else {
+            self.ejected.remove(addr)
+        }
     }
 
     pub(crate) fn add(&mut self, addr: Address) -> SubchannelId {

@@ -445,3 +445,89 @@ fn no_addresses_is_transient_failure() {
     p.lb.update_addresses(vec![], p.now);
     assert_eq!(p.actions(), ["TransientFailure"]);
 }
+
+#[test]
+fn round_robin_stops_picking_an_ejected_backend_and_keeps_its_connection() {
+    let mut s = round_robin();
+    s.lb.update_addresses(vec![v4(1), v4(2), v4(3)], s.now);
+    s.actions();
+    s.ready(0);
+    s.ready(1);
+    s.ready(2);
+    assert_eq!(s.actions(), ["READY [0]", "READY [0,1]", "READY [0,1,2]"]);
+    s.lb.eject(&v4(2), s.now);
+    assert_eq!(s.actions(), ["READY [0,2]"], "no disconnect: it stays open");
+    assert!(s.lb.is_ejected(&v4(2)));
+    assert_eq!(
+        s.lb.subchannel_state(SubchannelId(1)),
+        ConnectivityState::TransientFailure
+    );
+    s.lb.eject(&v4(2), s.now);
+    assert_eq!(s.actions(), Vec::<String>::new(), "ejected already");
+    // What happens to it meanwhile is hidden: no new picker when it reconnects.
+    s.closed(1);
+    assert_eq!(s.actions(), ["resolve", "connect 1 10.0.0.2:443"]);
+    s.ready(1);
+    assert_eq!(s.actions(), Vec::<String>::new());
+    s.lb.uneject(&v4(2), s.now);
+    assert_eq!(s.actions(), ["READY [0,1,2]"], "back with its real state");
+    assert!(!s.lb.is_ejected(&v4(2)));
+}
+
+#[test]
+fn round_robin_with_every_backend_ejected_is_transient_failure() {
+    let mut s = round_robin();
+    s.lb.update_addresses(vec![v4(1), v4(2)], s.now);
+    s.actions();
+    s.ready(0);
+    s.ready(1);
+    s.actions();
+    s.lb.eject(&v4(1), s.now);
+    s.lb.eject(&v4(2), s.now);
+    assert_eq!(s.actions(), ["READY [1]", "TransientFailure"]);
+    s.lb.uneject(&v4(1), s.now);
+    assert_eq!(s.actions(), ["READY [0]"]);
+}
+
+#[test]
+fn an_address_ejected_before_its_subchannel_exists_starts_ejected() {
+    let mut s = round_robin();
+    s.lb.eject(&v4(2), s.now);
+    s.lb.update_addresses(vec![v4(1), v4(2)], s.now);
+    s.actions();
+    s.ready(1);
+    assert_eq!(s.actions(), Vec::<String>::new(), "ejected: not picked");
+    s.ready(0);
+    assert_eq!(s.actions(), ["READY [0]"]);
+}
+
+#[test]
+fn pick_first_treats_its_ejected_selection_as_lost_but_keeps_the_connection() {
+    let mut s = pick_first();
+    s.lb.update_addresses(vec![v4(1), v4(2)], s.now);
+    s.actions();
+    s.ready(0);
+    assert_eq!(s.actions(), ["READY [0]"]);
+    s.lb.eject(&v4(1), s.now);
+    assert_eq!(s.actions(), ["resolve", "Idle"], "no disconnect");
+    // The next call starts a pass: the ejected address counts as failed, the next one connects.
+    s.lb.exit_idle(s.now);
+    assert_eq!(s.actions(), ["Connecting", "connect 1 10.0.0.2:443"]);
+    s.ready(1);
+    assert_eq!(s.actions(), ["disconnect 0", "READY [1]"]);
+}
+
+#[test]
+fn pick_first_selects_a_ready_backend_that_returns_from_ejection() {
+    let mut s = pick_first();
+    s.lb.update_addresses(vec![v4(1)], s.now);
+    s.actions();
+    s.ready(0);
+    s.actions();
+    s.lb.eject(&v4(1), s.now);
+    s.actions();
+    s.lb.exit_idle(s.now);
+    assert_eq!(s.actions(), ["Connecting", "resolve", "TransientFailure"]);
+    s.lb.uneject(&v4(1), s.now);
+    assert_eq!(s.actions(), ["READY [0]"]);
+}

@@ -12,6 +12,7 @@ use tokio::time::Instant;
 use grpc_retry::{AttemptEnd, AttemptId, FailurePlace, Pushback, RetryCall};
 
 use crate::attempt::{AttemptResponse, OpenAttempt};
+use crate::outlier::{AttemptResult, CallResults};
 use crate::send::{OnError, SendHalf};
 use crate::status::{Code, Status};
 use crate::telemetry::{AttemptTelemetry, CallTelemetry};
@@ -46,6 +47,8 @@ pub(crate) struct Shared {
     pub(super) receiver: Option<Waker>,
     /// The call's retry state machine after commit, told how the committed attempt ended (throttle).
     pub(super) retry: Option<(Box<RetryCall>, AttemptId)>,
+    /// After commit, where the committed attempt's result counts (outlier detection), until it ends.
+    pub(super) results: Option<Arc<CallResults>>,
     /// A task pumping an application stream into the call, waiting for the call to end.
     pub(super) end_watcher: Option<Waker>,
     /// The status a failed send ended the call with (e.g. an oversize message), which the receiving half
@@ -170,6 +173,7 @@ impl Shared {
             started: false,
             receiver: None,
             retry: None,
+            results: None,
             end_watcher: None,
             sender_failure: None,
             writer: Writer::NotStarted,
@@ -272,7 +276,10 @@ impl Shared {
         match result {
             Ok(committed) => {
                 let OpenAttempt {
-                    mut send, response, ..
+                    mut send,
+                    response,
+                    results,
+                    ..
                 } = committed.open;
                 self.attempt = Some(committed.telemetry);
                 if let Some(ended) = &self.ended {
@@ -293,6 +300,7 @@ impl Shared {
                 self.half_closed |= send.half_closed();
                 self.side = Side::Direct(send);
                 self.retry = Some((committed.call, committed.attempt));
+                self.results = results;
                 self.previous_attempts = committed.previous_attempts;
                 Some(Ok(response))
             }
@@ -375,6 +383,12 @@ impl Shared {
     /// the throttle, a qualifying failure or a "don't retry" pushback costs a token), or locally (a cancel,
     /// the deadline, a malformed response: nobody's failure, which the throttle never counts).
     pub(super) fn report_end(&mut self, status: &Status, end: CommittedEnd) {
+        if let Some(results) = self.results.take() {
+            results.record(match end {
+                CommittedEnd::Local if status.code() == Code::Cancelled => AttemptResult::Cancelled,
+                _ => AttemptResult::Ended(status.code()),
+            });
+        }
         if let Some((mut call, attempt)) = self.retry.take() {
             let end = match end {
                 CommittedEnd::Remote(pushback) => AttemptEnd::status(status.code(), pushback),

@@ -1,14 +1,24 @@
 //! The control plane's event loop: it owns the load-balancing policy and the subchannel connection tasks,
 //! applies resolution results, runs the idle timer, switches policies gracefully, and publishes each new
 //! picker. Started by [`super::ControlPlane::start`]; ends when the last handle is dropped or on `close()`.
+//!
+//! Outlier detection (gRFC A50): with an `outlier_detection_experimental` config the loop owns a
+//! `grpc_lb::OutlierDetector` beside the child policy. The detector gets the same address lists as the
+//! policy; while it has an algorithm, every READY subchannel's picker handle carries its address's
+//! [`CallResults`], which calls count into and the loop takes into the detector just before each sweep (its
+//! timer is one of the loop's, its randomness the loop's rng). An ejection or un-ejection goes to the policy
+//! (`LbPolicy::eject`, `uneject`: the subchannel looks TRANSIENT_FAILURE, its connection stays), to
+//! tracing, and to the channel's stats. The policy and the detector are compared and replaced
+//! separately: a new outlier config alone keeps the child policy and its connections.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use grpc_lb::{
-    Address, BackoffConfig, ConnectivityState, LbAction, LbPolicy, Picker, PickerSpec,
-    PolicyConfig, SubchannelId, DEFAULT_ATTEMPT_DELAY,
+    Address, BackoffConfig, ConnectivityState, LbAction, LbPolicy, OutlierDetectionConfig,
+    OutlierDetector, OutlierEvent, Picker, PickerSpec, PolicyConfig, SubchannelId,
+    DEFAULT_ATTEMPT_DELAY,
 };
 use grpc_retry::SplitMix64;
 use grpc_service_config::LbConfig;
@@ -16,9 +26,10 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::{ActiveCalls, Conn, Event, Published};
+use super::{ActiveCalls, Conn, Event, Handle, Published};
 use crate::connect::{connect, AbortOnDrop, Established, Http2Settings};
 use crate::keepalive::{self, Keepalive};
+use crate::outlier::{CallResults, EjectionStats};
 use crate::resolution::{Resolution, State};
 use crate::status::Status;
 use crate::tls::TlsConnector;
@@ -54,6 +65,15 @@ pub(super) struct Loop {
     /// Leaving IDLE, waiting until then for a fresh resolution.
     pub(super) fresh_wait: Option<Instant>,
     pub(super) last_failure: Option<Status>,
+    /// Outlier detection, when the config has it (dropped with the policy when the channel goes IDLE).
+    pub(super) outlier: Option<OutlierDetector>,
+    /// Each address's call results while the detector has an algorithm (empty otherwise: picks then count
+    /// nothing).
+    pub(super) results: HashMap<Address, Arc<CallResults>>,
+    /// What `Channel::stats()` shows of the ejections.
+    pub(super) ejections: Arc<EjectionStats>,
+    /// When each ejected address was ejected, for the trace of its return.
+    pub(super) ejected_since: HashMap<Address, std::time::Instant>,
 }
 
 impl Drop for Loop {
@@ -64,22 +84,23 @@ impl Drop for Loop {
     }
 }
 
-fn policy_config(lb: &LbConfig) -> PolicyConfig {
+/// The policy a service config's `loadBalancingConfig` selects, and its outlier detection if it has one
+/// (the two are compared apart, so that a change of one keeps the other). An outlier detection nested in
+/// another's `childPolicy` adds nothing: the outer one decides.
+fn policy_config(lb: &LbConfig) -> (PolicyConfig, Option<OutlierDetectionConfig>) {
     match lb {
-        LbConfig::RoundRobin => PolicyConfig::RoundRobin,
+        LbConfig::RoundRobin => (PolicyConfig::RoundRobin, None),
         LbConfig::PickFirst {
             shuffle_address_list,
-        } => PolicyConfig::PickFirst {
-            shuffle_address_list: *shuffle_address_list,
-        },
-        LbConfig::Default => PolicyConfig::default(),
-        // Outlier detection (gRFC A50) is parsed and its algorithm is in grpc-lb, but the channel does not
-        // feed it call results or eject addresses yet: its child policy runs alone, and the channel says so.
-        LbConfig::OutlierDetection { child, .. } => {
-            tracing::warn!(
-                "outlier_detection_experimental is not applied yet: running its childPolicy without ejection"
-            );
-            policy_config(child)
+        } => (
+            PolicyConfig::PickFirst {
+                shuffle_address_list: *shuffle_address_list,
+            },
+            None,
+        ),
+        LbConfig::Default => (PolicyConfig::default(), None),
+        LbConfig::OutlierDetection { config, child } => {
+            (policy_config(child).0, Some(config.clone()))
         }
     }
 }
@@ -98,6 +119,9 @@ impl Loop {
                     .and_then(|p| p.poll_timeout().map(Instant::from_std)),
                 self.idle_deadline,
                 self.fresh_wait,
+                self.outlier
+                    .as_ref()
+                    .and_then(|d| d.poll_timeout().map(Instant::from_std)),
             ]
             .into_iter()
             .flatten()
@@ -262,7 +286,7 @@ impl Loop {
                 }
             }
             State::Ready { endpoints, config } => {
-                let wanted = policy_config(config.lb_policy());
+                let (wanted, outlier) = policy_config(config.lb_policy());
                 if self.policy_config != Some(wanted) {
                     // A graceful switch: while the new policy connects, the old one's READY connections keep
                     // serving (its last picker), and they close once the new policy is READY.
@@ -280,11 +304,23 @@ impl Loop {
                         Box::new(SplitMix64::new(self.rng.next())),
                     ));
                     self.policy_config = Some(wanted);
+                    // The new policy starts with the ejections in force.
+                    if let (Some(p), Some(d)) = (self.policy.as_mut(), self.outlier.as_ref()) {
+                        for address in d.ejected() {
+                            p.eject(address, now);
+                        }
+                    }
                 }
                 self.addresses = endpoints.to_vec();
+                self.update_outlier(outlier, now);
+                if let Some(d) = self.outlier.as_mut() {
+                    d.update_addresses(self.addresses.iter().cloned());
+                }
+                self.apply_outlier_events(now);
                 if let Some(p) = self.policy.as_mut() {
                     p.update_addresses(self.addresses.clone(), now);
                 }
+                self.sync_results();
             }
         }
     }
@@ -307,6 +343,121 @@ impl Loop {
         if let Some(p) = self.policy.as_mut() {
             p.handle_timeout(now.into_std());
         }
+        self.sweep(now.into_std());
+    }
+
+    /// A new outlier detection config (or none) at `now`: the detector is created, updated or dropped; the
+    /// policy is left alone.
+    fn update_outlier(&mut self, config: Option<OutlierDetectionConfig>, now: std::time::Instant) {
+        match (config, self.outlier.as_mut()) {
+            (Some(config), Some(d)) => {
+                if *d.config() != config {
+                    d.update_config(config, now);
+                }
+            }
+            (Some(config), None) => self.outlier = Some(OutlierDetector::new(config, now)),
+            (None, Some(_)) => self.drop_outlier(now),
+            (None, None) => {}
+        }
+    }
+
+    /// Outlier detection ends (no config, or the channel goes IDLE): every ejected address returns.
+    fn drop_outlier(&mut self, now: std::time::Instant) {
+        if let Some(d) = self.outlier.take() {
+            for address in d.ejected() {
+                let ejected_for = self
+                    .ejected_since
+                    .get(address)
+                    .map(|since| now.saturating_duration_since(*since));
+                tracing::info!(%address, reason = "outlier detection is off", ?ejected_for, "outlier detection returns the address");
+                if let Some(p) = self.policy.as_mut() {
+                    p.uneject(address, now);
+                }
+            }
+        }
+        self.ejections.clear();
+        self.ejected_since.clear();
+    }
+
+    /// The detector's sweep, if due: the calls counted since the last one go in first.
+    fn sweep(&mut self, now: std::time::Instant) {
+        let Some(d) = self.outlier.as_mut() else {
+            return;
+        };
+        if d.poll_timeout().is_none_or(|due| due > now) {
+            return;
+        }
+        for (address, results) in &self.results {
+            d.record_counts(address, results.take());
+        }
+        d.handle_timeout(now, &mut self.rng);
+        self.apply_outlier_events(now);
+        self.sync_results();
+    }
+
+    /// Gives the detector's ejections and un-ejections to the policy, tracing and the stats.
+    fn apply_outlier_events(&mut self, now: std::time::Instant) {
+        let Some(d) = self.outlier.as_mut() else {
+            return;
+        };
+        while let Some(event) = d.poll_event() {
+            match event {
+                OutlierEvent::Ejected {
+                    address,
+                    cause,
+                    multiplier,
+                    until,
+                } => {
+                    let duration = until.map(|until| until.saturating_duration_since(now));
+                    tracing::info!(%address, ?cause, multiplier, ?duration, "outlier detection ejects the address");
+                    self.ejections.ejected(address.to_string());
+                    self.ejected_since.insert(address.clone(), now);
+                    if let Some(p) = self.policy.as_mut() {
+                        p.eject(&address, now);
+                    }
+                }
+                OutlierEvent::Unejected { address, reason } => {
+                    let ejected_for = self
+                        .ejected_since
+                        .remove(&address)
+                        .map(|since| now.saturating_duration_since(since));
+                    tracing::info!(%address, ?reason, ?ejected_for, "outlier detection returns the address");
+                    self.ejections.unejected(&address.to_string());
+                    if let Some(p) = self.policy.as_mut() {
+                        p.uneject(&address, now);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Keeps a call-results counter for each address while the detector counts (none otherwise), and
+    /// publishes the picker again if that changed which handles count.
+    fn sync_results(&mut self) {
+        let counting = self
+            .outlier
+            .as_ref()
+            .is_some_and(OutlierDetector::is_enabled);
+        let before = self.results.len();
+        let mut changed = false;
+        if counting {
+            self.results.retain(|a, _| self.addresses.contains(a));
+            changed |= self.results.len() != before;
+            for address in &self.addresses {
+                if !self.results.contains_key(address) {
+                    self.results
+                        .insert(address.clone(), Arc::new(CallResults::default()));
+                    changed = true;
+                }
+            }
+        } else if before > 0 {
+            self.results.clear();
+            changed = true;
+        }
+        if changed && !self.idle {
+            let (state, spec) = self.spec.clone();
+            self.publish(state, spec);
+        }
     }
 
     fn enter_idle(&mut self) {
@@ -314,6 +465,10 @@ impl Loop {
         self.drop_connections();
         self.policy = None;
         self.policy_config = None;
+        self.outlier = None;
+        self.results.clear();
+        self.ejections.clear();
+        self.ejected_since.clear();
         self.idle = true;
         self.publish(ConnectivityState::Idle, PickerSpec::Idle);
     }
@@ -380,7 +535,13 @@ impl Loop {
         } else if let Some(retired) = &self.retired {
             let start = self.rng.next() as usize;
             let conns = &retired.conns;
-            let picker = Picker::new(&retired.spec, |id| conns.get(&id).cloned(), start);
+            let handle = |id| {
+                conns.get(&id).map(|conn| Handle {
+                    conn: conn.clone(),
+                    results: None,
+                })
+            };
+            let picker = Picker::new(&retired.spec, handle, start);
             self.spec = (state, spec);
             let _ = self.published.send(Arc::new(Published {
                 state: ConnectivityState::Ready,
@@ -391,7 +552,21 @@ impl Loop {
         }
         let start = self.rng.next() as usize;
         let conns = &self.conns;
-        let picker = Picker::new(&spec, |id| conns.get(&id).cloned(), start);
+        let results = &self.results;
+        // While outlier detection counts, each handle carries its address's counter.
+        let addresses: HashMap<SubchannelId, &Address> = match &spec {
+            PickerSpec::Ready(list) if !results.is_empty() => {
+                list.iter().map(|(id, addr)| (*id, addr)).collect()
+            }
+            _ => HashMap::new(),
+        };
+        let handle = |id| {
+            conns.get(&id).map(|conn| Handle {
+                conn: conn.clone(),
+                results: addresses.get(&id).and_then(|a| results.get(*a)).cloned(),
+            })
+        };
+        let picker = Picker::new(&spec, handle, start);
         self.spec = (state, spec);
         let _ = self.published.send(Arc::new(Published {
             state,
@@ -519,5 +694,38 @@ async fn connect_subchannel(
         Err(error) => {
             let _ = events.send(Event::Failed(id, generation, error));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use grpc_service_config::{ParseOptions, ServiceConfig};
+
+    fn lb(json: &str) -> (PolicyConfig, Option<OutlierDetectionConfig>) {
+        let config = ServiceConfig::parse(json, ParseOptions::default()).expect("a valid config");
+        policy_config(config.lb_policy())
+    }
+
+    fn outlier(interval: &str) -> String {
+        format!(
+            r#"{{"loadBalancingConfig":[{{"outlier_detection_experimental":{{"interval":"{interval}",
+                "failurePercentageEjection":{{}},"childPolicy":[{{"round_robin":{{}}}}]}}}}]}}"#
+        )
+    }
+
+    #[test]
+    fn the_policy_and_its_outlier_detection_are_compared_apart() {
+        let (policy_a, od_a) = lb(&outlier("1s"));
+        let (policy_b, od_b) = lb(&outlier("2s"));
+        assert_eq!(policy_a, PolicyConfig::RoundRobin);
+        assert_eq!(
+            policy_a, policy_b,
+            "a new outlier config alone keeps the child policy"
+        );
+        assert_ne!(od_a, od_b);
+        assert!(od_a.is_some_and(|c| c.is_enabled()));
+        let (plain, none) = lb(r#"{"loadBalancingConfig":[{"round_robin":{}}]}"#);
+        assert_eq!((plain, none), (PolicyConfig::RoundRobin, None));
     }
 }

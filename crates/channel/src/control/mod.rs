@@ -32,9 +32,10 @@ mod event_loop;
 
 use event_loop::Loop;
 
-use crate::attempt::{Pick, PickError};
+use crate::attempt::{Pick, PickError, Picked};
 use crate::connect::Http2Settings;
 use crate::keepalive::Keepalive;
+use crate::outlier::{CallResults, EjectionStats};
 use crate::resolution::Resolution;
 use crate::sniff::GoAway;
 use crate::status::{Code, Status};
@@ -45,10 +46,18 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 
 type Conn = SendRequest<Bytes>;
 
+/// What a picker hands out for a READY subchannel: its connection and, while outlier detection is on, its
+/// address's call results (an `Arc` clone per pick, no allocation).
+#[derive(Clone)]
+struct Handle {
+    conn: Conn,
+    results: Option<Arc<CallResults>>,
+}
+
 /// What calls see: the state and the picker, swapped together.
 pub(crate) struct Published {
     pub(crate) state: ConnectivityState,
-    picker: Picker<Conn>,
+    picker: Picker<Handle>,
     /// The last connection failure, kept as the source of the statuses of failed picks.
     last_failure: Option<Status>,
 }
@@ -136,6 +145,8 @@ pub(crate) struct ControlPlane {
     events: mpsc::UnboundedSender<Event>,
     published: watch::Receiver<Arc<Published>>,
     active: Arc<ActiveCalls>,
+    /// Outlier detection's ejections, as the event loop last wrote them.
+    ejections: Arc<EjectionStats>,
     _stop: Arc<oneshot::Sender<()>>,
 }
 
@@ -161,6 +172,7 @@ impl ControlPlane {
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(7);
         let active = ActiveCalls::new();
+        let ejections = Arc::new(EjectionStats::default());
         let lp = Loop {
             resolution,
             settings,
@@ -184,12 +196,17 @@ impl ControlPlane {
             was_active: false,
             fresh_wait: None,
             last_failure: None,
+            outlier: None,
+            results: HashMap::new(),
+            ejections: ejections.clone(),
+            ejected_since: HashMap::new(),
         };
         tokio::spawn(lp.run(events_rx, stop_rx));
         ControlPlane {
             events: events_tx,
             published: published_rx,
             active,
+            ejections,
             _stop: Arc::new(stop_tx),
         }
     }
@@ -202,6 +219,11 @@ impl ControlPlane {
     /// The channel's connectivity state.
     pub(crate) fn state(&self) -> ConnectivityState {
         self.published.borrow().state
+    }
+
+    /// The addresses outlier detection ejected now, and how often each address was ejected.
+    pub(crate) fn ejections(&self) -> (Vec<String>, std::collections::BTreeMap<String, u64>) {
+        self.ejections.snapshot()
     }
 
     /// Leaves IDLE (as a call would).
@@ -244,7 +266,7 @@ impl ControlPlane {
         method: &str,
         avoid: &[Address],
         cx: &mut Context<'_>,
-    ) -> Option<(Conn, Address)> {
+    ) -> Option<Picked> {
         let picked = {
             let published = self.published.borrow();
             if published.state == ConnectivityState::Shutdown {
@@ -253,8 +275,12 @@ impl ControlPlane {
             published.picker.pick(&PickRequest { method, avoid })
         };
         match picked {
-            PickResult::Pick { mut handle, addr } => match handle.poll_ready(cx) {
-                Poll::Ready(Ok(())) => Some((handle, addr)),
+            PickResult::Pick { mut handle, addr } => match handle.conn.poll_ready(cx) {
+                Poll::Ready(Ok(())) => Some(Picked {
+                    conn: handle.conn,
+                    addr,
+                    results: handle.results,
+                }),
                 Poll::Ready(Err(_)) | Poll::Pending => None,
             },
             _ => None,
@@ -287,7 +313,7 @@ impl ControlPlane {
         method: &str,
         wait_for_ready: bool,
         avoid: &[Address],
-    ) -> Result<(Conn, Address), PickError> {
+    ) -> Result<Picked, PickError> {
         let fail = |status| PickError {
             status,
             dropped: false,
@@ -302,8 +328,14 @@ impl ControlPlane {
                 )));
             }
             match published.picker.pick(&PickRequest { method, avoid }) {
-                PickResult::Pick { handle, addr } => match handle.ready().await {
-                    Ok(conn) => return Ok((conn, addr)),
+                PickResult::Pick { handle, addr } => match handle.conn.ready().await {
+                    Ok(conn) => {
+                        return Ok(Picked {
+                            conn,
+                            addr,
+                            results: handle.results,
+                        })
+                    }
                     // The connection died under the pick: its task reports it, and a new picker follows.
                     Err(e) => {
                         tracing::debug!(%addr, error = %e, "picked connection is gone; waiting for a new picker")

@@ -46,6 +46,12 @@ impl CallCounter {
         *count = count.saturating_add(1);
     }
 
+    /// Counts several finished calls at once.
+    pub(crate) fn add(&mut self, counts: CallCounts) {
+        self.active.successes = self.active.successes.saturating_add(counts.successes);
+        self.active.failures = self.active.failures.saturating_add(counts.failures);
+    }
+
     /// The sweep: the inactive bucket is zeroed and the two are swapped.
     pub(crate) fn swap(&mut self) {
         self.inactive = std::mem::take(&mut self.active);

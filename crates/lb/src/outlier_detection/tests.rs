@@ -516,3 +516,34 @@ fn stats_show_both_buckets_and_the_ejection() {
     assert_eq!(st.ejected_since, Some(s.start + secs(10)));
     assert_eq!(st.multiplier, 1);
 }
+
+#[test]
+fn record_counts_is_record_repeated_and_counts_only_while_enabled() {
+    let mut one_by_one = Sim::new(failure_percentage(), 3);
+    let mut at_once = Sim::new(failure_percentage(), 3);
+    for _ in 0..7 {
+        one_by_one.od.record(&addr(2), true);
+    }
+    for _ in 0..5 {
+        one_by_one.od.record(&addr(2), false);
+    }
+    let counts = CallCounts {
+        successes: 7,
+        failures: 5,
+    };
+    at_once.od.record_counts(&addr(2), counts);
+    at_once.od.record_counts(&addr(9), counts);
+    assert_eq!(one_by_one.od.stats(&addr(2)), at_once.od.stats(&addr(2)));
+    assert_eq!(
+        at_once.od.stats(&addr(2)).map(|st| st.current),
+        Some(counts)
+    );
+    assert_eq!(at_once.od.stats(&addr(9)), None, "not in the list");
+
+    let mut disabled = Sim::new(OutlierDetectionConfig::default(), 3);
+    disabled.od.record_counts(&addr(1), counts);
+    assert_eq!(
+        disabled.od.stats(&addr(1)).map(|st| st.current),
+        Some(CallCounts::default())
+    );
+}

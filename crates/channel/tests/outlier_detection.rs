@@ -1,0 +1,294 @@
+//! Outlier detection (gRFC A50) end to end: round_robin under `outlier_detection_experimental` over three
+//! loopback backends, on tokio's paused clock. Healthy backends are interop servers (`UnaryCall` answers
+//! OK); a failing one is the fault-injecting server, which answers `UnaryCall` UNIMPLEMENTED: a call's
+//! result says which kind of backend served it.
+
+mod support;
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use grpc_channel::{Channel, Code, Request, ResolverOptions, Status};
+use interop::dns::TestDns;
+use interop::faulty::FaultyServer;
+use interop::server::{self, ServerHandle};
+use interop_proto::{paths, SimpleRequest, SimpleResponse};
+use support::guards::guarded;
+
+/// Failure percentage: an address failing more than half of at least 10 calls in a 1 s interval is ejected
+/// for 5 s (times its multiplier), when at least 3 addresses had that many calls.
+fn outlier_config(max_ejection_percent: u32) -> String {
+    format!(
+        r#"{{"loadBalancingConfig":[{{"outlier_detection_experimental":{{
+            "interval":"1s","baseEjectionTime":"5s","maxEjectionPercent":{max_ejection_percent},
+            "failurePercentageEjection":{{"threshold":50,"enforcementPercentage":100,
+                                          "minimumHosts":3,"requestVolume":10}},
+            "childPolicy":[{{"round_robin":{{}}}}]}}}}]}}"#
+    )
+}
+
+const ROUND_ROBIN: &str = r#"{"loadBalancingConfig":[{"round_robin":{}}]}"#;
+
+async fn healthy() -> ServerHandle {
+    server::start("127.0.0.1:0".parse().expect("addr"))
+        .await
+        .expect("server")
+}
+
+async fn failing() -> FaultyServer {
+    support::faulty_server().await
+}
+
+fn channel(addrs: &[SocketAddr], config: &str) -> Channel {
+    support::channel_with_config(&support::ipv4_target(addrs), config)
+}
+
+/// One call: `Ok` from a healthy backend, UNIMPLEMENTED from a failing one.
+async fn call(ch: &Channel) -> Result<(), Status> {
+    guarded(
+        "unary call",
+        ch.unary::<_, SimpleResponse>(paths::UNARY_CALL, Request::new(SimpleRequest::default())),
+    )
+    .await
+    .map(|_| ())
+}
+
+/// `n` calls; how many failed (each failure must be the failing backend's UNIMPLEMENTED).
+async fn failures(ch: &Channel, n: usize) -> usize {
+    let mut failed = 0;
+    for _ in 0..n {
+        if let Err(status) = call(ch).await {
+            assert_eq!(status.code(), Code::Unimplemented, "{status:?}");
+            failed += 1;
+        }
+    }
+    failed
+}
+
+/// Rounds of 60 calls, each followed by a second (a sweep), until something is ejected; how many rounds.
+async fn until_ejected(ch: &Channel) -> usize {
+    for round in 1..=5 {
+        failures(ch, 60).await;
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        if !ch.stats().ejected_addresses.is_empty() {
+            return round;
+        }
+    }
+    panic!("nothing was ejected: {:?}", ch.stats().ejected_addresses);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failing_backend_is_ejected_after_an_interval_and_returns_after_the_base_ejection_time() {
+    let (a, b, bad) = (healthy().await, healthy().await, failing().await);
+    let ch = channel(&[a.addr, b.addr, bad.addr], &outlier_config(10));
+    // The first calls of the first interval go wherever round_robin sends them: a third fail.
+    let rounds = until_ejected(&ch).await;
+    assert!(
+        rounds <= 2,
+        "ejected after {rounds} intervals (the first has the calls)"
+    );
+    let stats = ch.stats();
+    assert_eq!(stats.ejected_addresses, [bad.addr.to_string()]);
+    assert_eq!(stats.ejections.get(&bad.addr.to_string()), Some(&1));
+
+    // Ejected: it gets no calls, so every call succeeds (on the two others).
+    assert_eq!(
+        failures(&ch, 100).await,
+        0,
+        "no call reaches the ejected backend"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(failures(&ch, 100).await, 0, "still ejected 2 s later");
+
+    // After baseEjectionTime (5 s × multiplier 1) a sweep returns it, and its connection was kept.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(ch.stats().ejected_addresses.is_empty());
+    let failed = failures(&ch, 30).await;
+    assert!(
+        (5..=15).contains(&failed),
+        "back in the rotation: about a third of 30 calls fail, {failed} did"
+    );
+    assert_eq!(
+        bad.connections(),
+        1,
+        "ejection keeps the connection: no reconnection"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn max_ejection_percent_keeps_backends_in_service_when_all_fail() {
+    let servers = [failing().await, failing().await, failing().await];
+    let addrs: Vec<SocketAddr> = servers.iter().map(|s| s.addr).collect();
+    // 50 %: the first ejection (0 of 3 ejected), the second (1 of 3, 33 %), not a third (2 of 3, 67 %).
+    let ch = channel(&addrs, &outlier_config(50));
+    until_ejected(&ch).await;
+    for _ in 0..3 {
+        assert_eq!(
+            failures(&ch, 30).await,
+            30,
+            "the backend left in service still fails"
+        );
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        let ejected = ch.stats().ejected_addresses;
+        assert_eq!(ejected.len(), 2, "{ejected:?}");
+    }
+
+    // 10 %: only the first ejection.
+    let ch = channel(&addrs, &outlier_config(10));
+    until_ejected(&ch).await;
+    failures(&ch, 30).await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(ch.stats().ejected_addresses.len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_outlier_detection_nothing_is_ejected() {
+    let (a, b, bad) = (healthy().await, healthy().await, failing().await);
+    let ch = channel(&[a.addr, b.addr, bad.addr], ROUND_ROBIN);
+    failures(&ch, 30).await;
+    for _ in 0..4 {
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        let failed = failures(&ch, 60).await;
+        assert!(
+            (15..=25).contains(&failed),
+            "a third of 60 calls fail: {failed}"
+        );
+    }
+    let stats = ch.stats();
+    assert!(stats.ejected_addresses.is_empty());
+    assert!(stats.ejections.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_config_with_no_algorithm_counts_and_ejects_nothing() {
+    let (a, b, bad) = (healthy().await, healthy().await, failing().await);
+    let config = r#"{"loadBalancingConfig":[{"outlier_detection_experimental":{
+        "interval":"1s","childPolicy":[{"round_robin":{}}]}}]}"#;
+    let ch = channel(&[a.addr, b.addr, bad.addr], config);
+    failures(&ch, 30).await;
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        let failed = failures(&ch, 60).await;
+        assert!((15..=25).contains(&failed), "{failed}");
+    }
+    assert!(ch.stats().ejected_addresses.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn failed_attempts_count_even_when_a_retry_saves_the_call() {
+    let (a, b, bad) = (healthy().await, healthy().await, failing().await);
+    // Every call that lands on the failing backend is retried elsewhere (the pick avoids the address the
+    // call used) and succeeds: only the attempts tell the detector about the failing backend.
+    let config = r#"{"loadBalancingConfig":[{"outlier_detection_experimental":{
+            "interval":"1s","baseEjectionTime":"5s",
+            "failurePercentageEjection":{"threshold":50,"enforcementPercentage":100,
+                                         "minimumHosts":3,"requestVolume":10},
+            "childPolicy":[{"round_robin":{}}]}}],
+        "methodConfig":[{"name":[{"service":"grpc.testing.TestService"}],
+            "retryPolicy":{"maxAttempts":3,"initialBackoff":"0.01s","maxBackoff":"0.01s",
+                           "backoffMultiplier":1,"retryableStatusCodes":["UNIMPLEMENTED"]}}]}"#;
+    let ch = channel(&[a.addr, b.addr, bad.addr], config);
+    assert_eq!(failures(&ch, 60).await, 0, "the retries save every call");
+    let retries: u64 = ch.stats().methods.values().map(|m| m.retries).sum();
+    assert!(
+        retries >= 10,
+        "the failing backend had its share: {retries}"
+    );
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(ch.stats().ejected_addresses, [bad.addr.to_string()]);
+    assert_eq!(failures(&ch, 60).await, 0);
+    let before = ch.stats().methods.values().map(|m| m.retries).sum::<u64>();
+    failures(&ch, 30).await;
+    let after = ch.stats().methods.values().map(|m| m.retries).sum::<u64>();
+    assert_eq!(
+        after, before,
+        "no call reaches the ejected backend: no retry"
+    );
+}
+
+/// A failing backend on `addr`, counting the connections it accepts.
+async fn failing_at(addr: SocketAddr) -> Arc<AtomicUsize> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .expect("a loopback address");
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((tcp, peer)) = listener.accept().await {
+            count.fetch_add(1, Ordering::Relaxed);
+            tokio::spawn(FaultyServer::detached().serve_connection(tcp, peer));
+        }
+    });
+    accepted
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_new_outlier_config_alone_keeps_the_child_policy_and_its_connections() {
+    // Three backends on one port of 127.0.0.1-3 (the third fails every call), and 127.0.0.4 where nothing
+    // listens: its failed connection attempts make round_robin ask DNS again, which brings new configs.
+    let a = healthy().await;
+    let port = a.addr.port();
+    let _b = server::start(SocketAddr::from((Ipv4Addr::new(127, 0, 0, 2), port)))
+        .await
+        .expect("a second loopback address");
+    let bad = SocketAddr::from((Ipv4Addr::new(127, 0, 0, 3), port));
+    let bad_connections = failing_at(bad).await;
+    let dns = TestDns::start().await.expect("dns");
+    for n in 1..=4 {
+        dns.add_a("svc.test", Ipv4Addr::new(127, 0, 0, n)).await;
+    }
+    let config = |algorithm: &str| {
+        format!(
+            r#"[{{"serviceConfig":{{"loadBalancingConfig":[{{"outlier_detection_experimental":{{
+                "interval":"1s","baseEjectionTime":"30s"{algorithm},
+                "childPolicy":[{{"round_robin":{{}}}}]}}}}]}}}}]"#
+        )
+    };
+    // First no algorithm: nothing counts, nothing is ejected.
+    dns.set_service_config("svc.test", &config("")).await;
+    let ch = Channel::builder(format!("dns://{}/svc.test:{port}", dns.addr))
+        .resolver_options(ResolverOptions {
+            min_interval: Duration::from_millis(100),
+            query_timeout: Duration::from_secs(2),
+            ..ResolverOptions::default()
+        })
+        .build()
+        .expect("channel");
+    for _ in 0..3 {
+        assert!(
+            failures(&ch, 60).await > 0,
+            "the failing backend is in service"
+        );
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+    }
+    assert!(ch.stats().ejected_addresses.is_empty());
+    assert_eq!(bad_connections.load(Ordering::Relaxed), 1);
+
+    // Then failure percentage: only the outlier detection changes.
+    dns.set_service_config(
+        "svc.test",
+        &config(
+            r#","failurePercentageEjection":{"threshold":50,"enforcementPercentage":100,
+                "minimumHosts":3,"requestVolume":10}"#,
+        ),
+    )
+    .await;
+    let mut ejected = Vec::new();
+    for _ in 0..30 {
+        failures(&ch, 60).await;
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        ejected = ch.stats().ejected_addresses;
+        if !ejected.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(ejected, [bad.to_string()], "the new config applies");
+    assert_eq!(failures(&ch, 60).await, 0);
+    assert_eq!(
+        bad_connections.load(Ordering::Relaxed),
+        1,
+        "the child policy was kept: no new connection"
+    );
+}
