@@ -11,7 +11,10 @@
 //! whose pick failed (no address), hedges the call cancelled because another attempt won, and a committed
 //! attempt the client itself cancelled (the application's cancel or a dropped call: nothing the backend
 //! did). A deadline the client enforced counts as a failure (DEADLINE_EXCEEDED), as in C-core, where the
-//! status the call finishes with is what the picker's call tracker sees. Counting happens only while the
+//! status the call finishes with is what the picker's call tracker sees: for the committed attempt, and for
+//! every attempt the deadline cut before commit (a unary call to a backend that never answers commits on
+//! nothing, and still counts). An attempt cut by `perAttemptRecvTimeout` is not counted (the call's status
+//! is the next attempt's). Counting happens only while the
 //! detector has an algorithm configured: otherwise picks carry no counter at all.
 
 use std::collections::BTreeMap;

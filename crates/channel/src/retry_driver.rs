@@ -277,8 +277,18 @@ impl Driver {
     }
 
     fn cancel_attempt(&mut self, attempt: AttemptId) {
+        let deadline_passed = self
+            .setup
+            .deadline
+            .is_some_and(|d| d <= tokio::time::Instant::now());
         if let Some(slot) = self.attempts.get_mut(attempt.0 as usize) {
             if let Slot::Live(mut a, mut t) = std::mem::replace(slot, Slot::Gone) {
+                // The call's deadline cut the attempt: DEADLINE_EXCEEDED on the address it went to (outlier
+                // detection), as an attempt that ended so after commit counts. Cancelled for another reason
+                // (a hedge that lost, a receive timeout), it does not count.
+                if deadline_passed {
+                    a.record_result(AttemptResult::Ended(Code::DeadlineExceeded));
+                }
                 a.cancel();
                 t.cancelled();
             }
@@ -305,9 +315,17 @@ impl Driver {
                     .with_previous_rpc_attempts(policy_attempts.saturating_sub(1))
             }
         };
+        let deadline_passed = self
+            .setup
+            .deadline
+            .is_some_and(|d| d <= tokio::time::Instant::now());
         for slot in self.attempts.drain(..) {
-            // Attempts still live are cancelled (their telemetry says so as it drops).
+            // Attempts still live are cancelled (their telemetry says so as it drops); cut by the deadline,
+            // they count as DEADLINE_EXCEEDED on their address, as in `cancel_attempt`.
             if let Slot::Live(mut a, _) = slot {
+                if deadline_passed {
+                    a.record_result(AttemptResult::Ended(Code::DeadlineExceeded));
+                }
                 a.cancel();
             }
         }

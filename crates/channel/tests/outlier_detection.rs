@@ -292,3 +292,42 @@ async fn a_new_outlier_config_alone_keeps_the_child_policy_and_its_connections()
         "the child policy was kept: no new connection"
     );
 }
+
+/// A backend that takes every call and never answers: unary calls to it end by their deadline before any
+/// response headers (before commit), and those count as failures too.
+#[tokio::test(start_paused = true)]
+async fn a_backend_that_never_answers_is_ejected_by_the_deadlines_it_causes() {
+    let (a, b) = (healthy().await, healthy().await);
+    let mute = support::h2_server::H2Server::tcp(
+        support::h2_server::defaults,
+        support::h2_server::handler(|mut stream| async move { stream.wait_reset().await }),
+    )
+    .await;
+    let ch = channel(&[a.addr, b.addr, mute.addr()], &outlier_config(10));
+    let timed_call = || {
+        ch.unary::<_, SimpleResponse>(
+            paths::UNARY_CALL,
+            Request::new(SimpleRequest::default()).with_timeout(Duration::from_millis(100)),
+        )
+    };
+    let mut ejected = false;
+    for _ in 0..5 {
+        for _ in 0..60 {
+            if let Err(status) = guarded("unary call", timed_call()).await {
+                assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        if !ch.stats().ejected_addresses.is_empty() {
+            ejected = true;
+            break;
+        }
+    }
+    assert!(ejected, "the mute backend is ejected");
+    assert_eq!(ch.stats().ejected_addresses, [mute.addr().to_string()]);
+    for _ in 0..30 {
+        guarded("unary call", timed_call())
+            .await
+            .expect("the two others answer");
+    }
+}

@@ -392,7 +392,6 @@ impl Loop {
         }
         d.handle_timeout(now, &mut self.rng);
         self.apply_outlier_events(now);
-        self.sync_results();
     }
 
     /// Gives the detector's ejections and un-ejections to the policy, tracing and the stats.
@@ -441,7 +440,8 @@ impl Loop {
         let before = self.results.len();
         let mut changed = false;
         if counting {
-            self.results.retain(|a, _| self.addresses.contains(a));
+            let current: std::collections::HashSet<&Address> = self.addresses.iter().collect();
+            self.results.retain(|a, _| current.contains(a));
             changed |= self.results.len() != before;
             for address in &self.addresses {
                 if !self.results.contains_key(address) {
@@ -454,7 +454,10 @@ impl Loop {
             self.results.clear();
             changed = true;
         }
-        if changed && !self.idle {
+        // While a new policy connects (a graceful switch), the retired one's picker serves and the new one
+        // publishes when it has something to show: publishing the current spec here would end the switch
+        // early, with no connection to serve.
+        if changed && !self.idle && self.retired.is_none() {
             let (state, spec) = self.spec.clone();
             self.publish(state, spec);
         }
