@@ -330,4 +330,13 @@ async fn a_backend_that_never_answers_is_ejected_by_the_deadlines_it_causes() {
             .await
             .expect("the two others answer");
     }
+    // A channel that is shut down lists no ejection.
+    ch.close();
+    for _ in 0..100 {
+        if ch.stats().ejected_addresses.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(ch.stats().ejected_addresses.is_empty());
 }

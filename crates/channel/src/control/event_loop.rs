@@ -494,6 +494,11 @@ impl Loop {
     fn shutdown(&mut self) {
         self.drop_connections();
         self.policy = None;
+        // Nothing is ejected from a channel that is shut down.
+        self.outlier = None;
+        self.results.clear();
+        self.ejections.clear();
+        self.ejected_since.clear();
         self.publish(
             ConnectivityState::Shutdown,
             PickerSpec::Fail("the channel is shut down".to_owned()),
