@@ -1,6 +1,7 @@
 //! The gRPC interop suite for `grpc-channel`: the test cases (client side), an interop server on h2's server
-//! API, a fault-injecting server for tests, and a raw-frame HTTP/2 server for what h2 cannot send. The
-//! binaries `interop-client` and `interop-server` wrap them with the standard flags (`shared/spec/interop.md`).
+//! API (with the standard health service), a fault-injecting server for tests, and a raw-frame HTTP/2 server
+//! for what h2 cannot send. The binaries `interop-client` and `interop-server` wrap them with the standard
+//! flags (`shared/spec/interop.md`).
 
 pub mod chaos;
 pub mod client;
@@ -9,6 +10,7 @@ pub mod counter;
 pub mod dns;
 pub mod faulty;
 pub mod flags;
+pub mod health;
 pub mod raw;
 pub mod server;
 pub mod server_call;

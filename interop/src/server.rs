@@ -2,9 +2,12 @@
 //! `shared/spec/interop.md` (echo status and metadata, also on errors; `interval_us`; exact per-message
 //! compression checks, which only a server that reads frames itself can make; HalfDuplexCall;
 //! UnimplementedCall left unimplemented). It also serves the exactly-once counter of [`crate::counter`]
-//! (`/exactly_once.Counter/Increment`, one result tracker per process).
+//! (`/exactly_once.Counter/Increment`, one result tracker per process) and, unless
+//! [`ServerOptions::without_health_service`] says otherwise, the standard health service
+//! (`grpc.health.v1.Health`, [`crate::health`]), whose statuses [`ServerHandle::health`] sets.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -16,12 +19,14 @@ use interop_proto::{
 use prost::Message;
 use tokio::net::TcpListener;
 
+use crate::health::HealthStatuses;
 use crate::server_call::{h2_server_builder, ServerCall};
 
 const ECHO_INITIAL: &str = "x-grpc-test-echo-initial";
 const ECHO_TRAILING: &str = "x-grpc-test-echo-trailing-bin";
 
 /// Binds `addr` and serves the interop service on it in the background for good; returns the bound address.
+/// It serves the health service with the default statuses (the server SERVING), which nothing can change.
 pub async fn spawn(addr: SocketAddr) -> std::io::Result<SocketAddr> {
     let listener = TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
@@ -36,9 +41,16 @@ pub struct ServerHandle {
     pub addr: SocketAddr,
     tasks: tokio::task::JoinSet<()>,
     stop: tokio::sync::watch::Sender<bool>,
+    health: HealthStatuses,
 }
 
 impl ServerHandle {
+    /// The statuses its health service reports; a clone shares them. With
+    /// [`ServerOptions::without_health_service`] nothing serves them.
+    pub fn health(&self) -> &HealthStatuses {
+        &self.health
+    }
+
     /// Stops the server: the listener and every connection close at once.
     pub fn shutdown(mut self) {
         let _ = self.stop.send(true);
@@ -53,50 +65,98 @@ impl Drop for ServerHandle {
     }
 }
 
+/// How [`start_with`] runs a server. The default: plaintext, with the health service and fresh statuses
+/// (the server as a whole SERVING).
+#[derive(Clone, Debug, Default)]
+pub struct ServerOptions {
+    tls: Option<Arc<rustls::ServerConfig>>,
+    health: HealthStatuses,
+    without_health: bool,
+}
+
+impl ServerOptions {
+    /// The default options.
+    pub fn new() -> ServerOptions {
+        ServerOptions::default()
+    }
+
+    /// Serves over TLS with `config` (which should offer ALPN `h2`; see [`crate::tls`]).
+    pub fn tls(mut self, config: Arc<rustls::ServerConfig>) -> ServerOptions {
+        self.tls = Some(config);
+        self
+    }
+
+    /// Serves these health statuses (so that several servers can share them) instead of fresh ones.
+    pub fn health_statuses(mut self, statuses: HealthStatuses) -> ServerOptions {
+        self.health = statuses;
+        self
+    }
+
+    /// Leaves the health service out: its methods answer UNIMPLEMENTED, like a server that never had one.
+    pub fn without_health_service(mut self) -> ServerOptions {
+        self.without_health = true;
+        self
+    }
+}
+
 /// Binds `addr` and serves the interop service until the returned handle is shut down or dropped. The
 /// server answers `fill_server_id` with its listening address.
 pub async fn start(addr: SocketAddr) -> std::io::Result<ServerHandle> {
-    let listener = TcpListener::bind(addr).await?;
-    let local = listener.local_addr()?;
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let mut tasks = tokio::task::JoinSet::new();
-    tasks.spawn(serve_until(listener, None, stopped));
-    Ok(ServerHandle {
-        addr: local,
-        tasks,
-        stop,
-    })
+    start_with(addr, ServerOptions::new()).await
 }
 
 /// Like [`start`], over TLS with `config` (which should offer ALPN `h2`; see [`crate::tls`]).
 pub async fn start_tls(
     addr: SocketAddr,
-    config: std::sync::Arc<rustls::ServerConfig>,
+    config: Arc<rustls::ServerConfig>,
 ) -> std::io::Result<ServerHandle> {
+    start_with(addr, ServerOptions::new().tls(config)).await
+}
+
+/// Like [`start`], with `options`.
+pub async fn start_with(addr: SocketAddr, options: ServerOptions) -> std::io::Result<ServerHandle> {
     let listener = TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
-    let acceptor = tokio_rustls::TlsAcceptor::from(config);
-    tasks.spawn(serve_until(listener, Some(acceptor), stopped));
+    let acceptor = options.tls.map(tokio_rustls::TlsAcceptor::from);
+    let served = (!options.without_health).then(|| options.health.clone());
+    tasks.spawn(serve_until(listener, acceptor, served, stopped));
     Ok(ServerHandle {
         addr: local,
         tasks,
         stop,
+        health: options.health,
     })
 }
 
-/// Serves the interop service on `listener` until the task is dropped.
+/// Serves the interop service on `listener` until the task is dropped (with the health service and the
+/// default statuses).
 pub async fn serve(listener: TcpListener) {
     let (_stop, stopped) = tokio::sync::watch::channel(false);
-    serve_until(listener, None, stopped).await;
+    serve_until(listener, None, Some(HealthStatuses::new()), stopped).await;
 }
 
-/// Serves the interop service over TLS on `listener` until the task is dropped.
-pub async fn serve_tls(listener: TcpListener, config: std::sync::Arc<rustls::ServerConfig>) {
+/// Serves the interop service over TLS on `listener` until the task is dropped (with the health service and
+/// the default statuses).
+pub async fn serve_tls(listener: TcpListener, config: Arc<rustls::ServerConfig>) {
     let (_stop, stopped) = tokio::sync::watch::channel(false);
     let acceptor = tokio_rustls::TlsAcceptor::from(config);
-    serve_until(listener, Some(acceptor), stopped).await;
+    serve_until(
+        listener,
+        Some(acceptor),
+        Some(HealthStatuses::new()),
+        stopped,
+    )
+    .await;
+}
+
+/// What every call of one server shares.
+struct Served {
+    /// What `fill_server_id` answers.
+    server_id: Arc<str>,
+    /// The health statuses, `None` without the health service.
+    health: Option<HealthStatuses>,
 }
 
 /// How long a client gets to finish its TLS handshake.
@@ -105,28 +165,30 @@ const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 async fn serve_until(
     listener: TcpListener,
     tls: Option<tokio_rustls::TlsAcceptor>,
+    health: Option<HealthStatuses>,
     stopped: tokio::sync::watch::Receiver<bool>,
 ) {
-    let server_id: std::sync::Arc<str> = listener
+    let server_id: Arc<str> = listener
         .local_addr()
         .map(|a| a.to_string())
         .unwrap_or_default()
         .into();
+    let served = Arc::new(Served { server_id, health });
     loop {
         let Ok((tcp, peer)) = listener.accept().await else {
             continue;
         };
         let _ = tcp.set_nodelay(true);
-        let (server_id, stopped) = (server_id.clone(), stopped.clone());
+        let (served, stopped) = (served.clone(), stopped.clone());
         match &tls {
             None => {
-                tokio::spawn(serve_connection(tcp, peer, server_id, stopped));
+                tokio::spawn(serve_connection(tcp, peer, served, stopped));
             }
             Some(acceptor) => {
                 let accept = acceptor.accept(tcp);
                 tokio::spawn(async move {
                     match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, accept).await {
-                        Ok(Ok(io)) => serve_connection(io, peer, server_id, stopped).await,
+                        Ok(Ok(io)) => serve_connection(io, peer, served, stopped).await,
                         Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
                         Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
                     }
@@ -136,28 +198,27 @@ async fn serve_until(
     }
 }
 
-/// Serves the interop service on a Unix socket until the task is dropped.
+/// Serves the interop service on a Unix socket until the task is dropped (with the health service and the
+/// default statuses).
 pub async fn serve_unix(listener: tokio::net::UnixListener) {
     let (_stop, stopped) = tokio::sync::watch::channel(false);
-    let server_id: std::sync::Arc<str> = "unix".into();
+    let served = Arc::new(Served {
+        server_id: "unix".into(),
+        health: Some(HealthStatuses::new()),
+    });
     let peer = SocketAddr::from(([0, 0, 0, 0], 0));
     loop {
         let Ok((io, _)) = listener.accept().await else {
             continue;
         };
-        tokio::spawn(serve_connection(
-            io,
-            peer,
-            server_id.clone(),
-            stopped.clone(),
-        ));
+        tokio::spawn(serve_connection(io, peer, served.clone(), stopped.clone()));
     }
 }
 
 async fn serve_connection<T>(
     io: T,
     peer: SocketAddr,
-    server_id: std::sync::Arc<str>,
+    served: Arc<Served>,
     mut stopped: tokio::sync::watch::Receiver<bool>,
 ) where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
@@ -171,7 +232,7 @@ async fn serve_connection<T>(
             next = conn.accept() => match next {
                 Some(Ok((request, respond))) => {
                     let call = ServerCall::new(request, respond, peer);
-                    calls.spawn(handle(call, server_id.clone()));
+                    calls.spawn(handle(call, served.clone()));
                 }
                 _ => return,
             },
@@ -181,7 +242,7 @@ async fn serve_connection<T>(
     }
 }
 
-async fn handle(mut call: ServerCall, server_id: std::sync::Arc<str>) {
+async fn handle(mut call: ServerCall, served: Arc<Served>) {
     // The exactly-once counter (`crate::counter`), with one result tracker per server process.
     if call.path == crate::counter::INCREMENT {
         static COUNTER: std::sync::OnceLock<crate::counter::Shared> = std::sync::OnceLock::new();
@@ -208,14 +269,14 @@ async fn handle(mut call: ServerCall, server_id: std::sync::Arc<str>) {
         call.trailing_metadata.insert(ECHO_TRAILING, v);
     }
     let result = match deadline {
-        Some(d) => match tokio::time::timeout(d, dispatch(&mut call, &server_id)).await {
+        Some(d) => match tokio::time::timeout(d, dispatch(&mut call, &served)).await {
             Ok(r) => r,
             Err(_) => Err(Status::new(
                 Code::DeadlineExceeded,
                 "deadline exceeded on the server",
             )),
         },
-        None => dispatch(&mut call, &server_id).await,
+        None => dispatch(&mut call, &served).await,
     };
     // Answers queued before a failure go out before its status (not past the deadline: the client is
     // gone, and a flush could wait for its flow control).
@@ -233,7 +294,7 @@ async fn handle(mut call: ServerCall, server_id: std::sync::Arc<str>) {
     }
 }
 
-async fn dispatch(call: &mut ServerCall, server_id: &str) -> Result<(), Status> {
+async fn dispatch(call: &mut ServerCall, served: &Served) -> Result<(), Status> {
     if let Some(enc) = call.unsupported_request_encoding() {
         return Err(Status::new(
             Code::Unimplemented,
@@ -241,12 +302,20 @@ async fn dispatch(call: &mut ServerCall, server_id: &str) -> Result<(), Status> 
         ));
     }
     let path = call.path.clone();
+    // Without the health service its methods fall through to UNIMPLEMENTED.
+    if let Some(health) = &served.health {
+        match path.as_str() {
+            paths::HEALTH_CHECK => return crate::health::check(call, health).await,
+            paths::HEALTH_WATCH => return crate::health::watch(call, health).await,
+            _ => {}
+        }
+    }
     match path.as_str() {
         paths::EMPTY_CALL => {
             let _: Empty = read_one(call).await?;
             send(call, &Empty {}, false).await
         }
-        paths::UNARY_CALL => unary_call(call, server_id).await,
+        paths::UNARY_CALL => unary_call(call, &served.server_id).await,
         paths::CACHEABLE_UNARY_CALL => {
             let _: SimpleRequest = read_one(call).await?;
             let now = std::time::SystemTime::now()
@@ -420,7 +489,7 @@ fn echo_status(status: Option<&interop_proto::EchoStatus>) -> Result<(), Status>
     }
 }
 
-async fn read_one<M: Message + Default>(call: &mut ServerCall) -> Result<M, Status> {
+pub(crate) async fn read_one<M: Message + Default>(call: &mut ServerCall) -> Result<M, Status> {
     let msg = call
         .next_message()
         .await?
@@ -428,7 +497,11 @@ async fn read_one<M: Message + Default>(call: &mut ServerCall) -> Result<M, Stat
     M::decode(msg.payload).map_err(decode_error)
 }
 
-async fn send<M: Message>(call: &mut ServerCall, msg: &M, compress: bool) -> Result<(), Status> {
+pub(crate) async fn send<M: Message>(
+    call: &mut ServerCall,
+    msg: &M,
+    compress: bool,
+) -> Result<(), Status> {
     call.send_message(&msg.encode_to_vec(), compress).await
 }
 
