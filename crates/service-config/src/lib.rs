@@ -7,6 +7,7 @@
 //!   take gRFC A44's `perAttemptRecvTimeout` (a Duration > 0; with it, `retryableStatusCodes` may be empty).
 //!   [`LbConfig`] is `pick_first`, `round_robin` or A50's `outlier_detection_experimental` (with its child
 //!   policy), from `loadBalancingConfig` or the deprecated `loadBalancingPolicy`.
+//!   [`ServiceConfig::health_check_service_name`] is A17's `healthCheckConfig.serviceName`.
 //! * [`txt::select`] picks the config from `_grpc_config.<host>` TXT records (A2).
 //! * [`ConfigSelector`] applies A21: keep the last good config, fall back to the application's default.
 //! * [`DnsResolver`] and [`ResolverTask`] (on hickory-resolver) resolve addresses and TXT records together,
@@ -14,7 +15,7 @@
 //!
 //! Everything but the resolver is sans-IO. Not here: the LB policies themselves (`grpc-lb`, whose outlier
 //! detection config types the parser builds), the retry state machine (`grpc-retry`, whose policy types
-//! the parser builds), `healthCheckConfig`, SRV/grpclb lookups.
+//! the parser builds), the health Watch itself (the channel runs it), SRV/grpclb lookups.
 
 mod duration;
 mod error;

@@ -1,5 +1,9 @@
 //! The service config (`doc/service_config.md`, gRFC A6, A21): parsed once, strictly, into [`ServiceConfig`].
 //! Unknown fields are ignored; a known field with a bad value rejects the whole config.
+//!
+//! `healthCheckConfig` (gRFC A17) is `{"serviceName": "<name>"}`: health checking on, watching `<name>`
+//! (`""` = the server as a whole). Absent, null, or without `serviceName` (`{}`), health checking stays
+//! off, as in C-core (grpc-go would enable it with `""` for `{}`). A wrong type rejects the config.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -35,6 +39,7 @@ pub struct ServiceConfig {
     methods: HashMap<String, Arc<MethodConfig>>,
     services: HashMap<String, Arc<MethodConfig>>,
     default_method: Option<Arc<MethodConfig>>,
+    health_check_service_name: Option<String>,
 }
 
 impl ServiceConfig {
@@ -65,9 +70,12 @@ impl ServiceConfig {
             }
         };
         let retry_throttling = field(&at, obj, "retryThrottling", parse_throttling)?;
+        let health_check_service_name =
+            field(&at, obj, "healthCheckConfig", parse_health_check)?.flatten();
         let mut config = ServiceConfig {
             lb_policy,
             retry_throttling,
+            health_check_service_name,
             ..ServiceConfig::default()
         };
         let entries = field(&at, obj, "methodConfig", |list| {
@@ -111,6 +119,12 @@ impl ServiceConfig {
         self.retry_throttling
     }
 
+    /// `healthCheckConfig.serviceName` (gRFC A17): the service whose health the channel watches on each
+    /// READY connection (`""` = the server as a whole), or `None` when health checking is off.
+    pub fn health_check_service_name(&self) -> Option<&str> {
+        self.health_check_service_name.as_deref()
+    }
+
     /// The method config for a call to `path` (`/package.Service/Method`): the exact method, else its
     /// service's, else the default. Two hash lookups at most.
     pub fn method_config(&self, path: &str) -> Option<&Arc<MethodConfig>> {
@@ -121,6 +135,14 @@ impl ServiceConfig {
         let service = name.split_once('/').map_or(name, |(s, _)| s);
         self.services.get(service).or(self.default_method.as_ref())
     }
+}
+
+/// `healthCheckConfig`: an object whose optional `serviceName` is a string.
+fn parse_health_check(at: At<'_>) -> Result<Option<String>, ParseError> {
+    let obj = at.object()?;
+    field(&at, obj, "serviceName", |name| {
+        name.str().map(str::to_owned)
+    })
 }
 
 fn parse_throttling(at: At<'_>) -> Result<ThrottleConfig, ParseError> {

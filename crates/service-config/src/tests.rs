@@ -24,6 +24,9 @@ fn summary(c: &ServiceConfig) -> String {
             t.milli_token_ratio()
         ));
     }
+    if let Some(name) = c.health_check_service_name() {
+        s.push_str(&format!(" health={name:?}"));
+    }
     if let Some(mc) = c.method_config("/pkg.S/M") {
         s.push_str(&format!(" S/M:{}", describe(mc)));
     }
@@ -96,7 +99,7 @@ fn top_level_and_lb() {
     check("[]", "error: $: expected an object");
     check(
         r#"{"unknownField": 1, "healthCheckConfig": {"serviceName": "x"}}"#,
-        "ok: lb=pick_first",
+        r#"ok: lb=pick_first health="x""#,
     );
     check(
         r#"{"loadBalancingConfig":[{"round_robin":{}}]}"#,
@@ -150,6 +153,65 @@ fn top_level_and_lb() {
     check(
         r#"{"loadBalancingPolicy":"round_robin","loadBalancingConfig":[{"pick_first":{}}]}"#,
         "ok: lb=pick_first",
+    );
+}
+
+#[test]
+fn health_check_config() {
+    check(
+        r#"{"healthCheckConfig": {"serviceName": "pkg.S"}}"#,
+        r#"ok: lb=pick_first health="pkg.S""#,
+    );
+    check(
+        r#"{"healthCheckConfig": {"serviceName": ""}, "loadBalancingPolicy": "round_robin"}"#,
+        "ok: lb=round_robin health=\"\"",
+    );
+    check("{}", "ok: lb=pick_first");
+    check(r#"{"healthCheckConfig": null}"#, "ok: lb=pick_first");
+    check(r#"{"healthCheckConfig": {}}"#, "ok: lb=pick_first");
+    check(
+        r#"{"healthCheckConfig": {"serviceName": null}}"#,
+        "ok: lb=pick_first",
+    );
+    check(
+        r#"{"healthCheckConfig": {"serviceName": 1}}"#,
+        "error: $.healthCheckConfig.serviceName: expected a string",
+    );
+    check(
+        r#"{"healthCheckConfig": {"serviceName": ["a"]}}"#,
+        "error: $.healthCheckConfig.serviceName: expected a string",
+    );
+    check(
+        r#"{"healthCheckConfig": "pkg.S"}"#,
+        "error: $.healthCheckConfig: expected an object",
+    );
+    check(
+        r#"{"healthCheckConfig": []}"#,
+        "error: $.healthCheckConfig: expected an object",
+    );
+}
+
+#[test]
+fn a_bad_health_check_config_keeps_the_last_good_config() {
+    // A21: a wrong type in healthCheckConfig refuses the update; the channel keeps its config.
+    let mut s = ConfigSelector::new(None);
+    let good = config(r#"{"healthCheckConfig": {"serviceName": "pkg.S"}}"#);
+    assert_eq!(
+        s.update(ConfigResult::Config(good.clone())),
+        Decision::Use(good.clone())
+    );
+    let bad = ServiceConfig::parse(
+        r#"{"healthCheckConfig": {"serviceName": 7}}"#,
+        ParseOptions::default(),
+    )
+    .expect_err("a number is not a service name");
+    match s.update(ConfigResult::Invalid(bad)) {
+        Decision::KeepPrevious(kept, _) => assert_eq!(kept, good),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        s.current().and_then(|c| c.health_check_service_name()),
+        Some("pkg.S")
     );
 }
 
