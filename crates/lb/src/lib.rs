@@ -2,16 +2,19 @@
 //! (`doc/connection-backoff.md`), the pick_first (gRFC A62, A61, Happy Eyeballs) and round_robin policies,
 //! pickers that can steer a call's retries and hedges away from the addresses it already used, and the
 //! decisions of outlier detection (gRFC A50: [`OutlierDetector`], which says which addresses to eject and
-//! when; the channel does the ejecting).
+//! when; the channel does the ejecting), and the health overlay of client-side health checking (gRFC A17:
+//! [`Health`], reported with [`LbPolicy::set_health`]; round_robin uses it, pick_first does not).
 //!
 //! The channel drives an [`LbPolicy`]: it feeds address lists, subchannel events (ready, failed, closed) and
 //! timers, and performs the [`LbAction`]s (connect, disconnect, re-resolve, publish a picker). Time arrives
 //! as `now` arguments and randomness through an injected `grpc_base::Rng`. This crate knows nothing of
 //! retries: it only honours the avoid hint of a [`PickRequest`]. Not here: the channel's event loop and
 //! connections (the `grpc-channel` crate), the subchannels and picker of outlier detection (which the channel
-//! builds around an [`OutlierDetector`]), weighted or xDS policies, health checking.
+//! builds around an [`OutlierDetector`]), weighted or xDS policies, the health Watch streams (the channel
+//! runs them).
 
 mod backoff;
+mod health;
 mod outlier_detection;
 mod pick_first;
 mod picker;
@@ -25,6 +28,7 @@ mod tests;
 
 pub use backoff::{BackoffConfig, ConnectionBackoff};
 pub use grpc_base::Address;
+pub use health::Health;
 pub use outlier_detection::{
     AddressStats, CallCounts, EjectionCause, FailurePercentageEjection, OutlierDetectionConfig,
     OutlierDetector, OutlierEvent, Percentage, SuccessRateEjection, UnejectReason,

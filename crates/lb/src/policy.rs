@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use grpc_base::{Address, Rng};
 
 use crate::backoff::BackoffConfig;
+use crate::health::Health;
 use crate::pick_first::{PickFirst, DEFAULT_ATTEMPT_DELAY};
 use crate::round_robin::RoundRobin;
 use crate::state::ConnectivityState;
@@ -145,6 +146,51 @@ impl LbPolicy {
         }
     }
 
+    /// Turns client-side health checking (gRFC A17) on or off: on when the service config has a
+    /// `healthCheckConfig` and nothing local vetoes it. Only round_robin uses it (A61: a top-level
+    /// pick_first never health checks, so this does nothing there; see [`LbPolicy::health_checking`]). On,
+    /// a READY subchannel takes picks only once [`LbPolicy::set_health`] said [`Health::Serving`]. A new
+    /// policy starts with it off.
+    pub fn set_health_checking(&mut self, enabled: bool, _now: Instant) {
+        if let Inner::RoundRobin(p) = &mut self.inner {
+            if p.subs.health_checking != enabled {
+                p.subs.health_checking = enabled;
+                p.health_changed();
+            }
+        }
+    }
+
+    /// Whether this policy health checks its subchannels, i.e. whether the channel should run a health
+    /// Watch on each READY connection and report it with [`LbPolicy::set_health`]: round_robin with health
+    /// checking on; never pick_first.
+    pub fn health_checking(&self) -> bool {
+        match &self.inner {
+            Inner::PickFirst(_) => false,
+            Inner::RoundRobin(p) => p.subs.health_checking,
+        }
+    }
+
+    /// The health Watch on `addr`'s READY connection answered `health`. With health checking on, a READY
+    /// subchannel that is not [`Health::Serving`] looks CONNECTING ([`Health::Unknown`]) or
+    /// TRANSIENT_FAILURE ([`Health::NotServing`]) to round_robin, which stops picking it and keeps its
+    /// connection. Ignored if `addr` has no READY subchannel (an answer from a connection already lost);
+    /// health goes back to [`Health::Unknown`] by itself when the connection is lost or a new one is READY.
+    pub fn set_health(&mut self, addr: &Address, health: Health, _now: Instant) {
+        let changed = each!(self, p => p.subs.set_health(addr, health));
+        if let (true, Inner::RoundRobin(p)) = (changed, &mut self.inner) {
+            p.health_changed();
+        }
+    }
+
+    /// The health of `addr`'s subchannel's current connection ([`Health::Unknown`] unless READY and
+    /// answered; `None` without a subchannel for `addr`).
+    pub fn health(&self, addr: &Address) -> Option<Health> {
+        match &self.inner {
+            Inner::PickFirst(p) => p.subs.health(addr),
+            Inner::RoundRobin(p) => p.subs.health(addr),
+        }
+    }
+
     /// When to call [`LbPolicy::handle_timeout`] next.
     pub fn poll_timeout(&self) -> Option<Instant> {
         match &self.inner {
@@ -163,7 +209,8 @@ impl LbPolicy {
         each!(self, p => p.subs.out.pop_front())
     }
 
-    /// The state of subchannel `id` as the policy sees it: TRANSIENT_FAILURE while ejected (SHUTDOWN once
+    /// The state of subchannel `id` as the policy sees it: TRANSIENT_FAILURE while ejected; with health
+    /// checking on, CONNECTING or TRANSIENT_FAILURE while READY but not [`Health::Serving`] (SHUTDOWN once
     /// removed).
     pub fn subchannel_state(&self, id: SubchannelId) -> ConnectivityState {
         match &self.inner {

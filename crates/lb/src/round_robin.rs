@@ -6,6 +6,10 @@
 //!
 //! An ejected subchannel (outlier detection) counts as TRANSIENT_FAILURE and takes no picks; it keeps its
 //! connection, and keeps reconnecting if that closes, so that it is READY again the moment it returns.
+//!
+//! With health checking on (gRFC A17), a READY backend takes picks only while its health is `Serving`: until
+//! the first answer it counts as CONNECTING, while `NotServing` as TRANSIENT_FAILURE, and its connection
+//! stays open either way. Ejection wins over health.
 
 use std::time::Instant;
 
@@ -36,16 +40,14 @@ impl RoundRobin {
             .map_or(ConnectivityState::Idle, |(s, _)| *s)
     }
 
+    /// The state a backend counts as: the overlays (ejection, health) of `Subchannels::state`, and
+    /// TRANSIENT_FAILURE while it reconnects after a failure.
     fn effective(&self, id: SubchannelId) -> ConnectivityState {
-        if self.subs.is_ejected(id) {
-            return ConnectivityState::TransientFailure;
-        }
         match self.subs.get(id) {
             Some(s) if s.failed_since_ready && s.state != ConnectivityState::Ready => {
                 ConnectivityState::TransientFailure
             }
-            Some(s) => s.state,
-            None => ConnectivityState::Shutdown,
+            _ => self.subs.state(id),
         }
     }
 
@@ -55,7 +57,7 @@ impl RoundRobin {
             .order
             .iter()
             .filter_map(|id| self.subs.get(*id))
-            .filter(|s| s.state == ConnectivityState::Ready && !self.subs.is_ejected(s.id))
+            .filter(|s| self.subs.state(s.id) == ConnectivityState::Ready)
             .map(|s| (s.id, s.addr.clone()))
             .collect();
         let picker = match state {
@@ -117,6 +119,11 @@ impl RoundRobin {
 
     /// Outlier detection ejected `addr`, or returned it: the picker follows.
     pub(crate) fn ejection_changed(&mut self, _addr: &Address, _now: Instant) {
+        self.recompute();
+    }
+
+    /// Health checking was turned on or off, or a backend's health changed: the picker follows.
+    pub(crate) fn health_changed(&mut self) {
         self.recompute();
     }
 

@@ -16,6 +16,11 @@
 //! TRANSIENT_FAILURE to its policy ([`Subchannels::state`]) while its real state goes on underneath
 //! ([`Subchannels::real_state`]); its connection stays open. Un-ejected, it shows its real state again. A
 //! subchannel created for an address that is already ejected starts ejected.
+//!
+//! Health (gRFC A17, `health.rs`) is a second overlay, kept per subchannel because it belongs to its current
+//! connection: with health checking on, a READY subchannel whose health is not `Serving` looks CONNECTING
+//! (`Unknown`) or TRANSIENT_FAILURE (`NotServing`). Ejection wins over it. Health is `Unknown` whenever the
+//! subchannel is not READY.
 
 use std::collections::{HashSet, VecDeque};
 use std::time::Instant;
@@ -23,6 +28,7 @@ use std::time::Instant;
 use grpc_base::{Address, Rng};
 
 use crate::backoff::{BackoffConfig, ConnectionBackoff};
+use crate::health::Health;
 use crate::picker::PickerSpec;
 use crate::state::ConnectivityState;
 
@@ -70,6 +76,8 @@ pub(crate) struct Subchannel {
     idle_at: Option<Instant>,
     /// Failed since it was last READY (round_robin reports such a subchannel as TRANSIENT_FAILURE).
     pub(crate) failed_since_ready: bool,
+    /// The health of its current connection (`Unknown` unless READY).
+    pub(crate) health: Health,
 }
 
 /// A state change a timer caused.
@@ -91,6 +99,8 @@ pub(crate) struct Subchannels {
     pub(crate) last_error: Option<String>,
     /// Addresses outlier detection ejected.
     ejected: HashSet<Address>,
+    /// Whether the health overlay applies (only a policy that health checks turns it on).
+    pub(crate) health_checking: bool,
 }
 
 impl Subchannels {
@@ -103,6 +113,7 @@ impl Subchannels {
             out: VecDeque::new(),
             last_error: None,
             ejected: HashSet::new(),
+            health_checking: false,
         }
     }
 
@@ -118,14 +129,46 @@ impl Subchannels {
         self.list.iter().find(|s| s.addr == *addr).map(|s| s.id)
     }
 
-    /// The state the policy sees: TRANSIENT_FAILURE while the subchannel's address is ejected, its real
-    /// state otherwise (SHUTDOWN once removed).
+    /// The state the policy sees: TRANSIENT_FAILURE while the subchannel's address is ejected; with health
+    /// checking on, a READY subchannel not `Serving` looks CONNECTING (`Unknown`) or TRANSIENT_FAILURE
+    /// (`NotServing`); its real state otherwise (SHUTDOWN once removed).
     pub(crate) fn state(&self, id: SubchannelId) -> ConnectivityState {
         match self.get(id) {
             None => ConnectivityState::Shutdown,
             Some(s) if self.ejected.contains(&s.addr) => ConnectivityState::TransientFailure,
+            Some(s) if self.health_checking && s.state == ConnectivityState::Ready => {
+                match s.health {
+                    Health::Serving => ConnectivityState::Ready,
+                    Health::Unknown => ConnectivityState::Connecting,
+                    Health::NotServing => ConnectivityState::TransientFailure,
+                }
+            }
             Some(s) => s.state,
         }
+    }
+
+    /// The health of `addr`'s subchannel's connection (`None` without a subchannel for it).
+    pub(crate) fn health(&self, addr: &Address) -> Option<Health> {
+        self.find(addr)
+            .and_then(|id| self.get(id))
+            .map(|s| s.health)
+    }
+
+    /// Records the health of `addr`'s subchannel's connection. Ignored (returns false) without a subchannel
+    /// for `addr` or if it is not READY (a late answer from a connection already gone); returns whether the
+    /// health changed. A `NotServing` answer becomes the error the failing picker reports.
+    pub(crate) fn set_health(&mut self, addr: &Address, health: Health) -> bool {
+        let Some(s) = self.list.iter_mut().find(|s| s.addr == *addr) else {
+            return false;
+        };
+        if s.state != ConnectivityState::Ready || s.health == health {
+            return false;
+        }
+        s.health = health;
+        if health == Health::NotServing {
+            self.last_error = Some(format!("{}: health check: not serving", s.addr));
+        }
+        true
     }
 
     /// The subchannel's real state, ejected or not (SHUTDOWN once removed).
@@ -165,6 +208,7 @@ impl Subchannels {
             connect_deadline: None,
             idle_at: None,
             failed_since_ready: false,
+            health: Health::Unknown,
         });
         id
     }
@@ -208,6 +252,7 @@ impl Subchannels {
             ) {
                 s.state = ConnectivityState::Idle;
                 s.connect_deadline = None;
+                s.health = Health::Unknown;
                 self.out.push_back(LbAction::Disconnect { id });
             }
         }
@@ -245,6 +290,7 @@ impl Subchannels {
         s.state = ConnectivityState::Ready;
         s.connect_deadline = None;
         s.failed_since_ready = false;
+        s.health = Health::Unknown;
         s.backoff.reset();
         true
     }
@@ -275,6 +321,7 @@ impl Subchannels {
             return false;
         }
         s.state = ConnectivityState::Idle;
+        s.health = Health::Unknown;
         true
     }
 

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use grpc_base::{Address, SplitMix64};
 
 use crate::{
-    interleave_families, ConnectivityState, LbAction, LbPolicy, PickerSpec, PolicyConfig,
+    interleave_families, ConnectivityState, Health, LbAction, LbPolicy, PickerSpec, PolicyConfig,
     SubchannelId,
 };
 
@@ -530,4 +530,186 @@ fn pick_first_selects_a_ready_backend_that_returns_from_ejection() {
     assert_eq!(s.actions(), ["Connecting", "resolve", "TransientFailure"]);
     s.lb.uneject(&v4(1), s.now);
     assert_eq!(s.actions(), ["READY [0]"]);
+}
+
+/// round_robin with health checking on and three READY backends, all SERVING.
+fn health_checked_round_robin() -> Sim {
+    let mut s = round_robin();
+    s.lb.set_health_checking(true, s.now);
+    assert!(s.lb.health_checking());
+    s.lb.update_addresses(vec![v4(1), v4(2), v4(3)], s.now);
+    s.actions();
+    for id in 0..3 {
+        s.ready(id);
+    }
+    assert_eq!(
+        s.actions(),
+        Vec::<String>::new(),
+        "READY but health unknown"
+    );
+    for n in 1..=3 {
+        s.lb.set_health(&v4(n), Health::Serving, s.now);
+    }
+    assert_eq!(s.actions(), ["READY [0]", "READY [0,1]", "READY [0,1,2]"]);
+    s
+}
+
+#[test]
+fn round_robin_skips_a_not_serving_backend_and_keeps_its_connection() {
+    let mut s = health_checked_round_robin();
+    s.lb.set_health(&v4(2), Health::NotServing, s.now);
+    assert_eq!(s.actions(), ["READY [0,2]"], "no disconnect: it stays open");
+    assert_eq!(s.lb.health(&v4(2)), Some(Health::NotServing));
+    assert_eq!(
+        s.lb.subchannel_state(SubchannelId(1)),
+        ConnectivityState::TransientFailure
+    );
+    s.lb.set_health(&v4(2), Health::NotServing, s.now);
+    assert_eq!(s.actions(), Vec::<String>::new(), "no change");
+    s.lb.set_health(&v4(2), Health::Serving, s.now);
+    assert_eq!(s.actions(), ["READY [0,1,2]"], "picked again");
+    assert_eq!(
+        s.lb.subchannel_state(SubchannelId(1)),
+        ConnectivityState::Ready
+    );
+}
+
+#[test]
+fn a_ready_subchannel_whose_health_is_unknown_is_not_picked() {
+    let mut s = round_robin();
+    s.lb.set_health_checking(true, s.now);
+    s.lb.update_addresses(vec![v4(1), v4(2)], s.now);
+    s.actions();
+    s.ready(0);
+    assert_eq!(s.actions(), Vec::<String>::new(), "still CONNECTING");
+    assert_eq!(s.lb.state(), ConnectivityState::Connecting);
+    assert_eq!(s.lb.health(&v4(1)), Some(Health::Unknown));
+    assert_eq!(
+        s.lb.subchannel_state(SubchannelId(0)),
+        ConnectivityState::Connecting
+    );
+    s.lb.set_health(&v4(1), Health::Serving, s.now);
+    assert_eq!(s.actions(), ["READY [0]"]);
+    // A new Watch (after a failed one) reports Unknown again: CONNECTING, not picked.
+    s.lb.set_health(&v4(1), Health::Unknown, s.now);
+    assert_eq!(s.actions(), ["Connecting"]);
+}
+
+#[test]
+fn round_robin_with_every_backend_not_serving_is_transient_failure() {
+    let mut s = health_checked_round_robin();
+    for n in 1..=3 {
+        s.lb.set_health(&v4(n), Health::NotServing, s.now);
+    }
+    assert_eq!(
+        s.actions(),
+        ["READY [1,2]", "READY [2]", "TransientFailure"]
+    );
+    s.lb.set_health(&v4(3), Health::Serving, s.now);
+    assert_eq!(s.actions(), ["READY [2]"]);
+}
+
+#[test]
+fn the_failing_picker_names_the_health_check() {
+    let mut s = round_robin();
+    s.lb.set_health_checking(true, s.now);
+    s.lb.update_addresses(vec![v4(1)], s.now);
+    s.actions();
+    s.ready(0);
+    s.lb.set_health(&v4(1), Health::NotServing, s.now);
+    let last = std::iter::from_fn(|| s.lb.poll_action()).last();
+    match last {
+        Some(LbAction::UpdatePicker {
+            state: ConnectivityState::TransientFailure,
+            picker: PickerSpec::Fail(message),
+        }) => assert!(message.contains("10.0.0.1:443: health check"), "{message}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_reconnect_resets_health_to_unknown() {
+    let mut s = health_checked_round_robin();
+    s.closed(1);
+    assert_eq!(
+        s.actions(),
+        ["resolve", "connect 1 10.0.0.2:443", "READY [0,2]"]
+    );
+    assert_eq!(s.lb.health(&v4(2)), Some(Health::Unknown));
+    // A late answer from the lost connection is ignored: the subchannel is not READY.
+    s.lb.set_health(&v4(2), Health::Serving, s.now);
+    assert_eq!(s.actions(), Vec::<String>::new());
+    assert_eq!(s.lb.health(&v4(2)), Some(Health::Unknown));
+    s.ready(1);
+    assert_eq!(
+        s.actions(),
+        Vec::<String>::new(),
+        "new connection: awaits its Watch"
+    );
+    s.lb.set_health(&v4(2), Health::Serving, s.now);
+    assert_eq!(s.actions(), ["READY [0,1,2]"]);
+}
+
+#[test]
+fn ejection_wins_over_health() {
+    let mut s = health_checked_round_robin();
+    s.lb.eject(&v4(2), s.now);
+    assert_eq!(s.actions(), ["READY [0,2]"]);
+    s.lb.set_health(&v4(2), Health::NotServing, s.now);
+    s.lb.set_health(&v4(2), Health::Serving, s.now);
+    assert_eq!(s.actions(), Vec::<String>::new(), "ejected: health hidden");
+    s.lb.set_health(&v4(2), Health::NotServing, s.now);
+    s.lb.uneject(&v4(2), s.now);
+    assert_eq!(s.actions(), Vec::<String>::new(), "back, but NOT_SERVING");
+    assert_eq!(
+        s.lb.subchannel_state(SubchannelId(1)),
+        ConnectivityState::TransientFailure
+    );
+    s.lb.set_health(&v4(2), Health::Serving, s.now);
+    assert_eq!(s.actions(), ["READY [0,1,2]"]);
+}
+
+#[test]
+fn turning_health_checking_off_shows_the_real_states() {
+    let mut s = health_checked_round_robin();
+    s.lb.set_health(&v4(1), Health::NotServing, s.now);
+    assert_eq!(s.actions(), ["READY [1,2]"]);
+    s.lb.set_health_checking(false, s.now);
+    assert!(!s.lb.health_checking());
+    assert_eq!(s.actions(), ["READY [0,1,2]"]);
+    s.lb.set_health_checking(true, s.now);
+    assert_eq!(s.actions(), ["READY [1,2]"]);
+}
+
+#[test]
+fn round_robin_without_health_checking_ignores_health() {
+    let mut s = round_robin();
+    assert!(!s.lb.health_checking(), "off by default");
+    s.lb.update_addresses(vec![v4(1)], s.now);
+    s.actions();
+    s.ready(0);
+    assert_eq!(s.actions(), ["READY [0]"]);
+    s.lb.set_health(&v4(1), Health::NotServing, s.now);
+    assert_eq!(s.actions(), Vec::<String>::new());
+}
+
+#[test]
+fn pick_first_is_unaffected_by_health() {
+    let mut s = pick_first();
+    s.lb.set_health_checking(true, s.now);
+    assert!(
+        !s.lb.health_checking(),
+        "a top-level pick_first never health checks"
+    );
+    s.lb.update_addresses(vec![v4(1), v4(2)], s.now);
+    s.actions();
+    s.ready(0);
+    assert_eq!(s.actions(), ["READY [0]"], "no wait for a health answer");
+    s.lb.set_health(&v4(1), Health::NotServing, s.now);
+    assert_eq!(s.actions(), Vec::<String>::new());
+    assert_eq!(
+        s.lb.subchannel_state(SubchannelId(0)),
+        ConnectivityState::Ready
+    );
+    assert_eq!(s.lb.state(), ConnectivityState::Ready);
 }
