@@ -287,6 +287,14 @@ impl Loop {
             }
             State::Ready { endpoints, config } => {
                 let (wanted, outlier) = policy_config(config.lb_policy());
+                // gRFC A17: parsed, and grpc-lb holds the health state, but the channel runs no Watch
+                // streams yet; saying so beats ignoring the config in silence.
+                if let Some(service) = config.health_check_service_name() {
+                    tracing::warn!(
+                        service,
+                        "healthCheckConfig is not applied yet: backends are used without health checks"
+                    );
+                }
                 if self.policy_config != Some(wanted) {
                     // A graceful switch: while the new policy connects, the old one's READY connections keep
                     // serving (its last picker), and they close once the new policy is READY.
