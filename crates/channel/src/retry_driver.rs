@@ -276,11 +276,16 @@ impl Driver {
         );
     }
 
-    fn cancel_attempt(&mut self, attempt: AttemptId) {
-        let deadline_passed = self
-            .setup
+    /// Whether the call's deadline has passed: an attempt cancelled then was cut by it (outlier detection
+    /// counts it as DEADLINE_EXCEEDED on its address).
+    fn deadline_passed(&self) -> bool {
+        self.setup
             .deadline
-            .is_some_and(|d| d <= tokio::time::Instant::now());
+            .is_some_and(|d| d <= tokio::time::Instant::now())
+    }
+
+    fn cancel_attempt(&mut self, attempt: AttemptId) {
+        let deadline_passed = self.deadline_passed();
         if let Some(slot) = self.attempts.get_mut(attempt.0 as usize) {
             if let Slot::Live(mut a, mut t) = std::mem::replace(slot, Slot::Gone) {
                 // The call's deadline cut the attempt: DEADLINE_EXCEEDED on the address it went to (outlier
@@ -315,10 +320,7 @@ impl Driver {
                     .with_previous_rpc_attempts(policy_attempts.saturating_sub(1))
             }
         };
-        let deadline_passed = self
-            .setup
-            .deadline
-            .is_some_and(|d| d <= tokio::time::Instant::now());
+        let deadline_passed = self.deadline_passed();
         for slot in self.attempts.drain(..) {
             // Attempts still live are cancelled (their telemetry says so as it drops); cut by the deadline,
             // they count as DEADLINE_EXCEEDED on their address, as in `cancel_attempt`.

@@ -12,61 +12,11 @@ use grpc_channel::{Channel, Request};
 use interop::server;
 use interop_proto::{paths, SimpleRequest, SimpleResponse};
 use support::guards::guarded;
-
-mod capture {
-    //! A minimal `tracing` subscriber recording the fields of the outlier detection events it sees.
-
-    use std::fmt::Write as _;
-    use std::sync::{Arc, Mutex};
-
-    use tracing::field::{Field, Visit};
-    use tracing::span::{Attributes, Id, Record};
-    use tracing::{Event, Metadata, Subscriber};
-
-    #[derive(Clone, Default)]
-    pub(super) struct Capture {
-        pub(super) events: Arc<Mutex<Vec<String>>>,
-    }
-
-    #[derive(Default)]
-    struct Fields(String);
-
-    impl Visit for Fields {
-        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-            let _ = write!(self.0, "{}={value:?} ", field.name());
-        }
-    }
-
-    impl Subscriber for Capture {
-        fn enabled(&self, _: &Metadata<'_>) -> bool {
-            true
-        }
-
-        fn new_span(&self, _: &Attributes<'_>) -> Id {
-            Id::from_u64(1)
-        }
-
-        fn record(&self, _: &Id, _: &Record<'_>) {}
-
-        fn record_follows_from(&self, _: &Id, _: &Id) {}
-
-        fn event(&self, event: &Event<'_>) {
-            let mut fields = Fields::default();
-            event.record(&mut fields);
-            if fields.0.contains("outlier detection") {
-                self.events.lock().expect("lock").push(fields.0);
-            }
-        }
-
-        fn enter(&self, _: &Id) {}
-
-        fn exit(&self, _: &Id) {}
-    }
-}
+use support::tracing_capture::Capture;
 
 #[tokio::test(start_paused = true)]
 async fn ejections_and_returns_are_traced_with_address_cause_and_duration() {
-    let capture = capture::Capture::default();
+    let capture = Capture::default();
     let _guard = tracing::subscriber::set_default(capture.clone());
     let mut addrs = Vec::new();
     let mut servers = Vec::new();
@@ -96,7 +46,7 @@ async fn ejections_and_returns_are_traced_with_address_cause_and_duration() {
         .await;
     }
     tokio::time::sleep(Duration::from_secs(7)).await;
-    let events = capture.events.lock().expect("lock").clone();
+    let events = capture.lines_containing("outlier detection");
     assert_eq!(events.len(), 2, "{events:#?}");
     let bad = bad.addr.to_string();
     let ejected = &events[0];

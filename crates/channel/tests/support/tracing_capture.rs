@@ -1,0 +1,86 @@
+//! A minimal `tracing` subscriber that records every event's fields, for the tests that check what the
+//! channel traces. Install it with `tracing::subscriber::set_default(capture.clone())` in a test that is
+//! alone in its binary: `tracing` caches each callsite's interest per process, and a parallel test reaching
+//! the same callsite while the subscriber is installed can leave it disabled.
+
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
+
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Event, Metadata, Subscriber};
+
+/// One event's `(field, value)` pairs, in order.
+type EventFields = Vec<(String, String)>;
+
+/// The events seen, each as its `(field, value)` pairs in order (`&str` values as they are, others as
+/// `Debug` shows them).
+#[derive(Clone, Default)]
+pub struct Capture {
+    events: Arc<Mutex<Vec<EventFields>>>,
+}
+
+impl Capture {
+    /// Every value of `field`, one per event that has it, in order.
+    pub fn values_of(&self, field: &str) -> Vec<String> {
+        let events = self.events.lock().expect("lock");
+        events
+            .iter()
+            .filter_map(|fields| fields.iter().find(|(name, _)| name == field))
+            .map(|(_, value)| value.clone())
+            .collect()
+    }
+
+    /// The events with a field value containing `text`, each as one line of `name=value ` pairs.
+    pub fn lines_containing(&self, text: &str) -> Vec<String> {
+        let events = self.events.lock().expect("lock");
+        events
+            .iter()
+            .filter(|fields| fields.iter().any(|(_, value)| value.contains(text)))
+            .map(|fields| {
+                let mut line = String::new();
+                for (name, value) in fields {
+                    let _ = write!(line, "{name}={value} ");
+                }
+                line
+            })
+            .collect()
+    }
+}
+
+#[derive(Default)]
+struct Fields(EventFields);
+
+impl Visit for Fields {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0.push((field.name().to_owned(), value.to_owned()));
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        self.0.push((field.name().to_owned(), format!("{value:?}")));
+    }
+}
+
+impl Subscriber for Capture {
+    fn enabled(&self, _: &Metadata<'_>) -> bool {
+        true
+    }
+
+    fn new_span(&self, _: &Attributes<'_>) -> Id {
+        Id::from_u64(1)
+    }
+
+    fn record(&self, _: &Id, _: &Record<'_>) {}
+
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+
+    fn event(&self, event: &Event<'_>) {
+        let mut fields = Fields::default();
+        event.record(&mut fields);
+        self.events.lock().expect("lock").push(fields.0);
+    }
+
+    fn enter(&self, _: &Id) {}
+
+    fn exit(&self, _: &Id) {}
+}
