@@ -72,6 +72,7 @@ pub struct ServerOptions {
     tls: Option<Arc<rustls::ServerConfig>>,
     health: HealthStatuses,
     without_health: bool,
+    unary_failure: Option<Status>,
 }
 
 impl ServerOptions {
@@ -95,6 +96,13 @@ impl ServerOptions {
     /// Leaves the health service out: its methods answer UNIMPLEMENTED, like a server that never had one.
     pub fn without_health_service(mut self) -> ServerOptions {
         self.without_health = true;
+        self
+    }
+
+    /// Makes every `UnaryCall` fail with `status` (a sick backend, for load-balancing tests); the other
+    /// methods are unchanged.
+    pub fn fail_unary_calls(mut self, status: Status) -> ServerOptions {
+        self.unary_failure = Some(status);
         self
     }
 }
@@ -121,7 +129,13 @@ pub async fn start_with(addr: SocketAddr, options: ServerOptions) -> std::io::Re
     let mut tasks = tokio::task::JoinSet::new();
     let acceptor = options.tls.map(tokio_rustls::TlsAcceptor::from);
     let served = (!options.without_health).then(|| options.health.clone());
-    tasks.spawn(serve_until(listener, acceptor, served, stopped));
+    tasks.spawn(serve_until(
+        listener,
+        acceptor,
+        served,
+        options.unary_failure,
+        stopped,
+    ));
     Ok(ServerHandle {
         addr: local,
         tasks,
@@ -134,7 +148,7 @@ pub async fn start_with(addr: SocketAddr, options: ServerOptions) -> std::io::Re
 /// default statuses).
 pub async fn serve(listener: TcpListener) {
     let (_stop, stopped) = tokio::sync::watch::channel(false);
-    serve_until(listener, None, Some(HealthStatuses::new()), stopped).await;
+    serve_until(listener, None, Some(HealthStatuses::new()), None, stopped).await;
 }
 
 /// Serves the interop service over TLS on `listener` until the task is dropped (with the health service and
@@ -146,6 +160,7 @@ pub async fn serve_tls(listener: TcpListener, config: Arc<rustls::ServerConfig>)
         listener,
         Some(acceptor),
         Some(HealthStatuses::new()),
+        None,
         stopped,
     )
     .await;
@@ -157,6 +172,8 @@ struct Served {
     server_id: Arc<str>,
     /// The health statuses, `None` without the health service.
     health: Option<HealthStatuses>,
+    /// What every `UnaryCall` fails with, if it does.
+    unary_failure: Option<Status>,
 }
 
 /// How long a client gets to finish its TLS handshake.
@@ -166,6 +183,7 @@ async fn serve_until(
     listener: TcpListener,
     tls: Option<tokio_rustls::TlsAcceptor>,
     health: Option<HealthStatuses>,
+    unary_failure: Option<Status>,
     stopped: tokio::sync::watch::Receiver<bool>,
 ) {
     let server_id: Arc<str> = listener
@@ -173,7 +191,11 @@ async fn serve_until(
         .map(|a| a.to_string())
         .unwrap_or_default()
         .into();
-    let served = Arc::new(Served { server_id, health });
+    let served = Arc::new(Served {
+        server_id,
+        health,
+        unary_failure,
+    });
     loop {
         let Ok((tcp, peer)) = listener.accept().await else {
             continue;
@@ -205,6 +227,7 @@ pub async fn serve_unix(listener: tokio::net::UnixListener) {
     let served = Arc::new(Served {
         server_id: "unix".into(),
         health: Some(HealthStatuses::new()),
+        unary_failure: None,
     });
     let peer = SocketAddr::from(([0, 0, 0, 0], 0));
     loop {
@@ -315,7 +338,13 @@ async fn dispatch(call: &mut ServerCall, served: &Served) -> Result<(), Status> 
             let _: Empty = read_one(call).await?;
             send(call, &Empty {}, false).await
         }
-        paths::UNARY_CALL => unary_call(call, &served.server_id).await,
+        paths::UNARY_CALL => match &served.unary_failure {
+            Some(status) => {
+                let _: SimpleRequest = read_one(call).await?;
+                Err(status.clone())
+            }
+            None => unary_call(call, &served.server_id).await,
+        },
         paths::CACHEABLE_UNARY_CALL => {
             let _: SimpleRequest = read_one(call).await?;
             let now = std::time::SystemTime::now()

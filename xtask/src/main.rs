@@ -22,9 +22,11 @@
 //!   `target/bench` (`target/bench-quick`).
 //!
 //! * `chaos [--quick]`: builds the release `chaos-server` and `chaos-client` (package `interop`), starts the
-//!   server (four fault-injecting backends on loopback ports, which it prints on one line), runs the client's
-//!   soak against them (1,000,000 calls, or 10,000 with `--quick`; see `interop::chaos`), then closes the
-//!   server's stdin so it prints what it injected, and exits with the client's exit status.
+//!   server (four fault-injecting backends on loopback ports, which it prints on one line, and the four of
+//!   the sick-backend scenario on another), runs the client's soak against them (1,000,000 calls, or 10,000
+//!   with `--quick`; see `interop::chaos`) and then the sick-backend scenario (`interop::chaos::sick`: success
+//!   rates with and without health checking and outlier detection), then closes the server's stdin so it
+//!   prints what it injected, and exits with the client's exit status.
 //! * `fuzz [--time SECONDS] [TARGET...]`: runs each fuzz target of `fuzz/` (or only the ones named) for SECONDS
 //!   (60 by default) with `cargo +nightly fuzz run`, one after the other, each on its corpus under
 //!   `fuzz/corpus/`; installs cargo-fuzz with `cargo install cargo-fuzz --locked` first if it is missing. Exits
@@ -35,6 +37,7 @@
 //!
 //! Plain `std::process`: no dependencies.
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
@@ -517,18 +520,26 @@ fn chaos_run(args: &[String]) -> Result<ExitCode, String> {
         for line in lines.by_ref() {
             let Ok(line) = line else { break };
             if let Some(ports) = line.strip_prefix("chaos ports: ") {
-                let _ = tx.send(ports.trim().to_owned());
+                let _ = tx.send(("chaos", ports.trim().to_owned()));
+            } else if let Some(ports) = line.strip_prefix("sick ports: ") {
+                let _ = tx.send(("sick", ports.trim().to_owned()));
                 break;
             }
         }
         for _ in lines {}
     });
-    let ports = rx
-        .recv_timeout(Duration::from_secs(60))
-        .map_err(|_| "chaos-server did not print its ports within 60 s".to_owned())?;
-    eprintln!("xtask: chaos-server backends on 127.0.0.1:{{{ports}}}");
+    let mut ports = HashMap::new();
+    while ports.len() < 2 {
+        let (kind, list) = rx
+            .recv_timeout(Duration::from_secs(60))
+            .map_err(|_| "chaos-server did not print its ports within 60 s".to_owned())?;
+        ports.insert(kind, list);
+    }
+    let (chaos_ports, sick_ports) = (&ports["chaos"], &ports["sick"]);
+    eprintln!("xtask: chaos-server backends on 127.0.0.1:{{{chaos_ports}}}, sick-backend scenario on 127.0.0.1:{{{sick_ports}}}");
     let mut client = Command::new(bin.join("chaos-client"));
-    client.arg(format!("--ports={ports}"));
+    client.arg(format!("--ports={chaos_ports}"));
+    client.arg(format!("--sick_ports={sick_ports}"));
     if quick {
         client.arg("--quick");
     }

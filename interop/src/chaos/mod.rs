@@ -93,6 +93,7 @@ use bytes::Bytes;
 
 pub mod client;
 pub mod server;
+pub mod sick;
 
 /// The methods of `chaos.Chaos`.
 pub mod paths {
