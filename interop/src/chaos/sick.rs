@@ -196,11 +196,10 @@ async fn flavour(target: &str, config: &str, duration: Duration) -> Figures {
                 {
                     Ok(_) => figures.ok.fetch_add(1, Ordering::Relaxed),
                     Err(status) => {
-                        if status.code() != Code::Unavailable || !status.message().contains("sick")
-                        {
-                            if figures.unexpected.fetch_add(1, Ordering::Relaxed) < 3 {
-                                eprintln!("sick backend: unexpected failure: {status}");
-                            }
+                        let expected =
+                            status.code() == Code::Unavailable && status.message().contains("sick");
+                        if !expected && figures.unexpected.fetch_add(1, Ordering::Relaxed) < 3 {
+                            eprintln!("sick backend: unexpected failure: {status}");
                         }
                         figures.failed.fetch_add(1, Ordering::Relaxed)
                     }
