@@ -187,10 +187,15 @@ impl Subchannels {
         self.ejected.contains(addr)
     }
 
-    /// Ejects `addr` (or lifts its ejection). Returns whether that changed anything.
+    /// Ejects `addr` (or lifts its ejection). Returns whether that changed anything. An ejection becomes
+    /// the error the failing picker reports.
     pub(crate) fn set_ejected(&mut self, addr: &Address, ejected: bool) -> bool {
         if ejected {
-            self.ejected.insert(addr.clone())
+            let changed = self.ejected.insert(addr.clone());
+            if changed {
+                self.last_error = Some(format!("{addr}: ejected by outlier detection"));
+            }
+            changed
         } else {
             self.ejected.remove(addr)
         }

@@ -628,6 +628,26 @@ fn the_failing_picker_names_the_health_check() {
 }
 
 #[test]
+fn the_failing_picker_names_the_ejection() {
+    let mut s = round_robin();
+    s.lb.update_addresses(vec![v4(1)], s.now);
+    s.actions();
+    s.ready(0);
+    s.lb.eject(&v4(1), s.now);
+    let last = std::iter::from_fn(|| s.lb.poll_action()).last();
+    match last {
+        Some(LbAction::UpdatePicker {
+            state: ConnectivityState::TransientFailure,
+            picker: PickerSpec::Fail(message),
+        }) => assert!(
+            message.contains("10.0.0.1:443: ejected by outlier detection"),
+            "{message}"
+        ),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
 fn a_reconnect_resets_health_to_unknown() {
     let mut s = health_checked_round_robin();
     s.closed(1);
