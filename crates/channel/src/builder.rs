@@ -54,6 +54,7 @@ pub struct ChannelBuilder {
     default_service_config: Option<String>,
     resolver: ResolverOptions,
     idle_timeout: Duration,
+    health_checks: bool,
     default_timeout: Option<Duration>,
     retries: bool,
     app_policy: Option<Arc<dyn AppRetryPolicy>>,
@@ -83,6 +84,7 @@ impl ChannelBuilder {
             default_service_config: None,
             resolver: ResolverOptions::default(),
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            health_checks: true,
             default_timeout: None,
             retries: true,
             app_policy: None,
@@ -281,6 +283,16 @@ impl ChannelBuilder {
         self
     }
 
+    /// Client-side health checking (gRFC A17): on by default, which means it runs when the service config
+    /// asks for it (`"healthCheckConfig": {"serviceName": "..."}`) under a policy that balances over
+    /// several backends (round_robin). `false` vetoes it whatever the config says (grpc-go's
+    /// `WithDisableHealthCheck`, C-core's `grpc.inhibit_health_checking`): no Watch streams, and backends
+    /// are used whatever their health service says.
+    pub fn health_checks(mut self, enabled: bool) -> Self {
+        self.health_checks = enabled;
+        self
+    }
+
     /// The DNS resolver's options (minimum re-resolution interval, query timeout, `maxAttempts` cap, host
     /// name for `clientHostname`).
     pub fn resolver_options(mut self, options: ResolverOptions) -> Self {
@@ -467,6 +479,7 @@ impl ChannelBuilder {
                 closed: std::sync::atomic::AtomicBool::new(false),
                 http2: self.http2,
                 idle_timeout: self.idle_timeout,
+                health_checks: self.health_checks,
                 default_timeout: self.default_timeout,
                 keepalive,
                 throttle: parking_lot::Mutex::new(None),

@@ -20,6 +20,7 @@ use crate::compression::{Encoding, EncodingSet};
 use crate::connect::Http2Settings;
 use crate::control::ControlPlane;
 use crate::driven::{single_response, Receiving, Start, Started};
+use crate::health::WatchSetup;
 use crate::interceptor::Interceptors;
 use crate::keepalive::Keepalive;
 use crate::limits::Limit;
@@ -85,6 +86,8 @@ pub(crate) struct Inner {
     pub(crate) closed: std::sync::atomic::AtomicBool,
     pub(crate) http2: Http2Settings,
     pub(crate) idle_timeout: Duration,
+    /// Whether health checking may run (the application did not veto it).
+    pub(crate) health_checks: bool,
     /// The timeout of calls that set none ([`crate::ChannelBuilder::timeout`]).
     pub(crate) default_timeout: Option<Duration>,
     pub(crate) keepalive: Arc<Keepalive>,
@@ -127,6 +130,7 @@ impl Channel {
             let (ejected, counts) = control.ejections();
             stats.ejected_addresses = ejected;
             stats.ejections = counts.into_iter().collect();
+            stats.not_serving_addresses = control.not_serving();
         }
         stats
     }
@@ -150,8 +154,31 @@ impl Channel {
                 self.inner.idle_timeout,
                 self.inner.keepalive.clone(),
                 self.inner.tls.clone(),
+                self.health_watch_setup(),
             )
         })
+    }
+
+    /// What the health Watch streams send, unless the application turned health checking off.
+    fn health_watch_setup(&self) -> Option<WatchSetup> {
+        let inner = &self.inner;
+        if !inner.health_checks {
+            return None;
+        }
+        match inner
+            .uris
+            .get(&inner.scheme, &inner.authority, crate::health::WATCH_PATH)
+        {
+            Ok(uri) => Some(WatchSetup {
+                uri: (*uri).clone(),
+                user_agent: inner.user_agent.clone(),
+            }),
+            // The path is a constant of the right shape.
+            Err(status) => {
+                tracing::error!(%status, "health checking is off: no Watch request URI");
+                None
+            }
+        }
     }
 
     /// The channel's connectivity state (`doc/connectivity-semantics-and-api.md`). A new channel is IDLE

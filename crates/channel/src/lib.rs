@@ -78,6 +78,7 @@ mod driven;
 mod error;
 pub mod error_details;
 mod exactly_once;
+mod health;
 // Codec pieces the project's test servers, benchmarks and fuzz targets share: public for them, hidden from
 // the documented API.
 #[doc(hidden)]

@@ -58,6 +58,10 @@ pub struct ChannelStats {
     /// How many times outlier detection ejected each address since the channel started (kept for at most
     /// 1,024 addresses; an IDLE channel starts detection afresh but keeps these counts).
     pub ejections: HashMap<String, u64>,
+    /// The addresses whose connection is READY but whose health check (gRFC A17, the service config's
+    /// `healthCheckConfig`) says they do not serve the service (NOT_SERVING, SERVICE_UNKNOWN, or a failed
+    /// Watch): calls avoid them. Empty without health checking.
+    pub not_serving_addresses: Vec<String>,
 }
 
 /// The channel's side: counters and per-method statistics.
@@ -88,6 +92,7 @@ impl Telemetry {
             methods: self.methods.lock().clone(),
             ejected_addresses: Vec::new(),
             ejections: HashMap::new(),
+            not_serving_addresses: Vec::new(),
         }
     }
 

@@ -23,8 +23,16 @@
 //! * the call ends with another status → [`Health::NotServing`], then [`Health::Unknown`] when the retry
 //!   starts (backoff 1 s, ×1.6, ±20 %, 120 s; at once if the ended call received a message).
 //!
-//! Not here: the Watch stream, its backoff and its cancellation when the connection leaves READY (the
-//! channel's), the service name (`grpc-service-config`), the unary `Check` method.
+//! [`WatchRetry`] is the restart rule, [`health_of_serving_status`] the answer's mapping.
+//!
+//! Not here: the Watch stream and its cancellation when the connection leaves READY (the channel's
+//! `health.rs`), the service name (`grpc-service-config`), the unary `Check` method.
+
+use std::time::Instant;
+
+use grpc_base::Rng;
+
+use crate::{BackoffConfig, ConnectionBackoff};
 
 /// What the health Watch on a subchannel's current connection last said.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -36,4 +44,146 @@ pub enum Health {
     Serving,
     /// The backend does not serve it (or the Watch failed): a READY subchannel looks TRANSIENT_FAILURE.
     NotServing,
+}
+
+/// A `HealthCheckResponse.status` value (`grpc.health.v1`), as A17 maps it: `SERVING` (1) is
+/// [`Health::Serving`]; every other value (`UNKNOWN` 0, `NOT_SERVING` 2, `SERVICE_UNKNOWN` 3, or one this
+/// client does not know) is [`Health::NotServing`].
+pub fn health_of_serving_status(status: i32) -> Health {
+    if status == 1 {
+        Health::Serving
+    } else {
+        Health::NotServing
+    }
+}
+
+/// How a health Watch call on a connection ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WatchEnd {
+    /// UNIMPLEMENTED: the server has no health service.
+    Unimplemented,
+    /// Any other end (a status, a reset, an unparseable answer), and whether the call had received at
+    /// least one answer.
+    Failed {
+        /// The call received at least one response message.
+        answered: bool,
+    },
+}
+
+/// What to do after a Watch call ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WatchNext {
+    /// Stop watching this connection; it counts as [`Health::Serving`] (A17: a server without the health
+    /// service is healthy).
+    Stop,
+    /// Report [`Health::NotServing`] now, and start the next Watch at this instant (reporting
+    /// [`Health::Unknown`] when it starts).
+    RetryAt(Instant),
+}
+
+/// The restart rule of one connection's health Watch (A17): after a call that received an answer, the
+/// next starts at once and the backoff starts over; after one that received none, it starts after the
+/// connection backoff (1 s, then ×1.6 with ±20 % jitter, up to 120 s), counted from the failure.
+#[derive(Clone, Debug)]
+pub struct WatchRetry {
+    backoff: ConnectionBackoff,
+}
+
+impl Default for WatchRetry {
+    fn default() -> Self {
+        WatchRetry::new(BackoffConfig::default())
+    }
+}
+
+impl WatchRetry {
+    /// The rule with these backoff parameters (`min_connect_timeout` is not used).
+    pub fn new(config: BackoffConfig) -> WatchRetry {
+        WatchRetry {
+            backoff: ConnectionBackoff::new(config),
+        }
+    }
+
+    /// The Watch call ended at `now` as `end`: what next.
+    pub fn ended(&mut self, end: WatchEnd, now: Instant, rng: &mut dyn Rng) -> WatchNext {
+        match end {
+            WatchEnd::Unimplemented => WatchNext::Stop,
+            WatchEnd::Failed { answered: true } => {
+                self.backoff.reset();
+                WatchNext::RetryAt(now)
+            }
+            WatchEnd::Failed { answered: false } => {
+                let (next_start, _deadline) = self.backoff.attempt(now, rng);
+                WatchNext::RetryAt(next_start)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use grpc_base::SplitMix64;
+    use std::time::Duration;
+
+    #[test]
+    fn only_serving_is_serving() {
+        assert_eq!(health_of_serving_status(1), Health::Serving);
+        for other in [0, 2, 3, 4, -1, i32::MAX] {
+            assert_eq!(
+                health_of_serving_status(other),
+                Health::NotServing,
+                "{other}"
+            );
+        }
+    }
+
+    #[test]
+    fn unimplemented_stops_watching() {
+        let mut retry = WatchRetry::default();
+        let mut rng = SplitMix64::new(1);
+        assert_eq!(
+            retry.ended(WatchEnd::Unimplemented, Instant::now(), &mut rng),
+            WatchNext::Stop
+        );
+    }
+
+    /// A timeline: failures without answers back off 1 s, then ×1.6 ±20 % up to 120 s; a call that got an
+    /// answer is followed at once, and the backoff starts over at 1 s.
+    #[test]
+    fn failures_back_off_and_an_answered_call_restarts_at_once() {
+        let mut retry = WatchRetry::default();
+        let mut rng = SplitMix64::new(42);
+        let t0 = Instant::now();
+        let silent = WatchEnd::Failed { answered: false };
+        assert_eq!(
+            retry.ended(silent, t0, &mut rng),
+            WatchNext::RetryAt(t0 + Duration::from_secs(1)),
+            "the first wait is 1 s, unjittered"
+        );
+        let mut base = 1.0f64;
+        let mut now = t0 + Duration::from_secs(1);
+        for _ in 0..14 {
+            base = (base * 1.6).min(120.0);
+            let WatchNext::RetryAt(at) = retry.ended(silent, now, &mut rng) else {
+                panic!("a failure is retried");
+            };
+            let wait = (at - now).as_secs_f64();
+            assert!(
+                (base * 0.8 - 1e-6..=base * 1.2 + 1e-6).contains(&wait),
+                "{wait} s after a {base} s base"
+            );
+            now = at;
+        }
+        assert_eq!(base, 120.0, "capped at 120 s");
+        assert_eq!(
+            retry.ended(WatchEnd::Failed { answered: true }, now, &mut rng),
+            WatchNext::RetryAt(now),
+            "an answered call is restarted at once"
+        );
+        assert_eq!(
+            retry.ended(silent, now, &mut rng),
+            WatchNext::RetryAt(now + Duration::from_secs(1)),
+            "and the backoff started over"
+        );
+    }
 }

@@ -28,7 +28,7 @@ mod tests;
 
 pub use backoff::{BackoffConfig, ConnectionBackoff};
 pub use grpc_base::Address;
-pub use health::Health;
+pub use health::{health_of_serving_status, Health, WatchEnd, WatchNext, WatchRetry};
 pub use outlier_detection::{
     AddressStats, CallCounts, EjectionCause, FailurePercentageEjection, OutlierDetectionConfig,
     OutlierDetector, OutlierEvent, Percentage, SuccessRateEjection, UnejectReason,

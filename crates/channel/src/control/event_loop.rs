@@ -10,6 +10,10 @@
 //! (`LbPolicy::eject`, `uneject`: the subchannel looks TRANSIENT_FAILURE, its connection stays), to
 //! tracing, and to the channel's stats. The policy and the detector are compared and replaced
 //! separately: a new outlier config alone keeps the child policy and its connections.
+//!
+//! Health checking (gRFC A17): the service config's `healthCheckConfig` (unless the application turned it
+//! off) turns the policy's health checking on; [`super::health_watches`] then runs a Watch on each of the
+//! policy's READY connections and gives the answers to the policy (`LbPolicy::set_health`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -26,10 +30,11 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::{ActiveCalls, Conn, Event, Handle, Published};
+use super::health_watches::HealthWatches;
+use super::{ActiveCalls, Conn, Event, Handle, PlaneStats, Published};
 use crate::connect::{connect, AbortOnDrop, Established, Http2Settings};
 use crate::keepalive::{self, Keepalive};
-use crate::outlier::{CallResults, EjectionStats};
+use crate::outlier::CallResults;
 use crate::resolution::{Resolution, State};
 use crate::status::Status;
 use crate::tls::TlsConnector;
@@ -51,7 +56,8 @@ pub(super) struct Loop {
     pub(super) policy_config: Option<PolicyConfig>,
     pub(super) addresses: Vec<Address>,
     pub(super) tasks: HashMap<SubchannelId, (u64, JoinHandle<()>)>,
-    pub(super) conns: HashMap<SubchannelId, Conn>,
+    /// Each READY subchannel's connection, and the address it is connected to.
+    pub(super) conns: HashMap<SubchannelId, (Address, Conn)>,
     pub(super) generation: u64,
     pub(super) rng: SplitMix64,
     pub(super) active: Arc<ActiveCalls>,
@@ -70,10 +76,12 @@ pub(super) struct Loop {
     /// Each address's call results while the detector has an algorithm (empty otherwise: picks then count
     /// nothing).
     pub(super) results: HashMap<Address, Arc<CallResults>>,
-    /// What `Channel::stats()` shows of the ejections.
-    pub(super) ejections: Arc<EjectionStats>,
+    /// What `Channel::stats()` shows of the ejections and health.
+    pub(super) stats: Arc<PlaneStats>,
     /// When each ejected address was ejected, for the trace of its return.
     pub(super) ejected_since: HashMap<Address, std::time::Instant>,
+    /// The health watches (A17).
+    pub(super) health: HealthWatches,
 }
 
 impl Drop for Loop {
@@ -199,14 +207,18 @@ impl Loop {
     fn handle_event(&mut self, event: Event, resolution: Option<&watch::Receiver<State>>) {
         let now = self.now();
         match event {
-            Event::Ready(id, generation, conn) if self.is_current(id, generation) => {
-                self.conns.insert(id, conn);
+            Event::Ready(id, generation, addr, conn) if self.is_current(id, generation) => {
                 if let Some(p) = self.policy.as_mut() {
                     p.subchannel_ready(id, now);
+                    let seed = self.rng.next();
+                    self.health
+                        .start(p, id, &addr, &conn, &self.events_tx, seed);
                 }
+                self.conns.insert(id, (addr, conn));
             }
             Event::Failed(id, generation, error) if self.is_current(id, generation) => {
                 self.tasks.remove(&id);
+                self.health.stop(id);
                 let message = error.message().to_owned();
                 self.last_failure = Some(error);
                 if let Some(p) = self.policy.as_mut() {
@@ -215,6 +227,7 @@ impl Loop {
             }
             Event::Closed(id, generation) if self.is_current(id, generation) => {
                 self.tasks.remove(&id);
+                self.health.stop(id);
                 self.conns.remove(&id);
                 if let Some(p) = self.policy.as_mut() {
                     p.subchannel_closed(id, now);
@@ -229,12 +242,17 @@ impl Loop {
                 );
                 // Detached, not aborted: the connection's task ends when its last stream does.
                 drop(self.tasks.remove(&id));
+                self.health.stop(id);
                 self.conns.remove(&id);
                 if let Some(p) = self.policy.as_mut() {
                     p.subchannel_closed(id, now);
                 }
             }
             Event::Ready(..) | Event::Failed(..) | Event::Closed(..) | Event::Draining(..) => {}
+            Event::Health(id, serial, report) => {
+                self.health
+                    .on_report(self.policy.as_mut(), id, serial, report, now);
+            }
             Event::ExitIdle => {
                 // Woken with no call in flight (`connect()`, or a call still resolving): the idle timeout runs
                 // from now, so a channel that is never used goes IDLE again. Calls disarm nothing: when the
@@ -287,15 +305,10 @@ impl Loop {
             }
             State::Ready { endpoints, config } => {
                 let (wanted, outlier) = policy_config(config.lb_policy());
-                // gRFC A17: parsed, and grpc-lb holds the health state, but the channel runs no Watch
-                // streams yet; saying so beats ignoring the config in silence.
-                if let Some(service) = config.health_check_service_name() {
-                    tracing::warn!(
-                        service,
-                        "healthCheckConfig is not applied yet: backends are used without health checks"
-                    );
-                }
+                let health_service = self.health.wanted(config.health_check_service_name());
+                let mut restart_watches = self.health.set_service(health_service.clone());
                 if self.policy_config != Some(wanted) {
+                    restart_watches = true;
                     // A graceful switch: while the new policy connects, the old one's READY connections keep
                     // serving (its last picker), and they close once the new policy is READY.
                     self.retire_policy();
@@ -319,7 +332,14 @@ impl Loop {
                         }
                     }
                 }
+                if let Some(p) = self.policy.as_mut() {
+                    p.set_health_checking(health_service.is_some(), now);
+                }
+                if restart_watches {
+                    self.restart_health_watches();
+                }
                 self.addresses = endpoints.to_vec();
+                self.health.retain_addresses(&self.addresses);
                 self.update_outlier(outlier, now);
                 if let Some(d) = self.outlier.as_mut() {
                     d.update_addresses(self.addresses.iter().cloned());
@@ -330,6 +350,18 @@ impl Loop {
                 }
                 self.sync_results();
             }
+        }
+    }
+
+    /// Stops every health watch and starts one on each READY connection if the policy health checks.
+    fn restart_health_watches(&mut self) {
+        self.health.stop_all();
+        let Some(p) = self.policy.as_ref() else {
+            return;
+        };
+        for (id, (addr, conn)) in &self.conns {
+            let seed = self.rng.next();
+            self.health.start(p, *id, addr, conn, &self.events_tx, seed);
         }
     }
 
@@ -383,7 +415,7 @@ impl Loop {
                 }
             }
         }
-        self.ejections.clear();
+        self.stats.ejections.clear();
         self.ejected_since.clear();
     }
 
@@ -417,7 +449,7 @@ impl Loop {
                 } => {
                     let duration = until.map(|until| until.saturating_duration_since(now));
                     tracing::info!(%address, ?cause, multiplier, ?duration, "outlier detection ejects the address");
-                    self.ejections.ejected(address.to_string());
+                    self.stats.ejections.ejected(address.to_string());
                     self.ejected_since.insert(address.clone(), now);
                     if let Some(p) = self.policy.as_mut() {
                         p.eject(&address, now);
@@ -429,7 +461,7 @@ impl Loop {
                         .remove(&address)
                         .map(|since| now.saturating_duration_since(since));
                     tracing::info!(%address, ?reason, ?ejected_for, "outlier detection returns the address");
-                    self.ejections.unejected(&address.to_string());
+                    self.stats.ejections.unejected(&address.to_string());
                     if let Some(p) = self.policy.as_mut() {
                         p.uneject(&address, now);
                     }
@@ -478,13 +510,14 @@ impl Loop {
         self.policy_config = None;
         self.outlier = None;
         self.results.clear();
-        self.ejections.clear();
+        self.stats.ejections.clear();
         self.ejected_since.clear();
         self.idle = true;
         self.publish(ConnectivityState::Idle, PickerSpec::Idle);
     }
 
     fn drop_connections(&mut self) {
+        self.health.stop_all();
         self.drop_retired(true);
         for (_, (_, task)) in self.tasks.drain() {
             task.abort();
@@ -505,7 +538,7 @@ impl Loop {
         // Nothing is ejected from a channel that is shut down.
         self.outlier = None;
         self.results.clear();
-        self.ejections.clear();
+        self.stats.ejections.clear();
         self.ejected_since.clear();
         self.publish(
             ConnectivityState::Shutdown,
@@ -516,6 +549,8 @@ impl Loop {
     /// Keeps the current policy's connections serving its last picker (if it was READY) while a new
     /// policy starts; otherwise closes them.
     fn retire_policy(&mut self) {
+        // The retired connections serve as they are, unchecked, until the new policy is READY.
+        self.health.stop_all();
         self.drop_retired(false);
         let tasks: Vec<JoinHandle<()>> = self.tasks.drain().map(|(_, (_, task))| task).collect();
         let conns = std::mem::take(&mut self.conns);
@@ -552,7 +587,7 @@ impl Loop {
             let start = self.rng.next() as usize;
             let conns = &retired.conns;
             let handle = |id| {
-                conns.get(&id).map(|conn| Handle {
+                conns.get(&id).map(|(_, conn)| Handle {
                     conn: conn.clone(),
                     results: None,
                 })
@@ -577,7 +612,7 @@ impl Loop {
             _ => HashMap::new(),
         };
         let handle = |id| {
-            conns.get(&id).map(|conn| Handle {
+            conns.get(&id).map(|(_, conn)| Handle {
                 conn: conn.clone(),
                 results: addresses.get(&id).and_then(|a| results.get(*a)).cloned(),
             })
@@ -621,6 +656,7 @@ impl Loop {
                     if let Some((_, task)) = self.tasks.remove(&id) {
                         task.abort();
                     }
+                    self.health.stop(id);
                     self.conns.remove(&id);
                 }
                 LbAction::ResolveNow => self.resolution.resolve_now(),
@@ -651,7 +687,7 @@ impl NextU64 for SplitMix64 {
 /// A replaced policy's connections, kept until the new policy is READY.
 pub(super) struct Retired {
     spec: PickerSpec,
-    conns: HashMap<SubchannelId, Conn>,
+    conns: HashMap<SubchannelId, (Address, Conn)>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -688,7 +724,7 @@ async fn connect_subchannel(
             seen,
             ping_pong,
         }) => {
-            let _ = events.send(Event::Ready(id, generation, send));
+            let _ = events.send(Event::Ready(id, generation, addr.clone(), send));
             // Aborting this task (Disconnect) must close the connection too.
             let _abort = AbortOnDrop(driver);
             tokio::select! {

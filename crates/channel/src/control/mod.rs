@@ -29,11 +29,13 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
 mod event_loop;
+mod health_watches;
 
 use event_loop::Loop;
 
 use crate::attempt::{Pick, PickError, Picked};
 use crate::connect::Http2Settings;
+use crate::health::{HealthStats, Report, WatchSetup};
 use crate::keepalive::Keepalive;
 use crate::outlier::{CallResults, EjectionStats};
 use crate::resolution::Resolution;
@@ -63,11 +65,13 @@ pub(crate) struct Published {
 }
 
 enum Event {
-    Ready(SubchannelId, u64, Conn),
+    Ready(SubchannelId, u64, Address, Conn),
     Failed(SubchannelId, u64, Status),
     Closed(SubchannelId, u64),
     /// The server sent GOAWAY: no new stream goes to the connection; its streams finish on it.
     Draining(SubchannelId, u64, GoAway),
+    /// A report of the health watch with this serial on a subchannel.
+    Health(SubchannelId, u64, Report),
     ExitIdle,
     Shutdown,
 }
@@ -137,6 +141,15 @@ impl Drop for CallGuard {
     }
 }
 
+/// What the event loop writes for `Channel::stats()`: one allocation, shared by the loop and every handle.
+#[derive(Default)]
+pub(crate) struct PlaneStats {
+    /// Outlier detection's ejections (gRFC A50).
+    ejections: EjectionStats,
+    /// The addresses whose health check says not serving (gRFC A17).
+    health: HealthStats,
+}
+
 /// The handle calls use.
 /// Cheap to clone: the channel holds one, and each call's retry driver one to pick with. The loop stops
 /// when the last is dropped (or on `close()`).
@@ -145,8 +158,8 @@ pub(crate) struct ControlPlane {
     events: mpsc::UnboundedSender<Event>,
     published: watch::Receiver<Arc<Published>>,
     active: Arc<ActiveCalls>,
-    /// Outlier detection's ejections, as the event loop last wrote them.
-    ejections: Arc<EjectionStats>,
+    /// Ejections and health, as the event loop last wrote them.
+    stats: Arc<PlaneStats>,
     _stop: Arc<oneshot::Sender<()>>,
 }
 
@@ -158,6 +171,7 @@ impl ControlPlane {
         idle_timeout: Duration,
         keepalive: Arc<Keepalive>,
         tls: Option<TlsConnector>,
+        health_checks: Option<WatchSetup>,
     ) -> ControlPlane {
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let initial = Arc::new(Published {
@@ -172,7 +186,7 @@ impl ControlPlane {
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(7);
         let active = ActiveCalls::new();
-        let ejections = Arc::new(EjectionStats::default());
+        let stats = Arc::new(PlaneStats::default());
         let lp = Loop {
             resolution,
             settings,
@@ -198,15 +212,16 @@ impl ControlPlane {
             last_failure: None,
             outlier: None,
             results: HashMap::new(),
-            ejections: ejections.clone(),
+            stats: stats.clone(),
             ejected_since: HashMap::new(),
+            health: health_watches::HealthWatches::new(health_checks, stats.clone()),
         };
         tokio::spawn(lp.run(events_rx, stop_rx));
         ControlPlane {
             events: events_tx,
             published: published_rx,
             active,
-            ejections,
+            stats,
             _stop: Arc::new(stop_tx),
         }
     }
@@ -223,7 +238,12 @@ impl ControlPlane {
 
     /// The addresses outlier detection ejected now, and how often each address was ejected.
     pub(crate) fn ejections(&self) -> (Vec<String>, std::collections::BTreeMap<String, u64>) {
-        self.ejections.snapshot()
+        self.stats.ejections.snapshot()
+    }
+
+    /// The addresses whose connection is READY but whose health check does not say SERVING.
+    pub(crate) fn not_serving(&self) -> Vec<String> {
+        self.stats.health.snapshot()
     }
 
     /// Leaves IDLE (as a call would).

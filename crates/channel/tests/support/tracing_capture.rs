@@ -14,7 +14,7 @@ use tracing::{Event, Metadata, Subscriber};
 type EventFields = Vec<(String, String)>;
 
 /// The events seen, each as its `(field, value)` pairs in order (`&str` values as they are, others as
-/// `Debug` shows them).
+/// `Debug` shows them), then its `level`.
 #[derive(Clone, Default)]
 pub struct Capture {
     events: Arc<Mutex<Vec<EventFields>>>,
@@ -77,6 +77,10 @@ impl Subscriber for Capture {
     fn event(&self, event: &Event<'_>) {
         let mut fields = Fields::default();
         event.record(&mut fields);
+        // The level last, as a field of its own.
+        fields
+            .0
+            .push(("level".to_owned(), event.metadata().level().to_string()));
         self.events.lock().expect("lock").push(fields.0);
     }
 
