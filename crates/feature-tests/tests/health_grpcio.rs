@@ -5,8 +5,9 @@
 //! With `"healthCheckConfig":{"serviceName":"svc"}` under round_robin the channel watches every READY
 //! connection with `/grpc.health.v1.Health/Watch`: a backend is picked only while its status is SERVING
 //! (NOT_SERVING and SERVICE_UNKNOWN take it out of rotation, SERVING again puts it back), and a server
-//! without the health service (`Watch` UNIMPLEMENTED) counts as healthy. A first test checks the peer on
-//! its own: `Check` and `Watch` answer what the test set, through the channel's generated `HealthClient`.
+//! without the health service (`Watch` UNIMPLEMENTED) counts as healthy; `ChannelBuilder::health_checks(false)`
+//! turns it all off. A first test checks the peer on its own: `Check` and `Watch` answer what the test set,
+//! through the channel's generated `HealthClient`.
 //!
 //! The servers are separate processes, so the tests run on real time; nothing sleeps as an assertion:
 //! every wait polls for its condition within a bound. Which backend served a `UnaryCall` comes from the
@@ -120,6 +121,21 @@ async fn until_avoided(ch: &Channel, avoided: u16) -> HashSet<u16> {
         }
     }
     run
+}
+
+/// Polls (every 20 ms, within [`SETTLE`]) until the channel lists exactly `expected` as READY but not
+/// serving.
+async fn until_not_serving(ch: &Channel, expected: &[SocketAddr]) {
+    let expected: Vec<String> = expected.iter().map(ToString::to_string).collect();
+    let deadline = Instant::now() + SETTLE;
+    while ch.stats().not_serving_addresses != expected {
+        assert!(
+            Instant::now() < deadline,
+            "after {SETTLE:?} not serving: {:?}, expected {expected:?}",
+            ch.stats().not_serving_addresses
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 fn health_request(service: &str) -> HealthCheckRequest {
@@ -240,9 +256,12 @@ async fn a_backend_not_serving_leaves_the_rotation_and_comes_back() {
         run, others,
         "the other two share the calls while {b} is NOT_SERVING"
     );
+    // Its connection stays READY, listed as not serving.
+    until_not_serving(&ch, &[addrs[1]]).await;
 
     backends[1].set_health("svc", "SERVING");
     until_all_served(&ch, &[b]).await;
+    until_not_serving(&ch, &[]).await;
     drop(backends);
 }
 
@@ -267,6 +286,7 @@ async fn a_backend_without_the_health_service_stays_in_rotation() {
         seen.insert(served_by(&ch).await);
     }
     assert_eq!(seen, HashSet::from(both));
+    assert!(ch.stats().not_serving_addresses.is_empty());
 }
 
 /// A backend that never heard of `svc` (its `Watch` answers SERVICE_UNKNOWN) gets no call at all; the one
@@ -290,5 +310,28 @@ async fn a_backend_that_does_not_know_the_service_gets_no_calls() {
             unknown.addr.port()
         );
     }
-    drop(unknown);
+    until_not_serving(&ch, &[unknown.addr]).await;
+}
+
+/// The application's veto (`ChannelBuilder::health_checks(false)`) wins over the service config: a backend
+/// NOT_SERVING `svc` still gets calls.
+#[tokio::test]
+async fn health_checks_turned_off_use_a_backend_not_serving() {
+    let Some(mut not_serving) = support::grpcio::start() else {
+        return;
+    };
+    let Some(mut serving) = support::grpcio::start() else {
+        return;
+    };
+    not_serving.set_health("svc", "NOT_SERVING");
+    serving.set_health("svc", "SERVING");
+    let ch = Channel::builder(format!("ipv4:{},{}", not_serving.addr, serving.addr))
+        .default_service_config(HEALTH_RR)
+        .service_config_lookup(false)
+        .health_checks(false)
+        .build()
+        .expect("channel");
+
+    until_all_served(&ch, &[not_serving.addr.port(), serving.addr.port()]).await;
+    assert!(ch.stats().not_serving_addresses.is_empty());
 }
