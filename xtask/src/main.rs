@@ -184,9 +184,12 @@ fn interop(args: &[String]) -> Result<bool, String> {
         "grpcio" => {
             let python = grpcio_venv()?;
             let mut c = Command::new(python);
+            // Its stdin takes commands (the feature tests set health statuses through it); here it
+            // gets none, rather than reading the terminal's.
             c.arg(root().join("interop/peers/grpcio/server.py"))
                 .arg("--port=0")
-                .arg(format!("--proto_dir={}", root().join("proto").display()));
+                .arg(format!("--proto_dir={}", root().join("proto").display()))
+                .stdin(Stdio::null());
             (c, GRPCIO_SKIPS)
         }
         other => return Err(format!("unknown peer {other:?}: expected ours or grpcio")),
@@ -703,7 +706,9 @@ fn start_server(mut cmd: Command, name: &str) -> Result<(Server, u16), String> {
     }
 }
 
-/// Creates (once) a virtualenv with grpcio and grpcio-tools from PyPI; returns its python.
+/// Creates (once, again when the file changes) a virtualenv with what
+/// `interop/peers/grpcio/requirements.txt` lists (grpcio, grpcio-tools, grpcio-health-checking) from PyPI;
+/// returns its python.
 fn grpcio_venv() -> Result<PathBuf, String> {
     let venv = target_dir().join("grpcio-peer/venv");
     let python = venv.join("bin/python");
@@ -714,7 +719,11 @@ fn grpcio_venv() -> Result<PathBuf, String> {
     if std::fs::read_to_string(&stamp).ok().as_deref() == Some(wanted.as_str()) && python.exists() {
         return Ok(python);
     }
-    eprintln!("xtask: installing grpcio into {}", venv.display());
+    eprintln!(
+        "xtask: installing {} into {}",
+        requirements.display(),
+        venv.display()
+    );
     let system_python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_owned());
     run(
         Command::new(&system_python).args(["-m", "venv"]).arg(&venv),
@@ -731,7 +740,7 @@ fn grpcio_venv() -> Result<PathBuf, String> {
                 "-r",
             ])
             .arg(&requirements),
-        "pip install grpcio grpcio-tools",
+        "pip install -r interop/peers/grpcio/requirements.txt",
     )?;
     std::fs::write(&stamp, wanted).map_err(|e| format!("{}: {e}", stamp.display()))?;
     Ok(python)

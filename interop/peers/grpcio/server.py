@@ -1,12 +1,31 @@
 """A gRPC interop server on Python grpcio (C-core), written from shared/spec/interop.md.
 
-Used by `cargo xtask interop --peer grpcio` as an independent implementation to test our client against.
-The protos are compiled at start-up with grpc_tools.protoc into a temporary directory. They are copied under
-the import root `interop_pb`, because generated modules named `grpc.testing` would collide with grpcio's own
-`grpc` package. Package and service names on the wire stay `grpc.testing`.
+Used by `cargo xtask interop --peer grpcio` as an independent implementation to test our client against, and
+by grpc-feature-tests (compression, client-side health checking). The protos are compiled at start-up with
+grpc_tools.protoc into a temporary directory. They are copied under the import root `interop_pb`, because
+generated modules named `grpc.testing` would collide with grpcio's own `grpc` package. Package and service
+names on the wire stay `grpc.testing`.
 
 Usage: python server.py --port=0 --proto_dir=PATH/TO/proto [--use_tls=true --tls_cert_file=PEM --tls_key_file=PEM]
+                        [--health=false]
 Prints `listening on 127.0.0.1:PORT` once it is serving.
+
+Beyond the interop spec, for grpc-channel's tests:
+- `UnaryCall` compresses its response with the algorithm named in the request header
+  `x-test-response-compression` (gzip unless it says deflate) when asked to compress, and always reports the
+  request payload size it decoded as the trailer `x-seen-size`. When the request carries
+  `x-test-server-port: 1` it also answers the trailer `x-server-port` with the port this server listens on,
+  so a test with several backends can tell which one served a call.
+- `grpc.health.v1.Health` (grpcio-health-checking's `HealthServicer`: `Check` and `Watch`) is served, with
+  the whole server (service name "") SERVING, unless `--health=false`; without it, `Check` and `Watch` answer
+  UNIMPLEMENTED like any unknown method.
+- Commands are read from stdin, one per line, after `listening on` is printed; each is answered with one line
+  on stdout, `ok` or `error: WHY`:
+      health SERVICE STATUS
+  sets SERVICE's status (`Watch` streams on it get the new status) to STATUS, one of SERVING, NOT_SERVING,
+  SERVICE_UNKNOWN or UNKNOWN. The empty service name (the whole server) is written `""` or `-`; a name is
+  otherwise one word. Blank lines are ignored and get no answer. When stdin ends (or is /dev/null) the server
+  keeps serving.
 """
 
 import argparse
@@ -14,12 +33,15 @@ import importlib
 import os
 import pathlib
 import re
+import shlex
 import sys
 import tempfile
+import threading
 import time
 from concurrent import futures
 
 import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_tools import protoc
 
 ECHO_INITIAL = "x-grpc-test-echo-initial"
@@ -27,6 +49,10 @@ ECHO_TRAILING = "x-grpc-test-echo-trailing-bin"
 # Not in the interop spec: which algorithm UnaryCall compresses its response with when asked to (gzip
 # unless this says deflate), for grpc-channel's compression tests.
 RESPONSE_COMPRESSION = "x-test-response-compression"
+# Not in the interop spec: asks UnaryCall for the trailer `x-server-port` (this server's port), for tests that
+# need to know which of several backends served a call.
+ASK_SERVER_PORT = "x-test-server-port"
+SERVER_PORT = "x-server-port"
 ALGORITHMS = {"gzip": grpc.Compression.Gzip, "deflate": grpc.Compression.Deflate}
 CODES = {code.value[0]: code for code in grpc.StatusCode}
 
@@ -58,7 +84,9 @@ def compile_protos(proto_dir):
     )
 
 
-def make_servicer(empty_pb2, messages_pb2, test_pb2_grpc):
+def make_servicer(empty_pb2, messages_pb2, test_pb2_grpc, port):
+    """The TestService; `port` is a list holding the listening port once it is known."""
+
     def echo_metadata(context):
         md = dict(context.invocation_metadata())
         if ECHO_INITIAL in md:
@@ -104,9 +132,10 @@ def make_servicer(empty_pb2, messages_pb2, test_pb2_grpc):
                 context.set_compression(grpc.Compression.NoCompression)
             response = messages_pb2.SimpleResponse(payload=payload(request.response_size))
             # How much request payload arrived (decompressed), for the compression tests.
-            context.set_trailing_metadata(
-                tuple(context.trailing_metadata() or ()) + (("x-seen-size", str(len(request.payload.body))),)
-            )
+            trailers = (("x-seen-size", str(len(request.payload.body))),)
+            if dict(context.invocation_metadata()).get(ASK_SERVER_PORT) == "1":
+                trailers += ((SERVER_PORT, str(port[0])),)
+            context.set_trailing_metadata(tuple(context.trailing_metadata() or ()) + trailers)
             return response
 
         def CacheableUnaryCall(self, request, context):
@@ -142,20 +171,56 @@ def make_servicer(empty_pb2, messages_pb2, test_pb2_grpc):
     return TestService()
 
 
+def health_command(servicer, line):
+    """Runs one stdin command; the line to answer with."""
+    try:
+        words = shlex.split(line)
+    except ValueError as e:
+        return f"error: {e}"
+    if len(words) != 3 or words[0] != "health":
+        return "error: expected `health SERVICE STATUS`"
+    if servicer is None:
+        return "error: started with --health=false"
+    service = "" if words[1] == "-" else words[1]
+    try:
+        status = health_pb2.HealthCheckResponse.ServingStatus.Value(words[2])
+    except ValueError:
+        return f"error: unknown status {words[2]!r}"
+    servicer.set(service, status)
+    return "ok"
+
+
+def serve_commands(servicer):
+    """Answers stdin's commands until it ends; the server keeps serving after that."""
+    for line in sys.stdin:
+        if line.strip():
+            print(health_command(servicer, line), flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--use_tls", default="false")
     parser.add_argument("--tls_cert_file", default="")
     parser.add_argument("--tls_key_file", default="")
+    parser.add_argument("--health", default="true")
     parser.add_argument("--proto_dir", default=os.path.join(os.path.dirname(__file__), "..", "..", "..", "proto"))
     args = parser.parse_args()
     use_tls = args.use_tls.lower() in ("true", "1")
+    with_health = args.health.lower() in ("true", "1")
     if use_tls and not (args.tls_cert_file and args.tls_key_file):
         raise SystemExit("--use_tls=true needs --tls_cert_file and --tls_key_file")
     empty_pb2, messages_pb2, test_pb2_grpc = compile_protos(args.proto_dir)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=32))
-    test_pb2_grpc.add_TestServiceServicer_to_server(make_servicer(empty_pb2, messages_pb2, test_pb2_grpc), server)
+    listening = []
+    test_pb2_grpc.add_TestServiceServicer_to_server(
+        make_servicer(empty_pb2, messages_pb2, test_pb2_grpc, listening), server
+    )
+    health_servicer = None
+    if with_health:
+        health_servicer = health.HealthServicer()
+        health_servicer.set(health.OVERALL_HEALTH, health_pb2.HealthCheckResponse.SERVING)
+        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     if use_tls:
         with open(args.tls_key_file, "rb") as f:
             key = f.read()
@@ -167,8 +232,10 @@ def main():
         port = server.add_insecure_port(f"127.0.0.1:{args.port}")
     if port == 0:
         raise SystemExit(f"cannot listen on port {args.port}")
+    listening.append(port)
     server.start()
     print(f"listening on 127.0.0.1:{port}", flush=True)
+    threading.Thread(target=serve_commands, args=(health_servicer,), daemon=True).start()
     server.wait_for_termination()
 
 

@@ -1,7 +1,8 @@
 //! What the feature tests share: the servers they call and a bound against hangs, request-body framing for
 //! the tower adapter's tests, a call retried twice against the fault-injecting server (for spans and
 //! metrics), a `tracing` layer that records spans ([`spans`]), and the compression tests' peers: a tonic
-//! server ([`tonic_server`]) and the Python grpcio interop server ([`grpcio`]).
+//! server ([`tonic_server`]) and the Python grpcio interop server ([`grpcio`]), which is also the health
+//! checking tests' backend.
 //!
 //! Every test file compiles this module on its own and uses part of it, hence the `allow` below.
 
