@@ -16,4 +16,5 @@ pub mod server;
 pub mod server_call;
 #[cfg(test)]
 mod test_h2;
+pub mod tinyproxy;
 pub mod tls;

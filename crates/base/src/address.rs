@@ -1,12 +1,14 @@
 //! [`Address`]: where a backend is, as the balancer connects to it and as a call's attempts avoid it.
 //!
-//! A backend is a TCP socket address (`ipv4:`, `ipv6:` and `dns:` targets) or the path of a Unix-domain
-//! socket (`unix:` targets). The resolver produces them, `grpc-lb` keeps one subchannel per address and
+//! A backend is a TCP socket address (`ipv4:`, `ipv6:` and `dns:` targets), the path of a Unix-domain
+//! socket (`unix:` targets), or a host name the client does not resolve (a `dns:` target reached through
+//! an HTTP CONNECT proxy, which resolves it). The resolver produces them, `grpc-lb` keeps one subchannel per address and
 //! hands them to pickers, and `grpc-retry` remembers the ones a call used so that its next attempt can
 //! avoid them. Cloning is cheap: a TCP address is copied, a path is shared (`Arc<Path>`), so an address
 //! can travel with every pick without allocating.
 //!
-//! Display is the form people read in logs and statuses: `127.0.0.1:50051`, `[::1]:5`, `unix:/path`.
+//! Display is the form people read in logs and statuses: `127.0.0.1:50051`, `[::1]:5`, `unix:/path`,
+//! `api.example.com:443`.
 
 use std::fmt;
 use std::hash::{Hash, Hasher};
@@ -21,6 +23,13 @@ pub enum Address {
     Tcp(SocketAddr),
     /// The path of a Unix-domain socket.
     Unix(Arc<Path>),
+    /// A host name and port that the client does not resolve: an HTTP CONNECT proxy does.
+    Name {
+        /// The host name (or an IP literal without brackets).
+        host: Arc<str>,
+        /// The port.
+        port: u16,
+    },
 }
 
 /// An address family, for Happy Eyeballs' interleaving (RFC 8305 §4).
@@ -32,6 +41,8 @@ pub enum Family {
     Ipv6,
     /// A Unix-domain socket.
     Unix,
+    /// A host name, resolved elsewhere.
+    Name,
 }
 
 impl Address {
@@ -46,6 +57,7 @@ impl Address {
             Address::Tcp(SocketAddr::V4(_)) => Family::Ipv4,
             Address::Tcp(SocketAddr::V6(_)) => Family::Ipv6,
             Address::Unix(_) => Family::Unix,
+            Address::Name { .. } => Family::Name,
         }
     }
 
@@ -53,14 +65,14 @@ impl Address {
     pub fn tcp(&self) -> Option<SocketAddr> {
         match self {
             Address::Tcp(addr) => Some(*addr),
-            Address::Unix(_) => None,
+            Address::Unix(_) | Address::Name { .. } => None,
         }
     }
 
     /// The socket's path, if it is a Unix-domain socket.
     pub fn unix_path(&self) -> Option<&Path> {
         match self {
-            Address::Tcp(_) => None,
+            Address::Tcp(_) | Address::Name { .. } => None,
             Address::Unix(path) => Some(path),
         }
     }
@@ -73,6 +85,10 @@ impl Hash for Address {
         match self {
             Address::Tcp(addr) => addr.hash(state),
             Address::Unix(path) => path.hash(state),
+            Address::Name { host, port } => {
+                host.hash(state);
+                port.hash(state);
+            }
         }
     }
 }
@@ -88,6 +104,8 @@ impl fmt::Display for Address {
         match self {
             Address::Tcp(addr) => write!(f, "{addr}"),
             Address::Unix(path) => write!(f, "unix:{}", path.display()),
+            Address::Name { host, port } if host.contains(':') => write!(f, "[{host}]:{port}"),
+            Address::Name { host, port } => write!(f, "{host}:{port}"),
         }
     }
 }
@@ -104,6 +122,17 @@ mod tests {
         assert_eq!(v6.to_string(), "[::1]:5");
         assert_eq!(Address::unix("/path").to_string(), "unix:/path");
         assert_eq!(Address::unix("rel/sock").to_string(), "unix:rel/sock");
+        let name = Address::Name {
+            host: "api.example.com".into(),
+            port: 443,
+        };
+        assert_eq!(name.to_string(), "api.example.com:443");
+        assert_eq!(name.family(), Family::Name);
+        let literal = Address::Name {
+            host: "::1".into(),
+            port: 443,
+        };
+        assert_eq!(literal.to_string(), "[::1]:443");
     }
 
     #[test]

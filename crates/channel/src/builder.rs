@@ -15,6 +15,7 @@ use crate::error::{BuildError, ConnectError};
 use crate::interceptor::{Interceptor, Interceptors};
 use crate::keepalive::{Keepalive, DEFAULT_KEEPALIVE_TIMEOUT};
 use crate::method_uris::MethodUris;
+use crate::proxy::{self, ProxyChoice};
 use crate::resolution::Resolution;
 use crate::telemetry::Telemetry;
 use crate::tls::{server_name_host, TlsConfig};
@@ -55,6 +56,7 @@ pub struct ChannelBuilder {
     resolver: ResolverOptions,
     idle_timeout: Duration,
     health_checks: bool,
+    proxy: ProxyChoice,
     default_timeout: Option<Duration>,
     retries: bool,
     app_policy: Option<Arc<dyn AppRetryPolicy>>,
@@ -85,6 +87,7 @@ impl ChannelBuilder {
             resolver: ResolverOptions::default(),
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             health_checks: true,
+            proxy: ProxyChoice::FromEnvironment,
             default_timeout: None,
             retries: true,
             app_policy: None,
@@ -293,6 +296,29 @@ impl ChannelBuilder {
         self
     }
 
+    /// Connects through this HTTP CONNECT proxy (gRFC A1), `http://[user[:password]@]host[:port]`
+    /// (port 80 by default; credentials go as `Proxy-Authorization: Basic` and never into logs or errors),
+    /// instead of the one the environment names, and for every target but `unix:` ones: the no-proxy
+    /// variables do not apply. A `dns:` target's name goes to the proxy unresolved; each address of an
+    /// `ipv4:`/`ipv6:` target is a tunnel of its own. TLS, when the channel has it, runs inside the tunnel
+    /// with the target's name. A URI of another scheme is a build error.
+    pub fn proxy(mut self, uri: impl Into<String>) -> Self {
+        self.proxy = ProxyChoice::Given(uri.into());
+        self
+    }
+
+    /// Connects directly, whatever the proxy environment variables say.
+    ///
+    /// Without [`ChannelBuilder::proxy`] or this, [`ChannelBuilder::build`] reads the environment: the
+    /// first of `grpc_proxy`, `GRPC_PROXY`, `https_proxy`, `HTTPS_PROXY`, `http_proxy`, `HTTP_PROXY` that is
+    /// set names the proxy (set and empty means none), and the first of `no_grpc_proxy`, `NO_GRPC_PROXY`,
+    /// `no_proxy`, `NO_PROXY` that is set lists the targets that connect directly (host names with their
+    /// subdomains, IP addresses, CIDR blocks, each with an optional `:port`, or `*`).
+    pub fn no_proxy(mut self) -> Self {
+        self.proxy = ProxyChoice::Off;
+        self
+    }
+
     /// The DNS resolver's options (minimum re-resolution interval, query timeout, `maxAttempts` cap, host
     /// name for `clientHostname`).
     pub fn resolver_options(mut self, options: ResolverOptions) -> Self {
@@ -364,6 +390,7 @@ impl ChannelBuilder {
             target: e.target,
             reason: e.reason,
         })?;
+        let route = proxy::route(&target, &self.proxy, |name| std::env::var(name).ok())?;
         let default_config =
             match &self.default_service_config {
                 None => None,
@@ -458,6 +485,7 @@ impl ChannelBuilder {
             target.clone(),
             self.resolver,
             default_config,
+            route.by_name(),
         ));
         Ok(Channel {
             inner: Arc::new(Inner {
@@ -480,6 +508,7 @@ impl ChannelBuilder {
                 http2: self.http2,
                 idle_timeout: self.idle_timeout,
                 health_checks: self.health_checks,
+                route,
                 default_timeout: self.default_timeout,
                 keepalive,
                 throttle: parking_lot::Mutex::new(None),

@@ -88,6 +88,8 @@ pub(crate) struct Inner {
     pub(crate) idle_timeout: Duration,
     /// Whether health checking may run (the application did not veto it).
     pub(crate) health_checks: bool,
+    /// Which connections go through an HTTP CONNECT proxy.
+    pub(crate) route: crate::proxy::Route,
     /// The timeout of calls that set none ([`crate::ChannelBuilder::timeout`]).
     pub(crate) default_timeout: Option<Duration>,
     pub(crate) keepalive: Arc<Keepalive>,
@@ -154,6 +156,7 @@ impl Channel {
                 self.inner.idle_timeout,
                 self.inner.keepalive.clone(),
                 self.inner.tls.clone(),
+                self.inner.route.clone(),
                 self.health_watch_setup(),
             )
         })

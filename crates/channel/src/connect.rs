@@ -1,5 +1,6 @@
 //! Connection setup, the one path every subchannel connection takes: the socket (TCP with TCP_NODELAY and
-//! kernel keepalive), TLS when the channel has it, the HTTP/2 handshake with prior knowledge, a task that
+//! kernel keepalive; to an HTTP CONNECT proxy and through its tunnel when the channel's [`Route`] says so,
+//! gRFC A1), TLS when the channel has it (for the target's name, inside the tunnel), the HTTP/2 handshake with prior knowledge, a task that
 //! drives the connection, and a PING whose answer proves the server's SETTINGS arrived (READY). A server
 //! that answers and sends GOAWAY before that PING comes back gave no usable connection: a failure (with
 //! backoff), named as such.
@@ -31,6 +32,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::keepalive::TCP_KEEPALIVE;
+use crate::proxy::{self, Route};
 use crate::sniff::{Seen, Sniffer};
 use crate::status::{Code, Status};
 use crate::tls::{self, Handshake, TlsConnector};
@@ -99,41 +101,67 @@ impl Default for Http2Settings {
     }
 }
 
-/// One connection attempt to `addr` (TCP, or a Unix-domain socket), given up at `deadline`: READY, or why
-/// not.
+/// The `User-Agent` of CONNECT requests.
+const PROXY_USER_AGENT: &str = concat!("grpc-channel/", env!("CARGO_PKG_VERSION"));
+
+/// One connection attempt to `addr` (TCP, a Unix-domain socket, or a name a proxy resolves), through a
+/// proxy when `route` says so, given up at `deadline`: READY, or why not.
 pub(crate) async fn connect(
     addr: &Address,
     deadline: Instant,
     settings: &Http2Settings,
     tls: Option<&TlsConnector>,
+    route: &Route,
 ) -> Result<Established, Status> {
-    // Which step a timed-out attempt was in, for its status.
-    let socket = match addr {
-        Address::Tcp(_) => "TCP connection",
-        Address::Unix(_) => "Unix socket connection",
+    let proxy = match addr {
+        Address::Tcp(addr) => route.proxy_for(addr),
+        Address::Name { .. } => route.name_proxy(),
+        Address::Unix(_) => None,
     };
-    let phases = [socket, "TLS handshake", "HTTP/2 handshake"];
+    // Which step a timed-out attempt was in, for its status.
+    let socket = match (addr, proxy) {
+        (_, Some(_)) => "TCP connection to the proxy",
+        (Address::Unix(_), None) => "Unix socket connection",
+        _ => "TCP connection",
+    };
+    let phases = [
+        socket,
+        "proxy's CONNECT",
+        "TLS handshake",
+        "HTTP/2 handshake",
+    ];
     let phase = AtomicU8::new(0);
     let peer = addr.to_string();
     let attempt = async {
-        match addr {
-            Address::Tcp(addr) => {
+        match (addr, proxy) {
+            (Address::Tcp(_) | Address::Name { .. }, Some(proxy)) => {
+                let tcp = TcpStream::connect((proxy.host(), proxy.port()))
+                    .await
+                    .map_err(|e| Status::from_io(&format!("proxy {proxy}: connect"), e))?;
+                tcp_options(&tcp, settings)?;
+                phase.store(1, Ordering::Relaxed);
+                let target = connect_target(addr);
+                let tunnel = proxy::tunnel(tcp, proxy, &target, PROXY_USER_AGENT).await?;
+                handshakes(tunnel, settings, tls, &peer, &phase).await
+            }
+            (Address::Tcp(addr), None) => {
                 let tcp = TcpStream::connect(addr)
                     .await
                     .map_err(|e| Status::from_io("connect", e))?;
-                tcp.set_nodelay(settings.tcp_nodelay)
-                    .map_err(|e| Status::from_io("set TCP_NODELAY", e))?;
-                if let Some(idle) = settings.tcp_keepalive {
-                    set_tcp_keepalive(&tcp, idle);
-                }
+                tcp_options(&tcp, settings)?;
                 handshakes(tcp, settings, tls, &peer, &phase).await
             }
-            Address::Unix(path) => {
+            (Address::Unix(path), _) => {
                 let unix = UnixStream::connect(&**path)
                     .await
                     .map_err(|e| Status::from_io(&format!("connect to {peer}"), e))?;
                 handshakes(unix, settings, tls, &peer, &phase).await
             }
+            // Names are only made for a proxy to resolve.
+            (Address::Name { .. }, None) => Err(Status::new(
+                Code::Internal,
+                format!("no proxy to resolve {peer}"),
+            )),
         }
     };
     match tokio::time::timeout_at(deadline, attempt).await {
@@ -141,11 +169,31 @@ pub(crate) async fn connect(
         Err(_) => Err(Status::new(
             Code::Unavailable,
             format!(
-                "connection attempt timed out (in the {})",
-                phases[usize::from(phase.load(Ordering::Relaxed)).min(2)]
+                "connection attempt timed out (in the {}{})",
+                phases[usize::from(phase.load(Ordering::Relaxed)).min(3)],
+                proxy.map(|p| format!(", proxy {p}")).unwrap_or_default()
             ),
         )),
     }
+}
+
+/// What a CONNECT request names for `addr`: `host:port`.
+fn connect_target(addr: &Address) -> String {
+    match addr {
+        Address::Tcp(addr) => proxy::authority_form(&addr.ip().to_string(), addr.port()),
+        Address::Name { host, port } => proxy::authority_form(host, *port),
+        Address::Unix(_) => addr.to_string(),
+    }
+}
+
+/// TCP_NODELAY and the kernel's keepalive, as the settings say.
+fn tcp_options(tcp: &TcpStream, settings: &Http2Settings) -> Result<(), Status> {
+    tcp.set_nodelay(settings.tcp_nodelay)
+        .map_err(|e| Status::from_io("set TCP_NODELAY", e))?;
+    if let Some(idle) = settings.tcp_keepalive {
+        set_tcp_keepalive(tcp, idle);
+    }
+    Ok(())
 }
 
 /// TLS when the channel has it, then HTTP/2, on a connected socket; `phase` says which step runs.
@@ -161,13 +209,13 @@ where
 {
     match tls {
         None => {
-            phase.store(2, Ordering::Relaxed);
+            phase.store(3, Ordering::Relaxed);
             establish(io, settings, None, peer).await
         }
         Some(tls) => {
-            phase.store(1, Ordering::Relaxed);
-            let (io, handshake) = tls.connect(io).await?;
             phase.store(2, Ordering::Relaxed);
+            let (io, handshake) = tls.connect(io).await?;
+            phase.store(3, Ordering::Relaxed);
             establish(io, settings, Some(&handshake), peer).await
         }
     }

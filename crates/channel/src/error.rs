@@ -20,6 +20,9 @@ pub enum BuildError {
         /// What is wrong with its value.
         reason: String,
     },
+    /// The proxy URI (from `ChannelBuilder::proxy` or a proxy environment variable) is not usable.
+    #[error(transparent)]
+    InvalidProxy(#[from] crate::proxy::ProxyError),
 }
 
 /// An eager connection ([`ChannelBuilder::connect`](crate::ChannelBuilder::connect), a generated client's

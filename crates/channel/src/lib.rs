@@ -93,6 +93,7 @@ mod method_uris;
 mod outlier;
 #[doc(hidden)]
 pub mod percent;
+mod proxy;
 mod pump;
 mod request;
 mod resolution;
@@ -124,6 +125,7 @@ pub use interceptor::{CallInfo, Interceptor};
 pub use keepalive::{DEFAULT_KEEPALIVE_TIMEOUT, MIN_KEEPALIVE_TIME};
 pub use limits::{DEFAULT_MAX_RECEIVE_MESSAGE_SIZE, DEFAULT_MAX_SEND_MESSAGE_SIZE};
 pub use metadata::{MetadataError, MetadataMap};
+pub use proxy::ProxyError;
 pub use request::{
     CallOptions, ClientDefaults, IntoRequest, IntoStreamingRequest, MessageOptions, Request,
     Response,

@@ -6,7 +6,9 @@
 //! channel could use it: a first config that is invalid with no default is rejected, and the resolver retries
 //! with backoff until a valid one arrives. The task runs whether or not calls flow, and ends when the channel
 //! is dropped. Both start on the channel's first call, inside the
-//! caller's tokio runtime.
+//! caller's tokio runtime. A DNS target reached through an HTTP CONNECT proxy (gRFC A1) is not resolved
+//! here: its one endpoint is its name (`Address::Name`), which the proxy resolves; the resolver still looks
+//! up the service config.
 
 use std::sync::Arc;
 
@@ -44,6 +46,8 @@ struct Started {
 
 pub(crate) struct Resolution {
     target: Target,
+    /// The target's name goes to a proxy unresolved: the only endpoint is the name (gRFC A1).
+    by_name: bool,
     options: ResolverOptions,
     default_config: Option<ServiceConfig>,
     started: OnceCell<Started>,
@@ -54,9 +58,11 @@ impl Resolution {
         target: Target,
         options: ResolverOptions,
         default_config: Option<ServiceConfig>,
+        by_name: bool,
     ) -> Self {
         Resolution {
             target,
+            by_name,
             options,
             default_config,
             started: OnceCell::new(),
@@ -89,8 +95,16 @@ impl Resolution {
             Target::Unix(path) => return Ok(self.fixed(vec![Address::Unix(path.as_path().into())])),
             Target::Dns { server, host, port } => (server, host, port),
         };
-        let resolver = DnsResolver::new(host, *port, *server, self.options.clone())
+        let mut resolver = DnsResolver::new(host, *port, *server, self.options.clone())
             .map_err(|e| Status::new(Code::Unavailable, e.to_string()).with_source(e))?;
+        // Through a proxy, the name is the one endpoint; DNS still gives the service config.
+        let name = self.by_name.then(|| Address::Name {
+            host: host.as_str().into(),
+            port: *port,
+        });
+        if name.is_some() {
+            resolver = resolver.without_address_lookups();
+        }
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
@@ -130,12 +144,15 @@ impl Resolution {
                         .with_source(e),
                 ),
                 Decision::Use(config) | Decision::KeepPrevious(config, _) => State::Ready {
-                    endpoints: addrs
-                        .iter()
-                        .copied()
-                        .map(Address::Tcp)
-                        .collect::<Vec<_>>()
-                        .into(),
+                    endpoints: match &name {
+                        Some(name) => vec![name.clone()].into(),
+                        None => addrs
+                            .iter()
+                            .copied()
+                            .map(Address::Tcp)
+                            .collect::<Vec<_>>()
+                            .into(),
+                    },
                     config,
                 },
             };

@@ -108,6 +108,8 @@ pub struct DnsResolver {
     host: String,
     port: u16,
     txt: bool,
+    /// Whether A/AAAA records are looked up (not when a proxy resolves the name).
+    addresses: bool,
     options: ResolverOptions,
 }
 
@@ -195,8 +197,16 @@ impl DnsResolver {
             host: host.to_owned(),
             port,
             txt: options.txt_lookups && !literal && !localhost,
+            addresses: true,
             options,
         })
+    }
+
+    /// Looks up no addresses, only the service config: an HTTP CONNECT proxy resolves the name (gRFC A1).
+    /// Each resolution's addresses are then `Ok` and empty.
+    pub fn without_address_lookups(mut self) -> DnsResolver {
+        self.addresses = false;
+        self
     }
 
     /// Resolves once: addresses and (if enabled) the service config, queried together.
@@ -218,7 +228,13 @@ impl DnsResolver {
         // Relative names go through the search list (resolv.conf `search`, `ndots`), as getaddrinfo and
         // grpc-go's net.LookupHost / LookupTXT do; a name ending in '.' is absolute.
         let txt_name = format!("_grpc_config.{}", self.host);
-        let ips = inner.lookup_ip(self.host.as_str());
+        let ips = async {
+            if self.addresses {
+                Some(inner.lookup_ip(self.host.as_str()).await)
+            } else {
+                None
+            }
+        };
         let txt = async {
             if self.txt {
                 Some(inner.txt_lookup(txt_name.as_str()).await)
@@ -228,7 +244,8 @@ impl DnsResolver {
         };
         let (ips, txt) = tokio::join!(ips, txt);
         let addresses = match ips {
-            Ok(lookup) => {
+            None => Ok(Vec::new()),
+            Some(Ok(lookup)) => {
                 let list: Vec<SocketAddr> = lookup
                     .iter()
                     .map(|ip| SocketAddr::new(ip, self.port))
@@ -241,10 +258,10 @@ impl DnsResolver {
                     Ok(list)
                 }
             }
-            Err(e) if e.is_no_records_found() => Err(ResolveError::NoAddresses {
+            Some(Err(e)) if e.is_no_records_found() => Err(ResolveError::NoAddresses {
                 host: self.host.clone(),
             }),
-            Err(e) => Err(ResolveError::Dns {
+            Some(Err(e)) => Err(ResolveError::Dns {
                 host: self.host.clone(),
                 source: Arc::new(e),
             }),

@@ -35,6 +35,7 @@ use super::{ActiveCalls, Conn, Event, Handle, PlaneStats, Published};
 use crate::connect::{connect, AbortOnDrop, Established, Http2Settings};
 use crate::keepalive::{self, Keepalive};
 use crate::outlier::CallResults;
+use crate::proxy::Route;
 use crate::resolution::{Resolution, State};
 use crate::status::Status;
 use crate::tls::TlsConnector;
@@ -48,6 +49,8 @@ pub(super) struct Loop {
     pub(super) settings: Http2Settings,
     /// TLS for every connection, or plaintext.
     pub(super) tls: Option<TlsConnector>,
+    /// Which connections go through an HTTP CONNECT proxy.
+    pub(super) route: Route,
     pub(super) keepalive: Arc<Keepalive>,
     pub(super) idle_timeout: Duration,
     pub(super) events_tx: mpsc::UnboundedSender<Event>,
@@ -637,6 +640,7 @@ impl Loop {
                     let channel = ChannelParts {
                         settings: self.settings.clone(),
                         tls: self.tls.clone(),
+                        route: self.route.clone(),
                         keepalive: self.keepalive.clone(),
                         active: self.active.clone(),
                         events: self.events_tx.clone(),
@@ -695,6 +699,7 @@ pub(super) struct Retired {
 struct ChannelParts {
     settings: Http2Settings,
     tls: Option<TlsConnector>,
+    route: Route,
     keepalive: Arc<Keepalive>,
     active: Arc<ActiveCalls>,
     events: mpsc::UnboundedSender<Event>,
@@ -711,11 +716,12 @@ async fn connect_subchannel(
     let ChannelParts {
         settings,
         tls,
+        route,
         keepalive,
         active,
         events,
     } = channel;
-    let ended = connect(&addr, deadline, &settings, tls.as_ref()).await;
+    let ended = connect(&addr, deadline, &settings, tls.as_ref(), &route).await;
     match ended {
         Ok(Established {
             send,

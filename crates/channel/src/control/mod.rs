@@ -38,6 +38,7 @@ use crate::connect::Http2Settings;
 use crate::health::{HealthStats, Report, WatchSetup};
 use crate::keepalive::Keepalive;
 use crate::outlier::{CallResults, EjectionStats};
+use crate::proxy::Route;
 use crate::resolution::Resolution;
 use crate::sniff::GoAway;
 use crate::status::{Code, Status};
@@ -171,6 +172,7 @@ impl ControlPlane {
         idle_timeout: Duration,
         keepalive: Arc<Keepalive>,
         tls: Option<TlsConnector>,
+        route: Route,
         health_checks: Option<WatchSetup>,
     ) -> ControlPlane {
         let (events_tx, events_rx) = mpsc::unbounded_channel();
@@ -191,6 +193,7 @@ impl ControlPlane {
             resolution,
             settings,
             tls,
+            route,
             keepalive,
             idle_timeout,
             events_tx: events_tx.clone(),
