@@ -175,6 +175,7 @@ impl Channel {
             Ok(uri) => Some(WatchSetup {
                 uri: (*uri).clone(),
                 user_agent: inner.user_agent.clone(),
+                interceptors: inner.interceptors.clone(),
             }),
             // The path is a constant of the right shape.
             Err(status) => {

@@ -3,23 +3,27 @@
 //! `Channel::stats()` shows of the answers.
 //!
 //! One watch is a task per connection ([`run`]): it opens the Watch stream on that connection (not through
-//! the picker: the check is about this connection), reads each `HealthCheckResponse` and reports it to the
-//! control plane as a [`Report`]. When the stream ends, `grpc_lb::WatchRetry` decides: UNIMPLEMENTED means
+//! the picker: the check is about this connection), reads each `HealthCheckResponse` and gives the health
+//! it means to a [`WatchSink`]. When the stream ends, `grpc_lb::WatchRetry` decides: UNIMPLEMENTED means
 //! the server has no health service (healthy, and the watch stops); any other end is NOT_SERVING until the
-//! next Watch starts, at once if the ended one had been answered, else after the connection backoff. The
-//! control plane aborts the task (which resets the stream, as A17's "cancel without waiting for the status")
-//! when the connection leaves READY, drains, or the policy or service name changes.
+//! next Watch starts (unknown until it answers), at once if the ended one had been answered, else after
+//! the connection backoff. A stream that ends because the connection did ends the watch quietly: losing
+//! the connection is the connection's event, not a health answer. The control plane aborts the task
+//! (which resets the stream, as A17's "cancel without waiting for the status") when the connection leaves
+//! READY, drains, or the policy or service name changes.
 //!
 //! The Watch is not a user call: no deadline, no retry policy, no retry throttle, no call metrics, no
-//! interceptors, no compression (it advertises none, so a compressed answer is a protocol error), and it
-//! does not keep the channel out of IDLE. Each answer is bounded ([`MAX_ANSWER`]); a malformed one fails
-//! the stream, which is then restarted like any failure.
+//! compression (it advertises none, so a compressed answer is a protocol error), and it does not keep the
+//! channel out of IDLE. The channel's interceptors do run for each Watch (method
+//! `/grpc.health.v1.Health/Watch`): they are how an application adds credentials, which A17 sends on the
+//! Watch too; their metadata goes with it, their call options are ignored, and one that fails the call
+//! fails that Watch. Each answer is bounded ([`MAX_ANSWER`]); a malformed one fails the stream, which is
+//! then restarted like any failure.
 //!
 //! Not here: which policies health check and what a subchannel's health does to picks
 //! (`grpc_lb::Health`), the service name (`grpc-service-config`'s `healthCheckConfig`).
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use grpc_lb::{health_of_serving_status, Health, WatchEnd, WatchNext, WatchRetry};
@@ -31,6 +35,9 @@ use parking_lot::Mutex;
 use prost::Message;
 
 use crate::framing::{put_header, Deframer, FrameError};
+use crate::interceptor::Interceptors;
+use crate::metadata::MetadataMap;
+use crate::request::CallOptions;
 use crate::response::{check_header_list, classify_head, status_from_trailers, Head};
 use crate::status::{Code, Status};
 
@@ -58,51 +65,62 @@ struct HealthCheckResponse {
 }
 
 /// What every Watch of a channel sends: the request URI (the channel's scheme and authority, the Watch
-/// path) and the channel's `user-agent`.
+/// path), the channel's `user-agent`, and the channel's interceptors.
 #[derive(Clone, Debug)]
 pub(crate) struct WatchSetup {
     pub(crate) uri: http::Uri,
     pub(crate) user_agent: HeaderValue,
+    pub(crate) interceptors: Interceptors,
 }
 
-/// What a watch tells the control plane.
-#[derive(Clone, Debug)]
-pub(crate) enum Report {
-    /// A Watch stream is starting: health is unknown until it answers.
-    Starting,
-    /// The server answered.
-    Answer(Health),
-    /// The server has no health service (the Watch was UNIMPLEMENTED): healthy, and the watch stopped.
-    Unimplemented(Status),
-    /// The Watch stream failed (NOT_SERVING until the next one, which starts in `retry_in`).
-    Failed { status: Status, retry_in: Duration },
+/// Where a watch's findings go: the health of the connection each time it changes meaning (a new Watch
+/// starts: unknown; an answer; a failure: not serving), and, once, that the server has no health service.
+pub(crate) trait WatchSink {
+    /// The connection's health is now `health`.
+    fn health(&self, health: Health);
+    /// The Watch was UNIMPLEMENTED: the connection counts as healthy (reported just before) and the watch
+    /// has ended.
+    fn unimplemented(&self, status: Status);
 }
 
-/// Watches `service` on the connection `conn` until aborted (or until the server turns out to have no
-/// health service), giving every [`Report`] to `report`.
+/// How one Watch stream ended.
+enum Ended {
+    /// With this status (from the server, or a failure of this stream alone).
+    Status(Status),
+    /// With the connection: not a health answer.
+    ConnectionLost,
+}
+
+/// Watches `service` on the connection `conn` to `addr` until aborted (or until the server turns out to
+/// have no health service, or the connection is lost), telling `sink` what it finds.
 pub(crate) async fn run(
     conn: SendRequest<Bytes>,
     setup: WatchSetup,
     service: String,
+    addr: String,
     mut rng: Box<dyn Rng + Send>,
-    report: impl Fn(Report),
+    sink: impl WatchSink,
 ) {
     let mut retry = WatchRetry::default();
     let request = request_frame(&service);
     let mut first = true;
     loop {
-        // A connection's first Watch starts from the health it has (unknown on a new connection; the
-        // last answers when the service name changed); a restart after a failure is unknown until answered.
+        // A connection's first Watch starts unknown already (the control plane made it so); a restart
+        // after a failure is unknown again until it answers.
         if !first {
-            report(Report::Starting);
+            sink.health(Health::Unknown);
         }
         first = false;
         let mut answered = false;
-        let status = watch_once(conn.clone(), &setup, request.clone(), |health| {
+        let ended = watch_once(conn.clone(), &setup, request.clone(), |health| {
             answered = true;
-            report(Report::Answer(health));
+            sink.health(health);
         })
         .await;
+        let status = match ended {
+            Ended::Status(status) => status,
+            Ended::ConnectionLost => return,
+        };
         let end = if status.code() == Code::Unimplemented {
             WatchEnd::Unimplemented
         } else {
@@ -111,18 +129,28 @@ pub(crate) async fn run(
         let now = tokio::time::Instant::now();
         match retry.ended(end, now.into_std(), &mut *rng) {
             WatchNext::Stop => {
-                report(Report::Unimplemented(status));
+                sink.health(Health::Serving);
+                sink.unimplemented(status);
                 return;
             }
             WatchNext::RetryAt(at) => {
                 let at = tokio::time::Instant::from_std(at);
-                report(Report::Failed {
-                    status,
-                    retry_in: at.saturating_duration_since(now),
-                });
+                let retry_in = at.saturating_duration_since(now);
+                tracing::debug!(%addr, service, %status, ?retry_in, "the health Watch failed: the address is not used until a new Watch answers SERVING");
+                sink.health(Health::NotServing);
                 tokio::time::sleep_until(at).await;
             }
         }
+    }
+}
+
+/// The status of an h2 error on the Watch stream, or [`Ended::ConnectionLost`] when it is the
+/// connection's (an I/O error, or a GOAWAY the connection's task also sees).
+fn ended_by(e: h2::Error) -> Ended {
+    if e.is_io() || e.is_go_away() {
+        Ended::ConnectionLost
+    } else {
+        Ended::Status(Status::from_h2(e))
     }
 }
 
@@ -139,17 +167,35 @@ fn request_frame(service: &str) -> Bytes {
     buf.freeze()
 }
 
-/// One Watch stream: calls `on_answer` for each answer; returns the status it ended with.
+/// One Watch stream: calls `on_answer` for each answer; returns how it ended.
 async fn watch_once(
     conn: SendRequest<Bytes>,
     setup: &WatchSetup,
     request: Bytes,
+    on_answer: impl FnMut(Health),
+) -> Ended {
+    match watch_stream(conn, setup, request, on_answer).await {
+        Ok(status) => Ended::Status(status),
+        Err(ended) => ended,
+    }
+}
+
+/// [`watch_once`], with `?` for the ends that are h2 errors.
+async fn watch_stream(
+    conn: SendRequest<Bytes>,
+    setup: &WatchSetup,
+    request: Bytes,
     mut on_answer: impl FnMut(Health),
-) -> Status {
-    let mut conn = match conn.ready().await {
-        Ok(conn) => conn,
-        Err(e) => return Status::from_h2(e),
-    };
+) -> Result<Status, Ended> {
+    let mut metadata = MetadataMap::new();
+    let mut options = CallOptions::default();
+    if let Err(status) = setup
+        .interceptors
+        .run(WATCH_PATH, &mut metadata, &mut options)
+    {
+        return Ok(status);
+    }
+    let mut conn = conn.ready().await.map_err(ended_by)?;
     let mut head = Request::new(());
     *head.method_mut() = Method::POST;
     *head.uri_mut() = setup.uri.clone();
@@ -157,66 +203,55 @@ async fn watch_once(
     headers.insert(TE, HeaderValue::from_static("trailers"));
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
     headers.insert(USER_AGENT, setup.user_agent.clone());
-    let (response, mut send) = match conn.send_request(head, false) {
-        Ok(pair) => pair,
-        Err(e) => return Status::from_h2(e),
-    };
-    // A few bytes: h2 buffers them whatever the window, and END_STREAM follows.
-    if let Err(e) = send.send_data(request, true) {
-        return Status::from_h2(e);
+    for (name, value) in &metadata.into_headers() {
+        headers.append(name.clone(), value.clone());
     }
-    let response = match response.await {
-        Ok(response) => response,
-        Err(e) => return Status::from_h2(e),
-    };
+    let (response, mut send) = conn.send_request(head, false).map_err(ended_by)?;
+    // A few bytes: h2 buffers them whatever the window, and END_STREAM follows.
+    send.send_data(request, true).map_err(ended_by)?;
+    let response = response.await.map_err(ended_by)?;
     let (parts, mut body) = response.into_parts();
     if let Err(status) = check_header_list(&parts.headers, HEADER_LIMIT) {
-        return status;
+        return Ok(status);
     }
     match classify_head(parts.status.as_u16(), parts.headers, body.is_end_stream()) {
-        Head::End(status, _) => return status,
+        Head::End(status, _) => return Ok(status),
         Head::Messages { .. } => {}
     }
     let mut deframer = Deframer::new(MAX_ANSWER);
     while let Some(chunk) = body.data().await {
-        let chunk = match chunk {
-            Ok(chunk) => chunk,
-            Err(e) => return Status::from_h2(e),
-        };
+        let chunk = chunk.map_err(ended_by)?;
         let _ = body.flow_control().release_capacity(chunk.len());
         deframer.push(chunk);
         loop {
             match deframer.next_frame() {
                 Ok(None) => break,
                 Ok(Some(frame)) if frame.compressed => {
-                    return Status::new(
+                    return Ok(Status::new(
                         Code::Internal,
                         "a compressed health answer, though the Watch advertised no compression",
-                    )
+                    ))
                 }
                 Ok(Some(frame)) => match HealthCheckResponse::decode(frame.payload) {
                     Ok(answer) => on_answer(health_of_serving_status(answer.status)),
                     Err(e) => {
-                        return Status::new(
+                        return Ok(Status::new(
                             Code::Internal,
                             format!("an unparseable health answer: {e}"),
-                        )
+                        ))
                     }
                 },
-                Err(e) => return frame_error(e),
+                Err(e) => return Ok(frame_error(e)),
             }
         }
     }
-    match body.trailers().await {
-        Ok(Some(trailers)) => {
-            if let Err(status) = check_header_list(&trailers, HEADER_LIMIT) {
-                return status;
-            }
-            status_from_trailers(trailers).0
-        }
-        Ok(None) => Status::new(Code::Internal, "the Watch stream ended without trailers"),
-        Err(e) => Status::from_h2(e),
-    }
+    Ok(match body.trailers().await.map_err(ended_by)? {
+        Some(trailers) => match check_header_list(&trailers, HEADER_LIMIT) {
+            Err(status) => status,
+            Ok(()) => status_from_trailers(trailers).0,
+        },
+        None => Status::new(Code::Internal, "the Watch stream ended without trailers"),
+    })
 }
 
 fn frame_error(e: FrameError) -> Status {

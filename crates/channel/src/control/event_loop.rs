@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use grpc_lb::{
-    Address, BackoffConfig, ConnectivityState, LbAction, LbPolicy, OutlierDetectionConfig,
+    Address, BackoffConfig, ConnectivityState, Health, LbAction, LbPolicy, OutlierDetectionConfig,
     OutlierDetector, OutlierEvent, Picker, PickerSpec, PolicyConfig, SubchannelId,
     DEFAULT_ATTEMPT_DELAY,
 };
@@ -252,9 +252,9 @@ impl Loop {
                 }
             }
             Event::Ready(..) | Event::Failed(..) | Event::Closed(..) | Event::Draining(..) => {}
-            Event::Health(id, serial, report) => {
+            Event::Health(id, serial, unimplemented) => {
                 self.health
-                    .on_report(self.policy.as_mut(), id, serial, report, now);
+                    .on_report(self.policy.as_mut(), id, serial, unimplemented, now);
             }
             Event::ExitIdle => {
                 // Woken with no call in flight (`connect()`, or a call still resolving): the idle timeout runs
@@ -359,9 +359,16 @@ impl Loop {
     /// Stops every health watch and starts one on each READY connection if the policy health checks.
     fn restart_health_watches(&mut self) {
         self.health.stop_all();
-        let Some(p) = self.policy.as_ref() else {
+        let now = self.now();
+        let Some(p) = self.policy.as_mut() else {
             return;
         };
+        // Answers about another service, or from before checking stopped, say nothing now (A17: a Watch
+        // starts CONNECTING).
+        for (addr, _) in self.conns.values() {
+            p.set_health(addr, Health::Unknown, now);
+        }
+        let p = &*p;
         for (id, (addr, conn)) in &self.conns {
             let seed = self.rng.next();
             self.health.start(p, *id, addr, conn, &self.events_tx, seed);
@@ -583,8 +590,10 @@ impl Loop {
     }
 
     fn publish(&mut self, state: ConnectivityState, spec: PickerSpec) {
-        // Until the new policy is READY, a retired READY policy keeps serving.
-        if state == ConnectivityState::Ready {
+        // While the new policy is CONNECTING, a retired READY policy keeps serving; anything else the new
+        // one says (READY, or TRANSIENT_FAILURE: every backend failed or is not serving) ends the switch,
+        // as grpc-go's graceful switch does.
+        if state != ConnectivityState::Connecting {
             self.drop_retired(false);
         } else if let Some(retired) = &self.retired {
             let start = self.rng.next() as usize;

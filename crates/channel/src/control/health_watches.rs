@@ -6,12 +6,20 @@
 //!
 //! A watch runs only while the policy health checks (`LbPolicy::health_checking`: round_robin with a
 //! `healthCheckConfig` and no local veto), on a connection the current policy holds READY. A service name
-//! change restarts every watch (the last answers stand until the new ones come); no service name, a policy
-//! that does not health check, a retired policy's connections, IDLE and shutdown stop them.
+//! change restarts every watch, from unknown health (A17: CONNECTING until the first answer, which is
+//! about the new name); no service name, a policy that does not health check, a retired policy's
+//! connections, IDLE and shutdown stop them (and forget their answers, so that checking turned on again
+//! starts from unknown too).
+//!
+//! A watch's answers reach the event loop through a one-value slot per watch, not a queue: the task
+//! overwrites the slot and wakes the loop only when the slot was empty, and the loop takes the latest
+//! value. A server that sends status changes faster than the loop applies them costs one slot, whatever
+//! it sends, and the loop applies the latest health, which is what matters.
 //!
 //! Not here: the Watch stream itself and its restart rule (`crate::health`, `grpc_lb::WatchRetry`).
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 use grpc_lb::{Address, Health, LbPolicy, SubchannelId};
@@ -20,14 +28,69 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::{Conn, Event, PlaneStats};
-use crate::health::{self, Report, WatchSetup};
+use crate::health::{self, WatchSetup, WatchSink};
+use crate::status::Status;
 
 /// One running watch.
 struct Watch {
     /// Tells this watch's reports from those of a watch it replaced on the same subchannel.
     serial: u64,
     addr: Address,
+    /// The latest health the task found, not yet applied.
+    latest: Arc<Latest>,
     task: JoinHandle<()>,
+}
+
+/// A one-value slot: the latest health a watch found (0: none pending).
+#[derive(Default)]
+struct Latest(AtomicU8);
+
+impl Latest {
+    fn code(health: Health) -> u8 {
+        match health {
+            Health::Unknown => 1,
+            Health::Serving => 2,
+            Health::NotServing => 3,
+        }
+    }
+
+    /// Stores `health`; whether the slot was empty (the loop must be woken).
+    fn put(&self, health: Health) -> bool {
+        self.0.swap(Latest::code(health), Ordering::AcqRel) == 0
+    }
+
+    /// Takes the pending health, if any.
+    fn take(&self) -> Option<Health> {
+        match self.0.swap(0, Ordering::AcqRel) {
+            1 => Some(Health::Unknown),
+            2 => Some(Health::Serving),
+            3 => Some(Health::NotServing),
+            _ => None,
+        }
+    }
+}
+
+/// What a watch task reports through: the slot, and the loop's queue for wake-ups and the one
+/// UNIMPLEMENTED report.
+struct Sink {
+    id: SubchannelId,
+    serial: u64,
+    latest: Arc<Latest>,
+    events: mpsc::UnboundedSender<Event>,
+}
+
+impl WatchSink for Sink {
+    fn health(&self, health: Health) {
+        if self.latest.put(health) {
+            let _ = self.events.send(Event::Health(self.id, self.serial, None));
+        }
+    }
+
+    fn unimplemented(&self, status: Status) {
+        let _ = self
+            .events
+            .send(Event::Health(self.id, self.serial, Some(status)));
+    }
 }
 
 /// The health watches of one channel.
@@ -95,21 +158,27 @@ impl HealthWatches {
         }
         self.serial += 1;
         let serial = self.serial;
-        let events = events.clone();
+        let latest = Arc::new(Latest::default());
+        let sink = Sink {
+            id,
+            serial,
+            latest: latest.clone(),
+            events: events.clone(),
+        };
         let task = tokio::spawn(health::run(
             conn.clone(),
             setup.clone(),
             service.clone(),
+            addr.to_string(),
             Box::new(SplitMix64::new(seed)),
-            move |report| {
-                let _ = events.send(Event::Health(id, serial, report));
-            },
+            sink,
         ));
         if let Some(old) = self.watches.insert(
             id,
             Watch {
                 serial,
                 addr: addr.clone(),
+                latest,
                 task,
             },
         ) {
@@ -139,38 +208,31 @@ impl HealthWatches {
         self.logged_unimplemented.retain(|a| current.contains(a));
     }
 
-    /// A report from the watch `serial` on `id`: applied to the policy (at `now`) unless the watch was
+    /// A wake-up from the watch `serial` on `id` (with the status of its UNIMPLEMENTED end, if that is
+    /// what it reports): its latest health is applied to the policy (at `now`) unless the watch was
     /// replaced or stopped since.
     pub(super) fn on_report(
         &mut self,
         policy: Option<&mut LbPolicy>,
         id: SubchannelId,
         serial: u64,
-        report: Report,
+        unimplemented: Option<Status>,
         now: std::time::Instant,
     ) {
         let Some(watch) = self.watches.get(&id).filter(|w| w.serial == serial) else {
             return;
         };
         let addr = watch.addr.clone();
+        let latest = watch.latest.take();
         let service = self.service.as_deref().unwrap_or_default();
-        let health = match report {
-            Report::Starting => Health::Unknown,
-            Report::Answer(health) => health,
-            Report::Unimplemented(status) => {
-                // The task has ended; the connection counts as healthy for as long as it lasts.
-                self.watches.remove(&id);
-                if self.logged_unimplemented.insert(addr.clone()) {
-                    tracing::error!(%addr, service, %status, "the server has no health service (Watch is UNIMPLEMENTED): health checking is off for it and it is used as healthy");
-                }
-                Health::Serving
+        if let Some(status) = unimplemented {
+            // The task has ended; the connection counts as healthy for as long as it lasts.
+            self.watches.remove(&id);
+            if self.logged_unimplemented.insert(addr.clone()) {
+                tracing::error!(%addr, service, %status, "the server has no health service (Watch is UNIMPLEMENTED): health checking is off for it and it is used as healthy");
             }
-            Report::Failed { status, retry_in } => {
-                tracing::debug!(%addr, service, %status, ?retry_in, "the health Watch failed: the address is not used until a new Watch answers SERVING");
-                Health::NotServing
-            }
-        };
-        let Some(policy) = policy else {
+        }
+        let (Some(policy), Some(health)) = (policy, latest) else {
             return;
         };
         let before = policy.health(&addr);

@@ -35,7 +35,7 @@ use event_loop::Loop;
 
 use crate::attempt::{Pick, PickError, Picked};
 use crate::connect::Http2Settings;
-use crate::health::{HealthStats, Report, WatchSetup};
+use crate::health::{HealthStats, WatchSetup};
 use crate::keepalive::Keepalive;
 use crate::outlier::{CallResults, EjectionStats};
 use crate::proxy::Route;
@@ -71,8 +71,9 @@ enum Event {
     Closed(SubchannelId, u64),
     /// The server sent GOAWAY: no new stream goes to the connection; its streams finish on it.
     Draining(SubchannelId, u64, GoAway),
-    /// A report of the health watch with this serial on a subchannel.
-    Health(SubchannelId, u64, Report),
+    /// The health watch with this serial on a subchannel has news: its latest health (in its slot), and
+    /// the status of its end if the server has no health service.
+    Health(SubchannelId, u64, Option<Status>),
     ExitIdle,
     Shutdown,
 }
