@@ -62,13 +62,25 @@ impl RoundRobin {
             .collect();
         let picker = match state {
             ConnectivityState::Ready => PickerSpec::Ready(ready),
-            ConnectivityState::TransientFailure => PickerSpec::Fail(format!(
-                "failed to connect to all addresses; last error: {}",
-                self.subs
-                    .last_error
-                    .as_deref()
-                    .unwrap_or("the resolver returned no addresses")
-            )),
+            ConnectivityState::TransientFailure => {
+                // Connected backends that are ejected or not serving are not connection failures.
+                let connected = self
+                    .order
+                    .iter()
+                    .any(|id| self.subs.real_state(*id) == ConnectivityState::Ready);
+                PickerSpec::Fail(format!(
+                    "{}; last error: {}",
+                    if connected {
+                        "no address is usable"
+                    } else {
+                        "failed to connect to all addresses"
+                    },
+                    self.subs
+                        .last_error
+                        .as_deref()
+                        .unwrap_or("the resolver returned no addresses")
+                ))
+            }
             _ => PickerSpec::Queue,
         };
         let next = (state, picker);

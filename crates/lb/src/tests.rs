@@ -622,7 +622,11 @@ fn the_failing_picker_names_the_health_check() {
         Some(LbAction::UpdatePicker {
             state: ConnectivityState::TransientFailure,
             picker: PickerSpec::Fail(message),
-        }) => assert!(message.contains("10.0.0.1:443: health check"), "{message}"),
+        }) => assert!(
+            message.starts_with("no address is usable")
+                && message.contains("10.0.0.1:443: health check"),
+            "{message}"
+        ),
         other => panic!("{other:?}"),
     }
 }
@@ -640,7 +644,8 @@ fn the_failing_picker_names_the_ejection() {
             state: ConnectivityState::TransientFailure,
             picker: PickerSpec::Fail(message),
         }) => assert!(
-            message.contains("10.0.0.1:443: ejected by outlier detection"),
+            message.starts_with("no address is usable")
+                && message.contains("10.0.0.1:443: ejected by outlier detection"),
             "{message}"
         ),
         other => panic!("{other:?}"),
