@@ -47,3 +47,26 @@ pub fn response_head(http_status: u16, headers: HeaderMap, end_stream: bool) -> 
 pub fn trailers(trailers: HeaderMap) -> (Status, MetadataMap) {
     response::status_from_trailers(trailers)
 }
+
+/// What an HTTP proxy's answer to CONNECT says, as the channel reads it (gRFC A1).
+#[derive(Debug, PartialEq, Eq)]
+pub struct ProxyAnswer {
+    /// The status code.
+    pub code: u16,
+    /// The `Proxy-Authenticate` realm, if any.
+    pub realm: Option<String>,
+    /// Where the tunnel's bytes start.
+    pub header_len: usize,
+}
+
+/// Parses a proxy's answer: `Ok(None)` while its header is incomplete, `Err` with the parser's message
+/// when it is malformed.
+pub fn proxy_answer(bytes: &[u8]) -> Result<Option<ProxyAnswer>, String> {
+    crate::proxy::parse_answer(bytes).map(|answer| {
+        answer.map(|a| ProxyAnswer {
+            code: a.code,
+            realm: a.realm,
+            header_len: a.header_len,
+        })
+    })
+}

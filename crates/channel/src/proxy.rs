@@ -29,7 +29,7 @@ use grpc_service_config::Target;
 mod handshake;
 mod no_proxy;
 
-pub(crate) use handshake::tunnel;
+pub(crate) use handshake::{parse_answer, tunnel};
 pub(crate) use no_proxy::NoProxy;
 
 /// The environment variables that name a proxy, in the order they are read.
