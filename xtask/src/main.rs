@@ -1,6 +1,6 @@
 //! Project chores, run as `cargo xtask <command>`:
 //!
-//! * `interop [--peer ours|grpcio] [--tls] [--test_case=LIST] [--service_config_json=JSON]`: builds the release interop
+//! * `interop [--peer ours|grpcio] [--tls] [--proxy] [--test_case=LIST] [--service_config_json=JSON]`: builds the release interop
 //!   binaries, starts the chosen server on a free loopback port (ours, or Python grpcio installed into a
 //!   virtualenv under `target/`), runs every client case with a progress line each, stops the server, prints a
 //!   summary table and exits non-zero on any failure. `--service_config_json` is handed to the client (its
@@ -11,7 +11,12 @@
 //!   `N passed, N failed[, N skipped]`. With `--tls`, `interop-certs` first writes a fresh test CA and
 //!   server certificate (`*.test.google.fr`, `localhost`, `127.0.0.1`) into `target/interop-tls`; the server
 //!   serves TLS with that certificate and the client runs with the standard TLS flags (`--use_tls=true
-//!   --use_test_ca=true --server_host_override=foo.test.google.fr`).
+//!   --use_test_ca=true --server_host_override=foo.test.google.fr`). With `--proxy`, a tinyproxy (the
+//!   `tinyproxy` of the `PATH`, or `$TINYPROXY`; `apt-get install tinyproxy`) is started on a free loopback
+//!   port with a config written under `target/interop-proxy`, and the client runs with
+//!   `grpc_proxy=http://127.0.0.1:PORT` in its environment (the no-proxy variables removed), as any
+//!   application picks up a proxy: every connection goes through an HTTP CONNECT tunnel (gRFC A1). After
+//!   the run, tinyproxy's log must show at least one CONNECT to the server's port, or the xtask fails.
 //!
 //! * `bench [--quick]`: builds the release interop server and `grpc-bench`, starts the interop server and a
 //!   tonic server (`grpc-bench tonic-server`) each in its own process on a free loopback port, pinned with
@@ -55,7 +60,7 @@ fn main() -> ExitCode {
         Some("fuzz") => fuzz(&args[1..]),
         Some("examples") => examples(&args[1..]),
         _ => Err(
-            "usage: cargo xtask interop [--peer ours|grpcio] [--tls] [--test_case=a,b,...] [--service_config_json=JSON] | cargo xtask bench [--quick] | cargo xtask chaos [--quick] | cargo xtask fuzz [--time SECONDS] [TARGET...] | cargo xtask examples"
+            "usage: cargo xtask interop [--peer ours|grpcio] [--tls] [--proxy] [--test_case=a,b,...] [--service_config_json=JSON] | cargo xtask bench [--quick] | cargo xtask chaos [--quick] | cargo xtask fuzz [--time SECONDS] [TARGET...] | cargo xtask examples"
                 .to_owned(),
         ),
     };
@@ -129,6 +134,8 @@ struct Pass {
     service_config_json: Option<String>,
     /// TLS with the test CA of this directory (`interop-certs`'s), or plaintext.
     tls: Option<PathBuf>,
+    /// `grpc_proxy` in the client's environment, if any.
+    proxy: Option<String>,
 }
 
 /// What a pass printed and how it ended.
@@ -144,10 +151,13 @@ fn interop(args: &[String]) -> Result<bool, String> {
     let mut cases = "all".to_owned();
     let mut service_config_json: Option<String> = None;
     let mut tls = false;
+    let mut proxy = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         if a == "--tls" {
             tls = true;
+        } else if a == "--proxy" {
+            proxy = true;
         } else if let Some(p) = a.strip_prefix("--peer=") {
             peer = p.to_owned();
         } else if a == "--peer" {
@@ -206,13 +216,27 @@ fn interop(args: &[String]) -> Result<bool, String> {
                 tls_dir.join("server.key").display()
             ));
     }
-    let (over, suffix) = if tls { (" over TLS", "-tls") } else { ("", "") };
+    let (mut over, mut suffix) = if tls {
+        (" over TLS".to_owned(), "-tls".to_owned())
+    } else {
+        (String::new(), String::new())
+    };
+    // Started before the server, so that a missing tinyproxy fails at once.
+    let tinyproxy = if proxy {
+        over.push_str(" through tinyproxy");
+        suffix.push_str("-proxy");
+        Some(Tinyproxy::start()?)
+    } else {
+        None
+    };
+    let client_proxy = tinyproxy.as_ref().map(Tinyproxy::uri);
     let client_tls = tls.then(|| tls_dir.clone());
     let mut passes = vec![Pass {
         title: format!("interop against {peer}{over}"),
         log: target_dir().join(format!("interop-{peer}{suffix}.log")),
         service_config_json,
         tls: client_tls.clone(),
+        proxy: client_proxy.clone(),
     }];
     // Against grpcio, the whole suite once more with a retry policy on every call: the retrying call paths
     // must pass the same cases against an independent server.
@@ -222,6 +246,7 @@ fn interop(args: &[String]) -> Result<bool, String> {
             log: target_dir().join(format!("interop-{peer}{suffix}-retry.log")),
             service_config_json: Some(RETRY_SERVICE_CONFIG.to_owned()),
             tls: client_tls,
+            proxy: client_proxy,
         });
     }
     let (server, port) = start_server(server_cmd, &peer)?;
@@ -234,6 +259,26 @@ fn interop(args: &[String]) -> Result<bool, String> {
         results.push(run_pass(&bin, port, &cases, skip, pass)?);
     }
     drop(server);
+    // The calls must have gone through the proxy: its log names the server's port.
+    let tunnels = tinyproxy.as_ref().map(|tinyproxy| {
+        let target = format!("127.0.0.1:{port}");
+        let connects = tinyproxy.connect_requests();
+        let to_server = connects.iter().filter(|t| **t == target).count();
+        if to_server == 0 {
+            Err(format!(
+                "--proxy: tinyproxy logged no CONNECT to {target} (it logged {connects:?}): the client \
+                 did not go through the proxy; see {}",
+                tinyproxy.log.display()
+            ))
+        } else {
+            Ok(format!(
+                "through tinyproxy {}: {to_server} CONNECT {target} in its log ({})",
+                tinyproxy.uri(),
+                tinyproxy.log.display()
+            ))
+        }
+    });
+    drop(tinyproxy);
 
     let mut all_ok = true;
     for (pass, result) in passes.iter().zip(&results) {
@@ -267,6 +312,12 @@ fn interop(args: &[String]) -> Result<bool, String> {
             };
             println!("{}: {summary}", pass.title);
         }
+    }
+    if let Some(tunnels) = tunnels {
+        println!();
+        println!("{}", tunnels?);
+    }
+    if passes.len() > 1 || proxy {
         // The closing line stays the last pass's bare summary, for tools that read it.
         if let Some(last) = results.last() {
             println!("{}", last.summary);
@@ -308,6 +359,14 @@ fn run_pass(
     }
     if let Some(json) = &pass.service_config_json {
         client.arg(format!("--service_config_json={json}"));
+    }
+    if let Some(proxy) = &pass.proxy {
+        // As any application gets its proxy; an inherited no-proxy list (often `localhost,127.0.0.1`)
+        // would exempt the server.
+        client.env("grpc_proxy", proxy);
+        for name in ["no_grpc_proxy", "NO_GRPC_PROXY", "no_proxy", "NO_PROXY"] {
+            client.env_remove(name);
+        }
     }
     let mut child = client
         .spawn()
@@ -703,6 +762,99 @@ fn start_server(mut cmd: Command, name: &str) -> Result<(Server, u16), String> {
         Err(_) => Err(format!(
             "the {name} server did not report a port within 120 s"
         )),
+    }
+}
+
+/// tinyproxy, for `interop --proxy`: started on a free loopback port with a config written under
+/// `target/interop-proxy` (logging every CONNECT), killed when dropped.
+struct Tinyproxy {
+    _child: Server,
+    port: u16,
+    log: PathBuf,
+}
+
+impl Tinyproxy {
+    fn start() -> Result<Tinyproxy, String> {
+        let binary = std::env::var_os("TINYPROXY")
+            .map(PathBuf::from)
+            .or_else(|| {
+                let path = std::env::var_os("PATH").unwrap_or_default();
+                std::env::split_paths(&path)
+                    .chain([PathBuf::from("/usr/bin"), PathBuf::from("/usr/sbin")])
+                    .map(|dir| dir.join("tinyproxy"))
+                    .find(|p| p.is_file())
+            })
+            .ok_or(
+                "--proxy needs tinyproxy on the PATH (apt-get install tinyproxy, or set TINYPROXY)",
+            )?;
+        let dir = target_dir().join("interop-proxy");
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let log = dir.join("tinyproxy.log");
+        let _ = std::fs::remove_file(&log);
+        // A free port: bound, noted, released (tinyproxy binds it a moment later).
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| format!("a free port: {e}"))?
+            .port();
+        let conf = dir.join("tinyproxy.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "Port {port}\nListen 127.0.0.1\nTimeout 600\nLogFile \"{}\"\nLogLevel Connect\n\
+                 MaxClients 1000\nAllow 127.0.0.1\n",
+                log.display()
+            ),
+        )
+        .map_err(|e| format!("{}: {e}", conf.display()))?;
+        let child = Command::new(&binary)
+            .arg("-d")
+            .arg("-c")
+            .arg(&conf)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
+        let mut child = Server(child);
+        let until = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if let Ok(Some(status)) = child.0.try_wait() {
+                return Err(format!(
+                    "tinyproxy exited at start ({status}); its log: {}",
+                    std::fs::read_to_string(&log).unwrap_or_default()
+                ));
+            }
+            if Instant::now() > until {
+                return Err(format!(
+                    "tinyproxy did not listen on 127.0.0.1:{port} within 10 s"
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        eprintln!(
+            "xtask: tinyproxy listening on 127.0.0.1:{port} (log: {})",
+            log.display()
+        );
+        Ok(Tinyproxy {
+            _child: child,
+            port,
+            log,
+        })
+    }
+
+    fn uri(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// The targets of the CONNECT requests it logged (`127.0.0.1:50051`).
+    fn connect_requests(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| line.split_once("): CONNECT ").map(|(_, rest)| rest))
+            .filter_map(|rest| rest.split_whitespace().next())
+            .map(str::to_owned)
+            .collect()
     }
 }
 

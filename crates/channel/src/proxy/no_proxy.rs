@@ -5,8 +5,8 @@
 //! * a host name, `example.com` or `.example.com`: that name and every name under it (`api.example.com`),
 //!   compared without regard to case or a trailing dot (curl's reading; C-core and Go differ on whether
 //!   `.example.com` matches `example.com` itself, and this list says yes);
-//! * an IP address (`10.1.2.3`, `::1` or `[::1]`): that address, whether the target names it or resolves
-//!   to it;
+//! * an IP address (`10.1.2.3`, `::1` or `[::1]`): that address, when the target names it (a `dns:` name
+//!   is never resolved to be compared: the proxy resolves it);
 //! * a CIDR block (`10.0.0.0/8`, `::1/128`, `[fd00::]/8`): every address in it;
 //! * any of the above but `*` and a CIDR block followed by `:port`: only targets on that port.
 //!
