@@ -1,7 +1,8 @@
 //! The HTTP CONNECT handshake (gRFC A1, RFC 9110 §9.3.6) on a connection to a proxy: the request
 //! (`CONNECT host:port HTTP/1.1` with `Host`, `User-Agent` and, when the proxy URI has credentials,
 //! `Proxy-Authorization`), then the proxy's answer, read up to its blank line and at most [`MAX_ANSWER`]
-//! bytes. A 2xx status makes the connection the tunnel; bytes after the answer's header belong to it and
+//! bytes (interim 1xx answers before it are skipped, RFC 9110 §15.2). A 2xx status makes the connection
+//! the tunnel; bytes after the answer's header belong to it and
 //! are read first ([`Tunnel`]). Everything else is UNAVAILABLE naming the proxy and what it said: a refusal
 //! (with the realm of a 407's `Proxy-Authenticate`), a malformed or oversize answer, or the proxy closing
 //! the connection before answering. The caller bounds the whole handshake with the connect deadline.
@@ -105,6 +106,8 @@ where
         .await
         .map_err(|e| unavailable(proxy, format_args!("sending CONNECT {target}: {e}")))?;
     let mut buf = BytesMut::with_capacity(1024);
+    // The bytes of interim answers already skipped.
+    let mut skipped = 0;
     loop {
         if let Some(answer) = parse_answer(&buf).map_err(|e| {
             unavailable(
@@ -112,6 +115,13 @@ where
                 format_args!("a malformed answer to CONNECT {target}: {e}"),
             )
         })? {
+            // RFC 9110 §15.2: interim (1xx) answers come before the final one; skip them.
+            // They count against the bound with the final answer.
+            if (100..200).contains(&answer.code) {
+                skipped += answer.header_len;
+                buf.advance(answer.header_len);
+                continue;
+            }
             if !(200..300).contains(&answer.code) {
                 let realm = answer
                     .realm
@@ -132,14 +142,14 @@ where
                 io,
             });
         }
-        if buf.len() >= MAX_ANSWER {
+        if skipped + buf.len() >= MAX_ANSWER {
             return Err(unavailable(
                 proxy,
                 format_args!("its answer to CONNECT {target} has a header over {MAX_ANSWER} bytes"),
             ));
         }
         // Read no further than the bound.
-        let room = MAX_ANSWER - buf.len();
+        let room = MAX_ANSWER - skipped - buf.len();
         let mut chunk = [0u8; 1024];
         let n = io.read(&mut chunk[..room.min(1024)]).await.map_err(|e| {
             unavailable(
