@@ -610,15 +610,7 @@ async fn with_max_concurrent_streams_one_the_watch_takes_the_only_stream() {
                 stream.ok(b"");
                 return;
             }
-            let _ = stream.read_to_end().await;
-            let Some(mut send) = stream.headers() else {
-                return;
-            };
-            let msg = HealthCheckResponse {
-                status: ServingStatus::Serving as i32,
-            };
-            let _ = send.send_data(grpc_message(&msg.encode_to_vec()), false);
-            let _ = std::future::poll_fn(|cx| send.poll_reset(cx)).await;
+            support::health_watch::answer_serving(stream).await;
         }),
     )
     .await;
@@ -667,27 +659,13 @@ async fn check_watch_headers(server: H2Server, ch: Channel) {
     assert_eq!(body[0], 0, "uncompressed");
 }
 
-fn serving_watch() -> support::h2_server::Handler {
-    handler(|mut stream| async move {
-        if stream.path != WATCH {
-            stream.ok(b"");
-            return;
-        }
-        let _ = stream.read_to_end().await;
-        let Some(mut send) = stream.headers() else {
-            return;
-        };
-        let msg = HealthCheckResponse {
-            status: ServingStatus::Serving as i32,
-        };
-        let _ = send.send_data(grpc_message(&msg.encode_to_vec()), false);
-        let _ = std::future::poll_fn(|cx| send.poll_reset(cx)).await;
-    })
-}
-
 #[tokio::test(start_paused = true)]
 async fn the_watch_sends_the_calls_authority_and_headers() {
-    let server = H2Server::tcp(support::h2_server::defaults, serving_watch()).await;
+    let server = H2Server::tcp(
+        support::h2_server::defaults,
+        support::health_watch::serving_or_ok(),
+    )
+    .await;
     let ch = support::channel_with_config(&server.target(), rr_health(SVC));
     check_watch_headers(server, ch).await;
 }
@@ -697,7 +675,7 @@ async fn the_watch_runs_on_unix_targets_too() {
     let server = H2Server::unix(
         support::socket_path("health-break"),
         support::h2_server::defaults,
-        serving_watch(),
+        support::health_watch::serving_or_ok(),
     );
     let ch = support::channel_with_config(&server.target(), rr_health(SVC));
     check_watch_headers(server, ch).await;
@@ -743,7 +721,11 @@ fn hickory_record_type_a() -> interop::dns::RecordType {
 /// The same with the shared scriptable server's GOAWAY.
 #[tokio::test(start_paused = true)]
 async fn goaway_on_the_scriptable_server_moves_the_watch() {
-    let server = H2Server::tcp(support::h2_server::defaults, serving_watch()).await;
+    let server = H2Server::tcp(
+        support::h2_server::defaults,
+        support::health_watch::serving_or_ok(),
+    )
+    .await;
     let ch = support::channel_with_config(&server.target(), rr_health(SVC));
     ch.unary_raw(
         UNARY,
@@ -786,15 +768,7 @@ async fn the_watch_carries_the_channels_interceptor_metadata() {
                 stream.ok(b"");
                 return;
             }
-            let _ = stream.read_to_end().await;
-            let Some(mut send) = stream.headers() else {
-                return;
-            };
-            let msg = HealthCheckResponse {
-                status: ServingStatus::Serving as i32,
-            };
-            let _ = send.send_data(grpc_message(&msg.encode_to_vec()), false);
-            let _ = std::future::poll_fn(|cx| send.poll_reset(cx)).await;
+            support::health_watch::answer_serving(stream).await;
         }),
     )
     .await;

@@ -8,9 +8,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use grpc_channel::Request;
 use interop::health::ServingStatus;
-use interop_proto::grpc_health_v1::HealthCheckResponse;
-use prost::Message;
-use support::frames::grpc_message;
 use support::h2_server::{handler, H2Server};
 use support::tracing_capture::Capture;
 
@@ -36,15 +33,7 @@ async fn a_lost_connection_is_not_a_health_failure() {
                 stream.ok(b"");
                 return;
             }
-            let _ = stream.read_to_end().await;
-            let Some(mut send) = stream.headers() else {
-                return;
-            };
-            let msg = HealthCheckResponse {
-                status: ServingStatus::Serving as i32,
-            };
-            let _ = send.send_data(grpc_message(&msg.encode_to_vec()), false);
-            let _ = std::future::poll_fn(|cx| send.poll_reset(cx)).await;
+            support::health_watch::answer_serving(stream).await;
         }),
     )
     .await;

@@ -397,12 +397,14 @@ async fn an_answer_header_over_8_kib_is_refused_at_the_bound() {
     // The client stopped reading and closed the connection: the proxy's writes failed before its cap.
     // (What it wrote is what loopback buffers held, not what the client read.)
     support::guards::eventually("the proxy's writes fail", || line.lock().refused).await;
-    let flood = line.lock();
-    eprintln!(
-        "the endless proxy wrote {} bytes before the client closed",
-        flood.written
-    );
-    assert!(flood.written < FLOOD_CAP, "{flood:?}");
+    {
+        let flood = line.lock();
+        eprintln!(
+            "the endless proxy wrote {} bytes before the client closed",
+            flood.written
+        );
+        assert!(flood.written < FLOOD_CAP, "{flood:?}");
+    }
 
     // Endless interim answers count against the same bound.
     let interim = Arc::new(Mutex::new(Flood::default()));

@@ -1,5 +1,5 @@
 //! What the integration tests share (h2's `tests/h2-support` is the model): in-process servers on loopback
-//! ports and channels to them, a scriptable h2 server ([`h2_server`]), gRPC framing ([`frames`]), guards
+//! ports and channels to them, a scriptable h2 server ([`h2_server`]) and its health Watch ([`health_watch`]), gRPC framing ([`frames`]), guards
 //! against hangs ([`guards`]), service-config builders ([`config`]), one call of each shape ([`shapes`]), a subscriber recording tracing events ([`tracing_capture`]), and
 //! the helpers of the tests that drive the fault-injecting server's `Flaky*` methods ([`flaky`]).
 //!
@@ -12,6 +12,7 @@ pub mod flaky;
 pub mod frames;
 pub mod guards;
 pub mod h2_server;
+pub mod health_watch;
 pub mod shapes;
 pub mod tracing_capture;
 
