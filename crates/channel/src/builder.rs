@@ -390,7 +390,11 @@ impl ChannelBuilder {
             target: e.target,
             reason: e.reason,
         })?;
-        let route = proxy::route(&target, &self.proxy, |name| std::env::var(name).ok())?;
+        // A value that is not UTF-8 is set all the same (first set wins); read lossily, it fails to parse
+        // and the error names the variable.
+        let route = proxy::route(&target, &self.proxy, |name| {
+            std::env::var_os(name).map(|v| v.to_string_lossy().into_owned())
+        })?;
         let default_config =
             match &self.default_service_config {
                 None => None,

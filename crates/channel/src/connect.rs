@@ -142,7 +142,16 @@ pub(crate) async fn connect(
                 phase.store(1, Ordering::Relaxed);
                 let target = connect_target(addr);
                 let tunnel = proxy::tunnel(tcp, proxy, &target, PROXY_USER_AGENT).await?;
-                handshakes(tunnel, settings, tls, &peer, &phase).await
+                // A failure inside the tunnel may be the proxy's doing (it closed it): say it is there.
+                handshakes(tunnel, settings, tls, &peer, &phase)
+                    .await
+                    .map_err(|status| {
+                        Status::new(
+                            status.code(),
+                            format!("{} (through proxy {proxy})", status.message()),
+                        )
+                        .with_source(status)
+                    })
             }
             (Address::Tcp(addr), None) => {
                 let tcp = TcpStream::connect(addr)

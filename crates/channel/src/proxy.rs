@@ -94,13 +94,25 @@ impl Proxy {
             reason: reason.to_owned(),
         };
         let uri = uri.trim();
+        // Only a real scheme (a letter, then letters, digits, `+`, `-`, `.`) is quoted in an error: what
+        // precedes a `://` elsewhere may be credentials.
+        let is_scheme = |s: &str| {
+            s.starts_with(|c: char| c.is_ascii_alphabetic())
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+        };
         let rest = match uri.find("://") {
             Some(i) if uri[..i].eq_ignore_ascii_case("http") => &uri[i + 3..],
-            Some(i) => {
+            Some(i) if is_scheme(&uri[..i]) => {
                 return Err(err(&format!(
                     "the scheme {:?} is not supported: only http:// proxies are",
                     &uri[..i]
                 )))
+            }
+            Some(_) => {
+                return Err(err(
+                    "not a URI: expected http://[user[:password]@]host[:port]",
+                ))
             }
             None => uri,
         };
@@ -191,7 +203,7 @@ fn split_host_port(s: &str) -> Result<(String, u16), &'static str> {
         return Err("the host has characters a host name cannot have");
     }
     let port = match port {
-        None => 80,
+        None | Some("") => 80,
         Some(p) => p
             .parse::<u16>()
             .ok()
@@ -205,8 +217,8 @@ fn percent_decode(s: &str) -> Vec<u8> {
     percent_encoding::percent_decode_str(s).collect()
 }
 
-/// The application's choice, before the environment is read.
-#[derive(Clone, Debug, Default)]
+/// The application's choice, before the environment is read. Its `Debug` never shows credentials.
+#[derive(Clone, Default)]
 pub(crate) enum ProxyChoice {
     /// Read the environment (the default).
     #[default]
@@ -215,6 +227,19 @@ pub(crate) enum ProxyChoice {
     Given(String),
     /// No proxy (`ChannelBuilder::no_proxy`).
     Off,
+}
+
+impl fmt::Debug for ProxyChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProxyChoice::FromEnvironment => f.write_str("FromEnvironment"),
+            ProxyChoice::Off => f.write_str("Off"),
+            ProxyChoice::Given(uri) => match Proxy::parse(uri, "") {
+                Ok(proxy) => f.debug_tuple("Given").field(&proxy).finish(),
+                Err(_) => f.write_str("Given(<an invalid URI>)"),
+            },
+        }
+    }
 }
 
 /// How a channel's connections reach their addresses.
@@ -256,17 +281,19 @@ impl Route {
 }
 
 /// The route for `target` given the application's `choice` and the environment (`env` reads a variable).
+/// A target that would not use the proxy (a `unix:` one, or one the no-proxy list exempts) connects
+/// directly whatever the proxy variable holds: only a proxy that would be used must parse.
 pub(crate) fn route(
     target: &Target,
     choice: &ProxyChoice,
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<Route, ProxyError> {
-    let (proxy, exempt) = match choice {
+    if let Target::Unix(_) = target {
+        return Ok(Route::Direct);
+    }
+    let (uri, from, exempt) = match choice {
         ProxyChoice::Off => return Ok(Route::Direct),
-        ProxyChoice::Given(uri) => (
-            Proxy::parse(uri, "ChannelBuilder::proxy")?,
-            NoProxy::default(),
-        ),
+        ProxyChoice::Given(uri) => (uri.clone(), "ChannelBuilder::proxy", NoProxy::default()),
         ProxyChoice::FromEnvironment => {
             let Some((name, value)) = first_set(&PROXY_VARIABLES, &env) else {
                 return Ok(Route::Direct);
@@ -274,29 +301,24 @@ pub(crate) fn route(
             if value.trim().is_empty() {
                 return Ok(Route::Direct);
             }
-            let proxy = Proxy::parse(&value, name)?;
             let exempt = first_set(&NO_PROXY_VARIABLES, &env)
                 .map(|(_, list)| NoProxy::parse(&list))
                 .unwrap_or_default();
-            (proxy, exempt)
+            (value, name, exempt)
         }
     };
+    let exempt_target = match target {
+        Target::Dns { host, port, .. } => exempt.matches_host(host, *port),
+        Target::Addresses(addrs) => addrs.iter().all(|a| exempt.matches_ip(a.ip(), a.port())),
+        Target::Unix(_) => true,
+    };
+    if exempt_target {
+        return Ok(Route::Direct);
+    }
+    let proxy = Arc::new(Proxy::parse(&uri, from)?);
     Ok(match target {
-        Target::Unix(_) => Route::Direct,
-        Target::Dns { host, port, .. } => {
-            if exempt.matches_host(host, *port) {
-                Route::Direct
-            } else {
-                Route::ByName(Arc::new(proxy))
-            }
-        }
-        Target::Addresses(addrs) => {
-            if addrs.iter().all(|a| exempt.matches_ip(a.ip(), a.port())) {
-                Route::Direct
-            } else {
-                Route::PerAddress(Arc::new(proxy), Arc::new(exempt))
-            }
-        }
+        Target::Addresses(_) => Route::PerAddress(proxy, Arc::new(exempt)),
+        Target::Dns { .. } | Target::Unix(_) => Route::ByName(proxy),
     })
 }
 

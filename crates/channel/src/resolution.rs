@@ -95,6 +95,13 @@ impl Resolution {
             Target::Unix(path) => return Ok(self.fixed(vec![Address::Unix(path.as_path().into())])),
             Target::Dns { server, host, port } => (server, host, port),
         };
+        // Through a proxy with no TXT lookup, nothing needs DNS: the name is the one endpoint.
+        if self.by_name && !self.options.txt_lookups {
+            return Ok(self.fixed(vec![Address::Name {
+                host: host.as_str().into(),
+                port: *port,
+            }]));
+        }
         let mut resolver = DnsResolver::new(host, *port, *server, self.options.clone())
             .map_err(|e| Status::new(Code::Unavailable, e.to_string()).with_source(e))?;
         // Through a proxy, the name is the one endpoint; DNS still gives the service config.

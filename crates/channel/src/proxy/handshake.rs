@@ -22,8 +22,9 @@ use crate::status::{Code, Status};
 /// The largest answer header accepted from a proxy.
 pub(crate) const MAX_ANSWER: usize = 8 << 10;
 
-/// The most header fields an answer may have.
-const MAX_FIELDS: usize = 64;
+/// The most header fields an answer may have: as many as fit in [`MAX_ANSWER`] (`a:` and a line end
+/// each), so that the byte bound is the only one.
+const MAX_FIELDS: usize = MAX_ANSWER / 4;
 
 /// What a complete answer header said.
 #[derive(Debug, PartialEq, Eq)]
@@ -38,9 +39,12 @@ pub(crate) struct Answer {
 
 /// Parses the answer in `buf`: `Ok(None)` until its header is complete.
 pub(crate) fn parse_answer(buf: &[u8]) -> Result<Option<Answer>, String> {
-    let mut fields = [httparse::EMPTY_HEADER; MAX_FIELDS];
+    let mut fields = vec![httparse::EMPTY_HEADER; MAX_FIELDS];
     let mut response = httparse::Response::new(&mut fields);
-    match response.parse(buf) {
+    // RFC 9112 §5.2: a user agent replaces an obsolete line folding with spaces rather than refusing it.
+    let mut config = httparse::ParserConfig::default();
+    config.allow_obsolete_multiline_headers_in_responses(true);
+    match config.parse_response(&mut response, buf) {
         Ok(httparse::Status::Partial) => Ok(None),
         Ok(httparse::Status::Complete(header_len)) => {
             let code = response.code.unwrap_or(0);
@@ -115,9 +119,10 @@ where
                 format_args!("a malformed answer to CONNECT {target}: {e}"),
             )
         })? {
-            // RFC 9110 §15.2: interim (1xx) answers come before the final one; skip them.
-            // They count against the bound with the final answer.
-            if (100..200).contains(&answer.code) {
+            // RFC 9110 §15.2: interim (1xx) answers come before the final one; skip them. They count
+            // against the bound with the final answer. 101 (Switching Protocols) is final: CONNECT asked
+            // for no upgrade, so it is a refusal like any other.
+            if (100..200).contains(&answer.code) && answer.code != 101 {
                 skipped += answer.header_len;
                 buf.advance(answer.header_len);
                 continue;

@@ -2,7 +2,8 @@
 //! set. A comma-separated list; each entry, trimmed, is one of:
 //!
 //! * `*`: every target;
-//! * a host name, `example.com` or `.example.com`: that name and every name under it (`api.example.com`),
+//! * a host name, `example.com`, `.example.com` or `*.example.com`: that name and every name under it
+//!   (`api.example.com`),
 //!   compared without regard to case or a trailing dot (curl's reading; C-core and Go differ on whether
 //!   `.example.com` matches `example.com` itself, and this list says yes);
 //! * an IP address (`10.1.2.3`, `::1` or `[::1]`): that address, when the target names it (a `dns:` name
@@ -121,7 +122,9 @@ fn parse_rule(entry: &str) -> Option<Rule> {
     if let Ok(ip) = host.parse::<IpAddr>() {
         return Some(Rule::Ip(canonical(ip), port));
     }
+    // `*.example.com` is read as `.example.com`, as Go reads it.
     let name = host
+        .trim_start_matches("*.")
         .trim_start_matches('.')
         .trim_end_matches('.')
         .to_ascii_lowercase();
