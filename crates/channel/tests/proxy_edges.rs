@@ -14,98 +14,12 @@ use std::time::Duration;
 
 use grpc_channel::{Channel, Code, Request, Status};
 use interop_proto::{paths, SimpleRequest, SimpleResponse};
-use parking_lot::Mutex;
 use support::guards::{GUARD, NO_HANG};
 use support::h2_server::{defaults, handler, H2Server};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::task::JoinHandle;
 
-struct ScriptedProxy {
-    addr: SocketAddr,
-    requests: Arc<Mutex<Vec<String>>>,
-    accept: JoinHandle<()>,
-}
-
-impl Drop for ScriptedProxy {
-    fn drop(&mut self) {
-        self.accept.abort();
-    }
-}
-
-impl ScriptedProxy {
-    async fn start<F, Fut>(script: F) -> ScriptedProxy
-    where
-        F: Fn(TcpStream, String) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = ()> + Send + 'static,
-    {
-        Self::start_on("127.0.0.1:0", script).await
-    }
-
-    async fn start_on<F, Fut>(bind: &str, script: F) -> ScriptedProxy
-    where
-        F: Fn(TcpStream, String) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = ()> + Send + 'static,
-    {
-        let listener = TcpListener::bind(bind).await.expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let requests = Arc::new(Mutex::new(Vec::new()));
-        let seen = requests.clone();
-        let accept = tokio::spawn(async move {
-            loop {
-                let Ok((mut stream, _)) = listener.accept().await else {
-                    return;
-                };
-                stream.set_nodelay(true).expect("nodelay");
-                let Some(head) = read_head(&mut stream).await else {
-                    continue;
-                };
-                seen.lock().push(head.clone());
-                tokio::spawn(script(stream, head));
-            }
-        });
-        ScriptedProxy {
-            addr,
-            requests,
-            accept,
-        }
-    }
-
-    fn uri(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    fn count(&self) -> usize {
-        self.requests.lock().len()
-    }
-}
-
-async fn read_head(stream: &mut TcpStream) -> Option<String> {
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        if head.len() > 64 << 10 || stream.read(&mut byte).await.ok()? == 0 {
-            return None;
-        }
-        head.push(byte[0]);
-    }
-    Some(String::from_utf8(head).expect("an ASCII request"))
-}
-
-fn connect_target(head: &str) -> String {
-    head.strip_prefix("CONNECT ")
-        .and_then(|rest| rest.split(' ').next())
-        .expect("a CONNECT request")
-        .to_owned()
-}
-
-async fn upstream(head: &str) -> TcpStream {
-    let upstream = TcpStream::connect(connect_target(head))
-        .await
-        .expect("the target accepts");
-    upstream.set_nodelay(true).expect("nodelay");
-    upstream
-}
+use support::scripted_proxy::{connect_target, read_head, upstream, ScriptedProxy};
 
 type Script = Box<
     dyn Fn(TcpStream, String) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync,
