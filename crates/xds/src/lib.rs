@@ -2,7 +2,8 @@
 //! `xds:///` targets. So far: the bootstrap ([`Bootstrap`], gRFC A27 with A47's authorities and A71's
 //! server list), read from `GRPC_XDS_BOOTSTRAP` (a file) or `GRPC_XDS_BOOTSTRAP_CONFIG` (the JSON) or given
 //! by the application, validated with errors that name the field; and the request side of an ADS stream
-//! ([`AdsState`]: versions, nonces, ACK and NACK, subscriptions across stream restarts).
+//! ([`AdsState`]: versions, nonces, ACK and NACK, subscriptions across stream restarts); and A28's virtual
+//! host choice ([`choose_virtual_host`]).
 //!
 //! Not yet: the ADS stream's I/O and its messages, resource parsing (LDS, RDS, CDS, EDS), the cache and
 //! does-not-exist timers, routing and the cluster policies; the channel does not accept `xds:` targets
@@ -10,8 +11,10 @@
 
 mod ads;
 mod bootstrap;
+mod vhost;
 
 pub use ads::{AdsState, Request, Verdict};
+pub use vhost::{choose_virtual_host, validate_domain};
 
 pub use bootstrap::{
     Authority, Bootstrap, BootstrapError, ChannelCreds, Locality, Node, ServerFeatures, XdsServer,
