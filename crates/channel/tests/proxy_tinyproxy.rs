@@ -80,9 +80,15 @@ async fn each_address_of_a_list_is_a_tunnel_of_its_own() {
         .default_service_config(r#"{"loadBalancingConfig":[{"round_robin":{}}]}"#)
         .build()
         .expect("channel");
+    // round_robin is READY with its first tunnel; the second joins when tinyproxy has opened it (tinyproxy
+    // is another process, so this waits in real time, bounded).
     let mut served = std::collections::BTreeSet::new();
-    for _ in 0..10 {
+    for _ in 0..250 {
         served.insert(call(&channel).await.expect("through the proxy"));
+        if served.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     assert_eq!(
         served.len(),
