@@ -8,14 +8,14 @@
 mod support;
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use grpc_channel::{Channel, Code, Request, Status};
+use grpc_channel::{Channel, Code, Request};
 use interop_proto::{paths, SimpleRequest, SimpleResponse};
 use support::guards::{GUARD, NO_HANG};
 use support::h2_server::{defaults, handler, H2Server};
+use support::{interop_server_handle as server, served as call, served_by as call_within};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -36,28 +36,6 @@ fn tunnels(answer: Vec<u8>) -> Script {
             let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
         })
     })
-}
-
-async fn server() -> interop::server::ServerHandle {
-    interop::server::start(SocketAddr::from(([127, 0, 0, 1], 0)))
-        .await
-        .expect("server")
-}
-
-async fn call_within(channel: &Channel, bound: Duration) -> Result<String, Status> {
-    let request = SimpleRequest {
-        fill_server_id: true,
-        ..SimpleRequest::default()
-    };
-    let call = channel.unary::<_, SimpleResponse>(paths::UNARY_CALL, Request::new(request));
-    tokio::time::timeout(bound, call)
-        .await
-        .expect("the call ends by itself")
-        .map(|r| r.into_inner().server_id)
-}
-
-async fn call(channel: &Channel) -> Result<String, Status> {
-    call_within(channel, NO_HANG).await
 }
 
 fn through(target: impl Into<String>, proxy_uri: String) -> Channel {

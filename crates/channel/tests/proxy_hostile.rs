@@ -8,43 +8,18 @@
 mod support;
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine as _;
-use grpc_channel::{Channel, Code, Request, Status};
-use interop_proto::{paths, SimpleRequest, SimpleResponse};
+use grpc_channel::{Channel, Code, Status};
 use parking_lot::Mutex;
-use support::guards::{GUARD, NO_HANG};
+use support::guards::GUARD;
+use support::{interop_server_handle as server, served as call, served_by as call_within};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use support::scripted_proxy::{answers, connect_target, pipe, upstream, ScriptedProxy};
-
-async fn server() -> interop::server::ServerHandle {
-    interop::server::start(SocketAddr::from(([127, 0, 0, 1], 0)))
-        .await
-        .expect("server")
-}
-
-/// One unary call, bounded by `bound`; which server answered.
-async fn call_within(channel: &Channel, bound: Duration) -> Result<String, Status> {
-    let request = SimpleRequest {
-        fill_server_id: true,
-        ..SimpleRequest::default()
-    };
-    let call = channel.unary::<_, SimpleResponse>(paths::UNARY_CALL, Request::new(request));
-    tokio::time::timeout(bound, call)
-        .await
-        .expect("the call ends by itself")
-        .map(|r| r.into_inner().server_id)
-}
-
-/// A call on the running clock.
-async fn call(channel: &Channel) -> Result<String, Status> {
-    call_within(channel, NO_HANG).await
-}
 
 /// A channel to `target` through `proxy`, without service-config lookups.
 fn through(target: impl Into<String>, proxy: &ScriptedProxy) -> Channel {

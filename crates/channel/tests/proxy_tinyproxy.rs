@@ -7,30 +7,10 @@ mod support;
 
 use std::net::SocketAddr;
 
-use grpc_channel::{Channel, Code, Request, Status, TlsConfig};
+use grpc_channel::{Channel, Code, TlsConfig};
 use interop::tinyproxy::{Tinyproxy, TinyproxyOptions};
 use interop::tls::{server_config, TestCa, Usage, INTEROP_SERVER_NAMES};
-use interop_proto::{paths, SimpleRequest, SimpleResponse};
-use support::guards::NO_HANG;
-
-async fn server() -> interop::server::ServerHandle {
-    interop::server::start(SocketAddr::from(([127, 0, 0, 1], 0)))
-        .await
-        .expect("server")
-}
-
-/// One call; which server answered.
-async fn call(channel: &Channel) -> Result<String, Status> {
-    let request = SimpleRequest {
-        fill_server_id: true,
-        ..SimpleRequest::default()
-    };
-    let call = channel.unary::<_, SimpleResponse>(paths::UNARY_CALL, Request::new(request));
-    tokio::time::timeout(NO_HANG, call)
-        .await
-        .expect("the call ends by itself")
-        .map(|r| r.into_inner().server_id)
-}
+use support::{interop_server_handle as server, served as call};
 
 /// Waits (at most 5 s) until tinyproxy has logged `n` CONNECT requests; returns them.
 async fn connects(proxy: &Tinyproxy, n: usize) -> Vec<String> {

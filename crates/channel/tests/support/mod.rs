@@ -22,7 +22,7 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use grpc_channel::{Channel, Request};
+use grpc_channel::{Channel, Request, Status};
 use interop::faulty::FaultyServer;
 
 /// Starts the interop server on a free loopback port.
@@ -90,4 +90,32 @@ impl<I: Iterator + Unpin> futures_core::Stream for IterStream<I> {
     fn poll_next(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<I::Item>> {
         Poll::Ready(self.0.next())
     }
+}
+
+/// An interop server on a free loopback port, as a handle (its address, its health statuses).
+pub async fn interop_server_handle() -> interop::server::ServerHandle {
+    interop::server::start(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .expect("server")
+}
+
+/// One `UnaryCall` asking for the server's id, bounded by `bound`: which server answered it.
+pub async fn served_by(channel: &Channel, bound: std::time::Duration) -> Result<String, Status> {
+    let request = interop_proto::SimpleRequest {
+        fill_server_id: true,
+        ..interop_proto::SimpleRequest::default()
+    };
+    let call = channel.unary::<_, interop_proto::SimpleResponse>(
+        interop_proto::paths::UNARY_CALL,
+        Request::new(request),
+    );
+    tokio::time::timeout(bound, call)
+        .await
+        .expect("the call ends by itself")
+        .map(|r| r.into_inner().server_id)
+}
+
+/// [`served_by`] on the running clock, bounded by [`guards::NO_HANG`].
+pub async fn served(channel: &Channel) -> Result<String, Status> {
+    served_by(channel, guards::NO_HANG).await
 }
