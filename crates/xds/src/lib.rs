@@ -11,6 +11,7 @@
 
 mod ads;
 mod bootstrap;
+pub mod resource;
 mod vhost;
 
 pub use ads::{AdsState, Request, Verdict};
