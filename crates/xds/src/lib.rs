@@ -11,10 +11,12 @@
 
 mod ads;
 mod bootstrap;
+mod client;
 pub mod resource;
 mod vhost;
 
 pub use ads::{AdsState, Request, Verdict};
+pub use client::{Decoded, ResourceStatus, WatchEvent, WatchId, XdsClient, DOES_NOT_EXIST_TIMEOUT};
 pub use vhost::{choose_virtual_host, validate_domain};
 
 pub use bootstrap::{

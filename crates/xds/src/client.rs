@@ -1,0 +1,495 @@
+//! The xDS client's state for one management server (gRFC A27, with A46's partial NACKs, A53's
+//! `ignore_resource_deletion`, A57's does-not-exist timer and stream rules, A88's watcher errors): who
+//! watches which resource, what is cached, which timers run, when the ADS stream may start, and which
+//! requests to send. Sans-IO: the driver (grpc-channel's ADS task) reports the stream's life and each
+//! response (decoded by the caller into values or errors per resource), passes `now`, and drains
+//! [`XdsClient::poll_request`], [`XdsClient::poll_event`] and [`XdsClient::poll_timeout`].
+//!
+//! The rules, besides [`AdsState`]'s request rules:
+//! * watchers of one name share one subscription; a new watcher gets the cached state at once; the last
+//!   watcher leaving unsubscribes and forgets the resource;
+//! * an accepted resource equal to the cached one notifies nobody, unless the previous one was rejected;
+//! * a rejected resource (A46) keeps its cached value, and its watchers get an ambient error (a resource
+//!   never received gets a plain error); the rest of the response still applies;
+//! * a Listener or Cluster missing from a response was deleted: with `ignore_resource_deletion` nothing
+//!   happens; with `fail_on_data_errors` the cache drops it and watchers are told it does not exist;
+//!   otherwise (A88's default) the cached value stays and watchers get an ambient error;
+//! * does-not-exist (A57): 15 s after the request naming a resource was handed to an established stream,
+//!   if nothing arrived for it; timers stop when the stream ends and start again on the next one;
+//! * a stream that ended before any response is an error for every watcher (ambient where a value is
+//!   cached), and the next stream waits for the connection backoff (1 s, ×1.6, ±20 %, up to 120 s); one
+//!   that got a response restarts at once, and the backoff resets.
+//!
+//! Not here: decoding (the caller's), the stream's I/O, fallback between servers (A71: only the first
+//! server is used), `resource_timer_is_transient_error`'s 30 s transient variant (the timer is always
+//! does-not-exist).
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use grpc_base::Rng;
+use grpc_lb::{BackoffConfig, ConnectionBackoff};
+
+use crate::ads::{AdsState, Request, Verdict};
+use crate::bootstrap::ServerFeatures;
+use crate::resource::ResourceType;
+
+/// A57's does-not-exist timeout.
+pub const DOES_NOT_EXIST_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// One watch, as returned by [`XdsClient::watch`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct WatchId(u64);
+
+/// What a watcher is told.
+#[derive(Clone, Debug, PartialEq)]
+pub enum WatchEvent<R> {
+    /// The resource's value, first or changed.
+    Changed(Arc<R>),
+    /// The resource does not exist (never sent in time, or deleted): stop using it.
+    DoesNotExist,
+    /// No value is usable: the resource was rejected before any valid value arrived, or the stream failed
+    /// before it arrived.
+    Error(String),
+    /// Something went wrong, and the cached value stays in use.
+    AmbientError(String),
+}
+
+/// One resource in a response, as the caller decoded it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Decoded<R> {
+    /// A valid resource.
+    Valid {
+        /// Its name.
+        name: String,
+        /// Its value.
+        value: R,
+    },
+    /// An invalid one: its name when it could be read, and why it is invalid.
+    Invalid {
+        /// Its name, if known.
+        name: Option<String>,
+        /// Why it was rejected.
+        reason: String,
+    },
+}
+
+#[derive(Debug)]
+enum Presence<R> {
+    /// Nothing received yet; the does-not-exist timer runs from `since` (once requested on a stream).
+    Waiting { since: Option<Instant> },
+    /// The last accepted value.
+    Cached(Arc<R>),
+    /// Known not to exist.
+    Absent,
+}
+
+#[derive(Debug)]
+struct Entry<R> {
+    presence: Presence<R>,
+    /// The last rejection of this resource, until a valid value arrives.
+    rejected: Option<String>,
+    watchers: BTreeSet<WatchId>,
+}
+
+/// The ADS stream's phase, as the client sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stream {
+    /// No stream; the next may start at this time.
+    Down { next_start: Instant },
+    /// A stream is up: whether it has had a response, and the earliest start of the next one if it ends
+    /// without one.
+    Up { got_response: bool, pace: Instant },
+}
+
+/// The xDS client's state for one management server (see the module docs). `R` is the decoded resource
+/// value.
+pub struct XdsClient<R> {
+    features: ServerFeatures,
+    ads: AdsState,
+    entries: BTreeMap<(ResourceType, String), Entry<R>>,
+    watches: BTreeMap<WatchId, (ResourceType, String)>,
+    next_watch: u64,
+    events: VecDeque<(WatchId, WatchEvent<R>)>,
+    stream: Stream,
+    backoff: ConnectionBackoff,
+    rng: Box<dyn Rng>,
+}
+
+impl<R> std::fmt::Debug for XdsClient<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XdsClient")
+            .field("resources", &self.entries.len())
+            .field("watches", &self.watches.len())
+            .field("stream", &self.stream)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<R: PartialEq> XdsClient<R> {
+    /// A client with no watch and no stream; the first stream may start at `now`.
+    pub fn new(features: ServerFeatures, now: Instant, rng: Box<dyn Rng>) -> XdsClient<R> {
+        XdsClient {
+            features,
+            ads: AdsState::new(),
+            entries: BTreeMap::new(),
+            watches: BTreeMap::new(),
+            next_watch: 0,
+            events: VecDeque::new(),
+            stream: Stream::Down { next_start: now },
+            backoff: ConnectionBackoff::new(BackoffConfig::default()),
+            rng,
+        }
+    }
+
+    /// Starts watching `name` of `resource_type`. A cached state is reported at once through
+    /// [`XdsClient::poll_event`].
+    pub fn watch(&mut self, resource_type: ResourceType, name: &str) -> WatchId {
+        let id = WatchId(self.next_watch);
+        self.next_watch += 1;
+        let key = (resource_type, name.to_owned());
+        self.watches.insert(id, key.clone());
+        match self.entries.get_mut(&key) {
+            Some(entry) => {
+                entry.watchers.insert(id);
+                let now = match &entry.presence {
+                    Presence::Cached(value) => Some(WatchEvent::Changed(value.clone())),
+                    Presence::Absent => Some(WatchEvent::DoesNotExist),
+                    Presence::Waiting { .. } => entry.rejected.clone().map(WatchEvent::Error),
+                };
+                if let Some(event) = now {
+                    self.events.push_back((id, event));
+                }
+            }
+            None => {
+                self.entries.insert(
+                    key,
+                    Entry {
+                        presence: Presence::Waiting { since: None },
+                        rejected: None,
+                        watchers: BTreeSet::from([id]),
+                    },
+                );
+                self.ads.subscribe(resource_type.type_url(), name);
+            }
+        }
+        id
+    }
+
+    /// Stops a watch. The last watcher of a resource unsubscribes from it, and it is forgotten.
+    pub fn unwatch(&mut self, id: WatchId) {
+        let Some(key) = self.watches.remove(&id) else {
+            return;
+        };
+        self.events.retain(|(w, _)| *w != id);
+        if let Some(entry) = self.entries.get_mut(&key) {
+            entry.watchers.remove(&id);
+            if entry.watchers.is_empty() {
+                self.entries.remove(&key);
+                self.ads.unsubscribe(key.0.type_url(), &key.1);
+            }
+        }
+    }
+
+    /// When the next stream may start (`None` while one is up).
+    pub fn next_stream_start(&self) -> Option<Instant> {
+        match self.stream {
+            Stream::Down { next_start } => Some(next_start),
+            Stream::Up { .. } => None,
+        }
+    }
+
+    /// A stream was established at `now`: every subscription is requested again.
+    pub fn stream_started(&mut self, now: Instant) {
+        // The backoff paces stream starts: the one after this waits unless this one gets a response.
+        let (pace, _) = self.backoff.attempt(now, &mut *self.rng);
+        self.stream = Stream::Up {
+            got_response: false,
+            pace,
+        };
+        self.ads.stream_started();
+    }
+
+    /// The stream ended at `now` (`reason` says how, for the watchers if it had no response).
+    pub fn stream_ended(&mut self, now: Instant, reason: &str) {
+        let Stream::Up { got_response, pace } = self.stream else {
+            return;
+        };
+        self.ads.stream_ended();
+        let next_start = if got_response {
+            self.backoff.reset();
+            now
+        } else {
+            pace.max(now)
+        };
+        self.stream = Stream::Down { next_start };
+        for entry in self.entries.values_mut() {
+            if let Presence::Waiting { since } = &mut entry.presence {
+                *since = None;
+            }
+        }
+        if !got_response {
+            let message = format!("the xDS stream failed before any response: {reason}");
+            let keys: Vec<_> = self.entries.keys().cloned().collect();
+            for key in keys {
+                let cached = matches!(
+                    self.entries.get(&key).map(|e| &e.presence),
+                    Some(Presence::Cached(_))
+                );
+                let event = if cached {
+                    WatchEvent::AmbientError(message.clone())
+                } else {
+                    WatchEvent::Error(message.clone())
+                };
+                self.notify(&key, event);
+            }
+        }
+    }
+
+    /// The next request to send on the stream, if any. Sending one starts the does-not-exist timers of the
+    /// resources it names that have not arrived.
+    pub fn poll_request(&mut self, now: Instant) -> Option<Request> {
+        let request = self.ads.poll_request()?;
+        if let Some(resource_type) = ResourceType::from_type_url(&request.type_url) {
+            for name in &request.resource_names {
+                if let Some(entry) = self.entries.get_mut(&(resource_type, name.clone())) {
+                    if let Presence::Waiting {
+                        since: since @ None,
+                    } = &mut entry.presence
+                    {
+                        *since = Some(now);
+                    }
+                }
+            }
+        }
+        Some(request)
+    }
+
+    /// A response arrived on the stream: `resources` as the caller decoded them. Applies the valid ones,
+    /// notes the invalid ones, handles deletions, and queues the ACK or NACK.
+    pub fn handle_response(
+        &mut self,
+        type_url: &str,
+        version: &str,
+        nonce: &str,
+        resources: Vec<Decoded<R>>,
+    ) {
+        if let Stream::Up { got_response, .. } = &mut self.stream {
+            *got_response = true;
+        }
+        self.backoff.reset();
+        let Some(resource_type) = ResourceType::from_type_url(type_url) else {
+            // Not a type this client asks for: neither ACK nor NACK.
+            return;
+        };
+        let mut errors = Vec::new();
+        let mut seen = BTreeSet::new();
+        for decoded in resources {
+            match decoded {
+                Decoded::Valid { name, value } => {
+                    seen.insert(name.clone());
+                    self.accept(resource_type, name, value);
+                }
+                Decoded::Invalid { name, reason } => {
+                    errors.push(match &name {
+                        Some(n) => format!("{n:?}: {reason}"),
+                        None => reason.clone(),
+                    });
+                    if let Some(name) = name {
+                        seen.insert(name.clone());
+                        self.reject(resource_type, name, reason, version);
+                    }
+                }
+            }
+        }
+        if resource_type.deletion_by_absence() && !self.features.ignore_resource_deletion {
+            self.delete_absent(resource_type, &seen);
+        }
+        let verdict = if errors.is_empty() {
+            Verdict::Accepted
+        } else {
+            Verdict::Rejected(format!(
+                "{} rejected {} resource(s) of version {version:?}: {}",
+                type_url,
+                errors.len(),
+                errors.join("; ")
+            ))
+        };
+        self.ads.response(type_url, version, nonce, verdict);
+    }
+
+    fn accept(&mut self, resource_type: ResourceType, name: String, value: R) {
+        let key = (resource_type, name);
+        let Some(entry) = self.entries.get_mut(&key) else {
+            // Not subscribed (a server may send more than asked): ignored.
+            return;
+        };
+        let unchanged = entry.rejected.is_none()
+            && matches!(&entry.presence, Presence::Cached(old) if **old == value);
+        entry.rejected = None;
+        if unchanged {
+            return;
+        }
+        let value = Arc::new(value);
+        entry.presence = Presence::Cached(value.clone());
+        self.notify(&key, WatchEvent::Changed(value));
+    }
+
+    fn reject(&mut self, resource_type: ResourceType, name: String, reason: String, version: &str) {
+        let key = (resource_type, name);
+        let Some(entry) = self.entries.get_mut(&key) else {
+            return;
+        };
+        let message = format!("version {version:?} of the resource was rejected: {reason}");
+        entry.rejected = Some(message.clone());
+        let event = match &entry.presence {
+            Presence::Cached(_) if self.features.fail_on_data_errors => {
+                entry.presence = Presence::Absent;
+                WatchEvent::Error(message)
+            }
+            Presence::Cached(_) => WatchEvent::AmbientError(message),
+            Presence::Waiting { .. } | Presence::Absent => {
+                // The server did send it: the does-not-exist timer has nothing left to wait for.
+                entry.presence = Presence::Waiting { since: None };
+                WatchEvent::Error(message)
+            }
+        };
+        self.notify(&key, event);
+    }
+
+    fn delete_absent(&mut self, resource_type: ResourceType, seen: &BTreeSet<String>) {
+        let deleted: Vec<_> = self
+            .entries
+            .iter()
+            .filter(|((t, name), entry)| {
+                *t == resource_type
+                    && !seen.contains(name)
+                    && matches!(entry.presence, Presence::Cached(_))
+            })
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in deleted {
+            if self.features.fail_on_data_errors {
+                if let Some(entry) = self.entries.get_mut(&key) {
+                    entry.presence = Presence::Absent;
+                }
+                self.notify(&key, WatchEvent::DoesNotExist);
+            } else {
+                self.notify(
+                    &key,
+                    WatchEvent::AmbientError(
+                        "the management server deleted the resource; the last value stays in use"
+                            .to_owned(),
+                    ),
+                );
+            }
+        }
+    }
+
+    fn notify(&mut self, key: &(ResourceType, String), event: WatchEvent<R>) {
+        if let Some(entry) = self.entries.get(key) {
+            for &id in &entry.watchers {
+                self.events.push_back((id, clone_event(&event)));
+            }
+        }
+    }
+
+    /// The next event for a watcher.
+    pub fn poll_event(&mut self) -> Option<(WatchId, WatchEvent<R>)> {
+        self.events.pop_front()
+    }
+
+    /// When [`XdsClient::handle_timeout`] is next due: the earliest does-not-exist timer.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.entries
+            .values()
+            .filter_map(|e| match e.presence {
+                Presence::Waiting { since: Some(t) } if e.rejected.is_none() => {
+                    Some(t + DOES_NOT_EXIST_TIMEOUT)
+                }
+                _ => None,
+            })
+            .min()
+    }
+
+    /// Fires the does-not-exist timers due at `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let due: Vec<_> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| {
+                e.rejected.is_none()
+                    && matches!(e.presence, Presence::Waiting { since: Some(t) } if t + DOES_NOT_EXIST_TIMEOUT <= now)
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in due {
+            if let Some(entry) = self.entries.get_mut(&key) {
+                entry.presence = Presence::Absent;
+            }
+            self.notify(&key, WatchEvent::DoesNotExist);
+        }
+    }
+
+    /// The cached value of a resource, if any.
+    pub fn cached(&self, resource_type: ResourceType, name: &str) -> Option<Arc<R>> {
+        match &self
+            .entries
+            .get(&(resource_type, name.to_owned()))?
+            .presence
+        {
+            Presence::Cached(value) => Some(value.clone()),
+            _ => None,
+        }
+    }
+
+    /// A summary of every subscribed resource, for a CSDS-like dump: (type, name, state).
+    pub fn dump(&self) -> Vec<(ResourceType, String, ResourceStatus)> {
+        self.entries
+            .iter()
+            .map(|((t, name), e)| {
+                let status = match (&e.presence, &e.rejected) {
+                    (Presence::Cached(_), None) => ResourceStatus::Acked,
+                    (Presence::Cached(_), Some(r)) => ResourceStatus::NackedKeepingLast(r.clone()),
+                    (Presence::Waiting { .. }, Some(r)) => ResourceStatus::Nacked(r.clone()),
+                    (Presence::Waiting { .. }, None) => ResourceStatus::Requested,
+                    (Presence::Absent, _) => ResourceStatus::DoesNotExist,
+                };
+                (*t, name.clone(), status)
+            })
+            .collect()
+    }
+
+    /// The last version ACKed for a type.
+    pub fn acked_version(&self, resource_type: ResourceType) -> Option<&str> {
+        self.ads.acked_version(resource_type.type_url())
+    }
+}
+
+/// A resource's state in [`XdsClient::dump`] (CSDS's client status, roughly).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ResourceStatus {
+    /// Requested, nothing received yet.
+    Requested,
+    /// Received and accepted.
+    Acked,
+    /// The last update was rejected (the detail); the value before it stays in use.
+    NackedKeepingLast(String),
+    /// Rejected, with no valid value ever received.
+    Nacked(String),
+    /// Known not to exist.
+    DoesNotExist,
+}
+
+fn clone_event<R>(event: &WatchEvent<R>) -> WatchEvent<R> {
+    match event {
+        WatchEvent::Changed(v) => WatchEvent::Changed(v.clone()),
+        WatchEvent::DoesNotExist => WatchEvent::DoesNotExist,
+        WatchEvent::Error(e) => WatchEvent::Error(e.clone()),
+        WatchEvent::AmbientError(e) => WatchEvent::AmbientError(e.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests;
