@@ -17,6 +17,7 @@ use grpc_channel::{Channel, Request, Status};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
+use super::stalls::StallProbe;
 use super::{paths, Item, Number, Rng, StreamRequest, Sum};
 
 /// A call ending more than this after its deadline is late.
@@ -119,6 +120,8 @@ struct Tally {
     samples: BTreeMap<(&'static str, usize), Vec<String>>,
     /// The most a call ended after its deadline.
     max_overrun: Duration,
+    /// The first late calls: when each ended, and what it was (flavour, shape, outcome, how late).
+    late_samples: Vec<(Instant, String)>,
     /// Index in [`KNOWN_DEFECTS`] → calls.
     defects: BTreeMap<usize, u64>,
 }
@@ -156,6 +159,22 @@ impl Ctx {
             }
             if let Some(o) = overrun {
                 t.max_overrun = t.max_overrun.max(o);
+                if o > LATE_AFTER && t.late_samples.len() < 8 {
+                    let what = match &outcome {
+                        Outcome::Ok => "OK".to_owned(),
+                        Outcome::Bad(m) => format!("bad: {m}"),
+                        Outcome::Failed(s) => format!("{:?}: {}", s.code(), s.message()),
+                    };
+                    let flavour = ["retry", "hedging", "none"].get(flavour).unwrap_or(&"?");
+                    t.late_samples.push((
+                        Instant::now(),
+                        format!(
+                            "{flavour} {} {} ms late: {what}",
+                            SHAPES[shape],
+                            o.as_millis()
+                        ),
+                    ));
+                }
             }
         }
         self.ended.fetch_add(1, Ordering::SeqCst);
@@ -462,6 +481,7 @@ fn check_join(result: Result<(), tokio::task::JoinError>, join_panics: &mut u64)
 async fn soak(config: Config) -> bool {
     let handle = tokio::runtime::Handle::current();
     let fds_before = open_fds();
+    let probe = StallProbe::start(Instant::now());
     let tasks_before = handle.metrics().num_alive_tasks();
     let ctx = Arc::new(Ctx::default());
     let sampler = Sampler::start(ctx.clone());
@@ -608,6 +628,7 @@ async fn soak(config: Config) -> bool {
         fds: (fds_before, fds_after),
         tasks: (tasks_before, tasks_after),
         elapsed,
+        probe,
     };
     report.print()
 }
@@ -618,6 +639,7 @@ impl Tally {
             counts: self.counts.clone(),
             samples: self.samples.clone(),
             max_overrun: self.max_overrun,
+            late_samples: self.late_samples.clone(),
             defects: self.defects.clone(),
         }
     }
@@ -637,6 +659,8 @@ struct Report {
     fds: (usize, usize),
     tasks: (usize, usize),
     elapsed: Duration,
+    /// When a call ends late, the probes say whether the machine stalled the client at the time.
+    probe: StallProbe,
 }
 
 /// The codes the faults can produce (module docs of [`super`]).
@@ -773,6 +797,14 @@ impl Report {
                 LATE_AFTER.as_millis(),
                 self.tally.max_overrun.as_millis()
             ));
+            let now = Instant::now();
+            for (at, what) in &self.tally.late_samples {
+                let at = self.probe.seconds() - now.duration_since(*at).as_secs_f64();
+                println!("late call at {at:.1} s: {what}");
+            }
+            for stall in self.probe.report().1 {
+                println!("stall: {stall}");
+            }
         }
         if self.stalled {
             failures.push("the soak stopped early: calls did not give their slots back".to_owned());
@@ -802,6 +834,7 @@ impl Report {
             self.overdue,
             self.tally.max_overrun.as_millis()
         );
+        println!("{}", self.probe.report().0);
         for f in &failures {
             println!("check failed: {f}");
         }

@@ -94,6 +94,7 @@ use bytes::Bytes;
 pub mod client;
 pub mod server;
 pub mod sick;
+mod stalls;
 
 /// The methods of `chaos.Chaos`.
 pub mod paths {
