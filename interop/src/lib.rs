@@ -18,3 +18,5 @@ pub mod server_call;
 mod test_h2;
 pub mod tinyproxy;
 pub mod tls;
+#[cfg(feature = "xds-server")]
+pub mod xds_server;

@@ -1,0 +1,303 @@
+//! A scriptable xDS management server for tests: the ADS service
+//! (`envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources`, state of the world)
+//! on tonic's HTTP/2 server, with envoy-types' generated messages. Another HTTP/2 stack than the channel's
+//! own, so the channel's ADS client is proven against a server it does not share code with.
+//!
+//! Tests set the resources per type ([`ManagementServer::set`]); every change gets a new version and is
+//! pushed to each stream subscribed to the type. Each request is recorded ([`ManagementServer::requests`]),
+//! so tests can expect ACKs and NACKs. [`ManagementServer::stop`] and [`ManagementServer::restart`] (on the
+//! same port) exercise the client's stream recovery.
+//!
+//! What it sends, per stream and type: after a request whose names differ from the last ones, or that is
+//! not the ACK or NACK of the latest version, the current resources of the type among the names asked for
+//! (for every type, only names the client asked for; a type's resources with no name asked are not sent).
+//! A NACK of the latest version is not answered again. Not here: delta xDS, per-client snapshots.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_server::{
+    AggregatedDiscoveryService, AggregatedDiscoveryServiceServer,
+};
+use envoy_types::pb::envoy::service::discovery::v3::{
+    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
+};
+use envoy_types::pb::google::protobuf::Any;
+use futures_core::Stream;
+use parking_lot::Mutex;
+use tokio::sync::{mpsc, watch};
+
+/// The resources of one type, at one version.
+#[derive(Clone, Debug, Default)]
+struct TypeSnapshot {
+    version: u64,
+    resources: BTreeMap<String, Any>,
+}
+
+#[derive(Default)]
+struct State {
+    types: BTreeMap<String, TypeSnapshot>,
+    requests: Vec<DiscoveryRequest>,
+    streams_opened: u64,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    /// Bumped on every change, so streams re-check what to send.
+    changes: watch::Sender<u64>,
+}
+
+/// A running management server (see the module docs).
+pub struct ManagementServer {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for ManagementServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ManagementServer")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ManagementServer {
+    /// Starts a server on a free loopback port.
+    pub async fn start() -> std::io::Result<ManagementServer> {
+        let (changes, _) = watch::channel(0);
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            changes,
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let mut server = ManagementServer {
+            shared,
+            addr,
+            stop: None,
+            task: None,
+        };
+        server.serve(listener);
+        Ok(server)
+    }
+
+    fn serve(&mut self, listener: tokio::net::TcpListener) {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let service = AggregatedDiscoveryServiceServer::new(Ads {
+            shared: self.shared.clone(),
+        });
+        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+        let task = tokio::spawn(async move {
+            let _ = tonic::transport::Server::builder()
+                .add_service(service)
+                .serve_with_incoming_shutdown(incoming, async {
+                    let _ = stopped.await;
+                })
+                .await;
+        });
+        self.stop = Some(stop);
+        self.task = Some(task);
+    }
+
+    /// Its address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The target a bootstrap's `server_uri` names it by.
+    pub fn server_uri(&self) -> String {
+        format!("{}", self.addr)
+    }
+
+    /// A bootstrap JSON naming this server (insecure credentials) and a node id.
+    pub fn bootstrap_json(&self) -> String {
+        format!(
+            r#"{{"xds_servers":[{{"server_uri":"{}","channel_creds":[{{"type":"insecure"}}],"server_features":["xds_v3"]}}],"node":{{"id":"test-node","locality":{{"zone":"z1"}}}}}}"#,
+            self.server_uri()
+        )
+    }
+
+    /// Sets every resource of `type_url` (replacing the previous set) under a new version, and pushes it to
+    /// the streams that asked for the type.
+    pub fn set(&self, type_url: &str, resources: Vec<(String, Any)>) {
+        {
+            let mut state = self.shared.state.lock();
+            let snapshot = state.types.entry(type_url.to_owned()).or_default();
+            snapshot.version += 1;
+            snapshot.resources = resources.into_iter().collect();
+        }
+        self.shared.changes.send_modify(|c| *c += 1);
+    }
+
+    /// Every request received so far, in order (all streams).
+    pub fn requests(&self) -> Vec<DiscoveryRequest> {
+        self.shared.state.lock().requests.clone()
+    }
+
+    /// How many ADS streams were opened so far.
+    pub fn streams_opened(&self) -> u64 {
+        self.shared.state.lock().streams_opened
+    }
+
+    /// Waits (up to `limit`, polling every 10 ms) until some request satisfies `what`; returns it.
+    pub async fn wait_for_request(
+        &self,
+        limit: Duration,
+        what: impl Fn(&DiscoveryRequest) -> bool,
+    ) -> Option<DiscoveryRequest> {
+        let rounds = (limit.as_millis() / 10).max(1);
+        for _ in 0..rounds {
+            if let Some(r) = self.requests().into_iter().find(|r| what(r)) {
+                return Some(r);
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        None
+    }
+
+    /// Stops serving: open streams end and the port is closed.
+    pub async fn stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.abort();
+            let _ = task.await;
+        }
+    }
+
+    /// Serves again on the same port, with the same resources.
+    pub async fn restart(&mut self) -> std::io::Result<()> {
+        self.stop().await;
+        let listener = tokio::net::TcpListener::bind(self.addr).await?;
+        self.serve(listener);
+        Ok(())
+    }
+}
+
+impl Drop for ManagementServer {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+struct Ads {
+    shared: Arc<Shared>,
+}
+
+type ResponseStream = Pin<Box<dyn Stream<Item = Result<DiscoveryResponse, tonic::Status>> + Send>>;
+
+/// What one stream asked for, per type, and what it was last sent.
+#[derive(Default)]
+struct Subscription {
+    names: BTreeSet<String>,
+    /// (version, nonce) of the last response sent.
+    sent: Option<(u64, String)>,
+    /// The version the client NACKed last (not resent).
+    nacked: Option<u64>,
+}
+
+#[tonic::async_trait]
+impl AggregatedDiscoveryService for Ads {
+    type StreamAggregatedResourcesStream = ResponseStream;
+    type DeltaAggregatedResourcesStream =
+        Pin<Box<dyn Stream<Item = Result<DeltaDiscoveryResponse, tonic::Status>> + Send>>;
+
+    async fn stream_aggregated_resources(
+        &self,
+        request: tonic::Request<tonic::Streaming<DiscoveryRequest>>,
+    ) -> Result<tonic::Response<ResponseStream>, tonic::Status> {
+        let mut requests = request.into_inner();
+        let shared = self.shared.clone();
+        shared.state.lock().streams_opened += 1;
+        let (tx, rx) = mpsc::channel::<Result<DiscoveryResponse, tonic::Status>>(16);
+        tokio::spawn(async move {
+            let mut subs: BTreeMap<String, Subscription> = BTreeMap::new();
+            let mut changes = shared.changes.subscribe();
+            let mut nonce = 0u64;
+            loop {
+                tokio::select! {
+                    next = requests.message() => {
+                        let Ok(Some(req)) = next else { return };
+                        shared.state.lock().requests.push(req.clone());
+                        let sub = subs.entry(req.type_url.clone()).or_default();
+                        let names: BTreeSet<String> = req.resource_names.iter().cloned().collect();
+                        let is_answer = sub
+                            .sent
+                            .as_ref()
+                            .is_some_and(|(_, n)| *n == req.response_nonce);
+                        if is_answer && req.error_detail.is_some() {
+                            sub.nacked = sub.sent.as_ref().map(|(v, _)| *v);
+                        }
+                        let names_changed = names != sub.names;
+                        sub.names = names;
+                        if names_changed || !is_answer {
+                            sub.sent = None;
+                            sub.nacked = None;
+                        }
+                    }
+                    changed = changes.changed() => {
+                        if changed.is_err() {
+                            return;
+                        }
+                    }
+                }
+                // Send what is due.
+                let due: Vec<DiscoveryResponse> = {
+                    let state = shared.state.lock();
+                    let mut due = Vec::new();
+                    for (type_url, sub) in subs.iter_mut() {
+                        let Some(snapshot) = state.types.get(type_url) else {
+                            continue;
+                        };
+                        let current = sub.sent.as_ref().map(|(v, _)| *v);
+                        if current == Some(snapshot.version) || sub.nacked == Some(snapshot.version)
+                        {
+                            continue;
+                        }
+                        if sub.names.is_empty() {
+                            continue;
+                        }
+                        nonce += 1;
+                        let resources: Vec<Any> = snapshot
+                            .resources
+                            .iter()
+                            .filter(|(name, _)| sub.names.contains(*name))
+                            .map(|(_, any)| any.clone())
+                            .collect();
+                        sub.sent = Some((snapshot.version, nonce.to_string()));
+                        due.push(DiscoveryResponse {
+                            version_info: snapshot.version.to_string(),
+                            resources,
+                            type_url: type_url.clone(),
+                            nonce: nonce.to_string(),
+                            ..Default::default()
+                        });
+                    }
+                    due
+                };
+                for response in due {
+                    if tx.send(Ok(response)).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        let stream = tokio_stream::wrappers::ReceiverStream::new(rx);
+        Ok(tonic::Response::new(Box::pin(stream)))
+    }
+
+    async fn delta_aggregated_resources(
+        &self,
+        _request: tonic::Request<tonic::Streaming<DeltaDiscoveryRequest>>,
+    ) -> Result<tonic::Response<Self::DeltaAggregatedResourcesStream>, tonic::Status> {
+        Err(tonic::Status::unimplemented("delta xDS is not served"))
+    }
+}
