@@ -5,15 +5,19 @@
 //! (A46). Fields the client does not act on are ignored on purpose.
 //!
 //! This module holds what every resource type shares: the four types and their URLs, and the decoding of
-//! a response's `Any` (unwrapping `envoy.service.discovery.v3.Resource`). So far: A50's outlier
-//! detection mapping (`outlier_detection.rs`). Not here: the cache, watchers and timers, and the ADS
-//! stream.
+//! a response's `Any` (unwrapping `envoy.service.discovery.v3.Resource`). So far: EDS ([`Endpoints`], in
+//! `endpoint.rs`) and A50's outlier detection mapping (`outlier_detection.rs`). Not here: the cache,
+//! watchers and timers, and the ADS stream.
 
 use envoy_types::pb::google::protobuf::Any;
 use prost::Message;
 
+mod endpoint;
 mod outlier_detection;
 
+pub use endpoint::{
+    DropOverload, Endpoint, EndpointHealth, Endpoints, LocalityEndpoints, LocalityId, Priority,
+};
 pub use outlier_detection::outlier_detection_config;
 
 /// The four resource types of gRPC's xDS client, in the order a channel needs them.
