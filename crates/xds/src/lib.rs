@@ -4,9 +4,9 @@
 //! by the application, validated with errors that name the field; and the request side of an ADS stream
 //! ([`AdsState`]: versions, nonces, ACK and NACK, subscriptions across stream restarts); A28's virtual
 //! host choice ([`choose_virtual_host`]); and, in [`resource`], the CDS and EDS resources decoded and
-//! validated ([`resource::Cluster`] with A32's circuit breaker, A37's aggregate clusters, A42's ring hash,
+//! validated ([`Cluster`] with A32's circuit breaker, A37's aggregate clusters, A42's ring hash,
 //! A48's least request and A50's outlier detection as a `grpc_lb::OutlierDetectionConfig`;
-//! [`resource::Endpoints`] with priorities, weighted localities, A61's additional addresses and drops).
+//! [`Endpoints`] with priorities, weighted localities, A61's additional addresses and drops).
 //!
 //! Not yet: the ADS stream's I/O and its messages, LDS and RDS parsing, the cache and does-not-exist
 //! timers, routing and the cluster policies; the channel does not accept `xds:` targets yet.
@@ -17,6 +17,10 @@ pub mod resource;
 mod vhost;
 
 pub use ads::{AdsState, Request, Verdict};
+pub use resource::{
+    Cluster, ClusterKind, ClusterLb, DropOverload, Endpoint, EndpointHealth, Endpoints,
+    LoadReporting, LocalityEndpoints, LocalityId, Priority,
+};
 pub use vhost::{choose_virtual_host, validate_domain};
 
 pub use bootstrap::{
