@@ -5,11 +5,25 @@
 //! (A46). Fields the client does not act on are ignored on purpose.
 //!
 //! This module holds what every resource type shares: the four types and their URLs, and the decoding of
-//! a response's `Any` (unwrapping `envoy.service.discovery.v3.Resource`). Not here: the cache, watchers and
-//! timers, and the ADS stream.
+//! a response's `Any` (unwrapping `envoy.service.discovery.v3.Resource`). The resources so far: CDS
+//! ([`Cluster`], in `cluster.rs`, with A50's outlier detection mapping in `outlier_detection.rs`) and EDS
+//! ([`Endpoints`], in `endpoint.rs`). Not here: the cache, watchers and timers, and the ADS stream.
 
 use envoy_types::pb::google::protobuf::Any;
 use prost::Message;
+
+mod cluster;
+mod endpoint;
+mod outlier_detection;
+
+pub use cluster::{
+    Cluster, ClusterKind, ClusterLb, LoadReporting, AGGREGATE_CLUSTER_TYPE_URL,
+    DEFAULT_CHOICE_COUNT, DEFAULT_MAX_REQUESTS, DEFAULT_MIN_RING_SIZE, MAX_RING_SIZE,
+};
+pub use endpoint::{
+    DropOverload, Endpoint, EndpointHealth, Endpoints, LocalityEndpoints, LocalityId, Priority,
+};
+pub use outlier_detection::outlier_detection_config;
 
 /// The four resource types of gRPC's xDS client, in the order a channel needs them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
