@@ -4,7 +4,9 @@
 //! priority's picker: READY → a weighted-random READY locality, then round_robin within it honouring the
 //! avoid hint; CONNECTING → queue; IDLE → queue and wake the policy; TRANSIENT_FAILURE → fail with the
 //! cluster's message. A cluster the picker does not know fails (UNAVAILABLE-style message), as a call
-//! without a cluster does.
+//! without a cluster does. Drops and the breaker apply whatever the priority's state (C-core's order; grpc-go
+//! applies drops only while the child is READY); a pick that does not end on a connection holds no claim.
+//! A limit of 0 drops every call.
 //!
 //! Randomness is a SplitMix64 sequence over an atomic seeded with the picker's `start`, so picks stay
 //! lock-free and tests are deterministic. Drops are [`PickResult::Drop`] (never retried, never queued). The

@@ -11,6 +11,7 @@
 //! Not here: the TRANSIENT_FAILURE picker over failed localities' own errors (the cluster fails with one
 //! message), and the 15-minute retention of removed localities (they go at once, as grpc-go).
 
+use std::collections::HashSet;
 use std::time::Instant;
 
 use grpc_base::Address;
@@ -18,14 +19,15 @@ use grpc_base::Address;
 use crate::cluster_picker::ReadyLocality;
 use crate::round_robin::effective_state;
 use crate::state::ConnectivityState;
-use crate::subchannel::Subchannels;
+use crate::subchannel::{SubchannelId, Subchannels};
 use crate::xds_config::PriorityConfig;
 
 struct Locality {
     name: String,
     weight: u32,
-    /// Without duplicates.
-    addresses: Vec<Address>,
+    /// Its endpoints with their subchannels, without duplicates. A subchannel lives as long as some
+    /// locality uses its address, so the ids stay valid while the locality exists.
+    backends: Vec<(SubchannelId, Address)>,
     /// The state the locality reported (sticky TRANSIENT_FAILURE).
     state: ConnectivityState,
 }
@@ -52,20 +54,19 @@ impl WeightedTarget {
                 .iter()
                 .position(|o| o.name == l.name)
                 .map_or(ConnectivityState::Connecting, |i| old.swap_remove(i).state);
-            let mut addresses: Vec<Address> = Vec::with_capacity(l.addresses.len());
+            let mut seen = HashSet::with_capacity(l.addresses.len());
+            let mut backends = Vec::with_capacity(l.addresses.len());
             for a in &l.addresses {
-                if !addresses.contains(a) {
-                    addresses.push(a.clone());
+                if seen.insert(a) {
+                    let id = subs.find(a).unwrap_or_else(|| subs.add(a.clone()));
+                    subs.connect(id, now);
+                    backends.push((id, a.clone()));
                 }
-            }
-            for a in &addresses {
-                let id = subs.find(a).unwrap_or_else(|| subs.add(a.clone()));
-                subs.connect(id, now);
             }
             self.localities.push(Locality {
                 name: l.name.clone(),
                 weight: l.weight.get(),
-                addresses,
+                backends,
                 state,
             });
         }
@@ -73,17 +74,16 @@ impl WeightedTarget {
 
     /// Every address of every locality.
     pub(crate) fn addresses(&self) -> impl Iterator<Item = &Address> {
-        self.localities.iter().flat_map(|l| l.addresses.iter())
+        self.localities
+            .iter()
+            .flat_map(|l| l.backends.iter().map(|(_, a)| a))
     }
 
     /// Recomputes the localities' states from their subchannels and returns the aggregate.
     pub(crate) fn refresh(&mut self, subs: &Subchannels) -> ConnectivityState {
         for l in &mut self.localities {
             let raw = ConnectivityState::aggregate(
-                l.addresses
-                    .iter()
-                    .filter_map(|a| subs.find(a))
-                    .map(|id| effective_state(subs, id)),
+                l.backends.iter().map(|(id, _)| effective_state(subs, *id)),
             );
             let sticky = l.state == ConnectivityState::TransientFailure
                 && matches!(raw, ConnectivityState::Connecting | ConnectivityState::Idle);
@@ -102,12 +102,10 @@ impl WeightedTarget {
             .map(|l| ReadyLocality {
                 weight: l.weight,
                 subchannels: l
-                    .addresses
+                    .backends
                     .iter()
-                    .filter_map(|a| subs.find(a))
-                    .filter(|id| subs.state(*id) == ConnectivityState::Ready)
-                    .map(|id| (id, subs.get(id).map(|s| s.addr.clone())))
-                    .filter_map(|(id, a)| a.map(|a| (id, a)))
+                    .filter(|(id, _)| subs.state(*id) == ConnectivityState::Ready)
+                    .cloned()
                     .collect(),
             })
             .filter(|l| !l.subchannels.is_empty())

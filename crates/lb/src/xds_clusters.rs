@@ -12,7 +12,9 @@
 //! that name it afterwards fail. A config update keeps the subchannel (and the connection) of every address
 //! still used anywhere, and a cluster's in-flight counter lives as long as the cluster (A32: a Cluster
 //! update does not reset it). Subchannels no existing child uses are removed (and disconnected) after each
-//! event. A failed or lost connection asks for re-resolution, as round_robin does.
+//! event. A failed or lost connection asks for re-resolution, as round_robin does. The message of a failed
+//! cluster names the cluster and priority and carries the policy's latest connection error (which may be
+//! another cluster's: errors are not kept per endpoint).
 //!
 //! Not here: client-side health checking (the overlay stays off for this policy), load reporting (LRS),
 //! and the channel's use of [`crate::CallGuard`] for the call's life.
