@@ -702,3 +702,29 @@ fn an_ejected_endpoint_takes_no_picks_in_any_cluster() {
     s.lb.uneject(&v4(2), s.now);
     assert_eq!(s.picker_shown(), "{a: READY [0,1], b: READY [1]}");
 }
+
+#[test]
+fn other_pickers_hand_out_no_guard_and_the_cluster_picker_lists_ready_addresses() {
+    let rr = Picker::new(
+        &PickerSpec::Ready(vec![(SubchannelId(4), v4(4))]),
+        |id| Some(id.0),
+        0,
+    );
+    assert_eq!(
+        rr.pick(&PickRequest::default()),
+        PickResult::Pick {
+            handle: 4,
+            addr: v4(4),
+            guard: None
+        }
+    );
+    let mut s = Sim::with(vec![
+        ("a", priorities(&[&[1, 2]])),
+        ("b", priorities(&[&[2, 3]])),
+    ]);
+    s.ready(1);
+    s.ready(2);
+    let mut ready = s.picker(0).ready_addresses();
+    ready.sort_by_key(|a| a.to_string());
+    assert_eq!(ready, [v4(2), v4(3)]);
+}
