@@ -460,6 +460,7 @@ fn timed_picks(picker: &grpc_lb::Picker<u32>, avoid: &[grpc_lb::Address]) -> f64
     let request = grpc_lb::PickRequest {
         method: paths::UNARY_CALL,
         avoid,
+        cluster: None,
     };
     let mut best = f64::MAX;
     for _ in 0..3 {

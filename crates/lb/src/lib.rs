@@ -10,23 +10,35 @@
 //! as `now` arguments and randomness through an injected `grpc_base::Rng`. This crate knows nothing of
 //! retries: it only honours the avoid hint of a [`PickRequest`]. Not here: the channel's event loop and
 //! connections (the `grpc-channel` crate), the subchannels and picker of outlier detection (which the channel
-//! builds around an [`OutlierDetector`]), weighted or xDS policies, the health Watch streams (the channel
-//! runs them).
+//! builds around an [`OutlierDetector`]), the health Watch streams (the channel runs them).
+//!
+//! For channels fed by xDS, [`PolicyConfig::XdsClusterManager`] is a third policy: per cluster
+//! ([`XdsClustersConfig`]), priorities (gRFC A56) of weighted localities (A28) whose endpoints are
+//! round_robin leaves, over one shared subchannel per address; its picker dispatches on the call's cluster
+//! ([`PickRequest::cluster`]) and applies EDS drops and circuit breaking (A32, [`CallGuard`]).
 
 mod backoff;
+mod cluster_picker;
 mod health;
 mod outlier_detection;
 mod pick_first;
 mod picker;
 mod policy;
+mod priority;
 mod round_robin;
 mod state;
 mod subchannel;
+mod weighted_target;
+mod xds_clusters;
+mod xds_config;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod xds_tests;
 
 pub use backoff::{BackoffConfig, ConnectionBackoff};
+pub use cluster_picker::{CallCounter, CallGuard, ClusterPick, ClusterPickerSpec, ReadyLocality};
 pub use grpc_base::Address;
 pub use health::{health_of_serving_status, Health, WatchEnd, WatchNext, WatchRetry};
 pub use outlier_detection::{
@@ -37,5 +49,10 @@ pub use outlier_detection::{
 pub use pick_first::{interleave_families, DEFAULT_ATTEMPT_DELAY};
 pub use picker::{PickRequest, PickResult, Picker, PickerSpec};
 pub use policy::{LbPolicy, PolicyConfig};
+pub use priority::{DEACTIVATION_RETENTION, FAILOVER_TIMEOUT};
 pub use state::ConnectivityState;
 pub use subchannel::{LbAction, SubchannelId};
+pub use xds_config::{
+    ClusterConfig, DropOverload, LocalityConfig, PriorityConfig, XdsClustersConfig,
+    DEFAULT_MAX_REQUESTS, MILLION,
+};

@@ -1,12 +1,17 @@
 //! Pickers: an immutable snapshot of where calls go, built by the control plane and swapped in whole, so a
 //! pick takes no lock the control plane holds. A pick may be asked to avoid addresses the call already used
 //! (its earlier attempts and hedges); round_robin honours that when another READY backend exists.
+//!
+//! The xDS cluster manager's picker ([`PickerSpec::Clusters`], built in `cluster_picker.rs`) dispatches on
+//! the call's cluster ([`PickRequest::cluster`]) and may drop calls ([`PickResult::Drop`]) or hand out an
+//! in-flight claim with the pick ([`PickResult::Pick::guard`], a [`CallGuard`]).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use grpc_base::Address;
 
+use crate::cluster_picker::{CallGuard, ClusterPickerSpec, ClustersPicker};
 use crate::subchannel::SubchannelId;
 
 /// What a policy wants picks to do (the channel turns it into a [`Picker`] with connection handles).
@@ -20,6 +25,9 @@ pub enum PickerSpec {
     Fail(String),
     /// Pick among these READY subchannels.
     Ready(Vec<(SubchannelId, Address)>),
+    /// The xDS cluster manager: what picks do for each cluster, by cluster name (the call's
+    /// [`PickRequest::cluster`] chooses).
+    Clusters(BTreeMap<String, ClusterPickerSpec>),
 }
 
 /// What a call wants from a pick.
@@ -29,6 +37,9 @@ pub struct PickRequest<'a> {
     pub method: &'a str,
     /// Addresses this call already used; prefer others.
     pub avoid: &'a [Address],
+    /// The xDS cluster the call's route chose (gRFC A28), fixed for all its attempts; only the xDS
+    /// cluster manager's picker looks at it (`None` elsewhere).
+    pub cluster: Option<&'a str>,
 }
 
 /// The result of a pick.
@@ -40,6 +51,10 @@ pub enum PickResult<T> {
         handle: T,
         /// Its address.
         addr: Address,
+        /// The call's claim on its cluster's in-flight count (xDS circuit breaking, gRFC A32): the caller
+        /// keeps it until the call ends, and dropping it releases the claim. `None` from every picker but
+        /// the xDS cluster manager's.
+        guard: Option<CallGuard>,
     },
     /// Wait for the next picker (and, if `exit_idle`, ask the policy to connect).
     Queue {
@@ -48,7 +63,9 @@ pub enum PickResult<T> {
     },
     /// Fail a fail-fast call (UNAVAILABLE) with this message; a wait-for-ready call queues instead.
     Fail(String),
-    /// Drop the call (never retried). No policy here drops, but the result exists for those that will.
+    /// Drop the call: fail it at once with UNAVAILABLE and this message, even if it is wait-for-ready, and
+    /// never retry it. The xDS cluster manager drops calls for its clusters' EDS `drop_overloads` and when a
+    /// cluster's circuit breaker is full (gRFC A32).
     Drop(String),
 }
 
@@ -56,13 +73,76 @@ enum Kind<T> {
     Idle,
     Queue,
     Fail(String),
-    Ready {
-        backends: Vec<(Address, T)>,
-        /// Each address's index in `backends`, so that a pick that avoids k addresses costs O(k²), not
-        /// O(n·k): hedges and retries cost the same with 3 backends or 1,000.
-        index: HashMap<Address, usize>,
-        next: AtomicUsize,
-    },
+    Ready(Rotation<T>),
+    Clusters(ClustersPicker<T>),
+}
+
+/// A rotation over READY backends that honours a call's avoid hint.
+pub(crate) struct Rotation<T> {
+    backends: Vec<(Address, T)>,
+    /// Each address's index in `backends`, so that a pick that avoids k addresses costs O(k²), not
+    /// O(n·k): hedges and retries cost the same with 3 backends or 1,000.
+    index: HashMap<Address, usize>,
+    next: AtomicUsize,
+}
+
+impl<T> Rotation<T> {
+    /// A rotation starting at index `start` (modulo the length); `None` without backends.
+    pub(crate) fn new(backends: Vec<(Address, T)>, start: usize) -> Option<Rotation<T>> {
+        if backends.is_empty() {
+            return None;
+        }
+        let start = start % backends.len();
+        let mut index = HashMap::with_capacity(backends.len());
+        for (i, (addr, _)) in backends.iter().enumerate() {
+            index.entry(addr.clone()).or_insert(i);
+        }
+        Some(Rotation {
+            backends,
+            index,
+            next: AtomicUsize::new(start),
+        })
+    }
+
+    /// The next backend, skipping those in `avoid` when another is there.
+    pub(crate) fn pick(&self, avoid: &[Address]) -> &(Address, T) {
+        let Rotation {
+            backends,
+            index,
+            next,
+        } = self;
+        let n = backends.len();
+        let turn = next.fetch_add(1, Ordering::Relaxed);
+        // Rotate over the backends the call has not used, so that they share its picks evenly
+        // (skipping to the next one after an avoided backend would give that one a double share):
+        // the r-th allowed backend is r plus the avoided indices at or before it.
+        let mut few = [0usize; FEW];
+        let mut many = Vec::new();
+        let avoided = match avoid {
+            [] => &[],
+            avoid => avoided_indices(avoid, index, &mut few, &mut many),
+        };
+        let allowed = n - avoided.len();
+        let chosen = if avoided.is_empty() || allowed == 0 {
+            turn % n
+        } else {
+            let mut r = turn % allowed;
+            for a in avoided {
+                if *a <= r {
+                    r += 1;
+                } else {
+                    break;
+                }
+            }
+            r
+        };
+        &backends[chosen]
+    }
+
+    /// The backends' addresses.
+    pub(crate) fn addresses(&self) -> impl Iterator<Item = &Address> {
+        self.backends.iter().map(|(a, _)| a)
+    }
 }
 
 /// An immutable picker.
@@ -87,20 +167,13 @@ impl<T: Clone> Picker<T> {
                     .iter()
                     .filter_map(|(id, addr)| handle(*id).map(|h| (addr.clone(), h)))
                     .collect();
-                if backends.is_empty() {
-                    Kind::Queue
-                } else {
-                    let start = start % backends.len();
-                    let mut index = HashMap::with_capacity(backends.len());
-                    for (i, (addr, _)) in backends.iter().enumerate() {
-                        index.entry(addr.clone()).or_insert(i);
-                    }
-                    Kind::Ready {
-                        backends,
-                        index,
-                        next: AtomicUsize::new(start),
-                    }
+                match Rotation::new(backends, start) {
+                    Some(rotation) => Kind::Ready(rotation),
+                    None => Kind::Queue,
                 }
+            }
+            PickerSpec::Clusters(clusters) => {
+                Kind::Clusters(ClustersPicker::new(clusters, &handle, start))
             }
         };
         Picker { kind }
@@ -112,49 +185,23 @@ impl<T: Clone> Picker<T> {
             Kind::Idle => PickResult::Queue { exit_idle: true },
             Kind::Queue => PickResult::Queue { exit_idle: false },
             Kind::Fail(m) => PickResult::Fail(m.clone()),
-            Kind::Ready {
-                backends,
-                index,
-                next,
-            } => {
-                let n = backends.len();
-                let turn = next.fetch_add(1, Ordering::Relaxed);
-                // Rotate over the backends the call has not used, so that they share its picks evenly
-                // (skipping to the next one after an avoided backend would give that one a double share):
-                // the r-th allowed backend is r plus the avoided indices at or before it.
-                let mut few = [0usize; FEW];
-                let mut many = Vec::new();
-                let avoided = match request.avoid {
-                    [] => &[],
-                    avoid => avoided_indices(avoid, index, &mut few, &mut many),
-                };
-                let allowed = n - avoided.len();
-                let chosen = if avoided.is_empty() || allowed == 0 {
-                    turn % n
-                } else {
-                    let mut r = turn % allowed;
-                    for a in avoided {
-                        if *a <= r {
-                            r += 1;
-                        } else {
-                            break;
-                        }
-                    }
-                    r
-                };
-                let (addr, handle) = &backends[chosen];
+            Kind::Ready(rotation) => {
+                let (addr, handle) = rotation.pick(request.avoid);
                 PickResult::Pick {
                     handle: handle.clone(),
                     addr: addr.clone(),
+                    guard: None,
                 }
             }
+            Kind::Clusters(clusters) => clusters.pick(request),
         }
     }
 
-    /// The READY addresses.
+    /// The READY addresses (of every cluster, for the xDS cluster manager's picker).
     pub fn ready_addresses(&self) -> Vec<Address> {
         match &self.kind {
-            Kind::Ready { backends, .. } => backends.iter().map(|(a, _)| a.clone()).collect(),
+            Kind::Ready(rotation) => rotation.addresses().cloned().collect(),
+            Kind::Clusters(clusters) => clusters.ready_addresses(),
             _ => Vec::new(),
         }
     }
@@ -216,6 +263,7 @@ mod tests {
         match p.pick(&PickRequest {
             method: "/a.B/C",
             avoid,
+            cluster: None,
         }) {
             PickResult::Pick { handle, .. } => handle,
             other => panic!("{other:?}"),

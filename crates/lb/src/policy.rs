@@ -11,6 +11,8 @@ use crate::pick_first::{PickFirst, DEFAULT_ATTEMPT_DELAY};
 use crate::round_robin::RoundRobin;
 use crate::state::ConnectivityState;
 use crate::subchannel::{LbAction, SubchannelId, Subchannels};
+use crate::xds_clusters::XdsClusters;
+use crate::xds_config::XdsClustersConfig;
 
 /// Which policy, with its configuration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,6 +24,9 @@ pub enum PolicyConfig {
     },
     /// round_robin.
     RoundRobin,
+    /// The xDS cluster manager (priorities of weighted localities per cluster, `xds_clusters.rs`): its
+    /// clusters and addresses come from [`LbPolicy::update_clusters`], not from address lists.
+    XdsClusterManager,
 }
 
 impl Default for PolicyConfig {
@@ -35,6 +40,7 @@ impl Default for PolicyConfig {
 enum Inner {
     PickFirst(PickFirst),
     RoundRobin(RoundRobin),
+    Xds(XdsClusters),
 }
 
 /// A load-balancing policy.
@@ -57,6 +63,7 @@ macro_rules! each {
         match &mut $self.inner {
             Inner::PickFirst($p) => $e,
             Inner::RoundRobin($p) => $e,
+            Inner::Xds($p) => $e,
         }
     };
 }
@@ -80,6 +87,7 @@ impl LbPolicy {
                 shuffle_address_list,
             } => Inner::PickFirst(PickFirst::new(subs, shuffle_address_list, attempt_delay)),
             PolicyConfig::RoundRobin => Inner::RoundRobin(RoundRobin::new(subs)),
+            PolicyConfig::XdsClusterManager => Inner::Xds(XdsClusters::new(subs)),
         };
         LbPolicy { config, inner }
     }
@@ -94,12 +102,27 @@ impl LbPolicy {
         match &self.inner {
             Inner::PickFirst(p) => p.state(),
             Inner::RoundRobin(p) => p.state(),
+            Inner::Xds(p) => p.state(),
         }
     }
 
-    /// A new address list from the resolver.
+    /// A new address list from the resolver (ignored by the xDS cluster manager, which takes
+    /// [`LbPolicy::update_clusters`]).
     pub fn update_addresses(&mut self, addresses: Vec<Address>, now: Instant) {
         each!(self, p => p.update(addresses, now))
+    }
+
+    /// A new cluster configuration for the xDS cluster manager: clusters, priorities, localities,
+    /// endpoints, drops and circuit-breaking limits. The subchannels (and connections) of addresses still
+    /// present stay. Returns false, doing nothing, if this policy is not the xDS cluster manager.
+    pub fn update_clusters(&mut self, config: XdsClustersConfig, now: Instant) -> bool {
+        match &mut self.inner {
+            Inner::Xds(p) => {
+                p.update_clusters(config, now);
+                true
+            }
+            Inner::PickFirst(_) | Inner::RoundRobin(_) => false,
+        }
     }
 
     /// A call found the policy IDLE: connect.
@@ -143,6 +166,7 @@ impl LbPolicy {
         match &self.inner {
             Inner::PickFirst(p) => p.subs.is_address_ejected(addr),
             Inner::RoundRobin(p) => p.subs.is_address_ejected(addr),
+            Inner::Xds(p) => p.subs.is_address_ejected(addr),
         }
     }
 
@@ -162,10 +186,10 @@ impl LbPolicy {
 
     /// Whether this policy health checks its subchannels, i.e. whether the channel should run a health
     /// Watch on each READY connection and report it with [`LbPolicy::set_health`]: round_robin with health
-    /// checking on; never pick_first.
+    /// checking on; never pick_first nor (not yet) the xDS cluster manager.
     pub fn health_checking(&self) -> bool {
         match &self.inner {
-            Inner::PickFirst(_) => false,
+            Inner::PickFirst(_) | Inner::Xds(_) => false,
             Inner::RoundRobin(p) => p.subs.health_checking,
         }
     }
@@ -188,6 +212,7 @@ impl LbPolicy {
         match &self.inner {
             Inner::PickFirst(p) => p.subs.health(addr),
             Inner::RoundRobin(p) => p.subs.health(addr),
+            Inner::Xds(p) => p.subs.health(addr),
         }
     }
 
@@ -196,6 +221,7 @@ impl LbPolicy {
         match &self.inner {
             Inner::PickFirst(p) => p.poll_timeout(),
             Inner::RoundRobin(p) => p.poll_timeout(),
+            Inner::Xds(p) => p.poll_timeout(),
         }
     }
 
@@ -216,6 +242,7 @@ impl LbPolicy {
         match &self.inner {
             Inner::PickFirst(p) => p.subs.state(id),
             Inner::RoundRobin(p) => p.subs.state(id),
+            Inner::Xds(p) => p.subs.state(id),
         }
     }
 
@@ -224,6 +251,7 @@ impl LbPolicy {
         let subs = match &self.inner {
             Inner::PickFirst(p) => &p.subs,
             Inner::RoundRobin(p) => &p.subs,
+            Inner::Xds(p) => &p.subs,
         };
         subs.iter()
             .map(|s| (s.id, s.addr.clone(), s.state))

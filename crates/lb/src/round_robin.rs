@@ -43,12 +43,7 @@ impl RoundRobin {
     /// The state a backend counts as: the overlays (ejection, health) of `Subchannels::state`, and
     /// TRANSIENT_FAILURE while it reconnects after a failure.
     fn effective(&self, id: SubchannelId) -> ConnectivityState {
-        match self.subs.get(id) {
-            Some(s) if s.failed_since_ready && s.state != ConnectivityState::Ready => {
-                ConnectivityState::TransientFailure
-            }
-            _ => self.subs.state(id),
-        }
+        effective_state(&self.subs, id)
     }
 
     fn recompute(&mut self) {
@@ -153,5 +148,17 @@ impl RoundRobin {
             }
         }
         self.recompute();
+    }
+}
+
+/// The state a round_robin backend counts as in the aggregate: the overlays (ejection, health) of
+/// `Subchannels::state`, and TRANSIENT_FAILURE while it reconnects after a failure. The xDS localities use
+/// the same rule.
+pub(crate) fn effective_state(subs: &Subchannels, id: SubchannelId) -> ConnectivityState {
+    match subs.get(id) {
+        Some(s) if s.failed_since_ready && s.state != ConnectivityState::Ready => {
+            ConnectivityState::TransientFailure
+        }
+        _ => subs.state(id),
     }
 }

@@ -52,7 +52,9 @@ impl Sim {
                         format!("READY [{}]", ids.join(","))
                     }
                     PickerSpec::Fail(_) => format!("{state:?}"),
-                    PickerSpec::Queue | PickerSpec::Idle => format!("{state:?}"),
+                    PickerSpec::Queue | PickerSpec::Idle | PickerSpec::Clusters(_) => {
+                        format!("{state:?}")
+                    }
                 },
             })
             .collect()

@@ -296,10 +296,16 @@ impl ControlPlane {
             if published.state == ConnectivityState::Shutdown {
                 return None;
             }
-            published.picker.pick(&PickRequest { method, avoid })
+            published.picker.pick(&PickRequest {
+                method,
+                avoid,
+                cluster: None,
+            })
         };
         match picked {
-            PickResult::Pick { mut handle, addr } => match handle.conn.poll_ready(cx) {
+            PickResult::Pick {
+                mut handle, addr, ..
+            } => match handle.conn.poll_ready(cx) {
                 Poll::Ready(Ok(())) => Some(Picked {
                     conn: handle.conn,
                     addr,
@@ -351,8 +357,12 @@ impl ControlPlane {
                     "the channel is shut down",
                 )));
             }
-            match published.picker.pick(&PickRequest { method, avoid }) {
-                PickResult::Pick { handle, addr } => match handle.conn.ready().await {
+            match published.picker.pick(&PickRequest {
+                method,
+                avoid,
+                cluster: None,
+            }) {
+                PickResult::Pick { handle, addr, .. } => match handle.conn.ready().await {
                     Ok(conn) => {
                         return Ok(Picked {
                             conn,
