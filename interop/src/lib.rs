@@ -19,4 +19,6 @@ mod test_h2;
 pub mod tinyproxy;
 pub mod tls;
 #[cfg(feature = "xds-server")]
+pub mod xds_resources;
+#[cfg(feature = "xds-server")]
 pub mod xds_server;

@@ -48,6 +48,8 @@ struct Shared {
     state: Mutex<State>,
     /// Bumped on every change, so streams re-check what to send.
     changes: watch::Sender<u64>,
+    /// Bumped by [`ManagementServer::stop`]: open streams end.
+    stops: watch::Sender<u64>,
 }
 
 /// A running management server (see the module docs).
@@ -70,9 +72,11 @@ impl ManagementServer {
     /// Starts a server on a free loopback port.
     pub async fn start() -> std::io::Result<ManagementServer> {
         let (changes, _) = watch::channel(0);
+        let (stops, _) = watch::channel(0);
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
             changes,
+            stops,
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
@@ -162,6 +166,7 @@ impl ManagementServer {
 
     /// Stops serving: open streams end and the port is closed.
     pub async fn stop(&mut self) {
+        self.shared.stops.send_modify(|s| *s += 1);
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
@@ -221,6 +226,7 @@ impl AggregatedDiscoveryService for Ads {
         tokio::spawn(async move {
             let mut subs: BTreeMap<String, Subscription> = BTreeMap::new();
             let mut changes = shared.changes.subscribe();
+            let mut stops = shared.stops.subscribe();
             let mut nonce = 0u64;
             loop {
                 tokio::select! {
@@ -247,6 +253,10 @@ impl AggregatedDiscoveryService for Ads {
                         if changed.is_err() {
                             return;
                         }
+                    }
+                    _ = stops.changed() => {
+                        let _ = tx.send(Err(tonic::Status::unavailable("the management server stopped"))).await;
+                        return;
                     }
                 }
                 // Send what is due.

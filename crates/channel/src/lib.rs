@@ -109,6 +109,8 @@ pub mod timeout;
 mod tls;
 #[cfg(feature = "tower")]
 pub mod tower;
+#[cfg(feature = "xds")]
+mod xds;
 
 pub use builder::ChannelBuilder;
 pub use call::{RequestSender, Streaming};

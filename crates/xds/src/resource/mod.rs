@@ -12,10 +12,12 @@
 use envoy_types::pb::google::protobuf::Any;
 use prost::Message;
 
+mod any;
 mod cluster;
 mod endpoint;
 mod outlier_detection;
 
+pub use any::{decode, Resource};
 pub use cluster::{
     Cluster, ClusterKind, ClusterLb, LoadReporting, AGGREGATE_CLUSTER_TYPE_URL,
     DEFAULT_CHOICE_COUNT, DEFAULT_MAX_REQUESTS, DEFAULT_MIN_RING_SIZE, MAX_RING_SIZE,

@@ -1,0 +1,325 @@
+//! The ADS stream to one xDS management server (gRFC A27), shared by every channel of the process that
+//! names the same server and node in its bootstrap. A task runs grpc-xds's sans-IO [`XdsClient`] over this
+//! crate's own [`Channel`] to the server (with its connection backoff, keepalive and TLS): it opens
+//! `StreamAggregatedResources` once the channel is READY, hands each response's resources to
+//! [`grpc_xds::resource::decode`], sends the ACKs, NACKs and subscription changes the client asks for,
+//! and fires the does-not-exist timers. A stream that could not start (the server unreachable) counts as
+//! one that ended before any response: every watcher gets the error and the next try waits for the
+//! backoff.
+//!
+//! Watchers ([`ResourceWatch`]) see the latest state of their resource in a one-value slot, so a control
+//! plane flooding updates costs one slot per watch, never a queue. The task ends when the last
+//! [`AdsClient`] handle is dropped. Not here: fallback to the bootstrap's next server (A71), xDS
+//! credentials (the channel credentials are `insecure` or TLS with the platform roots).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+
+use envoy_types::pb::envoy::config::core::v3 as core;
+use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
+use grpc_retry::SplitMix64;
+use grpc_xds::resource::{decode, Resource, ResourceType};
+use grpc_xds::{
+    discovery_request, node_proto, Bootstrap, ChannelCreds, UserAgent, WatchEvent, WatchId,
+    XdsClient, XdsServer,
+};
+use parking_lot::Mutex;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+use crate::call::{RequestSender, Streaming};
+use crate::channel::Channel;
+use crate::request::Request;
+use crate::status::Status;
+use crate::tls::TlsConfig;
+
+/// The ADS method.
+const ADS_PATH: &str =
+    "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources";
+
+/// What a watcher knows of its resource.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct WatchState {
+    /// The value in use, if any.
+    pub(crate) value: Option<Arc<Resource>>,
+    /// The last error (ambient while `value` is set).
+    pub(crate) error: Option<String>,
+    /// The resource does not exist.
+    pub(crate) does_not_exist: bool,
+}
+
+enum Command {
+    Watch {
+        key: u64,
+        resource_type: ResourceType,
+        name: String,
+        slot: watch::Sender<WatchState>,
+    },
+    Unwatch(u64),
+}
+
+/// A handle on the shared ADS stream to one server.
+pub(crate) struct AdsClient {
+    commands: mpsc::UnboundedSender<Command>,
+    next_key: Mutex<u64>,
+}
+
+/// One watch of a resource; dropping it unwatches.
+pub(crate) struct ResourceWatch {
+    key: u64,
+    commands: mpsc::UnboundedSender<Command>,
+    state: watch::Receiver<WatchState>,
+}
+
+impl ResourceWatch {
+    /// The state now.
+    pub(crate) fn state(&self) -> WatchState {
+        self.state.borrow().clone()
+    }
+
+    /// Waits for the state to change; `false` once the ADS task is gone.
+    pub(crate) async fn changed(&mut self) -> bool {
+        self.state.changed().await.is_ok()
+    }
+}
+
+impl Drop for ResourceWatch {
+    fn drop(&mut self) {
+        let _ = self.commands.send(Command::Unwatch(self.key));
+    }
+}
+
+type Registry = Mutex<Vec<(String, Weak<AdsClient>)>>;
+
+fn registry() -> &'static Registry {
+    static REGISTRY: std::sync::OnceLock<Registry> = std::sync::OnceLock::new();
+    REGISTRY.get_or_init(Registry::default)
+}
+
+impl AdsClient {
+    /// The ADS stream to the bootstrap's (first) server, shared with every other channel of the process
+    /// using the same server and node; started here if none runs. Must be called inside a tokio runtime.
+    pub(crate) fn shared(bootstrap: &Bootstrap) -> Result<Arc<AdsClient>, Status> {
+        let server = bootstrap
+            .xds_servers
+            .first()
+            .ok_or_else(|| Status::unavailable("the xDS bootstrap names no server"))?;
+        let key = format!("{server:?} {:?}", bootstrap.node);
+        let mut registry = registry().lock();
+        registry.retain(|(_, weak)| weak.strong_count() > 0);
+        if let Some(client) = registry
+            .iter()
+            .find(|(k, _)| *k == key)
+            .and_then(|(_, w)| w.upgrade())
+        {
+            return Ok(client);
+        }
+        let channel = server_channel(server)?;
+        let node = node_proto(
+            &bootstrap.node,
+            &UserAgent {
+                name: "grpc-rust-channel".to_owned(),
+                version: env!("CARGO_PKG_VERSION").to_owned(),
+            },
+        );
+        let (commands, receiver) = mpsc::unbounded_channel();
+        let client = Arc::new(AdsClient {
+            commands,
+            next_key: Mutex::new(0),
+        });
+        tokio::spawn(run(server.clone(), channel, node, receiver));
+        registry.push((key, Arc::downgrade(&client)));
+        Ok(client)
+    }
+
+    /// Watches `name` of `resource_type`.
+    pub(crate) fn watch(&self, resource_type: ResourceType, name: &str) -> ResourceWatch {
+        let key = {
+            let mut next = self.next_key.lock();
+            *next += 1;
+            *next
+        };
+        let (slot, state) = watch::channel(WatchState::default());
+        let _ = self.commands.send(Command::Watch {
+            key,
+            resource_type,
+            name: name.to_owned(),
+            slot,
+        });
+        ResourceWatch {
+            key,
+            commands: self.commands.clone(),
+            state,
+        }
+    }
+}
+
+/// The channel to the management server, per its credentials.
+fn server_channel(server: &XdsServer) -> Result<Channel, Status> {
+    let mut builder = Channel::builder(server.server_uri.clone()).service_config_lookup(false);
+    if let ChannelCreds::Tls(_) = server.channel_creds {
+        builder = builder.tls(TlsConfig::new());
+    }
+    builder.build().map_err(|e| {
+        Status::unavailable(format!(
+            "cannot reach the xDS server {:?}: {e}",
+            server.server_uri
+        ))
+    })
+}
+
+type Stream = (
+    RequestSender<DiscoveryRequest>,
+    Streaming<DiscoveryResponse>,
+);
+
+/// The task: the sans-IO client driven over one stream at a time.
+async fn run(
+    server: XdsServer,
+    channel: Channel,
+    node: core::Node,
+    mut commands: mpsc::UnboundedReceiver<Command>,
+) {
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0x5eed);
+    let mut client: XdsClient<Resource> = XdsClient::new(
+        server.server_features,
+        Instant::now().into_std(),
+        Box::new(SplitMix64::new(seed)),
+    );
+    let mut slots: HashMap<u64, (WatchId, watch::Sender<WatchState>)> = HashMap::new();
+    let mut keys: HashMap<WatchId, u64> = HashMap::new();
+    let mut stream: Option<Stream> = None;
+    loop {
+        let now = Instant::now().into_std();
+        if let Some((sender, _)) = &mut stream {
+            let mut failed = None;
+            while let Some(request) = client.poll_request(now) {
+                if let Err(status) = sender.send(discovery_request(&request, &node)).await {
+                    failed = Some(status);
+                    break;
+                }
+            }
+            if let Some(status) = failed {
+                client.stream_ended(now, &status.to_string());
+                stream = None;
+            }
+        }
+        while let Some((id, event)) = client.poll_event() {
+            if let Some((_, slot)) = keys.get(&id).and_then(|k| slots.get(k)) {
+                slot.send_modify(|state| apply(state, event));
+            }
+        }
+        let timer = client.poll_timeout().map(Instant::from_std);
+        let next_start = match stream {
+            Some(_) => None,
+            None => client.next_stream_start().map(Instant::from_std),
+        };
+        tokio::select! {
+            command = commands.recv() => match command {
+                None => return,
+                Some(Command::Watch { key, resource_type, name, slot }) => {
+                    let id = client.watch(resource_type, &name);
+                    keys.insert(id, key);
+                    slots.insert(key, (id, slot));
+                }
+                Some(Command::Unwatch(key)) => {
+                    if let Some((id, _)) = slots.remove(&key) {
+                        keys.remove(&id);
+                        client.unwatch(id);
+                    }
+                }
+            },
+            response = next_response(&mut stream), if stream.is_some() => {
+                let now = Instant::now().into_std();
+                match response {
+                    Ok(Some(response)) => handle_response(&mut client, response),
+                    Ok(None) => {
+                        client.stream_ended(now, "the server ended the stream");
+                        stream = None;
+                    }
+                    Err(status) => {
+                        client.stream_ended(now, &status.to_string());
+                        stream = None;
+                    }
+                }
+            }
+            () = sleep_until(timer), if timer.is_some() => {
+                client.handle_timeout(Instant::now().into_std());
+            }
+            () = sleep_until(next_start), if next_start.is_some() && !slots.is_empty() => {
+                stream = open(&channel, &mut client).await;
+            }
+        }
+    }
+}
+
+/// Opens a stream once the channel is READY; a failure counts as a stream that ended before any
+/// response.
+async fn open(channel: &Channel, client: &mut XdsClient<Resource>) -> Option<Stream> {
+    let opened = match channel.ready().await {
+        Ok(()) => channel.streaming(ADS_PATH, Request::new(())).await,
+        Err(status) => Err(status),
+    };
+    let now = Instant::now().into_std();
+    client.stream_started(now);
+    match opened {
+        Ok(stream) => Some(stream),
+        Err(status) => {
+            client.stream_ended(now, &status.to_string());
+            None
+        }
+    }
+}
+
+async fn next_response(stream: &mut Option<Stream>) -> Result<Option<DiscoveryResponse>, Status> {
+    match stream {
+        Some((_, receiver)) => receiver.message().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn handle_response(client: &mut XdsClient<Resource>, response: DiscoveryResponse) {
+    let decoded = match ResourceType::from_type_url(&response.type_url) {
+        Some(resource_type) => response
+            .resources
+            .iter()
+            .map(|any| decode(resource_type, any))
+            .collect(),
+        None => Vec::new(),
+    };
+    client.handle_response(
+        &response.type_url,
+        &response.version_info,
+        &response.nonce,
+        decoded,
+    );
+}
+
+fn apply(state: &mut WatchState, event: WatchEvent<Resource>) {
+    match event {
+        WatchEvent::Changed(value) => {
+            state.value = Some(value);
+            state.error = None;
+            state.does_not_exist = false;
+        }
+        WatchEvent::DoesNotExist => {
+            state.value = None;
+            state.does_not_exist = true;
+        }
+        WatchEvent::Error(e) => {
+            state.value = None;
+            state.error = Some(e);
+        }
+        WatchEvent::AmbientError(e) => state.error = Some(e),
+    }
+}

@@ -1,0 +1,56 @@
+//! Any resource of a response, decoded by its type: [`Resource`] and [`decode`], which reads the name even
+//! of an invalid resource where it can, so the client can tell its watchers (A46).
+
+use envoy_types::pb::envoy::config::cluster::v3 as cds;
+use envoy_types::pb::envoy::config::endpoint::v3 as eds;
+use envoy_types::pb::google::protobuf::Any;
+
+use super::{decode_any, Cluster, Endpoints, ResourceType};
+use crate::client::Decoded;
+
+/// A valid resource of any of the four types.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Resource {
+    /// A Cluster (CDS).
+    Cluster(Cluster),
+    /// A ClusterLoadAssignment (EDS).
+    Endpoints(Endpoints),
+}
+
+/// Decodes and validates one resource of a `resource_type` response.
+pub fn decode(resource_type: ResourceType, any: &Any) -> Decoded<Resource> {
+    fn invalid(name: Option<String>, e: impl std::fmt::Display) -> Decoded<Resource> {
+        Decoded::Invalid {
+            name: name.filter(|n| !n.is_empty()),
+            reason: e.to_string(),
+        }
+    }
+    match resource_type {
+        ResourceType::Cluster => match decode_any::<cds::Cluster>(any, resource_type) {
+            Err(e) => invalid(None, e),
+            Ok(proto) => match Cluster::from_proto(&proto) {
+                Ok(c) => Decoded::Valid {
+                    name: c.name.clone(),
+                    value: Resource::Cluster(c),
+                },
+                Err(e) => invalid(Some(proto.name), e),
+            },
+        },
+        ResourceType::ClusterLoadAssignment => {
+            match decode_any::<eds::ClusterLoadAssignment>(any, resource_type) {
+                Err(e) => invalid(None, e),
+                Ok(proto) => match Endpoints::from_proto(&proto) {
+                    Ok(e) => Decoded::Valid {
+                        name: e.cluster_name.clone(),
+                        value: Resource::Endpoints(e),
+                    },
+                    Err(e) => invalid(Some(proto.cluster_name), e),
+                },
+            }
+        }
+        ResourceType::Listener | ResourceType::RouteConfiguration => invalid(
+            None,
+            "listeners and route configurations are not decoded yet",
+        ),
+    }
+}
