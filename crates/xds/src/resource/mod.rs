@@ -5,11 +5,30 @@
 //! (A46). Fields the client does not act on are ignored on purpose.
 //!
 //! This module holds what every resource type shares: the four types and their URLs, and the decoding of
-//! a response's `Any` (unwrapping `envoy.service.discovery.v3.Resource`). Not here: the cache, watchers and
-//! timers, and the ADS stream.
+//! a response's `Any` (unwrapping `envoy.service.discovery.v3.Resource`). Its submodules parse the
+//! resources: `listener` (LDS, with `http_filter`) and `route` (RDS, with `matcher` and `retry`). Not here:
+//! the cache, watchers and timers, and the ADS stream.
 
 use envoy_types::pb::google::protobuf::Any;
 use prost::Message;
+
+pub(crate) mod duration;
+mod http_filter;
+mod listener;
+mod matcher;
+mod retry;
+mod route;
+#[cfg(test)]
+mod testing;
+
+pub use http_filter::{HttpFilter, HttpFilterKind};
+pub use listener::{parse_listener, parse_listener_any, Listener, RouteSource};
+pub use matcher::{HeaderMatch, HeaderMatcher, PathMatch, PathMatcher, SafeRegex, StringMatch};
+pub use retry::RetryPolicy;
+pub use route::{
+    parse_route_config, parse_route_config_any, ClusterWeight, HashPolicy, HashPolicyKind,
+    MaxStreamDuration, RegexRewrite, Route, RouteAction, RouteConfig, RouteMatcher, VirtualHost,
+};
 
 /// The four resource types of gRPC's xDS client, in the order a channel needs them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
