@@ -145,7 +145,8 @@ where
 }
 
 /// The cluster a route's action sends one call to (a weighted draw in [0, total): the first entry whose
-/// cumulative weight exceeds it), or `None` for a non-forwarding action.
+/// cumulative weight exceeds it), or `None` for a non-forwarding action (or an empty weighted list, which
+/// the parser never produces).
 pub fn choose_cluster<'a, R: Rng + ?Sized>(
     action: &'a RouteAction,
     rng: &mut R,

@@ -65,7 +65,7 @@ impl HttpFilterKind {
 }
 
 /// The message type a type URL names: the part after its last `/`.
-fn type_name(type_url: &str) -> &str {
+pub(crate) fn type_name(type_url: &str) -> &str {
     type_url.rsplit('/').next().unwrap_or(type_url)
 }
 

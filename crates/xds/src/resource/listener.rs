@@ -21,13 +21,13 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
 use envoy_types::pb::google::protobuf::Any;
 use prost::Message;
 
-use super::http_filter::{parse_http_filters, HttpFilter};
+use super::http_filter::{parse_http_filters, type_name, HttpFilter};
 use super::route::{parse_route_config, RouteConfig};
 use super::{decode_any, duration, ResourceError, ResourceType};
 
-/// The HttpConnectionManager's type URL.
-const HCM_TYPE_URL: &str =
-    "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager";
+/// The HttpConnectionManager's message type (a type URL names it after its last `/`).
+const HCM_TYPE: &str =
+    "envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager";
 
 /// A validated Listener.
 #[derive(Clone, Debug, PartialEq)]
@@ -83,7 +83,7 @@ pub fn parse_listener_any(any: &Any) -> Result<Listener, ResourceError> {
 type Hcm = (RouteSource, Option<Duration>, Vec<HttpFilter>);
 
 fn parse_hcm(any: &Any) -> Result<Hcm, ResourceError> {
-    if any.type_url != HCM_TYPE_URL {
+    if type_name(&any.type_url) != HCM_TYPE {
         return Err(ResourceError::new(
             "",
             format!("expected an HttpConnectionManager, got {:?}", any.type_url),

@@ -2,7 +2,10 @@
 //! and `HeaderMatcher`): each is parsed from its proto into a typed value that can only hold a valid
 //! matcher, and answers `matches` for one value. `safe_regex` is RE2 syntax (the `regex` crate, linear
 //! time) anchored to the whole value; `max_program_size` is ignored, but compiled programs are bounded so
-//! that a control plane cannot make the client hold large automata.
+//! that a control plane cannot make the client hold large automata. As in RE2, `\w`, `\d`, `\s` and
+//! the POSIX classes are ASCII, which also keeps programs small; regexes run on bytes, so `.` is one
+//! byte. gRPC paths and header values are ASCII, where this is RE2's behaviour exactly; Unicode classes
+//! (`\pL`) are not supported (a NACK).
 //!
 //! Not here: which header value a call shows (the header view of `routing`), runtime fractions, query
 //! parameters, and the route-level "route ignored" rules (all in `route`).
@@ -13,7 +16,7 @@ use envoy_types::pb::envoy::r#type::matcher::v3::string_matcher::MatchPattern;
 use envoy_types::pb::envoy::r#type::matcher::v3::{
     RegexMatcher, StringMatcher as ProtoStringMatcher,
 };
-use regex::{Regex, RegexBuilder};
+use regex::bytes::{Regex, RegexBuilder};
 
 use super::ResourceError;
 
@@ -37,6 +40,7 @@ impl SafeRegex {
     /// false.
     pub fn new(pattern: &str, case_sensitive: bool) -> Result<SafeRegex, String> {
         let regex = RegexBuilder::new(&format!("^(?:{pattern})$"))
+            .unicode(false)
             .case_insensitive(!case_sensitive)
             .size_limit(REGEX_SIZE_LIMIT)
             .dfa_size_limit(REGEX_SIZE_LIMIT)
@@ -56,7 +60,7 @@ impl SafeRegex {
 
     /// Whether the whole of `value` matches.
     pub fn matches(&self, value: &str) -> bool {
-        self.regex.is_match(value)
+        self.regex.is_match(value.as_bytes())
     }
 }
 
@@ -71,6 +75,7 @@ impl Eq for SafeRegex {}
 /// `pattern` compiled unanchored (for `regex_rewrite`, which replaces every match), with the same bounds.
 pub(crate) fn compile_unanchored(pattern: &str) -> Result<Regex, String> {
     RegexBuilder::new(pattern)
+        .unicode(false)
         .size_limit(REGEX_SIZE_LIMIT)
         .dfa_size_limit(REGEX_SIZE_LIMIT)
         .build()

@@ -180,7 +180,7 @@ pub enum HashPolicyKind {
 #[derive(Clone, Debug)]
 pub struct RegexRewrite {
     pattern: String,
-    regex: regex::Regex,
+    regex: regex::bytes::Regex,
     /// The substitution in the `regex` crate's syntax (RE2's `\1` written `${1}`).
     replacement: String,
 }
@@ -215,11 +215,13 @@ impl RegexRewrite {
         })
     }
 
-    /// `value` with every match replaced.
+    /// `value` with every match replaced (bytes that a replacement leaves as invalid UTF-8, which ASCII
+    /// header values never do, become U+FFFD).
     pub fn apply(&self, value: &str) -> String {
-        self.regex
-            .replace_all(value, self.replacement.as_str())
-            .into_owned()
+        let replaced = self
+            .regex
+            .replace_all(value.as_bytes(), self.replacement.as_bytes());
+        String::from_utf8_lossy(&replaced).into_owned()
     }
 }
 

@@ -145,7 +145,7 @@ fn the_name_and_the_api_listener_are_required() {
         "api_listener.api_listener"
     );
     let garbage = listener_with(Some(Any {
-        type_url: HCM_TYPE_URL.into(),
+        type_url: format!("type.googleapis.com/{HCM_TYPE}"),
         value: vec![0xff],
     }));
     assert!(parse_listener(&garbage).is_err());

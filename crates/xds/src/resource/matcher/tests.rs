@@ -46,6 +46,19 @@ fn safe_regex_matches_the_whole_value() {
 }
 
 #[test]
+fn perl_and_posix_classes_are_ascii_as_in_re2() {
+    let w = SafeRegex::new(r"\w{100}", true).expect("small enough to repeat");
+    assert!(w.matches(&"a_1".repeat(33).chars().chain(['Z']).collect::<String>()));
+    assert!(!SafeRegex::new(r"\w", true).expect("compiles").matches("é"));
+    let mixed = SafeRegex::new(r"\d{20}-[[:alpha:]]+\s", true).expect("compiles");
+    assert!(mixed.matches("01234567890123456789-ab "));
+    assert!(SafeRegex::new(r"a.b", true)
+        .expect("compiles")
+        .matches("a-b"));
+    assert!(SafeRegex::new(r"\pL", true).is_err(), "no Unicode classes");
+}
+
+#[test]
 fn string_matchers_with_and_without_case() {
     let m = |p, ic| parse_string_matcher(&string_matcher(p, ic)).expect("valid");
     let exact = m(MatchPattern::Exact("Foo".into()), false);
