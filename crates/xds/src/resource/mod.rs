@@ -19,7 +19,7 @@ mod matcher;
 mod retry;
 mod route;
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
 
 pub use http_filter::{HttpFilter, HttpFilterKind};
 pub use listener::{parse_listener, parse_listener_any, Listener, RouteSource};

@@ -63,6 +63,18 @@ pub struct RouteConfig {
     pub virtual_hosts: Vec<VirtualHost>,
 }
 
+impl RouteConfig {
+    /// The virtual host that serves `authority` (A28, see [`crate::choose_virtual_host`]), or `None`
+    /// (the channel then fails calls UNAVAILABLE).
+    pub fn virtual_host(&self, authority: &str) -> Option<&VirtualHost> {
+        let domains = self
+            .virtual_hosts
+            .iter()
+            .map(|vh| vh.domains.iter().map(String::as_str));
+        crate::choose_virtual_host(domains, authority).and_then(|i| self.virtual_hosts.get(i))
+    }
+}
+
 /// A virtual host: the domains it serves and its routes.
 #[derive(Clone, Debug, PartialEq)]
 pub struct VirtualHost {

@@ -1,6 +1,6 @@
 use super::*;
 use crate::resource::duration::to_proto;
-use crate::resource::parse_route_config;
+use crate::resource::{parse_route_config, RouteConfig};
 use envoy_types::pb::envoy::config::core::v3::RuntimeFractionalPercent;
 use envoy_types::pb::envoy::config::route::v3::header_matcher::HeaderMatchSpecifier;
 use envoy_types::pb::envoy::config::route::v3::route::Action;
@@ -411,4 +411,56 @@ fn the_slice_header_view() {
         call_header(&h[..], "content-type").as_deref(),
         Some("application/grpc")
     );
+}
+
+#[test]
+fn from_a_listener_to_a_routed_call() {
+    use crate::resource::testing::{any, router};
+    use crate::resource::{parse_listener_any, RouteSource};
+    use envoy_types::pb::envoy::config::listener::v3::{ApiListener, Listener};
+    use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
+        http_connection_manager::RouteSpecifier, HttpConnectionManager,
+    };
+    let host = |domain: &str, cluster: &str| ProtoVirtualHost {
+        domains: vec![domain.into()],
+        routes: vec![route(prefix(""), to_cluster(cluster))],
+        ..Default::default()
+    };
+    let hcm = HttpConnectionManager {
+        route_specifier: Some(RouteSpecifier::RouteConfig(RouteConfiguration {
+            virtual_hosts: vec![host("*", "fallback"), host("svc.example.com:443", "svc")],
+            ..Default::default()
+        })),
+        http_filters: vec![router()],
+        ..Default::default()
+    };
+    let listener = Listener {
+        name: "svc.example.com:443".into(),
+        api_listener: Some(ApiListener {
+            api_listener: Some(any(&hcm)),
+        }),
+        ..Default::default()
+    };
+    let parsed = parse_listener_any(&any(&listener)).expect("valid");
+    let RouteSource::Inline(rc) = &parsed.route_source else {
+        panic!("inline routes");
+    };
+    let go = |authority| {
+        let vh = rc.virtual_host(authority).expect("a host");
+        cluster_of(route_call(
+            vh,
+            "/S/M",
+            NO_HEADERS,
+            parsed.max_stream_duration,
+            &mut no_draws(),
+        ))
+        .map(|c| c.0.to_owned())
+    };
+    assert_eq!(go("SVC.example.com:443").as_deref(), Some("svc"));
+    assert_eq!(go("other:443").as_deref(), Some("fallback"));
+    let no_wildcard = RouteConfig {
+        name: String::new(),
+        virtual_hosts: vec![],
+    };
+    assert!(no_wildcard.virtual_host("x").is_none());
 }
