@@ -441,7 +441,11 @@ fn prefix_can_match(prefix: &str) -> bool {
         return false;
     };
     let parts: Vec<&str> = rest.splitn(3, '/').collect();
-    !(parts.len() > 2 || parts.len() == 2 && parts[0].is_empty())
+    match parts.as_slice() {
+        [service, _] => !service.is_empty(),
+        [_] => true,
+        _ => false,
+    }
 }
 
 /// Whether `path` has the form `/service/method` with both parts non-empty.
@@ -450,7 +454,7 @@ fn path_can_match(path: &str) -> bool {
         return false;
     };
     let parts: Vec<&str> = rest.splitn(3, '/').collect();
-    parts.len() == 2 && !parts[0].is_empty() && !parts[1].is_empty()
+    matches!(parts.as_slice(), [service, method] if !service.is_empty() && !method.is_empty())
 }
 
 /// The route's destination, or `None` when the route is to be ignored.
