@@ -1,23 +1,30 @@
 //! Sans-IO pieces of an xDS client for gRPC (gRFC A27 and its successors), for `grpc-channel`'s
-//! `xds:///` targets. So far: the bootstrap ([`Bootstrap`], gRFC A27 with A47's authorities and A71's
-//! server list), read from `GRPC_XDS_BOOTSTRAP` (a file) or `GRPC_XDS_BOOTSTRAP_CONFIG` (the JSON) or given
-//! by the application, validated with errors that name the field; and the request side of an ADS stream
-//! ([`AdsState`]: versions, nonces, ACK and NACK, subscriptions across stream restarts); A28's virtual
-//! host choice ([`choose_virtual_host`]); and, in [`resource`], the CDS and EDS resources decoded and
-//! validated ([`Cluster`] with A32's circuit breaker, A37's aggregate clusters, A42's ring hash,
-//! A48's least request and A50's outlier detection as a `grpc_lb::OutlierDetectionConfig`;
-//! [`Endpoints`] with priorities, weighted localities, A61's additional addresses and drops).
+//! `xds:///` targets:
 //!
-//! The client's state per management server is [`XdsClient`]: watches, the cache, A46's partial NACKs,
-//! deletions (A53, A88), A57's does-not-exist timers and stream restarts with backoff.
+//! - the bootstrap ([`Bootstrap`], gRFC A27 with A47's authorities and A71's server list), read from
+//!   `GRPC_XDS_BOOTSTRAP` (a file) or `GRPC_XDS_BOOTSTRAP_CONFIG` (the JSON) or given by the application,
+//!   validated with errors that name the field;
+//! - the request side of an ADS stream ([`AdsState`]: versions, nonces, ACK and NACK, subscriptions
+//!   across stream restarts) and its `DiscoveryRequest` ([`discovery_request`], with the node);
+//! - the client's state per management server ([`XdsClient`]: watches, the cache, A46's partial NACKs,
+//!   deletions per A53 and A88, A57's does-not-exist timers, stream restarts with backoff);
+//! - the resources, validated with NACK reasons that name the field and turned into typed values holding
+//!   what the client acts on ([`resource`]: Listener and RouteConfiguration per A28, A31, A39, A41, A42,
+//!   A44, A63; Cluster per A32, A37, A42, A48, A50; ClusterLoadAssignment with priorities, weighted
+//!   localities, A61's additional addresses and drops);
+//! - A28's virtual host choice ([`choose_virtual_host`]) and per-call routing in the chosen host
+//!   ([`route_call`]: first matching route, weighted cluster choice, A31's deadline cap
+//!   [`capped_deadline`]).
 //!
-//! Not yet: LDS and RDS parsing, routing; the stream's I/O lives in grpc-channel.
+//! The stream's I/O, the resolver and the channel's use of the cluster policies live in grpc-channel
+//! (feature `xds`); the cluster policies themselves in grpc-lb.
 
 mod ads;
 mod bootstrap;
 mod client;
 mod messages;
 pub mod resource;
+mod routing;
 mod vhost;
 
 pub use ads::{AdsState, Request, Verdict};
@@ -26,6 +33,10 @@ pub use messages::{discovery_request, node_proto, UserAgent, CLIENT_FEATURES};
 pub use resource::{
     Cluster, ClusterKind, ClusterLb, DropOverload, Endpoint, EndpointHealth, Endpoints,
     LoadReporting, LocalityEndpoints, LocalityId, Priority,
+};
+pub use routing::{
+    call_header, capped_deadline, choose_cluster, route_call, route_matches, HeaderView,
+    RouteOutcome, Routed,
 };
 pub use vhost::{choose_virtual_host, validate_domain};
 

@@ -3,14 +3,23 @@
 
 use envoy_types::pb::envoy::config::cluster::v3 as cds;
 use envoy_types::pb::envoy::config::endpoint::v3 as eds;
+use envoy_types::pb::envoy::config::listener::v3 as lds;
+use envoy_types::pb::envoy::config::route::v3 as rds;
 use envoy_types::pb::google::protobuf::Any;
 
-use super::{decode_any, Cluster, Endpoints, ResourceType};
+use super::{
+    decode_any, parse_listener, parse_route_config, Cluster, Endpoints, Listener, ResourceType,
+    RouteConfig,
+};
 use crate::client::Decoded;
 
 /// A valid resource of any of the four types.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Resource {
+    /// A Listener (LDS).
+    Listener(Listener),
+    /// A RouteConfiguration (RDS).
+    RouteConfiguration(RouteConfig),
     /// A Cluster (CDS).
     Cluster(Cluster),
     /// A ClusterLoadAssignment (EDS).
@@ -48,9 +57,27 @@ pub fn decode(resource_type: ResourceType, any: &Any) -> Decoded<Resource> {
                 },
             }
         }
-        ResourceType::Listener | ResourceType::RouteConfiguration => invalid(
-            None,
-            "listeners and route configurations are not decoded yet",
-        ),
+        ResourceType::Listener => match decode_any::<lds::Listener>(any, resource_type) {
+            Err(e) => invalid(None, e),
+            Ok(proto) => match parse_listener(&proto) {
+                Ok(l) => Decoded::Valid {
+                    name: l.name.clone(),
+                    value: Resource::Listener(l),
+                },
+                Err(e) => invalid(Some(proto.name), e),
+            },
+        },
+        ResourceType::RouteConfiguration => {
+            match decode_any::<rds::RouteConfiguration>(any, resource_type) {
+                Err(e) => invalid(None, e),
+                Ok(proto) => match parse_route_config(&proto) {
+                    Ok(r) => Decoded::Valid {
+                        name: r.name.clone(),
+                        value: Resource::RouteConfiguration(r),
+                    },
+                    Err(e) => invalid(Some(proto.name), e),
+                },
+            }
+        }
     }
 }

@@ -5,9 +5,10 @@
 //! (A46). Fields the client does not act on are ignored on purpose.
 //!
 //! This module holds what every resource type shares: the four types and their URLs, and the decoding of
-//! a response's `Any` (unwrapping `envoy.service.discovery.v3.Resource`). The resources so far: CDS
-//! ([`Cluster`], in `cluster.rs`, with A50's outlier detection mapping in `outlier_detection.rs`) and EDS
-//! ([`Endpoints`], in `endpoint.rs`). Not here: the cache, watchers and timers, and the ADS stream.
+//! a response's `Any` (unwrapping `envoy.service.discovery.v3.Resource`), and [`decode`], which turns any
+//! of them into a [`Resource`]. Its submodules parse the resources: `listener` (LDS, with `http_filter`),
+//! `route` (RDS, with `matcher` and `retry`), `cluster` (CDS, with A50's mapping in `outlier_detection`)
+//! and `endpoint` (EDS). Not here: the cache, watchers and timers, and the ADS stream.
 
 use envoy_types::pb::google::protobuf::Any;
 use prost::Message;
@@ -26,6 +27,24 @@ pub use endpoint::{
     DropOverload, Endpoint, EndpointHealth, Endpoints, LocalityEndpoints, LocalityId, Priority,
 };
 pub use outlier_detection::outlier_detection_config;
+
+pub(crate) mod duration;
+mod http_filter;
+mod listener;
+mod matcher;
+mod retry;
+mod route;
+#[cfg(test)]
+pub(crate) mod testing;
+
+pub use http_filter::{HttpFilter, HttpFilterKind};
+pub use listener::{parse_listener, parse_listener_any, Listener, RouteSource};
+pub use matcher::{HeaderMatch, HeaderMatcher, PathMatch, PathMatcher, SafeRegex, StringMatch};
+pub use retry::RetryPolicy;
+pub use route::{
+    parse_route_config, parse_route_config_any, ClusterWeight, HashPolicy, HashPolicyKind,
+    MaxStreamDuration, RegexRewrite, Route, RouteAction, RouteConfig, RouteMatcher, VirtualHost,
+};
 
 /// The four resource types of gRPC's xDS client, in the order a channel needs them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

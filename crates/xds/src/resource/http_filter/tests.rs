@@ -1,0 +1,155 @@
+use super::*;
+use crate::resource::testing::{any, any_of_type, filter, router, typed_struct};
+
+const FAULT: &str = "envoy.extensions.filters.http.fault.v3.HTTPFault";
+
+fn names(filters: &[HttpFilter]) -> Vec<&str> {
+    filters.iter().map(|f| f.name.as_str()).collect()
+}
+
+#[test]
+fn the_router_alone_is_a_valid_chain() {
+    let got = parse_http_filters(&[router()]).expect("valid");
+    assert_eq!(
+        got,
+        vec![HttpFilter {
+            name: "router".into(),
+            kind: HttpFilterKind::Router
+        }]
+    );
+}
+
+#[test]
+fn an_empty_list_is_nacked() {
+    let err = parse_http_filters(&[]).expect_err("empty");
+    assert_eq!(err.field, "http_filters");
+}
+
+#[test]
+fn names_must_be_non_empty_and_unique() {
+    let err = parse_http_filters(&[filter("", any_of_type(FAULT), true), router()])
+        .expect_err("empty name");
+    assert_eq!(err.field, "http_filters[0].name");
+    let err = parse_http_filters(&[filter("router", any_of_type(FAULT), true), router()])
+        .expect_err("duplicate, even of a dropped filter");
+    assert_eq!(err.field, "http_filters[1].name");
+}
+
+#[test]
+fn unknown_types_are_nacked_unless_optional() {
+    let err = parse_http_filters(&[filter("fault", any_of_type(FAULT), false), router()])
+        .expect_err("unknown");
+    assert_eq!(err.field, "http_filters[0].typed_config");
+    let got = parse_http_filters(&[filter("fault", any_of_type(FAULT), true), router()])
+        .expect("optional");
+    assert_eq!(
+        names(&got),
+        ["router"],
+        "the optional unknown filter is dropped"
+    );
+    let mut no_config = router();
+    no_config.name = "none".into();
+    no_config.config_type = None;
+    assert!(parse_http_filters(&[no_config.clone(), router()]).is_err());
+    no_config.is_optional = true;
+    assert!(parse_http_filters(&[no_config, router()]).is_ok());
+}
+
+#[test]
+fn typed_structs_stand_for_the_type_they_name() {
+    for package in ["udpa.type.v1", "xds.type.v3"] {
+        let got = parse_http_filters(&[filter("r", typed_struct(package, ROUTER), false)])
+            .expect("router");
+        assert_eq!(got[0].kind, HttpFilterKind::Router, "{package}");
+        let err = parse_http_filters(&[filter("f", typed_struct(package, FAULT), false), router()])
+            .expect_err("unknown inside the struct");
+        assert_eq!(err.field, "http_filters[0].typed_config");
+    }
+    let broken = Any {
+        type_url: "type.googleapis.com/xds.type.v3.TypedStruct".into(),
+        value: vec![0xff],
+    };
+    assert!(
+        parse_http_filters(&[filter("r", broken, true)]).is_err(),
+        "undecodable struct"
+    );
+}
+
+#[test]
+fn the_router_must_be_last() {
+    let err = parse_http_filters(&[router(), filter("fault", any_of_type(FAULT), true)])
+        .expect_err("terminal filter before another");
+    assert_eq!(err.field, "http_filters[0]");
+    let mut second = router();
+    second.name = "router2".into();
+    let err = parse_http_filters(&[router(), second]).expect_err("two terminal filters");
+    assert_eq!(err.field, "http_filters[0]");
+    let err =
+        parse_http_filters(&[filter("fault", any_of_type(FAULT), true)]).expect_err("no router");
+    assert_eq!(err.field, "http_filters");
+    let bad_router = Any {
+        type_url: format!("type.googleapis.com/{ROUTER}"),
+        value: vec![0xff],
+    };
+    assert!(parse_http_filters(&[filter("r", bad_router, false)]).is_err());
+}
+
+fn overrides(entries: &[(&str, Any)]) -> HashMap<String, Any> {
+    entries
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect()
+}
+
+fn wrapped(config: Option<Any>, is_optional: bool) -> Any {
+    any(&FilterConfig {
+        config,
+        is_optional,
+        disabled: false,
+    })
+}
+
+#[test]
+fn per_filter_overrides() {
+    assert_eq!(validate_filter_overrides(&HashMap::new()), Ok(()));
+    let err = validate_filter_overrides(&overrides(&[("fault", any_of_type(FAULT))]))
+        .expect_err("unknown");
+    assert_eq!(err.field, "typed_per_filter_config[\"fault\"]");
+    assert_eq!(
+        validate_filter_overrides(&overrides(&[(
+            "fault",
+            wrapped(Some(any_of_type(FAULT)), true)
+        )])),
+        Ok(()),
+        "an optional unknown override is ignored"
+    );
+    assert!(validate_filter_overrides(&overrides(&[(
+        "fault",
+        wrapped(Some(any_of_type(FAULT)), false)
+    )]))
+    .is_err());
+    assert!(
+        validate_filter_overrides(&overrides(&[("f", typed_struct("xds.type.v3", FAULT))]))
+            .is_err()
+    );
+    assert!(validate_filter_overrides(&overrides(&[(
+        "",
+        wrapped(Some(any_of_type(FAULT)), true)
+    )]))
+    .is_err());
+    assert!(validate_filter_overrides(&overrides(&[("router", any(&Router::default()))])).is_err());
+    assert!(validate_filter_overrides(&overrides(&[("f", wrapped(None, false))])).is_err());
+    assert_eq!(
+        validate_filter_overrides(&overrides(&[("f", wrapped(None, true))])),
+        Ok(())
+    );
+    let err = validate_filter_overrides(&overrides(&[
+        ("b", any_of_type(FAULT)),
+        ("a", any_of_type(FAULT)),
+    ]))
+    .expect_err("unknown");
+    assert_eq!(
+        err.field, "typed_per_filter_config[\"a\"]",
+        "keys in sorted order"
+    );
+}
