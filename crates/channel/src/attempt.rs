@@ -46,6 +46,8 @@ pub(crate) struct AttemptSetup {
     /// The application's metadata (custom headers), sent after the protocol's headers.
     pub(crate) metadata: HeaderMap,
     pub(crate) wait_for_ready: bool,
+    /// The cluster the call's route chose (xDS), for every attempt's pick.
+    pub(crate) cluster: Option<Arc<str>>,
     pub(crate) deadline: Option<Instant>,
     /// Hand each message to h2 whole instead of as flow control admits it: for calls whose request is
     /// complete before the first attempt (unary, server-streaming), which need no backpressure.
@@ -544,6 +546,7 @@ mod tests {
             accept: EncodingSet::gzip(),
             metadata,
             wait_for_ready: false,
+            cluster: None,
             deadline: None,
             eager: true,
             header_limit: 16 << 10,
@@ -586,6 +589,7 @@ mod tests {
             accept: EncodingSet::all(),
             metadata,
             wait_for_ready: false,
+            cluster: None,
             deadline: Some(Instant::now() + Duration::from_secs(5)),
             eager: true,
             header_limit: 16 << 10,

@@ -29,6 +29,7 @@ use crate::method_uris::MethodUris;
 use crate::request::{CallOptions, Request, Response};
 use crate::resolution::Resolution;
 use crate::retry_driver::Driver;
+use crate::routing::Routing;
 use crate::status::{Code, Status};
 use crate::telemetry::{CallTelemetry, ChannelStats, Telemetry};
 use crate::tls::TlsConnector;
@@ -215,7 +216,7 @@ impl Channel {
         if self.is_closed() {
             return Err(Status::unavailable("the channel is shut down"));
         }
-        match self.control().pick("", false, &[]).await {
+        match self.control().pick("", None, false, &[]).await {
             Ok(_) => Ok(()),
             Err(e) => Err(e.status),
         }
@@ -512,6 +513,7 @@ impl Channel {
             accept: prepared.accept,
             metadata: std::mem::take(&mut prepared.metadata),
             wait_for_ready: prepared.wait_for_ready,
+            cluster: prepared.cluster.clone(),
             deadline: prepared.deadline,
             eager,
             header_limit: self.header_limit(),
@@ -600,8 +602,10 @@ impl Channel {
         // What `Resolution::wait` would return at once, without the wait.
         match inner.resolution.ready(resolving.api_wait()) {
             Some(resolved) => {
-                let (_, config) = resolved?;
-                Ok(Settled::Ready(resolving.prepared(inner, path, config)))
+                let (_, config, routing) = resolved?;
+                Ok(Settled::Ready(
+                    resolving.prepared(inner, path, config, routing)?,
+                ))
             }
             None => Ok(Settled::Resolving(resolving)),
         }
@@ -624,8 +628,10 @@ impl Channel {
                 .await
                 .unwrap_or_else(|_| Err(Status::deadline_passed())),
         };
-        match resolved {
-            Ok((_, config)) => Ok((resolving.prepared(inner, path, config), telemetry)),
+        match resolved
+            .and_then(|(_, config, routing)| resolving.prepared(inner, path, config, routing))
+        {
+            Ok(prepared) => Ok((prepared, telemetry)),
             Err(status) => Err(telemetry.fail(status)),
         }
     }
@@ -688,8 +694,16 @@ impl Resolving {
         self.options.wait_for_ready.unwrap_or(false)
     }
 
-    /// The call, ready for its first attempt under `config`: its method config, limits and deadline.
-    fn prepared(self, inner: &Inner, path: &str, config: Arc<ServiceConfig>) -> Prepared {
+    /// The call, ready for its first attempt under `config`: its method config, limits and deadline. With
+    /// `routing` (xDS), its route chooses the cluster and the method config, and caps the deadline; a call
+    /// no route takes fails here.
+    fn prepared(
+        self,
+        inner: &Inner,
+        path: &str,
+        config: Arc<ServiceConfig>,
+        routing: Option<Arc<Routing>>,
+    ) -> Result<Prepared, Status> {
         let Resolving {
             uri,
             metadata,
@@ -697,7 +711,14 @@ impl Resolving {
             call_start,
             api_deadline,
         } = self;
-        let method = config.method_config(path).cloned();
+        let routed = match &routing {
+            Some(r) => Some(r.router.route(path, &metadata)?),
+            None => None,
+        };
+        let method = match &routed {
+            Some(r) => r.method.clone(),
+            None => config.method_config(path).cloned(),
+        };
         let (max_send, max_receive) = Limit::effective(
             method.as_deref(),
             (inner.max_send, inner.max_receive),
@@ -719,19 +740,26 @@ impl Resolving {
             inner.accept.union(options.accept)
         };
         let deadline = min_deadline(
-            api_deadline,
-            method
+            min_deadline(
+                api_deadline,
+                method
+                    .as_ref()
+                    .and_then(|m| m.timeout)
+                    .and_then(|t| call_start.checked_add(t)),
+            ),
+            routed
                 .as_ref()
-                .and_then(|m| m.timeout)
+                .and_then(|r| r.max_duration)
                 .and_then(|t| call_start.checked_add(t)),
         );
         let wait_for_ready = options
             .wait_for_ready
             .or(method.as_ref().and_then(|m| m.wait_for_ready))
             .unwrap_or(false);
-        Prepared {
+        Ok(Prepared {
             uri,
             metadata: metadata.into_headers(),
+            cluster: routed.map(|r| r.cluster),
             deadline,
             wait_for_ready,
             max_send,
@@ -741,7 +769,7 @@ impl Resolving {
             options,
             method,
             config,
-        }
+        })
     }
 }
 
@@ -750,6 +778,8 @@ struct Prepared {
     uri: Arc<http::Uri>,
     /// The application's metadata, as headers.
     metadata: http::HeaderMap,
+    /// The cluster its route chose (xDS).
+    cluster: Option<Arc<str>>,
     deadline: Option<Instant>,
     wait_for_ready: bool,
     max_send: Limit,

@@ -100,6 +100,7 @@ mod resolution;
 mod response;
 pub mod retry;
 mod retry_driver;
+mod routing;
 mod send;
 mod sniff;
 mod status;

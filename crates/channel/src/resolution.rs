@@ -20,6 +20,7 @@ use grpc_service_config::{
 };
 use tokio::sync::{watch, OnceCell};
 
+use crate::routing::Routing;
 use crate::status::{Code, Status};
 
 /// What the channel knows from resolution.
@@ -27,21 +28,27 @@ use crate::status::{Code, Status};
 pub(crate) enum State {
     /// No result yet: calls wait.
     Pending,
-    /// Endpoints and the config to use.
+    /// Endpoints and the config to use, and for a resolver that routes calls to clusters (xDS), the
+    /// clusters and their router.
     Ready {
         endpoints: Arc<[Address]>,
         config: Arc<ServiceConfig>,
+        routing: Option<Arc<Routing>>,
     },
     /// The resolution failed: fail-fast calls fail with this status, wait-for-ready calls wait.
     Failed(Status),
 }
 
-/// A resolution result a call uses: the endpoints and the service config.
-pub(crate) type Resolved = (Arc<[Address]>, Arc<ServiceConfig>);
+/// A resolution result a call uses: the endpoints, the service config, and the routing if any.
+pub(crate) type Resolved = (Arc<[Address]>, Arc<ServiceConfig>, Option<Arc<Routing>>);
 
 struct Started {
     state: watch::Receiver<State>,
     resolver: Option<ResolverHandle>,
+    /// The xDS resolver's task, stopped when the channel goes (held for its drop).
+    #[cfg(feature = "xds")]
+    #[allow(dead_code)]
+    xds: Option<crate::xds::resolver::ResolverTask>,
 }
 
 pub(crate) struct Resolution {
@@ -50,6 +57,9 @@ pub(crate) struct Resolution {
     by_name: bool,
     options: ResolverOptions,
     default_config: Option<ServiceConfig>,
+    /// The bootstrap for `xds:` targets (feature `xds`).
+    #[cfg(feature = "xds")]
+    xds_bootstrap: Option<grpc_xds::Bootstrap>,
     started: OnceCell<Started>,
 }
 
@@ -59,12 +69,15 @@ impl Resolution {
         options: ResolverOptions,
         default_config: Option<ServiceConfig>,
         by_name: bool,
+        #[cfg(feature = "xds")] xds_bootstrap: Option<grpc_xds::Bootstrap>,
     ) -> Self {
         Resolution {
             target,
             by_name,
             options,
             default_config,
+            #[cfg(feature = "xds")]
+            xds_bootstrap,
             started: OnceCell::new(),
         }
     }
@@ -80,10 +93,13 @@ impl Resolution {
         let (_tx, rx) = watch::channel(State::Ready {
             endpoints: endpoints.into(),
             config,
+            routing: None,
         });
         Started {
             state: rx,
             resolver: None,
+            #[cfg(feature = "xds")]
+            xds: None,
         }
     }
 
@@ -94,6 +110,7 @@ impl Resolution {
             }
             Target::Unix(path) => return Ok(self.fixed(vec![Address::Unix(path.as_path().into())])),
             Target::Dns { server, host, port } => (server, host, port),
+            Target::Xds { name } => return self.start_xds(name),
         };
         // Through a proxy with no TXT lookup, nothing needs DNS: the name is the one endpoint.
         if self.by_name && !self.options.txt_lookups {
@@ -131,7 +148,7 @@ impl Resolution {
                     // (C-core returns both as errors when the addresses fail). Feeding it here made the
                     // selector's "last good config" `{}` while the channel still used the old one.
                     let next = match previous {
-                        State::Ready { endpoints, config } => State::Ready { endpoints, config },
+                        ready @ State::Ready { .. } => ready,
                         _ => State::Failed(
                             Status::new(Code::Unavailable, e.to_string()).with_source(e.clone()),
                         ),
@@ -161,6 +178,7 @@ impl Resolution {
                             .into(),
                     },
                     config,
+                    routing: None,
                 },
             };
             tx.send_replace(next);
@@ -170,7 +188,32 @@ impl Resolution {
         Ok(Started {
             state: rx,
             resolver: Some(handle),
+            #[cfg(feature = "xds")]
+            xds: None,
         })
+    }
+
+    /// An `xds:` target: the xDS resolver follows the management server (feature `xds`).
+    #[cfg(feature = "xds")]
+    fn start_xds(&self, name: &str) -> Result<Started, Status> {
+        let (tx, rx) = watch::channel(State::Pending);
+        let bootstrap = self
+            .xds_bootstrap
+            .clone()
+            .ok_or_else(|| Status::unavailable("no xDS bootstrap"))?;
+        let handle = crate::xds::resolver::start(bootstrap, name, self.default_config.clone(), tx)?;
+        Ok(Started {
+            state: rx,
+            resolver: None,
+            xds: Some(handle),
+        })
+    }
+
+    #[cfg(not(feature = "xds"))]
+    fn start_xds(&self, _name: &str) -> Result<Started, Status> {
+        Err(Status::unavailable(
+            "xds: targets need grpc-channel's feature `xds`",
+        ))
     }
 
     /// The resolution state, starting the resolver if needed.
@@ -193,7 +236,11 @@ impl Resolution {
         loop {
             let current = state.borrow_and_update().clone();
             match current {
-                State::Ready { endpoints, config } => return Ok((endpoints, config)),
+                State::Ready {
+                    endpoints,
+                    config,
+                    routing,
+                } => return Ok((endpoints, config, routing)),
                 State::Failed(status) if !wait_for_ready => return Err(status),
                 State::Failed(_) | State::Pending => {
                     if state.changed().await.is_err() {
@@ -211,7 +258,11 @@ impl Resolution {
         let started = self.started.get()?;
         let state = started.state.borrow();
         match &*state {
-            State::Ready { endpoints, config } => Some(Ok((endpoints.clone(), config.clone()))),
+            State::Ready {
+                endpoints,
+                config,
+                routing,
+            } => Some(Ok((endpoints.clone(), config.clone(), routing.clone()))),
             State::Failed(status) if !wait_for_ready => Some(Err(status.clone())),
             State::Failed(_) | State::Pending => None,
         }

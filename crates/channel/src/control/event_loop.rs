@@ -306,8 +306,17 @@ impl Loop {
                     self.fail_all(status.message());
                 }
             }
-            State::Ready { endpoints, config } => {
-                let (wanted, outlier) = policy_config(config.lb_policy());
+            State::Ready {
+                endpoints,
+                config,
+                routing,
+            } => {
+                // A resolver that routes calls to clusters (xDS) picks through the cluster manager; its
+                // clusters' endpoints replace the address list.
+                let (wanted, outlier) = match &routing {
+                    Some(_) => (PolicyConfig::XdsClusterManager, None),
+                    None => policy_config(config.lb_policy()),
+                };
                 let health_service = self.health.wanted(config.health_check_service_name());
                 let mut restart_watches = self.health.set_service(health_service.clone());
                 if self.policy_config != Some(wanted) {
@@ -349,7 +358,12 @@ impl Loop {
                 }
                 self.apply_outlier_events(now);
                 if let Some(p) = self.policy.as_mut() {
-                    p.update_addresses(self.addresses.clone(), now);
+                    match &routing {
+                        Some(r) => {
+                            p.update_clusters(r.clusters.clone(), now);
+                        }
+                        None => p.update_addresses(self.addresses.clone(), now),
+                    }
                 }
                 self.sync_results();
             }

@@ -288,6 +288,7 @@ impl ControlPlane {
     pub(crate) fn pick_now(
         &self,
         method: &str,
+        cluster: Option<&str>,
         avoid: &[Address],
         cx: &mut Context<'_>,
     ) -> Option<Picked> {
@@ -299,7 +300,7 @@ impl ControlPlane {
             published.picker.pick(&PickRequest {
                 method,
                 avoid,
-                cluster: None,
+                cluster,
             })
         };
         match picked {
@@ -323,17 +324,20 @@ impl ControlPlane {
     pub(crate) fn pick_for(
         &self,
         uri: &http::Uri,
+        cluster: Option<Arc<str>>,
         wait_for_ready: bool,
         avoid: Vec<Address>,
         cx: &mut Context<'_>,
     ) -> Pick {
-        if let Some(picked) = self.pick_now(uri.path(), &avoid, cx) {
+        if let Some(picked) = self.pick_now(uri.path(), cluster.as_deref(), &avoid, cx) {
             return Pick::Now(Some(picked));
         }
         let control = self.clone();
         let uri = uri.clone();
         Pick::Later(Box::pin(async move {
-            control.pick(uri.path(), wait_for_ready, &avoid).await
+            control
+                .pick(uri.path(), cluster.as_deref(), wait_for_ready, &avoid)
+                .await
         }))
     }
 
@@ -341,6 +345,7 @@ impl ControlPlane {
     pub(crate) async fn pick(
         &self,
         method: &str,
+        cluster: Option<&str>,
         wait_for_ready: bool,
         avoid: &[Address],
     ) -> Result<Picked, PickError> {
@@ -360,7 +365,7 @@ impl ControlPlane {
             match published.picker.pick(&PickRequest {
                 method,
                 avoid,
-                cluster: None,
+                cluster,
             }) {
                 PickResult::Pick { handle, addr, .. } => match handle.conn.ready().await {
                     Ok(conn) => {
