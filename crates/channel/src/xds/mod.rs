@@ -7,3 +7,6 @@ pub(crate) mod resolver;
 
 #[cfg(test)]
 mod ads_tests;
+
+#[cfg(test)]
+mod resolver_tests;
