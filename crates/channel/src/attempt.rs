@@ -70,6 +70,8 @@ pub(crate) struct Picked {
     pub(crate) addr: Address,
     /// Where the attempt's result counts, while outlier detection is on.
     pub(crate) results: Option<Arc<CallResults>>,
+    /// The attempt's place under its cluster's circuit breaker (xDS, gRFC A32), released when it goes.
+    pub(crate) breaker: Option<grpc_lb::CallGuard>,
 }
 
 pub(crate) type PickFuture = Pin<Box<dyn Future<Output = Result<Picked, PickError>> + Send>>;
@@ -145,6 +147,8 @@ pub(crate) struct Attempt {
     flushed_up_front: Option<usize>,
     /// Where the attempt's result counts (outlier detection), from its pick until it is counted.
     results: Option<Arc<CallResults>>,
+    /// Its place under the cluster's circuit breaker, held while the attempt lives.
+    breaker: Option<grpc_lb::CallGuard>,
 }
 
 impl Attempt {
@@ -155,6 +159,7 @@ impl Attempt {
             previous_attempts,
             flushed_up_front: None,
             results: None,
+            breaker: None,
         }
     }
 
@@ -252,6 +257,7 @@ impl Attempt {
             conn: handle,
             addr,
             results,
+            breaker,
         } = match picked {
             Ok(picked) => picked,
             Err(e) => {
@@ -265,6 +271,7 @@ impl Attempt {
             }
         };
         self.results = results;
+        self.breaker = breaker;
         // The time left goes out as `grpc-timeout`, a positive integer: with none left the attempt is
         // never sent, and the call ends here with DEADLINE_EXCEEDED.
         let grpc_timeout = match self.setup.deadline {
@@ -557,6 +564,7 @@ mod tests {
                 conn: send,
                 addr: grpc_lb::Address::Tcp(([127, 0, 0, 1], 1).into()),
                 results: None,
+                breaker: None,
             })
         });
         let mut attempt = Attempt::new(Pick::Later(pick), setup, 0);

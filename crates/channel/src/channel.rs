@@ -216,6 +216,27 @@ impl Channel {
         if self.is_closed() {
             return Err(Status::unavailable("the channel is shut down"));
         }
+        if let Target::Xds { .. } = self.inner.target {
+            // Picks need a call's route under xDS: the channel's state says it instead.
+            self.connect();
+            loop {
+                match self.state() {
+                    ConnectivityState::Ready => return Ok(()),
+                    ConnectivityState::TransientFailure => {
+                        return Err(Status::unavailable(format!(
+                            "cannot connect to {}: the xDS clusters are unreachable",
+                            self.inner.target
+                        )))
+                    }
+                    ConnectivityState::Shutdown => {
+                        return Err(Status::unavailable("the channel is shut down"))
+                    }
+                    from => {
+                        self.control().wait_for_state_change(from).await;
+                    }
+                }
+            }
+        }
         match self.control().pick("", None, false, &[]).await {
             Ok(_) => Ok(()),
             Err(e) => Err(e.status),

@@ -305,12 +305,15 @@ impl ControlPlane {
         };
         match picked {
             PickResult::Pick {
-                mut handle, addr, ..
+                mut handle,
+                addr,
+                guard,
             } => match handle.conn.poll_ready(cx) {
                 Poll::Ready(Ok(())) => Some(Picked {
                     conn: handle.conn,
                     addr,
                     results: handle.results,
+                    breaker: guard,
                 }),
                 Poll::Ready(Err(_)) | Poll::Pending => None,
             },
@@ -367,12 +370,17 @@ impl ControlPlane {
                 avoid,
                 cluster,
             }) {
-                PickResult::Pick { handle, addr, .. } => match handle.conn.ready().await {
+                PickResult::Pick {
+                    handle,
+                    addr,
+                    guard,
+                } => match handle.conn.ready().await {
                     Ok(conn) => {
                         return Ok(Picked {
                             conn,
                             addr,
                             results: handle.results,
+                            breaker: guard,
                         })
                     }
                     // The connection died under the pick: its task reports it, and a new picker follows.
