@@ -420,11 +420,6 @@ impl ChannelBuilder {
             target: e.target,
             reason: e.reason,
         })?;
-        #[cfg(feature = "xds")]
-        let xds_bootstrap = match &target {
-            Target::Xds { .. } => Some(self.parsed_xds_bootstrap()?),
-            _ => None,
-        };
         #[cfg(not(feature = "xds"))]
         if let Target::Xds { .. } = target {
             return Err(BuildError::InvalidTarget {
@@ -527,13 +522,23 @@ impl ChannelBuilder {
             self.keepalive_permit_without_calls,
         );
         let telemetry = Telemetry::new(target.to_string());
+        #[cfg(feature = "xds")]
+        let external = match &target {
+            Target::Xds { name } => Some(crate::xds::resolver::starter(
+                self.parsed_xds_bootstrap()?,
+                name.clone(),
+                default_config.clone(),
+            )),
+            _ => None,
+        };
+        #[cfg(not(feature = "xds"))]
+        let external = None;
         let resolution = Arc::new(Resolution::new(
             target.clone(),
             self.resolver,
             default_config,
             route.by_name(),
-            #[cfg(feature = "xds")]
-            xds_bootstrap,
+            external,
         ));
         Ok(Channel {
             inner: Arc::new(Inner {

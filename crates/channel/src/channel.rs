@@ -28,8 +28,8 @@ use crate::metadata::MetadataMap;
 use crate::method_uris::MethodUris;
 use crate::request::{CallOptions, Request, Response};
 use crate::resolution::Resolution;
+use crate::resolved::{method_for, Routing};
 use crate::retry_driver::Driver;
-use crate::routing::Routing;
 use crate::status::{Code, Status};
 use crate::telemetry::{CallTelemetry, ChannelStats, Telemetry};
 use crate::tls::TlsConnector;
@@ -218,24 +218,7 @@ impl Channel {
         }
         if let Target::Xds { .. } = self.inner.target {
             // Picks need a call's route under xDS: the channel's state says it instead.
-            self.connect();
-            loop {
-                match self.state() {
-                    ConnectivityState::Ready => return Ok(()),
-                    ConnectivityState::TransientFailure => {
-                        return Err(Status::unavailable(format!(
-                            "cannot connect to {}: the xDS clusters are unreachable",
-                            self.inner.target
-                        )))
-                    }
-                    ConnectivityState::Shutdown => {
-                        return Err(Status::unavailable("the channel is shut down"))
-                    }
-                    from => {
-                        self.control().wait_for_state_change(from).await;
-                    }
-                }
-            }
+            return self.control().ready_by_state(&self.inner.target).await;
         }
         match self.control().pick("", None, false, &[]).await {
             Ok(_) => Ok(()),
@@ -715,9 +698,8 @@ impl Resolving {
         self.options.wait_for_ready.unwrap_or(false)
     }
 
-    /// The call, ready for its first attempt under `config`: its method config, limits and deadline. With
-    /// `routing` (xDS), its route chooses the cluster and the method config, and caps the deadline; a call
-    /// no route takes fails here.
+    /// The call, ready for its first attempt under `config` (and `routing`, see [`method_for`]): its
+    /// method config, cluster, limits and deadline.
     fn prepared(
         self,
         inner: &Inner,
@@ -732,14 +714,8 @@ impl Resolving {
             call_start,
             api_deadline,
         } = self;
-        let routed = match &routing {
-            Some(r) => Some(r.router.route(path, &metadata)?),
-            None => None,
-        };
-        let method = match &routed {
-            Some(r) => r.method.clone(),
-            None => config.method_config(path).cloned(),
-        };
+        // The method config's timeout, or the route's cap (A31) if sooner, bounds the deadline.
+        let (method, cap, cluster) = method_for(&config, routing.as_deref(), path, &metadata)?;
         let (max_send, max_receive) = Limit::effective(
             method.as_deref(),
             (inner.max_send, inner.max_receive),
@@ -760,19 +736,7 @@ impl Resolving {
         } else {
             inner.accept.union(options.accept)
         };
-        let deadline = min_deadline(
-            min_deadline(
-                api_deadline,
-                method
-                    .as_ref()
-                    .and_then(|m| m.timeout)
-                    .and_then(|t| call_start.checked_add(t)),
-            ),
-            routed
-                .as_ref()
-                .and_then(|r| r.max_duration)
-                .and_then(|t| call_start.checked_add(t)),
-        );
+        let deadline = min_deadline(api_deadline, cap.and_then(|t| call_start.checked_add(t)));
         let wait_for_ready = options
             .wait_for_ready
             .or(method.as_ref().and_then(|m| m.wait_for_ready))
@@ -780,7 +744,7 @@ impl Resolving {
         Ok(Prepared {
             uri,
             metadata: metadata.into_headers(),
-            cluster: routed.map(|r| r.cluster),
+            cluster,
             deadline,
             wait_for_ready,
             max_send,

@@ -20,35 +20,14 @@ use grpc_service_config::{
 };
 use tokio::sync::{watch, OnceCell};
 
-use crate::routing::Routing;
+use crate::resolved::{ExternalTask, Resolved, StartResolver, State};
 use crate::status::{Code, Status};
-
-/// What the channel knows from resolution.
-#[derive(Clone, Debug)]
-pub(crate) enum State {
-    /// No result yet: calls wait.
-    Pending,
-    /// Endpoints and the config to use, and for a resolver that routes calls to clusters (xDS), the
-    /// clusters and their router.
-    Ready {
-        endpoints: Arc<[Address]>,
-        config: Arc<ServiceConfig>,
-        routing: Option<Arc<Routing>>,
-    },
-    /// The resolution failed: fail-fast calls fail with this status, wait-for-ready calls wait.
-    Failed(Status),
-}
-
-/// A resolution result a call uses: the endpoints, the service config, and the routing if any.
-pub(crate) type Resolved = (Arc<[Address]>, Arc<ServiceConfig>, Option<Arc<Routing>>);
 
 struct Started {
     state: watch::Receiver<State>,
     resolver: Option<ResolverHandle>,
-    /// The xDS resolver's task, stopped when the channel goes (held for its drop).
-    #[cfg(feature = "xds")]
-    #[allow(dead_code)]
-    xds: Option<crate::xds::resolver::ResolverTask>,
+    /// A resolver the builder started (xDS): stops when dropped with the channel.
+    _external: Option<ExternalTask>,
 }
 
 pub(crate) struct Resolution {
@@ -57,9 +36,8 @@ pub(crate) struct Resolution {
     by_name: bool,
     options: ResolverOptions,
     default_config: Option<ServiceConfig>,
-    /// The bootstrap for `xds:` targets (feature `xds`).
-    #[cfg(feature = "xds")]
-    xds_bootstrap: Option<grpc_xds::Bootstrap>,
+    /// What starts the resolver of an `xds:` target (given by the builder with feature `xds`).
+    external: Option<StartResolver>,
     started: OnceCell<Started>,
 }
 
@@ -69,15 +47,14 @@ impl Resolution {
         options: ResolverOptions,
         default_config: Option<ServiceConfig>,
         by_name: bool,
-        #[cfg(feature = "xds")] xds_bootstrap: Option<grpc_xds::Bootstrap>,
+        external: Option<StartResolver>,
     ) -> Self {
         Resolution {
             target,
             by_name,
             options,
             default_config,
-            #[cfg(feature = "xds")]
-            xds_bootstrap,
+            external,
             started: OnceCell::new(),
         }
     }
@@ -98,8 +75,7 @@ impl Resolution {
         Started {
             state: rx,
             resolver: None,
-            #[cfg(feature = "xds")]
-            xds: None,
+            _external: None,
         }
     }
 
@@ -110,7 +86,7 @@ impl Resolution {
             }
             Target::Unix(path) => return Ok(self.fixed(vec![Address::Unix(path.as_path().into())])),
             Target::Dns { server, host, port } => (server, host, port),
-            Target::Xds { name } => return self.start_xds(name),
+            Target::Xds { .. } => return self.start_xds(),
         };
         // Through a proxy with no TXT lookup, nothing needs DNS: the name is the one endpoint.
         if self.by_name && !self.options.txt_lookups {
@@ -188,32 +164,24 @@ impl Resolution {
         Ok(Started {
             state: rx,
             resolver: Some(handle),
-            #[cfg(feature = "xds")]
-            xds: None,
+            _external: None,
         })
     }
 
-    /// An `xds:` target: the xDS resolver follows the management server (feature `xds`).
-    #[cfg(feature = "xds")]
-    fn start_xds(&self, name: &str) -> Result<Started, Status> {
+    /// An `xds:` target: the resolver the builder gave (feature `xds`) follows the management server.
+    fn start_xds(&self) -> Result<Started, Status> {
+        let Some(start) = &self.external else {
+            return Err(Status::unavailable(
+                "xds: targets need grpc-channel's feature `xds`",
+            ));
+        };
         let (tx, rx) = watch::channel(State::Pending);
-        let bootstrap = self
-            .xds_bootstrap
-            .clone()
-            .ok_or_else(|| Status::unavailable("no xDS bootstrap"))?;
-        let handle = crate::xds::resolver::start(bootstrap, name, self.default_config.clone(), tx)?;
+        let task = start(tx)?;
         Ok(Started {
             state: rx,
             resolver: None,
-            xds: Some(handle),
+            _external: Some(task),
         })
-    }
-
-    #[cfg(not(feature = "xds"))]
-    fn start_xds(&self, _name: &str) -> Result<Started, Status> {
-        Err(Status::unavailable(
-            "xds: targets need grpc-channel's feature `xds`",
-        ))
     }
 
     /// The resolution state, starting the resolver if needed.

@@ -24,12 +24,14 @@ use grpc_lb::{
     Address, ConnectivityState, PickRequest, PickResult, Picker, PickerSpec, SubchannelId,
 };
 use grpc_retry::SplitMix64;
+use grpc_service_config::Target;
 use h2::client::SendRequest;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
 mod event_loop;
 mod health_watches;
+mod policy_choice;
 
 use event_loop::Loop;
 
@@ -342,6 +344,29 @@ impl ControlPlane {
                 .pick(uri.path(), cluster.as_deref(), wait_for_ready, &avoid)
                 .await
         }))
+    }
+
+    /// Leaves IDLE and waits until the channel is READY (`Ok`) or in TRANSIENT_FAILURE or SHUTDOWN (the
+    /// error): for channels whose picks need a call's route (xDS), where a pick cannot say it.
+    pub(crate) async fn ready_by_state(&self, target: &Target) -> Result<(), Status> {
+        self.connect();
+        loop {
+            let from = self.state();
+            match from {
+                ConnectivityState::Ready => return Ok(()),
+                ConnectivityState::TransientFailure => {
+                    return Err(Status::unavailable(format!(
+                        "cannot connect to {target}: no cluster it routes to is reachable"
+                    )))
+                }
+                ConnectivityState::Shutdown => {
+                    return Err(Status::unavailable("the channel is shut down"))
+                }
+                _ => {
+                    self.wait_for_state_change(from).await;
+                }
+            }
+        }
     }
 
     /// Picks a connection for a call (the caller bounds the wait with the call's deadline).

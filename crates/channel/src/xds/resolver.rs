@@ -33,8 +33,7 @@ use tokio::sync::{watch, Notify};
 
 use super::ads::{AdsClient, ResourceWatch, WatchState};
 use crate::metadata::MetadataMap;
-use crate::resolution::State;
-use crate::routing::{Routed, Router, Routing};
+use crate::resolved::{ExternalTask, Routed, Router, Routing, StartResolver, State};
 use crate::status::Status;
 
 /// The resolver's task; dropping it stops the task (and its watches).
@@ -417,4 +416,16 @@ fn method_config(policy: &RetryPolicy) -> Option<Arc<MethodConfig>> {
     );
     let config = ServiceConfig::parse(&json, ParseOptions::default()).ok()?;
     config.method_config("/any/method").cloned()
+}
+
+/// What the channel's resolution runs for `xds:///name`: [`start`] with this bootstrap.
+pub(crate) fn starter(
+    bootstrap: Bootstrap,
+    name: String,
+    default_config: Option<ServiceConfig>,
+) -> StartResolver {
+    Box::new(move |tx| {
+        let task = start(bootstrap.clone(), &name, default_config.clone(), tx)?;
+        Ok(Box::new(task) as ExternalTask)
+    })
 }
