@@ -105,6 +105,8 @@ pub(crate) struct OpenAttempt {
     pub(crate) flushed: Option<usize>,
     /// Where the committed attempt's result counts (outlier detection), if anywhere.
     pub(crate) results: Option<Arc<CallResults>>,
+    /// Its place under the cluster's circuit breaker (xDS), held until the call ends.
+    pub(crate) breaker: Option<grpc_lb::CallGuard>,
 }
 
 /// The response side of an open attempt.
@@ -231,6 +233,7 @@ impl Attempt {
             response,
             flushed,
             results: self.results.take(),
+            breaker: self.breaker.take(),
         })
     }
 

@@ -49,6 +49,9 @@ pub(crate) struct Shared {
     pub(super) retry: Option<(Box<RetryCall>, AttemptId)>,
     /// After commit, where the committed attempt's result counts (outlier detection), until it ends.
     pub(super) results: Option<Arc<CallResults>>,
+    /// After commit, the call's place under its cluster's circuit breaker (xDS, gRFC A32), released when
+    /// the call ends.
+    pub(super) breaker: Option<grpc_lb::CallGuard>,
     /// A task pumping an application stream into the call, waiting for the call to end.
     pub(super) end_watcher: Option<Waker>,
     /// The status a failed send ended the call with (e.g. an oversize message), which the receiving half
@@ -174,6 +177,7 @@ impl Shared {
             receiver: None,
             retry: None,
             results: None,
+            breaker: None,
             end_watcher: None,
             sender_failure: None,
             writer: Writer::NotStarted,
@@ -279,6 +283,7 @@ impl Shared {
                     mut send,
                     response,
                     results,
+                    breaker,
                     ..
                 } = committed.open;
                 self.attempt = Some(committed.telemetry);
@@ -301,6 +306,7 @@ impl Shared {
                 self.side = Side::Direct(send);
                 self.retry = Some((committed.call, committed.attempt));
                 self.results = results;
+                self.breaker = breaker;
                 self.previous_attempts = committed.previous_attempts;
                 Some(Ok(response))
             }
@@ -383,6 +389,7 @@ impl Shared {
     /// the throttle, a qualifying failure or a "don't retry" pushback costs a token), or locally (a cancel,
     /// the deadline, a malformed response: nobody's failure, which the throttle never counts).
     pub(super) fn report_end(&mut self, status: &Status, end: CommittedEnd) {
+        self.breaker = None;
         if let Some(results) = self.results.take() {
             results.record(match end {
                 CommittedEnd::Local if status.code() == Code::Cancelled => AttemptResult::Cancelled,

@@ -658,7 +658,12 @@ impl Loop {
                 }
                 LbAction::Disconnect { id } => {
                     if let Some((_, task)) = self.tasks.remove(&id) {
-                        task.abort();
+                        // A READY connection finishes the calls it carries (h2 closes it once its handles
+                        // are gone and its last stream ended: an endpoint update never cuts a call); an
+                        // attempt still connecting stops now.
+                        if !self.conns.contains_key(&id) {
+                            task.abort();
+                        }
                     }
                     self.health.stop(id);
                     self.conns.remove(&id);
