@@ -1,0 +1,563 @@
+//! `xds:` targets end to end: a channel built with a bootstrap naming the test management server
+//! (`interop::xds_server`, tonic's HTTP/2 server) follows LDS → RDS → CDS → EDS to interop backends on
+//! loopback, and its calls land where the resources say: round robin over an EDS cluster, weighted
+//! clusters, path and header routes, a route's retry policy (A44), EDS updates while calls run, priority
+//! failover, a NACKed Listener that keeps the last good config, and a Listener that never comes.
+//!
+//! Every test is bounded ([`BOUND`] around it); waits for a condition are bounded polling loops.
+
+#![cfg(feature = "xds")]
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use envoy_types::pb::envoy::config::route::v3::Route;
+use grpc_channel::{Channel, Code, Request, Status};
+use interop::faulty::FaultyServer;
+use interop::xds_resources::{
+    assignment, eds_cluster, listener_without_api_listener, named, rds_listener,
+    route_configuration, route_to_cluster, route_to_weighted, type_url, with_retry_policy,
+    LocalitySpec, RouteMatchSpec,
+};
+use interop::xds_server::ManagementServer;
+use interop_proto::grpc_testing::Empty;
+use interop_proto::paths;
+use support::flaky::{attempts, flaky_unary};
+use support::{interop_server_handle, reserved_port, served_by, with_metadata};
+
+/// The bound of every test.
+const BOUND: Duration = Duration::from_secs(30);
+
+/// The bound of one call.
+const CALL: Duration = Duration::from_secs(10);
+
+/// The service name: the target is `xds:///svc.test`, its Listener `svc.test`.
+const NAME: &str = "svc.test";
+
+/// The RouteConfiguration the Listener names.
+const ROUTES: &str = "svc.test-routes";
+
+/// Runs `test` under [`BOUND`] (on tokio's clock).
+async fn bounded<F: Future<Output = ()>>(what: &str, test: F) {
+    if tokio::time::timeout(BOUND, test).await.is_err() {
+        panic!("{what}: did not finish within {BOUND:?}");
+    }
+}
+
+/// A management server on a free loopback port.
+async fn management_server() -> ManagementServer {
+    ManagementServer::start()
+        .await
+        .expect("start the management server")
+}
+
+/// A channel to `xds:///<NAME>` with `server`'s bootstrap.
+fn xds_channel(server: &ManagementServer) -> Channel {
+    Channel::builder(format!("xds:///{NAME}"))
+        .xds_bootstrap(server.bootstrap_json())
+        .build()
+        .expect("xds channel")
+}
+
+/// Publishes the Listener [`NAME`] (RDS, [`ROUTES`]), the RouteConfiguration [`ROUTES`] with one virtual
+/// host of `domains` and `routes`, and for each `(cluster, localities)` an EDS cluster and its assignment.
+fn publish(
+    server: &ManagementServer,
+    domains: &[&str],
+    routes: Vec<Route>,
+    clusters: &[(&str, Vec<LocalitySpec>)],
+) {
+    server.set(
+        type_url::LISTENER,
+        vec![named(NAME, type_url::LISTENER, &rds_listener(NAME, ROUTES))],
+    );
+    server.set(
+        type_url::ROUTE,
+        vec![named(
+            ROUTES,
+            type_url::ROUTE,
+            &route_configuration(ROUTES, domains, routes),
+        )],
+    );
+    set_clusters(server, clusters);
+}
+
+/// Sets the CDS and EDS resources: an EDS cluster per entry, with its assignment.
+fn set_clusters(server: &ManagementServer, clusters: &[(&str, Vec<LocalitySpec>)]) {
+    server.set(
+        type_url::CLUSTER,
+        clusters
+            .iter()
+            .map(|(c, _)| named(c, type_url::CLUSTER, &eds_cluster(c)))
+            .collect(),
+    );
+    set_endpoints(server, clusters);
+}
+
+/// Sets the EDS resources only.
+fn set_endpoints(server: &ManagementServer, clusters: &[(&str, Vec<LocalitySpec>)]) {
+    server.set(
+        type_url::ENDPOINTS,
+        clusters
+            .iter()
+            .map(|(c, l)| named(c, type_url::ENDPOINTS, &assignment(c, l)))
+            .collect(),
+    );
+}
+
+/// One locality (priority 0) with these endpoints.
+fn locality(endpoints: &[SocketAddr]) -> Vec<LocalitySpec> {
+    vec![LocalitySpec::new("z1", endpoints)]
+}
+
+/// A `UnaryCall` (with these metadata entries) asking which server answers it.
+async fn unary_served_by(channel: &Channel, metadata: &[(&str, &str)]) -> Result<String, Status> {
+    let request = interop_proto::SimpleRequest {
+        fill_server_id: true,
+        ..interop_proto::SimpleRequest::default()
+    };
+    let call = channel.unary::<_, interop_proto::SimpleResponse>(
+        paths::UNARY_CALL,
+        with_metadata(Request::new(request), metadata),
+    );
+    tokio::time::timeout(CALL, call)
+        .await
+        .expect("the call ends by itself")
+        .map(|r| r.into_inner().server_id)
+}
+
+/// `n` calls; how many each server answered. Panics on a failed call.
+async fn tally(channel: &Channel, n: usize) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for i in 0..n {
+        match served_by(channel, CALL).await {
+            Ok(id) => *counts.entry(id).or_default() += 1,
+            Err(status) => panic!("call {i} failed: {status:?}"),
+        }
+    }
+    counts
+}
+
+/// 1. Listener → RDS route → cluster → EDS with two endpoints: every call succeeds and round robin
+/// reaches both backends. The virtual host matches the service name exactly.
+#[tokio::test]
+async fn an_rds_route_to_an_eds_cluster_of_two_endpoints_reaches_both() {
+    bounded("two endpoints", async {
+        let a = interop_server_handle().await;
+        let b = interop_server_handle().await;
+        let server = management_server().await;
+        publish(
+            &server,
+            &[NAME],
+            vec![route_to_cluster(&RouteMatchSpec::any(), "cluster-ab")],
+            &[("cluster-ab", locality(&[a.addr, b.addr]))],
+        );
+        let channel = xds_channel(&server);
+        let counts = tally(&channel, 40).await;
+        assert_eq!(counts.values().sum::<usize>(), 40);
+        for backend in [a.addr, b.addr] {
+            let served = counts.get(&backend.to_string()).copied().unwrap_or(0);
+            assert!(served > 0, "{backend} served no call: {counts:?}");
+        }
+        // The client ACKed each type (a request naming the version it received).
+        for t in [
+            type_url::LISTENER,
+            type_url::ROUTE,
+            type_url::CLUSTER,
+            type_url::ENDPOINTS,
+        ] {
+            let ack = server
+                .wait_for_request(Duration::from_secs(5), |r| {
+                    r.type_url == t && !r.version_info.is_empty() && r.error_detail.is_none()
+                })
+                .await;
+            assert!(ack.is_some(), "no ACK of {t}: {:?}", server.requests());
+        }
+    })
+    .await;
+}
+
+/// 2. weighted_clusters 80/20 over two clusters of one backend each: of 400 calls the first cluster's
+/// backend answers between 70 % and 90 %.
+#[tokio::test]
+async fn weighted_clusters_split_calls_by_weight() {
+    bounded("weighted clusters", async {
+        let a = interop_server_handle().await;
+        let b = interop_server_handle().await;
+        let server = management_server().await;
+        publish(
+            &server,
+            &["*"],
+            vec![route_to_weighted(
+                &RouteMatchSpec::any(),
+                &[("heavy", 80), ("light", 20)],
+            )],
+            &[
+                ("heavy", locality(&[a.addr])),
+                ("light", locality(&[b.addr])),
+            ],
+        );
+        let channel = xds_channel(&server);
+        let counts = tally(&channel, 400).await;
+        let heavy = counts.get(&a.addr.to_string()).copied().unwrap_or(0);
+        let light = counts.get(&b.addr.to_string()).copied().unwrap_or(0);
+        assert_eq!(heavy + light, 400, "{counts:?}");
+        let share = heavy as f64 / 400.0;
+        assert!(
+            (0.70..=0.90).contains(&share),
+            "share of the 80-weight cluster: {share} ({counts:?})"
+        );
+    })
+    .await;
+}
+
+/// 3a. Path routing: a route for the whole path of `EmptyCall` goes to cluster A (an interop server), the
+/// catch-all to cluster B (the fault-injecting server, which answers UNIMPLEMENTED "no such fault" to the
+/// interop methods). EmptyCall succeeds (so it reached A) and UnaryCall gets B's answer.
+#[tokio::test]
+async fn a_path_route_sends_one_method_to_its_own_cluster() {
+    bounded("path routing", async {
+        let a = interop_server_handle().await;
+        let b = FaultyServer::start().await.expect("faulty server");
+        let server = management_server().await;
+        publish(
+            &server,
+            &["*"],
+            vec![
+                route_to_cluster(&RouteMatchSpec::path(paths::EMPTY_CALL), "cluster-a"),
+                route_to_cluster(&RouteMatchSpec::any(), "cluster-b"),
+            ],
+            &[
+                ("cluster-a", locality(&[a.addr])),
+                ("cluster-b", locality(&[b.addr])),
+            ],
+        );
+        let channel = xds_channel(&server);
+        for i in 0..10 {
+            let empty = tokio::time::timeout(
+                CALL,
+                channel.unary::<_, Empty>(paths::EMPTY_CALL, Request::new(Empty {})),
+            )
+            .await
+            .expect("the call ends by itself");
+            if let Err(status) = empty {
+                panic!("EmptyCall {i} (routed to the interop server) failed: {status:?}");
+            }
+            let unary = unary_served_by(&channel, &[]).await;
+            match unary {
+                Err(status) => {
+                    assert_eq!(status.code(), Code::Unimplemented, "{status:?}");
+                    assert!(
+                        status.message().contains("no such fault"),
+                        "not the faulty server's answer: {status:?}"
+                    );
+                }
+                Ok(id) => panic!("UnaryCall {i} reached the interop server {id}, not cluster B"),
+            }
+        }
+    })
+    .await;
+}
+
+/// 3b. Header routing: `x-tenant: blue` goes to cluster A, anything else to cluster B.
+#[tokio::test]
+async fn a_header_route_sends_matching_metadata_to_its_own_cluster() {
+    bounded("header routing", async {
+        let a = interop_server_handle().await;
+        let b = interop_server_handle().await;
+        let server = management_server().await;
+        publish(
+            &server,
+            &["*"],
+            vec![
+                route_to_cluster(&RouteMatchSpec::any().header("x-tenant", "blue"), "blue"),
+                route_to_cluster(&RouteMatchSpec::any(), "other"),
+            ],
+            &[
+                ("blue", locality(&[a.addr])),
+                ("other", locality(&[b.addr])),
+            ],
+        );
+        let channel = xds_channel(&server);
+        let (a_id, b_id) = (a.addr.to_string(), b.addr.to_string());
+        for i in 0..10 {
+            let blue = unary_served_by(&channel, &[("x-tenant", "blue")]).await;
+            assert_eq!(blue.as_ref().ok(), Some(&a_id), "blue call {i}: {blue:?}");
+            let red = unary_served_by(&channel, &[("x-tenant", "red")]).await;
+            assert_eq!(red.as_ref().ok(), Some(&b_id), "red call {i}: {red:?}");
+            let none = unary_served_by(&channel, &[]).await;
+            assert_eq!(
+                none.as_ref().ok(),
+                Some(&b_id),
+                "call {i} without x-tenant: {none:?}"
+            );
+        }
+    })
+    .await;
+}
+
+/// 4. A route's retry policy (`retry_on: unavailable`, `num_retries: 2`, A44) against a backend that fails
+/// UNAVAILABLE twice and then answers: three attempts, and the response says two preceded it.
+#[tokio::test]
+async fn a_route_retry_policy_retries_unavailable() {
+    bounded("route retry policy", async {
+        let backend = FaultyServer::start().await.expect("faulty server");
+        let server = management_server().await;
+        publish(
+            &server,
+            &["*"],
+            vec![with_retry_policy(
+                route_to_cluster(&RouteMatchSpec::any(), "flaky"),
+                "unavailable",
+                2,
+            )],
+            &[("flaky", locality(&[backend.addr]))],
+        );
+        let channel = xds_channel(&server);
+        let response = flaky_unary(&channel, "xds-retry", &[("x-fail-times", "2")])
+            .await
+            .expect("the third attempt succeeds");
+        assert_eq!(response.previous_rpc_attempts(), 2);
+        let seen = attempts(&[&backend], "xds-retry");
+        assert_eq!(
+            seen.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
+            vec![1, 2, 3],
+            "{seen:?}"
+        );
+        // A fourth failure would not be retried: num_retries 2 is three attempts in all.
+        let failed = flaky_unary(&channel, "xds-retry-exhausted", &[("x-fail-times", "5")])
+            .await
+            .expect_err("three failing attempts");
+        assert_eq!(failed.code(), Code::Unavailable, "{failed:?}");
+        assert_eq!(attempts(&[&backend], "xds-retry-exhausted").len(), 3);
+    })
+    .await;
+}
+
+/// 5. An EDS update mid-run: a new endpoint replaces the old one while 200 calls run one after another. No
+/// call fails, calls reach the new endpoint, and once one has, none goes to the old one again.
+#[tokio::test]
+async fn an_eds_update_moves_calls_to_the_new_endpoint_without_failures() {
+    bounded("EDS update", async {
+        let old = interop_server_handle().await;
+        let new = interop_server_handle().await;
+        let server = management_server().await;
+        publish(
+            &server,
+            &["*"],
+            vec![route_to_cluster(&RouteMatchSpec::any(), "moving")],
+            &[("moving", locality(&[old.addr]))],
+        );
+        let channel = xds_channel(&server);
+        let (old_id, new_id) = (old.addr.to_string(), new.addr.to_string());
+        let mut served = Vec::with_capacity(200);
+        for i in 0..200 {
+            if i == 50 {
+                set_endpoints(&server, &[("moving", locality(&[new.addr]))]);
+            }
+            match served_by(&channel, CALL).await {
+                Ok(id) => served.push(id),
+                Err(status) => panic!("call {i} failed: {status:?}"),
+            }
+        }
+        assert!(
+            served[..50].iter().all(|id| *id == old_id),
+            "before the update only the old endpoint serves"
+        );
+        // The update may land after the 200th call on a fast machine: keep calling, bounded.
+        let mut extra = 0;
+        while !served.contains(&new_id) && extra < 500 {
+            match served_by(&channel, CALL).await {
+                Ok(id) => served.push(id),
+                Err(status) => panic!("extra call {extra} failed: {status:?}"),
+            }
+            extra += 1;
+        }
+        let first_new = served
+            .iter()
+            .position(|id| *id == new_id)
+            .expect("calls reach the new endpoint");
+        let stale: Vec<usize> = served[first_new..]
+            .iter()
+            .enumerate()
+            .filter(|(_, id)| **id == old_id)
+            .map(|(i, _)| first_new + i)
+            .collect();
+        assert!(
+            stale.is_empty(),
+            "calls went to the removed endpoint after the new one served (call {first_new}): {stale:?}"
+        );
+    })
+    .await;
+}
+
+/// 6. Priority failover: the priority-0 locality's only endpoint is a port where nothing listens; priority
+/// 1 has a live backend. Calls succeed, on priority 1.
+#[tokio::test]
+async fn calls_fail_over_to_the_next_priority_when_the_first_is_down() {
+    bounded("priority failover", async {
+        let (_held, dead) = reserved_port();
+        let live = interop_server_handle().await;
+        let server = management_server().await;
+        let mut p0 = LocalitySpec::new("z-dead", &[dead]);
+        p0.priority = 0;
+        let mut p1 = LocalitySpec::new("z-live", &[live.addr]);
+        p1.priority = 1;
+        publish(
+            &server,
+            &["*"],
+            vec![route_to_cluster(&RouteMatchSpec::any(), "prioritized")],
+            &[("prioritized", vec![p0, p1])],
+        );
+        let channel = xds_channel(&server);
+        let counts = tally(&channel, 20).await;
+        assert_eq!(
+            counts.get(&live.addr.to_string()).copied(),
+            Some(20),
+            "{counts:?}"
+        );
+    })
+    .await;
+}
+
+/// 7. NACK: after a good config, the server sends a Listener without `api_listener`. The client NACKs it
+/// (a request with `error_detail`) and calls go on under the previous config.
+#[tokio::test]
+async fn a_nacked_listener_keeps_the_previous_config() {
+    bounded("NACK", async {
+        let a = interop_server_handle().await;
+        let server = management_server().await;
+        publish(
+            &server,
+            &["*"],
+            vec![route_to_cluster(&RouteMatchSpec::any(), "good")],
+            &[("good", locality(&[a.addr]))],
+        );
+        let channel = xds_channel(&server);
+        let before = tally(&channel, 10).await;
+        assert_eq!(before.get(&a.addr.to_string()).copied(), Some(10));
+
+        server.set(
+            type_url::LISTENER,
+            vec![named(
+                NAME,
+                type_url::LISTENER,
+                &listener_without_api_listener(NAME),
+            )],
+        );
+        let nack = server
+            .wait_for_request(Duration::from_secs(10), |r| {
+                r.type_url == type_url::LISTENER && r.error_detail.is_some()
+            })
+            .await
+            .expect("the client NACKs the Listener without api_listener");
+        // The NACK names the last good version (the first Listener), not the rejected one.
+        assert_eq!(nack.version_info, "1", "{nack:?}");
+
+        let after = tally(&channel, 20).await;
+        assert_eq!(after.get(&a.addr.to_string()).copied(), Some(20));
+    })
+    .await;
+}
+
+/// 8. A Listener never sent: after A27's 15 s does-not-exist timer the channel has no config, and calls
+/// fail UNAVAILABLE (on the paused clock; the sockets are real).
+#[tokio::test(start_paused = true)]
+async fn calls_fail_unavailable_when_the_listener_does_not_exist() {
+    bounded("does not exist", async {
+        let server = management_server().await;
+        let channel = xds_channel(&server);
+        let start = tokio::time::Instant::now();
+        let status = served_by(&channel, Duration::from_secs(25))
+            .await
+            .expect_err("no Listener, no call");
+        let waited = start.elapsed();
+        assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+        assert!(
+            waited >= Duration::from_secs(15),
+            "failed after {waited:?}, before the does-not-exist timer: {status:?}"
+        );
+        assert!(
+            server
+                .requests()
+                .iter()
+                .any(|r| r.type_url == type_url::LISTENER
+                    && r.resource_names.iter().any(|n| n == NAME)),
+            "the client asked for the Listener: {:?}",
+            server.requests()
+        );
+    })
+    .await;
+}
+
+/// The resources these tests publish are what the client accepts (and the NACK test's Listener is not):
+/// each decoded by `grpc-xds` as the channel decodes them. Needs no channel, so it guards the builders
+/// of `interop::xds_resources` on their own.
+#[test]
+fn the_published_resources_are_valid_for_the_client() {
+    use grpc_xds::resource::{decode, ResourceType};
+    use grpc_xds::Decoded;
+
+    let addr: SocketAddr = "127.0.0.1:1".parse().expect("addr");
+    let other: SocketAddr = "127.0.0.1:2".parse().expect("addr");
+    let mut p1 = LocalitySpec::new("z2", &[other]);
+    p1.priority = 1;
+    let routes = route_configuration(
+        ROUTES,
+        &[NAME, "*"],
+        vec![
+            route_to_cluster(&RouteMatchSpec::path(paths::EMPTY_CALL), "a"),
+            route_to_cluster(&RouteMatchSpec::any().header("x-tenant", "blue"), "a"),
+            route_to_weighted(&RouteMatchSpec::any(), &[("a", 80), ("b", 20)]),
+            with_retry_policy(
+                route_to_cluster(&RouteMatchSpec::any(), "a"),
+                "unavailable",
+                2,
+            ),
+        ],
+    );
+    let valid = [
+        (
+            ResourceType::Listener,
+            named(NAME, type_url::LISTENER, &rds_listener(NAME, ROUTES)),
+        ),
+        (
+            ResourceType::RouteConfiguration,
+            named(ROUTES, type_url::ROUTE, &routes),
+        ),
+        (
+            ResourceType::Cluster,
+            named("a", type_url::CLUSTER, &eds_cluster("a")),
+        ),
+        (
+            ResourceType::ClusterLoadAssignment,
+            named(
+                "a",
+                type_url::ENDPOINTS,
+                &assignment("a", &[LocalitySpec::new("z1", &[addr]), p1]),
+            ),
+        ),
+    ];
+    for (kind, (name, any)) in valid {
+        match decode(kind, &any) {
+            Decoded::Valid { name: got, .. } => assert_eq!(got, name),
+            other => panic!("{kind:?} {name} rejected: {other:?}"),
+        }
+    }
+    let (_, bad) = named(
+        NAME,
+        type_url::LISTENER,
+        &listener_without_api_listener(NAME),
+    );
+    assert!(
+        matches!(
+            decode(ResourceType::Listener, &bad),
+            Decoded::Invalid { .. }
+        ),
+        "a Listener without api_listener is NACKed"
+    );
+}
