@@ -46,6 +46,8 @@ pub(crate) struct AttemptSetup {
     /// The application's metadata (custom headers), sent after the protocol's headers.
     pub(crate) metadata: HeaderMap,
     pub(crate) wait_for_ready: bool,
+    /// The cluster the call's route chose (xDS), for every attempt's pick.
+    pub(crate) cluster: Option<Arc<str>>,
     pub(crate) deadline: Option<Instant>,
     /// Hand each message to h2 whole instead of as flow control admits it: for calls whose request is
     /// complete before the first attempt (unary, server-streaming), which need no backpressure.
@@ -68,6 +70,8 @@ pub(crate) struct Picked {
     pub(crate) addr: Address,
     /// Where the attempt's result counts, while outlier detection is on.
     pub(crate) results: Option<Arc<CallResults>>,
+    /// The attempt's place under its cluster's circuit breaker (xDS, gRFC A32), released when it goes.
+    pub(crate) breaker: Option<grpc_lb::CallGuard>,
 }
 
 pub(crate) type PickFuture = Pin<Box<dyn Future<Output = Result<Picked, PickError>> + Send>>;
@@ -143,6 +147,8 @@ pub(crate) struct Attempt {
     flushed_up_front: Option<usize>,
     /// Where the attempt's result counts (outlier detection), from its pick until it is counted.
     results: Option<Arc<CallResults>>,
+    /// Its place under the cluster's circuit breaker, held while the attempt lives.
+    breaker: Option<grpc_lb::CallGuard>,
 }
 
 impl Attempt {
@@ -153,6 +159,7 @@ impl Attempt {
             previous_attempts,
             flushed_up_front: None,
             results: None,
+            breaker: None,
         }
     }
 
@@ -250,6 +257,7 @@ impl Attempt {
             conn: handle,
             addr,
             results,
+            breaker,
         } = match picked {
             Ok(picked) => picked,
             Err(e) => {
@@ -263,6 +271,7 @@ impl Attempt {
             }
         };
         self.results = results;
+        self.breaker = breaker;
         // The time left goes out as `grpc-timeout`, a positive integer: with none left the attempt is
         // never sent, and the call ends here with DEADLINE_EXCEEDED.
         let grpc_timeout = match self.setup.deadline {
@@ -544,6 +553,7 @@ mod tests {
             accept: EncodingSet::gzip(),
             metadata,
             wait_for_ready: false,
+            cluster: None,
             deadline: None,
             eager: true,
             header_limit: 16 << 10,
@@ -554,6 +564,7 @@ mod tests {
                 conn: send,
                 addr: grpc_lb::Address::Tcp(([127, 0, 0, 1], 1).into()),
                 results: None,
+                breaker: None,
             })
         });
         let mut attempt = Attempt::new(Pick::Later(pick), setup, 0);
@@ -586,6 +597,7 @@ mod tests {
             accept: EncodingSet::all(),
             metadata,
             wait_for_ready: false,
+            cluster: None,
             deadline: Some(Instant::now() + Duration::from_secs(5)),
             eager: true,
             header_limit: 16 << 10,

@@ -54,6 +54,9 @@ pub struct ChannelBuilder {
     http2: Http2Settings,
     default_service_config: Option<String>,
     resolver: ResolverOptions,
+    /// The xDS bootstrap JSON given by the application (else the environment's).
+    #[cfg(feature = "xds")]
+    xds_bootstrap: Option<String>,
     idle_timeout: Duration,
     health_checks: bool,
     proxy: ProxyChoice,
@@ -85,6 +88,8 @@ impl ChannelBuilder {
             http2: Http2Settings::default(),
             default_service_config: None,
             resolver: ResolverOptions::default(),
+            #[cfg(feature = "xds")]
+            xds_bootstrap: None,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             health_checks: true,
             proxy: ProxyChoice::FromEnvironment,
@@ -307,6 +312,15 @@ impl ChannelBuilder {
         self
     }
 
+    /// The xDS bootstrap (gRFC A27's JSON: `xds_servers`, `node`, ...) for an `xds:///name` target, instead
+    /// of the one the environment names (`GRPC_XDS_BOOTSTRAP`, a file, else `GRPC_XDS_BOOTSTRAP_CONFIG`, the
+    /// JSON). A bootstrap that does not parse is a build error naming the field. Feature `xds`.
+    #[cfg(feature = "xds")]
+    pub fn xds_bootstrap(mut self, json: impl Into<String>) -> Self {
+        self.xds_bootstrap = Some(json.into());
+        self
+    }
+
     /// Connects directly, whatever the proxy environment variables say.
     ///
     /// Without [`ChannelBuilder::proxy`] or this, [`ChannelBuilder::build`] reads the environment: the
@@ -384,12 +398,35 @@ impl ChannelBuilder {
         }
     }
 
+    /// The bootstrap of an `xds:` target: the application's, else the environment's.
+    #[cfg(feature = "xds")]
+    fn parsed_xds_bootstrap(&self) -> Result<grpc_xds::Bootstrap, BuildError> {
+        let parsed = match &self.xds_bootstrap {
+            Some(json) => grpc_xds::Bootstrap::parse(json),
+            None => grpc_xds::Bootstrap::from_env(
+                |v| std::env::var(v).ok(),
+                |path| std::fs::read_to_string(path),
+            ),
+        };
+        parsed.map_err(|e| BuildError::InvalidOption {
+            option: "xds bootstrap",
+            reason: e.to_string(),
+        })
+    }
+
     /// Checks the options and builds the channel. Does not connect (see [`ChannelBuilder::connect`]).
     pub fn build(self) -> Result<Channel, BuildError> {
         let target = Target::parse(&self.target).map_err(|e| BuildError::InvalidTarget {
             target: e.target,
             reason: e.reason,
         })?;
+        #[cfg(not(feature = "xds"))]
+        if let Target::Xds { .. } = target {
+            return Err(BuildError::InvalidTarget {
+                target: self.target.clone(),
+                reason: "xds: targets need grpc-channel's feature `xds`".to_owned(),
+            });
+        }
         // A value that is not UTF-8 is set all the same (first set wins); read lossily, it fails to parse
         // and the error names the variable.
         let route = proxy::route(&target, &self.proxy, |name| {
@@ -485,11 +522,23 @@ impl ChannelBuilder {
             self.keepalive_permit_without_calls,
         );
         let telemetry = Telemetry::new(target.to_string());
+        #[cfg(feature = "xds")]
+        let external = match &target {
+            Target::Xds { name } => Some(crate::xds::resolver::starter(
+                self.parsed_xds_bootstrap()?,
+                name.clone(),
+                default_config.clone(),
+            )),
+            _ => None,
+        };
+        #[cfg(not(feature = "xds"))]
+        let external = None;
         let resolution = Arc::new(Resolution::new(
             target.clone(),
             self.resolver,
             default_config,
             route.by_name(),
+            external,
         ));
         Ok(Channel {
             inner: Arc::new(Inner {

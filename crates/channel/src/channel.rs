@@ -28,6 +28,7 @@ use crate::metadata::MetadataMap;
 use crate::method_uris::MethodUris;
 use crate::request::{CallOptions, Request, Response};
 use crate::resolution::Resolution;
+use crate::resolved::{method_for, Routing};
 use crate::retry_driver::Driver;
 use crate::status::{Code, Status};
 use crate::telemetry::{CallTelemetry, ChannelStats, Telemetry};
@@ -215,7 +216,11 @@ impl Channel {
         if self.is_closed() {
             return Err(Status::unavailable("the channel is shut down"));
         }
-        match self.control().pick("", false, &[]).await {
+        if let Target::Xds { .. } = self.inner.target {
+            // Picks need a call's route under xDS: the channel's state says it instead.
+            return self.control().ready_by_state(&self.inner.target).await;
+        }
+        match self.control().pick("", None, false, &[]).await {
             Ok(_) => Ok(()),
             Err(e) => Err(e.status),
         }
@@ -512,6 +517,7 @@ impl Channel {
             accept: prepared.accept,
             metadata: std::mem::take(&mut prepared.metadata),
             wait_for_ready: prepared.wait_for_ready,
+            cluster: prepared.cluster.clone(),
             deadline: prepared.deadline,
             eager,
             header_limit: self.header_limit(),
@@ -600,8 +606,10 @@ impl Channel {
         // What `Resolution::wait` would return at once, without the wait.
         match inner.resolution.ready(resolving.api_wait()) {
             Some(resolved) => {
-                let (_, config) = resolved?;
-                Ok(Settled::Ready(resolving.prepared(inner, path, config)))
+                let (_, config, routing) = resolved?;
+                Ok(Settled::Ready(
+                    resolving.prepared(inner, path, config, routing)?,
+                ))
             }
             None => Ok(Settled::Resolving(resolving)),
         }
@@ -624,8 +632,10 @@ impl Channel {
                 .await
                 .unwrap_or_else(|_| Err(Status::deadline_passed())),
         };
-        match resolved {
-            Ok((_, config)) => Ok((resolving.prepared(inner, path, config), telemetry)),
+        match resolved
+            .and_then(|(_, config, routing)| resolving.prepared(inner, path, config, routing))
+        {
+            Ok(prepared) => Ok((prepared, telemetry)),
             Err(status) => Err(telemetry.fail(status)),
         }
     }
@@ -688,8 +698,15 @@ impl Resolving {
         self.options.wait_for_ready.unwrap_or(false)
     }
 
-    /// The call, ready for its first attempt under `config`: its method config, limits and deadline.
-    fn prepared(self, inner: &Inner, path: &str, config: Arc<ServiceConfig>) -> Prepared {
+    /// The call, ready for its first attempt under `config` (and `routing`, see [`method_for`]): its
+    /// method config, cluster, limits and deadline.
+    fn prepared(
+        self,
+        inner: &Inner,
+        path: &str,
+        config: Arc<ServiceConfig>,
+        routing: Option<Arc<Routing>>,
+    ) -> Result<Prepared, Status> {
         let Resolving {
             uri,
             metadata,
@@ -697,7 +714,8 @@ impl Resolving {
             call_start,
             api_deadline,
         } = self;
-        let method = config.method_config(path).cloned();
+        // The method config's timeout, or the route's cap (A31) if sooner, bounds the deadline.
+        let (method, cap, cluster) = method_for(&config, routing.as_deref(), path, &metadata)?;
         let (max_send, max_receive) = Limit::effective(
             method.as_deref(),
             (inner.max_send, inner.max_receive),
@@ -718,20 +736,15 @@ impl Resolving {
         } else {
             inner.accept.union(options.accept)
         };
-        let deadline = min_deadline(
-            api_deadline,
-            method
-                .as_ref()
-                .and_then(|m| m.timeout)
-                .and_then(|t| call_start.checked_add(t)),
-        );
+        let deadline = min_deadline(api_deadline, cap.and_then(|t| call_start.checked_add(t)));
         let wait_for_ready = options
             .wait_for_ready
             .or(method.as_ref().and_then(|m| m.wait_for_ready))
             .unwrap_or(false);
-        Prepared {
+        Ok(Prepared {
             uri,
             metadata: metadata.into_headers(),
+            cluster,
             deadline,
             wait_for_ready,
             max_send,
@@ -741,7 +754,7 @@ impl Resolving {
             options,
             method,
             config,
-        }
+        })
     }
 }
 
@@ -750,6 +763,8 @@ struct Prepared {
     uri: Arc<http::Uri>,
     /// The application's metadata, as headers.
     metadata: http::HeaderMap,
+    /// The cluster its route chose (xDS).
+    cluster: Option<Arc<str>>,
     deadline: Option<Instant>,
     wait_for_ready: bool,
     max_send: Limit,

@@ -97,6 +97,7 @@ mod proxy;
 mod pump;
 mod request;
 mod resolution;
+mod resolved;
 mod response;
 pub mod retry;
 mod retry_driver;

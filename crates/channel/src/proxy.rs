@@ -311,13 +311,15 @@ pub(crate) fn route(
         Target::Dns { host, port, .. } => exempt.matches_host(host, *port),
         Target::Addresses(addrs) => addrs.iter().all(|a| exempt.matches_ip(a.ip(), a.port())),
         Target::Unix(_) => true,
+        // The endpoints come from the control plane: each is checked as it is connected.
+        Target::Xds { .. } => false,
     };
     if exempt_target {
         return Ok(Route::Direct);
     }
     let proxy = Arc::new(Proxy::parse(&uri, from)?);
     Ok(match target {
-        Target::Addresses(_) => Route::PerAddress(proxy, Arc::new(exempt)),
+        Target::Addresses(_) | Target::Xds { .. } => Route::PerAddress(proxy, Arc::new(exempt)),
         Target::Dns { .. } | Target::Unix(_) => Route::ByName(proxy),
     })
 }

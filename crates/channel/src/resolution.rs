@@ -20,28 +20,14 @@ use grpc_service_config::{
 };
 use tokio::sync::{watch, OnceCell};
 
+use crate::resolved::{ExternalTask, Resolved, StartResolver, State};
 use crate::status::{Code, Status};
-
-/// What the channel knows from resolution.
-#[derive(Clone, Debug)]
-pub(crate) enum State {
-    /// No result yet: calls wait.
-    Pending,
-    /// Endpoints and the config to use.
-    Ready {
-        endpoints: Arc<[Address]>,
-        config: Arc<ServiceConfig>,
-    },
-    /// The resolution failed: fail-fast calls fail with this status, wait-for-ready calls wait.
-    Failed(Status),
-}
-
-/// A resolution result a call uses: the endpoints and the service config.
-pub(crate) type Resolved = (Arc<[Address]>, Arc<ServiceConfig>);
 
 struct Started {
     state: watch::Receiver<State>,
     resolver: Option<ResolverHandle>,
+    /// A resolver the builder started (xDS): stops when dropped with the channel.
+    _external: Option<ExternalTask>,
 }
 
 pub(crate) struct Resolution {
@@ -50,6 +36,8 @@ pub(crate) struct Resolution {
     by_name: bool,
     options: ResolverOptions,
     default_config: Option<ServiceConfig>,
+    /// What starts the resolver of an `xds:` target (given by the builder with feature `xds`).
+    external: Option<StartResolver>,
     started: OnceCell<Started>,
 }
 
@@ -59,12 +47,14 @@ impl Resolution {
         options: ResolverOptions,
         default_config: Option<ServiceConfig>,
         by_name: bool,
+        external: Option<StartResolver>,
     ) -> Self {
         Resolution {
             target,
             by_name,
             options,
             default_config,
+            external,
             started: OnceCell::new(),
         }
     }
@@ -80,10 +70,12 @@ impl Resolution {
         let (_tx, rx) = watch::channel(State::Ready {
             endpoints: endpoints.into(),
             config,
+            routing: None,
         });
         Started {
             state: rx,
             resolver: None,
+            _external: None,
         }
     }
 
@@ -94,6 +86,7 @@ impl Resolution {
             }
             Target::Unix(path) => return Ok(self.fixed(vec![Address::Unix(path.as_path().into())])),
             Target::Dns { server, host, port } => (server, host, port),
+            Target::Xds { .. } => return self.start_xds(),
         };
         // Through a proxy with no TXT lookup, nothing needs DNS: the name is the one endpoint.
         if self.by_name && !self.options.txt_lookups {
@@ -131,7 +124,7 @@ impl Resolution {
                     // (C-core returns both as errors when the addresses fail). Feeding it here made the
                     // selector's "last good config" `{}` while the channel still used the old one.
                     let next = match previous {
-                        State::Ready { endpoints, config } => State::Ready { endpoints, config },
+                        ready @ State::Ready { .. } => ready,
                         _ => State::Failed(
                             Status::new(Code::Unavailable, e.to_string()).with_source(e.clone()),
                         ),
@@ -161,6 +154,7 @@ impl Resolution {
                             .into(),
                     },
                     config,
+                    routing: None,
                 },
             };
             tx.send_replace(next);
@@ -170,6 +164,23 @@ impl Resolution {
         Ok(Started {
             state: rx,
             resolver: Some(handle),
+            _external: None,
+        })
+    }
+
+    /// An `xds:` target: the resolver the builder gave (feature `xds`) follows the management server.
+    fn start_xds(&self) -> Result<Started, Status> {
+        let Some(start) = &self.external else {
+            return Err(Status::unavailable(
+                "xds: targets need grpc-channel's feature `xds`",
+            ));
+        };
+        let (tx, rx) = watch::channel(State::Pending);
+        let task = start(tx)?;
+        Ok(Started {
+            state: rx,
+            resolver: None,
+            _external: Some(task),
         })
     }
 
@@ -193,7 +204,11 @@ impl Resolution {
         loop {
             let current = state.borrow_and_update().clone();
             match current {
-                State::Ready { endpoints, config } => return Ok((endpoints, config)),
+                State::Ready {
+                    endpoints,
+                    config,
+                    routing,
+                } => return Ok((endpoints, config, routing)),
                 State::Failed(status) if !wait_for_ready => return Err(status),
                 State::Failed(_) | State::Pending => {
                     if state.changed().await.is_err() {
@@ -211,7 +226,11 @@ impl Resolution {
         let started = self.started.get()?;
         let state = started.state.borrow();
         match &*state {
-            State::Ready { endpoints, config } => Some(Ok((endpoints.clone(), config.clone()))),
+            State::Ready {
+                endpoints,
+                config,
+                routing,
+            } => Some(Ok((endpoints.clone(), config.clone(), routing.clone()))),
             State::Failed(status) if !wait_for_ready => Some(Err(status.clone())),
             State::Failed(_) | State::Pending => None,
         }

@@ -253,9 +253,13 @@ impl Driver {
         transparent: bool,
         cx: &mut Context<'_>,
     ) {
-        let pick = self
-            .control
-            .pick_for(&self.setup.uri, self.setup.wait_for_ready, avoid, cx);
+        let pick = self.control.pick_for(
+            &self.setup.uri,
+            self.setup.cluster.clone(),
+            self.setup.wait_for_ready,
+            avoid,
+            cx,
+        );
         let index = attempt.0 as usize;
         if self.attempts.len() <= index {
             self.attempts.reserve_exact(index + 1 - self.attempts.len());

@@ -35,6 +35,8 @@ struct Cluster {
     priority: Priority,
     drops: Vec<DropOverload>,
     max_requests: u32,
+    /// Set: the cluster fails its calls with this message.
+    failure: Option<String>,
     in_flight: CallCounter,
     /// The state counted in the aggregate (sticky TRANSIENT_FAILURE).
     reported: ConnectivityState,
@@ -71,12 +73,14 @@ impl XdsClusters {
                 priority: Priority::new(),
                 drops: Vec::new(),
                 max_requests: c.max_requests,
+                failure: None,
                 in_flight: CallCounter::default(),
                 reported: ConnectivityState::Connecting,
             });
             cluster.priority.update(c.priorities, &mut self.subs, now);
             cluster.drops = c.drop_overloads;
             cluster.max_requests = c.max_requests;
+            cluster.failure = c.failure;
         }
         self.refresh(now);
     }
@@ -204,6 +208,12 @@ impl XdsClusters {
 
 /// A cluster's state and picker: those of its chosen priority.
 fn cluster_pick(name: &str, c: &Cluster, subs: &Subchannels) -> (ConnectivityState, ClusterPick) {
+    if let Some(failure) = &c.failure {
+        return (
+            ConnectivityState::TransientFailure,
+            ClusterPick::Fail(format!("cluster {name}: {failure}")),
+        );
+    }
     let Some((p, child)) = c.priority.selected() else {
         return (
             ConnectivityState::TransientFailure,

@@ -34,15 +34,19 @@ pub struct ClusterConfig {
     /// The most calls in flight at once ([`DEFAULT_MAX_REQUESTS`] unless the cluster's DEFAULT threshold
     /// sets `max_requests`); more are dropped with "circuit breaker drop".
     pub max_requests: u32,
+    /// Why the cluster cannot take calls (it does not exist, or is of a kind the channel does not
+    /// support): its calls fail with this message, whatever its priorities.
+    pub failure: Option<String>,
 }
 
 impl ClusterConfig {
-    /// A cluster with these priorities, no drops and the default circuit-breaking limit.
+    /// A cluster with these priorities, no drops, the default circuit-breaking limit and no failure.
     pub fn new(priorities: Vec<PriorityConfig>) -> ClusterConfig {
         ClusterConfig {
             priorities,
             drop_overloads: Vec::new(),
             max_requests: DEFAULT_MAX_REQUESTS,
+            failure: None,
         }
     }
 }

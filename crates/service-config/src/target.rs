@@ -26,7 +26,7 @@ pub struct TargetError {
 }
 
 /// The schemes this crate resolves.
-pub const SUPPORTED_SCHEMES: &[&str] = &["dns", "ipv4", "ipv6", "unix", "http", "https"];
+pub const SUPPORTED_SCHEMES: &[&str] = &["dns", "ipv4", "ipv6", "unix", "http", "https", "xds"];
 
 /// What a target's URL scheme says about the transport.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,6 +71,13 @@ pub enum Target {
     Addresses(Vec<SocketAddr>),
     /// A Unix domain socket.
     Unix(PathBuf),
+    /// An xDS target (`xds:///name`, gRFC A27): the channel follows the management server of its
+    /// bootstrap for `name`'s listener. Only the empty authority is supported (`xds://authority/name`
+    /// is refused with an error saying so).
+    Xds {
+        /// The name after `xds:///`: the Listener's name, and the authority routes are matched against.
+        name: String,
+    },
 }
 
 impl Target {
@@ -109,6 +116,20 @@ impl Target {
             };
             let (host, port) = split_host_port(host_port).map_err(err)?;
             return Ok(Target::Dns { server, host, port });
+        }
+        if scheme.as_deref() == Some("xds") {
+            let Some(with_authority) = rest.strip_prefix("//") else {
+                return Err(err("expected xds:///name"));
+            };
+            return match with_authority.split_once('/') {
+                Some(("", "")) | None => Err(err("expected xds:///name: the name is missing")),
+                Some(("", name)) => Ok(Target::Xds {
+                    name: name.to_owned(),
+                }),
+                Some((_, _)) => Err(err(
+                    "xds://authority/name (gRFC A47 authorities) is not supported: use xds:///name",
+                )),
+            };
         }
         if scheme.as_deref() == Some("ipv4") {
             let addrs = rest
@@ -201,6 +222,7 @@ impl Target {
             Target::Dns { host, port, .. } => format!("{host}:{port}"),
             Target::Addresses(addrs) => addrs.first().map(ToString::to_string).unwrap_or_default(),
             Target::Unix(_) => "localhost".to_owned(),
+            Target::Xds { name } => name.clone(),
         }
     }
 }
@@ -213,6 +235,7 @@ impl fmt::Display for Target {
                 server: Some(s), ..
             } => write!(f, "dns://{s}/{}", self.authority()),
             Target::Unix(path) => write!(f, "unix:{}", path.display()),
+            Target::Xds { name } => write!(f, "xds:///{name}"),
             Target::Addresses(addrs) => {
                 let list: Vec<String> = addrs.iter().map(ToString::to_string).collect();
                 let scheme = if addrs.first().is_some_and(SocketAddr::is_ipv6) {
@@ -411,12 +434,7 @@ mod tests {
 
     #[test]
     fn unknown_schemes_name_the_supported_ones() {
-        for s in [
-            "passthrough:///h:1",
-            "xds:///svc",
-            "xds://authority/svc",
-            "ftp://h:1",
-        ] {
+        for s in ["passthrough:///h:1", "ftp://h:1"] {
             let e = Target::parse(s).expect_err(s).to_string();
             assert!(
                 e.contains("unsupported scheme")
@@ -437,6 +455,24 @@ mod tests {
             Target::parse("svc:8080").expect("host:port"),
             dns("svc", 8080)
         );
+    }
+
+    #[test]
+    fn xds_targets_with_the_empty_authority_only() {
+        let t = Target::parse("xds:///svc.example.com:8080").expect("xds");
+        assert_eq!(
+            t,
+            Target::Xds {
+                name: "svc.example.com:8080".to_owned()
+            }
+        );
+        assert_eq!(t.authority(), "svc.example.com:8080");
+        assert_eq!(t.to_string(), "xds:///svc.example.com:8080");
+        let e = Target::parse("xds://authority/svc").expect_err("authority");
+        assert!(e.to_string().contains("not supported"), "{e}");
+        for s in ["xds:///", "xds:svc"] {
+            assert!(Target::parse(s).is_err(), "{s}");
+        }
     }
 
     #[test]

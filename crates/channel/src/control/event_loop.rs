@@ -25,18 +25,19 @@ use grpc_lb::{
     DEFAULT_ATTEMPT_DELAY,
 };
 use grpc_retry::SplitMix64;
-use grpc_service_config::LbConfig;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::health_watches::HealthWatches;
+use super::policy_choice::policy_choice;
 use super::{ActiveCalls, Conn, Event, Handle, PlaneStats, Published};
 use crate::connect::{connect, AbortOnDrop, Established, Http2Settings};
 use crate::keepalive::{self, Keepalive};
 use crate::outlier::CallResults;
 use crate::proxy::Route;
-use crate::resolution::{Resolution, State};
+use crate::resolution::Resolution;
+use crate::resolved::State;
 use crate::status::Status;
 use crate::tls::TlsConnector;
 
@@ -91,27 +92,6 @@ impl Drop for Loop {
     fn drop(&mut self) {
         for (_, (_, task)) in self.tasks.drain() {
             task.abort();
-        }
-    }
-}
-
-/// The policy a service config's `loadBalancingConfig` selects, and its outlier detection if it has one
-/// (the two are compared apart, so that a change of one keeps the other). An outlier detection nested in
-/// another's `childPolicy` adds nothing: the outer one decides.
-fn policy_config(lb: &LbConfig) -> (PolicyConfig, Option<OutlierDetectionConfig>) {
-    match lb {
-        LbConfig::RoundRobin => (PolicyConfig::RoundRobin, None),
-        LbConfig::PickFirst {
-            shuffle_address_list,
-        } => (
-            PolicyConfig::PickFirst {
-                shuffle_address_list: *shuffle_address_list,
-            },
-            None,
-        ),
-        LbConfig::Default => (PolicyConfig::default(), None),
-        LbConfig::OutlierDetection { config, child } => {
-            (policy_config(child).0, Some(config.clone()))
         }
     }
 }
@@ -306,8 +286,14 @@ impl Loop {
                     self.fail_all(status.message());
                 }
             }
-            State::Ready { endpoints, config } => {
-                let (wanted, outlier) = policy_config(config.lb_policy());
+            State::Ready {
+                endpoints,
+                config,
+                routing,
+            } => {
+                // A resolver that routes calls to clusters (xDS) picks through the cluster manager; its
+                // clusters' endpoints replace the address list.
+                let (wanted, outlier) = policy_choice(&config, routing.as_deref());
                 let health_service = self.health.wanted(config.health_check_service_name());
                 let mut restart_watches = self.health.set_service(health_service.clone());
                 if self.policy_config != Some(wanted) {
@@ -349,7 +335,12 @@ impl Loop {
                 }
                 self.apply_outlier_events(now);
                 if let Some(p) = self.policy.as_mut() {
-                    p.update_addresses(self.addresses.clone(), now);
+                    match &routing {
+                        Some(r) => {
+                            p.update_clusters(r.clusters.clone(), now);
+                        }
+                        None => p.update_addresses(self.addresses.clone(), now),
+                    }
                 }
                 self.sync_results();
             }
@@ -761,38 +752,5 @@ async fn connect_subchannel(
         Err(error) => {
             let _ = events.send(Event::Failed(id, generation, error));
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use grpc_service_config::{ParseOptions, ServiceConfig};
-
-    fn lb(json: &str) -> (PolicyConfig, Option<OutlierDetectionConfig>) {
-        let config = ServiceConfig::parse(json, ParseOptions::default()).expect("a valid config");
-        policy_config(config.lb_policy())
-    }
-
-    fn outlier(interval: &str) -> String {
-        format!(
-            r#"{{"loadBalancingConfig":[{{"outlier_detection_experimental":{{"interval":"{interval}",
-                "failurePercentageEjection":{{}},"childPolicy":[{{"round_robin":{{}}}}]}}}}]}}"#
-        )
-    }
-
-    #[test]
-    fn the_policy_and_its_outlier_detection_are_compared_apart() {
-        let (policy_a, od_a) = lb(&outlier("1s"));
-        let (policy_b, od_b) = lb(&outlier("2s"));
-        assert_eq!(policy_a, PolicyConfig::RoundRobin);
-        assert_eq!(
-            policy_a, policy_b,
-            "a new outlier config alone keeps the child policy"
-        );
-        assert_ne!(od_a, od_b);
-        assert!(od_a.is_some_and(|c| c.is_enabled()));
-        let (plain, none) = lb(r#"{"loadBalancingConfig":[{"round_robin":{}}]}"#);
-        assert_eq!((plain, none), (PolicyConfig::RoundRobin, None));
     }
 }

@@ -24,12 +24,14 @@ use grpc_lb::{
     Address, ConnectivityState, PickRequest, PickResult, Picker, PickerSpec, SubchannelId,
 };
 use grpc_retry::SplitMix64;
+use grpc_service_config::Target;
 use h2::client::SendRequest;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
 mod event_loop;
 mod health_watches;
+mod policy_choice;
 
 use event_loop::Loop;
 
@@ -288,6 +290,7 @@ impl ControlPlane {
     pub(crate) fn pick_now(
         &self,
         method: &str,
+        cluster: Option<&str>,
         avoid: &[Address],
         cx: &mut Context<'_>,
     ) -> Option<Picked> {
@@ -299,17 +302,20 @@ impl ControlPlane {
             published.picker.pick(&PickRequest {
                 method,
                 avoid,
-                cluster: None,
+                cluster,
             })
         };
         match picked {
             PickResult::Pick {
-                mut handle, addr, ..
+                mut handle,
+                addr,
+                guard,
             } => match handle.conn.poll_ready(cx) {
                 Poll::Ready(Ok(())) => Some(Picked {
                     conn: handle.conn,
                     addr,
                     results: handle.results,
+                    breaker: guard,
                 }),
                 Poll::Ready(Err(_)) | Poll::Pending => None,
             },
@@ -323,24 +329,51 @@ impl ControlPlane {
     pub(crate) fn pick_for(
         &self,
         uri: &http::Uri,
+        cluster: Option<Arc<str>>,
         wait_for_ready: bool,
         avoid: Vec<Address>,
         cx: &mut Context<'_>,
     ) -> Pick {
-        if let Some(picked) = self.pick_now(uri.path(), &avoid, cx) {
+        if let Some(picked) = self.pick_now(uri.path(), cluster.as_deref(), &avoid, cx) {
             return Pick::Now(Some(picked));
         }
         let control = self.clone();
         let uri = uri.clone();
         Pick::Later(Box::pin(async move {
-            control.pick(uri.path(), wait_for_ready, &avoid).await
+            control
+                .pick(uri.path(), cluster.as_deref(), wait_for_ready, &avoid)
+                .await
         }))
+    }
+
+    /// Leaves IDLE and waits until the channel is READY (`Ok`) or in TRANSIENT_FAILURE or SHUTDOWN (the
+    /// error): for channels whose picks need a call's route (xDS), where a pick cannot say it.
+    pub(crate) async fn ready_by_state(&self, target: &Target) -> Result<(), Status> {
+        self.connect();
+        loop {
+            let from = self.state();
+            match from {
+                ConnectivityState::Ready => return Ok(()),
+                ConnectivityState::TransientFailure => {
+                    return Err(Status::unavailable(format!(
+                        "cannot connect to {target}: no cluster it routes to is reachable"
+                    )))
+                }
+                ConnectivityState::Shutdown => {
+                    return Err(Status::unavailable("the channel is shut down"))
+                }
+                _ => {
+                    self.wait_for_state_change(from).await;
+                }
+            }
+        }
     }
 
     /// Picks a connection for a call (the caller bounds the wait with the call's deadline).
     pub(crate) async fn pick(
         &self,
         method: &str,
+        cluster: Option<&str>,
         wait_for_ready: bool,
         avoid: &[Address],
     ) -> Result<Picked, PickError> {
@@ -360,14 +393,19 @@ impl ControlPlane {
             match published.picker.pick(&PickRequest {
                 method,
                 avoid,
-                cluster: None,
+                cluster,
             }) {
-                PickResult::Pick { handle, addr, .. } => match handle.conn.ready().await {
+                PickResult::Pick {
+                    handle,
+                    addr,
+                    guard,
+                } => match handle.conn.ready().await {
                     Ok(conn) => {
                         return Ok(Picked {
                             conn,
                             addr,
                             results: handle.results,
+                            breaker: guard,
                         })
                     }
                     // The connection died under the pick: its task reports it, and a new picker follows.

@@ -24,7 +24,7 @@ use grpc_xds::{
     XdsClient, XdsServer,
 };
 use parking_lot::Mutex;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, watch, Notify};
 use tokio::time::Instant;
 
 use crate::call::{RequestSender, Streaming};
@@ -54,6 +54,7 @@ enum Command {
         resource_type: ResourceType,
         name: String,
         slot: watch::Sender<WatchState>,
+        notify: Arc<Notify>,
     },
     Unwatch(u64),
 }
@@ -78,6 +79,7 @@ impl ResourceWatch {
     }
 
     /// Waits for the state to change; `false` once the ADS task is gone.
+    #[cfg(test)]
     pub(crate) async fn changed(&mut self) -> bool {
         self.state.changed().await.is_ok()
     }
@@ -132,8 +134,14 @@ impl AdsClient {
         Ok(client)
     }
 
-    /// Watches `name` of `resource_type`.
-    pub(crate) fn watch(&self, resource_type: ResourceType, name: &str) -> ResourceWatch {
+    /// Watches `name` of `resource_type`; `notify` is woken on each change of its state (one `Notify` can
+    /// serve many watches).
+    pub(crate) fn watch(
+        &self,
+        resource_type: ResourceType,
+        name: &str,
+        notify: Arc<Notify>,
+    ) -> ResourceWatch {
         let key = {
             let mut next = self.next_key.lock();
             *next += 1;
@@ -145,6 +153,7 @@ impl AdsClient {
             resource_type,
             name: name.to_owned(),
             slot,
+            notify,
         });
         ResourceWatch {
             key,
@@ -189,7 +198,7 @@ async fn run(
         Instant::now().into_std(),
         Box::new(SplitMix64::new(seed)),
     );
-    let mut slots: HashMap<u64, (WatchId, watch::Sender<WatchState>)> = HashMap::new();
+    let mut slots: HashMap<u64, (WatchId, watch::Sender<WatchState>, Arc<Notify>)> = HashMap::new();
     let mut keys: HashMap<WatchId, u64> = HashMap::new();
     let mut stream: Option<Stream> = None;
     loop {
@@ -208,8 +217,9 @@ async fn run(
             }
         }
         while let Some((id, event)) = client.poll_event() {
-            if let Some((_, slot)) = keys.get(&id).and_then(|k| slots.get(k)) {
+            if let Some((_, slot, notify)) = keys.get(&id).and_then(|k| slots.get(k)) {
                 slot.send_modify(|state| apply(state, event));
+                notify.notify_one();
             }
         }
         let timer = client.poll_timeout().map(Instant::from_std);
@@ -220,13 +230,13 @@ async fn run(
         tokio::select! {
             command = commands.recv() => match command {
                 None => return,
-                Some(Command::Watch { key, resource_type, name, slot }) => {
+                Some(Command::Watch { key, resource_type, name, slot, notify }) => {
                     let id = client.watch(resource_type, &name);
                     keys.insert(id, key);
-                    slots.insert(key, (id, slot));
+                    slots.insert(key, (id, slot, notify));
                 }
                 Some(Command::Unwatch(key)) => {
-                    if let Some((id, _)) = slots.remove(&key) {
+                    if let Some((id, _, _)) = slots.remove(&key) {
                         keys.remove(&id);
                         client.unwatch(id);
                     }

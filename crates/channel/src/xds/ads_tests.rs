@@ -2,6 +2,7 @@
 //! loopback: subscriptions, ACKs, NACKs keeping the last good value, restarts that resubscribe with the
 //! ACKed version, the does-not-exist timer, and one stream shared by two users of the same server.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use grpc_xds::resource::{Resource, ResourceType};
@@ -54,7 +55,7 @@ async fn server_with_cluster() -> (ManagementServer, Bootstrap) {
 async fn a_watched_cluster_arrives_and_is_acked_with_the_node_on_the_first_request() {
     let (server, bootstrap) = server_with_cluster().await;
     let ads = AdsClient::shared(&bootstrap).expect("ads");
-    let mut watch = ads.watch(ResourceType::Cluster, "c1");
+    let mut watch = ads.watch(ResourceType::Cluster, "c1", Arc::default());
     let state = until(&mut watch, |s| s.value.is_some()).await;
     assert_eq!(cluster_name(&state).as_deref(), Some("c1"));
     let ack = server
@@ -76,7 +77,7 @@ async fn a_watched_cluster_arrives_and_is_acked_with_the_node_on_the_first_reque
 async fn an_invalid_update_is_nacked_and_the_last_good_value_stays() {
     let (server, bootstrap) = server_with_cluster().await;
     let ads = AdsClient::shared(&bootstrap).expect("ads");
-    let mut watch = ads.watch(ResourceType::Cluster, "c1");
+    let mut watch = ads.watch(ResourceType::Cluster, "c1", Arc::default());
     until(&mut watch, |s| s.value.is_some()).await;
     // A cluster with no discovery type (STATIC) is not one a gRPC client takes.
     let mut bad = eds_cluster("c1");
@@ -108,7 +109,7 @@ async fn an_invalid_update_is_nacked_and_the_last_good_value_stays() {
 async fn a_restarted_server_gets_the_subscriptions_again_with_the_acked_version() {
     let (mut server, bootstrap) = server_with_cluster().await;
     let ads = AdsClient::shared(&bootstrap).expect("ads");
-    let mut watch = ads.watch(ResourceType::Cluster, "c1");
+    let mut watch = ads.watch(ResourceType::Cluster, "c1", Arc::default());
     until(&mut watch, |s| s.value.is_some()).await;
     server.restart().await.expect("restart");
     let again = server
@@ -127,7 +128,7 @@ async fn a_resource_never_sent_does_not_exist_after_15_seconds() {
     let (_server, bootstrap) = server_with_cluster().await;
     let ads = AdsClient::shared(&bootstrap).expect("ads");
     let start = tokio::time::Instant::now();
-    let mut watch = ads.watch(ResourceType::Cluster, "missing");
+    let mut watch = ads.watch(ResourceType::Cluster, "missing", Arc::default());
     until(&mut watch, |s| s.does_not_exist).await;
     let waited = start.elapsed();
     assert!(
@@ -141,8 +142,8 @@ async fn channels_naming_the_same_server_share_one_stream() {
     let (server, bootstrap) = server_with_cluster().await;
     let a = AdsClient::shared(&bootstrap).expect("ads");
     let b = AdsClient::shared(&bootstrap).expect("ads");
-    let mut wa = a.watch(ResourceType::Cluster, "c1");
-    let mut wb = b.watch(ResourceType::Cluster, "c1");
+    let mut wa = a.watch(ResourceType::Cluster, "c1", Arc::default());
+    let mut wb = b.watch(ResourceType::Cluster, "c1", Arc::default());
     until(&mut wa, |s| s.value.is_some()).await;
     until(&mut wb, |s| s.value.is_some()).await;
     assert_eq!(server.streams_opened(), 1);

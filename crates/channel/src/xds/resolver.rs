@@ -1,0 +1,431 @@
+//! The resolver of `xds:///name` targets (gRFC A27, A28, A31, A44, with A74's "complete config" rule):
+//! it watches the Listener named by the bootstrap's template, its RouteConfiguration (RDS, or inline), the
+//! Clusters the chosen virtual host's routes name, and their endpoints (EDS), through the shared ADS
+//! stream ([`AdsClient`]), and publishes a resolution only once every resource it needs is known (or known
+//! not to exist): the clusters for grpc-lb's xDS cluster manager and a [`Router`] that sends each call to
+//! a cluster by its route, with the route's A44 retry policy as the call's method config and its A31
+//! stream duration as a cap on the call's deadline.
+//!
+//! Missing resources (A27): a Listener or RouteConfiguration that does not exist, or one never valid,
+//! fails the channel (TRANSIENT_FAILURE, calls UNAVAILABLE); a virtual host missing for the target's name
+//! likewise. A Cluster that does not exist, or is not an EDS cluster, fails the calls routed to it. Control
+//! plane errors never reach calls as their own codes: every failure is UNAVAILABLE.
+//!
+//! Not here: aggregate and LOGICAL_DNS clusters, ring_hash and least_request (their clusters fail calls
+//! with a message saying so), circuit-breaker counters shared across channels, load reporting.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use grpc_lb::{
+    Address, ClusterConfig, DropOverload, LocalityConfig, PriorityConfig, XdsClustersConfig,
+};
+use grpc_retry::SplitMix64;
+use grpc_service_config::{MethodConfig, ParseOptions, ServiceConfig};
+use grpc_xds::resource::{
+    ClusterKind, ClusterLb, Endpoints, Listener, Resource, ResourceType, RetryPolicy, RouteAction,
+    RouteConfig, RouteSource, VirtualHost,
+};
+use grpc_xds::{route_call, Bootstrap, RouteOutcome};
+use parking_lot::Mutex;
+use tokio::sync::{watch, Notify};
+
+use super::ads::{AdsClient, ResourceWatch, WatchState};
+use crate::metadata::MetadataMap;
+use crate::resolved::{ExternalTask, Routed, Router, Routing, StartResolver, State};
+use crate::status::Status;
+
+/// The resolver's task; dropping it stops the task (and its watches).
+#[derive(Debug)]
+pub(crate) struct ResolverTask(tokio::task::JoinHandle<()>);
+
+impl Drop for ResolverTask {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Starts resolving `xds:///name`: results go to `tx`. Must be called inside a tokio runtime.
+pub(crate) fn start(
+    bootstrap: Bootstrap,
+    name: &str,
+    default_config: Option<ServiceConfig>,
+    tx: watch::Sender<State>,
+) -> Result<ResolverTask, Status> {
+    let listener = bootstrap
+        .listener_name(None, name)
+        .map_err(|e| Status::unavailable(format!("xDS: {e}")))?;
+    let ads = AdsClient::shared(&bootstrap)?;
+    let config = Arc::new(default_config.unwrap_or_else(ServiceConfig::empty));
+    let task = tokio::spawn(run(ads, listener, name.to_owned(), config, tx));
+    Ok(ResolverTask(task))
+}
+
+/// The watches of one resolver.
+struct Watches {
+    ads: Arc<AdsClient>,
+    notify: Arc<Notify>,
+    listener: ResourceWatch,
+    route: Option<(String, ResourceWatch)>,
+    clusters: BTreeMap<String, ResourceWatch>,
+    endpoints: BTreeMap<String, ResourceWatch>,
+}
+
+impl Watches {
+    fn watch(&self, resource_type: ResourceType, name: &str) -> ResourceWatch {
+        self.ads.watch(resource_type, name, self.notify.clone())
+    }
+}
+
+async fn run(
+    ads: Arc<AdsClient>,
+    listener_name: String,
+    authority: String,
+    config: Arc<ServiceConfig>,
+    tx: watch::Sender<State>,
+) {
+    let notify = Arc::new(Notify::new());
+    let listener = ads.watch(ResourceType::Listener, &listener_name, notify.clone());
+    let mut watches = Watches {
+        ads,
+        notify: notify.clone(),
+        listener,
+        route: None,
+        clusters: BTreeMap::new(),
+        endpoints: BTreeMap::new(),
+    };
+    let mut last: Option<Arc<Routing>> = None;
+    loop {
+        match evaluate(&mut watches, &listener_name, &authority) {
+            Outcome::Pending => {}
+            Outcome::Failed(status) => {
+                // A failure after a good config keeps nothing: the resource is gone (A27).
+                last = None;
+                tx.send_replace(State::Failed(status));
+            }
+            Outcome::Ready(routing, endpoints) => {
+                let changed = last.as_ref().is_none_or(|l| {
+                    l.clusters != routing.clusters || !same_router(&l.router, &routing.router)
+                });
+                if changed {
+                    let routing = Arc::new(routing);
+                    last = Some(routing.clone());
+                    tx.send_replace(State::Ready {
+                        endpoints: endpoints.into(),
+                        config: config.clone(),
+                        routing: Some(routing),
+                    });
+                }
+            }
+        }
+        tokio::select! {
+            () = notify.notified() => {}
+            () = tx.closed() => return,
+        }
+    }
+}
+
+fn same_router(a: &Arc<dyn Router>, b: &Arc<dyn Router>) -> bool {
+    format!("{a:?}") == format!("{b:?}")
+}
+
+enum Outcome {
+    /// Something needed is not known yet.
+    Pending,
+    /// The channel cannot route calls.
+    Failed(Status),
+    /// The routing, and every endpoint address.
+    Ready(Routing, Vec<Address>),
+}
+
+fn value_or<'a>(state: &'a WatchState, what: &str) -> Result<Option<&'a Resource>, Status> {
+    if state.does_not_exist {
+        return Err(Status::unavailable(format!("xDS: {what} does not exist")));
+    }
+    match (&state.value, &state.error) {
+        (Some(v), _) => Ok(Some(v)),
+        (None, Some(e)) => Err(Status::unavailable(format!("xDS: {what}: {e}"))),
+        (None, None) => Ok(None),
+    }
+}
+
+/// What the watches say now; adjusts the route, cluster and endpoint watches to what is needed.
+fn evaluate(w: &mut Watches, listener_name: &str, authority: &str) -> Outcome {
+    let state = w.listener.state();
+    let listener = match value_or(&state, &format!("listener {listener_name:?}")) {
+        Err(status) => return Outcome::Failed(status),
+        Ok(None) => return Outcome::Pending,
+        Ok(Some(Resource::Listener(l))) => l.clone(),
+        Ok(Some(_)) => return Outcome::Pending,
+    };
+    let route_config = match route_config(w, &listener) {
+        Err(status) => return Outcome::Failed(status),
+        Ok(None) => return Outcome::Pending,
+        Ok(Some(rc)) => rc,
+    };
+    let Some(vhost) = route_config.virtual_host(authority).cloned() else {
+        return Outcome::Failed(Status::unavailable(format!(
+            "xDS: no virtual host of route configuration {:?} matches {authority:?}",
+            route_config.name
+        )));
+    };
+    // The clusters the routes name.
+    let wanted: BTreeSet<String> = vhost
+        .routes
+        .iter()
+        .flat_map(|r| match &r.action {
+            RouteAction::Cluster(c) => vec![c.clone()],
+            RouteAction::WeightedClusters(cs) => cs.iter().map(|c| c.name.clone()).collect(),
+            RouteAction::NonForwarding => Vec::new(),
+        })
+        .collect();
+    w.clusters.retain(|name, _| wanted.contains(name));
+    for name in &wanted {
+        if !w.clusters.contains_key(name) {
+            let watch = w.watch(ResourceType::Cluster, name);
+            w.clusters.insert(name.clone(), watch);
+        }
+    }
+    let mut clusters = BTreeMap::new();
+    let mut eds_wanted = BTreeSet::new();
+    let mut pending = false;
+    for (name, watch) in &w.clusters {
+        let state = watch.state();
+        let config = match value_or(&state, &format!("cluster {name:?}")) {
+            Err(status) => failing_cluster(status.message()),
+            Ok(None) => {
+                pending = true;
+                continue;
+            }
+            Ok(Some(Resource::Cluster(cluster))) => match (&cluster.kind, &cluster.lb_policy) {
+                (ClusterKind::Eds { service_name }, ClusterLb::RoundRobin) => {
+                    let eds = service_name.clone().unwrap_or_else(|| name.clone());
+                    eds_wanted.insert(eds.clone());
+                    match w.endpoints.get(&eds).map(ResourceWatch::state) {
+                        None => {
+                            pending = true;
+                            continue;
+                        }
+                        Some(state) => match value_or(&state, &format!("endpoints {eds:?}")) {
+                            Err(status) => failing_cluster(status.message()),
+                            Ok(None) => {
+                                pending = true;
+                                continue;
+                            }
+                            Ok(Some(Resource::Endpoints(e))) => {
+                                cluster_config(e, cluster.max_requests)
+                            }
+                            Ok(Some(_)) => failing_cluster("not an endpoint assignment"),
+                        },
+                    }
+                }
+                (kind, lb) => failing_cluster(&format!(
+                    "xDS cluster {name:?} is not supported yet ({kind:?}, {lb:?}): EDS clusters under ROUND_ROBIN only"
+                )),
+            },
+            Ok(Some(_)) => failing_cluster("not a cluster"),
+        };
+        clusters.insert(name.clone(), config);
+    }
+    w.endpoints.retain(|name, _| eds_wanted.contains(name));
+    let mut added = false;
+    for name in &eds_wanted {
+        if !w.endpoints.contains_key(name) {
+            let watch = w.watch(ResourceType::ClusterLoadAssignment, name);
+            w.endpoints.insert(name.clone(), watch);
+            added = true;
+        }
+    }
+    if pending || added {
+        return Outcome::Pending;
+    }
+    let endpoints: Vec<Address> = clusters
+        .values()
+        .flat_map(|c| c.priorities.iter())
+        .flat_map(|p| p.localities.iter())
+        .flat_map(|l| l.addresses.iter().cloned())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let router = XdsRouter::new(vhost, listener.max_stream_duration);
+    Outcome::Ready(
+        Routing {
+            clusters: XdsClustersConfig { clusters },
+            router: Arc::new(router),
+        },
+        endpoints,
+    )
+}
+
+/// The listener's route configuration: inline, or from its RDS watch (started or switched here).
+fn route_config(w: &mut Watches, listener: &Listener) -> Result<Option<RouteConfig>, Status> {
+    match &listener.route_source {
+        RouteSource::Inline(rc) => {
+            w.route = None;
+            Ok(Some(rc.clone()))
+        }
+        RouteSource::Rds { name } => {
+            if w.route.as_ref().is_none_or(|(n, _)| n != name) {
+                let watch = w.watch(ResourceType::RouteConfiguration, name);
+                w.route = Some((name.clone(), watch));
+            }
+            let Some((_, watch)) = &w.route else {
+                return Ok(None);
+            };
+            let state = watch.state();
+            match value_or(&state, &format!("route configuration {name:?}"))? {
+                Some(Resource::RouteConfiguration(rc)) => Ok(Some(rc.clone())),
+                _ => Ok(None),
+            }
+        }
+    }
+}
+
+/// A cluster whose calls fail with `message`.
+fn failing_cluster(message: &str) -> ClusterConfig {
+    let mut config = ClusterConfig::new(Vec::new());
+    config.failure = Some(message.to_owned());
+    config
+}
+
+/// The cluster manager's view of an EDS cluster: its priorities of weighted localities, each endpoint by
+/// its first address.
+fn cluster_config(endpoints: &Endpoints, max_requests: u32) -> ClusterConfig {
+    let priorities = endpoints
+        .priorities
+        .iter()
+        .map(|p| PriorityConfig {
+            localities: p
+                .localities
+                .iter()
+                .map(|l| LocalityConfig {
+                    name: format!(
+                        "{}/{}/{}",
+                        l.locality.region, l.locality.zone, l.locality.sub_zone
+                    ),
+                    weight: l.weight,
+                    addresses: l
+                        .endpoints
+                        .iter()
+                        .filter_map(|e| e.addresses.first().cloned())
+                        .collect(),
+                })
+                .collect(),
+        })
+        .collect();
+    let mut config = ClusterConfig::new(priorities);
+    config.max_requests = max_requests;
+    config.drop_overloads = endpoints
+        .drop_overloads
+        .iter()
+        .map(|d| DropOverload {
+            category: d.category.clone(),
+            per_million: d.per_million,
+        })
+        .collect();
+    config
+}
+
+/// Routes calls by the chosen virtual host's routes.
+struct XdsRouter {
+    vhost: VirtualHost,
+    listener_max_stream_duration: Option<Duration>,
+    /// Per route: its A44 retry policy as a method config.
+    methods: Vec<Option<Arc<MethodConfig>>>,
+    rng: Mutex<SplitMix64>,
+}
+
+impl std::fmt::Debug for XdsRouter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XdsRouter")
+            .field("vhost", &self.vhost)
+            .field(
+                "listener_max_stream_duration",
+                &self.listener_max_stream_duration,
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl XdsRouter {
+    fn new(vhost: VirtualHost, listener_max_stream_duration: Option<Duration>) -> XdsRouter {
+        let methods = vhost
+            .routes
+            .iter()
+            .map(|r| r.retry_policy.as_ref().and_then(method_config))
+            .collect();
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0x5eed);
+        XdsRouter {
+            vhost,
+            listener_max_stream_duration,
+            methods,
+            rng: Mutex::new(SplitMix64::new(seed)),
+        }
+    }
+}
+
+impl Router for XdsRouter {
+    fn route(&self, path: &str, metadata: &MetadataMap) -> Result<Routed, Status> {
+        // The header view of A28: text metadata only (`-bin` keys are absent to route matching).
+        let headers: Vec<(&str, &str)> = metadata
+            .iter()
+            .filter(|(k, _)| !k.ends_with("-bin"))
+            .filter_map(|(k, v)| Some((k, std::str::from_utf8(v).ok()?)))
+            .collect();
+        let mut rng = self.rng.lock();
+        match route_call(
+            &self.vhost,
+            path,
+            headers.as_slice(),
+            self.listener_max_stream_duration,
+            &mut *rng,
+        ) {
+            RouteOutcome::Routed(r) => Ok(Routed {
+                cluster: Arc::from(r.cluster),
+                method: self.methods.get(r.route_index).cloned().flatten(),
+                max_duration: r.max_stream_duration,
+            }),
+            RouteOutcome::NoRoute => {
+                Err(Status::unavailable(format!("xDS: no route matches {path}")))
+            }
+            RouteOutcome::NonForwarding { .. } => Err(Status::unavailable(format!(
+                "xDS: the route matching {path} does not forward calls"
+            ))),
+        }
+    }
+}
+
+/// A44: the route's retry policy as an A6 method config (through the service config's own parser).
+fn method_config(policy: &RetryPolicy) -> Option<Arc<MethodConfig>> {
+    let codes: Vec<String> = policy
+        .retryable_codes()
+        .iter()
+        .map(|c| format!("{:?}", c.name()))
+        .collect();
+    let json = format!(
+        r#"{{"methodConfig":[{{"name":[{{}}],"retryPolicy":{{"maxAttempts":{},"initialBackoff":"{:.6}s","maxBackoff":"{:.6}s","backoffMultiplier":{},"retryableStatusCodes":[{}]}}}}]}}"#,
+        policy.max_attempts(),
+        policy.initial_backoff().as_secs_f64(),
+        policy.max_backoff().as_secs_f64(),
+        policy.backoff_multiplier(),
+        codes.join(",")
+    );
+    let config = ServiceConfig::parse(&json, ParseOptions::default()).ok()?;
+    config.method_config("/any/method").cloned()
+}
+
+/// What the channel's resolution runs for `xds:///name`: [`start`] with this bootstrap.
+pub(crate) fn starter(
+    bootstrap: Bootstrap,
+    name: String,
+    default_config: Option<ServiceConfig>,
+) -> StartResolver {
+    Box::new(move |tx| {
+        let task = start(bootstrap.clone(), &name, default_config.clone(), tx)?;
+        Ok(Box::new(task) as ExternalTask)
+    })
+}
