@@ -19,7 +19,7 @@ use envoy_types::pb::envoy::config::route::v3::Route;
 use grpc_channel::{Channel, Code, Request, Status};
 use interop::faulty::FaultyServer;
 use interop::xds_resources::{
-    assignment, eds_cluster, listener_without_api_listener, named, rds_listener,
+    assignment, eds_cluster, inline_listener, listener_without_api_listener, named, rds_listener,
     route_configuration, route_to_cluster, route_to_weighted, type_url, with_retry_policy,
     LocalitySpec, RouteMatchSpec,
 };
@@ -177,6 +177,46 @@ async fn an_rds_route_to_an_eds_cluster_of_two_endpoints_reaches_both() {
                 .await;
             assert!(ack.is_some(), "no ACK of {t}: {:?}", server.requests());
         }
+    })
+    .await;
+}
+
+/// 1b. The same with the routes inline in the Listener's HttpConnectionManager (no RDS): calls succeed
+/// and the client never asks for a RouteConfiguration.
+#[tokio::test]
+async fn inline_routes_in_the_listener_reach_the_cluster() {
+    bounded("inline routes", async {
+        let a = interop_server_handle().await;
+        let server = management_server().await;
+        let routes = route_configuration(
+            "inline",
+            &[NAME],
+            vec![route_to_cluster(&RouteMatchSpec::any(), "inline-cluster")],
+        );
+        server.set(
+            type_url::LISTENER,
+            vec![named(
+                NAME,
+                type_url::LISTENER,
+                &inline_listener(NAME, routes),
+            )],
+        );
+        set_clusters(&server, &[("inline-cluster", locality(&[a.addr]))]);
+        let channel = xds_channel(&server);
+        let counts = tally(&channel, 10).await;
+        assert_eq!(
+            counts.get(&a.addr.to_string()).copied(),
+            Some(10),
+            "{counts:?}"
+        );
+        assert!(
+            !server
+                .requests()
+                .iter()
+                .any(|r| r.type_url == type_url::ROUTE && !r.resource_names.is_empty()),
+            "no RDS subscription with inline routes: {:?}",
+            server.requests()
+        );
     })
     .await;
 }
@@ -354,37 +394,45 @@ async fn an_eds_update_moves_calls_to_the_new_endpoint_without_failures() {
         );
         let channel = xds_channel(&server);
         let (old_id, new_id) = (old.addr.to_string(), new.addr.to_string());
-        let mut served = Vec::with_capacity(200);
+        // Each call's answer (the server's id, or the failure), so that one failure does not hide the rest.
+        let mut results: Vec<Result<String, Status>> = Vec::with_capacity(200);
         for i in 0..200 {
             if i == 50 {
                 set_endpoints(&server, &[("moving", locality(&[new.addr]))]);
             }
-            match served_by(&channel, CALL).await {
-                Ok(id) => served.push(id),
-                Err(status) => panic!("call {i} failed: {status:?}"),
-            }
+            results.push(served_by(&channel, CALL).await);
         }
-        assert!(
-            served[..50].iter().all(|id| *id == old_id),
-            "before the update only the old endpoint serves"
-        );
         // The update may land after the 200th call on a fast machine: keep calling, bounded.
+        let reached_new = |r: &[Result<String, Status>]| r.iter().any(|x| x.as_ref().ok() == Some(&new_id));
         let mut extra = 0;
-        while !served.contains(&new_id) && extra < 500 {
-            match served_by(&channel, CALL).await {
-                Ok(id) => served.push(id),
-                Err(status) => panic!("extra call {extra} failed: {status:?}"),
-            }
+        while !reached_new(&results) && extra < 500 {
+            results.push(served_by(&channel, CALL).await);
             extra += 1;
         }
+        let failed: Vec<(usize, &Status)> = results
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| r.as_ref().err().map(|s| (i, s)))
+            .collect();
+        assert!(
+            failed.is_empty(),
+            "{} of {} calls failed (the update was published before call 50): {failed:?}",
+            failed.len(),
+            results.len()
+        );
+        let served: Vec<&String> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
+        assert!(
+            served[..50].iter().all(|id| **id == old_id),
+            "before the update only the old endpoint serves"
+        );
         let first_new = served
             .iter()
-            .position(|id| *id == new_id)
+            .position(|id| **id == new_id)
             .expect("calls reach the new endpoint");
         let stale: Vec<usize> = served[first_new..]
             .iter()
             .enumerate()
-            .filter(|(_, id)| **id == old_id)
+            .filter(|(_, id)| ***id == old_id)
             .map(|(i, _)| first_new + i)
             .collect();
         assert!(
