@@ -1,8 +1,11 @@
 //! `xds:` targets end to end: a channel built with a bootstrap naming the test management server
 //! (`interop::xds_server`, tonic's HTTP/2 server) follows LDS → RDS → CDS → EDS to interop backends on
-//! loopback, and its calls land where the resources say: round robin over an EDS cluster, weighted
-//! clusters, path and header routes, a route's retry policy (A44), EDS updates while calls run, priority
-//! failover, a NACKed Listener that keeps the last good config, and a Listener that never comes.
+//! loopback, and its calls land where the resources say: round robin over an EDS cluster (RDS or inline
+//! routes), weighted clusters, path and header routes, a route's retry policy (A44), EDS updates while
+//! calls run (and a call in flight on a removed endpoint), priority failover, a NACKed Listener that keeps
+//! the last good config, a Listener that never comes (A57, paused clock), Listener and Cluster deletion
+//! (A88's ambient default and `fail_on_data_errors`), the management server going away, and no matching
+//! virtual host.
 //!
 //! Every test is bounded ([`BOUND`] around it); waits for a condition are bounded polling loops.
 
@@ -59,6 +62,21 @@ async fn management_server() -> ManagementServer {
 fn xds_channel(server: &ManagementServer) -> Channel {
     Channel::builder(format!("xds:///{NAME}"))
         .xds_bootstrap(server.bootstrap_json())
+        .build()
+        .expect("xds channel")
+}
+
+/// A channel to `xds:///<NAME>` with a bootstrap naming `server` with these extra `server_features`.
+fn xds_channel_with_features(server: &ManagementServer, features: &[&str]) -> Channel {
+    let mut all = vec!["\"xds_v3\"".to_owned()];
+    all.extend(features.iter().map(|f| format!("\"{f}\"")));
+    let bootstrap = format!(
+        r#"{{"xds_servers":[{{"server_uri":"{}","channel_creds":[{{"type":"insecure"}}],"server_features":[{}]}}],"node":{{"id":"test-node"}}}}"#,
+        server.server_uri(),
+        all.join(",")
+    );
+    Channel::builder(format!("xds:///{NAME}"))
+        .xds_bootstrap(bootstrap)
         .build()
         .expect("xds channel")
 }
@@ -364,9 +382,13 @@ async fn a_route_retry_policy_retries_unavailable() {
         assert_eq!(response.previous_rpc_attempts(), 2);
         let seen = attempts(&[&backend], "xds-retry");
         assert_eq!(
-            seen.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
-            vec![1, 2, 3],
-            "{seen:?}"
+            seen,
+            vec![
+                (1, None),
+                (2, Some("1".to_owned())),
+                (3, Some("2".to_owned()))
+            ],
+            "three attempts on the backend, each naming the attempts before it"
         );
         // A fourth failure would not be retried: num_retries 2 is three attempts in all.
         let failed = flaky_unary(&channel, "xds-retry-exhausted", &[("x-fail-times", "5")])
@@ -439,6 +461,75 @@ async fn an_eds_update_moves_calls_to_the_new_endpoint_without_failures() {
             stale.is_empty(),
             "calls went to the removed endpoint after the new one served (call {first_new}): {stale:?}"
         );
+    })
+    .await;
+}
+
+/// 5b. The cause of 5's failure, deterministically: a server-streaming call in flight on an endpoint that
+/// an EDS update removes. gRPC lets calls on a removed subchannel finish (its connection drains); the call
+/// must end OK with every response, while new calls go to the new endpoint.
+#[tokio::test]
+async fn a_call_in_flight_on_a_removed_endpoint_finishes() {
+    bounded("in flight across an EDS update", async {
+        let old = interop_server_handle().await;
+        let new = interop_server_handle().await;
+        let server = management_server().await;
+        publish(
+            &server,
+            &["*"],
+            vec![route_to_cluster(&RouteMatchSpec::any(), "moving")],
+            &[("moving", locality(&[old.addr]))],
+        );
+        let channel = xds_channel(&server);
+        // Three responses, 300 ms apart.
+        let request = interop_proto::StreamingOutputCallRequest {
+            response_parameters: (0..3)
+                .map(|_| interop_proto::ResponseParameters {
+                    size: 10,
+                    interval_us: 300_000,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let mut stream = tokio::time::timeout(
+            CALL,
+            channel.server_streaming::<_, interop_proto::StreamingOutputCallResponse>(
+                paths::STREAMING_OUTPUT_CALL,
+                Request::new(request),
+            ),
+        )
+        .await
+        .expect("the call starts")
+        .expect("response headers")
+        .into_inner();
+        let first = tokio::time::timeout(CALL, stream.message())
+            .await
+            .expect("the first response comes");
+        assert!(matches!(first, Ok(Some(_))), "{first:?}");
+
+        set_endpoints(&server, &[("moving", locality(&[new.addr]))]);
+        let moved = call_until(&channel, "new calls reach the new endpoint", |r| {
+            r.as_ref().ok() == Some(&new.addr.to_string())
+        })
+        .await;
+        assert!(moved.is_ok());
+
+        let mut rest = 0;
+        loop {
+            match tokio::time::timeout(CALL, stream.message())
+                .await
+                .expect("the stream goes on")
+            {
+                Ok(Some(_)) => rest += 1,
+                Ok(None) => break,
+                Err(status) => panic!(
+                    "the call in flight on the removed endpoint failed after {} responses: {status:?}",
+                    rest + 1
+                ),
+            }
+        }
+        assert_eq!(rest, 2, "every response arrives");
     })
     .await;
 }
@@ -530,6 +621,10 @@ async fn calls_fail_unavailable_when_the_listener_does_not_exist() {
             "failed after {waited:?}, before the does-not-exist timer: {status:?}"
         );
         assert!(
+            waited < Duration::from_secs(20),
+            "failed only after {waited:?}, well past the does-not-exist timer: {status:?}"
+        );
+        assert!(
             server
                 .requests()
                 .iter()
@@ -608,4 +703,190 @@ fn the_published_resources_are_valid_for_the_client() {
         ),
         "a Listener without api_listener is NACKed"
     );
+}
+
+/// Calls (one at a time, 10 ms apart, at most 500) until one's outcome satisfies `done`; returns it.
+async fn call_until(
+    channel: &Channel,
+    what: &str,
+    done: impl Fn(&Result<String, Status>) -> bool,
+) -> Result<String, Status> {
+    let mut last = None;
+    for _ in 0..500 {
+        let outcome = served_by(channel, CALL).await;
+        if done(&outcome) {
+            return outcome;
+        }
+        last = Some(outcome);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("never happened: {what}; last outcome {last:?}");
+}
+
+/// 9a. LDS deletion under A88's default: a Listener missing from a response is an ambient error, so the
+/// channel keeps the last config and calls go on succeeding; the client ACKs the response.
+#[tokio::test]
+async fn a_deleted_listener_keeps_the_last_config_by_default() {
+    bounded("LDS deletion, default", async {
+        let a = interop_server_handle().await;
+        let server = management_server().await;
+        publish(
+            &server,
+            &["*"],
+            vec![route_to_cluster(&RouteMatchSpec::any(), "c")],
+            &[("c", locality(&[a.addr]))],
+        );
+        let channel = xds_channel(&server);
+        assert_eq!(tally(&channel, 5).await.len(), 1);
+
+        server.set(type_url::LISTENER, Vec::new());
+        let ack = server
+            .wait_for_request(Duration::from_secs(10), |r| {
+                r.type_url == type_url::LISTENER && r.version_info == "2"
+            })
+            .await
+            .expect("the client answers the response without the Listener");
+        assert!(ack.error_detail.is_none(), "deletion is no NACK: {ack:?}");
+        let after = tally(&channel, 20).await;
+        assert_eq!(after.get(&a.addr.to_string()).copied(), Some(20));
+    })
+    .await;
+}
+
+/// 9b. LDS deletion with `fail_on_data_errors` (A88): the cache drops the Listener, and calls fail
+/// UNAVAILABLE; when the Listener comes back, calls succeed again.
+#[tokio::test]
+async fn a_deleted_listener_fails_calls_with_fail_on_data_errors() {
+    bounded("LDS deletion, fail_on_data_errors", async {
+        let a = interop_server_handle().await;
+        let server = management_server().await;
+        publish(
+            &server,
+            &["*"],
+            vec![route_to_cluster(&RouteMatchSpec::any(), "c")],
+            &[("c", locality(&[a.addr]))],
+        );
+        let channel = xds_channel_with_features(&server, &["fail_on_data_errors"]);
+        assert_eq!(tally(&channel, 5).await.len(), 1);
+
+        server.set(type_url::LISTENER, Vec::new());
+        let failed = call_until(&channel, "calls fail after the deletion", Result::is_err).await;
+        let status = failed.expect_err("an error");
+        assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+
+        server.set(
+            type_url::LISTENER,
+            vec![named(NAME, type_url::LISTENER, &rds_listener(NAME, ROUTES))],
+        );
+        let back = call_until(&channel, "calls succeed again", Result::is_ok).await;
+        assert_eq!(back.ok(), Some(a.addr.to_string()));
+    })
+    .await;
+}
+
+/// 10. The management server goes away after a good config: calls keep succeeding on the cached
+/// resources (a stream error is not a data error, A88), and after a restart on the same port the client
+/// subscribes again.
+#[tokio::test]
+async fn calls_survive_the_management_server_going_away() {
+    bounded("management server restart", async {
+        let a = interop_server_handle().await;
+        let mut server = management_server().await;
+        publish(
+            &server,
+            &["*"],
+            vec![route_to_cluster(&RouteMatchSpec::any(), "c")],
+            &[("c", locality(&[a.addr]))],
+        );
+        let channel = xds_channel(&server);
+        assert_eq!(tally(&channel, 5).await.len(), 1);
+        let streams = server.streams_opened();
+
+        server.stop().await;
+        let during = tally(&channel, 20).await;
+        assert_eq!(during.get(&a.addr.to_string()).copied(), Some(20));
+
+        server.restart().await.expect("restart on the same port");
+        let mut resubscribed = false;
+        for _ in 0..1000 {
+            if server.streams_opened() > streams {
+                resubscribed = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(resubscribed, "the client never opened a new ADS stream");
+        let after = tally(&channel, 10).await;
+        assert_eq!(after.get(&a.addr.to_string()).copied(), Some(10));
+    })
+    .await;
+}
+
+/// 11. A cluster the route names is deleted (CDS) with `fail_on_data_errors`: its calls fail UNAVAILABLE
+/// rather than queue (A28), while a route to a remaining cluster keeps working. (Under A88's default the
+/// deletion is ambient and the cluster stays, see 9a for the Listener.)
+#[tokio::test]
+async fn a_deleted_cluster_fails_its_calls_unavailable() {
+    bounded("CDS deletion", async {
+        let a = interop_server_handle().await;
+        let b = interop_server_handle().await;
+        let server = management_server().await;
+        publish(
+            &server,
+            &["*"],
+            vec![
+                route_to_cluster(&RouteMatchSpec::any().header("x-tenant", "blue"), "blue"),
+                route_to_cluster(&RouteMatchSpec::any(), "other"),
+            ],
+            &[
+                ("blue", locality(&[a.addr])),
+                ("other", locality(&[b.addr])),
+            ],
+        );
+        let channel = xds_channel_with_features(&server, &["fail_on_data_errors"]);
+        let blue = unary_served_by(&channel, &[("x-tenant", "blue")]).await;
+        assert_eq!(blue.ok(), Some(a.addr.to_string()));
+
+        // Only "other" remains.
+        server.set(
+            type_url::CLUSTER,
+            vec![named("other", type_url::CLUSTER, &eds_cluster("other"))],
+        );
+        let mut gone = None;
+        for _ in 0..500 {
+            match unary_served_by(&channel, &[("x-tenant", "blue")]).await {
+                Ok(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+                Err(status) => {
+                    gone = Some(status);
+                    break;
+                }
+            }
+        }
+        let status = gone.expect("calls to the deleted cluster fail");
+        assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+        let other = unary_served_by(&channel, &[]).await;
+        assert_eq!(other.ok(), Some(b.addr.to_string()));
+    })
+    .await;
+}
+
+/// 12. No virtual host matches the target's name: calls fail UNAVAILABLE (a resolver error, A28).
+#[tokio::test]
+async fn no_matching_virtual_host_fails_calls_unavailable() {
+    bounded("no virtual host", async {
+        let a = interop_server_handle().await;
+        let server = management_server().await;
+        publish(
+            &server,
+            &["other.test"],
+            vec![route_to_cluster(&RouteMatchSpec::any(), "c")],
+            &[("c", locality(&[a.addr]))],
+        );
+        let channel = xds_channel(&server);
+        let status = served_by(&channel, CALL)
+            .await
+            .expect_err("no virtual host for svc.test");
+        assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+    })
+    .await;
 }
