@@ -4,8 +4,9 @@
 //! routes), weighted clusters, path and header routes, a route's retry policy (A44), EDS updates while
 //! calls run (and a call in flight on a removed endpoint), priority failover, a NACKed Listener that keeps
 //! the last good config, a Listener that never comes (A57, paused clock), Listener and Cluster deletion
-//! (A88's ambient default and `fail_on_data_errors`), the management server going away, and no matching
-//! virtual host.
+//! (A88's ambient default and `fail_on_data_errors`), the management server going away, no matching
+//! virtual host, locality weights, EDS `drop_overloads` (never retried, A32), and a route's
+//! `max_stream_duration` (A31).
 //!
 //! Every test is bounded ([`BOUND`] around it); waits for a condition are bounded polling loops.
 
@@ -887,6 +888,158 @@ async fn no_matching_virtual_host_fails_calls_unavailable() {
             .await
             .expect_err("no virtual host for svc.test");
         assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+    })
+    .await;
+}
+
+/// 13. Weighted localities: two localities of weights 3 and 1 (one backend each) at the same priority
+/// share 400 calls about 3:1 (the first between 65 % and 85 %).
+#[tokio::test]
+async fn locality_weights_split_calls() {
+    bounded("locality weights", async {
+        let a = interop_server_handle().await;
+        let b = interop_server_handle().await;
+        let server = management_server().await;
+        let mut heavy = LocalitySpec::new("z-heavy", &[a.addr]);
+        heavy.weight = 3;
+        let light = LocalitySpec::new("z-light", &[b.addr]);
+        publish(
+            &server,
+            &["*"],
+            vec![route_to_cluster(&RouteMatchSpec::any(), "weighted")],
+            &[("weighted", vec![heavy, light])],
+        );
+        let channel = xds_channel(&server);
+        let counts = tally(&channel, 400).await;
+        let share = counts.get(&a.addr.to_string()).copied().unwrap_or(0) as f64 / 400.0;
+        assert!(
+            (0.65..=0.85).contains(&share),
+            "share of the weight-3 locality: {share} ({counts:?})"
+        );
+    })
+    .await;
+}
+
+/// 14. EDS `drop_overloads` of 100 %: every call fails UNAVAILABLE at the pick, none reaches the backend,
+/// and a route retry policy on UNAVAILABLE does not retry drops (A32).
+#[tokio::test]
+async fn a_full_drop_overload_fails_every_call_without_retries() {
+    use envoy_types::pb::envoy::config::endpoint::v3::cluster_load_assignment::policy::DropOverload;
+    use envoy_types::pb::envoy::config::endpoint::v3::cluster_load_assignment::Policy;
+    use envoy_types::pb::envoy::r#type::v3::fractional_percent::DenominatorType;
+    use envoy_types::pb::envoy::r#type::v3::FractionalPercent;
+
+    bounded("drop_overloads", async {
+        let backend = FaultyServer::start().await.expect("faulty server");
+        let server = management_server().await;
+        publish(
+            &server,
+            &["*"],
+            vec![with_retry_policy(
+                route_to_cluster(&RouteMatchSpec::any(), "dropping"),
+                "unavailable",
+                3,
+            )],
+            &[("dropping", locality(&[backend.addr]))],
+        );
+        let mut cla = assignment("dropping", &locality(&[backend.addr]));
+        cla.policy = Some(Policy {
+            drop_overloads: vec![DropOverload {
+                category: "everything".to_owned(),
+                drop_percentage: Some(FractionalPercent {
+                    numerator: 100,
+                    denominator: DenominatorType::Hundred as i32,
+                }),
+            }],
+            ..Default::default()
+        });
+        server.set(
+            type_url::ENDPOINTS,
+            vec![named("dropping", type_url::ENDPOINTS, &cla)],
+        );
+        let channel = xds_channel(&server);
+        for i in 0..10 {
+            let key = format!("dropped-{i}");
+            let status = flaky_unary(&channel, &key, &[])
+                .await
+                .expect_err("every call is dropped");
+            assert_eq!(status.code(), Code::Unavailable, "call {i}: {status:?}");
+            assert!(
+                status.message().contains("drop"),
+                "call {i} failed, but not as a drop: {status:?}"
+            );
+            assert_eq!(
+                status.previous_rpc_attempts(),
+                0,
+                "a drop is not retried: {status:?}"
+            );
+            assert!(
+                attempts(&[&backend], &key).is_empty(),
+                "call {i} reached the backend"
+            );
+        }
+    })
+    .await;
+}
+
+/// 15. A route's `max_stream_duration` (A31) caps the call's deadline: a server-streaming call whose
+/// responses come 1 s apart ends DEADLINE_EXCEEDED under a 200 ms limit.
+#[tokio::test]
+async fn a_route_max_stream_duration_caps_the_deadline() {
+    use envoy_types::pb::envoy::config::route::v3::route::Action;
+    use envoy_types::pb::envoy::config::route::v3::route_action::MaxStreamDuration;
+
+    bounded("max_stream_duration", async {
+        let a = interop_server_handle().await;
+        let server = management_server().await;
+        let mut route = route_to_cluster(&RouteMatchSpec::any(), "slow");
+        if let Some(Action::Route(action)) = &mut route.action {
+            action.max_stream_duration = Some(MaxStreamDuration {
+                max_stream_duration: Some(envoy_types::pb::google::protobuf::Duration {
+                    seconds: 0,
+                    nanos: 200_000_000,
+                }),
+                ..Default::default()
+            });
+        }
+        publish(
+            &server,
+            &["*"],
+            vec![route],
+            &[("slow", locality(&[a.addr]))],
+        );
+        let channel = xds_channel(&server);
+        // The config is in place once an ordinary call succeeds.
+        assert!(served_by(&channel, CALL).await.is_ok());
+        let request = interop_proto::StreamingOutputCallRequest {
+            response_parameters: (0..3)
+                .map(|_| interop_proto::ResponseParameters {
+                    size: 10,
+                    interval_us: 1_000_000,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let outcome = tokio::time::timeout(CALL, async {
+            let mut stream = channel
+                .server_streaming::<_, interop_proto::StreamingOutputCallResponse>(
+                    paths::STREAMING_OUTPUT_CALL,
+                    Request::new(request),
+                )
+                .await?
+                .into_inner();
+            let mut n = 0;
+            while stream.message().await?.is_some() {
+                n += 1;
+            }
+            Ok::<usize, Status>(n)
+        })
+        .await
+        .expect("the limit ends the call");
+        let status =
+            outcome.expect_err("the 200 ms limit ends the call before its 3 s of responses");
+        assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
     })
     .await;
 }
