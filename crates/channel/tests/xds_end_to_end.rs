@@ -5,8 +5,8 @@
 //! calls run (and a call in flight on a removed endpoint), priority failover, a NACKed Listener that keeps
 //! the last good config, a Listener that never comes (A57, paused clock), Listener and Cluster deletion
 //! (A88's ambient default and `fail_on_data_errors`), the management server going away, no matching
-//! virtual host, locality weights, EDS `drop_overloads` (never retried, A32), and a route's
-//! `max_stream_duration` (A31).
+//! virtual host, locality weights, EDS `drop_overloads` (never retried, A32), a route's
+//! `max_stream_duration` (A31), circuit breaking (A32) and priority recovery.
 //!
 //! Every test is bounded ([`BOUND`] around it); waits for a condition are bounded polling loops.
 
@@ -1040,6 +1040,141 @@ async fn a_route_max_stream_duration_caps_the_deadline() {
         let status =
             outcome.expect_err("the 200 ms limit ends the call before its 3 s of responses");
         assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
+    })
+    .await;
+}
+
+/// A server-streaming call of `n` responses `interval` apart, started and read up to its first response;
+/// the rest of the stream is returned.
+async fn slow_stream(
+    channel: &Channel,
+    n: usize,
+    interval: Duration,
+) -> grpc_channel::Streaming<interop_proto::StreamingOutputCallResponse> {
+    let request = interop_proto::StreamingOutputCallRequest {
+        response_parameters: (0..n)
+            .map(|i| interop_proto::ResponseParameters {
+                size: 10,
+                interval_us: if i == 0 {
+                    0
+                } else {
+                    i32::try_from(interval.as_micros()).expect("interval")
+                },
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    };
+    let mut stream = tokio::time::timeout(
+        CALL,
+        channel.server_streaming::<_, interop_proto::StreamingOutputCallResponse>(
+            paths::STREAMING_OUTPUT_CALL,
+            Request::new(request),
+        ),
+    )
+    .await
+    .expect("the call starts")
+    .expect("response headers")
+    .into_inner();
+    let first = tokio::time::timeout(CALL, stream.message())
+        .await
+        .expect("the first response comes");
+    assert!(matches!(first, Ok(Some(_))), "{first:?}");
+    stream
+}
+
+/// 16. Circuit breaking (A32): a cluster with `max_requests: 1` fails a second concurrent call UNAVAILABLE
+/// ("circuit breaker drop") while the first is in flight, and takes calls again once it ended. The held
+/// call is a server stream past its response headers: A32 releases the place at the call's end, not
+/// when the call commits.
+#[tokio::test]
+async fn max_requests_fails_calls_over_the_limit() {
+    use envoy_types::pb::envoy::config::cluster::v3::circuit_breakers::Thresholds;
+    use envoy_types::pb::envoy::config::cluster::v3::CircuitBreakers;
+    use envoy_types::pb::envoy::config::core::v3::RoutingPriority;
+    use envoy_types::pb::google::protobuf::UInt32Value;
+
+    bounded("circuit breaking", async {
+        let a = interop_server_handle().await;
+        let server = management_server().await;
+        publish(
+            &server,
+            &["*"],
+            vec![route_to_cluster(&RouteMatchSpec::any(), "narrow")],
+            &[("narrow", locality(&[a.addr]))],
+        );
+        let mut cluster = eds_cluster("narrow");
+        cluster.circuit_breakers = Some(CircuitBreakers {
+            thresholds: vec![Thresholds {
+                priority: RoutingPriority::Default as i32,
+                max_requests: Some(UInt32Value { value: 1 }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        server.set(
+            type_url::CLUSTER,
+            vec![named("narrow", type_url::CLUSTER, &cluster)],
+        );
+        let channel = xds_channel(&server);
+        assert!(served_by(&channel, CALL).await.is_ok());
+
+        let mut held = slow_stream(&channel, 2, Duration::from_millis(500)).await;
+        let over = served_by(&channel, CALL)
+            .await
+            .expect_err("a second call over max_requests 1");
+        assert_eq!(over.code(), Code::Unavailable, "{over:?}");
+        assert!(
+            over.message().contains("circuit breaker"),
+            "not the breaker: {over:?}"
+        );
+        // The held call ends normally; then the cluster takes calls again.
+        loop {
+            match tokio::time::timeout(CALL, held.message())
+                .await
+                .expect("the held call goes on")
+            {
+                Ok(Some(_)) => {}
+                Ok(None) => break,
+                Err(status) => panic!("the held call failed: {status:?}"),
+            }
+        }
+        let again = call_until(&channel, "calls pass the breaker again", Result::is_ok).await;
+        assert_eq!(again.ok(), Some(a.addr.to_string()));
+    })
+    .await;
+}
+
+/// 17. Priority recovery: priority 0 is down at first, so calls go to priority 1; once a backend listens
+/// on priority 0's address, calls move back to it (its subchannel reconnects after its backoff).
+#[tokio::test]
+async fn calls_return_to_the_first_priority_when_it_recovers() {
+    bounded("priority recovery", async {
+        let (held, p0_addr) = reserved_port();
+        let live = interop_server_handle().await;
+        let server = management_server().await;
+        let p0 = LocalitySpec::new("z-first", &[p0_addr]);
+        let mut p1 = LocalitySpec::new("z-second", &[live.addr]);
+        p1.priority = 1;
+        publish(
+            &server,
+            &["*"],
+            vec![route_to_cluster(&RouteMatchSpec::any(), "prioritized")],
+            &[("prioritized", vec![p0, p1])],
+        );
+        let channel = xds_channel(&server);
+        let first = served_by(&channel, CALL).await;
+        assert_eq!(first.ok(), Some(live.addr.to_string()));
+
+        drop(held);
+        let recovered = interop::server::start(p0_addr)
+            .await
+            .expect("a backend on priority 0's address");
+        let back = call_until(&channel, "calls return to priority 0", |r| {
+            r.as_ref().ok() == Some(&recovered.addr.to_string())
+        })
+        .await;
+        assert!(back.is_ok());
     })
     .await;
 }
