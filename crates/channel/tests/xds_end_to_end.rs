@@ -8,158 +8,31 @@
 //! virtual host, locality weights, EDS `drop_overloads` (never retried, A32), a route's
 //! `max_stream_duration` (A31), circuit breaking (A32) and priority recovery.
 //!
-//! Every test is bounded ([`BOUND`] around it); waits for a condition are bounded polling loops.
+//! Every test is bounded (`support::xds::BOUND` around it); waits for a condition are bounded polling loops.
 
 #![cfg(feature = "xds")]
 
 mod support;
 
-use std::collections::BTreeMap;
-use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use envoy_types::pb::envoy::config::route::v3::Route;
-use grpc_channel::{Channel, Code, Request, Status};
+use grpc_channel::{Code, Request, Status};
 use interop::faulty::FaultyServer;
 use interop::xds_resources::{
     assignment, eds_cluster, inline_listener, listener_without_api_listener, named, rds_listener,
     route_configuration, route_to_cluster, route_to_weighted, type_url, with_retry_policy,
     LocalitySpec, RouteMatchSpec,
 };
-use interop::xds_server::ManagementServer;
 use interop_proto::grpc_testing::Empty;
 use interop_proto::paths;
 use support::flaky::{attempts, flaky_unary};
-use support::{interop_server_handle, reserved_port, served_by, with_metadata};
-
-/// The bound of every test.
-const BOUND: Duration = Duration::from_secs(30);
-
-/// The bound of one call.
-const CALL: Duration = Duration::from_secs(10);
-
-/// The service name: the target is `xds:///svc.test`, its Listener `svc.test`.
-const NAME: &str = "svc.test";
-
-/// The RouteConfiguration the Listener names.
-const ROUTES: &str = "svc.test-routes";
-
-/// Runs `test` under [`BOUND`] (on tokio's clock).
-async fn bounded<F: Future<Output = ()>>(what: &str, test: F) {
-    if tokio::time::timeout(BOUND, test).await.is_err() {
-        panic!("{what}: did not finish within {BOUND:?}");
-    }
-}
-
-/// A management server on a free loopback port.
-async fn management_server() -> ManagementServer {
-    ManagementServer::start()
-        .await
-        .expect("start the management server")
-}
-
-/// A channel to `xds:///<NAME>` with `server`'s bootstrap.
-fn xds_channel(server: &ManagementServer) -> Channel {
-    Channel::builder(format!("xds:///{NAME}"))
-        .xds_bootstrap(server.bootstrap_json())
-        .build()
-        .expect("xds channel")
-}
-
-/// A channel to `xds:///<NAME>` with a bootstrap naming `server` with these extra `server_features`.
-fn xds_channel_with_features(server: &ManagementServer, features: &[&str]) -> Channel {
-    let mut all = vec!["\"xds_v3\"".to_owned()];
-    all.extend(features.iter().map(|f| format!("\"{f}\"")));
-    let bootstrap = format!(
-        r#"{{"xds_servers":[{{"server_uri":"{}","channel_creds":[{{"type":"insecure"}}],"server_features":[{}]}}],"node":{{"id":"test-node"}}}}"#,
-        server.server_uri(),
-        all.join(",")
-    );
-    Channel::builder(format!("xds:///{NAME}"))
-        .xds_bootstrap(bootstrap)
-        .build()
-        .expect("xds channel")
-}
-
-/// Publishes the Listener [`NAME`] (RDS, [`ROUTES`]), the RouteConfiguration [`ROUTES`] with one virtual
-/// host of `domains` and `routes`, and for each `(cluster, localities)` an EDS cluster and its assignment.
-fn publish(
-    server: &ManagementServer,
-    domains: &[&str],
-    routes: Vec<Route>,
-    clusters: &[(&str, Vec<LocalitySpec>)],
-) {
-    server.set(
-        type_url::LISTENER,
-        vec![named(NAME, type_url::LISTENER, &rds_listener(NAME, ROUTES))],
-    );
-    server.set(
-        type_url::ROUTE,
-        vec![named(
-            ROUTES,
-            type_url::ROUTE,
-            &route_configuration(ROUTES, domains, routes),
-        )],
-    );
-    set_clusters(server, clusters);
-}
-
-/// Sets the CDS and EDS resources: an EDS cluster per entry, with its assignment.
-fn set_clusters(server: &ManagementServer, clusters: &[(&str, Vec<LocalitySpec>)]) {
-    server.set(
-        type_url::CLUSTER,
-        clusters
-            .iter()
-            .map(|(c, _)| named(c, type_url::CLUSTER, &eds_cluster(c)))
-            .collect(),
-    );
-    set_endpoints(server, clusters);
-}
-
-/// Sets the EDS resources only.
-fn set_endpoints(server: &ManagementServer, clusters: &[(&str, Vec<LocalitySpec>)]) {
-    server.set(
-        type_url::ENDPOINTS,
-        clusters
-            .iter()
-            .map(|(c, l)| named(c, type_url::ENDPOINTS, &assignment(c, l)))
-            .collect(),
-    );
-}
-
-/// One locality (priority 0) with these endpoints.
-fn locality(endpoints: &[SocketAddr]) -> Vec<LocalitySpec> {
-    vec![LocalitySpec::new("z1", endpoints)]
-}
-
-/// A `UnaryCall` (with these metadata entries) asking which server answers it.
-async fn unary_served_by(channel: &Channel, metadata: &[(&str, &str)]) -> Result<String, Status> {
-    let request = interop_proto::SimpleRequest {
-        fill_server_id: true,
-        ..interop_proto::SimpleRequest::default()
-    };
-    let call = channel.unary::<_, interop_proto::SimpleResponse>(
-        paths::UNARY_CALL,
-        with_metadata(Request::new(request), metadata),
-    );
-    tokio::time::timeout(CALL, call)
-        .await
-        .expect("the call ends by itself")
-        .map(|r| r.into_inner().server_id)
-}
-
-/// `n` calls; how many each server answered. Panics on a failed call.
-async fn tally(channel: &Channel, n: usize) -> BTreeMap<String, usize> {
-    let mut counts = BTreeMap::new();
-    for i in 0..n {
-        match served_by(channel, CALL).await {
-            Ok(id) => *counts.entry(id).or_default() += 1,
-            Err(status) => panic!("call {i} failed: {status:?}"),
-        }
-    }
-    counts
-}
+use support::xds::{
+    bounded, call_until, locality, management_server, publish, set_clusters, set_endpoints,
+    slow_stream, tally, unary_served_by, xds_channel, xds_channel_with_features, CALL, NAME,
+    ROUTES,
+};
+use support::{interop_server_handle, reserved_port, served_by};
 
 /// 1. Listener → RDS route → cluster → EDS with two endpoints: every call succeeds and round robin
 /// reaches both backends. The virtual host matches the service name exactly.
@@ -482,32 +355,8 @@ async fn a_call_in_flight_on_a_removed_endpoint_finishes() {
             &[("moving", locality(&[old.addr]))],
         );
         let channel = xds_channel(&server);
-        // Three responses, 300 ms apart.
-        let request = interop_proto::StreamingOutputCallRequest {
-            response_parameters: (0..3)
-                .map(|_| interop_proto::ResponseParameters {
-                    size: 10,
-                    interval_us: 300_000,
-                    ..Default::default()
-                })
-                .collect(),
-            ..Default::default()
-        };
-        let mut stream = tokio::time::timeout(
-            CALL,
-            channel.server_streaming::<_, interop_proto::StreamingOutputCallResponse>(
-                paths::STREAMING_OUTPUT_CALL,
-                Request::new(request),
-            ),
-        )
-        .await
-        .expect("the call starts")
-        .expect("response headers")
-        .into_inner();
-        let first = tokio::time::timeout(CALL, stream.message())
-            .await
-            .expect("the first response comes");
-        assert!(matches!(first, Ok(Some(_))), "{first:?}");
+        // Three responses, 300 ms apart; the first has arrived.
+        let mut stream = slow_stream(&channel, 3, Duration::from_millis(300)).await;
 
         set_endpoints(&server, &[("moving", locality(&[new.addr]))]);
         let moved = call_until(&channel, "new calls reach the new endpoint", |r| {
@@ -704,24 +553,6 @@ fn the_published_resources_are_valid_for_the_client() {
         ),
         "a Listener without api_listener is NACKed"
     );
-}
-
-/// Calls (one at a time, 10 ms apart, at most 500) until one's outcome satisfies `done`; returns it.
-async fn call_until(
-    channel: &Channel,
-    what: &str,
-    done: impl Fn(&Result<String, Status>) -> bool,
-) -> Result<String, Status> {
-    let mut last = None;
-    for _ in 0..500 {
-        let outcome = served_by(channel, CALL).await;
-        if done(&outcome) {
-            return outcome;
-        }
-        last = Some(outcome);
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("never happened: {what}; last outcome {last:?}");
 }
 
 /// 9a. LDS deletion under A88's default: a Listener missing from a response is an ambient error, so the
@@ -1042,45 +873,6 @@ async fn a_route_max_stream_duration_caps_the_deadline() {
         assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
     })
     .await;
-}
-
-/// A server-streaming call of `n` responses `interval` apart, started and read up to its first response;
-/// the rest of the stream is returned.
-async fn slow_stream(
-    channel: &Channel,
-    n: usize,
-    interval: Duration,
-) -> grpc_channel::Streaming<interop_proto::StreamingOutputCallResponse> {
-    let request = interop_proto::StreamingOutputCallRequest {
-        response_parameters: (0..n)
-            .map(|i| interop_proto::ResponseParameters {
-                size: 10,
-                interval_us: if i == 0 {
-                    0
-                } else {
-                    i32::try_from(interval.as_micros()).expect("interval")
-                },
-                ..Default::default()
-            })
-            .collect(),
-        ..Default::default()
-    };
-    let mut stream = tokio::time::timeout(
-        CALL,
-        channel.server_streaming::<_, interop_proto::StreamingOutputCallResponse>(
-            paths::STREAMING_OUTPUT_CALL,
-            Request::new(request),
-        ),
-    )
-    .await
-    .expect("the call starts")
-    .expect("response headers")
-    .into_inner();
-    let first = tokio::time::timeout(CALL, stream.message())
-        .await
-        .expect("the first response comes");
-    assert!(matches!(first, Ok(Some(_))), "{first:?}");
-    stream
 }
 
 /// 16. Circuit breaking (A32): a cluster with `max_requests: 1` fails a second concurrent call UNAVAILABLE
