@@ -1,7 +1,7 @@
 //! `xds:` targets end to end: a channel built with a bootstrap naming the test management server
 //! (`interop::xds_server`, tonic's HTTP/2 server) follows LDS → RDS → CDS → EDS to interop backends on
 //! loopback, and its calls land where the resources say: round robin over an EDS cluster (RDS or inline
-//! routes), weighted clusters, path and header routes, a route's retry policy (A44), EDS updates while
+//! routes), weighted clusters, path and header routes, a route's retry policy (A44, and its edges), EDS updates while
 //! calls run (and a call in flight on a removed endpoint), priority failover, a NACKed Listener that keeps
 //! the last good config, a Listener that never comes (A57, paused clock), Listener and Cluster deletion
 //! (A88's ambient default and `fail_on_data_errors`), the management server going away, no matching
@@ -967,6 +967,60 @@ async fn calls_return_to_the_first_priority_when_it_recovers() {
         })
         .await;
         assert!(back.is_ok());
+    })
+    .await;
+}
+
+/// 18. A44's edges: a code not in `retry_on` is not retried, and a route policy with `num_retries: 0` is
+/// NACKed (the RouteConfiguration keeps its last good version, so calls still retry under it).
+#[tokio::test]
+async fn retry_on_limits_the_codes_and_zero_retries_is_nacked() {
+    bounded("A44 edges", async {
+        let backend = FaultyServer::start().await.expect("faulty server");
+        let server = management_server().await;
+        let routes = |n: u32| {
+            vec![with_retry_policy(
+                route_to_cluster(&RouteMatchSpec::any(), "flaky"),
+                "unavailable",
+                n,
+            )]
+        };
+        publish(
+            &server,
+            &["*"],
+            routes(2),
+            &[("flaky", locality(&[backend.addr]))],
+        );
+        let channel = xds_channel(&server);
+        let internal = flaky_unary(
+            &channel,
+            "not-retried",
+            &[("x-fail-times", "1"), ("x-fail-code", "13")],
+        )
+        .await
+        .expect_err("INTERNAL is not in retry_on");
+        assert_eq!(internal.code(), Code::Internal, "{internal:?}");
+        assert_eq!(attempts(&[&backend], "not-retried").len(), 1);
+
+        server.set(
+            type_url::ROUTE,
+            vec![named(
+                ROUTES,
+                type_url::ROUTE,
+                &route_configuration(ROUTES, &["*"], routes(0)),
+            )],
+        );
+        let nack = server
+            .wait_for_request(Duration::from_secs(10), |r| {
+                r.type_url == type_url::ROUTE && r.error_detail.is_some()
+            })
+            .await
+            .expect("num_retries 0 is NACKed");
+        assert_eq!(nack.version_info, "1", "{nack:?}");
+        let retried = flaky_unary(&channel, "still-retried", &[("x-fail-times", "2")])
+            .await
+            .expect("the last good policy still retries");
+        assert_eq!(retried.previous_rpc_attempts(), 2);
     })
     .await;
 }
