@@ -2,7 +2,9 @@
 //! (`H` hours, `M` minutes, `S` seconds, `m` milliseconds, `u` microseconds, `n` nanoseconds).
 //!
 //! Encoding picks the finest unit whose value fits in 8 digits and rounds up, so the server never sees a
-//! shorter deadline than the client's. A zero timeout is `0n`; a timeout beyond `99999999H` is clamped to it.
+//! shorter deadline than the client's. A zero timeout has no encoding (`None`: the header's value must be
+//! positive, so a call with no time left fails locally and is never sent); a timeout beyond `99999999H` is
+//! clamped to it.
 
 use std::time::Duration;
 
