@@ -17,8 +17,25 @@ use envoy_types::pb::envoy::config::endpoint::v3::lb_endpoint::HostIdentifier;
 use envoy_types::pb::envoy::config::endpoint::v3::{
     ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints,
 };
+use envoy_types::pb::envoy::config::listener::v3::{ApiListener, Listener};
+use envoy_types::pb::envoy::config::route::v3::header_matcher::HeaderMatchSpecifier;
+use envoy_types::pb::envoy::config::route::v3::route::Action;
+use envoy_types::pb::envoy::config::route::v3::route_action::ClusterSpecifier;
+use envoy_types::pb::envoy::config::route::v3::route_match::PathSpecifier;
+use envoy_types::pb::envoy::config::route::v3::weighted_cluster::ClusterWeight;
+use envoy_types::pb::envoy::config::route::v3::{
+    HeaderMatcher, RetryPolicy, Route, RouteAction, RouteConfiguration, RouteMatch, VirtualHost,
+    WeightedCluster,
+};
+use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::http_connection_manager::RouteSpecifier;
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
+    http_filter::ConfigType, HttpConnectionManager, HttpFilter, Rds,
+};
+use envoy_types::pb::envoy::r#type::matcher::v3::string_matcher::MatchPattern;
+use envoy_types::pb::envoy::r#type::matcher::v3::StringMatcher;
 use envoy_types::pb::google::protobuf::{Any, UInt32Value};
-use prost::Message;
+use prost::{Message, Name};
 
 /// The type URLs of the four resource types.
 pub mod type_url {
@@ -125,6 +142,186 @@ fn lb_endpoint(addr: SocketAddr) -> LbEndpoint {
             }),
             ..Default::default()
         })),
+        ..Default::default()
+    }
+}
+
+/// `message` in an `Any` with its own type URL.
+pub fn any<T: Message + Name>(message: &T) -> Any {
+    Any {
+        type_url: T::type_url(),
+        value: message.encode_to_vec(),
+    }
+}
+
+/// The router HTTP filter (`envoy.extensions.filters.http.router.v3.Router`), named `router`.
+pub fn router_filter() -> HttpFilter {
+    HttpFilter {
+        name: "router".to_owned(),
+        config_type: Some(ConfigType::TypedConfig(any(&Router::default()))),
+        ..Default::default()
+    }
+}
+
+/// A client-side Listener named `name` whose HttpConnectionManager takes its routes from RDS (over ADS),
+/// as the RouteConfiguration `route_config_name`.
+pub fn rds_listener(name: &str, route_config_name: &str) -> Listener {
+    api_listener(
+        name,
+        RouteSpecifier::Rds(Rds {
+            config_source: Some(ads_source()),
+            route_config_name: route_config_name.to_owned(),
+        }),
+    )
+}
+
+/// A client-side Listener named `name` with `routes` inline in its HttpConnectionManager.
+pub fn inline_listener(name: &str, routes: RouteConfiguration) -> Listener {
+    api_listener(name, RouteSpecifier::RouteConfig(routes))
+}
+
+fn api_listener(name: &str, route_specifier: RouteSpecifier) -> Listener {
+    let hcm = HttpConnectionManager {
+        route_specifier: Some(route_specifier),
+        http_filters: vec![router_filter()],
+        ..Default::default()
+    };
+    Listener {
+        name: name.to_owned(),
+        api_listener: Some(ApiListener {
+            api_listener: Some(any(&hcm)),
+        }),
+        ..Default::default()
+    }
+}
+
+/// A Listener named `name` without an `api_listener` (a client NACKs it).
+pub fn listener_without_api_listener(name: &str) -> Listener {
+    Listener {
+        name: name.to_owned(),
+        ..Default::default()
+    }
+}
+
+/// A RouteConfiguration named `name` with one virtual host of these `domains` and `routes`.
+pub fn route_configuration(name: &str, domains: &[&str], routes: Vec<Route>) -> RouteConfiguration {
+    RouteConfiguration {
+        name: name.to_owned(),
+        virtual_hosts: vec![VirtualHost {
+            name: "vh".to_owned(),
+            domains: domains.iter().map(|d| (*d).to_owned()).collect(),
+            routes,
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+/// What a route matches: a path prefix, a whole path, and headers that must all match.
+#[derive(Clone, Debug, Default)]
+pub struct RouteMatchSpec {
+    /// `path` (the whole `/pkg.Service/Method`) if set, else `prefix`.
+    pub path: Option<String>,
+    /// `prefix` (`""` matches every path).
+    pub prefix: String,
+    /// `(name, value)` exact header matchers.
+    pub headers: Vec<(String, String)>,
+}
+
+impl RouteMatchSpec {
+    /// Every path.
+    pub fn any() -> RouteMatchSpec {
+        RouteMatchSpec::default()
+    }
+
+    /// This whole path.
+    pub fn path(path: &str) -> RouteMatchSpec {
+        RouteMatchSpec {
+            path: Some(path.to_owned()),
+            ..RouteMatchSpec::default()
+        }
+    }
+
+    /// With an exact matcher of header `name` on `value`.
+    pub fn header(mut self, name: &str, value: &str) -> RouteMatchSpec {
+        self.headers.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
+    fn to_proto(&self) -> RouteMatch {
+        RouteMatch {
+            path_specifier: Some(match &self.path {
+                Some(p) => PathSpecifier::Path(p.clone()),
+                None => PathSpecifier::Prefix(self.prefix.clone()),
+            }),
+            headers: self
+                .headers
+                .iter()
+                .map(|(name, value)| HeaderMatcher {
+                    name: name.clone(),
+                    header_match_specifier: Some(HeaderMatchSpecifier::StringMatch(
+                        StringMatcher {
+                            match_pattern: Some(MatchPattern::Exact(value.clone())),
+                            ignore_case: false,
+                        },
+                    )),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+}
+
+/// A route sending what `matcher` matches to `cluster`.
+pub fn route_to_cluster(matcher: &RouteMatchSpec, cluster: &str) -> Route {
+    route_with(
+        matcher,
+        RouteAction {
+            cluster_specifier: Some(ClusterSpecifier::Cluster(cluster.to_owned())),
+            ..Default::default()
+        },
+    )
+}
+
+/// A route sending what `matcher` matches to weighted `clusters` (name, weight).
+pub fn route_to_weighted(matcher: &RouteMatchSpec, clusters: &[(&str, u32)]) -> Route {
+    route_with(
+        matcher,
+        RouteAction {
+            cluster_specifier: Some(ClusterSpecifier::WeightedClusters(WeightedCluster {
+                clusters: clusters
+                    .iter()
+                    .map(|(name, weight)| ClusterWeight {
+                        name: (*name).to_owned(),
+                        weight: Some(UInt32Value { value: *weight }),
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            })),
+            ..Default::default()
+        },
+    )
+}
+
+/// `route` (a route to a cluster) with this retry policy: `retry_on` (e.g. `"unavailable"`) and
+/// `num_retries`, default back-off.
+pub fn with_retry_policy(mut route: Route, retry_on: &str, num_retries: u32) -> Route {
+    if let Some(Action::Route(action)) = &mut route.action {
+        action.retry_policy = Some(RetryPolicy {
+            retry_on: retry_on.to_owned(),
+            num_retries: Some(UInt32Value { value: num_retries }),
+            ..Default::default()
+        });
+    }
+    route
+}
+
+fn route_with(matcher: &RouteMatchSpec, action: RouteAction) -> Route {
+    Route {
+        r#match: Some(matcher.to_proto()),
+        action: Some(Action::Route(action)),
         ..Default::default()
     }
 }

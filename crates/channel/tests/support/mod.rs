@@ -1,6 +1,6 @@
 //! What the integration tests share (h2's `tests/h2-support` is the model): in-process servers on loopback
 //! ports and channels to them, a scriptable h2 server ([`h2_server`]) and its health Watch ([`health_watch`]), gRPC framing ([`frames`]), guards
-//! against hangs ([`guards`]), service-config builders ([`config`]), one call of each shape ([`shapes`]), an in-process HTTP CONNECT proxy ([`scripted_proxy`]), a subscriber recording tracing events ([`tracing_capture`]), and
+//! against hangs ([`guards`]), service-config builders ([`config`]), one call of each shape ([`shapes`]), an in-process HTTP CONNECT proxy ([`scripted_proxy`]), a subscriber recording tracing events ([`tracing_capture`]), the xDS end-to-end helpers (`xds`, feature `xds`), and
 //! the helpers of the tests that drive the fault-injecting server's `Flaky*` methods ([`flaky`]).
 //!
 //! Every test file compiles this module on its own and uses part of it, hence the `allow` below.
@@ -16,6 +16,8 @@ pub mod health_watch;
 pub mod scripted_proxy;
 pub mod shapes;
 pub mod tracing_capture;
+#[cfg(feature = "xds")]
+pub mod xds;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
