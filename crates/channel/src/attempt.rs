@@ -47,7 +47,7 @@ pub(crate) struct AttemptSetup {
     pub(crate) metadata: HeaderMap,
     pub(crate) wait_for_ready: bool,
     /// The cluster the call's route chose (xDS), for every attempt's pick.
-    pub(crate) cluster: Option<Arc<str>>,
+    pub(crate) cluster: Option<crate::resolved::RoutedTo>,
     pub(crate) deadline: Option<Instant>,
     /// Hand each message to h2 whole instead of as flow control admits it: for calls whose request is
     /// complete before the first attempt (unary, server-streaming), which need no backpressure.

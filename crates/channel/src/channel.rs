@@ -28,7 +28,7 @@ use crate::metadata::MetadataMap;
 use crate::method_uris::MethodUris;
 use crate::request::{CallOptions, Request, Response};
 use crate::resolution::Resolution;
-use crate::resolved::{method_for, Routing};
+use crate::resolved::{method_for, RoutedTo, Routing};
 use crate::retry_driver::Driver;
 use crate::status::{Code, Status};
 use crate::telemetry::{CallTelemetry, ChannelStats, Telemetry};
@@ -764,7 +764,7 @@ struct Prepared {
     /// The application's metadata, as headers.
     metadata: http::HeaderMap,
     /// The cluster its route chose (xDS).
-    cluster: Option<Arc<str>>,
+    cluster: Option<RoutedTo>,
     deadline: Option<Instant>,
     wait_for_ready: bool,
     max_send: Limit,

@@ -48,6 +48,10 @@ pub(crate) type StartResolver =
 /// The clusters and the router of one resolution result.
 #[derive(Debug)]
 pub(crate) struct Routing {
+    /// Counts the resolver's routings (from 1): a call routed by this one picks only once the load
+    /// balancer has applied it (or a later one), so a new cluster is never "unknown" to it (A31: the LB
+    /// update before the selector swap).
+    pub(crate) generation: u64,
     /// What the load balancer serves.
     pub(crate) clusters: XdsClustersConfig,
     /// Which cluster each call goes to.
@@ -76,8 +80,17 @@ pub(crate) struct Routed {
 pub(crate) type CallRoute = (
     Option<Arc<MethodConfig>>,
     Option<Duration>,
-    Option<Arc<str>>,
+    Option<RoutedTo>,
 );
+
+/// The cluster a call's route chose, and the routing that chose it.
+#[derive(Clone, Debug)]
+pub(crate) struct RoutedTo {
+    /// The cluster's name.
+    pub(crate) cluster: Arc<str>,
+    /// [`Routing::generation`] of the routing.
+    pub(crate) generation: u64,
+}
 
 /// A call's method config, the cap on its duration, and its cluster: by its route with `routing` (the
 /// route's method config replaces the service config's, and A31's stream duration caps the method's
@@ -99,5 +112,12 @@ pub(crate) fn method_for(
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     };
-    Ok((routed.method, cap, Some(routed.cluster)))
+    Ok((
+        routed.method,
+        cap,
+        Some(RoutedTo {
+            cluster: routed.cluster,
+            generation: routing.generation,
+        }),
+    ))
 }

@@ -285,6 +285,8 @@ impl<R: PartialEq> XdsClient<R> {
         };
         let mut errors = Vec::new();
         let mut seen = BTreeSet::new();
+        // A resource whose name could not be read may be any of the cached ones: nothing is deleted then.
+        let mut unnamed = false;
         for decoded in resources {
             match decoded {
                 Decoded::Valid { name, value } => {
@@ -296,14 +298,20 @@ impl<R: PartialEq> XdsClient<R> {
                         Some(n) => format!("{n:?}: {reason}"),
                         None => reason.clone(),
                     });
-                    if let Some(name) = name {
-                        seen.insert(name.clone());
-                        self.reject(resource_type, name, reason, version);
+                    match name {
+                        Some(name) => {
+                            seen.insert(name.clone());
+                            self.reject(resource_type, name, reason, version);
+                        }
+                        None => unnamed = true,
                     }
                 }
             }
         }
-        if resource_type.deletion_by_absence() && !self.features.ignore_resource_deletion {
+        if resource_type.deletion_by_absence()
+            && !self.features.ignore_resource_deletion
+            && !unnamed
+        {
             self.delete_absent(resource_type, &seen);
         }
         let verdict = if errors.is_empty() {

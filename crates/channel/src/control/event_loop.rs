@@ -68,6 +68,10 @@ pub(super) struct Loop {
     pub(super) idle_deadline: Option<Instant>,
     pub(super) idle: bool,
     pub(super) spec: (ConnectivityState, PickerSpec),
+    /// The last routing (xDS) applied to the policy, published with each picker.
+    pub(super) routing_generation: u64,
+    /// The last resolution routed calls (xDS): a failure then fails the channel whatever its addresses.
+    pub(super) routed: bool,
     /// The previous policy's READY connections and picker, serving while a new policy connects.
     pub(super) retired: Option<Retired>,
     /// The channel has left IDLE before (its resolution may be stale when it leaves IDLE again).
@@ -282,7 +286,15 @@ impl Loop {
         match state {
             State::Pending => {}
             State::Failed(status) => {
-                if self.addresses.is_empty() {
+                if self.routed {
+                    // A routing resolver that fails (A27: its listener or routes are gone) fails the
+                    // channel: its policy goes, and the next routing starts a new one.
+                    self.routed = false;
+                    self.drop_connections();
+                    self.policy = None;
+                    self.policy_config = None;
+                    self.fail_all(status.message());
+                } else if self.addresses.is_empty() {
                     self.fail_all(status.message());
                 }
             }
@@ -334,6 +346,7 @@ impl Loop {
                     d.update_addresses(self.addresses.iter().cloned());
                 }
                 self.apply_outlier_events(now);
+                self.routed = routing.is_some();
                 if let Some(p) = self.policy.as_mut() {
                     match &routing {
                         Some(r) => {
@@ -343,6 +356,16 @@ impl Loop {
                     }
                 }
                 self.sync_results();
+                if let Some(r) = &routing {
+                    // Calls routed by this routing pick once a picker says it is applied: publish one
+                    // even if the policy's picker did not change.
+                    self.routing_generation = r.generation;
+                    self.drain_actions();
+                    if !self.idle {
+                        let (state, spec) = self.spec.clone();
+                        self.publish(state, spec);
+                    }
+                }
             }
         }
     }
@@ -600,6 +623,7 @@ impl Loop {
             let _ = self.published.send(Arc::new(Published {
                 state: ConnectivityState::Ready,
                 picker,
+                routing_generation: self.routing_generation,
                 last_failure: self.last_failure.clone(),
             }));
             return;
@@ -625,6 +649,7 @@ impl Loop {
         let _ = self.published.send(Arc::new(Published {
             state,
             picker,
+            routing_generation: self.routing_generation,
             last_failure: self.last_failure.clone(),
         }));
     }

@@ -42,6 +42,7 @@ use crate::keepalive::Keepalive;
 use crate::outlier::{CallResults, EjectionStats};
 use crate::proxy::Route;
 use crate::resolution::Resolution;
+use crate::resolved::RoutedTo;
 use crate::sniff::GoAway;
 use crate::status::{Code, Status};
 use crate::tls::TlsConnector;
@@ -63,8 +64,17 @@ struct Handle {
 pub(crate) struct Published {
     pub(crate) state: ConnectivityState,
     picker: Picker<Handle>,
+    /// The last routing (xDS) the picker's policy has applied ([`crate::resolved::Routing::generation`]).
+    routing_generation: u64,
     /// The last connection failure, kept as the source of the statuses of failed picks.
     last_failure: Option<Status>,
+}
+
+impl Published {
+    /// Whether the picker's policy has applied the routing that chose `cluster` (always, without one).
+    fn applied(&self, cluster: Option<&RoutedTo>) -> bool {
+        cluster.is_none_or(|c| c.generation <= self.routing_generation)
+    }
 }
 
 enum Event {
@@ -182,6 +192,7 @@ impl ControlPlane {
         let initial = Arc::new(Published {
             state: ConnectivityState::Idle,
             picker: Picker::new(&PickerSpec::Idle, |_| None, 0),
+            routing_generation: 0,
             last_failure: None,
         });
         let (published_tx, published_rx) = watch::channel(initial);
@@ -203,6 +214,8 @@ impl ControlPlane {
             published: published_tx,
             policy: None,
             policy_config: None,
+            routing_generation: 0,
+            routed: false,
             addresses: Vec::new(),
             tasks: HashMap::new(),
             conns: HashMap::new(),
@@ -290,19 +303,19 @@ impl ControlPlane {
     pub(crate) fn pick_now(
         &self,
         method: &str,
-        cluster: Option<&str>,
+        cluster: Option<&RoutedTo>,
         avoid: &[Address],
         cx: &mut Context<'_>,
     ) -> Option<Picked> {
         let picked = {
             let published = self.published.borrow();
-            if published.state == ConnectivityState::Shutdown {
+            if published.state == ConnectivityState::Shutdown || !published.applied(cluster) {
                 return None;
             }
             published.picker.pick(&PickRequest {
                 method,
                 avoid,
-                cluster,
+                cluster: cluster.map(|c| &*c.cluster),
             })
         };
         match picked {
@@ -329,19 +342,19 @@ impl ControlPlane {
     pub(crate) fn pick_for(
         &self,
         uri: &http::Uri,
-        cluster: Option<Arc<str>>,
+        cluster: Option<RoutedTo>,
         wait_for_ready: bool,
         avoid: Vec<Address>,
         cx: &mut Context<'_>,
     ) -> Pick {
-        if let Some(picked) = self.pick_now(uri.path(), cluster.as_deref(), &avoid, cx) {
+        if let Some(picked) = self.pick_now(uri.path(), cluster.as_ref(), &avoid, cx) {
             return Pick::Now(Some(picked));
         }
         let control = self.clone();
         let uri = uri.clone();
         Pick::Later(Box::pin(async move {
             control
-                .pick(uri.path(), cluster.as_deref(), wait_for_ready, &avoid)
+                .pick(uri.path(), cluster.as_ref(), wait_for_ready, &avoid)
                 .await
         }))
     }
@@ -373,7 +386,7 @@ impl ControlPlane {
     pub(crate) async fn pick(
         &self,
         method: &str,
-        cluster: Option<&str>,
+        cluster: Option<&RoutedTo>,
         wait_for_ready: bool,
         avoid: &[Address],
     ) -> Result<Picked, PickError> {
@@ -390,11 +403,16 @@ impl ControlPlane {
                     "the channel is shut down",
                 )));
             }
-            match published.picker.pick(&PickRequest {
-                method,
-                avoid,
-                cluster,
-            }) {
+            // A call routed by a routing the load balancer has not applied yet waits for it.
+            let result = match published.applied(cluster) {
+                true => published.picker.pick(&PickRequest {
+                    method,
+                    avoid,
+                    cluster: cluster.map(|c| &*c.cluster),
+                }),
+                false => PickResult::Queue { exit_idle: false },
+            };
+            match result {
                 PickResult::Pick {
                     handle,
                     addr,

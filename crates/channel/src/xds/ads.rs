@@ -165,7 +165,12 @@ impl AdsClient {
 
 /// The channel to the management server, per its credentials.
 fn server_channel(server: &XdsServer) -> Result<Channel, Status> {
-    let mut builder = Channel::builder(server.server_uri.clone()).service_config_lookup(false);
+    // Keepalive (grpc-go's for its xDS channel: 5 minutes, 20 s to answer) notices a stream a NAT or a
+    // vanished server left silent, so it restarts instead of waiting for updates that never come.
+    let mut builder = Channel::builder(server.server_uri.clone())
+        .service_config_lookup(false)
+        .keepalive_time(std::time::Duration::from_secs(300))
+        .keepalive_timeout(std::time::Duration::from_secs(20));
     if let ChannelCreds::Tls(_) = server.channel_creds {
         builder = builder.tls(TlsConfig::new());
     }

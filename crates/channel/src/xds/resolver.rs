@@ -96,19 +96,27 @@ async fn run(
         endpoints: BTreeMap::new(),
     };
     let mut last: Option<Arc<Routing>> = None;
+    let mut generation = 0u64;
+    let mut failed: Option<String> = None;
     loop {
         match evaluate(&mut watches, &listener_name, &authority) {
             Outcome::Pending => {}
             Outcome::Failed(status) => {
                 // A failure after a good config keeps nothing: the resource is gone (A27).
                 last = None;
-                tx.send_replace(State::Failed(status));
+                if failed.as_deref() != Some(status.message()) {
+                    failed = Some(status.message().to_owned());
+                    tx.send_replace(State::Failed(status));
+                }
             }
-            Outcome::Ready(routing, endpoints) => {
+            Outcome::Ready(mut routing, endpoints) => {
                 let changed = last.as_ref().is_none_or(|l| {
                     l.clusters != routing.clusters || !same_router(&l.router, &routing.router)
                 });
                 if changed {
+                    failed = None;
+                    generation += 1;
+                    routing.generation = generation;
                     let routing = Arc::new(routing);
                     last = Some(routing.clone());
                     tx.send_replace(State::Ready {
@@ -251,6 +259,7 @@ fn evaluate(w: &mut Watches, listener_name: &str, authority: &str) -> Outcome {
     let router = XdsRouter::new(vhost, listener.max_stream_duration);
     Outcome::Ready(
         Routing {
+            generation: 0,
             clusters: XdsClustersConfig { clusters },
             router: Arc::new(router),
         },

@@ -385,3 +385,31 @@ fn an_unwatched_watcher_gets_no_queued_event() {
     c.unwatch(a);
     assert_eq!(events(&mut c), vec![(b, changed("v"))]);
 }
+
+#[test]
+fn an_unreadable_resource_deletes_nothing() {
+    let t0 = Instant::now();
+    let features = ServerFeatures {
+        fail_on_data_errors: true,
+        ..ServerFeatures::default()
+    };
+    let mut c = client(features, t0);
+    c.watch(C, "a");
+    c.stream_started(t0);
+    requests(&mut c, t0);
+    c.handle_response(C.type_url(), "1", "n1", vec![valid("a", "A")]);
+    events(&mut c);
+    c.handle_response(
+        C.type_url(),
+        "2",
+        "n2",
+        vec![Decoded::Invalid {
+            name: None,
+            reason: "cannot decode".to_owned(),
+        }],
+    );
+    assert!(events(&mut c).is_empty(), "not taken as a deletion");
+    assert!(c.cached(C, "a").is_some());
+    let nack = requests(&mut c, t0);
+    assert!(nack[0].error_detail.is_some());
+}
