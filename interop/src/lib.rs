@@ -10,6 +10,7 @@ pub mod counter;
 pub mod dns;
 pub mod faulty;
 pub mod flags;
+pub mod grpcio_peer;
 pub mod health;
 pub mod raw;
 pub mod server;

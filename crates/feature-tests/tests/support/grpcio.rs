@@ -11,12 +11,10 @@
 //! ([`GrpcioOptions::health`]); [`Grpcio::set_health`] changes a service's status through the server's
 //! stdin commands.
 
-use std::io::{BufRead as _, BufReader, Write as _};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use interop::grpcio_peer::{proto_dir, python_or_skip, script, PeerProcess};
 
 /// A bound on the server's start-up (protoc runs first), not a measurement.
 const START_LIMIT: Duration = Duration::from_secs(120);
@@ -38,22 +36,11 @@ impl Default for GrpcioOptions {
     }
 }
 
-/// The running server.
+/// The running server (killed when dropped).
 pub struct Grpcio {
-    child: Child,
+    process: PeerProcess,
     /// Where it listens.
     pub addr: SocketAddr,
-    /// Its command input.
-    stdin: Option<ChildStdin>,
-    /// The lines it prints, in order.
-    lines: Receiver<String>,
-}
-
-impl Drop for Grpcio {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 impl Grpcio {
@@ -69,41 +56,14 @@ impl Grpcio {
             "the server's commands take one plain word as a service name, not {service:?}"
         );
         let name = if service.is_empty() { "-" } else { service };
-        let stdin = self.stdin.as_mut().expect("the server's stdin");
-        writeln!(stdin, "health {name} {status}")
-            .and_then(|()| stdin.flush())
-            .expect("write a command to the grpcio server");
-        let answer = match self.lines.recv_timeout(ACK_LIMIT) {
-            Ok(line) => line,
-            Err(RecvTimeoutError::Timeout) => {
-                panic!("the grpcio server did not acknowledge `health {name} {status}` within {ACK_LIMIT:?}")
-            }
-            Err(RecvTimeoutError::Disconnected) => {
-                panic!("the grpcio server exited before acknowledging `health {name} {status}`")
-            }
-        };
+        let answer = self
+            .process
+            .command(&format!("health {name} {status}"), ACK_LIMIT);
         assert_eq!(
             answer, "ok",
             "the grpcio server's answer to `health {name} {status}`"
         );
     }
-}
-
-/// The workspace root.
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// The Python with grpcio installed, if there is one.
-fn python() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("GRPCIO_PYTHON") {
-        return Some(PathBuf::from(p));
-    }
-    // This test binary is `<target>/<profile>/deps/<name>`.
-    let exe = std::env::current_exe().ok()?;
-    let target = exe.parent()?.parent()?.parent()?;
-    let python = target.join("grpcio-peer/venv/bin/python");
-    python.exists().then_some(python)
 }
 
 /// Starts the server with the default options (the health service on); `None` (after saying why) when
@@ -115,64 +75,20 @@ pub fn start() -> Option<Grpcio> {
 /// Starts the server with `options`; `None` (after saying why) when there is no grpcio to run it and
 /// `GRPCIO_PEER_REQUIRED` is not set.
 pub fn start_with(options: GrpcioOptions) -> Option<Grpcio> {
-    let Some(python) = python() else {
-        assert!(
-            std::env::var_os("GRPCIO_PEER_REQUIRED").is_none(),
-            "GRPCIO_PEER_REQUIRED is set but there is no grpcio: set GRPCIO_PYTHON or run \
-             `cargo xtask interop --peer grpcio` once"
-        );
-        eprintln!(
-            "SKIPPED: no Python with grpcio (set GRPCIO_PYTHON, or run `cargo xtask interop --peer \
-             grpcio` once to make target/grpcio-peer/venv)"
-        );
-        return None;
-    };
-    let mut child = Command::new(&python)
-        .arg(root().join("interop/peers/grpcio/server.py"))
-        .arg("--port=0")
-        .arg(format!("--proto_dir={}", root().join("proto").display()))
-        .arg(format!("--health={}", options.health))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {}: {e}", python.display()));
-    let stdin = child.stdin.take();
-    let stdout = child.stdout.take().expect("piped stdout");
-    let (tx, lines) = mpsc::channel();
-    // Every line, read as it comes, so the server never blocks on a full pipe.
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    // Killed on drop from here on, a failed start included.
-    let mut server = Grpcio {
-        child,
-        addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-        stdin,
-        lines,
-    };
-    let deadline = Instant::now() + START_LIMIT;
-    let addr = loop {
-        match server
-            .lines
-            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-        {
-            Ok(line) => {
-                if let Some(addr) = line.strip_prefix("listening on ") {
-                    break addr.trim().to_owned();
-                }
-            }
-            Err(e) => panic!(
-                "the grpcio server did not report its port ({e}): if it exited, its stderr above \
-                 says why (a virtualenv made from an older interop/peers/grpcio/requirements.txt: run \
-                 `cargo xtask interop --peer grpcio` once to update it)"
-            ),
-        }
-    };
-    server.addr = addr.parse().expect("host:port");
-    Some(server)
+    let python = python_or_skip()?;
+    let process = PeerProcess::spawn(
+        &python,
+        &script("server.py"),
+        &[
+            "--port=0".to_owned(),
+            format!("--proto_dir={}", proto_dir().display()),
+            format!("--health={}", options.health),
+        ],
+        &[],
+    );
+    let addr = process.wait_for("listening on ", START_LIMIT);
+    Some(Grpcio {
+        addr: addr.trim().parse().expect("host:port"),
+        process,
+    })
 }
