@@ -318,6 +318,22 @@ pub fn with_retry_policy(mut route: Route, retry_on: &str, num_retries: u32) -> 
     route
 }
 
+/// The type URL of a filter config no gRPC client knows, for [`with_unknown_filter_override`].
+pub const UNKNOWN_FILTER_TYPE: &str = "type.googleapis.com/test.xds.UnknownFilterConfig";
+
+/// `route` with a `typed_per_filter_config` override, named `unknown`, of a filter type no client knows
+/// ([`UNKNOWN_FILTER_TYPE`]) and not marked optional: a client must NACK the RouteConfiguration (A39).
+pub fn with_unknown_filter_override(mut route: Route) -> Route {
+    route.typed_per_filter_config.insert(
+        "unknown".to_owned(),
+        Any {
+            type_url: UNKNOWN_FILTER_TYPE.to_owned(),
+            value: Vec::new(),
+        },
+    );
+    route
+}
+
 fn route_with(matcher: &RouteMatchSpec, action: RouteAction) -> Route {
     Route {
         r#match: Some(matcher.to_proto()),

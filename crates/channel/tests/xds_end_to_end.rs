@@ -3,7 +3,7 @@
 //! loopback, and its calls land where the resources say: round robin over an EDS cluster (RDS or inline
 //! routes), weighted clusters, path and header routes, a route's retry policy (A44, and its edges), EDS updates while
 //! calls run (and a call in flight on a removed endpoint), priority failover, a NACKed Listener that keeps
-//! the last good config, a Listener that never comes (A57, paused clock), Listener and Cluster deletion
+//! the last good config, a route with an unknown required filter NACKed, a Listener that never comes (A57, paused clock), Listener and Cluster deletion
 //! (A88's ambient default and `fail_on_data_errors`), the management server going away, no matching
 //! virtual host, locality weights, EDS `drop_overloads` (never retried, A32), a route's
 //! `max_stream_duration` (A31), circuit breaking (A32) and priority recovery.
@@ -22,7 +22,7 @@ use interop::faulty::FaultyServer;
 use interop::xds_resources::{
     assignment, eds_cluster, inline_listener, listener_without_api_listener, named, rds_listener,
     route_configuration, route_to_cluster, route_to_weighted, type_url, with_retry_policy,
-    LocalitySpec, RouteMatchSpec,
+    with_unknown_filter_override, LocalitySpec, RouteMatchSpec,
 };
 use interop_proto::grpc_testing::Empty;
 use interop_proto::paths;
@@ -446,6 +446,63 @@ async fn a_nacked_listener_keeps_the_previous_config() {
             .expect("the client NACKs the Listener without api_listener");
         // The NACK names the last good version (the first Listener), not the rejected one.
         assert_eq!(nack.version_info, "1", "{nack:?}");
+
+        let after = tally(&channel, 20).await;
+        assert_eq!(after.get(&a.addr.to_string()).copied(), Some(20));
+    })
+    .await;
+}
+
+/// 7b. NACK of a route with an unknown, non-optional filter override (A39): after a good config, the
+/// RouteConfiguration's only route (to another cluster) carries a `typed_per_filter_config` of a type no
+/// client knows. The client NACKs the RouteConfiguration, naming the filter, and calls stay on the first
+/// cluster.
+#[tokio::test]
+async fn a_route_with_an_unknown_required_filter_is_nacked() {
+    bounded("NACK of a filter override", async {
+        let a = interop_server_handle().await;
+        let b = interop_server_handle().await;
+        let server = management_server().await;
+        publish(
+            &server,
+            &["*"],
+            vec![route_to_cluster(&RouteMatchSpec::any(), "good")],
+            &[
+                ("good", locality(&[a.addr])),
+                ("other", locality(&[b.addr])),
+            ],
+        );
+        let channel = xds_channel(&server);
+        let before = tally(&channel, 5).await;
+        assert_eq!(before.get(&a.addr.to_string()).copied(), Some(5));
+
+        server.set(
+            type_url::ROUTE,
+            vec![named(
+                ROUTES,
+                type_url::ROUTE,
+                &route_configuration(
+                    ROUTES,
+                    &["*"],
+                    vec![with_unknown_filter_override(route_to_cluster(
+                        &RouteMatchSpec::any(),
+                        "other",
+                    ))],
+                ),
+            )],
+        );
+        let nack = server
+            .wait_for_request(Duration::from_secs(10), |r| {
+                r.type_url == type_url::ROUTE && r.error_detail.is_some()
+            })
+            .await
+            .expect("the client NACKs the route with an unknown required filter");
+        assert_eq!(nack.version_info, "1", "{nack:?}");
+        let detail = nack.error_detail.map(|d| d.message).unwrap_or_default();
+        assert!(
+            detail.contains("unknown"),
+            "the NACK names the filter: {detail}"
+        );
 
         let after = tally(&channel, 20).await;
         assert_eq!(after.get(&a.addr.to_string()).copied(), Some(20));

@@ -3,7 +3,8 @@
 //! in a file named by `GRPC_XDS_BOOTSTRAP`. The resources our channel is tested with are thereby proven to be
 //! what a real xDS client accepts (and ACKs), and the scenarios to behave alike: an RDS route to an EDS
 //! cluster of two endpoints, weighted clusters, header routes, a route's retry policy (A44), an EDS update
-//! while calls run, a NACKed Listener that keeps the last good config, and the management server restarting.
+//! while calls run, priority failover, a NACKed Listener and a NACKed route (an unknown required filter)
+//! that keep the last good config, and the management server restarting.
 //!
 //! The backends are our interop servers (and the fault-injecting server for the retry policy) in this
 //! process; the grpcio client is a child process. It is on real time: every wait is bounded, and nothing
@@ -24,14 +25,14 @@ use std::time::Duration;
 use interop::faulty::{methods, FaultyServer};
 use interop::grpcio_peer::{proto_dir, python_or_skip, script, PeerProcess};
 use interop::xds_resources::{
-    listener_without_api_listener, named, route_to_cluster, route_to_weighted, type_url,
-    with_retry_policy, RouteMatchSpec,
+    listener_without_api_listener, named, route_configuration, route_to_cluster, route_to_weighted,
+    type_url, with_retry_policy, with_unknown_filter_override, LocalitySpec, RouteMatchSpec,
 };
 use interop::xds_server::ManagementServer;
 use serde_json::Value;
 use support::flaky::attempts;
-use support::interop_server_handle;
-use support::xds::{bounded, locality, management_server, publish, set_endpoints, NAME};
+use support::xds::{bounded, locality, management_server, publish, set_endpoints, NAME, ROUTES};
+use support::{interop_server_handle, reserved_port};
 
 /// A bound on the client's start-up (protoc runs first), not a measurement.
 const START: Duration = Duration::from_secs(120);
@@ -376,6 +377,80 @@ async fn grpcio_nacks_a_listener_without_api_listener_and_keeps_its_config() {
     );
     let after = client.unary(10, &[]).await;
     assert_eq!(after.served_by(a.addr), 10, "{after:?}");
+}
+
+/// A route with an unknown, non-optional filter override after a good config: grpcio NACKs the
+/// RouteConfiguration and its calls stay on the first cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpcio_nacks_a_route_with_an_unknown_required_filter() {
+    let a = interop_server_handle().await;
+    let b = interop_server_handle().await;
+    let server = management_server().await;
+    publish(
+        &server,
+        &["*"],
+        vec![route_to_cluster(&RouteMatchSpec::any(), "good")],
+        &[
+            ("good", locality(&[a.addr])),
+            ("other", locality(&[b.addr])),
+        ],
+    );
+    let Some(mut client) = grpcio_client(&server, "filter-nack") else {
+        return;
+    };
+    let before = client.unary(5, &[]).await;
+    assert_eq!(before.served_by(a.addr), 5, "{before:?}");
+    server.set(
+        type_url::ROUTE,
+        vec![named(
+            ROUTES,
+            type_url::ROUTE,
+            &route_configuration(
+                ROUTES,
+                &["*"],
+                vec![with_unknown_filter_override(route_to_cluster(
+                    &RouteMatchSpec::any(),
+                    "other",
+                ))],
+            ),
+        )],
+    );
+    let nack = server
+        .wait_for_request(Duration::from_secs(10), |r| {
+            r.type_url == type_url::ROUTE && r.error_detail.is_some()
+        })
+        .await
+        .expect("grpcio NACKs the route with an unknown required filter");
+    assert_eq!(
+        nack.version_info, "1",
+        "the NACK names the last good version: {nack:?}"
+    );
+    let after = client.unary(10, &[]).await;
+    assert_eq!(after.served_by(a.addr), 10, "{after:?}");
+}
+
+/// Priority failover: the priority-0 locality's only endpoint is a port where nothing listens; priority 1
+/// has a live backend. grpcio's calls succeed, on priority 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpcio_fails_over_to_the_next_priority() {
+    let (_held, dead) = reserved_port();
+    let live = interop_server_handle().await;
+    let server = management_server().await;
+    let mut p0 = LocalitySpec::new("z-dead", &[dead]);
+    p0.priority = 0;
+    let mut p1 = LocalitySpec::new("z-live", &[live.addr]);
+    p1.priority = 1;
+    publish(
+        &server,
+        &["*"],
+        vec![route_to_cluster(&RouteMatchSpec::any(), "prioritized")],
+        &[("prioritized", vec![p0, p1])],
+    );
+    let Some(mut client) = grpcio_client(&server, "priority") else {
+        return;
+    };
+    let batch = client.unary(20, &[]).await;
+    assert_eq!(batch.served_by(live.addr), 20, "{batch:?}");
 }
 
 /// The management server restarts on its port: grpcio opens a new stream, subscribes again, and its calls
