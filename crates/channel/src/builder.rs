@@ -201,7 +201,9 @@ impl ChannelBuilder {
         self
     }
 
-    /// Overrides the `:authority` sent with every call (by default the target's `host:port`).
+    /// Overrides the `:authority` sent with every call (by default the target's `host:port`). On an
+    /// `xds:` channel it is also the name the route configuration's virtual hosts are matched against
+    /// (gRFC A28's data-plane authority) instead of the target's name.
     pub fn authority(mut self, authority: impl Into<String>) -> Self {
         self.authority = Some(authority.into());
         self
@@ -527,6 +529,7 @@ impl ChannelBuilder {
             Target::Xds { name } => Some(crate::xds::resolver::starter(
                 self.parsed_xds_bootstrap()?,
                 name.clone(),
+                self.authority.clone(),
                 default_config.clone(),
             )),
             _ => None,

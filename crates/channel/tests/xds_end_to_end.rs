@@ -510,6 +510,64 @@ async fn a_route_with_an_unknown_required_filter_is_nacked() {
     .await;
 }
 
+/// 7c. The channel's authority override chooses the virtual host (A28's data-plane authority): with two
+/// virtual hosts, `svc.test` → one cluster and `other.test` → another, a channel to `xds:///svc.test` built
+/// with `.authority("other.test")` reaches the second, and one without the override the first.
+#[tokio::test]
+async fn the_authority_override_chooses_the_virtual_host() {
+    bounded("authority override", async {
+        let a = interop_server_handle().await;
+        let b = interop_server_handle().await;
+        let server = management_server().await;
+        publish(
+            &server,
+            &[NAME],
+            vec![route_to_cluster(&RouteMatchSpec::any(), "by-name")],
+            &[
+                ("by-name", locality(&[a.addr])),
+                ("by-authority", locality(&[b.addr])),
+            ],
+        );
+        let mut routes = route_configuration(
+            ROUTES,
+            &[NAME],
+            vec![route_to_cluster(&RouteMatchSpec::any(), "by-name")],
+        );
+        let mut other = route_configuration(
+            ROUTES,
+            &["other.test"],
+            vec![route_to_cluster(&RouteMatchSpec::any(), "by-authority")],
+        );
+        other.virtual_hosts[0].name = "other".to_owned();
+        routes.virtual_hosts.append(&mut other.virtual_hosts);
+        server.set(
+            type_url::ROUTE,
+            vec![named(ROUTES, type_url::ROUTE, &routes)],
+        );
+
+        let plain = xds_channel(&server);
+        let counts = tally(&plain, 5).await;
+        assert_eq!(
+            counts.get(&a.addr.to_string()).copied(),
+            Some(5),
+            "{counts:?}"
+        );
+
+        let overridden = grpc_channel::Channel::builder(format!("xds:///{NAME}"))
+            .xds_bootstrap(server.bootstrap_json())
+            .authority("other.test")
+            .build()
+            .expect("xds channel");
+        let counts = tally(&overridden, 5).await;
+        assert_eq!(
+            counts.get(&b.addr.to_string()).copied(),
+            Some(5),
+            "{counts:?}"
+        );
+    })
+    .await;
+}
+
 /// 8. A Listener never sent: after A27's 15 s does-not-exist timer the channel has no config, and calls
 /// fail UNAVAILABLE (on the paused clock; the sockets are real).
 #[tokio::test(start_paused = true)]

@@ -46,10 +46,13 @@ impl Drop for ResolverTask {
     }
 }
 
-/// Starts resolving `xds:///name`: results go to `tx`. Must be called inside a tokio runtime.
+/// Starts resolving `xds:///name`: results go to `tx`. Virtual hosts are matched against `authority` (the
+/// channel's `:authority` override, A28's data-plane authority), else against `name`. Must be called
+/// inside a tokio runtime.
 pub(crate) fn start(
     bootstrap: Bootstrap,
     name: &str,
+    authority: Option<&str>,
     default_config: Option<ServiceConfig>,
     tx: watch::Sender<State>,
 ) -> Result<ResolverTask, Status> {
@@ -58,7 +61,8 @@ pub(crate) fn start(
         .map_err(|e| Status::unavailable(format!("xDS: {e}")))?;
     let ads = AdsClient::shared(&bootstrap)?;
     let config = Arc::new(default_config.unwrap_or_else(ServiceConfig::empty));
-    let task = tokio::spawn(run(ads, listener, name.to_owned(), config, tx));
+    let authority = authority.unwrap_or(name).to_owned();
+    let task = tokio::spawn(run(ads, listener, authority, config, tx));
     Ok(ResolverTask(task))
 }
 
@@ -427,14 +431,22 @@ fn method_config(policy: &RetryPolicy) -> Option<Arc<MethodConfig>> {
     config.method_config("/any/method").cloned()
 }
 
-/// What the channel's resolution runs for `xds:///name`: [`start`] with this bootstrap.
+/// What the channel's resolution runs for `xds:///name`: [`start`] with this bootstrap (and the channel's
+/// authority override, if any).
 pub(crate) fn starter(
     bootstrap: Bootstrap,
     name: String,
+    authority: Option<String>,
     default_config: Option<ServiceConfig>,
 ) -> StartResolver {
     Box::new(move |tx| {
-        let task = start(bootstrap.clone(), &name, default_config.clone(), tx)?;
+        let task = start(
+            bootstrap.clone(),
+            &name,
+            authority.as_deref(),
+            default_config.clone(),
+            tx,
+        )?;
         Ok(Box::new(task) as ExternalTask)
     })
 }
