@@ -3,7 +3,10 @@
 //! crate's own [`Channel`] to the server (with its connection backoff, keepalive and TLS): it opens
 //! `StreamAggregatedResources` once the channel is READY, hands each response's resources to
 //! [`grpc_xds::resource::decode`], sends the ACKs, NACKs and subscription changes the client asks for,
-//! and fires the does-not-exist timers. A stream that could not start (the server unreachable) counts as
+//! and fires the does-not-exist timers. Nothing in the loop waits on the server: a stream opens, and its
+//! requests are written (by a writer task behind a queue of four), while the task goes on taking
+//! watches, reading responses and firing timers; requests the queue has no room for wait in the sans-IO
+//! client, folded per type. A stream that could not start (the server unreachable) counts as
 //! one that ended before any response: every watcher gets the error and the next try waits for the
 //! backoff.
 //!
@@ -13,6 +16,8 @@
 //! credentials (the channel credentials are `insecure` or TLS with the platform roots).
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Weak};
 
 use envoy_types::pb::envoy::config::core::v3 as core;
@@ -182,10 +187,38 @@ fn server_channel(server: &XdsServer) -> Result<Channel, Status> {
     })
 }
 
-type Stream = (
-    RequestSender<DiscoveryRequest>,
-    Streaming<DiscoveryResponse>,
-);
+/// The capacity of a stream's request queue. Requests wait in the sans-IO client (which folds them, one
+/// per type) rather than here, so a server slow to read costs no memory.
+const REQUEST_QUEUE: usize = 4;
+
+/// An ADS stream: requests go out through a writer task, so a server slow to read them never stops this
+/// task from reading responses, taking watches and firing timers.
+struct Stream {
+    requests: mpsc::Sender<DiscoveryRequest>,
+    responses: Streaming<DiscoveryResponse>,
+    writer: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        self.writer.abort();
+    }
+}
+
+/// A stream being opened (the channel getting READY, then the call starting).
+type Opening = Pin<
+    Box<
+        dyn Future<
+                Output = Result<
+                    (
+                        RequestSender<DiscoveryRequest>,
+                        Streaming<DiscoveryResponse>,
+                    ),
+                    Status,
+                >,
+            > + Send,
+    >,
+>;
 
 /// The task: the sans-IO client driven over one stream at a time.
 async fn run(
@@ -206,20 +239,33 @@ async fn run(
     let mut slots: HashMap<u64, (WatchId, watch::Sender<WatchState>, Arc<Notify>)> = HashMap::new();
     let mut keys: HashMap<WatchId, u64> = HashMap::new();
     let mut stream: Option<Stream> = None;
+    let mut opening: Option<Opening> = None;
     loop {
         let now = Instant::now().into_std();
-        if let Some((sender, _)) = &mut stream {
-            let mut failed = None;
-            while let Some(request) = client.poll_request(now) {
-                if let Err(status) = sender.send(discovery_request(&request, &node)).await {
-                    failed = Some(status);
-                    break;
+        // Requests go into the stream's queue while it has room; the rest wait in the client.
+        let mut queue_full = None;
+        let mut closed = false;
+        if let Some(open) = &stream {
+            loop {
+                match open.requests.try_reserve() {
+                    Ok(permit) => match client.poll_request(now) {
+                        Some(request) => permit.send(discovery_request(&request, &node)),
+                        None => break,
+                    },
+                    Err(mpsc::error::TrySendError::Full(())) => {
+                        queue_full = Some(open.requests.clone());
+                        break;
+                    }
+                    Err(mpsc::error::TrySendError::Closed(())) => {
+                        closed = true;
+                        break;
+                    }
                 }
             }
-            if let Some(status) = failed {
-                client.stream_ended(now, &status.to_string());
-                stream = None;
-            }
+        }
+        if closed {
+            client.stream_ended(now, "the ADS stream stopped taking requests");
+            stream = None;
         }
         while let Some((id, event)) = client.poll_event() {
             if let Some((_, slot, notify)) = keys.get(&id).and_then(|k| slots.get(k)) {
@@ -228,9 +274,9 @@ async fn run(
             }
         }
         let timer = client.poll_timeout().map(Instant::from_std);
-        let next_start = match stream {
-            Some(_) => None,
-            None => client.next_stream_start().map(Instant::from_std),
+        let next_start = match (&stream, &opening) {
+            (None, None) => client.next_stream_start().map(Instant::from_std),
+            _ => None,
         };
         tokio::select! {
             command = commands.recv() => match command {
@@ -261,11 +307,21 @@ async fn run(
                     }
                 }
             }
+            () = room(queue_full), if queue_full.is_some() => {}
             () = sleep_until(timer), if timer.is_some() => {
                 client.handle_timeout(Instant::now().into_std());
             }
             () = sleep_until(next_start), if next_start.is_some() && !slots.is_empty() => {
-                stream = open(&channel, &mut client).await;
+                opening = Some(open(channel.clone()));
+            }
+            opened = finish_opening(&mut opening), if opening.is_some() => {
+                opening = None;
+                let now = Instant::now().into_std();
+                client.stream_started(now);
+                match opened {
+                    Ok((requests, responses)) => stream = Some(writer(requests, responses)),
+                    Err(status) => client.stream_ended(now, &status.to_string()),
+                }
             }
         }
     }
@@ -273,25 +329,61 @@ async fn run(
 
 /// Opens a stream once the channel is READY; a failure counts as a stream that ended before any
 /// response.
-async fn open(channel: &Channel, client: &mut XdsClient<Resource>) -> Option<Stream> {
-    let opened = match channel.ready().await {
-        Ok(()) => channel.streaming(ADS_PATH, Request::new(())).await,
-        Err(status) => Err(status),
-    };
-    let now = Instant::now().into_std();
-    client.stream_started(now);
-    match opened {
-        Ok(stream) => Some(stream),
-        Err(status) => {
-            client.stream_ended(now, &status.to_string());
-            None
+fn open(channel: Channel) -> Opening {
+    Box::pin(async move {
+        channel.ready().await?;
+        channel.streaming(ADS_PATH, Request::new(())).await
+    })
+}
+
+async fn finish_opening(
+    opening: &mut Option<Opening>,
+) -> Result<
+    (
+        RequestSender<DiscoveryRequest>,
+        Streaming<DiscoveryResponse>,
+    ),
+    Status,
+> {
+    match opening {
+        Some(future) => future.await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Starts the stream's writer task: it sends the queued requests in order and stops at the first the
+/// call does not take (the call has ended; its status comes with the responses).
+fn writer(
+    mut sender: RequestSender<DiscoveryRequest>,
+    responses: Streaming<DiscoveryResponse>,
+) -> Stream {
+    let (requests, mut queue) = mpsc::channel::<DiscoveryRequest>(REQUEST_QUEUE);
+    let writer = tokio::spawn(async move {
+        while let Some(request) = queue.recv().await {
+            if sender.send(request).await.is_err() {
+                return;
+            }
         }
+    });
+    Stream {
+        requests,
+        responses,
+        writer,
+    }
+}
+
+/// Ready once the stream's request queue (`requests`) has room again.
+async fn room(requests: Option<mpsc::Sender<DiscoveryRequest>>) {
+    match requests {
+        // A permit taken and dropped at once: the room stays for the next pass of the loop.
+        Some(requests) => drop(requests.reserve().await),
+        None => std::future::pending().await,
     }
 }
 
 async fn next_response(stream: &mut Option<Stream>) -> Result<Option<DiscoveryResponse>, Status> {
     match stream {
-        Some((_, receiver)) => receiver.message().await,
+        Some(open) => open.responses.message().await,
         None => std::future::pending().await,
     }
 }
