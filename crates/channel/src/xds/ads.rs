@@ -114,10 +114,12 @@ impl AdsClient {
         let key = format!("{server:?} {:?}", bootstrap.node);
         let mut registry = registry().lock();
         registry.retain(|(_, weak)| weak.strong_count() > 0);
+        // A client whose task ended (a panic) is passed over: a new one starts.
         if let Some(client) = registry
             .iter()
             .find(|(k, _)| *k == key)
             .and_then(|(_, w)| w.upgrade())
+            .filter(|c| !c.commands.is_closed())
         {
             return Ok(client);
         }
@@ -153,13 +155,16 @@ impl AdsClient {
             *next
         };
         let (slot, state) = watch::channel(WatchState::default());
-        let _ = self.commands.send(Command::Watch {
+        let sent = self.commands.send(Command::Watch {
             key,
             resource_type,
             name: name.to_owned(),
             slot,
             notify,
         });
+        if let Err(mpsc::error::SendError(Command::Watch { slot, .. })) = sent {
+            slot.send_modify(|state| state.error = Some(TASK_ENDED.to_owned()));
+        }
         ResourceWatch {
             key,
             commands: self.commands.clone(),
@@ -220,6 +225,43 @@ type Opening = Pin<
     >,
 >;
 
+/// The task's watchers: each watch's slot and wake-up by key, and the key of each of the client's watch
+/// ids. Should the task end while watches remain (it only ends by itself once every handle is gone, so
+/// that is a panic), dropping this tells each of them: its slot keeps the value it had and gets the
+/// error, so a resolver still waiting for a resource fails its channel instead of waiting forever.
+#[derive(Default)]
+pub(crate) struct Watchers {
+    slots: HashMap<u64, (WatchId, watch::Sender<WatchState>, Arc<Notify>)>,
+    keys: HashMap<WatchId, u64>,
+}
+
+#[cfg(test)]
+impl Watchers {
+    /// Adds a watch's slot, as the task does for a `Watch` command.
+    pub(crate) fn insert(
+        &mut self,
+        key: u64,
+        id: WatchId,
+        slot: watch::Sender<WatchState>,
+        notify: Arc<Notify>,
+    ) {
+        self.keys.insert(id, key);
+        self.slots.insert(key, (id, slot, notify));
+    }
+}
+
+/// The error every remaining watch gets when the task ends.
+pub(crate) const TASK_ENDED: &str = "xDS: the ADS client task ended";
+
+impl Drop for Watchers {
+    fn drop(&mut self) {
+        for (_, slot, notify) in self.slots.values() {
+            slot.send_modify(|state| state.error = Some(TASK_ENDED.to_owned()));
+            notify.notify_one();
+        }
+    }
+}
+
 /// The task: the sans-IO client driven over one stream at a time.
 async fn run(
     server: XdsServer,
@@ -236,8 +278,8 @@ async fn run(
         Instant::now().into_std(),
         Box::new(SplitMix64::new(seed)),
     );
-    let mut slots: HashMap<u64, (WatchId, watch::Sender<WatchState>, Arc<Notify>)> = HashMap::new();
-    let mut keys: HashMap<WatchId, u64> = HashMap::new();
+    let mut watchers = Watchers::default();
+    let Watchers { slots, keys } = &mut watchers;
     let mut stream: Option<Stream> = None;
     let mut opening: Option<Opening> = None;
     loop {

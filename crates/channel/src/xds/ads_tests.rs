@@ -10,7 +10,7 @@ use grpc_xds::Bootstrap;
 use interop::xds_resources::{eds_cluster, named, type_url};
 use interop::xds_server::ManagementServer;
 
-use super::ads::{AdsClient, ResourceWatch, WatchState};
+use super::ads::{AdsClient, ResourceWatch, WatchState, Watchers, TASK_ENDED};
 
 /// Waits (bounded, on tokio's clock) until the watch's state satisfies `what`.
 async fn until(watch: &mut ResourceWatch, what: impl Fn(&WatchState) -> bool) -> WatchState {
@@ -147,4 +147,28 @@ async fn channels_naming_the_same_server_share_one_stream() {
     until(&mut wa, |s| s.value.is_some()).await;
     until(&mut wb, |s| s.value.is_some()).await;
     assert_eq!(server.streams_opened(), 1);
+}
+
+/// Should the ADS task end while watches remain (a panic: it ends by itself only once every handle is
+/// gone), each watch keeps its value, gets the error and is woken, so a resolver still waiting for a
+/// resource fails its channel instead of waiting forever.
+#[tokio::test]
+async fn watches_left_when_the_task_ends_get_an_error() {
+    let mut client: grpc_xds::XdsClient<Resource> = grpc_xds::XdsClient::new(
+        grpc_xds::ServerFeatures::default(),
+        std::time::Instant::now(),
+        Box::new(grpc_retry::SplitMix64::new(1)),
+    );
+    let id = client.watch(ResourceType::Cluster, "c1");
+    let (slot, state) = tokio::sync::watch::channel(WatchState::default());
+    let notify = Arc::new(tokio::sync::Notify::new());
+    let mut watchers = Watchers::default();
+    watchers.insert(1, id, slot, notify.clone());
+    drop(watchers);
+    tokio::time::timeout(Duration::from_secs(5), notify.notified())
+        .await
+        .expect("the watch is woken");
+    let state = state.borrow().clone();
+    assert_eq!(state.error.as_deref(), Some(TASK_ENDED));
+    assert!(state.value.is_none() && !state.does_not_exist);
 }
