@@ -384,6 +384,51 @@ async fn a_call_in_flight_on_a_removed_endpoint_finishes() {
     .await;
 }
 
+/// 5c. A connection let go of by an EDS update finishes its calls, but closing the channel closes it too:
+/// a long stream in flight on the removed endpoint ends with an error at `close()`, well before its last
+/// response.
+#[tokio::test]
+async fn closing_the_channel_closes_a_connection_left_by_an_eds_update() {
+    bounded("close with a detached connection", async {
+        let old = interop_server_handle().await;
+        let new = interop_server_handle().await;
+        let server = management_server().await;
+        publish(
+            &server,
+            &["*"],
+            vec![route_to_cluster(&RouteMatchSpec::any(), "moving")],
+            &[("moving", locality(&[old.addr]))],
+        );
+        let channel = xds_channel(&server);
+        // 100 responses, 100 ms apart (10 s in all); the first has arrived.
+        let mut stream = slow_stream(&channel, 100, Duration::from_millis(100)).await;
+        set_endpoints(&server, &[("moving", locality(&[new.addr]))]);
+        call_until(&channel, "new calls reach the new endpoint", |r| {
+            r.as_ref().ok() == Some(&new.addr.to_string())
+        })
+        .await
+        .expect("moved");
+
+        channel.close();
+        let mut received = 1;
+        let end = loop {
+            match tokio::time::timeout(CALL, stream.message())
+                .await
+                .expect("the stream ends by itself")
+            {
+                Ok(Some(_)) => received += 1,
+                Ok(None) => break None,
+                Err(status) => break Some(status),
+            }
+        };
+        assert!(
+            end.is_some() && received < 100,
+            "the stream went on after close(): {received} responses, end {end:?}"
+        );
+    })
+    .await;
+}
+
 /// 6. Priority failover: the priority-0 locality's only endpoint is a port where nothing listens; priority
 /// 1 has a live backend. Calls succeed, on priority 1.
 #[tokio::test]

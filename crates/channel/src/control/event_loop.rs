@@ -74,6 +74,9 @@ pub(super) struct Loop {
     pub(super) routed: bool,
     /// The previous policy's READY connections and picker, serving while a new policy connects.
     pub(super) retired: Option<Retired>,
+    /// The tasks of READY connections the policy let go of (`Disconnect`), finishing the calls they carry;
+    /// those that ended are pruned at each `Disconnect`, the others aborted when the channel closes.
+    pub(super) detached: Vec<JoinHandle<()>>,
     /// The channel has left IDLE before (its resolution may be stale when it leaves IDLE again).
     pub(super) was_active: bool,
     /// Leaving IDLE, waiting until then for a fresh resolution.
@@ -95,6 +98,9 @@ pub(super) struct Loop {
 impl Drop for Loop {
     fn drop(&mut self) {
         for (_, (_, task)) in self.tasks.drain() {
+            task.abort();
+        }
+        for task in self.detached.drain(..) {
             task.abort();
         }
     }
@@ -546,6 +552,9 @@ impl Loop {
         for (_, (_, task)) in self.tasks.drain() {
             task.abort();
         }
+        for task in self.detached.drain(..) {
+            task.abort();
+        }
         self.conns.clear();
     }
 
@@ -686,7 +695,10 @@ impl Loop {
                         // A READY connection finishes the calls it carries (h2 closes it once its handles
                         // are gone and its last stream ended: an endpoint update never cuts a call); an
                         // attempt still connecting stops now.
-                        if !self.conns.contains_key(&id) {
+                        if self.conns.contains_key(&id) {
+                            self.detached.retain(|t| !t.is_finished());
+                            self.detached.push(task);
+                        } else {
                             task.abort();
                         }
                     }

@@ -226,6 +226,7 @@ impl ControlPlane {
             idle: true,
             spec: (ConnectivityState::Idle, PickerSpec::Idle),
             retired: None,
+            detached: Vec::new(),
             was_active: false,
             fresh_wait: None,
             last_failure: None,
