@@ -525,7 +525,7 @@ impl Channel {
         });
         let guard = self.control().call_started();
         telemetry.started(call.policy_source().as_str());
-        let shared = Shared::driving(Some(guard), telemetry);
+        let shared = Shared::driving(Some(guard), prepared.cluster.as_ref(), telemetry);
         if let Some(id) = exactly_once {
             // In flight (for the watermark) until the call ends, not only until it commits.
             shared.lock().keep_exactly_once(id);

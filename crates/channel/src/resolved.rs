@@ -2,7 +2,8 @@
 //! failed, or endpoints with the service config), and for a resolver that routes per call (the xDS
 //! resolver, gRFC A28, A31, A44) the [`Routing`] beside them: the clusters the load balancer serves
 //! (grpc-lb's xDS cluster manager) and the [`Router`] that sends each call to one of them, with the method
-//! config of its route (A44's retry policy) and A31's cap on its deadline.
+//! config of its route (A44's retry policy) and A31's cap on its deadline, and a reference to the cluster
+//! that the call keeps until it ends (A28: the resolver keeps a cluster while a call uses it).
 //!
 //! Not here: resolvers (`resolution.rs` for DNS and fixed targets, `xds/resolver.rs`), route matching
 //! (grpc-xds).
@@ -58,6 +59,10 @@ pub(crate) struct Routing {
     pub(crate) router: Arc<dyn Router>,
 }
 
+/// A call's reference to its cluster (A28): the resolver keeps the cluster in its routings while one
+/// lives. The call holds it until it ends.
+pub(crate) type ClusterHold = Arc<dyn std::any::Any + Send + Sync>;
+
 /// Sends a call to a cluster.
 pub(crate) trait Router: Send + Sync + std::fmt::Debug {
     /// The cluster for a call to `path` with the application's `metadata`, or the status to fail it with
@@ -70,6 +75,8 @@ pub(crate) trait Router: Send + Sync + std::fmt::Debug {
 pub(crate) struct Routed {
     /// The cluster.
     pub(crate) cluster: Arc<str>,
+    /// The call's reference to the cluster, if the router's resolver counts them.
+    pub(crate) hold: Option<ClusterHold>,
     /// The route's method config (its retry policy), replacing the service config's for this call.
     pub(crate) method: Option<Arc<MethodConfig>>,
     /// The most the call may last from its start (A31); never extends the call's own deadline.
@@ -90,6 +97,9 @@ pub(crate) struct RoutedTo {
     pub(crate) cluster: Arc<str>,
     /// [`Routing::generation`] of the routing.
     pub(crate) generation: u64,
+    /// The call's reference to the cluster ([`Routed::hold`]), kept with the call's shared state until
+    /// the call ends.
+    pub(crate) hold: Option<ClusterHold>,
 }
 
 /// A call's method config, the cap on its duration, and its cluster: by its route with `routing` (the
@@ -118,6 +128,7 @@ pub(crate) fn method_for(
         Some(RoutedTo {
             cluster: routed.cluster,
             generation: routing.generation,
+            hold: routed.hold,
         }),
     ))
 }

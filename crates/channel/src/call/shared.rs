@@ -52,6 +52,9 @@ pub(crate) struct Shared {
     /// After commit, the call's place under its cluster's circuit breaker (xDS, gRFC A32), released when
     /// the call ends.
     pub(super) breaker: Option<grpc_lb::CallGuard>,
+    /// The call's reference to the cluster its route chose (xDS, gRFC A28): the resolver keeps the cluster
+    /// while it lives, for every attempt of the call. Released when the call ends.
+    pub(super) cluster: Option<crate::resolved::ClusterHold>,
     /// A task pumping an application stream into the call, waiting for the call to end.
     pub(super) end_watcher: Option<Waker>,
     /// The status a failed send ended the call with (e.g. an oversize message), which the receiving half
@@ -163,9 +166,11 @@ pub(crate) enum Input {
 }
 
 impl Shared {
-    /// A call whose attempts the retry driver runs until it commits.
+    /// A call whose attempts the retry driver runs until it commits; routed to `cluster` (xDS), it keeps
+    /// its reference to the cluster until it ends (every attempt of the call goes there).
     pub(crate) fn driving(
         active: Option<crate::control::CallGuard>,
+        cluster: Option<&crate::resolved::RoutedTo>,
         telemetry: CallTelemetry,
     ) -> SharedRef {
         Arc::new(Mutex::new(Shared {
@@ -178,6 +183,7 @@ impl Shared {
             retry: None,
             results: None,
             breaker: None,
+            cluster: cluster.and_then(|c| c.hold.clone()),
             end_watcher: None,
             sender_failure: None,
             writer: Writer::NotStarted,
@@ -312,6 +318,7 @@ impl Shared {
             }
             Err(status) => {
                 self.previous_attempts = status.previous_rpc_attempts();
+                self.cluster = None;
                 if self.ended.is_none() {
                     // Sending stops with the call's status, or a plain "ended" when that is OK.
                     self.ended = Some(if status.code() == Code::Ok {
@@ -390,6 +397,7 @@ impl Shared {
     /// the deadline, a malformed response: nobody's failure, which the throttle never counts).
     pub(super) fn report_end(&mut self, status: &Status, end: CommittedEnd) {
         self.breaker = None;
+        self.cluster = None;
         if let Some(results) = self.results.take() {
             results.record(match end {
                 CommittedEnd::Local if status.code() == Code::Cancelled => AttemptResult::Cancelled,
@@ -445,6 +453,7 @@ mod tests {
     /// A call whose retry driver has not committed, and its sending half (raw messages, no limit).
     fn uncommitted_call() -> (SharedRef, RequestSender<Bytes>) {
         let shared = Shared::driving(
+            None,
             None,
             crate::telemetry::Telemetry::new("test".into())
                 .call(&Arc::new(http::Uri::from_static("http://h/t.S/M"))),

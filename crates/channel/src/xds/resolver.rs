@@ -6,6 +6,15 @@
 //! a cluster by its route, with the route's A44 retry policy as the call's method config and its A31
 //! stream duration as a cap on the call's deadline.
 //!
+//! A cluster's lifetime (A28): a published router holds a reference ([`ClusterRef`]) to each cluster its
+//! routes name, and each call it routes shares its cluster's for the call's whole life (every attempt of
+//! the call goes there). A cluster with a reference stays in every routing published (and stays watched),
+//! named by the current routes or not; when the last reference to a cluster the routes no longer name goes
+//! (the old routing is dropped by the channel and the last call routed to the cluster ended), the resolver
+//! publishes a routing without it and drops its watches. So a route change that stops naming a cluster
+//! publishes twice: first with the old cluster kept (a call may still be routed by the old routing), then
+//! without it. References are per published routing and per call in flight: nothing accumulates.
+//!
 //! Missing resources (A27): a Listener or RouteConfiguration that does not exist, or one never valid,
 //! fails the channel (TRANSIENT_FAILURE, calls UNAVAILABLE); a virtual host missing for the target's name
 //! likewise. A Cluster that does not exist, or is not an EDS cluster, fails the calls routed to it. Control
@@ -33,7 +42,7 @@ use tokio::sync::{watch, Notify};
 
 use super::ads::{AdsClient, ResourceWatch, WatchState};
 use crate::metadata::MetadataMap;
-use crate::resolved::{ExternalTask, Routed, Router, Routing, StartResolver, State};
+use crate::resolved::{ClusterHold, ExternalTask, Routed, Router, Routing, StartResolver, State};
 use crate::status::Status;
 
 /// The resolver's task; dropping it stops the task (and its watches).
@@ -70,6 +79,8 @@ pub(crate) fn start(
 struct Watches {
     ads: Arc<AdsClient>,
     notify: Arc<Notify>,
+    /// The clusters held by routings and the calls they routed (kept while held).
+    holds: Arc<ClusterHolds>,
     listener: ResourceWatch,
     route: Option<(String, ResourceWatch)>,
     clusters: BTreeMap<String, ResourceWatch>,
@@ -82,6 +93,65 @@ impl Watches {
     }
 }
 
+/// A28's cluster lifetime: how many [`ClusterRef`]s each cluster has. A cluster with one stays in every
+/// routing the resolver publishes (and watched), named by the routes or not; the resolver is woken when a
+/// cluster's last one goes.
+struct ClusterHolds {
+    counts: Mutex<BTreeMap<String, usize>>,
+    /// The resolver's wake-up.
+    notify: Arc<Notify>,
+}
+
+impl ClusterHolds {
+    fn new(notify: Arc<Notify>) -> Arc<ClusterHolds> {
+        Arc::new(ClusterHolds {
+            counts: Mutex::new(BTreeMap::new()),
+            notify,
+        })
+    }
+
+    /// A new reference to cluster `name`.
+    fn hold(self: &Arc<Self>, name: &str) -> Arc<ClusterRef> {
+        *self.counts.lock().entry(name.to_owned()).or_insert(0) += 1;
+        Arc::new(ClusterRef {
+            name: name.to_owned(),
+            holds: self.clone(),
+        })
+    }
+
+    /// The clusters with a reference.
+    fn held(&self) -> BTreeSet<String> {
+        self.counts.lock().keys().cloned().collect()
+    }
+}
+
+/// One reference to a cluster: a published router holds one for each cluster its routes name, and each
+/// call it routes shares (a clone of the `Arc` of) its cluster's for the call's life, so that a cluster
+/// stays while a routing that names it may still route calls or a call routed to it runs.
+struct ClusterRef {
+    name: String,
+    holds: Arc<ClusterHolds>,
+}
+
+impl Drop for ClusterRef {
+    fn drop(&mut self) {
+        let mut counts = self.holds.counts.lock();
+        let last = match counts.get_mut(&self.name) {
+            Some(n) if *n > 1 => {
+                *n -= 1;
+                false
+            }
+            _ => true,
+        };
+        if last {
+            counts.remove(&self.name);
+            drop(counts);
+            // A permit if the resolver is busy: it evaluates again, without this cluster.
+            self.holds.notify.notify_one();
+        }
+    }
+}
+
 async fn run(
     ads: Arc<AdsClient>,
     listener_name: String,
@@ -91,9 +161,11 @@ async fn run(
 ) {
     let notify = Arc::new(Notify::new());
     let listener = ads.watch(ResourceType::Listener, &listener_name, notify.clone());
+    let holds = ClusterHolds::new(notify.clone());
     let mut watches = Watches {
         ads,
         notify: notify.clone(),
+        holds: holds.clone(),
         listener,
         route: None,
         clusters: BTreeMap::new(),
@@ -113,15 +185,20 @@ async fn run(
                     tx.send_replace(State::Failed(status));
                 }
             }
-            Outcome::Ready(mut routing, endpoints) => {
+            Outcome::Ready(clusters, mut router, endpoints) => {
                 let changed = last.as_ref().is_none_or(|l| {
-                    l.clusters != routing.clusters || !same_router(&l.router, &routing.router)
+                    l.clusters != clusters || format!("{:?}", l.router) != format!("{router:?}")
                 });
                 if changed {
                     failed = None;
                     generation += 1;
-                    routing.generation = generation;
-                    let routing = Arc::new(routing);
+                    // Only a published router holds its clusters (one dropped here would wake the resolver).
+                    router.hold_clusters(&holds);
+                    let routing = Arc::new(Routing {
+                        generation,
+                        clusters,
+                        router: Arc::new(*router),
+                    });
                     last = Some(routing.clone());
                     tx.send_replace(State::Ready {
                         endpoints: endpoints.into(),
@@ -138,17 +215,13 @@ async fn run(
     }
 }
 
-fn same_router(a: &Arc<dyn Router>, b: &Arc<dyn Router>) -> bool {
-    format!("{a:?}") == format!("{b:?}")
-}
-
 enum Outcome {
     /// Something needed is not known yet.
     Pending,
     /// The channel cannot route calls.
     Failed(Status),
-    /// The routing, and every endpoint address.
-    Ready(Routing, Vec<Address>),
+    /// The clusters, their router, and every endpoint address.
+    Ready(XdsClustersConfig, Box<XdsRouter>, Vec<Address>),
 }
 
 fn value_or<'a>(state: &'a WatchState, what: &str) -> Result<Option<&'a Resource>, Status> {
@@ -182,16 +255,10 @@ fn evaluate(w: &mut Watches, listener_name: &str, authority: &str) -> Outcome {
             route_config.name
         )));
     };
-    // The clusters the routes name.
-    let wanted: BTreeSet<String> = vhost
-        .routes
-        .iter()
-        .flat_map(|r| match &r.action {
-            RouteAction::Cluster(c) => vec![c.clone()],
-            RouteAction::WeightedClusters(cs) => cs.iter().map(|c| c.name.clone()).collect(),
-            RouteAction::NonForwarding => Vec::new(),
-        })
-        .collect();
+    // The clusters the routes name, and those held (A28: a routing that named them may still route calls,
+    // or a call routed to them runs): each keeps its watches and its place in the routing.
+    let mut wanted = named_clusters(&vhost);
+    wanted.extend(w.holds.held());
     w.clusters.retain(|name, _| wanted.contains(name));
     for name in &wanted {
         if !w.clusters.contains_key(name) {
@@ -261,14 +328,20 @@ fn evaluate(w: &mut Watches, listener_name: &str, authority: &str) -> Outcome {
         .into_iter()
         .collect();
     let router = XdsRouter::new(vhost, listener.max_stream_duration);
-    Outcome::Ready(
-        Routing {
-            generation: 0,
-            clusters: XdsClustersConfig { clusters },
-            router: Arc::new(router),
-        },
-        endpoints,
-    )
+    Outcome::Ready(XdsClustersConfig { clusters }, Box::new(router), endpoints)
+}
+
+/// The clusters the routes of `vhost` name.
+fn named_clusters(vhost: &VirtualHost) -> BTreeSet<String> {
+    vhost
+        .routes
+        .iter()
+        .flat_map(|r| match &r.action {
+            RouteAction::Cluster(c) => vec![c.clone()],
+            RouteAction::WeightedClusters(cs) => cs.iter().map(|c| c.name.clone()).collect(),
+            RouteAction::NonForwarding => Vec::new(),
+        })
+        .collect()
 }
 
 /// The listener's route configuration: inline, or from its RDS watch (started or switched here).
@@ -347,6 +420,8 @@ struct XdsRouter {
     /// Per route: its A44 retry policy as a method config.
     methods: Vec<Option<Arc<MethodConfig>>>,
     rng: Mutex<SplitMix64>,
+    /// Once published: a reference to each cluster the routes name, shared by the calls routed to it.
+    holds: BTreeMap<String, Arc<ClusterRef>>,
 }
 
 impl std::fmt::Debug for XdsRouter {
@@ -377,7 +452,19 @@ impl XdsRouter {
             listener_max_stream_duration,
             methods,
             rng: Mutex::new(SplitMix64::new(seed)),
+            holds: BTreeMap::new(),
         }
+    }
+
+    /// Takes a reference to each cluster the routes name.
+    fn hold_clusters(&mut self, holds: &Arc<ClusterHolds>) {
+        self.holds = named_clusters(&self.vhost)
+            .into_iter()
+            .map(|name| {
+                let hold = holds.hold(&name);
+                (name, hold)
+            })
+            .collect();
     }
 }
 
@@ -398,6 +485,7 @@ impl Router for XdsRouter {
             &mut *rng,
         ) {
             RouteOutcome::Routed(r) => Ok(Routed {
+                hold: self.holds.get(r.cluster).map(|h| h.clone() as ClusterHold),
                 cluster: Arc::from(r.cluster),
                 method: self.methods.get(r.route_index).cloned().flatten(),
                 max_duration: r.max_stream_duration,
