@@ -510,6 +510,8 @@ impl Channel {
             .exactly_once
             .unwrap_or(inner.exactly_once)
             .then(|| Arc::new(inner.exactly_once_client.start_call()));
+        // The call's reference to its cluster lives in its shared state only, released at commit.
+        let hold = prepared.cluster.as_mut().and_then(|c| c.hold.take());
         let setup = Arc::new(AttemptSetup {
             uri: prepared.uri.clone(),
             user_agent: inner.user_agent.clone(),
@@ -525,7 +527,7 @@ impl Channel {
         });
         let guard = self.control().call_started();
         telemetry.started(call.policy_source().as_str());
-        let shared = Shared::driving(Some(guard), prepared.cluster.as_ref(), telemetry);
+        let shared = Shared::driving(Some(guard), hold, telemetry);
         if let Some(id) = exactly_once {
             // In flight (for the watermark) until the call ends, not only until it commits.
             shared.lock().keep_exactly_once(id);

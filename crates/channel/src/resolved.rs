@@ -3,7 +3,7 @@
 //! resolver, gRFC A28, A31, A44) the [`Routing`] beside them: the clusters the load balancer serves
 //! (grpc-lb's xDS cluster manager) and the [`Router`] that sends each call to one of them, with the method
 //! config of its route (A44's retry policy) and A31's cap on its deadline, and a reference to the cluster
-//! that the call keeps until it ends (A28: the resolver keeps a cluster while a call uses it).
+//! that the call keeps until it commits (A28: the resolver keeps a cluster while a call uses it).
 //!
 //! Not here: resolvers (`resolution.rs` for DNS and fixed targets, `xds/resolver.rs`), route matching
 //! (grpc-xds).
@@ -60,7 +60,7 @@ pub(crate) struct Routing {
 }
 
 /// A call's reference to its cluster (A28): the resolver keeps the cluster in its routings while one
-/// lives. The call holds it until it ends.
+/// lives. The call holds it until it commits (or ends before).
 pub(crate) type ClusterHold = Arc<dyn std::any::Any + Send + Sync>;
 
 /// Sends a call to a cluster.
@@ -97,8 +97,8 @@ pub(crate) struct RoutedTo {
     pub(crate) cluster: Arc<str>,
     /// [`Routing::generation`] of the routing.
     pub(crate) generation: u64,
-    /// The call's reference to the cluster ([`Routed::hold`]), kept with the call's shared state until
-    /// the call ends.
+    /// The call's reference to the cluster ([`Routed::hold`]), moved into the call's shared state, which
+    /// keeps it until the call commits.
     pub(crate) hold: Option<ClusterHold>,
 }
 

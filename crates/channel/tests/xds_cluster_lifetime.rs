@@ -1,7 +1,8 @@
-//! gRFC A28's cluster lifetime end to end: a call keeps the cluster its route chose for its whole life
-//! (a wait-for-ready call waiting for it, a retry after a pushback), even once the routes no longer name
-//! it, and the channel lets the cluster go when the last such call ends. The management server (`interop::xds_server`) and the backends are on loopback; the test is
-//! bounded (`support::xds::BOUND`), and its waits are bounded polling loops.
+//! gRFC A28's cluster lifetime end to end: a call keeps the cluster its route chose until it commits (a
+//! wait-for-ready call waiting for it, a retry after a pushback), even once the routes no longer name it,
+//! and the channel lets the cluster go when the last such call has committed or ended. The management
+//! server (`interop::xds_server`) and the backends are on loopback; the test is bounded
+//! (`support::xds::BOUND`), and its waits are bounded polling loops.
 
 #![cfg(feature = "xds")]
 
@@ -21,7 +22,8 @@ use interop_proto::paths;
 use support::flaky::{attempts, flaky_unary};
 use support::reserved_port;
 use support::xds::{
-    bounded, call_until, locality, management_server, publish, tally, xds_channel, NAME, ROUTES,
+    bounded, call_until, locality, management_server, publish, slow_stream, tally, xds_channel,
+    NAME, ROUTES,
 };
 
 /// Replaces the RouteConfiguration [`ROUTES`] with one sending every call to `cluster`.
@@ -220,6 +222,55 @@ async fn a_retry_after_the_routes_change_goes_to_the_calls_cluster() {
             attempts(&[&y], "retried").is_empty(),
             "an attempt of the call went to Y"
         );
+    })
+    .await;
+}
+
+/// A committed call no longer holds its cluster (`shared/spec/beyond-a6.md`: refcounts until commit): a
+/// server-streaming call on X has its first response (committed) when the routes switch to Y; the channel
+/// drops X's CDS watch while the stream still runs, and the stream finishes on its connection.
+#[tokio::test]
+async fn a_committed_call_lets_its_cluster_go_and_still_finishes() {
+    bounded("committed call", async {
+        let x = support::interop_server_handle().await;
+        let y = support::interop_server_handle().await;
+        let server = management_server().await;
+        publish(
+            &server,
+            &[NAME],
+            vec![route_to_cluster(&RouteMatchSpec::any(), "cluster-x")],
+            &[
+                ("cluster-x", locality(&[x.addr])),
+                ("cluster-y", locality(&[y.addr])),
+            ],
+        );
+        let channel = xds_channel(&server);
+        // 30 responses 100 ms apart (3 s); the first has arrived, so the call has committed.
+        let mut stream = slow_stream(&channel, 30, Duration::from_millis(100)).await;
+
+        route_all_to(&server, "cluster-y");
+        let dropped = server
+            .wait_for_request(Duration::from_secs(2), |r| {
+                cds_names(r, "cluster-y") && !cds_names(r, "cluster-x")
+            })
+            .await;
+        assert!(
+            dropped.is_some(),
+            "X's CDS watch kept by a committed call: {:?}",
+            server.requests()
+        );
+        let mut rest = 0;
+        loop {
+            match tokio::time::timeout(Duration::from_secs(10), stream.message())
+                .await
+                .expect("the stream goes on")
+            {
+                Ok(Some(_)) => rest += 1,
+                Ok(None) => break,
+                Err(status) => panic!("the stream on X failed after X went: {status:?}"),
+            }
+        }
+        assert_eq!(rest, 29, "every response arrives");
     })
     .await;
 }

@@ -9,8 +9,8 @@
 //! cluster's chosen priority says, with its drops, circuit-breaking limit and in-flight counter.
 //!
 //! A cluster removed from the config goes at once (grpc-go's choice; C-core keeps it 15 minutes): calls
-//! that name it afterwards fail. The config's owner keeps a cluster in it while calls use it (A28: the
-//! channel's xDS resolver keeps each cluster a call in flight was routed to). A config update keeps the subchannel (and the connection) of every address
+//! that name it afterwards fail. The config's owner keeps a cluster in it while calls need it (A28: the
+//! channel's xDS resolver keeps each cluster an uncommitted call was routed to). A config update keeps the subchannel (and the connection) of every address
 //! still used anywhere, and a cluster's in-flight counter lives as long as the cluster (A32: a Cluster
 //! update does not reset it). Subchannels no existing child uses are removed (and disconnected) after each
 //! event. A failed or lost connection asks for re-resolution, as round_robin does. The message of a failed

@@ -53,7 +53,8 @@ pub(crate) struct Shared {
     /// the call ends.
     pub(super) breaker: Option<grpc_lb::CallGuard>,
     /// The call's reference to the cluster its route chose (xDS, gRFC A28): the resolver keeps the cluster
-    /// while it lives, for every attempt of the call. Released when the call ends.
+    /// while it lives, for every attempt of the call. Released at commit (the committed attempt goes on
+    /// over its connection, which a removed cluster lets finish its calls) or when the call ends before.
     pub(super) cluster: Option<crate::resolved::ClusterHold>,
     /// A task pumping an application stream into the call, waiting for the call to end.
     pub(super) end_watcher: Option<Waker>,
@@ -166,11 +167,11 @@ pub(crate) enum Input {
 }
 
 impl Shared {
-    /// A call whose attempts the retry driver runs until it commits; routed to `cluster` (xDS), it keeps
-    /// its reference to the cluster until it ends (every attempt of the call goes there).
+    /// A call whose attempts the retry driver runs until it commits; routed (xDS), it keeps `cluster`, its
+    /// reference to its cluster, until it commits (every attempt of the call goes there).
     pub(crate) fn driving(
         active: Option<crate::control::CallGuard>,
-        cluster: Option<&crate::resolved::RoutedTo>,
+        cluster: Option<crate::resolved::ClusterHold>,
         telemetry: CallTelemetry,
     ) -> SharedRef {
         Arc::new(Mutex::new(Shared {
@@ -183,7 +184,7 @@ impl Shared {
             retry: None,
             results: None,
             breaker: None,
-            cluster: cluster.and_then(|c| c.hold.clone()),
+            cluster,
             end_watcher: None,
             sender_failure: None,
             writer: Writer::NotStarted,
@@ -313,6 +314,8 @@ impl Shared {
                 self.retry = Some((committed.call, committed.attempt));
                 self.results = results;
                 self.breaker = breaker;
+                // A28: a committed call no longer holds its cluster in the config.
+                self.cluster = None;
                 self.previous_attempts = committed.previous_attempts;
                 Some(Ok(response))
             }

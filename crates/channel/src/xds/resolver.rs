@@ -7,10 +7,10 @@
 //! stream duration as a cap on the call's deadline.
 //!
 //! A cluster's lifetime (A28): a published router holds a reference ([`ClusterRef`]) to each cluster its
-//! routes name, and each call it routes shares its cluster's for the call's whole life (every attempt of
-//! the call goes there). A cluster with a reference stays in every routing published (and stays watched),
+//! routes name, and each call it routes shares its cluster's until the call commits (every attempt of the
+//! call goes there; `shared/spec/beyond-a6.md`: refcounts until commit). A cluster with a reference stays in every routing published (and stays watched),
 //! named by the current routes or not; when the last reference to a cluster the routes no longer name goes
-//! (the old routing is dropped by the channel and the last call routed to the cluster ended), the resolver
+//! (the old routing is dropped by the channel and the last call routed to the cluster committed or ended), the resolver
 //! publishes a routing without it and drops its watches. So a route change that stops naming a cluster
 //! publishes twice: first with the old cluster kept (a call may still be routed by the old routing), then
 //! without it. References are per published routing and per call in flight: nothing accumulates.
@@ -126,8 +126,8 @@ impl ClusterHolds {
 }
 
 /// One reference to a cluster: a published router holds one for each cluster its routes name, and each
-/// call it routes shares (a clone of the `Arc` of) its cluster's for the call's life, so that a cluster
-/// stays while a routing that names it may still route calls or a call routed to it runs.
+/// call it routes shares (a clone of the `Arc` of) its cluster's until it commits, so that a cluster
+/// stays while a routing that names it may still route calls or a call routed to it has not committed.
 struct ClusterRef {
     name: String,
     holds: Arc<ClusterHolds>,
