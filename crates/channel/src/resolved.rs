@@ -68,6 +68,8 @@ pub(crate) trait Router: Send + Sync + std::fmt::Debug {
 /// Where a call goes.
 #[derive(Clone, Debug)]
 pub(crate) struct Routed {
+    /// The route that took the call, as telemetry names it (`xds.route`).
+    pub(crate) route: Arc<str>,
     /// The cluster.
     pub(crate) cluster: Arc<str>,
     /// The route's method config (its retry policy), replacing the service config's for this call.
@@ -86,6 +88,8 @@ pub(crate) type CallRoute = (
 /// The cluster a call's route chose, and the routing that chose it.
 #[derive(Clone, Debug)]
 pub(crate) struct RoutedTo {
+    /// The route that chose it (its name, else `virtual host name/index`).
+    pub(crate) route: Arc<str>,
     /// The cluster's name.
     pub(crate) cluster: Arc<str>,
     /// [`Routing::generation`] of the routing.
@@ -116,6 +120,7 @@ pub(crate) fn method_for(
         routed.method,
         cap,
         Some(RoutedTo {
+            route: routed.route,
             cluster: routed.cluster,
             generation: routing.generation,
         }),

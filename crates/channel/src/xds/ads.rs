@@ -9,7 +9,9 @@
 //!
 //! Watchers ([`ResourceWatch`]) see the latest state of their resource in a one-value slot, so a control
 //! plane flooding updates costs one slot per watch, never a queue. The task ends when the last
-//! [`AdsClient`] handle is dropped. Not here: fallback to the bootstrap's next server (A71), xDS
+//! [`AdsClient`] handle is dropped. The client's state sits behind a mutex the task takes only between
+//! its awaits, so [`AdsClient::dump`] reads it at once (for `Channel::xds_resources`), even while the
+//! task waits for the server. Not here: fallback to the bootstrap's next server (A71), xDS
 //! credentials (the channel credentials are `insecure` or TLS with the platform roots).
 
 use std::collections::HashMap;
@@ -20,8 +22,8 @@ use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, Discovery
 use grpc_retry::SplitMix64;
 use grpc_xds::resource::{decode, Resource, ResourceType};
 use grpc_xds::{
-    discovery_request, node_proto, Bootstrap, ChannelCreds, UserAgent, WatchEvent, WatchId,
-    XdsClient, XdsServer,
+    discovery_request, node_proto, Bootstrap, ChannelCreds, ResourceDump, UserAgent, WatchEvent,
+    WatchId, XdsClient, XdsServer,
 };
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, watch, Notify};
@@ -59,10 +61,24 @@ enum Command {
     Unwatch(u64),
 }
 
+/// The sans-IO client, shared by the task and its handles.
+type SharedClient = Arc<Mutex<XdsClient<Resource>>>;
+
 /// A handle on the shared ADS stream to one server.
 pub(crate) struct AdsClient {
     commands: mpsc::UnboundedSender<Command>,
     next_key: Mutex<u64>,
+    /// The server's URI, as the bootstrap gives it.
+    server_uri: String,
+    client: SharedClient,
+}
+
+impl std::fmt::Debug for AdsClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdsClient")
+            .field("server_uri", &self.server_uri)
+            .finish_non_exhaustive()
+    }
 }
 
 /// One watch of a resource; dropping it unwatches.
@@ -125,13 +141,35 @@ impl AdsClient {
             },
         );
         let (commands, receiver) = mpsc::unbounded_channel();
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0x5eed);
+        let xds_client: SharedClient = Arc::new(Mutex::new(XdsClient::new(
+            server.server_features,
+            Instant::now().into_std(),
+            Box::new(SplitMix64::new(seed)),
+        )));
         let client = Arc::new(AdsClient {
             commands,
             next_key: Mutex::new(0),
+            server_uri: server.server_uri.clone(),
+            client: xds_client.clone(),
         });
-        tokio::spawn(run(server.clone(), channel, node, receiver));
+        tokio::spawn(run(channel, node, xds_client, receiver));
         registry.push((key, Arc::downgrade(&client)));
         Ok(client)
+    }
+
+    /// The management server's URI.
+    pub(crate) fn server_uri(&self) -> &str {
+        &self.server_uri
+    }
+
+    /// Every resource the client subscribes to (for every channel sharing it), as the sans-IO client
+    /// reports them; its times are on tokio's clock.
+    pub(crate) fn dump(&self) -> Vec<ResourceDump> {
+        self.client.lock().dump()
     }
 
     /// Watches `name` of `resource_type`; `notify` is woken on each change of its state (one `Notify` can
@@ -187,22 +225,14 @@ type Stream = (
     Streaming<DiscoveryResponse>,
 );
 
-/// The task: the sans-IO client driven over one stream at a time.
+/// The task: the sans-IO client driven over one stream at a time. It locks the client for each step,
+/// never across an await.
 async fn run(
-    server: XdsServer,
     channel: Channel,
     node: core::Node,
+    client: SharedClient,
     mut commands: mpsc::UnboundedReceiver<Command>,
 ) {
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0x5eed);
-    let mut client: XdsClient<Resource> = XdsClient::new(
-        server.server_features,
-        Instant::now().into_std(),
-        Box::new(SplitMix64::new(seed)),
-    );
     let mut slots: HashMap<u64, (WatchId, watch::Sender<WatchState>, Arc<Notify>)> = HashMap::new();
     let mut keys: HashMap<WatchId, u64> = HashMap::new();
     let mut stream: Option<Stream> = None;
@@ -210,62 +240,72 @@ async fn run(
         let now = Instant::now().into_std();
         if let Some((sender, _)) = &mut stream {
             let mut failed = None;
-            while let Some(request) = client.poll_request(now) {
+            loop {
+                let request = client.lock().poll_request(now);
+                let Some(request) = request else { break };
                 if let Err(status) = sender.send(discovery_request(&request, &node)).await {
                     failed = Some(status);
                     break;
                 }
             }
             if let Some(status) = failed {
-                client.stream_ended(now, &status.to_string());
+                client.lock().stream_ended(now, &status.to_string());
                 stream = None;
             }
         }
-        while let Some((id, event)) = client.poll_event() {
+        let (events, timer, next_start) = {
+            let mut client = client.lock();
+            let events: Vec<_> = std::iter::from_fn(|| client.poll_event()).collect();
+            let next_start = match stream {
+                Some(_) => None,
+                None => client.next_stream_start().map(Instant::from_std),
+            };
+            (
+                events,
+                client.poll_timeout().map(Instant::from_std),
+                next_start,
+            )
+        };
+        for (id, event) in events {
             if let Some((_, slot, notify)) = keys.get(&id).and_then(|k| slots.get(k)) {
                 slot.send_modify(|state| apply(state, event));
                 notify.notify_one();
             }
         }
-        let timer = client.poll_timeout().map(Instant::from_std);
-        let next_start = match stream {
-            Some(_) => None,
-            None => client.next_stream_start().map(Instant::from_std),
-        };
         tokio::select! {
             command = commands.recv() => match command {
                 None => return,
                 Some(Command::Watch { key, resource_type, name, slot, notify }) => {
-                    let id = client.watch(resource_type, &name);
+                    let id = client.lock().watch(resource_type, &name);
                     keys.insert(id, key);
                     slots.insert(key, (id, slot, notify));
                 }
                 Some(Command::Unwatch(key)) => {
                     if let Some((id, _, _)) = slots.remove(&key) {
                         keys.remove(&id);
-                        client.unwatch(id);
+                        client.lock().unwatch(id);
                     }
                 }
             },
             response = next_response(&mut stream), if stream.is_some() => {
                 let now = Instant::now().into_std();
                 match response {
-                    Ok(Some(response)) => handle_response(&mut client, response),
+                    Ok(Some(response)) => handle_response(&client, now, response),
                     Ok(None) => {
-                        client.stream_ended(now, "the server ended the stream");
+                        client.lock().stream_ended(now, "the server ended the stream");
                         stream = None;
                     }
                     Err(status) => {
-                        client.stream_ended(now, &status.to_string());
+                        client.lock().stream_ended(now, &status.to_string());
                         stream = None;
                     }
                 }
             }
             () = sleep_until(timer), if timer.is_some() => {
-                client.handle_timeout(Instant::now().into_std());
+                client.lock().handle_timeout(Instant::now().into_std());
             }
             () = sleep_until(next_start), if next_start.is_some() && !slots.is_empty() => {
-                stream = open(&channel, &mut client).await;
+                stream = open(&channel, &client).await;
             }
         }
     }
@@ -273,12 +313,13 @@ async fn run(
 
 /// Opens a stream once the channel is READY; a failure counts as a stream that ended before any
 /// response.
-async fn open(channel: &Channel, client: &mut XdsClient<Resource>) -> Option<Stream> {
+async fn open(channel: &Channel, client: &SharedClient) -> Option<Stream> {
     let opened = match channel.ready().await {
         Ok(()) => channel.streaming(ADS_PATH, Request::new(())).await,
         Err(status) => Err(status),
     };
     let now = Instant::now().into_std();
+    let mut client = client.lock();
     client.stream_started(now);
     match opened {
         Ok(stream) => Some(stream),
@@ -303,7 +344,8 @@ async fn sleep_until(at: Option<Instant>) {
     }
 }
 
-fn handle_response(client: &mut XdsClient<Resource>, response: DiscoveryResponse) {
+/// Decodes a response's resources (without the lock) and hands them to the client.
+fn handle_response(client: &SharedClient, now: std::time::Instant, response: DiscoveryResponse) {
     let decoded = match ResourceType::from_type_url(&response.type_url) {
         Some(resource_type) => response
             .resources
@@ -312,7 +354,8 @@ fn handle_response(client: &mut XdsClient<Resource>, response: DiscoveryResponse
             .collect(),
         None => Vec::new(),
     };
-    client.handle_response(
+    client.lock().handle_response(
+        now,
         &response.type_url,
         &response.version_info,
         &response.nonce,
