@@ -14,7 +14,7 @@ use http::uri::{Authority, Scheme};
 use tokio::time::Instant;
 
 use crate::attempt::AttemptSetup;
-use crate::call::{ReceiveRules, RequestSender, Shared, SharedRef, Streaming};
+use crate::call::{CancelOnDrop, ReceiveRules, RequestSender, Shared, SharedRef, Streaming};
 use crate::codec::Codec;
 use crate::compression::{Encoding, EncodingSet};
 use crate::connect::Http2Settings;
@@ -123,10 +123,10 @@ impl std::fmt::Debug for Channel {
 }
 
 impl Channel {
-    /// A snapshot of the channel's calls: calls started, succeeded and failed, attempts started, and per
-    /// method gRFC A6's retry statistics and A96's histograms; and outlier detection's ejections (gRFC
-    /// A50): the addresses ejected now and each address's ejection count. It needs no metrics exporter
-    /// (with the `metrics` feature, the call figures also go to the `metrics` facade).
+    /// A snapshot of the channel's calls: started, succeeded and failed, attempts started, per method
+    /// gRFC A6's retry statistics and A96's histograms, per xDS cluster its calls; and outlier detection's
+    /// ejections (A50): the addresses ejected now and each one's ejection count. It needs no metrics
+    /// exporter (with the `metrics` feature, the call figures also go to the `metrics` facade).
     pub fn stats(&self) -> ChannelStats {
         let mut stats = self.inner.telemetry.snapshot();
         if let Some(control) = self.inner.control.get() {
@@ -526,7 +526,7 @@ impl Channel {
             exactly_once: exactly_once.clone(),
         });
         let guard = self.control().call_started();
-        telemetry.started(call.policy_source().as_str());
+        telemetry.started(call.policy_source().as_str(), prepared.cluster.as_ref());
         let shared = Shared::driving(Some(guard), hold, telemetry);
         if let Some(id) = exactly_once {
             // In flight (for the watermark) until the call ends, not only until it commits.
@@ -653,23 +653,6 @@ impl Channel {
                 *slot = Some((wanted, t.clone()));
                 Some(t)
             }
-        }
-    }
-}
-
-/// Cancels a call whose halves were never handed to the application.
-struct CancelOnDrop(Option<SharedRef>);
-
-impl CancelOnDrop {
-    fn disarm(mut self) {
-        self.0 = None;
-    }
-}
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        if let Some(shared) = self.0.take() {
-            shared.lock().cancel();
         }
     }
 }

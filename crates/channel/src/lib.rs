@@ -134,8 +134,12 @@ pub use request::{
     Response,
 };
 pub use status::{Code, Status};
-pub use telemetry::ChannelStats;
+pub use telemetry::{ChannelStats, ClusterCallStats};
 pub use tls::TlsConfig;
+#[cfg(feature = "xds")]
+pub use xds::admin::{
+    XdsResource, XdsResourceStatus, XdsResourceType, XdsResources, XdsUpdateError,
+};
 
 /// Includes the Rust code `grpc-build` generated for a protobuf package (messages and `<service>_client`
 /// modules), from `OUT_DIR`: `include_proto!("a.b.c")` includes `$OUT_DIR/a.b.c.rs`. Put it in a module tree

@@ -236,7 +236,12 @@ impl Resolution {
         }
     }
 
-    /// Asks the resolver for a fresh resolution (rate-limited by the resolver).
+    /// The resolver the builder gave (xDS), once started: for its owner to look into.
+    #[cfg(feature = "xds")]
+    pub(crate) fn external(&self) -> Option<&(dyn std::any::Any + Send + Sync)> {
+        self.started.get()?._external.as_deref()
+    }
+
     /// Whether a resolver runs (DNS targets), so that `resolve_now` brings a fresh result.
     pub(crate) fn has_resolver(&self) -> bool {
         matches!(
@@ -248,6 +253,7 @@ impl Resolution {
         )
     }
 
+    /// Asks the resolver for a fresh resolution (rate-limited by the resolver).
     pub(crate) fn resolve_now(&self) {
         if let Some(Started {
             resolver: Some(handle),

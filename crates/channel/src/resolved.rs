@@ -73,6 +73,8 @@ pub(crate) trait Router: Send + Sync + std::fmt::Debug {
 /// Where a call goes.
 #[derive(Clone, Debug)]
 pub(crate) struct Routed {
+    /// The route that took the call, as telemetry names it (`xds.route`).
+    pub(crate) route: Arc<str>,
     /// The cluster.
     pub(crate) cluster: Arc<str>,
     /// The call's reference to the cluster, if the router's resolver counts them.
@@ -93,6 +95,8 @@ pub(crate) type CallRoute = (
 /// The cluster a call's route chose, and the routing that chose it.
 #[derive(Clone, Debug)]
 pub(crate) struct RoutedTo {
+    /// The route that chose it (its name, else `virtual host name/index`).
+    pub(crate) route: Arc<str>,
     /// The cluster's name.
     pub(crate) cluster: Arc<str>,
     /// [`Routing::generation`] of the routing.
@@ -126,6 +130,7 @@ pub(crate) fn method_for(
         routed.method,
         cap,
         Some(RoutedTo {
+            route: routed.route,
             cluster: routed.cluster,
             generation: routing.generation,
             hold: routed.hold,

@@ -4,9 +4,11 @@
 //! Spans (at `INFO`, so a subscriber filtering them out costs a callsite check):
 //! * `grpc.call` per call, from its very start (before interceptors and resolution, so a call that fails
 //!   before any attempt has one too), fields `grpc.method`, `grpc.target`, `retry.policy` (the policy the
-//!   call runs, once its method config is known: `service_config`, `application` or `none`), and at its
-//!   end `grpc.status` and `grpc.attempts` (0 for a call that never made one); a debug event `call started`
-//!   inside it says when the first attempt is about to start;
+//!   call runs, once its method config is known: `service_config`, `application` or `none`), for a call an
+//!   xDS route took `xds.route` (the route's `name`, else `virtual host name/index` with the route's place
+//!   in its virtual host) and `xds.cluster` (both empty on other channels), and at its end `grpc.status`
+//!   and `grpc.attempts` (0 for a call that never made one); debug events inside it: `call routed` (xDS,
+//!   with the route and cluster) and `call started`, when the first attempt is about to start;
 //! * `grpc.attempt` per attempt, a child of its call's span: `grpc.attempt` (1, 2, ...), `grpc.transparent`,
 //!   `grpc.delay_ms` (how long the call had no attempt in flight before this one: a retry's backoff, 0 for a
 //!   hedge or the first attempt), `grpc.peer` once picked, `grpc.committed` (true) when the call commits to
@@ -32,10 +34,26 @@ use parking_lot::Mutex;
 #[cfg(feature = "metrics")]
 use tokio::time::Instant;
 
+use crate::resolved::RoutedTo;
 use crate::status::{Code, Status};
 
 /// The most methods [`ChannelStats::methods`] keeps apart; calls of others count in the totals only.
 const MAX_METHODS: usize = 1024;
+
+/// The most clusters [`ChannelStats::clusters`] keeps apart; calls to others count in the totals only.
+const MAX_CLUSTERS: usize = 1024;
+
+/// The calls an xDS channel routed to one cluster, in [`ChannelStats::clusters`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ClusterCallStats {
+    /// Calls routed to the cluster (counted when routed, before their first attempt).
+    pub calls_started: u64,
+    /// Of those, the calls that ended OK.
+    pub calls_succeeded: u64,
+    /// Of those, the calls that ended otherwise (cancelled included). Calls in flight are the rest.
+    pub calls_failed: u64,
+}
 
 /// A snapshot of a channel's calls, from [`Channel::stats`](crate::Channel::stats). More counters may come.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -62,9 +80,12 @@ pub struct ChannelStats {
     /// `healthCheckConfig`) says they do not serve the service (NOT_SERVING, SERVICE_UNKNOWN, or a failed
     /// Watch): calls avoid them. Empty without health checking.
     pub not_serving_addresses: Vec<String>,
+    /// For an xDS channel, per cluster its routes sent calls to: those calls, started when routed and
+    /// succeeded or failed at their end (kept for at most 1,024 clusters). Empty on other channels.
+    pub clusters: HashMap<String, ClusterCallStats>,
 }
 
-/// The channel's side: counters and per-method statistics.
+/// The channel's side: counters, per-method statistics and per-cluster call counts.
 #[derive(Default)]
 pub(crate) struct Telemetry {
     target: Arc<str>,
@@ -73,6 +94,7 @@ pub(crate) struct Telemetry {
     calls_failed: AtomicU64,
     attempts_started: AtomicU64,
     methods: Mutex<HashMap<String, MethodStats>>,
+    clusters: Mutex<HashMap<String, ClusterCallStats>>,
 }
 
 impl Telemetry {
@@ -93,6 +115,7 @@ impl Telemetry {
             ejected_addresses: Vec::new(),
             ejections: HashMap::new(),
             not_serving_addresses: Vec::new(),
+            clusters: self.clusters.lock().clone(),
         }
     }
 
@@ -105,6 +128,8 @@ impl Telemetry {
             grpc.method = label,
             grpc.target = &*self.target,
             retry.policy = tracing::field::Empty,
+            xds.route = tracing::field::Empty,
+            xds.cluster = tracing::field::Empty,
             grpc.status = tracing::field::Empty,
             grpc.attempts = tracing::field::Empty,
         );
@@ -115,6 +140,7 @@ impl Telemetry {
             #[cfg(feature = "metrics")]
             start: Instant::now(),
             stats: None,
+            cluster: None,
             finished: false,
         }
     }
@@ -157,12 +183,18 @@ pub(crate) struct CallTelemetry {
     start: Instant,
     /// What the retry state machine counted, once it is done.
     stats: Option<CallStats>,
+    /// The cluster an xDS route sent the call to, if [`ChannelStats::clusters`] counts it.
+    cluster: Option<Arc<str>>,
     finished: bool,
 }
 
 impl CallTelemetry {
-    /// The call is ready for its first attempt under `policy` (where its retry policy comes from).
-    pub(crate) fn started(&mut self, policy: &'static str) {
+    /// The call is ready for its first attempt under `policy` (where its retry policy comes from), to
+    /// the cluster `routed` says if an xDS route took it.
+    pub(crate) fn started(&mut self, policy: &'static str, routed: Option<&RoutedTo>) {
+        if let Some(to) = routed {
+            self.routed(to);
+        }
         self.span.record("retry.policy", policy);
         self.span.in_scope(|| {
             tracing::debug!(
@@ -171,6 +203,33 @@ impl CallTelemetry {
                 "call started"
             )
         });
+    }
+
+    /// An xDS route sent the call to a cluster: the span's fields, an event, and the cluster's count.
+    fn routed(&mut self, to: &RoutedTo) {
+        self.span.record("xds.route", &*to.route);
+        self.span.record("xds.cluster", &*to.cluster);
+        self.span.in_scope(|| {
+            tracing::debug!(
+                xds.route = &*to.route,
+                xds.cluster = &*to.cluster,
+                "call routed"
+            )
+        });
+        let mut clusters = self.channel.clusters.lock();
+        let len = clusters.len();
+        match clusters.get_mut(&*to.cluster) {
+            Some(c) => c.calls_started += 1,
+            None if len < MAX_CLUSTERS => {
+                let c = ClusterCallStats {
+                    calls_started: 1,
+                    ..ClusterCallStats::default()
+                };
+                clusters.insert(to.cluster.to_string(), c);
+            }
+            None => return,
+        }
+        self.cluster = Some(to.cluster.clone());
     }
 
     /// The call failed before its first attempt (an interceptor, resolution, its deadline, a closed
@@ -233,6 +292,15 @@ impl CallTelemetry {
             &self.channel.calls_failed
         };
         counter.fetch_add(1, Ordering::Relaxed);
+        if let Some(cluster) = self.cluster.take() {
+            if let Some(c) = self.channel.clusters.lock().get_mut(&*cluster) {
+                if code == Code::Ok {
+                    c.calls_succeeded += 1;
+                } else {
+                    c.calls_failed += 1;
+                }
+            }
+        }
         let stats = self.stats.take().unwrap_or_default();
         self.span.record("grpc.status", code.name());
         self.span.record("grpc.attempts", stats.attempts);

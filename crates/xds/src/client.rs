@@ -88,9 +88,32 @@ enum Presence<R> {
 #[derive(Debug)]
 struct Entry<R> {
     presence: Presence<R>,
+    /// The version of the response that last brought an accepted value, and when it was handled.
+    accepted: Option<(String, Instant)>,
     /// The last rejection of this resource, until a valid value arrives.
-    rejected: Option<String>,
+    rejected: Option<Rejection>,
     watchers: BTreeSet<WatchId>,
+}
+
+/// A rejected update of one resource.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rejection {
+    /// The version of the response that carried it.
+    pub version: String,
+    /// Why it was rejected.
+    pub reason: String,
+    /// When the response was handled.
+    pub at: Instant,
+}
+
+impl Rejection {
+    /// What the resource's watchers are told.
+    fn message(&self) -> String {
+        format!(
+            "version {:?} of the resource was rejected: {}",
+            self.version, self.reason
+        )
+    }
 }
 
 /// The ADS stream's phase, as the client sees it.
@@ -156,7 +179,10 @@ impl<R: PartialEq> XdsClient<R> {
                 let now = match &entry.presence {
                     Presence::Cached(value) => Some(WatchEvent::Changed(value.clone())),
                     Presence::Absent => Some(WatchEvent::DoesNotExist),
-                    Presence::Waiting { .. } => entry.rejected.clone().map(WatchEvent::Error),
+                    Presence::Waiting { .. } => entry
+                        .rejected
+                        .as_ref()
+                        .map(|r| WatchEvent::Error(r.message())),
                 };
                 if let Some(event) = now {
                     self.events.push_back((id, event));
@@ -167,6 +193,7 @@ impl<R: PartialEq> XdsClient<R> {
                     key,
                     Entry {
                         presence: Presence::Waiting { since: None },
+                        accepted: None,
                         rejected: None,
                         watchers: BTreeSet::from([id]),
                     },
@@ -266,10 +293,11 @@ impl<R: PartialEq> XdsClient<R> {
         Some(request)
     }
 
-    /// A response arrived on the stream: `resources` as the caller decoded them. Applies the valid ones,
-    /// notes the invalid ones, handles deletions, and queues the ACK or NACK.
+    /// A response arrived on the stream at `now`: `resources` as the caller decoded them. Applies the
+    /// valid ones, notes the invalid ones, handles deletions, and queues the ACK or NACK.
     pub fn handle_response(
         &mut self,
+        now: Instant,
         type_url: &str,
         version: &str,
         nonce: &str,
@@ -291,7 +319,7 @@ impl<R: PartialEq> XdsClient<R> {
             match decoded {
                 Decoded::Valid { name, value } => {
                     seen.insert(name.clone());
-                    self.accept(resource_type, name, value);
+                    self.accept(resource_type, name, value, version, now);
                 }
                 Decoded::Invalid { name, reason } => {
                     errors.push(match &name {
@@ -301,7 +329,12 @@ impl<R: PartialEq> XdsClient<R> {
                     match name {
                         Some(name) => {
                             seen.insert(name.clone());
-                            self.reject(resource_type, name, reason, version);
+                            let rejection = Rejection {
+                                version: version.to_owned(),
+                                reason,
+                                at: now,
+                            };
+                            self.reject(resource_type, name, rejection);
                         }
                         None => unnamed = true,
                     }
@@ -327,12 +360,21 @@ impl<R: PartialEq> XdsClient<R> {
         self.ads.response(type_url, version, nonce, verdict);
     }
 
-    fn accept(&mut self, resource_type: ResourceType, name: String, value: R) {
+    fn accept(
+        &mut self,
+        resource_type: ResourceType,
+        name: String,
+        value: R,
+        version: &str,
+        now: Instant,
+    ) {
         let key = (resource_type, name);
         let Some(entry) = self.entries.get_mut(&key) else {
             // Not subscribed (a server may send more than asked): ignored.
             return;
         };
+        // Even an unchanged value is now the one of this version.
+        entry.accepted = Some((version.to_owned(), now));
         let unchanged = entry.rejected.is_none()
             && matches!(&entry.presence, Presence::Cached(old) if **old == value);
         entry.rejected = None;
@@ -344,13 +386,13 @@ impl<R: PartialEq> XdsClient<R> {
         self.notify(&key, WatchEvent::Changed(value));
     }
 
-    fn reject(&mut self, resource_type: ResourceType, name: String, reason: String, version: &str) {
+    fn reject(&mut self, resource_type: ResourceType, name: String, rejection: Rejection) {
         let key = (resource_type, name);
         let Some(entry) = self.entries.get_mut(&key) else {
             return;
         };
-        let message = format!("version {version:?} of the resource was rejected: {reason}");
-        entry.rejected = Some(message.clone());
+        let message = rejection.message();
+        entry.rejected = Some(rejection);
         let event = match &entry.presence {
             Presence::Cached(_) if self.features.fail_on_data_errors => {
                 entry.presence = Presence::Absent;
@@ -452,19 +494,31 @@ impl<R: PartialEq> XdsClient<R> {
         }
     }
 
-    /// A summary of every subscribed resource, for a CSDS-like dump: (type, name, state).
-    pub fn dump(&self) -> Vec<(ResourceType, String, ResourceStatus)> {
+    /// Every subscribed resource, by type then name, for a CSDS-like dump: its status, the version and
+    /// time of the value in use, and the last rejected update since.
+    pub fn dump(&self) -> Vec<ResourceDump> {
         self.entries
             .iter()
             .map(|((t, name), e)| {
                 let status = match (&e.presence, &e.rejected) {
-                    (Presence::Cached(_), None) => ResourceStatus::Acked,
-                    (Presence::Cached(_), Some(r)) => ResourceStatus::NackedKeepingLast(r.clone()),
-                    (Presence::Waiting { .. }, Some(r)) => ResourceStatus::Nacked(r.clone()),
-                    (Presence::Waiting { .. }, None) => ResourceStatus::Requested,
                     (Presence::Absent, _) => ResourceStatus::DoesNotExist,
+                    (_, Some(_)) => ResourceStatus::Nacked,
+                    (Presence::Cached(_), None) => ResourceStatus::Acked,
+                    (Presence::Waiting { .. }, None) => ResourceStatus::Requested,
                 };
-                (*t, name.clone(), status)
+                let accepted = match e.presence {
+                    Presence::Cached(_) => e.accepted.clone(),
+                    _ => None,
+                };
+                let (version, last_updated) = accepted.unzip();
+                ResourceDump {
+                    resource_type: *t,
+                    name: name.clone(),
+                    status,
+                    version,
+                    last_updated,
+                    rejection: e.rejected.clone(),
+                }
             })
             .collect()
     }
@@ -475,17 +529,34 @@ impl<R: PartialEq> XdsClient<R> {
     }
 }
 
-/// A resource's state in [`XdsClient::dump`] (CSDS's client status, roughly).
+/// One resource in [`XdsClient::dump`] (CSDS's `GenericXdsConfig`, without the value).
 #[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResourceDump {
+    /// Its type.
+    pub resource_type: ResourceType,
+    /// Its name.
+    pub name: String,
+    /// Where it stands.
+    pub status: ResourceStatus,
+    /// The version of the response that brought the value in use; `None` without one.
+    pub version: Option<String>,
+    /// When that response was handled.
+    pub last_updated: Option<Instant>,
+    /// The last rejected update since a valid one (with `Nacked`, and with `DoesNotExist` when
+    /// `fail_on_data_errors` dropped the value for it).
+    pub rejection: Option<Rejection>,
+}
+
+/// A resource's status in [`XdsClient::dump`] (CSDS's `ClientResourceStatus`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ResourceStatus {
     /// Requested, nothing received yet.
     Requested,
     /// Received and accepted.
     Acked,
-    /// The last update was rejected (the detail); the value before it stays in use.
-    NackedKeepingLast(String),
-    /// Rejected, with no valid value ever received.
-    Nacked(String),
+    /// The last update was rejected ([`ResourceDump::rejection`]); a value accepted before stays in use
+    /// ([`ResourceDump::version`] says which).
+    Nacked,
     /// Known not to exist.
     DoesNotExist,
 }

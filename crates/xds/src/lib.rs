@@ -28,7 +28,10 @@ mod routing;
 mod vhost;
 
 pub use ads::{AdsState, Request, Verdict};
-pub use client::{Decoded, ResourceStatus, WatchEvent, WatchId, XdsClient, DOES_NOT_EXIST_TIMEOUT};
+pub use client::{
+    Decoded, Rejection, ResourceDump, ResourceStatus, WatchEvent, WatchId, XdsClient,
+    DOES_NOT_EXIST_TIMEOUT,
+};
 pub use messages::{discovery_request, node_proto, UserAgent, CLIENT_FEATURES};
 pub use resource::{
     Cluster, ClusterKind, ClusterLb, DropOverload, Endpoint, EndpointHealth, Endpoints,

@@ -20,6 +20,6 @@ mod streaming;
 mod writer;
 
 pub use sender::RequestSender;
-pub(crate) use shared::{Committed, Input, Shared, SharedRef};
+pub(crate) use shared::{CancelOnDrop, Committed, Input, Shared, SharedRef};
 pub(crate) use streaming::ReceiveRules;
 pub use streaming::Streaming;

@@ -429,6 +429,24 @@ pub(super) enum CommittedEnd {
     Local,
 }
 
+/// Cancels a call whose halves were never handed to the application.
+pub(crate) struct CancelOnDrop(pub(crate) Option<SharedRef>);
+
+impl CancelOnDrop {
+    /// The halves reached the application: dropping this does nothing.
+    pub(crate) fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(shared) = self.0.take() {
+            shared.lock().cancel();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::sender::RequestSender;

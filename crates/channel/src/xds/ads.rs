@@ -12,7 +12,9 @@
 //!
 //! Watchers ([`ResourceWatch`]) see the latest state of their resource in a one-value slot, so a control
 //! plane flooding updates costs one slot per watch, never a queue. The task ends when the last
-//! [`AdsClient`] handle is dropped. Not here: fallback to the bootstrap's next server (A71), xDS
+//! [`AdsClient`] handle is dropped. The client's state sits behind a mutex the task takes only between
+//! its awaits, so [`AdsClient::dump`] reads it at once (for `Channel::xds_resources`), even while the
+//! task waits for the server. Not here: fallback to the bootstrap's next server (A71), xDS
 //! credentials (the channel credentials are `insecure` or TLS with the platform roots).
 
 use std::collections::HashMap;
@@ -25,8 +27,8 @@ use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, Discovery
 use grpc_retry::SplitMix64;
 use grpc_xds::resource::{decode, Resource, ResourceType};
 use grpc_xds::{
-    discovery_request, node_proto, Bootstrap, ChannelCreds, UserAgent, WatchEvent, WatchId,
-    XdsClient, XdsServer,
+    discovery_request, node_proto, Bootstrap, ChannelCreds, ResourceDump, UserAgent, WatchEvent,
+    WatchId, XdsClient, XdsServer,
 };
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, watch, Notify};
@@ -64,10 +66,23 @@ enum Command {
     Unwatch(u64),
 }
 
+type SharedClient = Arc<Mutex<XdsClient<Resource>>>;
+
 /// A handle on the shared ADS stream to one server.
 pub(crate) struct AdsClient {
     commands: mpsc::UnboundedSender<Command>,
     next_key: Mutex<u64>,
+    /// The server's URI, as the bootstrap gives it.
+    server_uri: String,
+    client: SharedClient,
+}
+
+impl std::fmt::Debug for AdsClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdsClient")
+            .field("server_uri", &self.server_uri)
+            .finish_non_exhaustive()
+    }
 }
 
 /// One watch of a resource; dropping it unwatches.
@@ -132,13 +147,35 @@ impl AdsClient {
             },
         );
         let (commands, receiver) = mpsc::unbounded_channel();
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0x5eed);
+        let xds_client: SharedClient = Arc::new(Mutex::new(XdsClient::new(
+            server.server_features,
+            Instant::now().into_std(),
+            Box::new(SplitMix64::new(seed)),
+        )));
         let client = Arc::new(AdsClient {
             commands,
             next_key: Mutex::new(0),
+            server_uri: server.server_uri.clone(),
+            client: xds_client.clone(),
         });
-        tokio::spawn(run(server.clone(), channel, node, receiver));
+        tokio::spawn(run(channel, node, xds_client, receiver));
         registry.push((key, Arc::downgrade(&client)));
         Ok(client)
+    }
+
+    /// The management server's URI.
+    pub(crate) fn server_uri(&self) -> &str {
+        &self.server_uri
+    }
+
+    /// Every resource the client subscribes to (for every channel sharing it), as the sans-IO client
+    /// reports them; its times are on tokio's clock.
+    pub(crate) fn dump(&self) -> Vec<ResourceDump> {
+        self.client.lock().dump()
     }
 
     /// Watches `name` of `resource_type`; `notify` is woken on each change of its state (one `Notify` can
@@ -262,96 +299,92 @@ impl Drop for Watchers {
     }
 }
 
-/// The task: the sans-IO client driven over one stream at a time.
+/// The task: the sans-IO client driven over one stream at a time. It locks the client for each step,
+/// never across an await.
 async fn run(
-    server: XdsServer,
     channel: Channel,
     node: core::Node,
+    shared: SharedClient,
     mut commands: mpsc::UnboundedReceiver<Command>,
 ) {
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0x5eed);
-    let mut client: XdsClient<Resource> = XdsClient::new(
-        server.server_features,
-        Instant::now().into_std(),
-        Box::new(SplitMix64::new(seed)),
-    );
     let mut watchers = Watchers::default();
     let Watchers { slots, keys } = &mut watchers;
     let mut stream: Option<Stream> = None;
     let mut opening: Option<Opening> = None;
     loop {
         let now = Instant::now().into_std();
-        // Requests go into the stream's queue while it has room; the rest wait in the client.
-        let mut queue_full = None;
-        let mut closed = false;
-        if let Some(open) = &stream {
-            loop {
-                match open.requests.try_reserve() {
-                    Ok(permit) => match client.poll_request(now) {
-                        Some(request) => permit.send(discovery_request(&request, &node)),
-                        None => break,
-                    },
-                    Err(mpsc::error::TrySendError::Full(())) => {
-                        queue_full = Some(open.requests.clone());
-                        break;
-                    }
-                    Err(mpsc::error::TrySendError::Closed(())) => {
-                        closed = true;
-                        break;
+        let (queue_full, timer, next_start) = {
+            let mut client = shared.lock();
+            // Requests go into the stream's queue while it has room; the rest wait in the client.
+            let mut queue_full = None;
+            let mut closed = false;
+            if let Some(open) = &stream {
+                loop {
+                    match open.requests.try_reserve() {
+                        Ok(permit) => match client.poll_request(now) {
+                            Some(request) => permit.send(discovery_request(&request, &node)),
+                            None => break,
+                        },
+                        Err(mpsc::error::TrySendError::Full(())) => {
+                            queue_full = Some(open.requests.clone());
+                            break;
+                        }
+                        Err(mpsc::error::TrySendError::Closed(())) => {
+                            closed = true;
+                            break;
+                        }
                     }
                 }
             }
-        }
-        if closed {
-            client.stream_ended(now, "the ADS stream stopped taking requests");
-            stream = None;
-        }
-        while let Some((id, event)) = client.poll_event() {
-            if let Some((_, slot, notify)) = keys.get(&id).and_then(|k| slots.get(k)) {
-                slot.send_modify(|state| apply(state, event));
-                notify.notify_one();
+            if closed {
+                client.stream_ended(now, "the ADS stream stopped taking requests");
+                stream = None;
             }
-        }
-        let timer = client.poll_timeout().map(Instant::from_std);
-        let next_start = match (&stream, &opening) {
-            (None, None) => client.next_stream_start().map(Instant::from_std),
-            _ => None,
+            while let Some((id, event)) = client.poll_event() {
+                if let Some((_, slot, notify)) = keys.get(&id).and_then(|k| slots.get(k)) {
+                    slot.send_modify(|state| apply(state, event));
+                    notify.notify_one();
+                }
+            }
+            let timer = client.poll_timeout().map(Instant::from_std);
+            let next_start = match (&stream, &opening) {
+                (None, None) => client.next_stream_start().map(Instant::from_std),
+                _ => None,
+            };
+            (queue_full, timer, next_start)
         };
         tokio::select! {
             command = commands.recv() => match command {
                 None => return,
                 Some(Command::Watch { key, resource_type, name, slot, notify }) => {
-                    let id = client.watch(resource_type, &name);
+                    let id = shared.lock().watch(resource_type, &name);
                     keys.insert(id, key);
                     slots.insert(key, (id, slot, notify));
                 }
                 Some(Command::Unwatch(key)) => {
                     if let Some((id, _, _)) = slots.remove(&key) {
                         keys.remove(&id);
-                        client.unwatch(id);
+                        shared.lock().unwatch(id);
                     }
                 }
             },
             response = next_response(&mut stream), if stream.is_some() => {
                 let now = Instant::now().into_std();
                 match response {
-                    Ok(Some(response)) => handle_response(&mut client, response),
+                    Ok(Some(response)) => handle_response(&shared, now, response),
                     Ok(None) => {
-                        client.stream_ended(now, "the server ended the stream");
+                        shared.lock().stream_ended(now, "the server ended the stream");
                         stream = None;
                     }
                     Err(status) => {
-                        client.stream_ended(now, &status.to_string());
+                        shared.lock().stream_ended(now, &status.to_string());
                         stream = None;
                     }
                 }
             }
             () = room(queue_full), if queue_full.is_some() => {}
             () = sleep_until(timer), if timer.is_some() => {
-                client.handle_timeout(Instant::now().into_std());
+                shared.lock().handle_timeout(Instant::now().into_std());
             }
             () = sleep_until(next_start), if next_start.is_some() && !slots.is_empty() => {
                 opening = Some(open(channel.clone()));
@@ -359,6 +392,7 @@ async fn run(
             opened = finish_opening(&mut opening), if opening.is_some() => {
                 opening = None;
                 let now = Instant::now().into_std();
+                let mut client = shared.lock();
                 client.stream_started(now);
                 match opened {
                     Ok((requests, responses)) => stream = Some(writer(requests, responses)),
@@ -437,7 +471,7 @@ async fn sleep_until(at: Option<Instant>) {
     }
 }
 
-fn handle_response(client: &mut XdsClient<Resource>, response: DiscoveryResponse) {
+fn handle_response(client: &SharedClient, now: std::time::Instant, response: DiscoveryResponse) {
     let decoded = match ResourceType::from_type_url(&response.type_url) {
         Some(resource_type) => response
             .resources
@@ -446,7 +480,8 @@ fn handle_response(client: &mut XdsClient<Resource>, response: DiscoveryResponse
             .collect(),
         None => Vec::new(),
     };
-    client.handle_response(
+    client.lock().handle_response(
+        now,
         &response.type_url,
         &response.version_info,
         &response.nonce,

@@ -1,7 +1,10 @@
 //! xDS for `xds:` targets (feature `xds`): the ADS stream to the management server ([`ads`]), shared per
-//! server and node, and the resolver that turns the resources into clusters and routes ([`resolver`]). The sans-IO parts (bootstrap, request rules, the client's cache and timers, resource
-//! validation) live in the `grpc-xds` crate.
+//! server and node, the resolver that turns the resources into clusters and routes ([`resolver`]), and
+//! the admin view of the client's resources ([`admin`], `Channel::xds_resources`). The sans-IO parts
+//! (bootstrap, request rules, the client's cache and timers, resource validation) live in the `grpc-xds`
+//! crate.
 
+pub(crate) mod admin;
 pub(crate) mod ads;
 pub(crate) mod resolver;
 

@@ -47,11 +47,22 @@ use crate::status::Status;
 
 /// The resolver's task; dropping it stops the task (and its watches).
 #[derive(Debug)]
-pub(crate) struct ResolverTask(tokio::task::JoinHandle<()>);
+pub(crate) struct ResolverTask {
+    task: tokio::task::JoinHandle<()>,
+    /// The ADS stream its watches use (for `Channel::xds_resources`).
+    ads: Arc<AdsClient>,
+}
+
+impl ResolverTask {
+    /// The ADS stream the resolver's watches use.
+    pub(crate) fn ads(&self) -> &AdsClient {
+        &self.ads
+    }
+}
 
 impl Drop for ResolverTask {
     fn drop(&mut self) {
-        self.0.abort();
+        self.task.abort();
     }
 }
 
@@ -71,8 +82,8 @@ pub(crate) fn start(
     let ads = AdsClient::shared(&bootstrap)?;
     let config = Arc::new(default_config.unwrap_or_else(ServiceConfig::empty));
     let authority = authority.unwrap_or(name).to_owned();
-    let task = tokio::spawn(run(ads, listener, authority, config, tx));
-    Ok(ResolverTask(task))
+    let task = tokio::spawn(run(ads.clone(), listener, authority, config, tx));
+    Ok(ResolverTask { task, ads })
 }
 
 /// The watches of one resolver.
@@ -419,6 +430,8 @@ struct XdsRouter {
     listener_max_stream_duration: Option<Duration>,
     /// Per route: its A44 retry policy as a method config.
     methods: Vec<Option<Arc<MethodConfig>>>,
+    /// Per route: what telemetry calls it (its name, else `virtual host name/index`).
+    labels: Vec<Arc<str>>,
     rng: Mutex<SplitMix64>,
     /// Once published: a reference to each cluster the routes name, shared by the calls routed to it.
     holds: BTreeMap<String, Arc<ClusterRef>>,
@@ -443,6 +456,14 @@ impl XdsRouter {
             .iter()
             .map(|r| r.retry_policy.as_ref().and_then(method_config))
             .collect();
+        let labels = vhost
+            .routes
+            .iter()
+            .map(|r| match r.name.as_str() {
+                "" => Arc::from(format!("{}/{}", vhost.name, r.index)),
+                name => Arc::from(name),
+            })
+            .collect();
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
@@ -451,6 +472,7 @@ impl XdsRouter {
             vhost,
             listener_max_stream_duration,
             methods,
+            labels,
             rng: Mutex::new(SplitMix64::new(seed)),
             holds: BTreeMap::new(),
         }
@@ -486,6 +508,11 @@ impl Router for XdsRouter {
         ) {
             RouteOutcome::Routed(r) => Ok(Routed {
                 hold: self.holds.get(r.cluster).map(|h| h.clone() as ClusterHold),
+                route: self
+                    .labels
+                    .get(r.route_index)
+                    .cloned()
+                    .unwrap_or_else(|| Arc::from("")),
                 cluster: Arc::from(r.cluster),
                 method: self.methods.get(r.route_index).cloned().flatten(),
                 max_duration: r.max_stream_duration,

@@ -25,12 +25,20 @@ pub struct SeenSpan {
 
 /// The layer; clones share what it saw.
 #[derive(Clone, Default)]
-pub struct Capture(Arc<Mutex<HashMap<u64, SeenSpan>>>);
+pub struct Capture(Arc<Mutex<Seen>>);
+
+/// Every span in the order they started, and where each live span id's span is (the registry reuses
+/// the ids of closed spans).
+#[derive(Default)]
+struct Seen {
+    spans: Vec<SeenSpan>,
+    by_id: HashMap<u64, usize>,
+}
 
 impl Capture {
     /// Every span seen so far.
     pub fn spans(&self) -> Vec<SeenSpan> {
-        self.0.lock().expect("lock").values().cloned().collect()
+        self.0.lock().expect("lock").spans.clone()
     }
 }
 
@@ -59,11 +67,18 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
             ..SeenSpan::default()
         };
         attrs.record(&mut Fields(&mut span));
-        self.0.lock().expect("lock").insert(id.into_u64(), span);
+        let mut seen = self.0.lock().expect("lock");
+        let index = seen.spans.len();
+        seen.spans.push(span);
+        seen.by_id.insert(id.into_u64(), index);
     }
 
     fn on_record(&self, id: &Id, values: &Record<'_>, _ctx: Context<'_, S>) {
-        if let Some(span) = self.0.lock().expect("lock").get_mut(&id.into_u64()) {
+        let mut seen = self.0.lock().expect("lock");
+        let Some(&index) = seen.by_id.get(&id.into_u64()) else {
+            return;
+        };
+        if let Some(span) = seen.spans.get_mut(index) {
             values.record(&mut Fields(span));
         }
     }

@@ -46,7 +46,7 @@ fn watchers_share_a_subscription_and_a_late_watcher_gets_the_cached_value() {
     let sent = requests(&mut c, t0);
     assert_eq!(sent.len(), 1);
     assert_eq!(sent[0].resource_names, vec!["svc".to_owned()]);
-    c.handle_response(L.type_url(), "1", "n1", vec![valid("svc", "v1")]);
+    c.handle_response(t0, L.type_url(), "1", "n1", vec![valid("svc", "v1")]);
     assert_eq!(events(&mut c), vec![(a, changed("v1"))]);
     let ack = requests(&mut c, t0);
     assert_eq!(ack[0].version_info, "1");
@@ -79,11 +79,17 @@ fn an_identical_update_notifies_nobody_unless_the_last_one_was_rejected() {
     let w = c.watch(C, "c");
     c.stream_started(t0);
     requests(&mut c, t0);
-    c.handle_response(C.type_url(), "1", "n1", vec![valid("c", "v1")]);
+    c.handle_response(t0, C.type_url(), "1", "n1", vec![valid("c", "v1")]);
     assert_eq!(events(&mut c).len(), 1);
-    c.handle_response(C.type_url(), "2", "n2", vec![valid("c", "v1")]);
+    c.handle_response(t0, C.type_url(), "2", "n2", vec![valid("c", "v1")]);
     assert!(events(&mut c).is_empty());
-    c.handle_response(C.type_url(), "3", "n3", vec![invalid("c", "bad lb_policy")]);
+    c.handle_response(
+        t0,
+        C.type_url(),
+        "3",
+        "n3",
+        vec![invalid("c", "bad lb_policy")],
+    );
     let ev = events(&mut c);
     assert!(
         matches!(&ev[..], [(id, WatchEvent::AmbientError(m))] if *id == w && m.contains("bad lb_policy")),
@@ -94,7 +100,7 @@ fn an_identical_update_notifies_nobody_unless_the_last_one_was_rejected() {
         Some(&"v1".to_owned()),
         "the last good value stays"
     );
-    c.handle_response(C.type_url(), "4", "n4", vec![valid("c", "v1")]);
+    c.handle_response(t0, C.type_url(), "4", "n4", vec![valid("c", "v1")]);
     assert_eq!(
         events(&mut c),
         vec![(w, changed("v1"))],
@@ -111,6 +117,7 @@ fn a_nack_names_each_bad_resource_and_applies_the_good_ones() {
     c.stream_started(t0);
     requests(&mut c, t0);
     c.handle_response(
+        t0,
         C.type_url(),
         "7",
         "n1",
@@ -137,11 +144,86 @@ fn a_nack_names_each_bad_resource_and_applies_the_good_ones() {
     );
     let dump = c.dump();
     assert_eq!(dump.len(), 2);
+    assert_eq!(
+        (dump[0].name.as_str(), dump[0].status),
+        ("bad", ResourceStatus::Nacked)
+    );
     assert!(
-        matches!(&dump[0], (C, name, ResourceStatus::Nacked(m)) if name == "bad" && m.contains("no eds_cluster_config")),
+        matches!(&dump[0].rejection, Some(r) if r.reason.contains("no eds_cluster_config") && r.version == "7"),
         "{dump:?}"
     );
-    assert_eq!(dump[1], (C, "good".to_owned(), ResourceStatus::Acked));
+    assert_eq!(dump[0].version, None, "never accepted");
+    assert_eq!(
+        (dump[1].name.as_str(), dump[1].status),
+        ("good", ResourceStatus::Acked)
+    );
+}
+
+#[test]
+fn the_dump_has_each_resource_s_version_update_time_and_last_rejection() {
+    let t0 = Instant::now();
+    let t1 = t0 + Duration::from_secs(1);
+    let t2 = t0 + Duration::from_secs(2);
+    let t3 = t0 + Duration::from_secs(3);
+    let mut c = client(ServerFeatures::default(), t0);
+    c.watch(C, "c");
+    c.watch(E, "e");
+    c.stream_started(t0);
+    requests(&mut c, t0);
+    let dump = c.dump();
+    assert_eq!(dump.len(), 2);
+    assert_eq!(dump[0].resource_type, C);
+    assert_eq!(dump[1].resource_type, E);
+    for d in &dump {
+        assert_eq!(d.status, ResourceStatus::Requested);
+        assert_eq!((d.version.as_deref(), d.last_updated), (None, None));
+    }
+
+    c.handle_response(t1, C.type_url(), "1", "n1", vec![valid("c", "v1")]);
+    let d = &c.dump()[0];
+    assert_eq!(d.status, ResourceStatus::Acked);
+    assert_eq!(
+        (d.version.as_deref(), d.last_updated),
+        (Some("1"), Some(t1))
+    );
+
+    // A rejected update: the value of version 1 stays, with the rejection beside it.
+    c.handle_response(
+        t2,
+        C.type_url(),
+        "2",
+        "n2",
+        vec![invalid("c", "bad lb_policy")],
+    );
+    let d = &c.dump()[0];
+    assert_eq!(d.status, ResourceStatus::Nacked);
+    assert_eq!(
+        (d.version.as_deref(), d.last_updated),
+        (Some("1"), Some(t1))
+    );
+    assert_eq!(
+        d.rejection,
+        Some(Rejection {
+            version: "2".into(),
+            reason: "bad lb_policy".into(),
+            at: t2,
+        })
+    );
+
+    // The same value again under a new version: ACKed, that version, the rejection gone.
+    c.handle_response(t3, C.type_url(), "3", "n3", vec![valid("c", "v1")]);
+    let d = &c.dump()[0];
+    assert_eq!(d.status, ResourceStatus::Acked);
+    assert_eq!(
+        (d.version.as_deref(), d.last_updated, &d.rejection),
+        (Some("3"), Some(t3), &None)
+    );
+
+    // The endpoints never come: does-not-exist, with no version.
+    c.handle_timeout(t0 + DOES_NOT_EXIST_TIMEOUT);
+    let d = &c.dump()[1];
+    assert_eq!(d.status, ResourceStatus::DoesNotExist);
+    assert_eq!(d.version, None);
 }
 
 #[test]
@@ -173,7 +255,7 @@ fn the_does_not_exist_timer_starts_when_the_request_is_sent_and_stops_with_the_s
     assert_eq!(events(&mut c), vec![(w, WatchEvent::DoesNotExist)]);
     assert_eq!(c.poll_timeout(), None);
     // It arrives later after all.
-    c.handle_response(E.type_url(), "1", "n", vec![valid("eds", "e")]);
+    c.handle_response(t0, E.type_url(), "1", "n", vec![valid("eds", "e")]);
     assert_eq!(events(&mut c), vec![(w, changed("e"))]);
 }
 
@@ -185,7 +267,7 @@ fn a_resource_added_mid_stream_gets_its_own_timer() {
     c.stream_started(t0);
     requests(&mut c, t0);
     let t1 = t0 + Duration::from_secs(10);
-    c.handle_response(C.type_url(), "1", "n1", vec![valid("a", "A")]);
+    c.handle_response(t0, C.type_url(), "1", "n1", vec![valid("a", "A")]);
     requests(&mut c, t1);
     events(&mut c);
     let b = c.watch(C, "b");
@@ -229,13 +311,14 @@ fn deletion_by_absence_follows_the_server_features() {
         c.stream_started(t0);
         requests(&mut c, t0);
         c.handle_response(
+            t0,
             L.type_url(),
             "1",
             "n1",
             vec![valid("a", "A"), valid("b", "B")],
         );
         events(&mut c);
-        c.handle_response(L.type_url(), "2", "n2", vec![valid("a", "A")]);
+        c.handle_response(t0, L.type_url(), "2", "n2", vec![valid("a", "A")]);
         let ev = events(&mut c);
         match expect {
             OnDeletion::Ambient => {
@@ -264,13 +347,14 @@ fn endpoints_are_never_deleted_by_absence() {
     c.stream_started(t0);
     requests(&mut c, t0);
     c.handle_response(
+        t0,
         E.type_url(),
         "1",
         "n1",
         vec![valid("x", "X"), valid("y", "Y")],
     );
     events(&mut c);
-    c.handle_response(E.type_url(), "2", "n2", vec![valid("x", "X2")]);
+    c.handle_response(t0, E.type_url(), "2", "n2", vec![valid("x", "X2")]);
     assert_eq!(events(&mut c).len(), 1);
     assert!(c.cached(E, "y").is_some());
 }
@@ -308,7 +392,7 @@ fn a_stream_that_had_a_response_restarts_at_once_quietly_and_resubscribes() {
     let w = c.watch(C, "c");
     c.stream_started(t0);
     requests(&mut c, t0);
-    c.handle_response(C.type_url(), "5", "n1", vec![valid("c", "v")]);
+    c.handle_response(t0, C.type_url(), "5", "n1", vec![valid("c", "v")]);
     requests(&mut c, t0);
     events(&mut c);
     let t1 = t0 + Duration::from_secs(30);
@@ -337,7 +421,7 @@ fn a_failed_stream_is_ambient_for_cached_resources() {
     let w = c.watch(C, "c");
     c.stream_started(t0);
     requests(&mut c, t0);
-    c.handle_response(C.type_url(), "1", "n1", vec![valid("c", "v")]);
+    c.handle_response(t0, C.type_url(), "1", "n1", vec![valid("c", "v")]);
     c.stream_ended(t0, "bye");
     events(&mut c);
     c.stream_started(t0 + Duration::from_secs(1));
@@ -358,6 +442,7 @@ fn unrequested_resources_and_unknown_types_are_ignored() {
     c.stream_started(t0);
     requests(&mut c, t0);
     c.handle_response(
+        t0,
         C.type_url(),
         "1",
         "n1",
@@ -366,7 +451,7 @@ fn unrequested_resources_and_unknown_types_are_ignored() {
     assert_eq!(events(&mut c).len(), 1);
     assert!(c.cached(C, "other").is_none());
     requests(&mut c, t0);
-    c.handle_response("type.googleapis.com/some.Other", "1", "n2", vec![]);
+    c.handle_response(t0, "type.googleapis.com/some.Other", "1", "n2", vec![]);
     assert!(
         requests(&mut c, t0).is_empty(),
         "no ACK for a type never asked for"
@@ -381,7 +466,7 @@ fn an_unwatched_watcher_gets_no_queued_event() {
     let b = c.watch(C, "c");
     c.stream_started(t0);
     requests(&mut c, t0);
-    c.handle_response(C.type_url(), "1", "n1", vec![valid("c", "v")]);
+    c.handle_response(t0, C.type_url(), "1", "n1", vec![valid("c", "v")]);
     c.unwatch(a);
     assert_eq!(events(&mut c), vec![(b, changed("v"))]);
 }
@@ -397,9 +482,10 @@ fn an_unreadable_resource_deletes_nothing() {
     c.watch(C, "a");
     c.stream_started(t0);
     requests(&mut c, t0);
-    c.handle_response(C.type_url(), "1", "n1", vec![valid("a", "A")]);
+    c.handle_response(t0, C.type_url(), "1", "n1", vec![valid("a", "A")]);
     events(&mut c);
     c.handle_response(
+        t0,
         C.type_url(),
         "2",
         "n2",

@@ -78,6 +78,8 @@ impl RouteConfig {
 /// A virtual host: the domains it serves and its routes.
 #[derive(Clone, Debug, PartialEq)]
 pub struct VirtualHost {
+    /// The host's `name` (may be empty: the client does not require one).
+    pub name: String,
     /// Domain patterns, each valid for [`crate::validate_domain`]; at least one.
     pub domains: Vec<String>,
     /// The routes, in order, without the ignored ones.
@@ -89,6 +91,11 @@ pub struct VirtualHost {
 /// One route: what calls it takes and where they go.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Route {
+    /// The route's `name`, empty if it has none.
+    pub name: String,
+    /// Its position in its virtual host's `routes` as the resource lists them (ignored routes counted),
+    /// which names a route without a `name` in telemetry.
+    pub index: usize,
     /// Which calls the route takes.
     pub matcher: RouteMatcher,
     /// Where they go.
@@ -321,11 +328,12 @@ fn parse_virtual_host(
     };
     let mut routes = Vec::new();
     for (i, r) in vh.routes.iter().enumerate() {
-        let route = parse_route(r, retry_policy.as_ref(), plugins)
+        let route = parse_route(r, i, retry_policy.as_ref(), plugins)
             .map_err(|e| e.within(&format!("routes[{i}]")))?;
         routes.extend(route);
     }
     Ok(VirtualHost {
+        name: vh.name.clone(),
         domains: vh.domains.clone(),
         routes,
         retry_policy,
@@ -335,6 +343,7 @@ fn parse_virtual_host(
 /// A route, or `None` when it is ignored.
 fn parse_route(
     r: &ProtoRoute,
+    index: usize,
     vhost_retry: Option<&RetryPolicy>,
     plugins: &[&str],
 ) -> Result<Option<Route>, ResourceError> {
@@ -347,6 +356,8 @@ fn parse_route(
     };
     validate_filter_overrides(&r.typed_per_filter_config)?;
     let non_forwarding = Route {
+        name: r.name.clone(),
+        index,
         matcher,
         action: RouteAction::NonForwarding,
         retry_policy: None,

@@ -683,3 +683,26 @@ fn from_an_any() {
     );
     assert!(parse_route_config_any(&any_of_type("envoy.config.cluster.v3.Cluster")).is_err());
 }
+
+#[test]
+fn routes_keep_their_name_and_their_place_in_the_resource() {
+    let named = ProtoRoute {
+        name: "to-a".into(),
+        ..simple("/a.S/", "a")
+    };
+    // A prefix no gRPC path can match: the route is ignored, and still counts for the places after it.
+    let ignored = simple("no-slash", "x");
+    let mut rc = parse_route_config(&config(vec![ProtoVirtualHost {
+        name: "vh".into(),
+        ..host(&["*"], vec![named, ignored, simple("", "b")])
+    }]))
+    .expect("valid");
+    let vhost = rc.virtual_hosts.remove(0);
+    assert_eq!(vhost.name, "vh");
+    let kept: Vec<(&str, usize)> = vhost
+        .routes
+        .iter()
+        .map(|r| (r.name.as_str(), r.index))
+        .collect();
+    assert_eq!(kept, [("to-a", 0), ("", 2)]);
+}
