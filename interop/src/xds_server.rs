@@ -71,6 +71,11 @@ impl std::fmt::Debug for ManagementServer {
 impl ManagementServer {
     /// Starts a server on a free loopback port.
     pub async fn start() -> std::io::Result<ManagementServer> {
+        ManagementServer::start_on(SocketAddr::from(([127, 0, 0, 1], 0))).await
+    }
+
+    /// Starts a server on `addr` (port 0: a free one).
+    pub async fn start_on(addr: SocketAddr) -> std::io::Result<ManagementServer> {
         let (changes, _) = watch::channel(0);
         let (stops, _) = watch::channel(0);
         let shared = Arc::new(Shared {
@@ -78,7 +83,7 @@ impl ManagementServer {
             changes,
             stops,
         });
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let listener = tokio::net::TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let mut server = ManagementServer {
             shared,
@@ -141,6 +146,18 @@ impl ManagementServer {
     /// Every request received so far, in order (all streams).
     pub fn requests(&self) -> Vec<DiscoveryRequest> {
         self.shared.state.lock().requests.clone()
+    }
+
+    /// The requests received after the first `skip` ones, in order (all streams): for following them.
+    pub fn requests_after(&self, skip: usize) -> Vec<DiscoveryRequest> {
+        self.shared
+            .state
+            .lock()
+            .requests
+            .iter()
+            .skip(skip)
+            .cloned()
+            .collect()
     }
 
     /// How many ADS streams were opened so far.

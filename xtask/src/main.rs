@@ -1,6 +1,6 @@
 //! Project chores, run as `cargo xtask <command>`:
 //!
-//! * `interop [--peer ours|grpcio] [--tls] [--proxy] [--test_case=LIST] [--service_config_json=JSON]`: builds the release interop
+//! * `interop [--peer ours|grpcio] [--tls] [--proxy] [--xds] [--test_case=LIST] [--service_config_json=JSON]`: builds the release interop
 //!   binaries, starts the chosen server on a free loopback port (ours, or Python grpcio installed into a
 //!   virtualenv under `target/`), runs every client case with a progress line each, stops the server, prints a
 //!   summary table and exits non-zero on any failure. `--service_config_json` is handed to the client (its
@@ -17,6 +17,13 @@
 //!   `grpc_proxy=http://127.0.0.1:PORT` in its environment (the no-proxy variables removed), as any
 //!   application picks up a proxy: every connection goes through an HTTP CONNECT tunnel (gRFC A1). After
 //!   the run, tinyproxy's log must show at least one CONNECT to the server's port, or the xtask fails.
+//!   With `--xds` (not with `--tls` or `--proxy`), the binaries are built with the interop crate's feature
+//!   `xds-server`, and `xds-control-plane` is started on a free loopback port with the server as the one
+//!   backend of `xds:///svc.test` (Listener → RouteConfiguration → EDS cluster), writing its bootstrap to
+//!   `target/interop-xds/bootstrap-PEER.json`; the client runs with `--target=xds:///svc.test` and
+//!   `GRPC_XDS_BOOTSTRAP` naming that file, as any gRPC application finds its control plane. After the
+//!   run, the control plane's output (one line per ADS request, kept in `target/interop-xds`) must show
+//!   an ACK of each of the four resources and a Listener subscription per client run, or the xtask fails.
 //!
 //! * `bench [--quick]`: builds the release interop server and `grpc-bench`, starts the interop server and a
 //!   tonic server (`grpc-bench tonic-server`) each in its own process on a free loopback port, pinned with
@@ -46,7 +53,7 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const GRPCIO_SKIPS: &str = "client_compressed_unary,client_compressed_streaming";
@@ -60,7 +67,7 @@ fn main() -> ExitCode {
         Some("fuzz") => fuzz(&args[1..]),
         Some("examples") => examples(&args[1..]),
         _ => Err(
-            "usage: cargo xtask interop [--peer ours|grpcio] [--tls] [--proxy] [--test_case=a,b,...] [--service_config_json=JSON] | cargo xtask bench [--quick] | cargo xtask chaos [--quick] | cargo xtask fuzz [--time SECONDS] [TARGET...] | cargo xtask examples"
+            "usage: cargo xtask interop [--peer ours|grpcio] [--tls] [--proxy] [--xds] [--test_case=a,b,...] [--service_config_json=JSON] | cargo xtask bench [--quick] | cargo xtask chaos [--quick] | cargo xtask fuzz [--time SECONDS] [TARGET...] | cargo xtask examples"
                 .to_owned(),
         ),
     };
@@ -98,8 +105,8 @@ fn run(cmd: &mut Command, what: &str) -> Result<(), String> {
     }
 }
 
-/// Builds the binaries of `packages` in release mode.
-fn build_release(packages: &[&str], what: &str) -> Result<(), String> {
+/// Builds the binaries of `packages` in release mode, with these `features` (`package/feature`).
+fn build_release(packages: &[&str], features: &[&str], what: &str) -> Result<(), String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     eprintln!("xtask: building {what} (release)");
     let mut cmd = Command::new(&cargo);
@@ -107,6 +114,9 @@ fn build_release(packages: &[&str], what: &str) -> Result<(), String> {
         .args(["build", "--release", "--bins"]);
     for p in packages {
         cmd.args(["--package", p]);
+    }
+    for f in features {
+        cmd.args(["--features", f]);
     }
     run(&mut cmd, "cargo build")
 }
@@ -136,6 +146,8 @@ struct Pass {
     tls: Option<PathBuf>,
     /// `grpc_proxy` in the client's environment, if any.
     proxy: Option<String>,
+    /// Through xDS: the bootstrap file for `GRPC_XDS_BOOTSTRAP`, the target being `xds:///XDS_NAME`.
+    xds: Option<PathBuf>,
 }
 
 /// What a pass printed and how it ended.
@@ -152,12 +164,15 @@ fn interop(args: &[String]) -> Result<bool, String> {
     let mut service_config_json: Option<String> = None;
     let mut tls = false;
     let mut proxy = false;
+    let mut xds = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         if a == "--tls" {
             tls = true;
         } else if a == "--proxy" {
             proxy = true;
+        } else if a == "--xds" {
+            xds = true;
         } else if let Some(p) = a.strip_prefix("--peer=") {
             peer = p.to_owned();
         } else if a == "--peer" {
@@ -176,7 +191,18 @@ fn interop(args: &[String]) -> Result<bool, String> {
             return Err(format!("unknown argument {a:?}"));
         }
     }
-    build_release(&["interop"], "the interop binaries")?;
+    if xds && (tls || proxy) {
+        return Err("--xds does not combine with --tls or --proxy".to_owned());
+    }
+    if xds {
+        build_release(
+            &["interop"],
+            &["interop/xds-server"],
+            "the interop binaries and xds-control-plane",
+        )?;
+    } else {
+        build_release(&["interop"], &[], "the interop binaries")?;
+    }
     let bin = target_dir().join("release");
     let tls_dir = target_dir().join("interop-tls");
     if tls {
@@ -231,12 +257,19 @@ fn interop(args: &[String]) -> Result<bool, String> {
     };
     let client_proxy = tinyproxy.as_ref().map(Tinyproxy::uri);
     let client_tls = tls.then(|| tls_dir.clone());
+    let xds_dir = target_dir().join("interop-xds");
+    let client_xds = xds.then(|| xds_dir.join(format!("bootstrap-{peer}.json")));
+    if xds {
+        over.push_str(" through xDS");
+        suffix.push_str("-xds");
+    }
     let mut passes = vec![Pass {
         title: format!("interop against {peer}{over}"),
         log: target_dir().join(format!("interop-{peer}{suffix}.log")),
         service_config_json,
         tls: client_tls.clone(),
         proxy: client_proxy.clone(),
+        xds: client_xds.clone(),
     }];
     // Against grpcio, the whole suite once more with a retry policy on every call: the retrying call paths
     // must pass the same cases against an independent server.
@@ -247,10 +280,16 @@ fn interop(args: &[String]) -> Result<bool, String> {
             service_config_json: Some(RETRY_SERVICE_CONFIG.to_owned()),
             tls: client_tls,
             proxy: client_proxy,
+            xds: client_xds.clone(),
         });
     }
     let (server, port) = start_server(server_cmd, &peer)?;
     eprintln!("xtask: {peer} server listening on 127.0.0.1:{port}");
+    // The control plane, with the server as the one backend of xds:///XDS_NAME.
+    let control_plane = match &client_xds {
+        Some(bootstrap) => Some(ControlPlane::start(&bin, &xds_dir, bootstrap, port, &peer)?),
+        None => None,
+    };
     let mut results = Vec::new();
     for pass in &passes {
         if passes.len() > 1 {
@@ -258,6 +297,11 @@ fn interop(args: &[String]) -> Result<bool, String> {
         }
         results.push(run_pass(&bin, port, &cases, skip, pass)?);
     }
+    // The client must have fetched and accepted the whole chain from the control plane.
+    let fetched = control_plane
+        .as_ref()
+        .map(|control_plane| control_plane.check_fetched(passes.len()));
+    drop(control_plane);
     drop(server);
     // The calls must have gone through the proxy: its log names the server's port.
     let tunnels = tinyproxy.as_ref().map(|tinyproxy| {
@@ -317,7 +361,11 @@ fn interop(args: &[String]) -> Result<bool, String> {
         println!();
         println!("{}", tunnels?);
     }
-    if passes.len() > 1 || proxy {
+    if let Some(fetched) = fetched {
+        println!();
+        println!("{}", fetched?);
+    }
+    if passes.len() > 1 || proxy || xds {
         // The closing line stays the last pass's bare summary, for tools that read it.
         if let Some(last) = results.last() {
             println!("{}", last.summary);
@@ -326,7 +374,8 @@ fn interop(args: &[String]) -> Result<bool, String> {
     Ok(all_ok)
 }
 
-/// Runs the interop client once over `cases` against 127.0.0.1:`port`, echoing a progress line per case.
+/// Runs the interop client once over `cases` against 127.0.0.1:`port` (or `xds:///XDS_NAME` with the pass's
+/// bootstrap), echoing a progress line per case.
 fn run_pass(
     bin: &Path,
     port: u16,
@@ -335,9 +384,21 @@ fn run_pass(
     pass: &Pass,
 ) -> Result<PassResult, String> {
     let mut client = Command::new(bin.join("interop-client"));
+    match &pass.xds {
+        // As any application gets its bootstrap: from the environment.
+        Some(bootstrap) => {
+            client
+                .arg(format!("--target=xds:///{XDS_NAME}"))
+                .env("GRPC_XDS_BOOTSTRAP", bootstrap)
+                .env_remove("GRPC_XDS_BOOTSTRAP_CONFIG");
+        }
+        None => {
+            client
+                .arg("--server_host=127.0.0.1")
+                .arg(format!("--server_port={port}"));
+        }
+    }
     client
-        .arg("--server_host=127.0.0.1")
-        .arg(format!("--server_port={port}"))
         .arg(format!("--test_case={cases}"))
         .stdout(Stdio::piped());
     match &pass.tls {
@@ -477,6 +538,7 @@ fn bench(args: &[String]) -> Result<bool, String> {
     }
     build_release(
         &["interop", "grpc-bench"],
+        &[],
         "the interop server and grpc-bench",
     )?;
     let bin = target_dir().join("release");
@@ -564,7 +626,7 @@ fn chaos_run(args: &[String]) -> Result<ExitCode, String> {
     if let Some(other) = args.iter().find(|a| *a != "--quick") {
         return Err(format!("unknown argument {other:?}"));
     }
-    build_release(&["interop"], "chaos-server and chaos-client")?;
+    build_release(&["interop"], &[], "chaos-server and chaos-client")?;
     let bin = target_dir().join("release");
     let started = Instant::now();
     let mut child = Command::new(bin.join("chaos-server"))
@@ -732,7 +794,28 @@ fn ensure_cargo_fuzz(cargo: &str) -> Result<(), String> {
 }
 
 /// Starts a server that prints `listening on HOST:PORT`, and returns it with the port.
-fn start_server(mut cmd: Command, name: &str) -> Result<(Server, u16), String> {
+fn start_server(cmd: Command, name: &str) -> Result<(Server, u16), String> {
+    start_server_keeping(cmd, name, None).map(|(server, port, _)| (server, port))
+}
+
+/// The lines a server printed after `listening on`, as they come.
+type Lines = Arc<Mutex<Vec<String>>>;
+
+/// [`start_server`], keeping what the server prints after `listening on` when `log` is given: written there
+/// and returned.
+fn start_server_keeping(
+    mut cmd: Command,
+    name: &str,
+    log: Option<PathBuf>,
+) -> Result<(Server, u16, Lines), String> {
+    let mut log = match log {
+        Some(path) => {
+            Some(std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?)
+        }
+        None => None,
+    };
+    let kept = Lines::default();
+    let keep = kept.clone();
     let mut child = cmd
         .stdout(Stdio::piped())
         .spawn()
@@ -754,14 +837,162 @@ fn start_server(mut cmd: Command, name: &str) -> Result<(Server, u16), String> {
             }
         }
         // Keep draining so the server never blocks on a full pipe.
-        for _ in lines {}
+        for line in lines {
+            let Ok(line) = line else { break };
+            if let Some(log) = &mut log {
+                let _ = writeln!(log, "{line}");
+                if let Ok(mut kept) = keep.lock() {
+                    kept.push(line);
+                }
+            }
+        }
     });
     let deadline = Instant::now() + Duration::from_secs(120);
     match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-        Ok(port) => Ok((server, port)),
+        Ok(port) => Ok((server, port, kept)),
         Err(_) => Err(format!(
             "the {name} server did not report a port within 120 s"
         )),
+    }
+}
+
+/// The service the client reaches through xDS (`interop --xds`): its target is `xds:///svc.test`.
+const XDS_NAME: &str = "svc.test";
+
+/// `xds-control-plane`, for `interop --xds`: serving the peer server as the one backend of
+/// `xds:///XDS_NAME`, its bootstrap written to a file; the line it prints per ADS request kept (and logged
+/// under `target/interop-xds`); killed when dropped.
+struct ControlPlane {
+    _child: Server,
+    port: u16,
+    requests: Lines,
+    log: PathBuf,
+}
+
+impl ControlPlane {
+    fn start(
+        bin: &Path,
+        dir: &Path,
+        bootstrap: &Path,
+        backend_port: u16,
+        peer: &str,
+    ) -> Result<ControlPlane, String> {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        // A stale file must not pass for this run's.
+        let _ = std::fs::remove_file(bootstrap);
+        let log = dir.join(format!("control-plane-{peer}.log"));
+        let mut cmd = Command::new(bin.join("xds-control-plane"));
+        cmd.arg("--port=0")
+            .arg(format!("--name={XDS_NAME}"))
+            .arg(format!("--backends=127.0.0.1:{backend_port}"))
+            .arg(format!("--bootstrap_out={}", bootstrap.display()))
+            .stdin(Stdio::null());
+        let (child, port, requests) =
+            start_server_keeping(cmd, "xds-control-plane", Some(log.clone()))?;
+        // It writes the bootstrap before it listens.
+        if !bootstrap.is_file() {
+            return Err(format!(
+                "xds-control-plane listens but wrote no bootstrap at {}",
+                bootstrap.display()
+            ));
+        }
+        eprintln!(
+            "xtask: xds-control-plane listening on 127.0.0.1:{port}, serving xds:///{XDS_NAME} with the \
+             {peer} server as its backend (bootstrap: {}, log: {})",
+            bootstrap.display(),
+            log.display()
+        );
+        Ok(ControlPlane {
+            _child: child,
+            port,
+            requests,
+            log,
+        })
+    }
+
+    /// Waits (up to 10 s) until the control plane has printed, for each resource of the chain, a request
+    /// that ACKs it (a version, no error), and at least `clients` first requests of the Listener (one per
+    /// client process); the closing report, or why not.
+    fn check_fetched(&self, clients: usize) -> Result<String, String> {
+        let chain = [
+            ("Listener", XDS_NAME.to_owned()),
+            ("RouteConfiguration", format!("{XDS_NAME}-routes")),
+            ("Cluster", format!("{XDS_NAME}-cluster")),
+            ("ClusterLoadAssignment", format!("{XDS_NAME}-cluster")),
+        ];
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let requests: Vec<AdsRequest> = self
+                .requests
+                .lock()
+                .map(|lines| lines.iter().filter_map(|l| AdsRequest::parse(l)).collect())
+                .unwrap_or_default();
+            let missing: Vec<&(&str, String)> = chain
+                .iter()
+                .filter(|(kind, name)| !requests.iter().any(|r| r.acks(kind, name)))
+                .collect();
+            let subscriptions = requests
+                .iter()
+                .filter(|r| r.kind == "Listener" && r.names(XDS_NAME) && r.version.is_empty())
+                .count();
+            if missing.is_empty() && subscriptions >= clients {
+                return Ok(format!(
+                    "through xDS: xds-control-plane 127.0.0.1:{} got {} ADS requests, {subscriptions} \
+                     subscription(s) to Listener {XDS_NAME} and an ACK of each resource of its chain \
+                     (log: {})",
+                    self.port,
+                    requests.len(),
+                    self.log.display()
+                ));
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "--xds: xds-control-plane saw no ACK of {missing:?}, or fewer than {clients} \
+                     subscription(s) to Listener {XDS_NAME} ({subscriptions}): the client did not get its \
+                     configuration from the control plane; see {}",
+                    self.log.display()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// One line `xds-control-plane` prints per request: `ads request: TYPE names=A,B version=V nonce=N[ nack=..]`.
+#[derive(Debug, PartialEq)]
+struct AdsRequest {
+    kind: String,
+    names: Vec<String>,
+    version: String,
+    nack: bool,
+}
+
+impl AdsRequest {
+    fn parse(line: &str) -> Option<AdsRequest> {
+        let mut words = line.strip_prefix("ads request: ")?.split(' ');
+        let kind = words.next()?.to_owned();
+        let names = words.next()?.strip_prefix("names=")?;
+        let version = words.next()?.strip_prefix("version=")?.to_owned();
+        let nack = line.contains(" nack=");
+        Some(AdsRequest {
+            kind,
+            names: names
+                .split(',')
+                .filter(|n| *n != "-")
+                .map(str::to_owned)
+                .collect(),
+            version,
+            nack,
+        })
+    }
+
+    fn names(&self, name: &str) -> bool {
+        self.names.iter().any(|n| n == name)
+    }
+
+    /// An ACK of `kind` `name`: a request for it carrying a version, without an error.
+    fn acks(&self, kind: &str, name: &str) -> bool {
+        self.kind == kind && self.names(name) && !self.version.is_empty() && !self.nack
     }
 }
 
@@ -896,4 +1127,28 @@ fn grpcio_venv() -> Result<PathBuf, String> {
     )?;
     std::fs::write(&stamp, wanted).map_err(|e| format!("{}: {e}", stamp.display()))?;
     Ok(python)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::AdsRequest;
+
+    #[test]
+    fn ads_request_lines_parse() {
+        let ack = AdsRequest::parse("ads request: Listener names=svc.test,b version=3 nonce=4")
+            .expect("parses");
+        assert!(ack.acks("Listener", "svc.test") && ack.acks("Listener", "b"));
+        assert!(!ack.acks("Cluster", "svc.test"));
+        let first = AdsRequest::parse("ads request: Listener names=svc.test version= nonce=")
+            .expect("parses");
+        assert!(first.names("svc.test") && !first.acks("Listener", "svc.test"));
+        let nack =
+            AdsRequest::parse("ads request: Cluster names=c version=1 nonce=2 nack=bad: no type")
+                .expect("parses");
+        assert!(!nack.acks("Cluster", "c"));
+        let none =
+            AdsRequest::parse("ads request: Cluster names=- version= nonce=").expect("parses");
+        assert!(none.names.is_empty());
+        assert_eq!(AdsRequest::parse("listening on 127.0.0.1:1"), None);
+    }
 }

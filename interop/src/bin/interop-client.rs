@@ -1,6 +1,8 @@
 //! The interop client with the standard flags (`shared/spec/interop.md`). Prints one line per case as it
 //! finishes (`name: passed` or `name: failed: reason`), then `N passed, N failed`; exits non-zero on any
-//! failure.
+//! failure. `--target` takes any channel target, `xds:///name` included (grpc-channel's feature `xds`): the
+//! channel then finds its bootstrap as any gRPC client does, in `GRPC_XDS_BOOTSTRAP` (a file) or
+//! `GRPC_XDS_BOOTSTRAP_CONFIG` (the JSON).
 
 use std::io::ErrorKind;
 use std::process::ExitCode;
@@ -17,7 +19,7 @@ const FLAGS: &[FlagSpec] = &[
         name: "target",
         value: "URI",
         default: "",
-        help: "channel target (host:port, dns:[//auth/]host[:port], ipv4:a:p[,b:p], ipv6:[::1]:p, unix:/path); overrides --server_host/--server_port",
+        help: "channel target (host:port, dns:[//auth/]host[:port], ipv4:a:p[,b:p], ipv6:[::1]:p, unix:/path, xds:///name with the bootstrap file GRPC_XDS_BOOTSTRAP names, else the JSON of GRPC_XDS_BOOTSTRAP_CONFIG); overrides --server_host/--server_port",
     },
     FlagSpec {
         name: "server_host",
@@ -486,6 +488,7 @@ mod tests {
             ("unix:///tmp/sock", "o"),
             ("localhost:5005", "o:5005"),
             ("[::1]:5006", "o:5006"),
+            ("xds:///svc.test", "o"),
         ] {
             let s = run_settings(&[
                 &format!("--target={target}"),
