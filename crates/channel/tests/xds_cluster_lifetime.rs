@@ -274,3 +274,58 @@ async fn a_committed_call_lets_its_cluster_go_and_still_finishes() {
     })
     .await;
 }
+
+/// A RouteConfiguration update that leaves no virtual host for the channel's name fails the channel for
+/// new calls (A27), but a committed stream on cluster X goes on over its connection, as it does when the
+/// routes merely stop naming X (grpc-go reports the error and keeps the balancer; A28 keeps a cluster
+/// while calls use it): every response still arrives.
+#[tokio::test]
+async fn a_committed_stream_survives_the_routes_losing_the_channel_s_virtual_host() {
+    bounded("committed stream, virtual host gone", async {
+        let x = support::interop_server_handle().await;
+        let server = management_server().await;
+        publish(
+            &server,
+            &[NAME],
+            vec![route_to_cluster(&RouteMatchSpec::any(), "cluster-x")],
+            &[("cluster-x", locality(&[x.addr]))],
+        );
+        let channel = xds_channel(&server);
+        // 30 responses 100 ms apart (3 s); the first has arrived, so the call has committed.
+        let mut stream = slow_stream(&channel, 30, Duration::from_millis(100)).await;
+
+        server.set(
+            type_url::ROUTE,
+            vec![named(
+                ROUTES,
+                type_url::ROUTE,
+                &route_configuration(
+                    ROUTES,
+                    &["elsewhere.example"],
+                    vec![route_to_cluster(&RouteMatchSpec::any(), "cluster-x")],
+                ),
+            )],
+        );
+        server
+            .wait_for_request(Duration::from_secs(2), |r| {
+                r.type_url == type_url::ROUTE && r.version_info == "2"
+            })
+            .await
+            .expect("the client ACKs the routes without the channel's virtual host");
+        let mut rest = 0;
+        loop {
+            match tokio::time::timeout(Duration::from_secs(10), stream.message())
+                .await
+                .expect("the stream goes on")
+            {
+                Ok(Some(_)) => rest += 1,
+                Ok(None) => break,
+                Err(status) => {
+                    panic!("the committed stream was cut after {rest} more responses: {status:?}")
+                }
+            }
+        }
+        assert_eq!(rest, 29, "every response arrives");
+    })
+    .await;
+}

@@ -179,3 +179,50 @@ async fn the_resource_dump_has_versions_and_a_nacked_update_s_error() {
     })
     .await;
 }
+
+/// A call the route sent to cluster A that fails before its first attempt (its request is over the
+/// call's send limit) is one of A's calls in `stats()`, as it is one of the channel's failed calls: the
+/// per-cluster figures count calls "started when routed".
+#[tokio::test]
+async fn stats_count_a_routed_call_that_fails_before_its_first_attempt() {
+    bounded("per-cluster stats, early failure", async {
+        let a = interop_server_handle().await;
+        let server = management_server().await;
+        publish(
+            &server,
+            &["*"],
+            vec![route_to_cluster(&RouteMatchSpec::any(), "cluster-a")],
+            &[("cluster-a", locality(&[a.addr]))],
+        );
+        let channel = xds_channel(&server);
+        tally(&channel, 1).await;
+        let before = channel.stats();
+        let big = interop_proto::grpc_testing::SimpleRequest {
+            payload: Some(interop_proto::Payload {
+                body: vec![0; 1000].into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let call = channel.unary::<_, interop_proto::grpc_testing::SimpleResponse>(
+            paths::UNARY_CALL,
+            Request::new(big).with_max_send_message_size(10),
+        );
+        let result = tokio::time::timeout(CALL, call).await.expect("ends");
+        assert!(result.is_err(), "over the send limit: {result:?}");
+        let after = channel.stats();
+        assert_eq!(after.calls_failed, before.calls_failed + 1);
+        let started = |s: &grpc_channel::ChannelStats| {
+            s.clusters
+                .get("cluster-a")
+                .map(|c| (c.calls_started, c.calls_failed))
+        };
+        let (started_before, failed_before) = started(&before).expect("cluster-a's calls");
+        assert_eq!(
+            started(&after),
+            Some((started_before + 1, failed_before + 1)),
+            "the routed call is not among cluster-a's"
+        );
+    })
+    .await;
+}

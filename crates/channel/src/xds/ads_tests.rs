@@ -172,3 +172,140 @@ async fn watches_left_when_the_task_ends_get_an_error() {
     assert_eq!(state.error.as_deref(), Some(TASK_ENDED));
     assert!(state.value.is_none() && !state.does_not_exist);
 }
+
+/// A client whose task ended (here: the runtime it ran on shut down) while channels still hold it is
+/// passed over by `shared`: the client started in its place must be the one every later channel shares,
+/// not a new client (and a new ADS stream) per channel.
+#[tokio::test]
+async fn after_a_task_ended_later_channels_share_one_new_client() {
+    let (server, bootstrap) = server_with_cluster().await;
+    let dead = {
+        let bootstrap = bootstrap.clone();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            let ads = runtime
+                .block_on(async { AdsClient::shared(&bootstrap) })
+                .expect("ads");
+            drop(runtime);
+            ads
+        })
+        .join()
+        .expect("the other runtime's thread")
+    };
+    let a = AdsClient::shared(&bootstrap).expect("ads");
+    let b = AdsClient::shared(&bootstrap).expect("ads");
+    assert!(!Arc::ptr_eq(&dead, &a), "the dead client is passed over");
+    let mut wa = a.watch(ResourceType::Cluster, "c1", Arc::default());
+    let mut wb = b.watch(ResourceType::Cluster, "c1", Arc::default());
+    until(&mut wa, |s| s.value.is_some()).await;
+    until(&mut wb, |s| s.value.is_some()).await;
+    assert!(
+        Arc::ptr_eq(&a, &b),
+        "two channels got two clients ({} ADS streams) while the dead one is held",
+        server.streams_opened()
+    );
+    assert_eq!(server.streams_opened(), 1);
+    drop(dead);
+}
+
+/// A watch whose command is still in the task's queue when the task ends (a panic, or its runtime
+/// shutting down) must get the task's error and be woken like the watches the task had taken, or a
+/// resolver waiting for its Listener waits forever.
+#[tokio::test]
+async fn a_watch_queued_when_the_task_ends_gets_the_error() {
+    let (_server, bootstrap) = server_with_cluster().await;
+    let (ads, watch, notify) = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        // The task is spawned but not run yet when `block_on` returns.
+        let ads = runtime
+            .block_on(async { AdsClient::shared(&bootstrap) })
+            .expect("ads");
+        let notify = Arc::new(tokio::sync::Notify::new());
+        let watch = ads.watch(ResourceType::Cluster, "c1", notify.clone());
+        // The task ends with the watch's command in its queue.
+        drop(runtime);
+        (ads, watch, notify)
+    })
+    .join()
+    .expect("the other runtime's thread");
+    let woken = tokio::time::timeout(Duration::from_secs(5), notify.notified()).await;
+    let state = watch.state();
+    assert!(
+        woken.is_ok() && state.error.as_deref() == Some(TASK_ENDED),
+        "woken: {}, state: {state:?}",
+        woken.is_ok()
+    );
+    drop(ads);
+}
+
+/// gRFC A57 (shared/spec/beyond-a6.md §4): the does-not-exist timer starts once the request naming the
+/// resource was actually sent (C-core: its send completed), never while it waits to be written. The
+/// server here takes the ADS stream but gives it no flow-control window: no byte of any request reaches
+/// it, so after 30 s the resource must still be waited for, not declared absent.
+#[tokio::test(start_paused = true)]
+async fn a_request_the_server_never_took_starts_no_does_not_exist_timer() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let streams = Arc::new(AtomicUsize::new(0));
+    let data_seen = Arc::new(AtomicBool::new(false));
+    let (s, d) = (streams.clone(), data_seen.clone());
+    tokio::spawn(async move {
+        let Ok((tcp, _)) = listener.accept().await else {
+            return;
+        };
+        let Ok(mut conn) = h2::server::Builder::new()
+            .initial_window_size(0)
+            .handshake::<_, bytes::Bytes>(tcp)
+            .await
+        else {
+            return;
+        };
+        let mut held = Vec::new();
+        while let Some(Ok((request, mut respond))) = conn.accept().await {
+            s.fetch_add(1, Ordering::SeqCst);
+            let response = http::Response::builder()
+                .header("content-type", "application/grpc")
+                .body(())
+                .expect("response");
+            let sending = respond.send_response(response, false);
+            let mut body = request.into_body();
+            let d = d.clone();
+            // Reads (never releasing capacity) only to notice a DATA frame.
+            tokio::spawn(async move {
+                if let Some(Ok(_)) = body.data().await {
+                    d.store(true, Ordering::SeqCst);
+                }
+                std::future::pending::<()>().await;
+            });
+            held.push(sending);
+        }
+    });
+    let json = format!(
+        r#"{{"xds_servers":[{{"server_uri":"127.0.0.1:{}","channel_creds":[{{"type":"insecure"}}]}}],"node":{{"id":"silent-{}"}}}}"#,
+        addr.port(),
+        addr.port()
+    );
+    let bootstrap = Bootstrap::parse(&json).expect("bootstrap");
+    let ads = AdsClient::shared(&bootstrap).expect("ads");
+    let watch = ads.watch(ResourceType::Cluster, "c1", Arc::default());
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert_eq!(streams.load(Ordering::SeqCst), 1, "the ADS stream opened");
+    assert!(
+        !data_seen.load(Ordering::SeqCst),
+        "no request byte reached the server"
+    );
+    let state = watch.state();
+    assert!(
+        !state.does_not_exist,
+        "declared absent though its request never left: {state:?}"
+    );
+}
