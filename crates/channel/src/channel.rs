@@ -407,6 +407,7 @@ impl Channel {
         codec: &Codec<Req, Resp>,
         message: &Req,
     ) -> Result<Started<Resp>, Status> {
+        telemetry.routed(prepared.cluster.as_ref());
         let frame =
             crate::framing::encode_frame(codec, message, prepared.encoding, prepared.max_send)
                 .map_err(|status| telemetry.fail(status))?;
@@ -430,7 +431,8 @@ impl Channel {
         request: Request<()>,
     ) -> Result<(RequestSender<Req>, Streaming<Resp>), Status> {
         let ((), metadata, options) = request.into_parts();
-        let (mut prepared, telemetry) = self.prepare(path, metadata, options).await?;
+        let (mut prepared, mut telemetry) = self.prepare(path, metadata, options).await?;
+        telemetry.routed(prepared.cluster.as_ref());
         let (call, setup, shared) =
             self.new_call(&mut prepared, telemetry, false, Instant::now().into_std());
         // The application sends after the call starts: the driver runs in its own task until commit.
@@ -526,7 +528,7 @@ impl Channel {
             exactly_once: exactly_once.clone(),
         });
         let guard = self.control().call_started();
-        telemetry.started(call.policy_source().as_str(), prepared.cluster.as_ref());
+        telemetry.started(call.policy_source().as_str());
         let shared = Shared::driving(Some(guard), hold, telemetry);
         if let Some(id) = exactly_once {
             // In flight (for the watermark) until the call ends, not only until it commits.

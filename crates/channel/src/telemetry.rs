@@ -189,12 +189,8 @@ pub(crate) struct CallTelemetry {
 }
 
 impl CallTelemetry {
-    /// The call is ready for its first attempt under `policy` (where its retry policy comes from), to
-    /// the cluster `routed` says if an xDS route took it.
-    pub(crate) fn started(&mut self, policy: &'static str, routed: Option<&RoutedTo>) {
-        if let Some(to) = routed {
-            self.routed(to);
-        }
+    /// The call is ready for its first attempt under `policy` (where its retry policy comes from).
+    pub(crate) fn started(&mut self, policy: &'static str) {
         self.span.record("retry.policy", policy);
         self.span.in_scope(|| {
             tracing::debug!(
@@ -205,8 +201,11 @@ impl CallTelemetry {
         });
     }
 
-    /// An xDS route sent the call to a cluster: the span's fields, an event, and the cluster's count.
-    fn routed(&mut self, to: &RoutedTo) {
+    /// An xDS route sent the call to a cluster (`None`: not routed, nothing to record): the span's fields,
+    /// an event, and the cluster's count. Recorded once the call is prepared, so a routed call that fails
+    /// before its first attempt (an oversize request) counts under its cluster too.
+    pub(crate) fn routed(&mut self, to: Option<&RoutedTo>) {
+        let Some(to) = to else { return };
         self.span.record("xds.route", &*to.route);
         self.span.record("xds.cluster", &*to.cluster);
         self.span.in_scope(|| {

@@ -295,8 +295,10 @@ impl Loop {
                 if self.routed {
                     // A routing resolver that fails (A27: its listener or routes are gone) fails the
                     // channel: its policy goes, and the next routing starts a new one.
+                    // Calls already on a READY connection finish there (A28: a committed call keeps its
+                    // cluster's connection); connecting attempts stop.
                     self.routed = false;
-                    self.drop_connections();
+                    self.release_connections();
                     self.policy = None;
                     self.policy_config = None;
                     self.fail_all(status.message());
@@ -546,18 +548,6 @@ impl Loop {
         self.publish(ConnectivityState::Idle, PickerSpec::Idle);
     }
 
-    fn drop_connections(&mut self) {
-        self.health.stop_all();
-        self.drop_retired(true);
-        for (_, (_, task)) in self.tasks.drain() {
-            task.abort();
-        }
-        for task in self.detached.drain(..) {
-            task.abort();
-        }
-        self.conns.clear();
-    }
-
     fn fail_all(&mut self, message: &str) {
         self.publish(
             ConnectivityState::TransientFailure,
@@ -577,39 +567,6 @@ impl Loop {
             ConnectivityState::Shutdown,
             PickerSpec::Fail("the channel is shut down".to_owned()),
         );
-    }
-
-    /// Keeps the current policy's connections serving its last picker (if it was READY) while a new
-    /// policy starts; otherwise closes them.
-    fn retire_policy(&mut self) {
-        // The retired connections serve as they are, unchecked, until the new policy is READY.
-        self.health.stop_all();
-        self.drop_retired(false);
-        let tasks: Vec<JoinHandle<()>> = self.tasks.drain().map(|(_, (_, task))| task).collect();
-        let conns = std::mem::take(&mut self.conns);
-        if self.spec.0 == ConnectivityState::Ready && !conns.is_empty() {
-            self.retired = Some(Retired {
-                spec: self.spec.1.clone(),
-                conns,
-                tasks,
-            });
-        } else {
-            for task in tasks {
-                task.abort();
-            }
-        }
-    }
-
-    /// Lets go of a retired policy's connections: closed at once (`abort`), or left to finish the calls
-    /// they carry (h2 closes a connection whose handles are gone once its last stream ends).
-    fn drop_retired(&mut self, abort: bool) {
-        if let Some(retired) = self.retired.take() {
-            if abort {
-                for task in retired.tasks {
-                    task.abort();
-                }
-            }
-        }
     }
 
     fn publish(&mut self, state: ConnectivityState, spec: PickerSpec) {
@@ -732,9 +689,9 @@ impl NextU64 for SplitMix64 {
 
 /// A replaced policy's connections, kept until the new policy is READY.
 pub(super) struct Retired {
-    spec: PickerSpec,
-    conns: HashMap<SubchannelId, (Address, Conn)>,
-    tasks: Vec<JoinHandle<()>>,
+    pub(super) spec: PickerSpec,
+    pub(super) conns: HashMap<SubchannelId, (Address, Conn)>,
+    pub(super) tasks: Vec<JoinHandle<()>>,
 }
 
 /// What a connection task needs of its channel.

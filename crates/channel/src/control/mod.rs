@@ -32,6 +32,7 @@ use tokio::time::Instant;
 mod event_loop;
 mod health_watches;
 mod policy_choice;
+mod teardown;
 
 use event_loop::Loop;
 

@@ -128,13 +128,12 @@ impl AdsClient {
             .ok_or_else(|| Status::unavailable("the xDS bootstrap names no server"))?;
         let key = format!("{server:?} {:?}", bootstrap.node);
         let mut registry = registry().lock();
-        registry.retain(|(_, weak)| weak.strong_count() > 0);
-        // A client whose task ended (a panic) is passed over: a new one starts.
+        // Entries whose clients are gone, or whose task ended (a panic), go; a live one is shared.
+        registry.retain(|(_, weak)| weak.upgrade().is_some_and(|c| !c.commands.is_closed()));
         if let Some(client) = registry
             .iter()
             .find(|(k, _)| *k == key)
             .and_then(|(_, w)| w.upgrade())
-            .filter(|c| !c.commands.is_closed())
         {
             return Ok(client);
         }
@@ -162,7 +161,7 @@ impl AdsClient {
             server_uri: server.server_uri.clone(),
             client: xds_client.clone(),
         });
-        tokio::spawn(run(channel, node, xds_client, receiver));
+        tokio::spawn(run(channel, node, xds_client, Commands(receiver)));
         registry.push((key, Arc::downgrade(&client)));
         Ok(client)
     }
@@ -287,6 +286,22 @@ impl Watchers {
     }
 }
 
+/// The task's command queue. Should the task end (or never run: its runtime shut down first), dropping
+/// this closes the queue and tells each watch still waiting in it, as [`Watchers`] does for the others.
+struct Commands(mpsc::UnboundedReceiver<Command>);
+
+impl Drop for Commands {
+    fn drop(&mut self) {
+        self.0.close();
+        while let Ok(command) = self.0.try_recv() {
+            if let Command::Watch { slot, notify, .. } = command {
+                slot.send_modify(|state| state.error = Some(TASK_ENDED.to_owned()));
+                notify.notify_one();
+            }
+        }
+    }
+}
+
 /// The error every remaining watch gets when the task ends.
 pub(crate) const TASK_ENDED: &str = "xDS: the ADS client task ended";
 
@@ -301,12 +316,7 @@ impl Drop for Watchers {
 
 /// The task: the sans-IO client driven over one stream at a time. It locks the client for each step,
 /// never across an await.
-async fn run(
-    channel: Channel,
-    node: core::Node,
-    shared: SharedClient,
-    mut commands: mpsc::UnboundedReceiver<Command>,
-) {
+async fn run(channel: Channel, node: core::Node, shared: SharedClient, mut commands: Commands) {
     let mut watchers = Watchers::default();
     let Watchers { slots, keys } = &mut watchers;
     let mut stream: Option<Stream> = None;
@@ -354,7 +364,7 @@ async fn run(
             (queue_full, timer, next_start)
         };
         tokio::select! {
-            command = commands.recv() => match command {
+            command = commands.0.recv() => match command {
                 None => return,
                 Some(Command::Watch { key, resource_type, name, slot, notify }) => {
                     let id = shared.lock().watch(resource_type, &name);
