@@ -274,23 +274,41 @@ impl<R: PartialEq> XdsClient<R> {
         }
     }
 
-    /// The next request to send on the stream, if any. Sending one starts the does-not-exist timers of the
-    /// resources it names that have not arrived.
+    /// The next request to send on the stream, if any, taken as sent at `now`: [`XdsClient::next_request`]
+    /// then [`XdsClient::request_sent`], for a driver that writes requests synchronously.
     pub fn poll_request(&mut self, now: Instant) -> Option<Request> {
-        let request = self.ads.poll_request()?;
-        if let Some(resource_type) = ResourceType::from_type_url(&request.type_url) {
-            for name in &request.resource_names {
-                if let Some(entry) = self.entries.get_mut(&(resource_type, name.clone())) {
-                    if let Presence::Waiting {
-                        since: since @ None,
-                    } = &mut entry.presence
-                    {
-                        *since = Some(now);
-                    }
+        let request = self.next_request()?;
+        self.request_sent(&request.type_url, &request.resource_names, now);
+        Some(request)
+    }
+
+    /// The next request to send on the stream, if any. The driver reports when it has actually left
+    /// with [`XdsClient::request_sent`], which starts the does-not-exist timers (A57).
+    pub fn next_request(&mut self) -> Option<Request> {
+        self.ads.poll_request()
+    }
+
+    /// A request of `type_url` naming `names` was actually sent at `now` (written to the stream within its
+    /// flow-control window, A57: C-core's send completion): starts the does-not-exist timers of the names
+    /// still waiting, unless a timer already runs; ignored while no stream is up. The driver reports only
+    /// the current stream's requests.
+    pub fn request_sent(&mut self, type_url: &str, names: &[String], now: Instant) {
+        let Some(resource_type) = ResourceType::from_type_url(type_url) else {
+            return;
+        };
+        if !matches!(self.stream, Stream::Up { .. }) {
+            return;
+        }
+        for name in names {
+            if let Some(entry) = self.entries.get_mut(&(resource_type, name.clone())) {
+                if let Presence::Waiting {
+                    since: since @ None,
+                } = &mut entry.presence
+                {
+                    *since = Some(now);
                 }
             }
         }
-        Some(request)
     }
 
     /// A response arrived on the stream at `now`: `resources` as the caller decoded them. Applies the

@@ -163,6 +163,38 @@ impl<T> RequestSender<T> {
 }
 
 impl<T> RequestSender<T> {
+    /// Ready once every message sent so far has been written to HTTP/2 within its flow-control window
+    /// (before commit, by an attempt with a stream; after, by the call's stream), or with the call's
+    /// status if it ended first. The xDS client starts its does-not-exist timers here (gRFC A57: once the
+    /// request is actually sent).
+    #[cfg(feature = "xds")]
+    pub(crate) async fn flushed(&self) -> Result<(), Status> {
+        poll_fn(|cx| {
+            let mut guard = self.shared.lock();
+            let s = &mut *guard;
+            if let Some(ended) = &s.ended {
+                return Poll::Ready(Err(ended.status()));
+            }
+            if let Some(status) = &s.write_failed {
+                return Poll::Ready(Err(status.clone()));
+            }
+            let done = match &s.side {
+                Side::Direct(send) => send.caught_up(),
+                Side::Driving(inbox) => s.written && inbox.queue.is_empty(),
+            };
+            if done {
+                return Poll::Ready(Ok(()));
+            }
+            match &s.side {
+                // The writer task wakes the blocked sender once its queue is empty.
+                Side::Direct(_) => s.blocked_sender = Some(cx.waker().clone()),
+                Side::Driving(_) => s.flush_waiter = Some(cx.waker().clone()),
+            }
+            Poll::Pending
+        })
+        .await
+    }
+
     /// A handle that tells when the call has ended, for a task that feeds this sender.
     pub(crate) fn end_watch(&self) -> EndWatch {
         EndWatch(self.shared.clone())

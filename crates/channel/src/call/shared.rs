@@ -56,6 +56,12 @@ pub(crate) struct Shared {
     /// while it lives, for every attempt of the call. Released at commit (the committed attempt goes on
     /// over its connection, which a removed cluster lets finish its calls) or when the call ends before.
     pub(super) cluster: Option<crate::resolved::ClusterHold>,
+    /// Before commit: an attempt with a stream has written every message the driver took (the driver
+    /// says so when it finds nothing more to take while an attempt is caught up). See
+    /// [`crate::RequestSender`]'s `flushed`.
+    pub(super) written: bool,
+    /// A task waiting for the messages sent so far to be written (`RequestSender::flushed`).
+    pub(super) flush_waiter: Option<Waker>,
     /// A task pumping an application stream into the call, waiting for the call to end.
     pub(super) end_watcher: Option<Waker>,
     /// The status a failed send ended the call with (e.g. an oversize message), which the receiving half
@@ -189,6 +195,8 @@ impl Shared {
             sender_failure: None,
             writer: Writer::NotStarted,
             blocked_sender: None,
+            written: false,
+            flush_waiter: None,
             write_failed: None,
             _active: active,
             telemetry,
@@ -221,6 +229,7 @@ impl Shared {
         }
         if inbox.queue.front().is_some_and(|m| m.len() <= budget) {
             if let Some(message) = inbox.queue.pop_front() {
+                self.written = false;
                 inbox.queued -= message.len();
                 // A waiting sender goes on once half the inbox is free, not after every message.
                 if inbox.queued <= SEND_AHEAD_LIMIT / 2 {
@@ -231,7 +240,16 @@ impl Shared {
                 return Some(Input::Message(message));
             }
         }
-        (inbox.queue.is_empty() && self.half_closed && !half_close_sent).then_some(Input::HalfClose)
+        let input = (inbox.queue.is_empty() && self.half_closed && !half_close_sent)
+            .then_some(Input::HalfClose);
+        // The whole budget: an attempt had written everything and nothing more was taken this round.
+        if budget == usize::MAX && inbox.queue.is_empty() {
+            self.written = true;
+            if let Some(w) = self.flush_waiter.take() {
+                w.wake();
+            }
+        }
+        input
     }
 
     /// For the driver: an attempt opened its stream.
@@ -281,7 +299,10 @@ impl Shared {
                 return None;
             }
         };
-        for w in [inbox.sender, inbox.driver].into_iter().flatten() {
+        for w in [inbox.sender, inbox.driver, self.flush_waiter.take()]
+            .into_iter()
+            .flatten()
+        {
             w.wake();
         }
         match result {
@@ -381,7 +402,10 @@ impl Shared {
 
     /// The call ended: wakes the task feeding the sender, the writer task and a sender waiting for room.
     pub(super) fn wake_end_watcher(&mut self) {
-        if let Some(w) = self.end_watcher.take() {
+        for w in [self.end_watcher.take(), self.flush_waiter.take()]
+            .into_iter()
+            .flatten()
+        {
             w.wake();
         }
         self.writer.wake();

@@ -237,7 +237,15 @@ const REQUEST_QUEUE: usize = 4;
 struct Stream {
     requests: mpsc::Sender<DiscoveryRequest>,
     responses: Streaming<DiscoveryResponse>,
+    /// Each request the writer has actually sent (its type and names), for A57's timers.
+    sent: mpsc::UnboundedReceiver<(String, Vec<String>)>,
     writer: tokio::task::JoinHandle<()>,
+}
+
+/// What the current stream brought.
+enum StreamEvent {
+    Response(Result<Option<DiscoveryResponse>, Status>),
+    Sent(String, Vec<String>),
 }
 
 impl Drop for Stream {
@@ -331,7 +339,7 @@ async fn run(channel: Channel, node: core::Node, shared: SharedClient, mut comma
             if let Some(open) = &stream {
                 loop {
                     match open.requests.try_reserve() {
-                        Ok(permit) => match client.poll_request(now) {
+                        Ok(permit) => match client.next_request() {
                             Some(request) => permit.send(discovery_request(&request, &node)),
                             None => break,
                         },
@@ -378,8 +386,15 @@ async fn run(channel: Channel, node: core::Node, shared: SharedClient, mut comma
                     }
                 }
             },
-            response = next_response(&mut stream), if stream.is_some() => {
+            event = next_event(&mut stream), if stream.is_some() => {
                 let now = Instant::now().into_std();
+                let response = match event {
+                    StreamEvent::Sent(type_url, names) => {
+                        shared.lock().request_sent(&type_url, &names, now);
+                        continue;
+                    }
+                    StreamEvent::Response(response) => response,
+                };
                 match response {
                     Ok(Some(response)) => handle_response(&shared, now, response),
                     Ok(None) => {
@@ -437,16 +452,24 @@ async fn finish_opening(
     }
 }
 
-/// Starts the stream's writer task: it sends the queued requests in order and stops at the first the
-/// call does not take (the call has ended; its status comes with the responses).
+/// Starts the stream's writer task: it sends the queued requests in order, reports each once it has
+/// actually left, and stops at the first the call does not take (the call has ended; its status comes
+/// with the responses).
 fn writer(
     mut sender: RequestSender<DiscoveryRequest>,
     responses: Streaming<DiscoveryResponse>,
 ) -> Stream {
     let (requests, mut queue) = mpsc::channel::<DiscoveryRequest>(REQUEST_QUEUE);
+    // One report per request, and requests come through a queue of four: bounded by the writer's pace.
+    let (reports, sent) = mpsc::unbounded_channel();
     let writer = tokio::spawn(async move {
         while let Some(request) = queue.recv().await {
-            if sender.send(request).await.is_err() {
+            let report = (request.type_url.clone(), request.resource_names.clone());
+            // A57: the request counts as sent once written within the stream's flow-control window.
+            if sender.send(request).await.is_err() || sender.flushed().await.is_err() {
+                return;
+            }
+            if reports.send(report).is_err() {
                 return;
             }
         }
@@ -454,6 +477,7 @@ fn writer(
     Stream {
         requests,
         responses,
+        sent,
         writer,
     }
 }
@@ -467,9 +491,17 @@ async fn room(requests: Option<mpsc::Sender<DiscoveryRequest>>) {
     }
 }
 
-async fn next_response(stream: &mut Option<Stream>) -> Result<Option<DiscoveryResponse>, Status> {
+async fn next_event(stream: &mut Option<Stream>) -> StreamEvent {
     match stream {
-        Some(open) => open.responses.message().await,
+        Some(open) => {
+            let Stream {
+                responses, sent, ..
+            } = open;
+            tokio::select! {
+                Some((type_url, names)) = sent.recv() => StreamEvent::Sent(type_url, names),
+                response = responses.message() => StreamEvent::Response(response),
+            }
+        }
         None => std::future::pending().await,
     }
 }
