@@ -317,6 +317,7 @@ impl ControlPlane {
                 method,
                 avoid,
                 cluster: cluster.map(|c| &*c.cluster),
+                hash: cluster.and_then(|c| c.hash),
             })
         };
         match picked {
@@ -410,6 +411,7 @@ impl ControlPlane {
                     method,
                     avoid,
                     cluster: cluster.map(|c| &*c.cluster),
+                    hash: cluster.and_then(|c| c.hash),
                 }),
                 false => PickResult::Queue { exit_idle: false },
             };
