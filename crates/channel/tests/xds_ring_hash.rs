@@ -1,6 +1,7 @@
 //! RING_HASH clusters end to end (gRFC A42): a route whose hash policy hashes header `x-user` sends every
 //! call of one user to the same backend of a ring_hash cluster of three, different users spread over the
 //! backends, and a backend going down moves only its own users (to the next endpoints on the ring).
+//! `Channel::ready` reaches READY without a call (a ring connects one endpoint when asked to leave IDLE).
 //!
 //! Every test is bounded (`support::xds::BOUND` around it); waits for a condition are bounded polling loops.
 
@@ -13,7 +14,7 @@ use std::time::Duration;
 
 use support::interop_server_handle;
 use support::xds::{
-    bounded, locality, management_server, publish_ring_hash, unary_served_by, xds_channel,
+    bounded, locality, management_server, publish_ring_hash, unary_served_by, xds_channel, CALL,
 };
 
 /// The users of the tests.
@@ -46,6 +47,10 @@ async fn one_user_sticks_to_one_backend_and_users_spread() {
         let addrs: Vec<_> = backends.iter().map(|b| b.addr).collect();
         publish_ring_hash(&server, "x-user", "ring", locality(&addrs));
         let channel = xds_channel(&server);
+        tokio::time::timeout(CALL, channel.ready())
+            .await
+            .expect("READY without a call")
+            .expect("READY");
         // 30 calls of one user: one backend answers them all (every call, none failing).
         let mut alice = BTreeSet::new();
         for i in 0..30 {

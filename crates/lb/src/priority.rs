@@ -244,6 +244,15 @@ impl Priority {
         self.children.iter().flatten()
     }
 
+    /// Tells the ring_hash children that the channel asked the policy to leave IDLE.
+    pub(crate) fn exit_idle(&mut self) {
+        for child in self.children.iter_mut().flatten() {
+            if let ChildPolicy::RingHash(ring) = &mut child.target {
+                ring.exit_idle();
+            }
+        }
+    }
+
     /// The next failover timer or end of a deactivated child's retention.
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
         self.children

@@ -15,7 +15,9 @@
 //!   CONNECTING → CONNECTING; one TRANSIENT_FAILURE among several endpoints → CONNECTING; any IDLE → IDLE;
 //!   else TRANSIENT_FAILURE (also without endpoints). **Proactive connect**: after every refresh, if the
 //!   aggregate is TRANSIENT_FAILURE or CONNECTING and no endpoint is CONNECTING, the first IDLE endpoint
-//!   connects (else ring_hash under priority never recovers, grpc-go #7363).
+//!   connects (else ring_hash under priority never recovers, grpc-go #7363); likewise when the aggregate
+//!   is IDLE and the channel asked the policy to leave IDLE (`Channel::connect` and `ready` would else wait
+//!   for a call that never comes).
 //! * **Picker** ([`RingPick`]): from the request hash's entry, walk the ring: READY → pick it; IDLE → ask
 //!   for its connection and queue (`exit_idle`); CONNECTING → queue; TRANSIENT_FAILURE → the next entry.
 //!   All failed → fail with the priority's message. The picker records the IDLE endpoints it wants in a
@@ -130,6 +132,8 @@ pub(crate) struct RingHash {
     requests: ConnectRequests,
     /// The endpoints' states at the last refresh.
     states: Vec<ConnectivityState>,
+    /// The policy was asked to leave IDLE (`exit_idle`) since the last refresh.
+    woken: bool,
 }
 
 impl RingHash {
@@ -141,7 +145,15 @@ impl RingHash {
             ring: Arc::from(Vec::new()),
             requests: ConnectRequests::default(),
             states: Vec::new(),
+            woken: false,
         }
+    }
+
+    /// The channel asked the policy to leave IDLE (`Channel::connect`, a queued pick): the next refresh
+    /// connects the first IDLE endpoint if none is READY or CONNECTING (after the picks' own requests), so
+    /// that a channel waiting to be READY gets there without a call.
+    pub(crate) fn exit_idle(&mut self) {
+        self.woken = true;
     }
 
     /// Whether this child was built for these ring sizes.
@@ -202,11 +214,13 @@ impl RingHash {
         self.states = self.states(subs);
         let state = aggregate(&self.states);
         let connecting = self.states.contains(&ConnectivityState::Connecting);
-        if matches!(
-            state,
-            ConnectivityState::TransientFailure | ConnectivityState::Connecting
-        ) && !connecting
-        {
+        let woken = std::mem::take(&mut self.woken);
+        let wanted = match state {
+            ConnectivityState::TransientFailure | ConnectivityState::Connecting => true,
+            ConnectivityState::Idle => woken,
+            ConnectivityState::Ready | ConnectivityState::Shutdown => false,
+        };
+        if wanted && !connecting {
             let idle = self
                 .endpoints
                 .iter()

@@ -321,3 +321,24 @@ fn aggregate_failure_connects_one_idle_endpoint_and_all_failed_fails_picks() {
     s.lb.handle_timeout(until);
     assert!(!s.connects().is_empty());
 }
+
+#[test]
+fn leaving_idle_without_a_pick_connects_one_endpoint() {
+    let mut s = Sim::new();
+    assert_eq!(s.connects(), []);
+    assert_eq!(s.state, Some(Idle));
+    // The channel asks the policy to leave IDLE (Channel::connect): one endpoint connects, the first.
+    s.lb.exit_idle(s.now);
+    assert_eq!(s.connects(), [v4(1)]);
+    assert_eq!(s.state, Some(Connecting));
+    // Asked again while it connects: nothing more.
+    s.lb.exit_idle(s.now);
+    assert_eq!(s.connects(), []);
+    s.ready(1);
+    s.connects();
+    assert_eq!(s.state, Some(Ready));
+    // Any other event leaves IDLE endpoints alone.
+    s.lb.subchannel_closed(s.ids[&v4(1)], s.now);
+    assert_eq!(s.connects(), []);
+    assert_eq!(s.state, Some(Idle));
+}
