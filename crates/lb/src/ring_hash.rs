@@ -280,6 +280,16 @@ impl RingPick {
     pub fn ring_size(&self) -> usize {
         self.ring.len()
     }
+
+    /// How many ring entries each endpoint has.
+    #[cfg(test)]
+    pub(crate) fn entry_counts(&self) -> Vec<usize> {
+        let mut counts = vec![0; self.endpoints.len()];
+        for (_, e) in self.ring.iter() {
+            counts[*e] += 1;
+        }
+        counts
+    }
 }
 
 impl fmt::Debug for RingPick {

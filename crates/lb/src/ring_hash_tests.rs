@@ -221,9 +221,11 @@ fn endpoints_connect_lazily_when_a_pick_lands_on_them() {
     let ClusterPick::Ring(ring) = &clusters["a"].state else {
         panic!("{:?}", clusters["a"].state);
     };
-    // Weights 1, 3 (1 × 3) and 2 (2 × 1): a ring of ceil(1024 / (1/6)) / 6 entries.
+    // Weights 1, 3 (1 × 3) and 2 (2 × 1): a ring of ceil(1024 / 6) × 6 entries.
     assert_eq!(ring.ring_size(), 1026);
     assert_eq!(ring.endpoints().len(), 3);
+    // Locality weight × endpoint weight: 1 × 1, 1 × 3 and 2 × 1.
+    assert_eq!(ring.entry_counts(), [171, 513, 342]);
     // A pick landing on 10.0.0.2 queues and asks for it; the channel then wakes the policy.
     assert_eq!(pick(&p, hash_of(2)), PickResult::Queue { exit_idle: true });
     s.lb.exit_idle(s.now);
