@@ -613,3 +613,43 @@ pub(crate) fn starter(
         Ok(Box::new(task) as ExternalTask)
     })
 }
+
+#[cfg(test)]
+mod hash_tests {
+    use super::*;
+    use interop::xds_resources::{
+        route_configuration, route_to_cluster, with_header_hash_policy, RouteMatchSpec,
+    };
+
+    fn router(route: envoy_types::pb::envoy::config::route::v3::Route) -> XdsRouter {
+        let rc = route_configuration("r", &["*"], vec![route]);
+        let parsed = grpc_xds::resource::parse_route_config(&rc).expect("valid routes");
+        let vhost = parsed.virtual_hosts.into_iter().next().expect("a vhost");
+        XdsRouter::new(vhost, None, 42)
+    }
+
+    fn hash(router: &XdsRouter, user: Option<&str>) -> Option<u64> {
+        let mut metadata = MetadataMap::new();
+        if let Some(user) = user {
+            metadata.append("x-user", user).expect("metadata");
+        }
+        router.route("/a.B/C", &metadata).expect("routed").hash
+    }
+
+    #[test]
+    fn a_call_gets_its_routes_hash_else_a_random_one() {
+        let hashed = router(with_header_hash_policy(
+            route_to_cluster(&RouteMatchSpec::any(), "c"),
+            "x-user",
+        ));
+        let alice = grpc_lb::xxh64(b"alice");
+        assert_eq!(hash(&hashed, Some("alice")), Some(alice));
+        assert_eq!(hash(&hashed, Some("alice")), Some(alice));
+        // No header: a random hash per call.
+        let (a, b) = (hash(&hashed, None), hash(&hashed, None));
+        assert!(a.is_some() && b.is_some() && a != b, "{a:?} {b:?}");
+        // Routes without hash policies: random too.
+        let plain = router(route_to_cluster(&RouteMatchSpec::any(), "c"));
+        assert_ne!(hash(&plain, Some("alice")), hash(&plain, Some("alice")));
+    }
+}
