@@ -57,7 +57,11 @@ pub(crate) fn build_ring(endpoints: &[(String, u64)], min: u64, max: u64) -> Vec
     }
     let max = max.clamp(1, RING_SIZE_CAP);
     let min = min.clamp(1, max);
-    let total: u64 = endpoints.iter().map(|(_, w)| (*w).max(1)).sum();
+    // Saturating: xDS bounds the weights (sums below 2^32 per locality and per priority), but a config
+    // from elsewhere may not.
+    let total = endpoints
+        .iter()
+        .fold(0u64, |sum, (_, w)| sum.saturating_add((*w).max(1)));
     let fraction = |w: u64| w.max(1) as f64 / total as f64;
     let min_fraction = endpoints
         .iter()
