@@ -461,6 +461,7 @@ fn timed_picks(picker: &grpc_lb::Picker<u32>, avoid: &[grpc_lb::Address]) -> f64
         method: paths::UNARY_CALL,
         avoid,
         cluster: None,
+        hash: None,
     };
     let mut best = f64::MAX;
     for _ in 0..3 {

@@ -3,8 +3,9 @@
 
 use std::net::SocketAddr;
 
+use envoy_types::pb::envoy::config::cluster::v3::cluster::ring_hash_lb_config::HashFunction;
 use envoy_types::pb::envoy::config::cluster::v3::cluster::{
-    ClusterDiscoveryType, DiscoveryType, EdsClusterConfig, LbPolicy,
+    ClusterDiscoveryType, DiscoveryType, EdsClusterConfig, LbConfig, LbPolicy, RingHashLbConfig,
 };
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::core::v3::address::Address as AddressKind;
@@ -20,7 +21,10 @@ use envoy_types::pb::envoy::config::endpoint::v3::{
 use envoy_types::pb::envoy::config::listener::v3::{ApiListener, Listener};
 use envoy_types::pb::envoy::config::route::v3::header_matcher::HeaderMatchSpecifier;
 use envoy_types::pb::envoy::config::route::v3::route::Action;
-use envoy_types::pb::envoy::config::route::v3::route_action::ClusterSpecifier;
+use envoy_types::pb::envoy::config::route::v3::route_action::hash_policy::{
+    Header as HashHeader, PolicySpecifier,
+};
+use envoy_types::pb::envoy::config::route::v3::route_action::{ClusterSpecifier, HashPolicy};
 use envoy_types::pb::envoy::config::route::v3::route_match::PathSpecifier;
 use envoy_types::pb::envoy::config::route::v3::weighted_cluster::ClusterWeight;
 use envoy_types::pb::envoy::config::route::v3::{
@@ -34,7 +38,7 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
 };
 use envoy_types::pb::envoy::r#type::matcher::v3::string_matcher::MatchPattern;
 use envoy_types::pb::envoy::r#type::matcher::v3::StringMatcher;
-use envoy_types::pb::google::protobuf::{Any, UInt32Value};
+use envoy_types::pb::google::protobuf::{Any, UInt32Value, UInt64Value};
 use prost::{Message, Name};
 
 /// The type URLs of the four resource types.
@@ -80,6 +84,24 @@ pub fn eds_cluster(name: &str) -> Cluster {
         }),
         lb_policy: LbPolicy::RoundRobin as i32,
         ..Default::default()
+    }
+}
+
+/// An EDS cluster under RING_HASH (gRFC A42, XX_HASH) with these ring sizes, its endpoints named after
+/// the cluster.
+pub fn ring_hash_cluster(name: &str, min_ring_size: u64, max_ring_size: u64) -> Cluster {
+    Cluster {
+        lb_policy: LbPolicy::RingHash as i32,
+        lb_config: Some(LbConfig::RingHashLbConfig(RingHashLbConfig {
+            minimum_ring_size: Some(UInt64Value {
+                value: min_ring_size,
+            }),
+            maximum_ring_size: Some(UInt64Value {
+                value: max_ring_size,
+            }),
+            hash_function: HashFunction::XxHash as i32,
+        })),
+        ..eds_cluster(name)
     }
 }
 
@@ -303,6 +325,21 @@ pub fn route_to_weighted(matcher: &RouteMatchSpec, clusters: &[(&str, u32)]) -> 
             ..Default::default()
         },
     )
+}
+
+/// `route` (a route to a cluster) with a hash policy on header `name` added (A42: ring_hash clusters
+/// hash the call by its value).
+pub fn with_header_hash_policy(mut route: Route, name: &str) -> Route {
+    if let Some(Action::Route(action)) = &mut route.action {
+        action.hash_policy.push(HashPolicy {
+            policy_specifier: Some(PolicySpecifier::Header(HashHeader {
+                header_name: name.to_owned(),
+                regex_rewrite: None,
+            })),
+            terminal: false,
+        });
+    }
+    route
 }
 
 /// `route` (a route to a cluster) with this retry policy: `retry_on` (e.g. `"unavailable"`) and

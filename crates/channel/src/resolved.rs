@@ -83,6 +83,8 @@ pub(crate) struct Routed {
     pub(crate) method: Option<Arc<MethodConfig>>,
     /// The most the call may last from its start (A31); never extends the call's own deadline.
     pub(crate) max_duration: Option<Duration>,
+    /// The call's request hash for a ring_hash cluster (A42), the same for all its attempts.
+    pub(crate) hash: Option<u64>,
 }
 
 /// What [`method_for`] decides for a call: its method config, the cap on its duration, its cluster.
@@ -101,6 +103,8 @@ pub(crate) struct RoutedTo {
     pub(crate) cluster: Arc<str>,
     /// [`Routing::generation`] of the routing.
     pub(crate) generation: u64,
+    /// The call's request hash ([`Routed::hash`]).
+    pub(crate) hash: Option<u64>,
     /// The call's reference to the cluster ([`Routed::hold`]), moved into the call's shared state, which
     /// keeps it until the call commits.
     pub(crate) hold: Option<ClusterHold>,
@@ -133,6 +137,7 @@ pub(crate) fn method_for(
             route: routed.route,
             cluster: routed.cluster,
             generation: routing.generation,
+            hash: routed.hash,
             hold: routed.hold,
         }),
     ))

@@ -3,7 +3,8 @@
 //! category), then the circuit breaker (in-flight calls against `max_requests`, A32), then the chosen
 //! priority's picker: READY → a weighted-random READY locality, then round_robin within it honouring the
 //! avoid hint; CONNECTING → queue; IDLE → queue and wake the policy; TRANSIENT_FAILURE → fail with the
-//! cluster's message. A cluster the picker does not know fails (UNAVAILABLE-style message), as a call
+//! cluster's message. A ring_hash priority has its ring picker whatever its state (`ring_hash.rs`), fed the
+//! call's request hash ([`PickRequest::hash`]; a call without one gets a random hash). A cluster the picker does not know fails (UNAVAILABLE-style message), as a call
 //! without a cluster does. Drops and the breaker apply whatever the priority's state (C-core's order; grpc-go
 //! applies drops only while the child is READY); a pick that does not end on a connection holds no claim.
 //! A limit of 0 drops every call.
@@ -25,6 +26,7 @@ use std::sync::Arc;
 use grpc_base::Address;
 
 use crate::picker::{PickRequest, PickResult, Rotation};
+use crate::ring_hash::{RingPick, RingPicker};
 use crate::subchannel::SubchannelId;
 use crate::xds_config::{DropOverload, MILLION};
 
@@ -52,6 +54,8 @@ pub enum ClusterPick {
     Fail(String),
     /// READY: the READY localities, each with its weight and READY subchannels.
     Ready(Vec<ReadyLocality>),
+    /// A ring_hash priority (A42), in any state: its ring and endpoints.
+    Ring(RingPick),
 }
 
 /// A READY locality in a picker spec.
@@ -136,6 +140,7 @@ enum State<T> {
     Fail(String),
     /// Localities with the running sum of the weights up to and including each.
     Ready(Vec<(u64, Rotation<T>)>),
+    Ring(RingPicker<T>),
 }
 
 struct Cluster<T> {
@@ -166,6 +171,7 @@ impl<T> ClustersPicker<T> {
                     ClusterPick::Idle => State::Idle,
                     ClusterPick::Queue => State::Queue,
                     ClusterPick::Fail(m) => State::Fail(m.clone()),
+                    ClusterPick::Ring(ring) => State::Ring(RingPicker::new(ring, handle)),
                     ClusterPick::Ready(localities) => {
                         let mut total = 0u64;
                         let mut ready = Vec::with_capacity(localities.len());
@@ -218,17 +224,23 @@ impl<T> ClustersPicker<T> {
         ((u128::from(z) * u128::from(n)) >> 64) as u64
     }
 
+    /// A uniform 64-bit draw.
+    fn draw_u64(&self) -> u64 {
+        (self.draw(1 << 32) << 32) | self.draw(1 << 32)
+    }
+
     /// The READY addresses of every cluster.
     pub(crate) fn ready_addresses(&self) -> Vec<Address> {
         let mut seen = HashSet::new();
         self.clusters
             .values()
-            .filter_map(|c| match &c.state {
-                State::Ready(l) => Some(l),
-                _ => None,
+            .flat_map(|c| -> Box<dyn Iterator<Item = &Address> + '_> {
+                match &c.state {
+                    State::Ready(l) => Box::new(l.iter().flat_map(|(_, r)| r.addresses())),
+                    State::Ring(r) => Box::new(r.ready_addresses()),
+                    _ => Box::new(std::iter::empty()),
+                }
             })
-            .flatten()
-            .flat_map(|(_, r)| r.addresses())
             .filter(|a| seen.insert(*a))
             .cloned()
             .collect()
@@ -255,6 +267,22 @@ impl<T: Clone> ClustersPicker<T> {
             State::Idle => PickResult::Queue { exit_idle: true },
             State::Queue => PickResult::Queue { exit_idle: false },
             State::Fail(m) => PickResult::Fail(m.clone()),
+            State::Ring(ring) => {
+                let hash = request.hash.unwrap_or_else(|| self.draw_u64());
+                match ring.pick(hash) {
+                    PickResult::Pick { handle, addr, .. } => {
+                        match cluster.in_flight.try_claim(cluster.max_requests) {
+                            Some(guard) => PickResult::Pick {
+                                handle,
+                                addr,
+                                guard: Some(guard),
+                            },
+                            None => PickResult::Drop("circuit breaker drop".to_owned()),
+                        }
+                    }
+                    other => other,
+                }
+            }
             State::Ready(localities) => {
                 let Some(guard) = cluster.in_flight.try_claim(cluster.max_requests) else {
                     return PickResult::Drop("circuit breaker drop".to_owned());

@@ -14,7 +14,8 @@
 //!
 //! For channels fed by xDS, [`PolicyConfig::XdsClusterManager`] is a third policy: per cluster
 //! ([`XdsClustersConfig`]), priorities (gRFC A56) of weighted localities (A28) whose endpoints are
-//! round_robin leaves, over one shared subchannel per address; its picker dispatches on the call's cluster
+//! round_robin leaves, or a ring_hash (A42, [`ClusterLbConfig::RingHash`]) over each priority's endpoints,
+//! over one shared subchannel per address; its picker dispatches on the call's cluster
 //! ([`PickRequest::cluster`]) and applies EDS drops and circuit breaking (A32, [`CallGuard`]).
 
 mod backoff;
@@ -25,6 +26,7 @@ mod pick_first;
 mod picker;
 mod policy;
 mod priority;
+mod ring_hash;
 mod round_robin;
 mod state;
 mod subchannel;
@@ -32,6 +34,8 @@ mod weighted_target;
 mod xds_clusters;
 mod xds_config;
 
+#[cfg(test)]
+mod ring_hash_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -50,9 +54,10 @@ pub use pick_first::{interleave_families, DEFAULT_ATTEMPT_DELAY};
 pub use picker::{PickRequest, PickResult, Picker, PickerSpec};
 pub use policy::{LbPolicy, PolicyConfig};
 pub use priority::{DEACTIVATION_RETENTION, FAILOVER_TIMEOUT};
+pub use ring_hash::{xxh64, RingPick, RING_SIZE_CAP};
 pub use state::ConnectivityState;
 pub use subchannel::{LbAction, SubchannelId};
 pub use xds_config::{
-    ClusterConfig, DropOverload, LocalityConfig, PriorityConfig, XdsClustersConfig,
-    DEFAULT_MAX_REQUESTS, MILLION,
+    ClusterConfig, ClusterLbConfig, DropOverload, LocalityConfig, PriorityConfig,
+    XdsClustersConfig, DEFAULT_MAX_REQUESTS, MILLION,
 };

@@ -40,6 +40,9 @@ pub struct PickRequest<'a> {
     /// The xDS cluster the call's route chose (gRFC A28), fixed for all its attempts; only the xDS
     /// cluster manager's picker looks at it (`None` elsewhere).
     pub cluster: Option<&'a str>,
+    /// The call's request hash (gRFC A42), fixed for all its attempts: from the xDS route's hash policies
+    /// (or random); only a ring_hash cluster's picker looks at it, and draws a random one when `None`.
+    pub hash: Option<u64>,
 }
 
 /// The result of a pick.
@@ -264,6 +267,7 @@ mod tests {
             method: "/a.B/C",
             avoid,
             cluster: None,
+            hash: None,
         }) {
             PickResult::Pick { handle, .. } => handle,
             other => panic!("{other:?}"),

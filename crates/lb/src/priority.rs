@@ -1,5 +1,7 @@
 //! The priority policy of one xDS cluster (`beyond-a6.md` §11, gRFC A56): its children are the cluster's
-//! priorities (a weighted target each, `weighted_target.rs`), highest first, created lazily.
+//! priorities (a weighted target of round_robin localities each, `weighted_target.rs`, or a ring_hash over
+//! all the priority's endpoints, `ring_hash.rs`, as the cluster's policy says), highest first, created
+//! lazily. A change of the cluster's policy (or of its ring sizes) replaces the existing children.
 //!
 //! * **Failover timer, 10 s**: started when a child is created, and when it moves to CONNECTING from another
 //!   state having reported READY or IDLE more recently than TRANSIENT_FAILURE; cancelled when it reports
@@ -20,10 +22,13 @@
 
 use std::time::{Duration, Instant};
 
+use grpc_base::Address;
+
+use crate::ring_hash::RingHash;
 use crate::state::ConnectivityState;
 use crate::subchannel::Subchannels;
 use crate::weighted_target::WeightedTarget;
-use crate::xds_config::PriorityConfig;
+use crate::xds_config::{ClusterLbConfig, PriorityConfig};
 
 /// How long a child may stay CONNECTING before the next priority is tried.
 pub const FAILOVER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -31,8 +36,70 @@ pub const FAILOVER_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a deactivated child lives.
 pub const DEACTIVATION_RETENTION: Duration = Duration::from_secs(15 * 60);
 
+/// The policy of one priority.
+pub(crate) enum ChildPolicy {
+    /// weighted_target over round_robin localities.
+    RoundRobin(WeightedTarget),
+    /// ring_hash over every endpoint.
+    RingHash(RingHash),
+}
+
+impl ChildPolicy {
+    fn new(lb: ClusterLbConfig) -> ChildPolicy {
+        match lb {
+            ClusterLbConfig::RoundRobin => ChildPolicy::RoundRobin(WeightedTarget::new()),
+            ClusterLbConfig::RingHash {
+                min_ring_size,
+                max_ring_size,
+            } => ChildPolicy::RingHash(RingHash::new(min_ring_size, max_ring_size)),
+        }
+    }
+
+    /// Whether this child runs `lb`.
+    fn runs(&self, lb: ClusterLbConfig) -> bool {
+        match (self, lb) {
+            (ChildPolicy::RoundRobin(_), ClusterLbConfig::RoundRobin) => true,
+            (
+                ChildPolicy::RingHash(r),
+                ClusterLbConfig::RingHash {
+                    min_ring_size,
+                    max_ring_size,
+                },
+            ) => r.has_sizes(min_ring_size, max_ring_size),
+            _ => false,
+        }
+    }
+
+    fn update(&mut self, config: &PriorityConfig, subs: &mut Subchannels, now: Instant) {
+        match self {
+            ChildPolicy::RoundRobin(t) => t.update(config, subs, now),
+            ChildPolicy::RingHash(r) => r.update(config, subs),
+        }
+    }
+
+    fn refresh(&mut self, subs: &mut Subchannels, now: Instant) -> ConnectivityState {
+        match self {
+            ChildPolicy::RoundRobin(t) => t.refresh(subs),
+            ChildPolicy::RingHash(r) => r.refresh(subs, now),
+        }
+    }
+
+    /// Every endpoint address of the child.
+    pub(crate) fn addresses(&self) -> Box<dyn Iterator<Item = &Address> + '_> {
+        match self {
+            ChildPolicy::RoundRobin(t) => Box::new(t.addresses()),
+            ChildPolicy::RingHash(r) => Box::new(r.addresses()),
+        }
+    }
+
+    /// Whether the child has an endpoint.
+    pub(crate) fn has_addresses(&self) -> bool {
+        self.addresses().next().is_some()
+    }
+}
+
 pub(crate) struct Child {
-    pub(crate) target: WeightedTarget,
+    pub(crate) target: ChildPolicy,
     pub(crate) state: ConnectivityState,
     failover_at: Option<Instant>,
     deactivated_at: Option<Instant>,
@@ -69,6 +136,7 @@ impl Child {
 
 /// The priorities of one cluster.
 pub(crate) struct Priority {
+    lb: ClusterLbConfig,
     configs: Vec<PriorityConfig>,
     children: Vec<Option<Child>>,
     selected: Option<usize>,
@@ -77,19 +145,28 @@ pub(crate) struct Priority {
 impl Priority {
     pub(crate) fn new() -> Priority {
         Priority {
+            lb: ClusterLbConfig::RoundRobin,
             configs: Vec::new(),
             children: Vec::new(),
             selected: None,
         }
     }
 
-    /// Applies a new priority list (the caller runs [`Priority::refresh`] once every cluster is updated).
+    /// Applies a new priority list under the cluster's policy `lb` (the caller runs [`Priority::refresh`]
+    /// once every cluster is updated). Children of another policy are dropped (recreated by the selection).
     pub(crate) fn update(
         &mut self,
+        lb: ClusterLbConfig,
         configs: Vec<PriorityConfig>,
         subs: &mut Subchannels,
         now: Instant,
     ) {
+        self.lb = lb;
+        for slot in &mut self.children {
+            if slot.as_ref().is_some_and(|c| !c.target.runs(lb)) {
+                *slot = None;
+            }
+        }
         self.children.truncate(configs.len());
         self.children.resize_with(configs.len(), || None);
         for (child, config) in self.children.iter_mut().zip(&configs) {
@@ -106,7 +183,7 @@ impl Priority {
             if child.failover_at.is_some_and(|t| t <= now) {
                 child.failover_at = None;
             }
-            let state = child.target.refresh(subs);
+            let state = child.target.refresh(subs, now);
             child.set_state(state, now);
         }
         self.select(subs, now);
@@ -119,7 +196,7 @@ impl Priority {
             let child = match &mut self.children[p] {
                 Some(child) => child,
                 slot @ None => {
-                    let mut target = WeightedTarget::new();
+                    let mut target = ChildPolicy::new(self.lb);
                     target.update(&self.configs[p], subs, now);
                     let mut child = Child {
                         target,
@@ -128,7 +205,7 @@ impl Priority {
                         deactivated_at: None,
                         ready_or_idle_last: false,
                     };
-                    let state = child.target.refresh(subs);
+                    let state = child.target.refresh(subs, now);
                     child.set_state(state, now);
                     slot.insert(child)
                 }
@@ -165,6 +242,15 @@ impl Priority {
     /// The existing children (active or deactivated).
     pub(crate) fn children(&self) -> impl Iterator<Item = &Child> {
         self.children.iter().flatten()
+    }
+
+    /// Tells the ring_hash children that the channel asked the policy to leave IDLE.
+    pub(crate) fn exit_idle(&mut self) {
+        for child in self.children.iter_mut().flatten() {
+            if let ChildPolicy::RingHash(ring) = &mut child.target {
+                ring.exit_idle();
+            }
+        }
     }
 
     /// The next failover timer or end of a deactivated child's retention.

@@ -111,9 +111,4 @@ impl WeightedTarget {
             .filter(|l| !l.subchannels.is_empty())
             .collect()
     }
-
-    /// Whether any locality has an address.
-    pub(crate) fn has_addresses(&self) -> bool {
-        self.addresses().next().is_some()
-    }
 }

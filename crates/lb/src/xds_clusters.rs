@@ -1,5 +1,6 @@
 //! The xDS cluster manager (`beyond-a6.md` §6, gRFCs A28 and A31): one child per cluster name, each a
-//! priority policy (`priority.rs`) over weighted targets of round_robin localities, all sharing the
+//! priority policy (`priority.rs`) over weighted targets of round_robin localities or over ring_hash
+//! children (A42, `ring_hash.rs`), as the cluster's `lb_policy` says, all sharing the
 //! policy's subchannel table: one subchannel per distinct address across every cluster, priority and
 //! locality, so two clusters with a common endpoint share its connection.
 //!
@@ -27,7 +28,7 @@ use grpc_base::Address;
 
 use crate::cluster_picker::{CallCounter, ClusterPick, ClusterPickerSpec};
 use crate::picker::PickerSpec;
-use crate::priority::Priority;
+use crate::priority::{ChildPolicy, Priority};
 use crate::state::ConnectivityState;
 use crate::subchannel::{LbAction, SubchannelId, Subchannels, TimerEvent};
 use crate::xds_config::{DropOverload, XdsClustersConfig};
@@ -78,7 +79,9 @@ impl XdsClusters {
                 in_flight: CallCounter::default(),
                 reported: ConnectivityState::Connecting,
             });
-            cluster.priority.update(c.priorities, &mut self.subs, now);
+            cluster
+                .priority
+                .update(c.lb, c.priorities, &mut self.subs, now);
             cluster.drops = c.drop_overloads;
             cluster.max_requests = c.max_requests;
             cluster.failure = c.failure;
@@ -89,7 +92,12 @@ impl XdsClusters {
     /// The address list of a resolver: not used by this policy (its addresses come with the clusters).
     pub(crate) fn update(&mut self, _addresses: Vec<Address>, _now: Instant) {}
 
+    /// Leaves IDLE: ring_hash children connect an endpoint if none is connecting or connected (round_robin
+    /// children connect every endpoint anyway).
     pub(crate) fn exit_idle(&mut self, now: Instant) {
+        for c in self.clusters.values_mut() {
+            c.priority.exit_idle();
+        }
         self.refresh(now);
     }
 
@@ -139,14 +147,17 @@ impl XdsClusters {
     }
 
     /// Drops the subchannels no child uses any more (their cluster, priority or locality is gone); connects
-    /// the IDLE ones (new, backoff over, connection lost), since round_robin keeps every backend connected;
-    /// reruns each cluster's priorities (which may create children, with their subchannels connecting);
+    /// the IDLE ones (new, backoff over, connection lost) of round_robin children, since round_robin keeps
+    /// every backend connected (ring_hash children connect theirs as picks and their rules ask); reruns
+    /// each cluster's priorities (which may create children, with their subchannels connecting);
     /// publishes the picker if it changed.
     fn refresh(&mut self, now: Instant) {
-        let used: HashSet<&Address> = self
-            .clusters
-            .values()
-            .flat_map(|c| c.priority.children())
+        let children = || self.clusters.values().flat_map(|c| c.priority.children());
+        let used: HashSet<&Address> = children()
+            .flat_map(|child| child.target.addresses())
+            .collect();
+        let eager: HashSet<&Address> = children()
+            .filter(|child| matches!(child.target, ChildPolicy::RoundRobin(_)))
             .flat_map(|child| child.target.addresses())
             .collect();
         let stale: Vec<SubchannelId> = self
@@ -161,7 +172,7 @@ impl XdsClusters {
         let idle: Vec<SubchannelId> = self
             .subs
             .iter()
-            .filter(|s| s.state == ConnectivityState::Idle)
+            .filter(|s| s.state == ConnectivityState::Idle && eager.contains(&s.addr))
             .map(|s| s.id)
             .collect();
         for id in idle {
@@ -223,8 +234,21 @@ fn cluster_pick(name: &str, c: &Cluster, subs: &Subchannels) -> (ConnectivitySta
             )),
         );
     };
+    let target = match &child.target {
+        ChildPolicy::RingHash(ring) if child.target.has_addresses() => {
+            let failure = format!(
+                "cluster {name}: ring_hash: failed to connect to all endpoints of priority {p}; last error: {}",
+                subs.last_error.as_deref().unwrap_or("none")
+            );
+            return (child.state, ClusterPick::Ring(ring.pick_spec(failure)));
+        }
+        ChildPolicy::RingHash(_) => None,
+        ChildPolicy::RoundRobin(target) => Some(target),
+    };
     let pick = match child.state {
-        ConnectivityState::Ready => ClusterPick::Ready(child.target.ready(subs)),
+        ConnectivityState::Ready => {
+            ClusterPick::Ready(target.map(|t| t.ready(subs)).unwrap_or_default())
+        }
         ConnectivityState::Idle => ClusterPick::Idle,
         ConnectivityState::Connecting => ClusterPick::Queue,
         ConnectivityState::TransientFailure | ConnectivityState::Shutdown => {

@@ -1,6 +1,8 @@
 //! The configuration of the xDS cluster manager policy ([`crate::PolicyConfig::XdsClusterManager`]): per
 //! cluster, its priorities (gRFC A56, `beyond-a6.md` §11), each a list of weighted localities (§12) with
-//! their endpoint addresses, and the cluster's EDS `drop_overloads` and circuit-breaking limit (A32, §8).
+//! their endpoint addresses (and endpoint weights), the cluster's EDS `drop_overloads` and circuit-breaking
+//! limit (A32, §8), and its load-balancing policy: round_robin under weighted localities, or ring_hash
+//! (A42, §10) over every endpoint of a priority.
 //!
 //! This is what the xDS resolver derives from CDS and EDS resources; decoding and validating those
 //! resources is not done here. The types cannot hold a zero locality weight (xDS drops 0-weight localities
@@ -34,6 +36,8 @@ pub struct ClusterConfig {
     /// The most calls in flight at once ([`DEFAULT_MAX_REQUESTS`] unless the cluster's DEFAULT threshold
     /// sets `max_requests`); more are dropped with "circuit breaker drop".
     pub max_requests: u32,
+    /// How each priority balances its endpoints.
+    pub lb: ClusterLbConfig,
     /// Why the cluster cannot take calls (it does not exist, or is of a kind the channel does not
     /// support): its calls fail with this message, whatever its priorities.
     pub failure: Option<String>,
@@ -46,9 +50,27 @@ impl ClusterConfig {
             priorities,
             drop_overloads: Vec::new(),
             max_requests: DEFAULT_MAX_REQUESTS,
+            lb: ClusterLbConfig::RoundRobin,
             failure: None,
         }
     }
+}
+
+/// A cluster's load-balancing policy (its CDS `lb_policy`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ClusterLbConfig {
+    /// `ROUND_ROBIN`: weighted_target over the localities, round_robin within each (A28).
+    #[default]
+    RoundRobin,
+    /// `RING_HASH` (A42): one ring over all the priority's endpoints, each weighted by its locality's weight
+    /// times its own; the ring has between `min_ring_size` and `max_ring_size` entries, both capped at
+    /// [`crate::RING_SIZE_CAP`].
+    RingHash {
+        /// The smallest ring.
+        min_ring_size: u64,
+        /// The largest ring.
+        max_ring_size: u64,
+    },
 }
 
 /// One priority: localities under a weighted target.
@@ -58,7 +80,7 @@ pub struct PriorityConfig {
     pub localities: Vec<LocalityConfig>,
 }
 
-/// One locality: its endpoints under round_robin, and its weight among the priority's localities.
+/// One locality: its endpoints (under round_robin, or in the priority's ring), and its weight among the priority's localities.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LocalityConfig {
     /// The locality's name (region/zone/sub-zone, as the resolver writes it): a locality keeps its state
@@ -68,6 +90,20 @@ pub struct LocalityConfig {
     pub weight: NonZeroU32,
     /// Its endpoints.
     pub addresses: Vec<Address>,
+    /// The endpoints' load-balancing weights, in the order of `addresses` (ring_hash uses them, A42); an
+    /// endpoint without one (the list is shorter) or with 0 weighs 1.
+    pub endpoint_weights: Vec<u32>,
+}
+
+impl LocalityConfig {
+    /// The weight of the endpoint at `index` in `addresses` (1 unless set).
+    pub fn endpoint_weight(&self, index: usize) -> u32 {
+        self.endpoint_weights
+            .get(index)
+            .copied()
+            .filter(|w| *w > 0)
+            .unwrap_or(1)
+    }
 }
 
 /// One EDS `drop_overloads` entry.

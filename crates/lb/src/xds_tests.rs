@@ -23,6 +23,7 @@ fn locality(name: &str, weight: u32, addrs: &[u8]) -> LocalityConfig {
         name: name.to_owned(),
         weight: NonZeroU32::new(weight).expect("a weight > 0"),
         addresses: addrs.iter().map(|n| v4(*n)).collect(),
+        endpoint_weights: Vec::new(),
     }
 }
 
@@ -163,6 +164,7 @@ fn show(spec: &PickerSpec) -> String {
                 ClusterPick::Idle => "idle".to_owned(),
                 ClusterPick::Queue => "queue".to_owned(),
                 ClusterPick::Fail(_) => "fail".to_owned(),
+                ClusterPick::Ring(ring) => format!("ring of {}", ring.endpoints().len()),
                 ClusterPick::Ready(localities) => {
                     let ls: Vec<String> = localities
                         .iter()
@@ -189,6 +191,7 @@ fn pick(p: &Picker<u64>, cluster: &str) -> PickResult<u64> {
         method: "/a.B/C",
         avoid: &[],
         cluster: Some(cluster),
+        hash: None,
     })
 }
 
@@ -384,6 +387,7 @@ fn the_avoid_hint_steers_picks_within_the_locality() {
             method: "/a.B/C",
             avoid: &avoid,
             cluster: Some("a"),
+            hash: None,
         }) {
             PickResult::Pick { handle, addr, .. } => assert_eq!((handle, addr), (1, v4(2))),
             other => panic!("{other:?}"),

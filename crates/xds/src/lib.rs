@@ -38,8 +38,8 @@ pub use resource::{
     LoadReporting, LocalityEndpoints, LocalityId, Priority,
 };
 pub use routing::{
-    call_header, capped_deadline, choose_cluster, route_call, route_matches, HeaderView,
-    RouteOutcome, Routed,
+    call_header, capped_deadline, choose_cluster, request_hash, route_call, route_matches,
+    HeaderView, RouteOutcome, Routed,
 };
 pub use vhost::{choose_virtual_host, validate_domain};
 

@@ -9,8 +9,14 @@
 //! `application/grpc`. Randomness (the fraction draw in [0, 10^6), the weighted draw in [0, total)) comes
 //! from an injected [`Rng`], drawn only when a route has a fraction or a weighted cluster list.
 //!
-//! Not here: choosing the virtual host ([`crate::choose_virtual_host`]), computing a request hash from
-//! the hash policies, cluster reference counting and the config selector's life cycle, and turning the
+//! [`request_hash`] computes A42's request hash from the chosen route's hash policies (`beyond-a6.md` §10):
+//! a header's value (the same view as matching, repeated values joined by `,`, then the policy's regex
+//! rewrite) hashed with XXH64 (seed 0), or the channel's random id for `filter_state`
+//! `io.grpc.channel_id`; each producing policy folds in as `h = rotl(h, 1) ^ p`, and a `terminal` policy
+//! stops the walk once a hash exists.
+//!
+//! Not here: choosing the virtual host ([`crate::choose_virtual_host`]), the random hash of a call no
+//! policy gave one (the caller draws it), cluster reference counting and the config selector's life cycle, and turning the
 //! outcome into a status (the caller fails `NoRoute` and `NonForwarding` with UNAVAILABLE).
 
 use std::borrow::Cow;
@@ -18,7 +24,9 @@ use std::time::{Duration, Instant};
 
 use grpc_base::Rng;
 
-use crate::resource::{HashPolicy, RetryPolicy, Route, RouteAction, RouteMatcher, VirtualHost};
+use crate::resource::{
+    HashPolicy, HashPolicyKind, RetryPolicy, Route, RouteAction, RouteMatcher, VirtualHost,
+};
 
 /// The call's headers as routing sees them: application metadata by lower-case name.
 pub trait HeaderView {
@@ -182,6 +190,35 @@ pub fn capped_deadline(
         (Some(a), Some(c)) => Some(a.min(c)),
         (a, c) => a.or(c),
     }
+}
+
+/// A42's request hash of a call with `headers` under a route's hash `policies`, `channel_id` being the
+/// channel's random identifier; `None` when no policy produced a hash (the caller then uses a random one).
+pub fn request_hash<H: HeaderView + ?Sized>(
+    policies: &[HashPolicy],
+    headers: &H,
+    channel_id: u64,
+) -> Option<u64> {
+    let mut hash: Option<u64> = None;
+    for policy in policies {
+        let produced = match &policy.kind {
+            HashPolicyKind::Header { name, rewrite } => call_header(headers, name).map(|value| {
+                let hashed = |v: &str| xxhash_rust::xxh64::xxh64(v.as_bytes(), 0);
+                match rewrite {
+                    Some(r) => hashed(&r.apply(&value)),
+                    None => hashed(&value),
+                }
+            }),
+            HashPolicyKind::ChannelId => Some(channel_id),
+        };
+        if let Some(p) = produced {
+            hash = Some(hash.map_or(p, |h| h.rotate_left(1) ^ p));
+        }
+        if policy.terminal && hash.is_some() {
+            break;
+        }
+    }
+    hash
 }
 
 #[cfg(test)]

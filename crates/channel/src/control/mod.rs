@@ -318,6 +318,7 @@ impl ControlPlane {
                 method,
                 avoid,
                 cluster: cluster.map(|c| &*c.cluster),
+                hash: cluster.and_then(|c| c.hash),
             })
         };
         match picked {
@@ -362,7 +363,9 @@ impl ControlPlane {
     }
 
     /// Leaves IDLE and waits until the channel is READY (`Ok`) or in TRANSIENT_FAILURE or SHUTDOWN (the
-    /// error): for channels whose picks need a call's route (xDS), where a pick cannot say it.
+    /// error): for channels whose picks need a call's route (xDS), where a pick cannot say it. Each time
+    /// the channel is IDLE it is asked to leave it again: a policy may come up IDLE after the first ask
+    /// (ring_hash clusters connect only when asked, and the first ask may come before the resolution).
     pub(crate) async fn ready_by_state(&self, target: &Target) -> Result<(), Status> {
         self.connect();
         loop {
@@ -377,7 +380,11 @@ impl ControlPlane {
                 ConnectivityState::Shutdown => {
                     return Err(Status::unavailable("the channel is shut down"))
                 }
-                _ => {
+                ConnectivityState::Idle => {
+                    self.connect();
+                    self.wait_for_state_change(from).await;
+                }
+                ConnectivityState::Connecting => {
                     self.wait_for_state_change(from).await;
                 }
             }
@@ -411,6 +418,7 @@ impl ControlPlane {
                     method,
                     avoid,
                     cluster: cluster.map(|c| &*c.cluster),
+                    hash: cluster.and_then(|c| c.hash),
                 }),
                 false => PickResult::Queue { exit_idle: false },
             };

@@ -20,23 +20,29 @@
 //! likewise. A Cluster that does not exist, or is not an EDS cluster, fails the calls routed to it. Control
 //! plane errors never reach calls as their own codes: every failure is UNAVAILABLE.
 //!
-//! Not here: aggregate and LOGICAL_DNS clusters, ring_hash and least_request (their clusters fail calls
-//! with a message saying so), circuit-breaker counters shared across channels, load reporting.
+//! Clusters run ROUND_ROBIN or RING_HASH (A42): a ring_hash cluster's config carries its ring sizes and
+//! every endpoint's weight, and the router gives each call a request hash from its route's hash policies
+//! (`grpc_xds::request_hash`, with a random id per channel for `io.grpc.channel_id`), or a random one when
+//! they produce none; the hash is fixed for the call's attempts.
+//!
+//! Not here: aggregate and LOGICAL_DNS clusters, least_request (its clusters fail calls with a message
+//! saying so), circuit-breaker counters shared across channels, load reporting.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use grpc_lb::{
-    Address, ClusterConfig, DropOverload, LocalityConfig, PriorityConfig, XdsClustersConfig,
+    Address, ClusterConfig, ClusterLbConfig, DropOverload, LocalityConfig, PriorityConfig,
+    XdsClustersConfig,
 };
-use grpc_retry::SplitMix64;
+use grpc_retry::{Rng, SplitMix64};
 use grpc_service_config::{MethodConfig, ParseOptions, ServiceConfig};
 use grpc_xds::resource::{
     ClusterKind, ClusterLb, Endpoints, Listener, Resource, ResourceType, RetryPolicy, RouteAction,
     RouteConfig, RouteSource, VirtualHost,
 };
-use grpc_xds::{route_call, Bootstrap, RouteOutcome};
+use grpc_xds::{request_hash, route_call, Bootstrap, RouteOutcome};
 use parking_lot::Mutex;
 use tokio::sync::{watch, Notify};
 
@@ -96,6 +102,8 @@ struct Watches {
     route: Option<(String, ResourceWatch)>,
     clusters: BTreeMap<String, ResourceWatch>,
     endpoints: BTreeMap<String, ResourceWatch>,
+    /// The channel's random id (A42's `filter_state` key `io.grpc.channel_id`), the same in every router.
+    channel_id: u64,
 }
 
 impl Watches {
@@ -181,6 +189,7 @@ async fn run(
         route: None,
         clusters: BTreeMap::new(),
         endpoints: BTreeMap::new(),
+        channel_id: SplitMix64::new(time_seed() ^ (Arc::as_ptr(&notify) as u64)).next_u64(),
     };
     let mut last: Option<Arc<Routing>> = None;
     let mut generation = 0u64;
@@ -288,8 +297,8 @@ fn evaluate(w: &mut Watches, listener_name: &str, authority: &str) -> Outcome {
                 pending = true;
                 continue;
             }
-            Ok(Some(Resource::Cluster(cluster))) => match (&cluster.kind, &cluster.lb_policy) {
-                (ClusterKind::Eds { service_name }, ClusterLb::RoundRobin) => {
+            Ok(Some(Resource::Cluster(cluster))) => match (&cluster.kind, lb_config(&cluster.lb_policy)) {
+                (ClusterKind::Eds { service_name }, Some(lb)) => {
                     let eds = service_name.clone().unwrap_or_else(|| name.clone());
                     eds_wanted.insert(eds.clone());
                     match w.endpoints.get(&eds).map(ResourceWatch::state) {
@@ -304,14 +313,15 @@ fn evaluate(w: &mut Watches, listener_name: &str, authority: &str) -> Outcome {
                                 continue;
                             }
                             Ok(Some(Resource::Endpoints(e))) => {
-                                cluster_config(e, cluster.max_requests)
+                                cluster_config(e, cluster.max_requests, lb)
                             }
                             Ok(Some(_)) => failing_cluster("not an endpoint assignment"),
                         },
                     }
                 }
-                (kind, lb) => failing_cluster(&format!(
-                    "xDS cluster {name:?} is not supported yet ({kind:?}, {lb:?}): EDS clusters under ROUND_ROBIN only"
+                (kind, _) => failing_cluster(&format!(
+                    "xDS cluster {name:?} is not supported yet ({kind:?}, {:?}): EDS clusters under ROUND_ROBIN or RING_HASH only",
+                    cluster.lb_policy
                 )),
             },
             Ok(Some(_)) => failing_cluster("not a cluster"),
@@ -338,7 +348,7 @@ fn evaluate(w: &mut Watches, listener_name: &str, authority: &str) -> Outcome {
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
-    let router = XdsRouter::new(vhost, listener.max_stream_duration);
+    let router = XdsRouter::new(vhost, listener.max_stream_duration, w.channel_id);
     Outcome::Ready(XdsClustersConfig { clusters }, Box::new(router), endpoints)
 }
 
@@ -386,9 +396,24 @@ fn failing_cluster(message: &str) -> ClusterConfig {
     config
 }
 
+/// The cluster manager's policy for a cluster's `lb_policy`, if it has one.
+fn lb_config(lb: &ClusterLb) -> Option<ClusterLbConfig> {
+    match lb {
+        ClusterLb::RoundRobin => Some(ClusterLbConfig::RoundRobin),
+        ClusterLb::RingHash {
+            min_ring_size,
+            max_ring_size,
+        } => Some(ClusterLbConfig::RingHash {
+            min_ring_size: *min_ring_size,
+            max_ring_size: *max_ring_size,
+        }),
+        _ => None,
+    }
+}
+
 /// The cluster manager's view of an EDS cluster: its priorities of weighted localities, each endpoint by
-/// its first address.
-fn cluster_config(endpoints: &Endpoints, max_requests: u32) -> ClusterConfig {
+/// its first address with its weight, under the cluster's policy.
+fn cluster_config(endpoints: &Endpoints, max_requests: u32, lb: ClusterLbConfig) -> ClusterConfig {
     let priorities = endpoints
         .priorities
         .iter()
@@ -407,12 +432,19 @@ fn cluster_config(endpoints: &Endpoints, max_requests: u32) -> ClusterConfig {
                         .iter()
                         .filter_map(|e| e.addresses.first().cloned())
                         .collect(),
+                    endpoint_weights: l
+                        .endpoints
+                        .iter()
+                        .filter(|e| !e.addresses.is_empty())
+                        .map(|e| e.weight.get())
+                        .collect(),
                 })
                 .collect(),
         })
         .collect();
     let mut config = ClusterConfig::new(priorities);
     config.max_requests = max_requests;
+    config.lb = lb;
     config.drop_overloads = endpoints
         .drop_overloads
         .iter()
@@ -433,6 +465,8 @@ struct XdsRouter {
     /// Per route: what telemetry calls it (its name, else `virtual host name/index`).
     labels: Vec<Arc<str>>,
     rng: Mutex<SplitMix64>,
+    /// The channel's random id, for the `io.grpc.channel_id` hash policy.
+    channel_id: u64,
     /// Once published: a reference to each cluster the routes name, shared by the calls routed to it.
     holds: BTreeMap<String, Arc<ClusterRef>>,
 }
@@ -450,7 +484,11 @@ impl std::fmt::Debug for XdsRouter {
 }
 
 impl XdsRouter {
-    fn new(vhost: VirtualHost, listener_max_stream_duration: Option<Duration>) -> XdsRouter {
+    fn new(
+        vhost: VirtualHost,
+        listener_max_stream_duration: Option<Duration>,
+        channel_id: u64,
+    ) -> XdsRouter {
         let methods = vhost
             .routes
             .iter()
@@ -464,16 +502,13 @@ impl XdsRouter {
                 name => Arc::from(name),
             })
             .collect();
-        let seed = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0x5eed);
         XdsRouter {
             vhost,
             listener_max_stream_duration,
             methods,
             labels,
-            rng: Mutex::new(SplitMix64::new(seed)),
+            rng: Mutex::new(SplitMix64::new(time_seed() ^ channel_id)),
+            channel_id,
             holds: BTreeMap::new(),
         }
     }
@@ -507,6 +542,11 @@ impl Router for XdsRouter {
             &mut *rng,
         ) {
             RouteOutcome::Routed(r) => Ok(Routed {
+                // A42: the route's hash, else a random one; the call keeps it for all its attempts.
+                hash: Some(
+                    request_hash(r.hash_policies, headers.as_slice(), self.channel_id)
+                        .unwrap_or_else(|| rng.next_u64()),
+                ),
                 hold: self.holds.get(r.cluster).map(|h| h.clone() as ClusterHold),
                 route: self
                     .labels
@@ -525,6 +565,14 @@ impl Router for XdsRouter {
             ))),
         }
     }
+}
+
+/// A seed from the clock (nanoseconds since the epoch).
+fn time_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0x5eed)
 }
 
 /// A44: the route's retry policy as an A6 method config (through the service config's own parser).
@@ -564,4 +612,44 @@ pub(crate) fn starter(
         )?;
         Ok(Box::new(task) as ExternalTask)
     })
+}
+
+#[cfg(test)]
+mod hash_tests {
+    use super::*;
+    use interop::xds_resources::{
+        route_configuration, route_to_cluster, with_header_hash_policy, RouteMatchSpec,
+    };
+
+    fn router(route: envoy_types::pb::envoy::config::route::v3::Route) -> XdsRouter {
+        let rc = route_configuration("r", &["*"], vec![route]);
+        let parsed = grpc_xds::resource::parse_route_config(&rc).expect("valid routes");
+        let vhost = parsed.virtual_hosts.into_iter().next().expect("a vhost");
+        XdsRouter::new(vhost, None, 42)
+    }
+
+    fn hash(router: &XdsRouter, user: Option<&str>) -> Option<u64> {
+        let mut metadata = MetadataMap::new();
+        if let Some(user) = user {
+            metadata.append("x-user", user).expect("metadata");
+        }
+        router.route("/a.B/C", &metadata).expect("routed").hash
+    }
+
+    #[test]
+    fn a_call_gets_its_routes_hash_else_a_random_one() {
+        let hashed = router(with_header_hash_policy(
+            route_to_cluster(&RouteMatchSpec::any(), "c"),
+            "x-user",
+        ));
+        let alice = grpc_lb::xxh64(b"alice");
+        assert_eq!(hash(&hashed, Some("alice")), Some(alice));
+        assert_eq!(hash(&hashed, Some("alice")), Some(alice));
+        // No header: a random hash per call.
+        let (a, b) = (hash(&hashed, None), hash(&hashed, None));
+        assert!(a.is_some() && b.is_some() && a != b, "{a:?} {b:?}");
+        // Routes without hash policies: random too.
+        let plain = router(route_to_cluster(&RouteMatchSpec::any(), "c"));
+        assert_ne!(hash(&plain, Some("alice")), hash(&plain, Some("alice")));
+    }
 }

@@ -1,6 +1,7 @@
-//! Helpers of the xDS end-to-end tests (`xds_end_to_end.rs`): a management server, channels to
-//! `xds:///svc.test` with its bootstrap, publishing a Listener → RouteConfiguration → EDS clusters chain,
-//! and calls that report which backend answered.
+//! Helpers of the xDS end-to-end tests (`xds_end_to_end.rs`, `xds_ring_hash.rs`, ...): a management
+//! server, channels to `xds:///svc.test` with its bootstrap, publishing a Listener → RouteConfiguration →
+//! EDS clusters chain (round_robin, or a ring_hash cluster behind a header hash policy), and calls that
+//! report which backend answered.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -10,7 +11,8 @@ use std::time::Duration;
 use envoy_types::pb::envoy::config::route::v3::Route;
 use grpc_channel::{Channel, Request, Status};
 use interop::xds_resources::{
-    assignment, eds_cluster, named, rds_listener, route_configuration, type_url, LocalitySpec,
+    assignment, eds_cluster, named, rds_listener, ring_hash_cluster, route_configuration,
+    route_to_cluster, type_url, with_header_hash_policy, LocalitySpec, RouteMatchSpec,
 };
 use interop::xds_server::ManagementServer;
 use interop_proto::paths;
@@ -99,6 +101,27 @@ pub fn set_clusters(server: &ManagementServer, clusters: &[(&str, Vec<LocalitySp
             .collect(),
     );
     set_endpoints(server, clusters);
+}
+
+/// Publishes the Listener and a route of every call to the RING_HASH cluster `cluster` (rings of 1024 to
+/// 4096 entries), hashing calls by header `header`, and the cluster's endpoints.
+pub fn publish_ring_hash(
+    server: &ManagementServer,
+    header: &str,
+    cluster: &str,
+    localities: Vec<LocalitySpec>,
+) {
+    let route = with_header_hash_policy(route_to_cluster(&RouteMatchSpec::any(), cluster), header);
+    publish(server, &["*"], vec![route], &[]);
+    server.set(
+        type_url::CLUSTER,
+        vec![named(
+            cluster,
+            type_url::CLUSTER,
+            &ring_hash_cluster(cluster, 1024, 4096),
+        )],
+    );
+    set_endpoints(server, &[(cluster, localities)]);
 }
 
 /// Sets the EDS resources only.

@@ -464,3 +464,62 @@ fn from_a_listener_to_a_routed_call() {
     };
     assert!(no_wildcard.virtual_host("x").is_none());
 }
+
+fn header_policy(name: &str, rewrite: Option<(&str, &str)>, terminal: bool) -> HashPolicy {
+    HashPolicy {
+        kind: HashPolicyKind::Header {
+            name: name.to_owned(),
+            rewrite: rewrite
+                .map(|(p, s)| crate::resource::RegexRewrite::new(p, s).expect("a regex")),
+        },
+        terminal,
+    }
+}
+
+#[test]
+fn request_hash_from_headers_channel_id_rotate_xor_and_terminal() {
+    let xxh = |s: &str| xxhash_rust::xxh64::xxh64(s.as_bytes(), 0);
+    let headers: &[(&str, &str)] = &[("x-user", "alice"), ("x-tag", "a"), ("x-tag", "b")];
+    // One header: XXH64 of its value; repeated values joined by `,`.
+    let user = header_policy("x-user", None, false);
+    assert_eq!(
+        request_hash(std::slice::from_ref(&user), headers, 9),
+        Some(xxh("alice"))
+    );
+    let tag = header_policy("x-tag", None, false);
+    assert_eq!(
+        request_hash(std::slice::from_ref(&tag), headers, 9),
+        Some(xxh("a,b"))
+    );
+    // The rewrite applies to the value before hashing.
+    let rewritten = header_policy("x-user", Some(("^(.)l", "\\1L")), false);
+    assert_eq!(request_hash(&[rewritten], headers, 9), Some(xxh("aLice")));
+    // Absent headers (and `-bin` ones) produce nothing: no hash at all, or the others' hash.
+    let absent = header_policy("x-none", None, false);
+    assert_eq!(
+        request_hash(std::slice::from_ref(&absent), headers, 9),
+        None
+    );
+    assert_eq!(
+        request_hash(&[absent, user.clone()], headers, 9),
+        Some(xxh("alice"))
+    );
+    // Several: h = rotl(h, 1) ^ p, in order.
+    let both = request_hash(&[user.clone(), tag.clone()], headers, 9);
+    assert_eq!(both, Some(xxh("alice").rotate_left(1) ^ xxh("a,b")));
+    // The channel id is a policy like any other.
+    let id = HashPolicy {
+        kind: HashPolicyKind::ChannelId,
+        terminal: false,
+    };
+    assert_eq!(request_hash(std::slice::from_ref(&id), headers, 9), Some(9));
+    // A terminal policy that produced a hash ends the walk; one that produced none does not.
+    let terminal_user = header_policy("x-user", None, true);
+    assert_eq!(
+        request_hash(&[terminal_user, tag.clone()], headers, 9),
+        Some(xxh("alice"))
+    );
+    let terminal_absent = header_policy("x-none", None, true);
+    assert_eq!(request_hash(&[terminal_absent, id], headers, 9), Some(9));
+    assert_eq!(request_hash(&[], headers, 9), None);
+}

@@ -1,0 +1,383 @@
+//! ring_hash (gRFC A42 with A61's changes; `beyond-a6.md` §10) as the child of one xDS priority: a ring over
+//! every endpoint of the priority, over the policy's shared subchannels, and its picker.
+//!
+//! * **Ring**: each endpoint's weight (locality weight × endpoint weight) as a fraction of the total;
+//!   `scale = min(ceil(min_fraction × min_ring_size) / min_fraction, max_ring_size)`; walking the endpoints
+//!   in order, each adds entries while the running count is below the running target (`+= scale ×
+//!   fraction`), entry *i* of an endpoint hashing `"<ip:port>_<i>"` with XXH64, seed 0. Sorted by hash; a
+//!   request hash goes to the first entry whose hash is ≥ it, wrapping to the first. Both sizes are capped
+//!   at [`RING_SIZE_CAP`] (4096, grpc-go's and C-core's default local cap).
+//! * **Endpoints** behave as A61's per-endpoint pick_first children: they connect lazily (a pick that lands
+//!   on an IDLE one asks for it, see below), one that failed since it was last READY counts as
+//!   TRANSIENT_FAILURE until READY again and reconnects by itself when its backoff ends (A62's sticky
+//!   TRANSIENT_FAILURE), and a lost READY connection leaves it IDLE.
+//! * **Aggregate state**: any READY → READY; two or more TRANSIENT_FAILURE → TRANSIENT_FAILURE; any
+//!   CONNECTING → CONNECTING; one TRANSIENT_FAILURE among several endpoints → CONNECTING; any IDLE → IDLE;
+//!   else TRANSIENT_FAILURE (also without endpoints). **Proactive connect**: after every refresh, if the
+//!   aggregate is TRANSIENT_FAILURE or CONNECTING and no endpoint is CONNECTING, the first IDLE endpoint
+//!   connects (else ring_hash under priority never recovers, grpc-go #7363); likewise when the aggregate
+//!   is IDLE and the channel asked the policy to leave IDLE (`Channel::connect` and `ready` would else wait
+//!   for a call that never comes).
+//! * **Picker** ([`RingPick`]): from the request hash's entry, walk the ring: READY → pick it; IDLE → ask
+//!   for its connection and queue (`exit_idle`); CONNECTING → queue; TRANSIENT_FAILURE → the next entry.
+//!   All failed → fail with the priority's message. The picker records the IDLE endpoints it wants in a
+//!   list shared with the policy ([`ConnectRequests`]); the channel's `exit_idle` makes the policy connect
+//!   them (the picker itself stays a snapshot that starts nothing).
+//!
+//! Not here: A76's `hash_key` endpoint attribute and `requestHashHeader` (the ring keys on each endpoint's
+//! address, and the request hash comes from the xDS route), ring_hash as a top-level policy outside xDS,
+//! and the avoid hint (a call's hash, not its history, chooses its endpoint).
+
+use std::collections::HashSet;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use grpc_base::Address;
+
+use crate::picker::PickResult;
+use crate::round_robin::effective_state;
+use crate::state::ConnectivityState;
+use crate::subchannel::{SubchannelId, Subchannels};
+use crate::xds_config::PriorityConfig;
+
+/// The local cap on both ring sizes (grpc-go's `GRPC_RING_HASH_CAP` and C-core's channel argument default).
+pub const RING_SIZE_CAP: u64 = 4096;
+
+/// XXH64 with seed 0, the hash of A42's rings and request hashes.
+pub fn xxh64(bytes: &[u8]) -> u64 {
+    xxhash_rust::xxh64::xxh64(bytes, 0)
+}
+
+/// Builds a ring over endpoints given as (key, weight): sorted (hash, endpoint index) entries. Weights of 0
+/// count as 1; sizes are capped at [`RING_SIZE_CAP`] and `min` at `max`. Empty without endpoints.
+pub(crate) fn build_ring(endpoints: &[(String, u64)], min: u64, max: u64) -> Vec<(u64, usize)> {
+    if endpoints.is_empty() {
+        return Vec::new();
+    }
+    let max = max.clamp(1, RING_SIZE_CAP);
+    let min = min.clamp(1, max);
+    // Saturating: xDS bounds the weights (sums below 2^32 per locality and per priority), but a config
+    // from elsewhere may not.
+    let total = endpoints
+        .iter()
+        .fold(0u64, |sum, (_, w)| sum.saturating_add((*w).max(1)));
+    let fraction = |w: u64| w.max(1) as f64 / total as f64;
+    let min_fraction = endpoints
+        .iter()
+        .map(|(_, w)| fraction(*w))
+        .fold(f64::INFINITY, f64::min);
+    let scale = ((min_fraction * min as f64).ceil() / min_fraction).min(max as f64);
+    let mut ring = Vec::with_capacity(scale.ceil() as usize);
+    let (mut current, mut target) = (0.0f64, 0.0f64);
+    for (index, (key, weight)) in endpoints.iter().enumerate() {
+        target += scale * fraction(*weight);
+        let mut count = 0u64;
+        while current < target {
+            ring.push((xxh64(format!("{key}_{count}").as_bytes()), index));
+            count += 1;
+            current += 1.0;
+        }
+    }
+    ring.sort_unstable();
+    ring
+}
+
+/// The A42 aggregate of a ring's endpoint states (rules in the module docs).
+pub(crate) fn aggregate(states: &[ConnectivityState]) -> ConnectivityState {
+    let count = |s| states.iter().filter(|x| **x == s).count();
+    let failed = count(ConnectivityState::TransientFailure) + count(ConnectivityState::Shutdown);
+    if count(ConnectivityState::Ready) > 0 {
+        ConnectivityState::Ready
+    } else if failed >= 2 {
+        ConnectivityState::TransientFailure
+    } else if count(ConnectivityState::Connecting) > 0 || (failed == 1 && states.len() > 1) {
+        ConnectivityState::Connecting
+    } else if count(ConnectivityState::Idle) > 0 {
+        ConnectivityState::Idle
+    } else {
+        ConnectivityState::TransientFailure
+    }
+}
+
+/// The subchannels a ring's pickers want connected, shared by the ring child and its pickers. Two are
+/// equal when they are the same list.
+#[derive(Clone, Default)]
+pub(crate) struct ConnectRequests(Arc<Mutex<Vec<SubchannelId>>>);
+
+impl ConnectRequests {
+    fn push(&self, id: SubchannelId) {
+        let mut list = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if !list.contains(&id) {
+            list.push(id);
+        }
+    }
+
+    fn take(&self) -> Vec<SubchannelId> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+impl PartialEq for ConnectRequests {
+    fn eq(&self, other: &ConnectRequests) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for ConnectRequests {}
+
+/// The ring_hash child of one priority.
+pub(crate) struct RingHash {
+    min_ring_size: u64,
+    max_ring_size: u64,
+    /// The endpoints (first occurrence of each address) with their subchannels and weights.
+    endpoints: Vec<(SubchannelId, Address, u64)>,
+    ring: Arc<[(u64, usize)]>,
+    requests: ConnectRequests,
+    /// The endpoints' states at the last refresh.
+    states: Vec<ConnectivityState>,
+    /// The policy was asked to leave IDLE (`exit_idle`) since the last refresh.
+    woken: bool,
+}
+
+impl RingHash {
+    pub(crate) fn new(min_ring_size: u64, max_ring_size: u64) -> RingHash {
+        RingHash {
+            min_ring_size,
+            max_ring_size,
+            endpoints: Vec::new(),
+            ring: Arc::from(Vec::new()),
+            requests: ConnectRequests::default(),
+            states: Vec::new(),
+            woken: false,
+        }
+    }
+
+    /// The channel asked the policy to leave IDLE (`Channel::connect`, a queued pick): the next refresh
+    /// connects the first IDLE endpoint if none is READY or CONNECTING (after the picks' own requests), so
+    /// that a channel waiting to be READY gets there without a call.
+    pub(crate) fn exit_idle(&mut self) {
+        self.woken = true;
+    }
+
+    /// Whether this child was built for these ring sizes.
+    pub(crate) fn has_sizes(&self, min_ring_size: u64, max_ring_size: u64) -> bool {
+        (self.min_ring_size, self.max_ring_size) == (min_ring_size, max_ring_size)
+    }
+
+    /// Applies the priority's endpoints: each address gets a subchannel (shared with any other user of the
+    /// address) that is not connected here; the ring is rebuilt when the endpoints or weights changed.
+    pub(crate) fn update(&mut self, config: &PriorityConfig, subs: &mut Subchannels) {
+        let mut seen = HashSet::new();
+        let mut endpoints = Vec::new();
+        for l in &config.localities {
+            for (i, a) in l.addresses.iter().enumerate() {
+                if seen.insert(a) {
+                    let id = subs.find(a).unwrap_or_else(|| subs.add(a.clone()));
+                    let weight = u64::from(l.weight.get()) * u64::from(l.endpoint_weight(i));
+                    endpoints.push((id, a.clone(), weight));
+                }
+            }
+        }
+        let same = endpoints.len() == self.endpoints.len()
+            && endpoints
+                .iter()
+                .zip(&self.endpoints)
+                .all(|((_, a, w), (_, b, v))| a == b && w == v);
+        if !same {
+            let keys: Vec<(String, u64)> = endpoints
+                .iter()
+                .map(|(_, a, w)| (a.to_string(), *w))
+                .collect();
+            self.ring = Arc::from(build_ring(&keys, self.min_ring_size, self.max_ring_size));
+        }
+        self.endpoints = endpoints;
+    }
+
+    /// Every endpoint's address.
+    pub(crate) fn addresses(&self) -> impl Iterator<Item = &Address> {
+        self.endpoints.iter().map(|(_, a, _)| a)
+    }
+
+    /// Connects what pickers asked for and the failed endpoints whose backoff ended, recomputes the
+    /// endpoints' states, connects one IDLE endpoint if the rules say so, and returns the aggregate.
+    pub(crate) fn refresh(&mut self, subs: &mut Subchannels, now: Instant) -> ConnectivityState {
+        for id in self.requests.take() {
+            if self.endpoints.iter().any(|(e, _, _)| *e == id) {
+                subs.connect(id, now);
+            }
+        }
+        for (id, _, _) in &self.endpoints {
+            let retry = subs
+                .get(*id)
+                .is_some_and(|s| s.failed_since_ready && s.state == ConnectivityState::Idle);
+            if retry {
+                subs.connect(*id, now);
+            }
+        }
+        self.states = self.states(subs);
+        let state = aggregate(&self.states);
+        let connecting = self.states.contains(&ConnectivityState::Connecting);
+        let woken = std::mem::take(&mut self.woken);
+        let wanted = match state {
+            ConnectivityState::TransientFailure | ConnectivityState::Connecting => true,
+            ConnectivityState::Idle => woken,
+            ConnectivityState::Ready | ConnectivityState::Shutdown => false,
+        };
+        if wanted && !connecting {
+            let idle = self
+                .endpoints
+                .iter()
+                .zip(&self.states)
+                .find(|(_, s)| **s == ConnectivityState::Idle)
+                .map(|((id, _, _), _)| *id);
+            if let Some(id) = idle {
+                subs.connect(id, now);
+                self.states = self.states(subs);
+                return aggregate(&self.states);
+            }
+        }
+        state
+    }
+
+    fn states(&self, subs: &Subchannels) -> Vec<ConnectivityState> {
+        self.endpoints
+            .iter()
+            .map(|(id, _, _)| effective_state(subs, *id))
+            .collect()
+    }
+
+    /// The picker's view: the ring and each endpoint's state at the last refresh; `failure` is the message
+    /// of a pick that finds every endpoint failed.
+    pub(crate) fn pick_spec(&self, failure: String) -> RingPick {
+        RingPick {
+            ring: self.ring.clone(),
+            endpoints: self
+                .endpoints
+                .iter()
+                .zip(&self.states)
+                .map(|((id, a, _), s)| (*id, a.clone(), *s))
+                .collect(),
+            requests: self.requests.clone(),
+            failure,
+        }
+    }
+}
+
+/// What picks for a ring_hash priority do: the ring, its endpoints' states, and where to record the IDLE
+/// endpoints a pick wants connected.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RingPick {
+    ring: Arc<[(u64, usize)]>,
+    endpoints: Vec<(SubchannelId, Address, ConnectivityState)>,
+    requests: ConnectRequests,
+    failure: String,
+}
+
+impl RingPick {
+    /// The endpoints (in the cluster's order) with their subchannels and states.
+    pub fn endpoints(&self) -> &[(SubchannelId, Address, ConnectivityState)] {
+        &self.endpoints
+    }
+
+    /// How many entries the ring has.
+    pub fn ring_size(&self) -> usize {
+        self.ring.len()
+    }
+
+    /// How many ring entries each endpoint has.
+    #[cfg(test)]
+    pub(crate) fn entry_counts(&self) -> Vec<usize> {
+        let mut counts = vec![0; self.endpoints.len()];
+        for (_, e) in self.ring.iter() {
+            counts[*e] += 1;
+        }
+        counts
+    }
+}
+
+impl fmt::Debug for RingPick {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RingPick")
+            .field("ring_size", &self.ring.len())
+            .field("endpoints", &self.endpoints)
+            .field("failure", &self.failure)
+            .finish()
+    }
+}
+
+/// A ring picker with connection handles.
+pub(crate) struct RingPicker<T> {
+    ring: Arc<[(u64, usize)]>,
+    /// Per endpoint: its subchannel, address, state, and handle when READY.
+    endpoints: Vec<(SubchannelId, Address, ConnectivityState, Option<T>)>,
+    requests: ConnectRequests,
+    failure: String,
+}
+
+impl<T> RingPicker<T> {
+    pub(crate) fn new(
+        spec: &RingPick,
+        handle: &impl Fn(SubchannelId) -> Option<T>,
+    ) -> RingPicker<T> {
+        RingPicker {
+            ring: spec.ring.clone(),
+            endpoints: spec
+                .endpoints
+                .iter()
+                .map(|(id, a, s)| {
+                    let h = (*s == ConnectivityState::Ready)
+                        .then(|| handle(*id))
+                        .flatten();
+                    (*id, a.clone(), *s, h)
+                })
+                .collect(),
+            requests: spec.requests.clone(),
+            failure: spec.failure.clone(),
+        }
+    }
+
+    /// The READY endpoints' addresses.
+    pub(crate) fn ready_addresses(&self) -> impl Iterator<Item = &Address> {
+        self.endpoints
+            .iter()
+            .filter(|e| e.3.is_some())
+            .map(|e| &e.1)
+    }
+}
+
+impl<T: Clone> RingPicker<T> {
+    /// The walk from the entry of `hash` (module docs). A pick carries no in-flight claim (the caller adds
+    /// it).
+    pub(crate) fn pick(&self, hash: u64) -> PickResult<T> {
+        let n = self.ring.len();
+        let start = self.ring.partition_point(|(h, _)| *h < hash);
+        for k in 0..n {
+            let Some((_, e)) = self.ring.get((start + k) % n) else {
+                break;
+            };
+            let Some((id, addr, state, handle)) = self.endpoints.get(*e) else {
+                continue;
+            };
+            match state {
+                ConnectivityState::Ready => {
+                    return match handle {
+                        Some(h) => PickResult::Pick {
+                            handle: h.clone(),
+                            addr: addr.clone(),
+                            guard: None,
+                        },
+                        None => PickResult::Queue { exit_idle: false },
+                    }
+                }
+                ConnectivityState::Idle => {
+                    self.requests.push(*id);
+                    return PickResult::Queue { exit_idle: true };
+                }
+                ConnectivityState::Connecting => return PickResult::Queue { exit_idle: false },
+                ConnectivityState::TransientFailure | ConnectivityState::Shutdown => {}
+            }
+        }
+        PickResult::Fail(self.failure.clone())
+    }
+}
