@@ -17,8 +17,9 @@
 //!   `grpc_proxy=http://127.0.0.1:PORT` in its environment (the no-proxy variables removed), as any
 //!   application picks up a proxy: every connection goes through an HTTP CONNECT tunnel (gRFC A1). After
 //!   the run, tinyproxy's log must show at least one CONNECT to the server's port, or the xtask fails.
-//!   With `--xds` (not with `--tls` or `--proxy`), the binaries are built with the interop crate's feature
-//!   `xds-server`, and `xds-control-plane` is started on a free loopback port with the server as the one
+//!   The binaries are always built with the interop crate's feature `xds-server` (one release build for
+//!   every interop and chaos run). With `--xds` (not with `--tls` or `--proxy`), `xds-control-plane` is
+//!   started on a free loopback port with the server as the one
 //!   backend of `xds:///svc.test` (Listener → RouteConfiguration → EDS cluster), writing its bootstrap to
 //!   `target/interop-xds/bootstrap-PEER.json`; the client runs with `--target=xds:///svc.test` and
 //!   `GRPC_XDS_BOOTSTRAP` naming that file, as any gRPC application finds its control plane. After the
@@ -104,6 +105,10 @@ fn run(cmd: &mut Command, what: &str) -> Result<(), String> {
         Err(format!("{what} failed ({status})"))
     }
 }
+
+/// The features of every release build of the interop crate alone (interop, chaos): the same set each
+/// time, so they share one build.
+const INTEROP_FEATURES: &[&str] = &["interop/xds-server"];
 
 /// Builds the binaries of `packages` in release mode, with these `features` (`package/feature`).
 fn build_release(packages: &[&str], features: &[&str], what: &str) -> Result<(), String> {
@@ -194,15 +199,13 @@ fn interop(args: &[String]) -> Result<bool, String> {
     if xds && (tls || proxy) {
         return Err("--xds does not combine with --tls or --proxy".to_owned());
     }
-    if xds {
-        build_release(
-            &["interop"],
-            &["interop/xds-server"],
-            "the interop binaries and xds-control-plane",
-        )?;
-    } else {
-        build_release(&["interop"], &[], "the interop binaries")?;
-    }
+    // Every run builds the interop binaries with xds-control-plane: one release build serves every
+    // interop and chaos run (a build without the feature would be a second one, with tonic's server).
+    build_release(
+        &["interop"],
+        INTEROP_FEATURES,
+        "the interop binaries and xds-control-plane",
+    )?;
     let bin = target_dir().join("release");
     let tls_dir = target_dir().join("interop-tls");
     if tls {
@@ -626,7 +629,7 @@ fn chaos_run(args: &[String]) -> Result<ExitCode, String> {
     if let Some(other) = args.iter().find(|a| *a != "--quick") {
         return Err(format!("unknown argument {other:?}"));
     }
-    build_release(&["interop"], &[], "chaos-server and chaos-client")?;
+    build_release(&["interop"], INTEROP_FEATURES, "chaos-server and chaos-client")?;
     let bin = target_dir().join("release");
     let started = Instant::now();
     let mut child = Command::new(bin.join("chaos-server"))
