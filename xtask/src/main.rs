@@ -629,7 +629,11 @@ fn chaos_run(args: &[String]) -> Result<ExitCode, String> {
     if let Some(other) = args.iter().find(|a| *a != "--quick") {
         return Err(format!("unknown argument {other:?}"));
     }
-    build_release(&["interop"], INTEROP_FEATURES, "chaos-server and chaos-client")?;
+    build_release(
+        &["interop"],
+        INTEROP_FEATURES,
+        "chaos-server and chaos-client",
+    )?;
     let bin = target_dir().join("release");
     let started = Instant::now();
     let mut child = Command::new(bin.join("chaos-server"))

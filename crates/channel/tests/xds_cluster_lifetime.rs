@@ -22,23 +22,16 @@ use interop_proto::paths;
 use support::flaky::{attempts, flaky_unary};
 use support::reserved_port;
 use support::xds::{
-    bounded, call_until, locality, management_server, publish, slow_stream, tally, xds_channel,
-    NAME, ROUTES,
+    bounded, call_until, locality, management_server, publish, set_routes, slow_stream, tally,
+    xds_channel, NAME, ROUTES,
 };
 
 /// Replaces the RouteConfiguration [`ROUTES`] with one sending every call to `cluster`.
 fn route_all_to(server: &interop::xds_server::ManagementServer, cluster: &str) {
-    server.set(
-        type_url::ROUTE,
-        vec![named(
-            ROUTES,
-            type_url::ROUTE,
-            &route_configuration(
-                ROUTES,
-                &[NAME],
-                vec![route_to_cluster(&RouteMatchSpec::any(), cluster)],
-            ),
-        )],
+    set_routes(
+        server,
+        &[NAME],
+        vec![route_to_cluster(&RouteMatchSpec::any(), cluster)],
     );
 }
 

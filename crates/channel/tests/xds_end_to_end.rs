@@ -22,13 +22,14 @@ use interop::faulty::FaultyServer;
 use interop::xds_resources::{
     assignment, eds_cluster, inline_listener, listener_without_api_listener, named, rds_listener,
     route_configuration, route_to_cluster, route_to_weighted, type_url, with_retry_policy,
-    with_unknown_filter_override, LocalitySpec, RouteMatchSpec,
+    LocalitySpec, RouteMatchSpec,
 };
 use interop_proto::grpc_testing::Empty;
 use interop_proto::paths;
 use support::flaky::{attempts, flaky_unary};
 use support::xds::{
-    bounded, call_until, locality, management_server, publish, set_clusters, set_endpoints,
+    bounded, call_until, locality, management_server, nack_of, publish, publish_empty_call_split,
+    set_clusters, set_endpoints, set_listener_without_api_listener, set_routes_with_unknown_filter,
     slow_stream, tally, unary_served_by, xds_channel, xds_channel_with_features, CALL, NAME,
     ROUTES,
 };
@@ -156,18 +157,7 @@ async fn a_path_route_sends_one_method_to_its_own_cluster() {
         let a = interop_server_handle().await;
         let b = FaultyServer::start().await.expect("faulty server");
         let server = management_server().await;
-        publish(
-            &server,
-            &["*"],
-            vec![
-                route_to_cluster(&RouteMatchSpec::path(paths::EMPTY_CALL), "cluster-a"),
-                route_to_cluster(&RouteMatchSpec::any(), "cluster-b"),
-            ],
-            &[
-                ("cluster-a", locality(&[a.addr])),
-                ("cluster-b", locality(&[b.addr])),
-            ],
-        );
+        publish_empty_call_split(&server, a.addr, b.addr);
         let channel = xds_channel(&server);
         for i in 0..10 {
             let empty = tokio::time::timeout(
@@ -475,20 +465,8 @@ async fn a_nacked_listener_keeps_the_previous_config() {
         let before = tally(&channel, 10).await;
         assert_eq!(before.get(&a.addr.to_string()).copied(), Some(10));
 
-        server.set(
-            type_url::LISTENER,
-            vec![named(
-                NAME,
-                type_url::LISTENER,
-                &listener_without_api_listener(NAME),
-            )],
-        );
-        let nack = server
-            .wait_for_request(Duration::from_secs(10), |r| {
-                r.type_url == type_url::LISTENER && r.error_detail.is_some()
-            })
-            .await
-            .expect("the client NACKs the Listener without api_listener");
+        set_listener_without_api_listener(&server);
+        let nack = nack_of(&server, type_url::LISTENER, "the client").await;
         // The NACK names the last good version (the first Listener), not the rejected one.
         assert_eq!(nack.version_info, "1", "{nack:?}");
 
@@ -521,27 +499,8 @@ async fn a_route_with_an_unknown_required_filter_is_nacked() {
         let before = tally(&channel, 5).await;
         assert_eq!(before.get(&a.addr.to_string()).copied(), Some(5));
 
-        server.set(
-            type_url::ROUTE,
-            vec![named(
-                ROUTES,
-                type_url::ROUTE,
-                &route_configuration(
-                    ROUTES,
-                    &["*"],
-                    vec![with_unknown_filter_override(route_to_cluster(
-                        &RouteMatchSpec::any(),
-                        "other",
-                    ))],
-                ),
-            )],
-        );
-        let nack = server
-            .wait_for_request(Duration::from_secs(10), |r| {
-                r.type_url == type_url::ROUTE && r.error_detail.is_some()
-            })
-            .await
-            .expect("the client NACKs the route with an unknown required filter");
+        set_routes_with_unknown_filter(&server, "other");
+        let nack = nack_of(&server, type_url::ROUTE, "the client").await;
         assert_eq!(nack.version_info, "1", "{nack:?}");
         let detail = nack.error_detail.map(|d| d.message).unwrap_or_default();
         assert!(

@@ -25,13 +25,15 @@ use std::time::Duration;
 use interop::faulty::{methods, FaultyServer};
 use interop::grpcio_peer::{proto_dir, python_or_skip, script, PeerProcess};
 use interop::xds_resources::{
-    listener_without_api_listener, named, route_configuration, route_to_cluster, route_to_weighted,
-    type_url, with_retry_policy, with_unknown_filter_override, LocalitySpec, RouteMatchSpec,
+    route_to_cluster, route_to_weighted, type_url, with_retry_policy, LocalitySpec, RouteMatchSpec,
 };
 use interop::xds_server::ManagementServer;
 use serde_json::Value;
 use support::flaky::attempts;
-use support::xds::{bounded, locality, management_server, publish, set_endpoints, NAME, ROUTES};
+use support::xds::{
+    bounded, locality, management_server, nack_of, publish, set_endpoints,
+    set_listener_without_api_listener, set_routes_with_unknown_filter, NAME,
+};
 use support::{interop_server_handle, reserved_port};
 
 /// A bound on the client's start-up (protoc runs first), not a measurement.
@@ -357,20 +359,8 @@ async fn grpcio_nacks_a_listener_without_api_listener_and_keeps_its_config() {
     };
     let before = client.unary(5, &[]).await;
     assert_eq!(before.served_by(a.addr), 5, "{before:?}");
-    server.set(
-        type_url::LISTENER,
-        vec![named(
-            NAME,
-            type_url::LISTENER,
-            &listener_without_api_listener(NAME),
-        )],
-    );
-    let nack = server
-        .wait_for_request(Duration::from_secs(10), |r| {
-            r.type_url == type_url::LISTENER && r.error_detail.is_some()
-        })
-        .await
-        .expect("grpcio NACKs the Listener without api_listener");
+    set_listener_without_api_listener(&server);
+    let nack = nack_of(&server, type_url::LISTENER, "grpcio").await;
     assert_eq!(
         nack.version_info, "1",
         "the NACK names the last good version: {nack:?}"
@@ -400,27 +390,8 @@ async fn grpcio_nacks_a_route_with_an_unknown_required_filter() {
     };
     let before = client.unary(5, &[]).await;
     assert_eq!(before.served_by(a.addr), 5, "{before:?}");
-    server.set(
-        type_url::ROUTE,
-        vec![named(
-            ROUTES,
-            type_url::ROUTE,
-            &route_configuration(
-                ROUTES,
-                &["*"],
-                vec![with_unknown_filter_override(route_to_cluster(
-                    &RouteMatchSpec::any(),
-                    "other",
-                ))],
-            ),
-        )],
-    );
-    let nack = server
-        .wait_for_request(Duration::from_secs(10), |r| {
-            r.type_url == type_url::ROUTE && r.error_detail.is_some()
-        })
-        .await
-        .expect("grpcio NACKs the route with an unknown required filter");
+    set_routes_with_unknown_filter(&server, "other");
+    let nack = nack_of(&server, type_url::ROUTE, "grpcio").await;
     assert_eq!(
         nack.version_info, "1",
         "the NACK names the last good version: {nack:?}"

@@ -14,15 +14,13 @@ use grpc_channel::{
     Channel, ClusterCallStats, Code, Request, XdsResourceStatus, XdsResourceType, XdsResources,
 };
 use interop::faulty::FaultyServer;
-use interop::xds_resources::{
-    listener_without_api_listener, named, route_to_cluster, type_url, RouteMatchSpec,
-};
+use interop::xds_resources::{route_to_cluster, type_url, RouteMatchSpec};
 use interop_proto::grpc_testing::Empty;
 use interop_proto::paths;
 use support::interop_server_handle;
 use support::xds::{
-    bounded, locality, management_server, publish, tally, unary_served_by, xds_channel, CALL, NAME,
-    ROUTES,
+    bounded, locality, management_server, nack_of, publish, publish_empty_call_split,
+    set_listener_without_api_listener, tally, unary_served_by, xds_channel, CALL, NAME, ROUTES,
 };
 
 /// Calls routed to two clusters: `EmptyCall` to cluster A (an interop server, OK), the rest to cluster
@@ -34,18 +32,7 @@ async fn stats_count_the_calls_of_each_cluster() {
         let a = interop_server_handle().await;
         let b = FaultyServer::start().await.expect("faulty server");
         let server = management_server().await;
-        publish(
-            &server,
-            &["*"],
-            vec![
-                route_to_cluster(&RouteMatchSpec::path(paths::EMPTY_CALL), "cluster-a"),
-                route_to_cluster(&RouteMatchSpec::any(), "cluster-b"),
-            ],
-            &[
-                ("cluster-a", locality(&[a.addr])),
-                ("cluster-b", locality(&[b.addr])),
-            ],
-        );
+        publish_empty_call_split(&server, a.addr, b.addr);
         let channel = xds_channel(&server);
         for _ in 0..5 {
             let empty = tokio::time::timeout(
@@ -142,20 +129,8 @@ async fn the_resource_dump_has_versions_and_a_nacked_update_s_error() {
             "{dump:#?}"
         );
 
-        server.set(
-            type_url::LISTENER,
-            vec![named(
-                NAME,
-                type_url::LISTENER,
-                &listener_without_api_listener(NAME),
-            )],
-        );
-        server
-            .wait_for_request(Duration::from_secs(10), |r| {
-                r.type_url == type_url::LISTENER && r.error_detail.is_some()
-            })
-            .await
-            .expect("the client NACKs the Listener without api_listener");
+        set_listener_without_api_listener(&server);
+        nack_of(&server, type_url::LISTENER, "the client").await;
         let dump: XdsResources = channel.xds_resources().expect("resources");
         let listener = dump
             .get(XdsResourceType::Listener, NAME)

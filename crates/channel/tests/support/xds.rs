@@ -227,3 +227,75 @@ pub async fn slow_stream(
     assert!(matches!(first, Ok(Some(_))), "{first:?}");
     stream
 }
+
+/// Replaces the RouteConfiguration [`ROUTES`] with one virtual host of `domains` and `routes`.
+pub fn set_routes(server: &ManagementServer, domains: &[&str], routes: Vec<Route>) {
+    server.set(
+        type_url::ROUTE,
+        vec![named(
+            ROUTES,
+            type_url::ROUTE,
+            &route_configuration(ROUTES, domains, routes),
+        )],
+    );
+}
+
+/// Replaces the Listener [`NAME`] with one without `api_listener` (every client NACKs it).
+pub fn set_listener_without_api_listener(server: &ManagementServer) {
+    server.set(
+        type_url::LISTENER,
+        vec![named(
+            NAME,
+            type_url::LISTENER,
+            &interop::xds_resources::listener_without_api_listener(NAME),
+        )],
+    );
+}
+
+/// Replaces the routes with one route to `cluster` carrying a filter override of a type no client knows
+/// and not optional (every client NACKs the RouteConfiguration, A39).
+pub fn set_routes_with_unknown_filter(server: &ManagementServer, cluster: &str) {
+    set_routes(
+        server,
+        &["*"],
+        vec![interop::xds_resources::with_unknown_filter_override(
+            interop::xds_resources::route_to_cluster(
+                &interop::xds_resources::RouteMatchSpec::any(),
+                cluster,
+            ),
+        )],
+    );
+}
+
+/// The first NACK (a request with `error_detail`) of `type_url` within 10 s; panics naming `who` without.
+pub async fn nack_of(
+    server: &ManagementServer,
+    type_url: &str,
+    who: &str,
+) -> envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest {
+    server
+        .wait_for_request(Duration::from_secs(10), |r| {
+            r.type_url == type_url && r.error_detail.is_some()
+        })
+        .await
+        .unwrap_or_else(|| panic!("{who} sent no NACK of {type_url}: {:?}", server.requests()))
+}
+
+/// Routes `EmptyCall` to `cluster-a` (at `a`) and every other method to `cluster-b` (at `b`).
+pub fn publish_empty_call_split(server: &ManagementServer, a: SocketAddr, b: SocketAddr) {
+    publish(
+        server,
+        &["*"],
+        vec![
+            interop::xds_resources::route_to_cluster(
+                &interop::xds_resources::RouteMatchSpec::path(paths::EMPTY_CALL),
+                "cluster-a",
+            ),
+            interop::xds_resources::route_to_cluster(
+                &interop::xds_resources::RouteMatchSpec::any(),
+                "cluster-b",
+            ),
+        ],
+        &[("cluster-a", locality(&[a])), ("cluster-b", locality(&[b]))],
+    );
+}
