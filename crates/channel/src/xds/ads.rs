@@ -198,8 +198,8 @@ impl AdsClient {
             slot,
             notify,
         });
-        if let Err(mpsc::error::SendError(Command::Watch { slot, .. })) = sent {
-            slot.send_modify(|state| state.error = Some(TASK_ENDED.to_owned()));
+        if let Err(mpsc::error::SendError(Command::Watch { slot, notify, .. })) = sent {
+            task_ended(&slot, &notify);
         }
         ResourceWatch {
             key,
@@ -303,8 +303,7 @@ impl Drop for Commands {
         self.0.close();
         while let Ok(command) = self.0.try_recv() {
             if let Command::Watch { slot, notify, .. } = command {
-                slot.send_modify(|state| state.error = Some(TASK_ENDED.to_owned()));
-                notify.notify_one();
+                task_ended(&slot, &notify);
             }
         }
     }
@@ -316,10 +315,15 @@ pub(crate) const TASK_ENDED: &str = "xDS: the ADS client task ended";
 impl Drop for Watchers {
     fn drop(&mut self) {
         for (_, slot, notify) in self.slots.values() {
-            slot.send_modify(|state| state.error = Some(TASK_ENDED.to_owned()));
-            notify.notify_one();
+            task_ended(slot, notify);
         }
     }
+}
+
+/// Tells a watch the task ended: its slot keeps its value and gets [`TASK_ENDED`]; its owner is woken.
+fn task_ended(slot: &watch::Sender<WatchState>, notify: &Notify) {
+    slot.send_modify(|state| state.error = Some(TASK_ENDED.to_owned()));
+    notify.notify_one();
 }
 
 /// The task: the sans-IO client driven over one stream at a time. It locks the client for each step,

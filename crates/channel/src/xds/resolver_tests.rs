@@ -13,6 +13,13 @@ use interop::xds_server::ManagementServer;
 
 use crate::{Channel, Request};
 
+/// An interop server on a free loopback port.
+async fn backend(what: &str) -> interop::server::ServerHandle {
+    interop::server::start(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .expect(what)
+}
+
 async fn server_id(channel: &Channel) -> Result<String, crate::Status> {
     let request = interop_proto::SimpleRequest {
         fill_server_id: true,
@@ -29,12 +36,8 @@ async fn server_id(channel: &Channel) -> Result<String, crate::Status> {
 
 #[tokio::test]
 async fn calls_follow_listener_routes_cluster_and_endpoints() {
-    let a = interop::server::start(SocketAddr::from(([127, 0, 0, 1], 0)))
-        .await
-        .expect("backend a");
-    let b = interop::server::start(SocketAddr::from(([127, 0, 0, 1], 0)))
-        .await
-        .expect("backend b");
+    let a = backend("backend a").await;
+    let b = backend("backend b").await;
     let xds = ManagementServer::start().await.expect("management server");
     xds.set(
         type_url::LISTENER,
@@ -95,12 +98,8 @@ fn route_all_to(xds: &ManagementServer, cluster: &str) {
 
 #[tokio::test]
 async fn calls_routed_to_a_new_cluster_wait_for_the_balancer_to_have_it() {
-    let a = interop::server::start(SocketAddr::from(([127, 0, 0, 1], 0)))
-        .await
-        .expect("backend a");
-    let b = interop::server::start(SocketAddr::from(([127, 0, 0, 1], 0)))
-        .await
-        .expect("backend b");
+    let a = backend("backend a").await;
+    let b = backend("backend b").await;
     let xds = ManagementServer::start().await.expect("management server");
     xds.set(
         type_url::CLUSTER,
@@ -152,9 +151,7 @@ async fn calls_routed_to_a_new_cluster_wait_for_the_balancer_to_have_it() {
 
 #[tokio::test]
 async fn a_listener_gone_makes_the_channel_transient_failure() {
-    let a = interop::server::start(SocketAddr::from(([127, 0, 0, 1], 0)))
-        .await
-        .expect("backend");
+    let a = backend("backend").await;
     let xds = ManagementServer::start().await.expect("management server");
     xds.set(
         type_url::CLUSTER,
