@@ -430,7 +430,7 @@ impl ChannelBuilder {
             });
         }
         // A value that is not UTF-8 is set all the same (first set wins); read lossily, it fails to parse
-        // and the error names the variable.
+        // and is ignored with a warning naming the variable.
         let route = proxy::route(&target, &self.proxy, |name| {
             std::env::var_os(name).map(|v| v.to_string_lossy().into_owned())
         })?;

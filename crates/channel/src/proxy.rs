@@ -8,7 +8,9 @@
 //!
 //! A proxy URI is `http://[user[:password]@]host[:port]` (the port defaults to 80, as for any `http://`
 //! URI; a value without a scheme is read as `http://`, as curl and Go do); any other scheme, a path, or a
-//! malformed authority is a build error naming where the URI came from. Percent-encoded credentials are
+//! malformed authority is a build error naming `ChannelBuilder::proxy` when the application gave it, and
+//! a warning naming the variable when it came from the environment: the channel then connects directly,
+//! as C-core does. Percent-encoded credentials are
 //! decoded and sent as `Proxy-Authorization: Basic`; they never appear in logs, errors or `Debug` output
 //! (a [`Proxy`] shows as `http://host:port`).
 //!
@@ -282,7 +284,8 @@ impl Route {
 
 /// The route for `target` given the application's `choice` and the environment (`env` reads a variable).
 /// A target that would not use the proxy (a `unix:` one, or one the no-proxy list exempts) connects
-/// directly whatever the proxy variable holds: only a proxy that would be used must parse.
+/// directly whatever the proxy variable holds; a proxy from the environment that does not parse is logged
+/// and ignored (direct); only the application's own proxy must parse.
 pub(crate) fn route(
     target: &Target,
     choice: &ProxyChoice,
@@ -317,7 +320,21 @@ pub(crate) fn route(
     if exempt_target {
         return Ok(Route::Direct);
     }
-    let proxy = Arc::new(Proxy::parse(&uri, from)?);
+    let proxy = match Proxy::parse(&uri, from) {
+        Ok(proxy) => Arc::new(proxy),
+        // A value in the environment the channel cannot use is logged and ignored, as C-core does: a
+        // variable set for other programs (`https_proxy=https://...` is common) must not stop every
+        // channel from being built. The application's own `ChannelBuilder::proxy` is an error.
+        Err(e) if matches!(choice, ProxyChoice::FromEnvironment) => {
+            tracing::warn!(
+                variable = %e.source_name,
+                reason = %e.reason,
+                "ignoring the proxy environment variable: connecting directly"
+            );
+            return Ok(Route::Direct);
+        }
+        Err(e) => return Err(e),
+    };
     Ok(match target {
         Target::Addresses(_) | Target::Xds { .. } => Route::PerAddress(proxy, Arc::new(exempt)),
         Target::Dns { .. } | Target::Unix(_) => Route::ByName(proxy),
@@ -451,14 +468,24 @@ mod tests {
     }
 
     #[test]
-    fn a_bad_environment_value_is_an_error_naming_the_variable() {
-        let e = route(
-            &dns("a", 1),
-            &ProxyChoice::FromEnvironment,
-            env(&[("https_proxy", "https://p:1")]),
-        )
-        .expect_err("https scheme");
-        assert_eq!(e.source_name, "https_proxy");
+    fn a_bad_environment_value_is_ignored_and_a_bad_given_one_is_an_error() {
+        for value in [
+            "https://p:1",
+            "socks5://p:1080",
+            "http://p:0",
+            "http://pr\u{fffd}xy:1",
+        ] {
+            let route = route(
+                &dns("a", 1),
+                &ProxyChoice::FromEnvironment,
+                env(&[("https_proxy", value), ("http_proxy", "http://later:1")]),
+            )
+            .expect("an unusable environment value is ignored");
+            assert!(
+                proxy_of(&route).is_none(),
+                "{value}: direct, the later variables not read"
+            );
+        }
         let e = route(
             &dns("a", 1),
             &ProxyChoice::Given("ftp://p".into()),

@@ -1,5 +1,5 @@
 //! The proxy environment, read by `Channel::builder(..).build()`: `*.example.com` entries, a variable that
-//! is set but not UTF-8, an https:// proxy, and targets that never read the proxy. Alone in its binary,
+//! is set but not UTF-8 and an https:// proxy (both ignored), and targets that never read the proxy. Alone in its binary,
 //! one test: it changes the process's environment.
 
 mod support;
@@ -48,6 +48,24 @@ async fn proxied(target: &str, no_proxy: &str, proxy_uri: &str, count: &Arc<Mute
     after > before
 }
 
+/// Whether a call on a channel built from the environment as it is reached the (refusing) proxy. The
+/// target is on loopback, so that a call that does not go through the proxy stays on this machine.
+async fn reached_proxy(count: &Arc<Mutex<usize>>) -> bool {
+    let before = *count.lock();
+    let channel = Channel::builder("dns:///localhost:1")
+        .service_config_lookup(false)
+        .connect_timeout(Duration::from_secs(1))
+        .build()
+        .expect("an unusable proxy variable does not fail the build");
+    let call = channel.unary::<_, SimpleResponse>(
+        paths::UNARY_CALL,
+        Request::new(SimpleRequest::default()).with_timeout(Duration::from_secs(2)),
+    );
+    let _ = tokio::time::timeout(Duration::from_secs(10), call).await;
+    let after = *count.lock();
+    after > before
+}
+
 #[tokio::test]
 async fn the_environment_at_its_edges() {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -72,8 +90,15 @@ async fn the_environment_at_its_edges() {
     assert!(!proxied("dns:///api.example.com:443", "example.com", &uri, &count).await);
     // `*.example.com` is read as `.example.com`, as Go reads it.
     assert!(!proxied("dns:///api.example.com:443", "*.example.com", &uri, &count).await);
+    // Sanity: a usable https_proxy alone is used.
+    for name in ALL {
+        std::env::remove_var(name);
+    }
+    std::env::set_var("https_proxy", &uri);
+    assert!(reached_proxy(&count).await, "a usable https_proxy");
     // "The first of grpc_proxy, ... that is set" wins: a grpc_proxy that is set but not UTF-8 is set, and
-    // fails the build naming it (https_proxy is not used instead).
+    // unusable: it is ignored (a warning names it) and the channel connects directly; https_proxy is not
+    // used instead (as C-core).
     {
         use std::os::unix::ffi::OsStrExt as _;
         for name in ALL {
@@ -84,20 +109,22 @@ async fn the_environment_at_its_edges() {
             std::ffi::OsStr::from_bytes(b"http://pr\xffxy:3128"),
         );
         std::env::set_var("https_proxy", &uri);
-        let e = Channel::builder("dns:///api.example.com:443")
-            .build()
-            .expect_err("a grpc_proxy that is not UTF-8 is set, and invalid");
-        assert!(e.to_string().contains("grpc_proxy"), "{e}");
+        assert!(!reached_proxy(&count).await, "grpc_proxy (not UTF-8)");
     }
-    // Only http:// proxies (the issue): https_proxy=https://... is a build error naming the variable...
+    // Only http:// proxies: https_proxy=https://... is ignored with a warning, not a build error (C-core
+    // logs it and connects directly), and http_proxy is not read instead.
     for name in ALL {
         std::env::remove_var(name);
     }
     std::env::set_var("https_proxy", "https://corp-proxy.example:8443");
-    let e = Channel::builder("dns:///api.example.com:443")
+    std::env::set_var("http_proxy", &uri);
+    assert!(!reached_proxy(&count).await, "https_proxy=https://");
+    // The application's own proxy must be usable: a build error naming it.
+    let e = Channel::builder("dns:///localhost:1")
+        .proxy("https://corp-proxy.example:8443")
         .build()
-        .expect_err("an https:// proxy");
-    assert!(e.to_string().contains("https_proxy"), "{e}");
+        .expect_err("an https:// proxy given to the builder");
+    assert!(e.to_string().contains("ChannelBuilder::proxy"), "{e}");
     // ...but only for a channel that would use it: `unix:` targets never go through a proxy, and
     // `no_proxy=*` exempts everything.
     Channel::builder("unix:///tmp/proxy-edges.sock")

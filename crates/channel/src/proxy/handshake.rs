@@ -26,6 +26,10 @@ pub(crate) const MAX_ANSWER: usize = 8 << 10;
 /// each), so that the byte bound is the only one.
 const MAX_FIELDS: usize = MAX_ANSWER / 4;
 
+/// The header fields parsed without a heap allocation: a usual answer (a status line and a few fields)
+/// needs no more. An answer with more gets slots for the lines it has, once its header is complete.
+const INLINE_FIELDS: usize = 16;
+
 /// What a complete answer header said.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Answer {
@@ -37,16 +41,47 @@ pub(crate) struct Answer {
     pub(crate) header_len: usize,
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Header slots `parse_answer` took from the heap on this thread (a test's allocation count).
+    static HEAP_SLOTS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// Parses the answer in `buf`: `Ok(None)` until its header is complete.
+///
+/// Called after every read, so the partial case costs no allocation: the fields go to a small array on
+/// the stack, and only an answer with more fields than that is parsed again with slots for each of its
+/// lines (at most [`MAX_FIELDS`]).
 pub(crate) fn parse_answer(buf: &[u8]) -> Result<Option<Answer>, String> {
-    let mut fields = vec![httparse::EMPTY_HEADER; MAX_FIELDS];
-    let mut response = httparse::Response::new(&mut fields);
+    let mut inline = [httparse::EMPTY_HEADER; INLINE_FIELDS];
+    match parse_with(buf, &mut inline) {
+        Err(httparse::Error::TooManyHeaders) => {}
+        other => return other.map_err(|e| e.to_string()),
+    }
+    // More fields than the array holds: wait for the blank line that ends the header, then parse it once.
+    if !buf.windows(2).any(|w| w == b"\n\n") && !buf.windows(3).any(|w| w == b"\n\r\n") {
+        return Ok(None);
+    }
+    // Each field takes a line: the lines bound the slots needed.
+    let lines = buf.iter().filter(|&&b| b == b'\n').count();
+    let slots = lines.min(MAX_FIELDS);
+    #[cfg(test)]
+    HEAP_SLOTS.with(|n| n.set(n.get() + slots));
+    let mut fields = vec![httparse::EMPTY_HEADER; slots];
+    parse_with(buf, &mut fields).map_err(|e| e.to_string())
+}
+
+fn parse_with<'b>(
+    buf: &'b [u8],
+    fields: &mut [httparse::Header<'b>],
+) -> Result<Option<Answer>, httparse::Error> {
+    let mut response = httparse::Response::new(fields);
     // RFC 9112 §5.2: a user agent replaces an obsolete line folding with spaces rather than refusing it.
     let mut config = httparse::ParserConfig::default();
     config.allow_obsolete_multiline_headers_in_responses(true);
-    match config.parse_response(&mut response, buf) {
-        Ok(httparse::Status::Partial) => Ok(None),
-        Ok(httparse::Status::Complete(header_len)) => {
+    match config.parse_response(&mut response, buf)? {
+        httparse::Status::Partial => Ok(None),
+        httparse::Status::Complete(header_len) => {
             let code = response.code.unwrap_or(0);
             let reason = response.reason.unwrap_or("").to_owned();
             let realm = response
@@ -61,7 +96,6 @@ pub(crate) fn parse_answer(buf: &[u8]) -> Result<Option<Answer>, String> {
                 header_len,
             }))
         }
-        Err(e) => Err(e.to_string()),
     }
 }
 
@@ -272,6 +306,30 @@ mod tests {
         assert_eq!(parsed.realm.as_deref(), Some("corp proxy"));
         assert_eq!(realm_of(b"Basic realm=plain").as_deref(), Some("plain"));
         assert_eq!(realm_of(b"Negotiate"), None);
+    }
+
+    #[test]
+    fn only_a_complete_answer_with_many_fields_takes_slots_from_the_heap() {
+        let slots = || HEAP_SLOTS.with(|n| n.get());
+        // A usual answer, read a byte at a time: every parse on the stack.
+        let usual = b"HTTP/1.1 200 Connection established\r\nProxy-Agent: x\r\nVia: 1.1 p\r\n\r\n";
+        for cut in 0..=usual.len() {
+            let _ = parse_answer(&usual[..cut]);
+        }
+        assert_eq!(slots(), 0);
+        // 100 fields, read a byte at a time: one parse with slots for its lines, when it is complete.
+        let mut many = b"HTTP/1.1 200 OK\r\n".to_vec();
+        for i in 0..100 {
+            many.extend_from_slice(format!("X-{i}: v\r\n").as_bytes());
+        }
+        many.extend_from_slice(b"\r\n");
+        for cut in 0..many.len() {
+            assert_eq!(parse_answer(&many[..cut]), Ok(None), "{cut} bytes");
+        }
+        assert_eq!(slots(), 0, "no heap slots before the header is complete");
+        let parsed = parse_answer(&many).expect("valid").expect("complete");
+        assert_eq!((parsed.code, parsed.header_len), (200, many.len()));
+        assert_eq!(slots(), 102, "one slot per line, once");
     }
 
     #[test]
