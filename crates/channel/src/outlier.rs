@@ -24,6 +24,13 @@
 //! slower half of a healthy fleet), and a backend that never answers is still found out by the hedges
 //! `perAttemptRecvTimeout` cuts there, or by the deadlines it causes. Counting happens only while the
 //! detector has an algorithm configured: otherwise picks carry no counter at all.
+//!
+//! Ejection state does not survive IDLE: a channel that goes IDLE (no call for its idle timeout) drops
+//! its policy and its `OutlierDetector` with its connections, and the policy it builds when it leaves IDLE
+//! starts with every address in service, its multipliers at zero and its counters empty (only the
+//! ejection counts `Channel::stats()` shows are kept). grpc-go and C-core do the same: their IDLE shuts
+//! the whole LB policy tree down, outlier detection included, and leaving it builds a new one. A backend
+//! still failing is ejected again after the first interval with enough calls.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -437,3 +437,39 @@ async fn a_losing_hedge_does_not_count_but_a_hedge_cut_by_its_recv_timeout_does(
         [silent.addr().to_string()]
     );
 }
+
+/// Going IDLE drops the ejection state with the policy (as grpc-go's and C-core's IDLE shut the LB policy
+/// tree down): back from IDLE every address is in service, and a backend still failing is ejected again
+/// after an interval with enough calls. The ejection counts in the stats are kept.
+#[tokio::test(start_paused = true)]
+async fn going_idle_starts_detection_afresh_and_a_failing_backend_is_ejected_again() {
+    let (a, b, bad) = (healthy().await, healthy().await, failing().await);
+    let ch = Channel::builder(support::ipv4_target(&[a.addr, b.addr, bad.addr]))
+        .default_service_config(outlier_config(10))
+        .service_config_lookup(false)
+        .idle_timeout(Duration::from_secs(60))
+        .build()
+        .expect("channel");
+    until_ejected(&ch).await;
+    assert_eq!(ch.stats().ejected_addresses, [bad.addr.to_string()]);
+
+    tokio::time::sleep(Duration::from_secs(61)).await;
+    assert_eq!(ch.state(), grpc_channel::ConnectivityState::Idle);
+    assert!(
+        ch.stats().ejected_addresses.is_empty(),
+        "IDLE ejects nothing"
+    );
+    let failed = failures(&ch, 30).await;
+    assert!(
+        (5..=15).contains(&failed),
+        "back from IDLE the failing backend is in the rotation: {failed} of 30 calls failed"
+    );
+    until_ejected(&ch).await;
+    let stats = ch.stats();
+    assert_eq!(stats.ejected_addresses, [bad.addr.to_string()]);
+    assert_eq!(
+        stats.ejections.get(&bad.addr.to_string()),
+        Some(&2),
+        "the counts survive IDLE"
+    );
+}
