@@ -152,8 +152,9 @@ impl ChannelBuilder {
         self
     }
 
-    /// Whether keepalive PINGs are sent while the channel has no call in flight (off by default; servers
-    /// usually refuse pings without calls).
+    /// Whether keepalive PINGs are sent while no stream is open: no call of the channel in flight and no
+    /// health Watch (gRFC A17) open on the connection (off by default; servers usually refuse pings
+    /// without streams). A connection whose health Watch is open is pinged either way.
     pub fn keepalive_permit_without_calls(mut self, permit: bool) -> Self {
         self.keepalive_permit_without_calls = permit;
         self

@@ -14,7 +14,9 @@
 //!
 //! The Watch is not a user call: no deadline, no retry policy, no retry throttle, no call metrics, no
 //! compression (it advertises none, so a compressed answer is a protocol error), and it does not keep the
-//! channel out of IDLE. The channel's interceptors do run for each Watch (method
+//! channel out of IDLE. It is a stream, though: while it is open, keepalive pings its connection as it
+//! would for a call (`crate::keepalive`), so a backend that goes silent is found out with only its
+//! Watch open. The channel's interceptors do run for each Watch (method
 //! `/grpc.health.v1.Health/Watch`): they are how an application adds credentials, which A17 sends on the
 //! Watch too; their metadata goes with it, their call options are ignored, and one that fails the call
 //! fails that Watch. Each answer is bounded ([`MAX_ANSWER`]); a malformed one fails the stream, which is
@@ -36,6 +38,7 @@ use prost::Message;
 
 use crate::framing::{put_header, Deframer, FrameError};
 use crate::interceptor::Interceptors;
+use crate::keepalive::OpenStreams;
 use crate::metadata::MetadataMap;
 use crate::request::CallOptions;
 use crate::response::{check_header_list, classify_head, status_from_trailers, Head};
@@ -92,9 +95,11 @@ enum Ended {
 }
 
 /// Watches `service` on the connection `conn` to `addr` until aborted (or until the server turns out to
-/// have no health service, or the connection is lost), telling `sink` what it finds.
+/// have no health service, or the connection is lost), telling `sink` what it finds. Each Watch stream
+/// counts in `streams` (the connection's, for its keepalive) while it is open.
 pub(crate) async fn run(
     conn: SendRequest<Bytes>,
+    streams: OpenStreams,
     setup: WatchSetup,
     service: String,
     addr: String,
@@ -112,11 +117,14 @@ pub(crate) async fn run(
         }
         first = false;
         let mut answered = false;
+        // An open Watch keeps the connection's keepalive pinging, as a call does.
+        let open = streams.open();
         let ended = watch_once(conn.clone(), &setup, request.clone(), |health| {
             answered = true;
             sink.health(health);
         })
         .await;
+        drop(open);
         let status = match ended {
             Ended::Status(status) => status,
             Ended::ConnectionLost => return,

@@ -3,11 +3,15 @@
 //! its socket open is found out (its calls fail UNAVAILABLE, calls that never left are retried
 //! transparently, and the subchannel reconnects with backoff). Off by default, as in every gRPC
 //! implementation; `keepalive_time` is raised to the 10 s minimum. Without `keepalive_permit_without_calls`
-//! no PING goes out while the channel has no call in flight. A GOAWAY(ENHANCE_YOUR_CALM, "too_many_pings")
+//! no PING goes out while no stream is open: while the channel has no call in flight and the connection
+//! carries no other stream of the channel's own ([`OpenStreams`]: the health Watch of gRFC A17). A8's
+//! "without calls" means without streams, and C-core pings whenever any stream is open, the Watch
+//! included: a backend that goes silent is found out even when only its Watch is open, instead of keeping
+//! its last SERVING answer until calls time out there. A GOAWAY(ENHANCE_YOUR_CALM, "too_many_pings")
 //! doubles the channel's `keepalive_time` for its later connections. TCP keepalive is set on every TCP
 //! socket (the kernel's probes find a dead peer even when nothing is sent).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -78,6 +82,34 @@ impl Keepalive {
     }
 }
 
+/// The streams open on one connection that are not calls (the health Watch): the connection is in use,
+/// for keepalive, while any is. Cheap to clone; each clone counts on the same connection.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct OpenStreams(Arc<AtomicUsize>);
+
+impl OpenStreams {
+    /// A stream opens; it counts until the guard drops.
+    pub(crate) fn open(&self) -> OpenStream {
+        self.0.fetch_add(1, Ordering::AcqRel);
+        OpenStream(self.0.clone())
+    }
+
+    /// Whether any such stream is open.
+    pub(crate) fn any(&self) -> bool {
+        self.0.load(Ordering::Acquire) > 0
+    }
+}
+
+/// One open stream of [`OpenStreams`], counted until dropped.
+#[derive(Debug)]
+pub(crate) struct OpenStream(Arc<AtomicUsize>);
+
+impl Drop for OpenStream {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// Pings the connection as `keepalive` says while `in_use()` (or always, with
 /// `keepalive_permit_without_calls`); returns the status to close the connection with when a PING goes
 /// unanswered (or the connection is gone). Never returns when keepalive is off.
@@ -132,6 +164,19 @@ mod tests {
             error_code: code,
             debug_data: debug.to_vec(),
         }
+    }
+
+    #[test]
+    fn open_streams_count_until_their_guards_drop() {
+        let streams = OpenStreams::default();
+        assert!(!streams.any());
+        let first = streams.open();
+        let second = streams.clone().open();
+        assert!(streams.any());
+        drop(first);
+        assert!(streams.any(), "one is still open");
+        drop(second);
+        assert!(!streams.any());
     }
 
     #[test]

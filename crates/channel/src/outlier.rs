@@ -7,15 +7,30 @@
 //! Which results count (A50: "OK is a success, anything else a failure"): every attempt that got a
 //! connection from a pick counts once, when it ends, on the address it picked: the committed attempt with
 //! the call's final status, and every retry or hedge attempt that ended before commit with its own status
-//! (a transparent retry's unprocessed attempt included: the address did refuse it). Not counted: attempts
-//! whose pick failed (no address), hedges the call cancelled because another attempt won, and a committed
-//! attempt the client itself cancelled (the application's cancel or a dropped call: nothing the backend
-//! did). A deadline the client enforced counts as a failure (DEADLINE_EXCEEDED), as in C-core, where the
-//! status the call finishes with is what the picker's call tracker sees: for the committed attempt, and for
-//! every attempt the deadline cut before commit (a unary call to a backend that never answers commits on
-//! nothing, and still counts). An attempt cut by `perAttemptRecvTimeout` is not counted (the call's status
-//! is the next attempt's). Counting happens only while the
+//! (a transparent retry's unprocessed attempt included: the address did refuse it). A deadline the client
+//! enforced counts as a failure (DEADLINE_EXCEEDED), as in C-core, where the status the call finishes
+//! with is what the picker's call tracker sees: for the committed attempt, and for every attempt the
+//! deadline cut before commit (a unary call to a backend that never answers commits on nothing, and still
+//! counts). An attempt cut by its own `perAttemptRecvTimeout` (gRFC A44), a retry attempt or a hedge,
+//! counts as a failure too (CANCELLED, the status C-core's call tracker sees for it): a backend that takes
+//! calls and never answers is ejected even when retries save every call, instead of costing each call
+//! that lands there the timeout and a throttle token for as long as it stays silent.
+//!
+//! Not counted: attempts whose pick failed (no address); a committed attempt the client itself cancelled
+//! (the application's cancel or a dropped call: nothing the backend did); and a hedge cancelled because
+//! another attempt won the call (the call committed elsewhere). That last one departs from C-core, which
+//! counts every cancelled attempt as a failure: a hedge that lost the race says nothing about its backend
+//! (hedging exists to race healthy backends against each other, and counting the losers would eject the
+//! slower half of a healthy fleet), and a backend that never answers is still found out by the hedges
+//! `perAttemptRecvTimeout` cuts there, or by the deadlines it causes. Counting happens only while the
 //! detector has an algorithm configured: otherwise picks carry no counter at all.
+//!
+//! Ejection state does not survive IDLE: a channel that goes IDLE (no call for its idle timeout) drops
+//! its policy and its `OutlierDetector` with its connections, and the policy it builds when it leaves IDLE
+//! starts with every address in service, its multipliers at zero and its counters empty (only the
+//! ejection counts `Channel::stats()` shows are kept). grpc-go and C-core do the same: their IDLE shuts
+//! the whole LB policy tree down, outlier detection included, and leaving it builds a new one. A backend
+//! still failing is ejected again after the first interval with enough calls.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};

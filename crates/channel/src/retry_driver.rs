@@ -289,14 +289,22 @@ impl Driver {
     }
 
     fn cancel_attempt(&mut self, attempt: AttemptId) {
-        let deadline_passed = self.deadline_passed();
+        // What cut the attempt, as outlier detection counts it on the address it went to: the call's
+        // deadline (DEADLINE_EXCEEDED, as an attempt that ended so after commit counts), or its own
+        // `perAttemptRecvTimeout` (CANCELLED, as in C-core: the backend took the call and did not answer
+        // in time). Cancelled for another reason (a hedge that lost: another attempt won, which says
+        // nothing about this one's backend), it does not count.
+        let cut_by = if self.deadline_passed() {
+            Some(Code::DeadlineExceeded)
+        } else if self.call.timed_out(attempt) {
+            Some(Code::Cancelled)
+        } else {
+            None
+        };
         if let Some(slot) = self.attempts.get_mut(attempt.0 as usize) {
             if let Slot::Live(mut a, mut t) = std::mem::replace(slot, Slot::Gone) {
-                // The call's deadline cut the attempt: DEADLINE_EXCEEDED on the address it went to (outlier
-                // detection), as an attempt that ended so after commit counts. Cancelled for another reason
-                // (a hedge that lost, a receive timeout), it does not count.
-                if deadline_passed {
-                    a.record_result(AttemptResult::Ended(Code::DeadlineExceeded));
+                if let Some(code) = cut_by {
+                    a.record_result(AttemptResult::Ended(code));
                 }
                 a.cancel();
                 t.cancelled();

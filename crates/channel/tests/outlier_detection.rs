@@ -340,3 +340,136 @@ async fn a_backend_that_never_answers_is_ejected_by_the_deadlines_it_causes() {
     }
     assert!(ch.stats().ejected_addresses.is_empty());
 }
+
+/// Failure percentage over two backends (both must have 5 calls in the interval; half failing ejects),
+/// under `policy` for the interop service's methods.
+fn two_backends_with(policy: &str) -> String {
+    format!(
+        r#"{{"loadBalancingConfig":[{{"outlier_detection_experimental":{{
+            "interval":"1s","baseEjectionTime":"30s","maxEjectionPercent":50,
+            "failurePercentageEjection":{{"threshold":50,"enforcementPercentage":100,
+                                          "minimumHosts":2,"requestVolume":5}},
+            "childPolicy":[{{"round_robin":{{}}}}]}}}}],
+        "methodConfig":[{{"name":[{{"service":"grpc.testing.TestService"}}],{policy}}}]}}"#
+    )
+}
+
+/// A backend that accepts every call and never answers (it holds each stream until the client resets it).
+async fn mute() -> support::h2_server::H2Server {
+    support::h2_server::H2Server::tcp(
+        support::h2_server::defaults,
+        support::h2_server::handler(|mut stream| async move { stream.wait_reset().await }),
+    )
+    .await
+}
+
+/// Rounds of `calls` calls (each must succeed), each followed by a second (a sweep), until something is
+/// ejected or `rounds` have passed; what is ejected then.
+async fn ejected_after_saved_calls(ch: &Channel, rounds: usize, calls: usize) -> Vec<String> {
+    for _ in 0..rounds {
+        assert_eq!(failures(ch, calls).await, 0, "every call is saved");
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        let ejected = ch.stats().ejected_addresses;
+        if !ejected.is_empty() {
+            return ejected;
+        }
+    }
+    Vec::new()
+}
+
+/// A50 × A44: a backend that takes calls and never answers, whose attempts `perAttemptRecvTimeout` cuts and
+/// a retry saves elsewhere. The cut attempts count as failures (CANCELLED, as in C-core), so the backend is
+/// ejected and calls stop paying the timeout there.
+#[tokio::test(start_paused = true)]
+async fn attempts_cut_by_the_per_attempt_recv_timeout_count_and_eject_a_silent_backend() {
+    let (good, silent) = (healthy().await, mute().await);
+    let config = two_backends_with(
+        r#""retryPolicy":{"maxAttempts":2,"initialBackoff":"0.01s","maxBackoff":"0.01s",
+            "backoffMultiplier":1,"retryableStatusCodes":["CANCELLED"],"perAttemptRecvTimeout":"0.1s"}"#,
+    );
+    let ch = channel(&[good.addr, silent.addr()], &config);
+    let ejected = ejected_after_saved_calls(&ch, 5, 20).await;
+    assert_eq!(
+        ejected,
+        [silent.addr().to_string()],
+        "the silent backend is ejected"
+    );
+    let retries = || ch.stats().methods.values().map(|m| m.retries).sum::<u64>();
+    let (before, opened) = (retries(), silent.opens().len());
+    assert_eq!(failures(&ch, 30).await, 0);
+    assert_eq!(
+        retries(),
+        before,
+        "no call reaches the ejected backend: no retry"
+    );
+    assert_eq!(silent.opens().len(), opened, "no stream opens on it");
+}
+
+/// Hedging over the same pair. A hedge cancelled because another hedge won says nothing about its backend
+/// and does not count (the silent backend keeps its share of first hedges); a hedge cut by its own
+/// `perAttemptRecvTimeout` counts, as a retry attempt does.
+#[tokio::test(start_paused = true)]
+async fn a_losing_hedge_does_not_count_but_a_hedge_cut_by_its_recv_timeout_does() {
+    let (good, silent) = (healthy().await, mute().await);
+    // The second hedge goes out 50 ms after the first, and wins when the first went to the silent backend.
+    let losing = two_backends_with(
+        r#""hedgingPolicy":{"maxAttempts":2,"hedgingDelay":"0.05s","nonFatalStatusCodes":[]}"#,
+    );
+    let ch = channel(&[good.addr, silent.addr()], &losing);
+    assert_eq!(
+        ejected_after_saved_calls(&ch, 3, 20).await,
+        Vec::<String>::new()
+    );
+    let hedges: u64 = ch.stats().methods.values().map(|m| m.hedges).sum();
+    assert!(
+        hedges >= 10,
+        "the silent backend had its share: {hedges} hedges"
+    );
+
+    // The second hedge only after 10 s: the first, cut by its 0.1 s receive timeout, is what sends it.
+    let cut = two_backends_with(
+        r#""hedgingPolicy":{"maxAttempts":2,"hedgingDelay":"10s","nonFatalStatusCodes":[],
+            "perAttemptRecvTimeout":"0.1s"}"#,
+    );
+    let ch = channel(&[good.addr, silent.addr()], &cut);
+    assert_eq!(
+        ejected_after_saved_calls(&ch, 5, 20).await,
+        [silent.addr().to_string()]
+    );
+}
+
+/// Going IDLE drops the ejection state with the policy (as grpc-go's and C-core's IDLE shut the LB policy
+/// tree down): back from IDLE every address is in service, and a backend still failing is ejected again
+/// after an interval with enough calls. The ejection counts in the stats are kept.
+#[tokio::test(start_paused = true)]
+async fn going_idle_starts_detection_afresh_and_a_failing_backend_is_ejected_again() {
+    let (a, b, bad) = (healthy().await, healthy().await, failing().await);
+    let ch = Channel::builder(support::ipv4_target(&[a.addr, b.addr, bad.addr]))
+        .default_service_config(outlier_config(10))
+        .service_config_lookup(false)
+        .idle_timeout(Duration::from_secs(60))
+        .build()
+        .expect("channel");
+    until_ejected(&ch).await;
+    assert_eq!(ch.stats().ejected_addresses, [bad.addr.to_string()]);
+
+    tokio::time::sleep(Duration::from_secs(61)).await;
+    assert_eq!(ch.state(), grpc_channel::ConnectivityState::Idle);
+    assert!(
+        ch.stats().ejected_addresses.is_empty(),
+        "IDLE ejects nothing"
+    );
+    let failed = failures(&ch, 30).await;
+    assert!(
+        (5..=15).contains(&failed),
+        "back from IDLE the failing backend is in the rotation: {failed} of 30 calls failed"
+    );
+    until_ejected(&ch).await;
+    let stats = ch.stats();
+    assert_eq!(stats.ejected_addresses, [bad.addr.to_string()]);
+    assert_eq!(
+        stats.ejections.get(&bad.addr.to_string()),
+        Some(&2),
+        "the counts survive IDLE"
+    );
+}

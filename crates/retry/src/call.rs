@@ -237,6 +237,16 @@ impl RetryCall {
         self.phase.live()
     }
 
+    /// Whether `attempt` was cut by `perAttemptRecvTimeout` (it ended as CANCELLED; the
+    /// [`Action::CancelAttempt`] that cut it says no more): what a caller counting attempts per address
+    /// (outlier detection) tells apart from an attempt cancelled because the call committed elsewhere, or
+    /// was cancelled itself.
+    pub fn timed_out(&self, attempt: AttemptId) -> bool {
+        self.attempts
+            .get(attempt.0 as usize)
+            .is_some_and(Attempt::timed_out)
+    }
+
     /// Bytes currently counted against the buffer limits.
     pub fn buffered_bytes(&self) -> usize {
         self.buffered_bytes

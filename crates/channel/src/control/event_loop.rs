@@ -33,7 +33,7 @@ use super::health_watches::HealthWatches;
 use super::policy_choice::policy_choice;
 use super::{ActiveCalls, Conn, Event, Handle, PlaneStats, Published};
 use crate::connect::{connect, AbortOnDrop, Established, Http2Settings};
-use crate::keepalive::{self, Keepalive};
+use crate::keepalive::{self, Keepalive, OpenStreams};
 use crate::outlier::CallResults;
 use crate::proxy::Route;
 use crate::resolution::Resolution;
@@ -580,7 +580,7 @@ impl Loop {
             let conns = &retired.conns;
             let handle = |id| {
                 conns.get(&id).map(|(_, conn)| Handle {
-                    conn: conn.clone(),
+                    conn: conn.send.clone(),
                     results: None,
                 })
             };
@@ -606,7 +606,7 @@ impl Loop {
         };
         let handle = |id| {
             conns.get(&id).map(|(_, conn)| Handle {
-                conn: conn.clone(),
+                conn: conn.send.clone(),
                 results: addresses.get(&id).and_then(|a| results.get(*a)).cloned(),
             })
         };
@@ -729,7 +729,14 @@ async fn connect_subchannel(
             seen,
             ping_pong,
         }) => {
-            let _ = events.send(Event::Ready(id, generation, addr.clone(), send));
+            // The streams of the channel's own on this connection (the health Watch): with its calls,
+            // they keep keepalive pinging.
+            let streams = OpenStreams::default();
+            let conn = Conn {
+                send,
+                streams: streams.clone(),
+            };
+            let _ = events.send(Event::Ready(id, generation, addr.clone(), conn));
             // Aborting this task (Disconnect) must close the connection too.
             let _abort = AbortOnDrop(driver);
             tokio::select! {
@@ -741,7 +748,7 @@ async fn connect_subchannel(
                     let _ = events.send(Event::Draining(id, generation, goaway));
                     let _ = closed.await;
                 }
-                status = keepalive::run(keepalive.clone(), ping_pong, seen.clone(), || active.in_use()) => {
+                status = keepalive::run(keepalive.clone(), ping_pong, seen.clone(), || active.in_use() || streams.any()) => {
                     // The peer stopped answering: close the connection (its calls fail UNAVAILABLE).
                     tracing::info!(%addr, %status, "closing the connection");
                     let _ = events.send(Event::Closed(id, generation));

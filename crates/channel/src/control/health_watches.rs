@@ -166,7 +166,8 @@ impl HealthWatches {
             events: events.clone(),
         };
         let task = tokio::spawn(health::run(
-            conn.clone(),
+            conn.send.clone(),
+            conn.streams.clone(),
             setup.clone(),
             service.clone(),
             addr.to_string(),

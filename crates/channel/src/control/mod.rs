@@ -39,7 +39,7 @@ use event_loop::Loop;
 use crate::attempt::{Pick, PickError, Picked};
 use crate::connect::Http2Settings;
 use crate::health::{HealthStats, WatchSetup};
-use crate::keepalive::Keepalive;
+use crate::keepalive::{Keepalive, OpenStreams};
 use crate::outlier::{CallResults, EjectionStats};
 use crate::proxy::Route;
 use crate::resolution::Resolution;
@@ -51,13 +51,19 @@ use crate::tls::TlsConnector;
 /// How long a channel with no calls keeps its connections (A62 recommends 30 minutes).
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 
-type Conn = SendRequest<Bytes>;
+/// A READY connection as the event loop holds it: where calls open their streams, and the count of the
+/// streams the channel itself keeps open on it (the health Watch), which its keepalive reads.
+#[derive(Clone)]
+struct Conn {
+    send: SendRequest<Bytes>,
+    streams: OpenStreams,
+}
 
 /// What a picker hands out for a READY subchannel: its connection and, while outlier detection is on, its
 /// address's call results (an `Arc` clone per pick, no allocation).
 #[derive(Clone)]
 struct Handle {
-    conn: Conn,
+    conn: SendRequest<Bytes>,
     results: Option<Arc<CallResults>>,
 }
 

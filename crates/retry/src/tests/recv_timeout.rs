@@ -223,3 +223,31 @@ fn a_cut_attempt_is_retried_only_when_cancelled_or_deadline_exceeded_is_listed()
         }
     }
 }
+
+#[test]
+fn timed_out_tells_a_cut_hedge_from_one_cancelled_because_another_won_or_by_the_deadline() {
+    // As in the hedging timeline above: attempt 0 cut at 500, attempt 2 cancelled when attempt 1 wins.
+    let mut t = Timeline::new(hedging_with_timeout(3, 300, 500));
+    t.actions();
+    t.advance();
+    t.actions();
+    assert_eq!(t.advance(), Some(500));
+    assert_eq!(t.actions(), ["cancel 0", "start 2 prev=2"]);
+    assert!(t.call.timed_out(AttemptId(0)), "cut by its receive timeout");
+    t.sleep(100);
+    t.headers(1);
+    assert_eq!(t.actions(), ["cancel 2", "commit 1"]);
+    assert!(!t.call.timed_out(AttemptId(2)), "a hedge that lost");
+    assert!(!t.call.timed_out(AttemptId(1)), "the winner");
+    assert!(!t.call.timed_out(AttemptId(7)), "no such attempt");
+
+    // Cut by the call's deadline, not by its own timeout.
+    let mut t = with_deadline(hedging_with_timeout(3, 1000, 300), 400);
+    t.actions();
+    t.advance();
+    t.actions();
+    assert_eq!(t.advance(), Some(400));
+    assert_eq!(t.actions(), ["cancel 1", "finish DeadlineExceeded"]);
+    assert!(t.call.timed_out(AttemptId(0)));
+    assert!(!t.call.timed_out(AttemptId(1)));
+}
