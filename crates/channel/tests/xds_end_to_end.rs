@@ -30,8 +30,8 @@ use support::flaky::{attempts, flaky_unary};
 use support::xds::{
     bounded, call_until, locality, management_server, nack_of, publish, publish_empty_call_split,
     set_clusters, set_endpoints, set_listener_without_api_listener, set_routes_with_unknown_filter,
-    slow_stream, tally, unary_served_by, xds_channel, xds_channel_with_features, CALL, NAME,
-    ROUTES,
+    slow_stream, tally, unary_served_by, xds_channel, xds_channel_at, xds_channel_with_features,
+    CALL, NAME, ROUTES,
 };
 use support::{interop_server_handle, reserved_port, served_by};
 
@@ -769,6 +769,48 @@ async fn calls_survive_the_management_server_going_away() {
         assert!(resubscribed, "the client never opened a new ADS stream");
         let after = tally(&channel, 10).await;
         assert_eq!(after.get(&a.addr.to_string()).copied(), Some(10));
+    })
+    .await;
+}
+
+/// 10b. The management server is unreachable (A57): the first channel's calls fail UNAVAILABLE at once,
+/// and so do those of a channel built afterwards, which shares the failing ADS stream: its watches get
+/// the stream's error when they start, not at the next stream attempt (the backoff, 1 s and more). The
+/// calls' 500 ms deadline is shorter than any backoff, so the code tells which: DEADLINE_EXCEEDED had
+/// the channel waited for the next attempt (the clock is paused; the sockets are real).
+#[tokio::test(start_paused = true)]
+async fn a_channel_built_while_the_management_server_is_unreachable_fails_at_once() {
+    bounded("unreachable management server", async {
+        let (_held, dead) = reserved_port();
+        let within = Duration::from_millis(500);
+        let call = |channel: grpc_channel::Channel| async move {
+            channel
+                .unary::<_, interop_proto::SimpleResponse>(
+                    paths::UNARY_CALL,
+                    Request::new(interop_proto::SimpleRequest::default()).with_timeout(within),
+                )
+                .await
+                .map(drop)
+        };
+        let first = xds_channel_at(&dead.to_string(), &[]);
+        let status = call(first.clone()).await.expect_err("no management server");
+        assert_eq!(
+            status.code(),
+            Code::Unavailable,
+            "first channel: {status:?}"
+        );
+
+        let second = xds_channel_at(&dead.to_string(), &[]);
+        let status = call(second.clone())
+            .await
+            .expect_err("no management server");
+        assert_eq!(
+            status.code(),
+            Code::Unavailable,
+            "a channel built while the ADS stream is down: {status:?}"
+        );
+        assert!(status.message().contains("xDS"), "{status:?}");
+        drop(first);
     })
     .await;
 }
