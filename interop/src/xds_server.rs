@@ -5,7 +5,7 @@
 //!
 //! Tests set the resources per type ([`ManagementServer::set`]); every change gets a new version and is
 //! pushed to each stream subscribed to the type. Each request is recorded ([`ManagementServer::requests`]),
-//! so tests can expect ACKs and NACKs. [`ManagementServer::stop`] and [`ManagementServer::restart`] (on the
+//! so tests can expect ACKs and NACKs, and streams are counted as they open and end. [`ManagementServer::stop`] and [`ManagementServer::restart`] (on the
 //! same port) exercise the client's stream recovery.
 //!
 //! What it sends, per stream and type: after a request whose names differ from the last ones, or that is
@@ -42,6 +42,8 @@ struct State {
     types: BTreeMap<String, TypeSnapshot>,
     requests: Vec<DiscoveryRequest>,
     streams_opened: u64,
+    /// Streams that ended (the client went away or ended them, or the server stopped).
+    streams_ended: u64,
 }
 
 struct Shared {
@@ -165,6 +167,11 @@ impl ManagementServer {
         self.shared.state.lock().streams_opened
     }
 
+    /// How many ADS streams ended so far (the client ended them or went away, or the server stopped).
+    pub fn streams_ended(&self) -> u64 {
+        self.shared.state.lock().streams_ended
+    }
+
     /// Waits (up to `limit`, polling every 10 ms) until some request satisfies `what`; returns it.
     pub async fn wait_for_request(
         &self,
@@ -214,6 +221,15 @@ struct Ads {
     shared: Arc<Shared>,
 }
 
+/// Counts a stream's end when its task ends, however it ends.
+struct StreamEnd(Arc<Shared>);
+
+impl Drop for StreamEnd {
+    fn drop(&mut self) {
+        self.0.state.lock().streams_ended += 1;
+    }
+}
+
 type ResponseStream = Pin<Box<dyn Stream<Item = Result<DiscoveryResponse, tonic::Status>> + Send>>;
 
 /// What one stream asked for, per type, and what it was last sent.
@@ -241,6 +257,7 @@ impl AggregatedDiscoveryService for Ads {
         shared.state.lock().streams_opened += 1;
         let (tx, rx) = mpsc::channel::<Result<DiscoveryResponse, tonic::Status>>(16);
         tokio::spawn(async move {
+            let _ended = StreamEnd(shared.clone());
             let mut subs: BTreeMap<String, Subscription> = BTreeMap::new();
             let mut changes = shared.changes.subscribe();
             let mut stops = shared.stops.subscribe();

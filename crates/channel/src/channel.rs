@@ -240,13 +240,15 @@ impl Channel {
             .unwrap_or(from)
     }
 
-    /// Shuts the channel down: connections close, new calls fail with UNAVAILABLE, and the state becomes
-    /// SHUTDOWN. Dropping every clone of the channel does the same.
+    /// Shuts the channel down: connections close, its name resolver stops (DNS queries, an `xds:`
+    /// target's watches and its share of the ADS stream), new calls fail with UNAVAILABLE, and the state
+    /// becomes SHUTDOWN. Dropping every clone of the channel does the same.
     pub fn close(&self) {
         self.inner.closed.store(true, Ordering::Release);
         if let Some(control) = self.inner.control.get() {
             control.close();
         }
+        self.inner.resolution.stop();
     }
 
     /// A unary call with prost messages. Like an `async fn`, it does nothing until the returned future is

@@ -5,7 +5,8 @@
 //! resolution to the A21 [`ConfigSelector`] here, which publishes the result and tells the resolver whether the
 //! channel could use it: a first config that is invalid with no default is rejected, and the resolver retries
 //! with backoff until a valid one arrives. The task runs whether or not calls flow, and ends when the channel
-//! is dropped. Both start on the channel's first call, inside the
+//! is closed ([`Resolution::stop`]) or dropped; so does the resolver of an `xds:` target (its watches, and
+//! its share of the ADS stream, go with it). Both start on the channel's first call, inside the
 //! caller's tokio runtime. A DNS target reached through an HTTP CONNECT proxy (gRFC A1) is not resolved
 //! here: its one endpoint is its name (`Address::Name`), which the proxy resolves; the resolver still looks
 //! up the service config.
@@ -25,9 +26,18 @@ use crate::status::{Code, Status};
 
 struct Started {
     state: watch::Receiver<State>,
-    resolver: Option<ResolverHandle>,
-    /// A resolver the builder started (xDS): stops when dropped with the channel.
-    _external: Option<ExternalTask>,
+}
+
+/// The resolver that runs for a started resolution, until [`Resolution::stop`] (or the channel's drop)
+/// drops it.
+#[derive(Default)]
+struct Running {
+    /// [`Resolution::stop`] was called: no resolver starts any more.
+    stopped: bool,
+    /// The DNS resolver's handle: its task ends once the handle is gone (after a query in flight).
+    dns: Option<ResolverHandle>,
+    /// A resolver the builder started (xDS): its task stops when this is dropped.
+    external: Option<ExternalTask>,
 }
 
 pub(crate) struct Resolution {
@@ -39,6 +49,9 @@ pub(crate) struct Resolution {
     /// What starts the resolver of an `xds:` target (given by the builder with feature `xds`).
     external: Option<StartResolver>,
     started: OnceCell<Started>,
+    /// Taken for the whole of [`Resolution::start`] and by [`Resolution::stop`], so that no resolver
+    /// starts after the channel closed.
+    running: parking_lot::Mutex<Running>,
 }
 
 impl Resolution {
@@ -56,6 +69,7 @@ impl Resolution {
             default_config,
             external,
             started: OnceCell::new(),
+            running: parking_lot::Mutex::new(Running::default()),
         }
     }
 
@@ -72,21 +86,22 @@ impl Resolution {
             config,
             routing: None,
         });
-        Started {
-            state: rx,
-            resolver: None,
-            _external: None,
-        }
+        Started { state: rx }
     }
 
     fn start(&self) -> Result<Started, Status> {
+        let mut running = self.running.lock();
+        if running.stopped {
+            return Err(Status::new(Code::Unavailable, "the channel is shut down"));
+        }
+
         let (server, host, port) = match &self.target {
             Target::Addresses(addrs) => {
                 return Ok(self.fixed(addrs.iter().copied().map(Address::Tcp).collect()))
             }
             Target::Unix(path) => return Ok(self.fixed(vec![Address::Unix(path.as_path().into())])),
             Target::Dns { server, host, port } => (server, host, port),
-            Target::Xds { .. } => return self.start_xds(),
+            Target::Xds { .. } => return self.start_xds(&mut running),
         };
         // Through a proxy with no TXT lookup, nothing needs DNS: the name is the one endpoint.
         if self.by_name && !self.options.txt_lookups {
@@ -161,27 +176,34 @@ impl Resolution {
             accepted
         });
         let handle = ResolverTask::spawn_with(resolver, Box::new(SplitMix64::new(seed)), accept);
-        Ok(Started {
-            state: rx,
-            resolver: Some(handle),
-            _external: None,
-        })
+        running.dns = Some(handle);
+        Ok(Started { state: rx })
     }
 
     /// An `xds:` target: the resolver the builder gave (feature `xds`) follows the management server.
-    fn start_xds(&self) -> Result<Started, Status> {
+    fn start_xds(&self, running: &mut Running) -> Result<Started, Status> {
         let Some(start) = &self.external else {
             return Err(Status::unavailable(
                 "xds: targets need grpc-channel's feature `xds`",
             ));
         };
         let (tx, rx) = watch::channel(State::Pending);
-        let task = start(tx)?;
-        Ok(Started {
-            state: rx,
-            resolver: None,
-            _external: Some(task),
-        })
+        running.external = Some(start(tx)?);
+        Ok(Started { state: rx })
+    }
+
+    /// Stops the resolver for good (`Channel::close`): a DNS resolver asks no more (a query in flight
+    /// ends first), an `xds:` resolver's task stops and drops its watches (unsubscribing what no other
+    /// channel watches; the last channel of an ADS stream ends it), and none starts afterwards. Calls
+    /// still waiting for a first result fail UNAVAILABLE.
+    pub(crate) fn stop(&self) {
+        let (dns, external) = {
+            let mut running = self.running.lock();
+            running.stopped = true;
+            (running.dns.take(), running.external.take())
+        };
+        // Dropped outside the lock.
+        drop((dns, external));
     }
 
     /// The resolution state, starting the resolver if needed.
@@ -236,30 +258,24 @@ impl Resolution {
         }
     }
 
-    /// The resolver the builder gave (xDS), once started: for its owner to look into.
+    /// `look` applied to the resolver the builder gave (xDS), while it runs (started, not stopped): for
+    /// its owner to look into.
     #[cfg(feature = "xds")]
-    pub(crate) fn external(&self) -> Option<&(dyn std::any::Any + Send + Sync)> {
-        self.started.get()?._external.as_deref()
+    pub(crate) fn with_external<T>(
+        &self,
+        look: impl FnOnce(&(dyn std::any::Any + Send + Sync)) -> Option<T>,
+    ) -> Option<T> {
+        look(self.running.lock().external.as_deref()?)
     }
 
     /// Whether a resolver runs (DNS targets), so that `resolve_now` brings a fresh result.
     pub(crate) fn has_resolver(&self) -> bool {
-        matches!(
-            self.started.get(),
-            Some(Started {
-                resolver: Some(_),
-                ..
-            })
-        )
+        self.running.lock().dns.is_some()
     }
 
     /// Asks the resolver for a fresh resolution (rate-limited by the resolver).
     pub(crate) fn resolve_now(&self) {
-        if let Some(Started {
-            resolver: Some(handle),
-            ..
-        }) = self.started.get()
-        {
+        if let Some(handle) = &self.running.lock().dns {
             handle.resolve_now();
         }
     }

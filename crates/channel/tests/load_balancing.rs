@@ -1,7 +1,7 @@
 //! Load balancing over real sockets with several interop servers on loopback: round_robin's spread,
 //! failover and reconnection with backoff, pick_first failover, the control plane picking up a new address
 //! list with no call in flight, and a graceful switch of policy under load (real DNS: an in-process hickory
-//! server on loopback). Timing tests run on tokio's paused clock.
+//! server on loopback); `close()` stopping the DNS resolver. Timing tests run on tokio's paused clock.
 
 mod support;
 
@@ -307,6 +307,42 @@ async fn leaving_idle_reports_connecting_while_resolution_is_pending() {
         )
         .await;
     assert_eq!(state, ConnectivityState::Connecting);
+}
+
+/// `close()` stops the channel's DNS resolver: a name that never resolves (a DNS server that never
+/// answers) is asked again and again with backoff while the channel lives, and no more once it is
+/// closed, though the `Channel` value lives on. The queries are counted where they arrive.
+#[tokio::test(start_paused = true)]
+async fn closing_the_channel_stops_its_dns_resolver() {
+    let (socket, silent) = interop::dns::silent().await.expect("socket");
+    let queries = || {
+        let mut buf = [0u8; 512];
+        let mut n = 0;
+        while socket.try_recv_from(&mut buf).is_ok() {
+            n += 1;
+        }
+        n
+    };
+    let ch = Channel::builder(format!("dns://{silent}/svc.test:1"))
+        .resolver_options(ResolverOptions {
+            query_timeout: Duration::from_secs(1),
+            ..ResolverOptions::default()
+        })
+        .build()
+        .expect("channel");
+    ch.connect();
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert!(queries() > 0, "the resolver asks");
+    tokio::time::sleep(Duration::from_secs(300)).await;
+    assert!(queries() > 0, "and asks again, with backoff");
+
+    ch.close();
+    // A query in flight at close() may still time out (1 s); nothing is asked after it.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    queries();
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    assert_eq!(queries(), 0, "the resolver went on after close()");
+    drop(ch);
 }
 
 /// Records the states a channel goes through (a watch channel may merge quick steps) until `until` holds

@@ -4,7 +4,9 @@
 //! routes), weighted clusters, path and header routes, a route's retry policy (A44, and its edges), EDS updates while
 //! calls run (and a call in flight on a removed endpoint), priority failover, a NACKed Listener that keeps
 //! the last good config, a route with an unknown required filter NACKed, a Listener that never comes (A57, paused clock), Listener and Cluster deletion
-//! (A88's ambient default and `fail_on_data_errors`), the management server going away, no matching
+//! (A88's ambient default and `fail_on_data_errors`), the management server going away or unreachable
+//! (a channel built meanwhile fails at once, A57), `close()` releasing the channel's watches and its share
+//! of the ADS stream, no matching
 //! virtual host, locality weights, EDS `drop_overloads` (never retried, A32), a route's
 //! `max_stream_duration` (A31), circuit breaking (A32) and priority recovery.
 //!
@@ -17,6 +19,7 @@ mod support;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
 use grpc_channel::{Code, Request, Status};
 use interop::faulty::FaultyServer;
 use interop::xds_resources::{
@@ -30,8 +33,8 @@ use support::flaky::{attempts, flaky_unary};
 use support::xds::{
     bounded, call_until, locality, management_server, nack_of, publish, publish_empty_call_split,
     set_clusters, set_endpoints, set_listener_without_api_listener, set_routes_with_unknown_filter,
-    slow_stream, tally, unary_served_by, xds_channel, xds_channel_with_features, CALL, NAME,
-    ROUTES,
+    slow_stream, tally, unary_served_by, xds_channel, xds_channel_at, xds_channel_with_features,
+    CALL, NAME, ROUTES,
 };
 use support::{interop_server_handle, reserved_port, served_by};
 
@@ -419,6 +422,126 @@ async fn closing_the_channel_closes_a_connection_left_by_an_eds_update() {
     .await;
 }
 
+/// 5d. Closing an xDS channel stops its resolver and its watches, and lets go of its share of the ADS
+/// stream: its only channel closed, the stream ends (the management server sees it go), and the channel
+/// has no xDS resources to show any more.
+#[tokio::test]
+async fn closing_the_only_xds_channel_ends_the_ads_stream() {
+    bounded("close ends the stream", async {
+        let a = interop_server_handle().await;
+        let server = management_server().await;
+        publish(
+            &server,
+            &["*"],
+            vec![route_to_cluster(&RouteMatchSpec::any(), "c")],
+            &[("c", locality(&[a.addr]))],
+        );
+        let channel = xds_channel(&server);
+        served_by(&channel, CALL).await.expect("a call");
+        assert!(channel.xds_resources().is_some());
+        assert_eq!(server.streams_ended(), 0);
+
+        channel.close();
+        let mut ended = false;
+        for _ in 0..1000 {
+            if server.streams_ended() == 1 {
+                ended = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(ended, "the ADS stream outlived close()");
+        assert_eq!(server.streams_opened(), 1, "and no new one opens");
+        assert!(channel.xds_resources().is_none());
+    })
+    .await;
+}
+
+/// 5e. Two channels share the ADS stream; closing one unsubscribes its Listener (a request naming only
+/// the other channel's), and a new Listener version is ACKed for the other channel's Listener alone,
+/// while that channel goes on on the same stream.
+#[tokio::test]
+async fn closing_one_of_two_xds_channels_unsubscribes_its_listener_only() {
+    bounded("close releases its share", async {
+        const OTHER: &str = "other.test";
+        let a = interop_server_handle().await;
+        let server = management_server().await;
+        publish(
+            &server,
+            &["*"],
+            vec![route_to_cluster(&RouteMatchSpec::any(), "c")],
+            &[("c", locality(&[a.addr]))],
+        );
+        let listeners = || {
+            vec![
+                named(NAME, type_url::LISTENER, &rds_listener(NAME, ROUTES)),
+                named(OTHER, type_url::LISTENER, &rds_listener(OTHER, ROUTES)),
+            ]
+        };
+        server.set(type_url::LISTENER, listeners());
+        let closing = xds_channel(&server);
+        let staying = grpc_channel::Channel::builder(format!("xds:///{OTHER}"))
+            .xds_bootstrap(server.bootstrap_json())
+            .build()
+            .expect("xds channel");
+        served_by(&closing, CALL).await.expect("a call");
+        served_by(&staying, CALL).await.expect("a call");
+        let names = |r: &DiscoveryRequest| {
+            let mut names = r.resource_names.clone();
+            names.sort();
+            names
+        };
+        server
+            .wait_for_request(Duration::from_secs(10), |r| {
+                r.type_url == type_url::LISTENER && names(r) == [OTHER, NAME]
+            })
+            .await
+            .expect("one stream asks for both Listeners");
+        let seen = server.requests().len();
+        let server = &server;
+        let next_listener_request = |skip: usize| async move {
+            for _ in 0..1000 {
+                if let Some(r) = server
+                    .requests_after(skip)
+                    .into_iter()
+                    .find(|r| r.type_url == type_url::LISTENER)
+                {
+                    return r;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            panic!("no Listener request: {:?}", server.requests_after(skip));
+        };
+
+        closing.close();
+        let unsubscribed = next_listener_request(seen).await;
+        assert_eq!(names(&unsubscribed), [OTHER], "{unsubscribed:?}");
+        // A new version (both Listeners changed): the ACK names the staying channel's Listener only.
+        let seen = server.requests().len();
+        server.set(type_url::LISTENER, listeners());
+        let ack = next_listener_request(seen).await;
+        assert_eq!(
+            (ack.version_info.as_str(), names(&ack)),
+            ("3", vec![OTHER.to_owned()]),
+            "{ack:?}"
+        );
+        served_by(&staying, CALL)
+            .await
+            .expect("the other channel goes on");
+        assert_eq!(server.streams_opened(), 1, "on the same stream");
+        let listeners: Vec<_> = staying
+            .xds_resources()
+            .expect("resources")
+            .resources
+            .into_iter()
+            .filter(|r| r.resource_type == grpc_channel::XdsResourceType::Listener)
+            .map(|r| r.name)
+            .collect();
+        assert_eq!(listeners, [OTHER]);
+    })
+    .await;
+}
+
 /// 6. Priority failover: the priority-0 locality's only endpoint is a port where nothing listens; priority
 /// 1 has a live backend. Calls succeed, on priority 1.
 #[tokio::test]
@@ -769,6 +892,48 @@ async fn calls_survive_the_management_server_going_away() {
         assert!(resubscribed, "the client never opened a new ADS stream");
         let after = tally(&channel, 10).await;
         assert_eq!(after.get(&a.addr.to_string()).copied(), Some(10));
+    })
+    .await;
+}
+
+/// 10b. The management server is unreachable (A57): the first channel's calls fail UNAVAILABLE at once,
+/// and so do those of a channel built afterwards, which shares the failing ADS stream: its watches get
+/// the stream's error when they start, not at the next stream attempt (the backoff, 1 s and more). The
+/// calls' 500 ms deadline is shorter than any backoff, so the code tells which: DEADLINE_EXCEEDED had
+/// the channel waited for the next attempt (the clock is paused; the sockets are real).
+#[tokio::test(start_paused = true)]
+async fn a_channel_built_while_the_management_server_is_unreachable_fails_at_once() {
+    bounded("unreachable management server", async {
+        let (_held, dead) = reserved_port();
+        let within = Duration::from_millis(500);
+        let call = |channel: grpc_channel::Channel| async move {
+            channel
+                .unary::<_, interop_proto::SimpleResponse>(
+                    paths::UNARY_CALL,
+                    Request::new(interop_proto::SimpleRequest::default()).with_timeout(within),
+                )
+                .await
+                .map(drop)
+        };
+        let first = xds_channel_at(&dead.to_string(), &[]);
+        let status = call(first.clone()).await.expect_err("no management server");
+        assert_eq!(
+            status.code(),
+            Code::Unavailable,
+            "first channel: {status:?}"
+        );
+
+        let second = xds_channel_at(&dead.to_string(), &[]);
+        let status = call(second.clone())
+            .await
+            .expect_err("no management server");
+        assert_eq!(
+            status.code(),
+            Code::Unavailable,
+            "a channel built while the ADS stream is down: {status:?}"
+        );
+        assert!(status.message().contains("xDS"), "{status:?}");
+        drop(first);
     })
     .await;
 }

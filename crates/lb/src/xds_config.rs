@@ -83,8 +83,8 @@ pub struct PriorityConfig {
 /// One locality: its endpoints (under round_robin, or in the priority's ring), and its weight among the priority's localities.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LocalityConfig {
-    /// The locality's name (region/zone/sub-zone, as the resolver writes it): a locality keeps its state
-    /// across updates under the same name.
+    /// The locality's name (its region, zone and sub-zone, written by the resolver so that distinct
+    /// localities never share one): a locality keeps its state across updates under the same name.
     pub name: String,
     /// Its load-balancing weight.
     pub weight: NonZeroU32,

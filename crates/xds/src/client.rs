@@ -8,6 +8,9 @@
 //! The rules, besides [`AdsState`]'s request rules:
 //! * watchers of one name share one subscription; a new watcher gets the cached state at once; the last
 //!   watcher leaving unsubscribes and forgets the resource;
+//! * while the stream is failing (the last one ended before any response, and none has come since), a
+//!   new watcher also gets that error at once (C-core's xDS channel status): as an error where no value
+//!   is cached, as an ambient one beside a cached value, so it never waits for the next stream;
 //! * an accepted resource equal to the cached one notifies nobody, unless the previous one was rejected;
 //! * a rejected resource (A46) keeps its cached value, and its watchers get an ambient error (a resource
 //!   never received gets a plain error); the rest of the response still applies;
@@ -136,6 +139,8 @@ pub struct XdsClient<R> {
     next_watch: u64,
     events: VecDeque<(WatchId, WatchEvent<R>)>,
     stream: Stream,
+    /// Why the stream is failing: set when one ends before any response, cleared by the next response.
+    stream_error: Option<String>,
     backoff: ConnectionBackoff,
     rng: Box<dyn Rng>,
 }
@@ -161,34 +166,48 @@ impl<R: PartialEq> XdsClient<R> {
             next_watch: 0,
             events: VecDeque::new(),
             stream: Stream::Down { next_start: now },
+            stream_error: None,
             backoff: ConnectionBackoff::new(BackoffConfig::default()),
             rng,
         }
     }
 
     /// Starts watching `name` of `resource_type`. A cached state is reported at once through
-    /// [`XdsClient::poll_event`].
+    /// [`XdsClient::poll_event`], and so is the stream's error while it is failing (see the module docs).
     pub fn watch(&mut self, resource_type: ResourceType, name: &str) -> WatchId {
         let id = WatchId(self.next_watch);
         self.next_watch += 1;
         let key = (resource_type, name.to_owned());
         self.watches.insert(id, key.clone());
+        let stream_error = self.stream_error.as_ref();
         match self.entries.get_mut(&key) {
             Some(entry) => {
                 entry.watchers.insert(id);
-                let now = match &entry.presence {
-                    Presence::Cached(value) => Some(WatchEvent::Changed(value.clone())),
-                    Presence::Absent => Some(WatchEvent::DoesNotExist),
-                    Presence::Waiting { .. } => entry
-                        .rejected
-                        .as_ref()
-                        .map(|r| WatchEvent::Error(r.message())),
-                };
-                if let Some(event) = now {
-                    self.events.push_back((id, event));
+                match &entry.presence {
+                    Presence::Cached(value) => {
+                        self.events
+                            .push_back((id, WatchEvent::Changed(value.clone())));
+                        if let Some(e) = stream_error {
+                            self.events
+                                .push_back((id, WatchEvent::AmbientError(e.clone())));
+                        }
+                    }
+                    Presence::Absent => self.events.push_back((id, WatchEvent::DoesNotExist)),
+                    Presence::Waiting { .. } => {
+                        let error = match &entry.rejected {
+                            Some(r) => Some(r.message()),
+                            None => stream_error.cloned(),
+                        };
+                        if let Some(e) = error {
+                            self.events.push_back((id, WatchEvent::Error(e)));
+                        }
+                    }
                 }
             }
             None => {
+                if let Some(e) = stream_error {
+                    self.events.push_back((id, WatchEvent::Error(e.clone())));
+                }
                 self.entries.insert(
                     key,
                     Entry {
@@ -258,6 +277,7 @@ impl<R: PartialEq> XdsClient<R> {
         }
         if !got_response {
             let message = format!("the xDS stream failed before any response: {reason}");
+            self.stream_error = Some(message.clone());
             let keys: Vec<_> = self.entries.keys().cloned().collect();
             for key in keys {
                 let cached = matches!(
@@ -324,6 +344,7 @@ impl<R: PartialEq> XdsClient<R> {
         if let Stream::Up { got_response, .. } = &mut self.stream {
             *got_response = true;
         }
+        self.stream_error = None;
         self.backoff.reset();
         let Some(resource_type) = ResourceType::from_type_url(type_url) else {
             // Not a type this client asks for: neither ACK nor NACK.

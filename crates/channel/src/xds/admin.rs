@@ -132,24 +132,21 @@ impl XdsResourceType {
 impl Channel {
     /// For an `xds:` channel (feature `xds`), its xDS client's resources: each Listener,
     /// RouteConfiguration, Cluster and ClusterLoadAssignment subscribed to, with its status, version,
-    /// last update time and last rejection (a CSDS-like view). `None` for other channels, and for an
+    /// last update time and last rejection (a CSDS-like view). `None` for other channels, for an
     /// xDS channel that has not started resolving yet (it does with its first call or
-    /// [`Channel::connect`]).
+    /// [`Channel::connect`]), and for a closed one (its watches are gone).
     pub fn xds_resources(&self) -> Option<XdsResources> {
-        let task = self
-            .inner
-            .resolution
-            .external()?
-            .downcast_ref::<ResolverTask>()?;
-        let ads = task.ads();
+        let (server_uri, dump) = self.inner.resolution.with_external(|task| {
+            let ads = task.downcast_ref::<ResolverTask>()?.ads();
+            Some((ads.server_uri().to_owned(), ads.dump()))
+        })?;
         // The client's times are on tokio's clock (paused in tests): each becomes "now minus its age".
         let (now, wall) = (tokio::time::Instant::now().into_std(), SystemTime::now());
         let wall_time = |at: std::time::Instant| {
             let age = now.saturating_duration_since(at);
             wall.checked_sub(age).unwrap_or(wall)
         };
-        let resources = ads
-            .dump()
+        let resources = dump
             .into_iter()
             .map(|d: ResourceDump| XdsResource {
                 resource_type: XdsResourceType::of(d.resource_type),
@@ -170,7 +167,7 @@ impl Channel {
             })
             .collect();
         Some(XdsResources {
-            server_uri: ads.server_uri().to_owned(),
+            server_uri,
             resources,
         })
     }

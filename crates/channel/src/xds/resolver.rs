@@ -39,8 +39,8 @@ use grpc_lb::{
 use grpc_retry::{Rng, SplitMix64};
 use grpc_service_config::{MethodConfig, ParseOptions, ServiceConfig};
 use grpc_xds::resource::{
-    ClusterKind, ClusterLb, Endpoints, Listener, Resource, ResourceType, RetryPolicy, RouteAction,
-    RouteConfig, RouteSource, VirtualHost,
+    ClusterKind, ClusterLb, Endpoints, Listener, LocalityId, Resource, ResourceType, RetryPolicy,
+    RouteAction, RouteConfig, RouteSource, VirtualHost,
 };
 use grpc_xds::{request_hash, route_call, Bootstrap, RouteOutcome};
 use parking_lot::Mutex;
@@ -422,10 +422,7 @@ fn cluster_config(endpoints: &Endpoints, max_requests: u32, lb: ClusterLbConfig)
                 .localities
                 .iter()
                 .map(|l| LocalityConfig {
-                    name: format!(
-                        "{}/{}/{}",
-                        l.locality.region, l.locality.zone, l.locality.sub_zone
-                    ),
+                    name: locality_name(&l.locality),
                     weight: l.weight,
                     addresses: l
                         .endpoints
@@ -454,6 +451,32 @@ fn cluster_config(endpoints: &Endpoints, max_requests: u32, lb: ClusterLbConfig)
         })
         .collect();
     config
+}
+
+/// The name the cluster manager keys a locality by: grpc-go's locality string,
+/// `{"region":..,"zone":..,"subZone":..}` with each part a JSON string, so that distinct localities never
+/// share a name (`region/zone/sub_zone` did: `("a/", "b")` and `("a", "/b")`).
+fn locality_name(locality: &LocalityId) -> String {
+    fn quoted(out: &mut String, part: &str) {
+        out.push('"');
+        for c in part.chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                c if u32::from(c) < 0x20 => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+    }
+    let mut name = String::from("{\"region\":");
+    quoted(&mut name, &locality.region);
+    name.push_str(",\"zone\":");
+    quoted(&mut name, &locality.zone);
+    name.push_str(",\"subZone\":");
+    quoted(&mut name, &locality.sub_zone);
+    name.push('}');
+    name
 }
 
 /// Routes calls by the chosen virtual host's routes.
@@ -651,5 +674,63 @@ mod hash_tests {
         // Routes without hash policies: random too.
         let plain = router(route_to_cluster(&RouteMatchSpec::any(), "c"));
         assert_ne!(hash(&plain, Some("alice")), hash(&plain, Some("alice")));
+    }
+}
+
+#[cfg(test)]
+mod locality_tests {
+    use std::num::NonZeroU32;
+
+    use grpc_xds::resource::{LocalityEndpoints, Priority};
+
+    use super::*;
+
+    fn locality(region: &str, zone: &str, sub_zone: &str) -> LocalityEndpoints {
+        LocalityEndpoints {
+            locality: LocalityId {
+                region: region.to_owned(),
+                zone: zone.to_owned(),
+                sub_zone: sub_zone.to_owned(),
+            },
+            weight: NonZeroU32::MIN,
+            endpoints: Vec::new(),
+        }
+    }
+
+    /// The names the cluster manager keys localities by, for these localities of one priority.
+    fn names(localities: Vec<LocalityEndpoints>) -> Vec<String> {
+        let endpoints = Endpoints {
+            cluster_name: "c".to_owned(),
+            priorities: vec![Priority { localities }],
+            drop_overloads: Vec::new(),
+        };
+        cluster_config(&endpoints, 1024, ClusterLbConfig::RoundRobin).priorities[0]
+            .localities
+            .iter()
+            .map(|l| l.name.clone())
+            .collect()
+    }
+
+    #[test]
+    fn distinct_localities_get_distinct_names() {
+        let pairs = [
+            // A separator inside a part.
+            (locality("a/", "b", ""), locality("a", "/b", "")),
+            (locality("", "a/b", ""), locality("a", "b", "")),
+            // The encoding's own quoting inside a part.
+            (
+                locality(r#"a","zone":"b"#, "c", ""),
+                locality("a", r#"b","zone":"c"#, ""),
+            ),
+            (locality("a\\", "b", ""), locality("a", "\\b", "")),
+        ];
+        for (x, y) in pairs {
+            let got = names(vec![x.clone(), y.clone()]);
+            assert_ne!(got[0], got[1], "{:?} and {:?}", x.locality, y.locality);
+        }
+        assert_eq!(
+            names(vec![locality("us-east1", "us-east1-b", "rack 7")]),
+            [r#"{"region":"us-east1","zone":"us-east1-b","subZone":"rack 7"}"#]
+        );
     }
 }

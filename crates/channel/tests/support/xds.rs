@@ -55,11 +55,16 @@ pub fn xds_channel(server: &ManagementServer) -> Channel {
 
 /// A channel to `xds:///<NAME>` with a bootstrap naming `server` with these extra `server_features`.
 pub fn xds_channel_with_features(server: &ManagementServer, features: &[&str]) -> Channel {
+    xds_channel_at(&server.server_uri(), features)
+}
+
+/// A channel to `xds:///<NAME>` with a bootstrap naming the management server at `server_uri` (which
+/// may be unreachable) with these extra `server_features`.
+pub fn xds_channel_at(server_uri: &str, features: &[&str]) -> Channel {
     let mut all = vec!["\"xds_v3\"".to_owned()];
     all.extend(features.iter().map(|f| format!("\"{f}\"")));
     let bootstrap = format!(
-        r#"{{"xds_servers":[{{"server_uri":"{}","channel_creds":[{{"type":"insecure"}}],"server_features":[{}]}}],"node":{{"id":"test-node"}}}}"#,
-        server.server_uri(),
+        r#"{{"xds_servers":[{{"server_uri":"{server_uri}","channel_creds":[{{"type":"insecure"}}],"server_features":[{}]}}],"node":{{"id":"test-node"}}}}"#,
         all.join(",")
     );
     Channel::builder(format!("xds:///{NAME}"))

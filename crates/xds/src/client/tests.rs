@@ -499,3 +499,65 @@ fn an_unreadable_resource_deletes_nothing() {
     let nack = requests(&mut c, t0);
     assert!(nack[0].error_detail.is_some());
 }
+
+#[test]
+fn a_new_watcher_gets_the_stream_error_at_once_until_a_response_arrives() {
+    let t0 = Instant::now();
+    let mut c = client(ServerFeatures::default(), t0);
+    let first = c.watch(L, "svc");
+    c.stream_started(t0);
+    requests(&mut c, t0);
+    c.stream_ended(t0, "connection refused");
+    assert_eq!(events(&mut c).len(), 1, "the first watcher's error");
+    let refused = |ev: &[(WatchId, WatchEvent<String>)], who: &[WatchId]| {
+        ev.len() == who.len()
+            && ev.iter().zip(who).all(|((id, e), w)| {
+                id == w && matches!(e, WatchEvent::Error(m) if m.contains("connection refused"))
+            })
+    };
+
+    // A57 (C-core's xDS channel status): while the stream is down, a new watcher of a resource with no
+    // value learns why at once, whether the resource is already watched or not; nothing waits for the
+    // next stream (the backoff, up to 120 s).
+    let second = c.watch(L, "svc");
+    let other = c.watch(C, "c");
+    let ev = events(&mut c);
+    assert!(refused(&ev, &[second, other]), "{ev:?}");
+
+    // The next stream fails too: still the error for a newcomer.
+    let t1 = t0 + Duration::from_secs(1);
+    c.stream_started(t1);
+    requests(&mut c, t1);
+    let ev = events(&mut c);
+    assert!(ev.is_empty(), "a stream starting is no news: {ev:?}");
+    let third = c.watch(E, "e");
+    let ev = events(&mut c);
+    assert!(
+        refused(&ev, &[third]),
+        "no response yet on the new stream: {ev:?}"
+    );
+
+    // A response: the server is reachable, and a newcomer waits for its resource as usual.
+    c.handle_response(t1, L.type_url(), "1", "n1", vec![valid("svc", "v1")]);
+    events(&mut c);
+    let quiet = c.watch(C, "d");
+    assert!(events(&mut c).is_empty());
+    let cached = c.watch(L, "svc");
+    assert_eq!(events(&mut c), vec![(cached, changed("v1"))]);
+
+    // Down again after a response: restarting at once is no error; a stream that then fails before any
+    // response is. A newcomer to a cached resource gets its value and the error as an ambient one, as
+    // the resource's other watchers did.
+    c.stream_ended(t1, "server restart");
+    c.stream_started(t1);
+    c.stream_ended(t1, "connection refused");
+    events(&mut c);
+    let late = c.watch(L, "svc");
+    let ev = events(&mut c);
+    assert!(
+        matches!(&ev[..], [(a, WatchEvent::Changed(v)), (b, WatchEvent::AmbientError(m))]
+            if *a == late && *b == late && **v == "v1" && m.contains("connection refused")),
+        "{ev:?}"
+    );
+    let _ = (first, quiet);
+}
