@@ -8,10 +8,12 @@
 //! - A virtual host has at least one domain, each valid for [`crate::validate_domain`].
 //! - A route needs `match`, whose path is `prefix`, `path` or `safe_regex` (compiled with `case_sensitive`,
 //!   default true, which affects the path only). A route is *ignored* (dropped, not NACKed) when it has
-//!   `query_parameters`, when its prefix or path can never match a gRPC path `/service/method`, or when
-//!   its action names a cluster some other way than `cluster`, `weighted_clusters` or a declared cluster
+//!   `query_parameters` (checked first: none of its other matchers is validated, not even its path
+//!   specifier), when its prefix or path can never match a gRPC path `/service/method`, or when its
+//!   action names a cluster some other way than `cluster`, `weighted_clusters` or a declared cluster
 //!   specifier plugin, or names an optional plugin the client does not know. An ignored route is not
-//!   validated further.
+//!   validated further (the action is read after the match, so a route ignored for its action still
+//!   needs a valid match, as in grpc-go).
 //! - Header matchers as in `matcher`; `runtime_fraction.default_value` becomes parts per million
 //!   (HUNDRED × 10,000, TEN_THOUSAND × 100, MILLION × 1, capped at a million; another denominator is a
 //!   NACK).
@@ -393,6 +395,11 @@ fn parse_route(
 
 /// A route's match, or `None` when the route is to be ignored.
 fn parse_route_match(m: &RouteMatch) -> Result<Option<RouteMatcher>, ResourceError> {
+    // A28: a route with query parameter matchers is ignored whatever its other matchers hold, so none of
+    // them is validated (grpc-go and C-core check this first too).
+    if !m.query_parameters.is_empty() {
+        return Ok(None);
+    }
     let case_sensitive = m.case_sensitive.is_none_or(|b| b.value);
     let kind = match &m.path_specifier {
         Some(PathSpecifier::Prefix(p)) if prefix_can_match(p) => PathMatch::Prefix(p.clone()),
@@ -410,9 +417,6 @@ fn parse_route_match(m: &RouteMatch) -> Result<Option<RouteMatcher>, ResourceErr
         .enumerate()
         .map(|(i, h)| parse_header_matcher(h).map_err(|e| e.within(&format!("headers[{i}]"))))
         .collect::<Result<_, _>>()?;
-    if !m.query_parameters.is_empty() {
-        return Ok(None);
-    }
     let fraction_per_million = match m
         .runtime_fraction
         .as_ref()

@@ -156,6 +156,51 @@ fn path_specifiers() {
 }
 
 #[test]
+fn a_route_with_query_parameters_is_ignored_whatever_its_other_matchers() {
+    // A28: the whole route is ignored, regardless of the other matchers, so none of them is validated.
+    let with_query = |mut m: RouteMatch| {
+        m.query_parameters.push(QueryParameterMatcher {
+            name: "q".into(),
+            ..Default::default()
+        });
+        route(m, action(to_cluster("ignored")))
+    };
+    let bad_regex = || RegexMatcher {
+        regex: "(".into(),
+        ..Default::default()
+    };
+    let mut bad_header = prefix("");
+    bad_header.headers.push(ProtoHeaderMatcher {
+        name: "k".into(),
+        header_match_specifier: Some(HeaderMatchSpecifier::SafeRegexMatch(bad_regex())),
+        ..Default::default()
+    });
+    let bad_path = RouteMatch {
+        path_specifier: Some(PathSpecifier::SafeRegex(bad_regex())),
+        ..Default::default()
+    };
+    let mut bad_fraction = prefix("");
+    bad_fraction.runtime_fraction = Some(RuntimeFractionalPercent {
+        default_value: Some(FractionalPercent {
+            numerator: 1,
+            denominator: 99,
+        }),
+        ..Default::default()
+    });
+    let no_path = RouteMatch::default();
+    let routes = routes_of(vec![
+        with_query(bad_header),
+        with_query(bad_path),
+        with_query(bad_fraction),
+        with_query(no_path),
+        simple("", "kept"),
+    ]);
+    assert_eq!(routes.len(), 1, "{routes:?}");
+    assert_eq!(routes[0].action, RouteAction::Cluster("kept".into()));
+    assert_eq!(routes[0].index, 4);
+}
+
+#[test]
 fn routes_that_can_never_match_are_ignored() {
     for kept in ["", "/", "/svc", "/svc/", "/svc/me"] {
         assert_eq!(
