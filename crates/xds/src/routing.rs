@@ -4,7 +4,9 @@
 //! duration limit (or the listener's) caps the call's deadline.
 //!
 //! The call's headers are seen through [`HeaderView`], which the caller builds from the call's metadata:
-//! one value per name, repeated values joined by `,`. On top of it, [`call_header`] applies the rules that
+//! one value per name, repeated values joined by `,`. Values are bytes: a value that is not UTF-8 (HTTP's
+//! obs-text, bytes 0x80-0xFF) is present and matched or hashed on its bytes, as grpc-go and C-core do
+//! with the raw value, never taken as absent. On top of it, [`call_header`] applies the rules that
 //! hold whatever the caller passes: `-bin` headers and pseudo-headers are absent, and `content-type` is
 //! `application/grpc`. Randomness (the fraction draw in [0, 10^6), the weighted draw in [0, total)) comes
 //! from an injected [`Rng`], drawn only when a route has a fraction or a weighted cluster list.
@@ -30,14 +32,15 @@ use crate::resource::{
 
 /// The call's headers as routing sees them: application metadata by lower-case name.
 pub trait HeaderView {
-    /// The value of `name` (lower-case), repeated values joined by `,`; `None` when absent.
-    fn value(&self, name: &str) -> Option<Cow<'_, str>>;
+    /// The value of `name` (lower-case), repeated values joined by `,`; `None` when absent. The bytes
+    /// as the call carries them, UTF-8 or not.
+    fn value(&self, name: &str) -> Option<Cow<'_, [u8]>>;
 }
 
-/// A slice of (name, value) pairs, names compared without ASCII case; several pairs of one name give
-/// their values joined by `,`, in order.
-impl<N: AsRef<str>, V: AsRef<str>> HeaderView for [(N, V)] {
-    fn value(&self, name: &str) -> Option<Cow<'_, str>> {
+/// A slice of (name, value) pairs (values `&str`, `&[u8]` or owned), names compared without ASCII case;
+/// several pairs of one name give their values joined by `,`, in order.
+impl<N: AsRef<str>, V: AsRef<[u8]>> HeaderView for [(N, V)] {
+    fn value(&self, name: &str) -> Option<Cow<'_, [u8]>> {
         let mut values = self
             .iter()
             .filter(|(n, _)| n.as_ref().eq_ignore_ascii_case(name))
@@ -46,10 +49,10 @@ impl<N: AsRef<str>, V: AsRef<str>> HeaderView for [(N, V)] {
         match values.next() {
             None => Some(Cow::Borrowed(first)),
             Some(second) => {
-                let mut joined = format!("{first},{second}");
+                let mut joined = [first, b",", second].concat();
                 for v in values {
-                    joined.push(',');
-                    joined.push_str(v);
+                    joined.push(b',');
+                    joined.extend_from_slice(v);
                 }
                 Some(Cow::Owned(joined))
             }
@@ -59,11 +62,14 @@ impl<N: AsRef<str>, V: AsRef<str>> HeaderView for [(N, V)] {
 
 /// The value of header `name` (lower-case) for matching and hashing: `None` for `-bin` names and
 /// pseudo-headers, `application/grpc` for `content-type`, else what `headers` holds.
-pub fn call_header<'h, H: HeaderView + ?Sized>(headers: &'h H, name: &str) -> Option<Cow<'h, str>> {
+pub fn call_header<'h, H: HeaderView + ?Sized>(
+    headers: &'h H,
+    name: &str,
+) -> Option<Cow<'h, [u8]>> {
     if name.ends_with("-bin") || name.starts_with(':') {
         None
     } else if name == "content-type" {
-        Some(Cow::Borrowed("application/grpc"))
+        Some(Cow::Borrowed(b"application/grpc"))
     } else {
         headers.value(name)
     }
@@ -203,7 +209,7 @@ pub fn request_hash<H: HeaderView + ?Sized>(
     for policy in policies {
         let produced = match &policy.kind {
             HashPolicyKind::Header { name, rewrite } => call_header(headers, name).map(|value| {
-                let hashed = |v: &str| xxhash_rust::xxh64::xxh64(v.as_bytes(), 0);
+                let hashed = |v: &[u8]| xxhash_rust::xxh64::xxh64(v, 0);
                 match rewrite {
                     Some(r) => hashed(&r.apply(&value)),
                     None => hashed(&value),

@@ -2,8 +2,10 @@
 //! names the same server and node in its bootstrap. A task runs grpc-xds's sans-IO [`XdsClient`] over this
 //! crate's own [`Channel`] to the server (with its connection backoff, keepalive and TLS): it opens
 //! `StreamAggregatedResources` once the channel is READY, hands each response's resources to
-//! [`grpc_xds::resource::decode`], sends the ACKs, NACKs and subscription changes the client asks for,
-//! and fires the does-not-exist timers. Nothing in the loop waits on the server: a stream opens, and its
+//! [`grpc_xds::resource::decode_response`] (on tokio's blocking pool, so a large response never holds up
+//! the runtime's other tasks and timers; the task waits for it, so responses are handled in order),
+//! sends the ACKs, NACKs and subscription changes the client asks for, and fires the does-not-exist
+//! timers. Nothing in the loop waits on the server: a stream opens, and its
 //! requests are written (by a writer task behind a queue of four), while the task goes on taking
 //! watches, reading responses and firing timers; requests the queue has no room for wait in the sans-IO
 //! client, folded per type. A stream that could not start (the server unreachable) counts as
@@ -25,10 +27,10 @@ use std::sync::{Arc, Weak};
 use envoy_types::pb::envoy::config::core::v3 as core;
 use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
 use grpc_retry::SplitMix64;
-use grpc_xds::resource::{decode, Resource, ResourceType};
+use grpc_xds::resource::{decode_response, Resource, ResourceType};
 use grpc_xds::{
-    discovery_request, node_proto, Bootstrap, ChannelCreds, ResourceDump, UserAgent, WatchEvent,
-    WatchId, XdsClient, XdsServer,
+    discovery_request, node_proto, Bootstrap, ChannelCreds, Decoded, ResourceDump, UserAgent,
+    WatchEvent, WatchId, XdsClient, XdsServer,
 };
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, watch, Notify};
@@ -400,7 +402,19 @@ async fn run(channel: Channel, node: core::Node, shared: SharedClient, mut comma
                     StreamEvent::Response(response) => response,
                 };
                 match response {
-                    Ok(Some(response)) => handle_response(&shared, now, response),
+                    Ok(Some(response)) => {
+                        let decoded = off_runtime(move || {
+                            let resources = decode_resources(&response);
+                            (response, resources)
+                        })
+                        .await;
+                        // Only when the runtime shuts down (or decoding panicked): the task ends, and
+                        // its watches get the error.
+                        let Some((response, resources)) = decoded else {
+                            return;
+                        };
+                        handle_response(&shared, Instant::now().into_std(), response, resources);
+                    }
                     Ok(None) => {
                         shared.lock().stream_ended(now, "the server ended the stream");
                         stream = None;
@@ -517,15 +531,34 @@ async fn sleep_until(at: Option<Instant>) {
     }
 }
 
-fn handle_response(client: &SharedClient, now: std::time::Instant, response: DiscoveryResponse) {
-    let decoded = match ResourceType::from_type_url(&response.type_url) {
-        Some(resource_type) => response
-            .resources
-            .iter()
-            .map(|any| decode(resource_type, any))
-            .collect(),
+/// Runs `work` (a response's decoding: protobuf, validation, regex compilation, bounded per response
+/// but long for a large RDS or EDS) on tokio's blocking pool, so the runtime's workers, the only one of
+/// a current-thread runtime included, go on with other tasks and timers meanwhile (`block_in_place`
+/// would not do: it panics on a current-thread runtime). The caller awaits it before anything else, so
+/// responses are still handled one at a time, in order. `None` if it could not finish: the runtime is
+/// shutting down, or `work` panicked.
+pub(crate) async fn off_runtime<T, F>(work: F) -> Option<T>
+where
+    T: Send + 'static,
+    F: FnOnce() -> T + Send + 'static,
+{
+    tokio::task::spawn_blocking(work).await.ok()
+}
+
+/// The resources of a response, decoded and validated (the sans-IO parse).
+fn decode_resources(response: &DiscoveryResponse) -> Vec<Decoded<Resource>> {
+    match ResourceType::from_type_url(&response.type_url) {
+        Some(resource_type) => decode_response(resource_type, &response.resources),
         None => Vec::new(),
-    };
+    }
+}
+
+fn handle_response(
+    client: &SharedClient,
+    now: std::time::Instant,
+    response: DiscoveryResponse,
+    decoded: Vec<Decoded<Resource>>,
+) {
     client.lock().handle_response(
         now,
         &response.type_url,

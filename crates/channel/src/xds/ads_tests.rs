@@ -10,7 +10,7 @@ use grpc_xds::Bootstrap;
 use interop::xds_resources::{eds_cluster, named, type_url};
 use interop::xds_server::ManagementServer;
 
-use super::ads::{AdsClient, ResourceWatch, WatchState, Watchers, TASK_ENDED};
+use super::ads::{off_runtime, AdsClient, ResourceWatch, WatchState, Watchers, TASK_ENDED};
 
 /// Waits (bounded, on tokio's clock) until the watch's state satisfies `what`.
 async fn until(watch: &mut ResourceWatch, what: impl Fn(&WatchState) -> bool) -> WatchState {
@@ -305,5 +305,84 @@ async fn a_request_the_server_never_took_starts_no_does_not_exist_timer() {
     assert!(
         !state.does_not_exist,
         "declared absent though its request never left: {state:?}"
+    );
+}
+
+#[tokio::test]
+#[allow(deprecated)]
+async fn a_route_configuration_past_the_regex_budget_is_nacked_naming_the_regex() {
+    use envoy_types::pb::envoy::config::route::v3::header_matcher::HeaderMatchSpecifier;
+    use envoy_types::pb::envoy::config::route::v3::HeaderMatcher;
+    use envoy_types::pb::envoy::r#type::matcher::v3::RegexMatcher;
+    use interop::xds_resources::{route_configuration, route_to_cluster, RouteMatchSpec};
+    // The review's resource: 1,500 header matchers of `(?:.){9000}` (about 35 KB).
+    let mut route = route_to_cluster(&RouteMatchSpec::any(), "c1");
+    if let Some(m) = route.r#match.as_mut() {
+        m.headers = (0..1500)
+            .map(|i| HeaderMatcher {
+                name: format!("h{i}"),
+                header_match_specifier: Some(HeaderMatchSpecifier::SafeRegexMatch(RegexMatcher {
+                    regex: "(?:.){9000}".into(),
+                    ..Default::default()
+                })),
+                ..Default::default()
+            })
+            .collect();
+    }
+    let (server, bootstrap) = server_with_cluster().await;
+    server.set(
+        type_url::ROUTE,
+        vec![named(
+            "r",
+            type_url::ROUTE,
+            &route_configuration("r", &["*"], vec![route]),
+        )],
+    );
+    let ads = AdsClient::shared(&bootstrap).expect("ads");
+    let mut watch = ads.watch(ResourceType::RouteConfiguration, "r", Arc::default());
+    let nack = server
+        .wait_for_request(Duration::from_secs(10), |r| r.error_detail.is_some())
+        .await
+        .expect("a NACK");
+    let detail = nack.error_detail.map(|s| s.message).unwrap_or_default();
+    assert!(
+        detail.contains("virtual_hosts[0].routes[0].match.headers[")
+            && detail.contains("safe_regex_match.regex: the regular expressions of the resource"),
+        "{detail}"
+    );
+    let state = until(&mut watch, |s| s.error.is_some()).await;
+    assert!(state.value.is_none(), "{state:?}");
+}
+
+/// A response's decoding (here one that cannot finish before a timer of another task has fired), in a
+/// task as the ADS task's, runs while the runtime's workers go on with other tasks: `false` when the
+/// timer never fired (the wait is bounded, so decoding on a worker fails the test instead of hanging it).
+async fn a_timer_fires_while_a_response_is_decoded() -> bool {
+    let (fired, wait) = std::sync::mpsc::channel::<()>();
+    let ads = tokio::spawn(off_runtime(move || {
+        wait.recv_timeout(Duration::from_secs(10)).is_ok()
+    }));
+    let other = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        let _ = fired.send(());
+    });
+    let decoded = ads.await;
+    other.abort();
+    matches!(decoded, Ok(Some(true)))
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_response_is_decoded_off_a_current_thread_runtime() {
+    assert!(
+        a_timer_fires_while_a_response_is_decoded().await,
+        "another task's timer was held up by the decoding"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn a_response_is_decoded_off_a_multi_thread_runtime() {
+    assert!(
+        a_timer_fires_while_a_response_is_decoded().await,
+        "another task's timer was held up by the decoding"
     );
 }

@@ -550,11 +550,11 @@ impl XdsRouter {
 
 impl Router for XdsRouter {
     fn route(&self, path: &str, metadata: &MetadataMap) -> Result<Routed, Status> {
-        // The header view of A28: text metadata only (`-bin` keys are absent to route matching).
-        let headers: Vec<(&str, &str)> = metadata
+        // The header view of A28: text metadata only (`-bin` keys are absent to route matching), each
+        // value its bytes, so one that is not UTF-8 is present (see grpc_xds's routing).
+        let headers: Vec<(&str, &[u8])> = metadata
             .iter()
             .filter(|(k, _)| !k.ends_with("-bin"))
-            .filter_map(|(k, v)| Some((k, std::str::from_utf8(v).ok()?)))
             .collect();
         let mut rng = self.rng.lock();
         match route_call(
@@ -674,6 +674,34 @@ mod hash_tests {
         // Routes without hash policies: random too.
         let plain = router(route_to_cluster(&RouteMatchSpec::any(), "c"));
         assert_ne!(hash(&plain, Some("alice")), hash(&plain, Some("alice")));
+    }
+
+    #[test]
+    fn a_header_value_that_is_not_utf8_is_present_to_route_matching() {
+        use envoy_types::pb::envoy::config::route::v3::header_matcher::HeaderMatchSpecifier;
+        use envoy_types::pb::envoy::config::route::v3::HeaderMatcher;
+        // obs-text: a valid HTTP field value that is not UTF-8.
+        let mut headers = http::HeaderMap::new();
+        headers.insert(
+            "x-user",
+            http::HeaderValue::from_bytes(b"caf\xe9").expect("obs-text is a valid field value"),
+        );
+        let metadata = MetadataMap::from_headers(headers);
+        let mut route = route_to_cluster(&RouteMatchSpec::any(), "c");
+        route
+            .r#match
+            .as_mut()
+            .expect("a match")
+            .headers
+            .push(HeaderMatcher {
+                name: "x-user".into(),
+                header_match_specifier: Some(HeaderMatchSpecifier::PresentMatch(true)),
+                ..Default::default()
+            });
+        let routed = router(route)
+            .route("/a.B/C", &metadata)
+            .expect("the header is present");
+        assert_eq!(&*routed.cluster, "c");
     }
 }
 

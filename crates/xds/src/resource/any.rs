@@ -1,5 +1,7 @@
 //! Any resource of a response, decoded by its type: [`Resource`] and [`decode`], which reads the name even
-//! of an invalid resource where it can, so the client can tell its watchers (A46).
+//! of an invalid resource where it can, so the client can tell its watchers (A46); [`decode_response`]
+//! decodes all the resources of a response within one regex budget for the response (see `matcher`),
+//! each resource also within its own.
 
 use envoy_types::pb::envoy::config::cluster::v3 as cds;
 use envoy_types::pb::envoy::config::endpoint::v3 as eds;
@@ -7,10 +9,10 @@ use envoy_types::pb::envoy::config::listener::v3 as lds;
 use envoy_types::pb::envoy::config::route::v3 as rds;
 use envoy_types::pb::google::protobuf::Any;
 
-use super::{
-    decode_any, parse_listener, parse_route_config, Cluster, Endpoints, Listener, ResourceType,
-    RouteConfig,
-};
+use super::listener::parse_listener_within;
+use super::matcher::RegexBudget;
+use super::route::parse_route_config_within;
+use super::{decode_any, Cluster, Endpoints, Listener, ResourceType, RouteConfig};
 use crate::client::Decoded;
 
 /// A valid resource of any of the four types.
@@ -26,8 +28,43 @@ pub enum Resource {
     Endpoints(Endpoints),
 }
 
-/// Decodes and validates one resource of a `resource_type` response.
+/// Decodes and validates one resource of a `resource_type` response (its regexes within one resource's
+/// budget).
 pub fn decode(resource_type: ResourceType, any: &Any) -> Decoded<Resource> {
+    decode_within(resource_type, any, &mut RegexBudget::resource())
+}
+
+/// Decodes and validates every resource of a `resource_type` response, in order. The regexes of each
+/// resource must fit in its own budget and those of all of them in the response's: once that is spent,
+/// every later resource with a regex is invalid, its error naming the first regex that did not fit, so a
+/// response costs a bounded time and memory however many resources it holds.
+pub fn decode_response(resource_type: ResourceType, resources: &[Any]) -> Vec<Decoded<Resource>> {
+    decode_response_within(resource_type, resources, &mut RegexBudget::response())
+}
+
+/// [`decode_response`] within `budget` (the response's).
+fn decode_response_within(
+    resource_type: ResourceType,
+    resources: &[Any],
+    budget: &mut RegexBudget,
+) -> Vec<Decoded<Resource>> {
+    resources
+        .iter()
+        .map(|any| {
+            let mut own = budget.for_resource();
+            let decoded = decode_within(resource_type, any, &mut own);
+            budget.charge(&own);
+            decoded
+        })
+        .collect()
+}
+
+/// [`decode`] within `budget`.
+pub(crate) fn decode_within(
+    resource_type: ResourceType,
+    any: &Any,
+    budget: &mut RegexBudget,
+) -> Decoded<Resource> {
     fn invalid(name: Option<String>, e: impl std::fmt::Display) -> Decoded<Resource> {
         Decoded::Invalid {
             name: name.filter(|n| !n.is_empty()),
@@ -59,7 +96,7 @@ pub fn decode(resource_type: ResourceType, any: &Any) -> Decoded<Resource> {
         }
         ResourceType::Listener => match decode_any::<lds::Listener>(any, resource_type) {
             Err(e) => invalid(None, e),
-            Ok(proto) => match parse_listener(&proto) {
+            Ok(proto) => match parse_listener_within(&proto, budget) {
                 Ok(l) => Decoded::Valid {
                     name: l.name.clone(),
                     value: Resource::Listener(l),
@@ -70,7 +107,7 @@ pub fn decode(resource_type: ResourceType, any: &Any) -> Decoded<Resource> {
         ResourceType::RouteConfiguration => {
             match decode_any::<rds::RouteConfiguration>(any, resource_type) {
                 Err(e) => invalid(None, e),
-                Ok(proto) => match parse_route_config(&proto) {
+                Ok(proto) => match parse_route_config_within(&proto, budget) {
                     Ok(r) => Decoded::Valid {
                         name: r.name.clone(),
                         value: Resource::RouteConfiguration(r),
@@ -81,3 +118,6 @@ pub fn decode(resource_type: ResourceType, any: &Any) -> Decoded<Resource> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

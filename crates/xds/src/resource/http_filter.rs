@@ -4,15 +4,17 @@
 //! The client implements one filter, the router (`envoy.extensions.filters.http.router.v3.Router`), which
 //! is terminal. A filter list must be non-empty, its names non-empty and unique; a filter of a type the
 //! client does not implement is a NACK unless it is `is_optional`, in which case it is dropped; a
-//! `TypedStruct` (`udpa.type.v1` or `xds.type.v3`) stands for the type it names; the last filter must be
-//! the router and no terminal filter may come earlier. An override names a filter type the same way,
-//! possibly inside an `envoy.config.route.v3.FilterConfig` carrying `is_optional`; an unknown type that is
-//! not optional is a NACK, and so is an override for the router (which takes none).
+//! `TypedStruct` (`udpa.type.v1` or `xds.type.v3`) stands for the type it names. Of the filters that
+//! remain once the optional unknown ones are dropped, the last must be the router and no terminal filter
+//! may come earlier (so `[router, optional unknown filter]` is valid, as in grpc-go and C-core). An
+//! override names a filter type the same way, possibly inside an `envoy.config.route.v3.FilterConfig`
+//! carrying `is_optional`; an unknown type that is not optional is a NACK, and so is an override for the
+//! router (which takes none).
 //!
 //! Not here: filters other than the router (fault injection, RBAC, stateful sessions), and filter
 //! configuration discovery (`config_discovery`, treated as a config of unknown type).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use envoy_types::pb::envoy::config::route::v3::FilterConfig;
 use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
@@ -97,7 +99,9 @@ fn known_filter(any: &Any) -> Result<Option<HttpFilterKind>, ResourceError> {
 }
 
 /// An HttpConnectionManager's `http_filters`: the filters the client runs (optional unknown ones
-/// dropped), ending with the router. Errors name `http_filters[i]`.
+/// dropped), ending with the router. Names are checked over every filter, the dropped ones too; the
+/// terminal-filter rules over the filters that remain (as grpc-go and C-core do), so an optional unknown
+/// filter after the router is simply dropped. Errors name `http_filters[i]`.
 pub(crate) fn parse_http_filters(
     filters: &[ProtoHttpFilter],
 ) -> Result<Vec<HttpFilter>, ResourceError> {
@@ -107,53 +111,62 @@ pub(crate) fn parse_http_filters(
             "at least one filter (the router) is required",
         ));
     }
-    let mut names: Vec<&str> = Vec::with_capacity(filters.len());
-    let mut kept = Vec::new();
+    let at = |i: usize, e: ResourceError| e.within(&format!("http_filters[{i}]"));
+    let mut names: HashSet<&str> = HashSet::with_capacity(filters.len());
+    // The filters the client runs, each with its index in the list.
+    let mut kept: Vec<(usize, HttpFilter)> = Vec::new();
     for (i, f) in filters.iter().enumerate() {
-        let at = |e: ResourceError| e.within(&format!("http_filters[{i}]"));
         if f.name.is_empty() {
-            return Err(at(ResourceError::new("name", "must not be empty")));
+            return Err(at(i, ResourceError::new("name", "must not be empty")));
         }
-        if names.contains(&f.name.as_str()) {
-            return Err(at(ResourceError::new(
-                "name",
-                format!("duplicate filter name {:?}", f.name),
-            )));
+        if !names.insert(&f.name) {
+            return Err(at(
+                i,
+                ResourceError::new("name", format!("duplicate filter name {:?}", f.name)),
+            ));
         }
-        names.push(&f.name);
         let kind = match &f.config_type {
             Some(ConfigType::TypedConfig(any)) => {
-                known_filter(any).map_err(|e| at(e.within("typed_config")))?
+                known_filter(any).map_err(|e| at(i, e.within("typed_config")))?
             }
             Some(ConfigType::ConfigDiscovery(_)) | None => None,
         };
-        let Some(kind) = kind else {
-            if f.is_optional {
-                continue;
+        match kind {
+            Some(kind) => kept.push((
+                i,
+                HttpFilter {
+                    name: f.name.clone(),
+                    kind,
+                },
+            )),
+            None if f.is_optional => {}
+            None => {
+                return Err(at(
+                    i,
+                    ResourceError::new(
+                        "typed_config",
+                        "a filter type the client does not implement, and not optional",
+                    ),
+                ))
             }
-            return Err(at(ResourceError::new(
-                "typed_config",
-                "a filter type the client does not implement, and not optional",
-            )));
-        };
-        if kind.is_terminal() && i + 1 != filters.len() {
-            return Err(at(ResourceError::new(
-                "",
-                "a terminal filter must be the last filter",
-            )));
         }
-        kept.push(HttpFilter {
-            name: f.name.clone(),
-            kind,
-        });
     }
-    match kept.last() {
-        Some(last) if last.kind.is_terminal() => Ok(kept),
-        _ => Err(ResourceError::new(
-            "http_filters",
-            "the last filter must be the router",
-        )),
+    let earlier = match kept.split_last() {
+        Some(((_, last), earlier)) if last.kind.is_terminal() => earlier,
+        _ => {
+            return Err(ResourceError::new(
+                "http_filters",
+                "the last filter must be the router",
+            ))
+        }
+    };
+    if let Some((i, _)) = earlier.iter().find(|(_, f)| f.kind.is_terminal()) {
+        return Err(at(
+            *i,
+            ResourceError::new("", "a terminal filter must be the last filter"),
+        ));
     }
+    Ok(kept.into_iter().map(|(_, f)| f).collect())
 }
 
 /// Validates a `typed_per_filter_config` map (of a virtual host, route or weighted cluster entry). The

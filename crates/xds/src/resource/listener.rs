@@ -6,7 +6,7 @@
 //! Rules (each a NACK): the name is non-empty; `api_listener.api_listener` is an `Any` of
 //! `envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager`; the manager has
 //! either `rds` (its `config_source` is `ads` or `self`, its `route_config_name` non-empty) or an inline
-//! `route_config` (validated as in `route`), and not `scoped_routes` or nothing; `xff_num_trusted_hops` is 0
+//! `route_config` (validated as in `route`, its regexes within the Listener's budget), and not `scoped_routes` or nothing; `xff_num_trusted_hops` is 0
 //! and `original_ip_detection_extensions` empty; `http_filters` as in `http_filter`.
 //!
 //! Not here: server-side listeners (filter chains, addresses), the rest of the manager's fields (ignored
@@ -22,7 +22,8 @@ use envoy_types::pb::google::protobuf::Any;
 use prost::Message;
 
 use super::http_filter::{parse_http_filters, type_name, HttpFilter};
-use super::route::{parse_route_config, RouteConfig};
+use super::matcher::RegexBudget;
+use super::route::{parse_route_config_within, RouteConfig};
 use super::{decode_any, duration, ResourceError, ResourceType};
 
 /// The HttpConnectionManager's message type (a type URL names it after its last `/`).
@@ -55,8 +56,16 @@ pub enum RouteSource {
     Inline(RouteConfig),
 }
 
-/// Validates a Listener.
+/// Validates a Listener (the regexes of an inline route configuration within one resource's budget).
 pub fn parse_listener(l: &ProtoListener) -> Result<Listener, ResourceError> {
+    parse_listener_within(l, &mut RegexBudget::resource())
+}
+
+/// Validates a Listener whose regexes must fit in `budget`.
+pub(crate) fn parse_listener_within(
+    l: &ProtoListener,
+    budget: &mut RegexBudget,
+) -> Result<Listener, ResourceError> {
     if l.name.is_empty() {
         return Err(ResourceError::new("name", "must not be empty"));
     }
@@ -66,7 +75,7 @@ pub fn parse_listener(l: &ProtoListener) -> Result<Listener, ResourceError> {
         .and_then(|a| a.api_listener.as_ref())
         .ok_or_else(|| ResourceError::new("api_listener.api_listener", "required"))?;
     let (route_source, max_stream_duration, http_filters) =
-        parse_hcm(any).map_err(|e| e.within("api_listener.api_listener"))?;
+        parse_hcm(any, budget).map_err(|e| e.within("api_listener.api_listener"))?;
     Ok(Listener {
         name: l.name.clone(),
         route_source,
@@ -82,7 +91,7 @@ pub fn parse_listener_any(any: &Any) -> Result<Listener, ResourceError> {
 
 type Hcm = (RouteSource, Option<Duration>, Vec<HttpFilter>);
 
-fn parse_hcm(any: &Any) -> Result<Hcm, ResourceError> {
+fn parse_hcm(any: &Any, budget: &mut RegexBudget) -> Result<Hcm, ResourceError> {
     if type_name(&any.type_url) != HCM_TYPE {
         return Err(ResourceError::new(
             "",
@@ -138,9 +147,9 @@ fn parse_hcm(any: &Any) -> Result<Hcm, ResourceError> {
                 name: rds.route_config_name.clone(),
             }
         }
-        Some(RouteSpecifier::RouteConfig(rc)) => {
-            RouteSource::Inline(parse_route_config(rc).map_err(|e| e.within("route_config"))?)
-        }
+        Some(RouteSpecifier::RouteConfig(rc)) => RouteSource::Inline(
+            parse_route_config_within(rc, budget).map_err(|e| e.within("route_config"))?,
+        ),
         Some(RouteSpecifier::ScopedRoutes(_)) => {
             return Err(ResourceError::new(
                 "scoped_routes",

@@ -1,11 +1,23 @@
 //! The matchers of a RouteConfiguration's routes (gRFC A28, A63; the envoy `RouteMatch` path specifiers
 //! and `HeaderMatcher`): each is parsed from its proto into a typed value that can only hold a valid
-//! matcher, and answers `matches` for one value. `safe_regex` is RE2 syntax (the `regex` crate, linear
-//! time) anchored to the whole value; `max_program_size` is ignored, but compiled programs are bounded so
-//! that a control plane cannot make the client hold large automata. As in RE2, `\w`, `\d`, `\s` and
-//! the POSIX classes are ASCII, which also keeps programs small; regexes run on bytes, so `.` is one
+//! matcher, and answers `matches` for one value. `safe_regex` is RE2 syntax (the `regex` crate's engine,
+//! linear time) anchored to the whole value; `max_program_size` is ignored. As in RE2, `\w`, `\d`, `\s`
+//! and the POSIX classes are ASCII, which also keeps programs small; regexes run on bytes, so `.` is one
 //! byte. gRPC paths and header values are ASCII, where this is RE2's behaviour exactly; Unicode classes
 //! (`\pL`) are not supported (a NACK).
+//!
+//! What regexes may cost is bounded, so that a control plane cannot make the client hold large automata
+//! or spend long compiling them ([`RegexBudget`]): one regex compiles to at most 1 MiB, the regexes of
+//! one resource to at most [`RESOURCE_REGEX_BUDGET`] bytes in all (16 MiB), and those of one response,
+//! all its resources together, to at most [`RESPONSE_REGEX_BUDGET`] (64 MiB). Each compilation is given
+//! only what is left, so a resource past its budget fails at the first regex that does not fit (a NACK
+//! naming that field) without compiling the rest. A regex is its NFA, run by the PikeVM or the bounded
+//! backtracker: neither the lazy DFA nor the one-pass DFA is built, since they would multiply what a
+//! regex holds (up to tenfold) for little gain on the short values routing matches, and without them
+//! the memory a regex needs while matching stays proportional to its program.
+//!
+//! Header values are bytes: one that is not UTF-8 (obs-text) is present and matched as it is, as grpc-go
+//! and C-core match the raw value; see [`HeaderMatcher::matches`].
 //!
 //! Not here: which header value a call shows (the header view of `routing`), runtime fractions, query
 //! parameters, and the route-level "route ignored" rules (all in `route`).
@@ -16,13 +28,161 @@ use envoy_types::pb::envoy::r#type::matcher::v3::string_matcher::MatchPattern;
 use envoy_types::pb::envoy::r#type::matcher::v3::{
     RegexMatcher, StringMatcher as ProtoStringMatcher,
 };
-use regex::bytes::{Regex, RegexBuilder};
+use regex_automata::meta::Regex;
+use regex_automata::util::syntax;
 
 use super::ResourceError;
 
-/// The compiled size bound of one regular expression: generous for real routes, small enough that many
-/// of them stay cheap.
+/// The compiled size bound of one regular expression: generous for real routes.
 const REGEX_SIZE_LIMIT: usize = 1 << 20;
+
+/// The compiled bytes all the regexes of one resource may take: thousands of ordinary regexes (a path
+/// regex with classes and alternatives takes about 2 KB, a simple one about 1 KB).
+pub(crate) const RESOURCE_REGEX_BUDGET: usize = 16 << 20;
+
+/// The compiled bytes all the regexes of one response may take, its resources together (a response
+/// holds many resources, each with its own budget).
+pub(crate) const RESPONSE_REGEX_BUDGET: usize = 64 << 20;
+
+/// What is left of a regex budget: each compilation may take at most what remains, and what it took
+/// (its compiled size; the whole allowance when it failed on it) is subtracted. Once spent, every
+/// further regex fails at once.
+#[derive(Clone, Debug)]
+pub(crate) struct RegexBudget {
+    /// Bytes still allowed.
+    left: usize,
+    /// Bytes taken so far.
+    spent: usize,
+    /// Regexes compiled, or tried, so far.
+    compiled: usize,
+    /// Whose budget binds (for the error): `resource` or `response`.
+    scope: &'static str,
+    /// That budget's total (for the error).
+    total: usize,
+}
+
+impl RegexBudget {
+    /// The budget of one resource parsed on its own.
+    pub(crate) fn resource() -> RegexBudget {
+        RegexBudget::new(RESOURCE_REGEX_BUDGET, "resource")
+    }
+
+    /// The budget of one response's resources together.
+    pub(crate) fn response() -> RegexBudget {
+        RegexBudget::new(RESPONSE_REGEX_BUDGET, "response")
+    }
+
+    /// The budget of one regex compiled on its own (the per-regex limit only).
+    pub(crate) fn single() -> RegexBudget {
+        RegexBudget::new(REGEX_SIZE_LIMIT, "regex")
+    }
+
+    fn new(total: usize, scope: &'static str) -> RegexBudget {
+        RegexBudget {
+            left: total,
+            spent: 0,
+            compiled: 0,
+            scope,
+            total,
+        }
+    }
+
+    /// The budget of one resource of the response whose budget this is: a resource's own, or what is
+    /// left of the response's if that is less. Give back what it spent with [`RegexBudget::charge`].
+    pub(crate) fn for_resource(&self) -> RegexBudget {
+        if self.left < RESOURCE_REGEX_BUDGET {
+            RegexBudget {
+                left: self.left,
+                spent: 0,
+                compiled: 0,
+                scope: self.scope,
+                total: self.total,
+            }
+        } else {
+            RegexBudget::resource()
+        }
+    }
+
+    /// Counts what a resource's budget (from [`RegexBudget::for_resource`]) spent against this one.
+    pub(crate) fn charge(&mut self, resource: &RegexBudget) {
+        self.take(resource.spent);
+        self.compiled += resource.compiled;
+    }
+
+    /// Compiled bytes taken so far.
+    #[cfg(test)]
+    pub(crate) fn spent(&self) -> usize {
+        self.spent
+    }
+
+    /// Regexes compiled (or tried) so far.
+    #[cfg(test)]
+    pub(crate) fn compiled(&self) -> usize {
+        self.compiled
+    }
+
+    fn take(&mut self, bytes: usize) {
+        let bytes = bytes.min(self.left);
+        self.left -= bytes;
+        self.spent += bytes;
+    }
+
+    fn exhausted(&self) -> String {
+        format!(
+            "the regular expressions of the {} exceed their budget of {} compiled bytes",
+            self.scope, self.total
+        )
+    }
+
+    /// Compiles `pattern` (RE2 syntax, as written; `shown` is what errors quote), within what is left.
+    fn compile(
+        &mut self,
+        pattern: &str,
+        shown: &str,
+        case_insensitive: bool,
+    ) -> Result<Regex, String> {
+        let allowed = REGEX_SIZE_LIMIT.min(self.left);
+        if allowed == 0 {
+            return Err(self.exhausted());
+        }
+        self.compiled += 1;
+        let built = Regex::builder()
+            .syntax(
+                syntax::Config::new()
+                    .unicode(false)
+                    .utf8(false)
+                    .case_insensitive(case_insensitive),
+            )
+            .configure(
+                Regex::config()
+                    .nfa_size_limit(Some(allowed))
+                    .onepass(false)
+                    .hybrid(false)
+                    .utf8_empty(false),
+            )
+            .build(pattern);
+        match built {
+            Ok(regex) if regex.memory_usage() <= self.left => {
+                self.take(regex.memory_usage());
+                Ok(regex)
+            }
+            Ok(_) => {
+                self.take(self.left);
+                Err(self.exhausted())
+            }
+            Err(e) if e.size_limit().is_some() => {
+                // The compilation stopped at the allowance, having done that much work.
+                self.take(allowed);
+                if allowed < REGEX_SIZE_LIMIT {
+                    Err(self.exhausted())
+                } else {
+                    Err(format!("invalid regex {shown:?}: {e}"))
+                }
+            }
+            Err(e) => Err(format!("invalid regex {shown:?}: {e}")),
+        }
+    }
+}
 
 /// A compiled `safe_regex` that must match a whole value.
 #[derive(Clone, Debug)]
@@ -39,13 +199,16 @@ impl SafeRegex {
     /// Compiles `pattern` (RE2 syntax) to match whole values, ignoring case when `case_sensitive` is
     /// false.
     pub fn new(pattern: &str, case_sensitive: bool) -> Result<SafeRegex, String> {
-        let regex = RegexBuilder::new(&format!("^(?:{pattern})$"))
-            .unicode(false)
-            .case_insensitive(!case_sensitive)
-            .size_limit(REGEX_SIZE_LIMIT)
-            .dfa_size_limit(REGEX_SIZE_LIMIT)
-            .build()
-            .map_err(|e| format!("invalid regex {pattern:?}: {e}"))?;
+        SafeRegex::within(pattern, case_sensitive, &mut RegexBudget::single())
+    }
+
+    /// [`SafeRegex::new`] within `budget`.
+    pub(crate) fn within(
+        pattern: &str,
+        case_sensitive: bool,
+        budget: &mut RegexBudget,
+    ) -> Result<SafeRegex, String> {
+        let regex = budget.compile(&format!("^(?:{pattern})$"), pattern, !case_sensitive)?;
         Ok(SafeRegex {
             pattern: pattern.to_owned(),
             case_sensitive,
@@ -58,9 +221,14 @@ impl SafeRegex {
         &self.pattern
     }
 
+    /// The heap bytes of the compiled regex.
+    pub fn compiled_size(&self) -> usize {
+        self.regex.memory_usage()
+    }
+
     /// Whether the whole of `value` matches.
-    pub fn matches(&self, value: &str) -> bool {
-        self.regex.is_match(value.as_bytes())
+    pub fn matches(&self, value: impl AsRef<[u8]>) -> bool {
+        self.regex.is_match(value.as_ref())
     }
 }
 
@@ -72,22 +240,18 @@ impl PartialEq for SafeRegex {
 
 impl Eq for SafeRegex {}
 
-/// `pattern` compiled unanchored (for `regex_rewrite`, which replaces every match), with the same bounds.
-pub(crate) fn compile_unanchored(pattern: &str) -> Result<Regex, String> {
-    RegexBuilder::new(pattern)
-        .unicode(false)
-        .size_limit(REGEX_SIZE_LIMIT)
-        .dfa_size_limit(REGEX_SIZE_LIMIT)
-        .build()
-        .map_err(|e| format!("invalid regex {pattern:?}: {e}"))
+/// `pattern` compiled unanchored (for `regex_rewrite`, which replaces every match), within `budget`.
+pub(crate) fn compile_unanchored(pattern: &str, budget: &mut RegexBudget) -> Result<Regex, String> {
+    budget.compile(pattern, pattern, false)
 }
 
 /// A `RegexMatcher` (`engine_type` and `max_program_size` are ignored: every regex is RE2-style here).
 pub(crate) fn parse_regex(
     m: &RegexMatcher,
     case_sensitive: bool,
+    budget: &mut RegexBudget,
 ) -> Result<SafeRegex, ResourceError> {
-    SafeRegex::new(&m.regex, case_sensitive).map_err(|e| ResourceError::new("regex", e))
+    SafeRegex::within(&m.regex, case_sensitive, budget).map_err(|e| ResourceError::new("regex", e))
 }
 
 /// A string matcher (`envoy.type.matcher.v3.StringMatcher`, or one of `HeaderMatcher`'s older string
@@ -136,8 +300,10 @@ impl StringMatch {
         make(value, ignore_case)
     }
 
-    /// Whether `value` matches.
-    pub fn matches(&self, value: &str) -> bool {
+    /// Whether `value` matches. The value's bytes are compared as they are (a value that is not UTF-8
+    /// can match; `ignore_case` folds ASCII letters only).
+    pub fn matches(&self, value: impl AsRef<[u8]>) -> bool {
+        let value = value.as_ref();
         let folded;
         let (pattern, ignore_case) = match self {
             StringMatch::Regex(re) => return re.matches(value),
@@ -148,23 +314,36 @@ impl StringMatch {
         };
         let value = if ignore_case {
             folded = value.to_ascii_lowercase();
-            folded.as_str()
+            folded.as_slice()
         } else {
             value
         };
         match self {
-            StringMatch::Exact { .. } => value == pattern,
-            StringMatch::Prefix { .. } => value.starts_with(pattern),
-            StringMatch::Suffix { .. } => value.ends_with(pattern),
-            StringMatch::Contains { .. } => value.contains(pattern),
+            StringMatch::Exact { .. } => value == pattern.as_bytes(),
+            StringMatch::Prefix { .. } => value.starts_with(pattern.as_bytes()),
+            StringMatch::Suffix { .. } => value.ends_with(pattern.as_bytes()),
+            StringMatch::Contains { .. } => contains(value, pattern),
             StringMatch::Regex(_) => false,
         }
     }
 }
 
+/// Whether `value` holds `pattern`. A match of `pattern` (UTF-8) is UTF-8 wherever it occurs, and lies
+/// inside one of the valid runs `utf8_chunks` splits `value` into (it never absorbs a lead byte into an
+/// invalid sequence), so each run is searched as text (linear time, as `str::contains`).
+fn contains(value: &[u8], pattern: &str) -> bool {
+    pattern.is_empty()
+        || value
+            .utf8_chunks()
+            .any(|chunk| chunk.valid().contains(pattern))
+}
+
 /// An `envoy.type.matcher.v3.StringMatcher`: `exact`, `prefix`, `suffix`, `contains` (each with
-/// `ignore_case`) or `safe_regex`; `custom` or no pattern is a NACK.
-pub(crate) fn parse_string_matcher(m: &ProtoStringMatcher) -> Result<StringMatch, ResourceError> {
+/// `ignore_case`) or `safe_regex` (within `budget`); `custom` or no pattern is a NACK.
+pub(crate) fn parse_string_matcher(
+    m: &ProtoStringMatcher,
+    budget: &mut RegexBudget,
+) -> Result<StringMatch, ResourceError> {
     let ic = m.ignore_case;
     Ok(match &m.match_pattern {
         Some(MatchPattern::Exact(v)) => StringMatch::text(v, ic, |value, ignore_case| {
@@ -180,7 +359,7 @@ pub(crate) fn parse_string_matcher(m: &ProtoStringMatcher) -> Result<StringMatch
             StringMatch::Contains { value, ignore_case }
         }),
         Some(MatchPattern::SafeRegex(re)) => {
-            StringMatch::Regex(parse_regex(re, true).map_err(|e| e.within("safe_regex"))?)
+            StringMatch::Regex(parse_regex(re, true, budget).map_err(|e| e.within("safe_regex"))?)
         }
         Some(MatchPattern::Custom(_)) => {
             return Err(ResourceError::new(
@@ -220,8 +399,11 @@ pub struct HeaderMatcher {
 }
 
 impl HeaderMatcher {
-    /// Whether a header with `value` (`None`: absent) matches.
-    pub fn matches(&self, value: Option<&str>) -> bool {
+    /// Whether a header with `value` (`None`: absent) matches. A value is its bytes as the call carries
+    /// them: one that is not UTF-8 (obs-text, valid in HTTP) is present, so `present_match` holds for it
+    /// and the string kinds compare its bytes; a range needs a decimal value, so it never matches one
+    /// (and `invert_match` then matches), as in grpc-go and C-core, which match the raw value.
+    pub fn matches(&self, value: Option<&[u8]>) -> bool {
         let Some(value) = value else {
             return match self.kind {
                 // Absent: matches when `present` is false, then `invert` flips.
@@ -231,9 +413,10 @@ impl HeaderMatcher {
         };
         let matched = match &self.kind {
             HeaderMatch::Present(present) => *present,
-            HeaderMatch::Range { start, end } => {
-                value.parse::<i64>().is_ok_and(|n| *start <= n && n < *end)
-            }
+            HeaderMatch::Range { start, end } => std::str::from_utf8(value)
+                .ok()
+                .and_then(|v| v.parse::<i64>().ok())
+                .is_some_and(|n| *start <= n && n < *end),
             HeaderMatch::String(s) => s.matches(value),
         };
         matched != self.invert
@@ -241,9 +424,12 @@ impl HeaderMatcher {
 }
 
 /// A `HeaderMatcher`: `exact`, `safe_regex`, `range`, `present`, `prefix`, `suffix`, `contains`,
-/// `string_match`, with `invert_match`. No kind, a bad regex, a custom string matcher or a range whose end
-/// is before its start is a NACK.
-pub(crate) fn parse_header_matcher(m: &ProtoHeaderMatcher) -> Result<HeaderMatcher, ResourceError> {
+/// `string_match`, with `invert_match`. No kind, a bad regex (or one past `budget`), a custom string
+/// matcher or a range whose end is before its start is a NACK.
+pub(crate) fn parse_header_matcher(
+    m: &ProtoHeaderMatcher,
+    budget: &mut RegexBudget,
+) -> Result<HeaderMatcher, ResourceError> {
     let text = |v: &str, make: fn(String, bool) -> StringMatch| {
         HeaderMatch::String(StringMatch::text(v, false, make))
     };
@@ -262,7 +448,7 @@ pub(crate) fn parse_header_matcher(m: &ProtoHeaderMatcher) -> Result<HeaderMatch
             StringMatch::Contains { value, ignore_case }
         }),
         Some(HeaderMatchSpecifier::SafeRegexMatch(re)) => HeaderMatch::String(StringMatch::Regex(
-            parse_regex(re, true).map_err(|e| e.within("safe_regex_match"))?,
+            parse_regex(re, true, budget).map_err(|e| e.within("safe_regex_match"))?,
         )),
         Some(HeaderMatchSpecifier::RangeMatch(r)) => {
             if r.end < r.start {
@@ -277,9 +463,9 @@ pub(crate) fn parse_header_matcher(m: &ProtoHeaderMatcher) -> Result<HeaderMatch
             }
         }
         Some(HeaderMatchSpecifier::PresentMatch(p)) => HeaderMatch::Present(*p),
-        Some(HeaderMatchSpecifier::StringMatch(s)) => {
-            HeaderMatch::String(parse_string_matcher(s).map_err(|e| e.within("string_match"))?)
-        }
+        Some(HeaderMatchSpecifier::StringMatch(s)) => HeaderMatch::String(
+            parse_string_matcher(s, budget).map_err(|e| e.within("string_match"))?,
+        ),
         None => {
             return Err(ResourceError::new(
                 "",

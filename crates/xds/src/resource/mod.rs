@@ -6,7 +6,8 @@
 //!
 //! This module holds what every resource type shares: the four types and their URLs, and the decoding of
 //! a response's `Any` (unwrapping `envoy.service.discovery.v3.Resource`), and [`decode`], which turns any
-//! of them into a [`Resource`]. Its submodules parse the resources: `listener` (LDS, with `http_filter`),
+//! of them into a [`Resource`] ([`decode_response`] all those of a response, within the response's regex
+//! budget). What a resource's regexes may cost is bounded per resource and per response (`matcher`). Its submodules parse the resources: `listener` (LDS, with `http_filter`),
 //! `route` (RDS, with `matcher` and `retry`), `cluster` (CDS, with A50's mapping in `outlier_detection`)
 //! and `endpoint` (EDS). Not here: the cache, watchers and timers, and the ADS stream.
 
@@ -18,7 +19,7 @@ mod cluster;
 mod endpoint;
 mod outlier_detection;
 
-pub use any::{decode, Resource};
+pub use any::{decode, decode_response, Resource};
 pub use cluster::{
     Cluster, ClusterKind, ClusterLb, LoadReporting, AGGREGATE_CLUSTER_TYPE_URL,
     DEFAULT_CHOICE_COUNT, DEFAULT_MAX_REQUESTS, DEFAULT_MIN_RING_SIZE, MAX_RING_SIZE,

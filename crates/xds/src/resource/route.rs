@@ -8,10 +8,15 @@
 //! - A virtual host has at least one domain, each valid for [`crate::validate_domain`].
 //! - A route needs `match`, whose path is `prefix`, `path` or `safe_regex` (compiled with `case_sensitive`,
 //!   default true, which affects the path only). A route is *ignored* (dropped, not NACKed) when it has
-//!   `query_parameters`, when its prefix or path can never match a gRPC path `/service/method`, or when
-//!   its action names a cluster some other way than `cluster`, `weighted_clusters` or a declared cluster
+//!   `query_parameters` (checked first: none of its other matchers is validated, not even its path
+//!   specifier), when its prefix or path can never match a gRPC path `/service/method`, or when its
+//!   action names a cluster some other way than `cluster`, `weighted_clusters` or a declared cluster
 //!   specifier plugin, or names an optional plugin the client does not know. An ignored route is not
-//!   validated further.
+//!   validated further (the action is read after the match, so a route ignored for its action still
+//!   needs a valid match, as in grpc-go).
+//! - Every regex of the resource (paths, header matchers, hash policy rewrites) counts against its regex
+//!   budget (`matcher`), that of a Listener holding it inline included: past it, a NACK naming the first
+//!   regex that did not fit, and no later regex is compiled.
 //! - Header matchers as in `matcher`; `runtime_fraction.default_value` becomes parts per million
 //!   (HUNDRED × 10,000, TEN_THOUSAND × 100, MILLION × 1, capped at a million; another denominator is a
 //!   NACK).
@@ -32,6 +37,7 @@
 //! Not here: VHDS, the rest of the per-route fields (rewrites, header mutations, timeouts other than
 //! `max_stream_duration`, hedging), computing request hashes (ring hash's side), and route choice itself.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use envoy_types::pb::envoy::config::route::v3::route::Action;
@@ -50,6 +56,7 @@ use envoy_types::pb::google::protobuf::Any;
 use super::http_filter::validate_filter_overrides;
 use super::matcher::{
     compile_unanchored, parse_header_matcher, parse_regex, HeaderMatcher, PathMatch, PathMatcher,
+    RegexBudget,
 };
 use super::retry::{parse_retry_policy, RetryPolicy};
 use super::{decode_any, duration, ResourceError, ResourceType};
@@ -199,7 +206,7 @@ pub enum HashPolicyKind {
 #[derive(Clone, Debug)]
 pub struct RegexRewrite {
     pattern: String,
-    regex: regex::bytes::Regex,
+    regex: regex_automata::meta::Regex,
     /// The substitution in the `regex` crate's syntax (RE2's `\1` written `${1}`).
     replacement: String,
 }
@@ -208,7 +215,16 @@ impl RegexRewrite {
     /// A rewrite of `pattern` (RE2 syntax, unanchored) into `substitution` (RE2 syntax: `\0`..`\9` are
     /// groups, `\\` a backslash).
     pub fn new(pattern: &str, substitution: &str) -> Result<RegexRewrite, String> {
-        let regex = compile_unanchored(pattern)?;
+        RegexRewrite::within(pattern, substitution, &mut RegexBudget::single())
+    }
+
+    /// [`RegexRewrite::new`] within `budget`.
+    fn within(
+        pattern: &str,
+        substitution: &str,
+        budget: &mut RegexBudget,
+    ) -> Result<RegexRewrite, String> {
+        let regex = compile_unanchored(pattern, budget)?;
         let mut replacement = String::with_capacity(substitution.len());
         let mut chars = substitution.chars();
         while let Some(c) = chars.next() {
@@ -234,13 +250,22 @@ impl RegexRewrite {
         })
     }
 
-    /// `value` with every match replaced (bytes that a replacement leaves as invalid UTF-8, which ASCII
-    /// header values never do, become U+FFFD).
-    pub fn apply(&self, value: &str) -> String {
-        let replaced = self
-            .regex
-            .replace_all(value.as_bytes(), self.replacement.as_bytes());
-        String::from_utf8_lossy(&replaced).into_owned()
+    /// `value` with every match replaced, leftmost first and without overlaps (the bytes of a value
+    /// that is not UTF-8 are kept as they are).
+    pub fn apply(&self, value: impl AsRef<[u8]>) -> Vec<u8> {
+        let value = value.as_ref();
+        let mut out = Vec::with_capacity(value.len());
+        let mut last = 0;
+        for caps in self.regex.captures_iter(value) {
+            let Some(m) = caps.get_match() else {
+                continue;
+            };
+            out.extend_from_slice(value.get(last..m.start()).unwrap_or_default());
+            caps.interpolate_bytes_into(value, self.replacement.as_bytes(), &mut out);
+            last = m.end();
+        }
+        out.extend_from_slice(value.get(last..).unwrap_or_default());
+        out
     }
 }
 
@@ -255,15 +280,24 @@ impl Eq for RegexRewrite {}
 /// The `filter_state` key of the channel identifier.
 const CHANNEL_ID_KEY: &str = "io.grpc.channel_id";
 
-/// Validates a RouteConfiguration.
+/// Validates a RouteConfiguration (its regexes within one resource's budget).
 pub fn parse_route_config(rc: &RouteConfiguration) -> Result<RouteConfig, ResourceError> {
+    parse_route_config_within(rc, &mut RegexBudget::resource())
+}
+
+/// Validates a RouteConfiguration whose regexes must fit in `budget`.
+pub(crate) fn parse_route_config_within(
+    rc: &RouteConfiguration,
+    budget: &mut RegexBudget,
+) -> Result<RouteConfig, ResourceError> {
     let plugins = parse_plugins(rc)?;
     let virtual_hosts = rc
         .virtual_hosts
         .iter()
         .enumerate()
         .map(|(i, vh)| {
-            parse_virtual_host(vh, &plugins).map_err(|e| e.within(&format!("virtual_hosts[{i}]")))
+            parse_virtual_host(vh, &plugins, budget)
+                .map_err(|e| e.within(&format!("virtual_hosts[{i}]")))
         })
         .collect::<Result<_, _>>()?;
     Ok(RouteConfig {
@@ -279,8 +313,8 @@ pub fn parse_route_config_any(any: &Any) -> Result<RouteConfig, ResourceError> {
 
 /// The declared cluster specifier plugins, all optional (a non-optional one is a NACK, since the client
 /// implements none): their names.
-fn parse_plugins(rc: &RouteConfiguration) -> Result<Vec<&str>, ResourceError> {
-    let mut names: Vec<&str> = Vec::with_capacity(rc.cluster_specifier_plugins.len());
+fn parse_plugins(rc: &RouteConfiguration) -> Result<HashSet<&str>, ResourceError> {
+    let mut names: HashSet<&str> = HashSet::with_capacity(rc.cluster_specifier_plugins.len());
     for (i, p) in rc.cluster_specifier_plugins.iter().enumerate() {
         let at = |e: ResourceError| e.within(&format!("cluster_specifier_plugins[{i}]"));
         let ext = p
@@ -303,14 +337,15 @@ fn parse_plugins(rc: &RouteConfiguration) -> Result<Vec<&str>, ResourceError> {
                 format!("unsupported cluster specifier plugin type {type_url:?}, and not optional"),
             )));
         }
-        names.push(&ext.name);
+        names.insert(&ext.name);
     }
     Ok(names)
 }
 
 fn parse_virtual_host(
     vh: &ProtoVirtualHost,
-    plugins: &[&str],
+    plugins: &HashSet<&str>,
+    budget: &mut RegexBudget,
 ) -> Result<VirtualHost, ResourceError> {
     if vh.domains.is_empty() {
         return Err(ResourceError::new(
@@ -328,7 +363,7 @@ fn parse_virtual_host(
     };
     let mut routes = Vec::new();
     for (i, r) in vh.routes.iter().enumerate() {
-        let route = parse_route(r, i, retry_policy.as_ref(), plugins)
+        let route = parse_route(r, i, retry_policy.as_ref(), plugins, budget)
             .map_err(|e| e.within(&format!("routes[{i}]")))?;
         routes.extend(route);
     }
@@ -345,13 +380,14 @@ fn parse_route(
     r: &ProtoRoute,
     index: usize,
     vhost_retry: Option<&RetryPolicy>,
-    plugins: &[&str],
+    plugins: &HashSet<&str>,
+    budget: &mut RegexBudget,
 ) -> Result<Option<Route>, ResourceError> {
     let m = r
         .r#match
         .as_ref()
         .ok_or_else(|| ResourceError::new("match", "required"))?;
-    let Some(matcher) = parse_route_match(m).map_err(|e| e.within("match"))? else {
+    let Some(matcher) = parse_route_match(m, budget).map_err(|e| e.within("match"))? else {
         return Ok(None);
     };
     validate_filter_overrides(&r.typed_per_filter_config)?;
@@ -378,8 +414,8 @@ fn parse_route(
         parse_max_stream_duration(ra).map_err(|e| e.within("route.max_stream_duration"))?;
     let mut hash_policies = Vec::new();
     for (i, h) in ra.hash_policy.iter().enumerate() {
-        let policy =
-            parse_hash_policy(h).map_err(|e| e.within(&format!("route.hash_policy[{i}]")))?;
+        let policy = parse_hash_policy(h, budget)
+            .map_err(|e| e.within(&format!("route.hash_policy[{i}]")))?;
         hash_policies.extend(policy);
     }
     Ok(Some(Route {
@@ -392,15 +428,23 @@ fn parse_route(
 }
 
 /// A route's match, or `None` when the route is to be ignored.
-fn parse_route_match(m: &RouteMatch) -> Result<Option<RouteMatcher>, ResourceError> {
+fn parse_route_match(
+    m: &RouteMatch,
+    budget: &mut RegexBudget,
+) -> Result<Option<RouteMatcher>, ResourceError> {
+    // A28: a route with query parameter matchers is ignored whatever its other matchers hold, so none of
+    // them is validated (grpc-go and C-core check this first too).
+    if !m.query_parameters.is_empty() {
+        return Ok(None);
+    }
     let case_sensitive = m.case_sensitive.is_none_or(|b| b.value);
     let kind = match &m.path_specifier {
         Some(PathSpecifier::Prefix(p)) if prefix_can_match(p) => PathMatch::Prefix(p.clone()),
         Some(PathSpecifier::Path(p)) if path_can_match(p) => PathMatch::Exact(p.clone()),
         Some(PathSpecifier::Prefix(_) | PathSpecifier::Path(_)) => return Ok(None),
-        Some(PathSpecifier::SafeRegex(re)) => {
-            PathMatch::Regex(parse_regex(re, case_sensitive).map_err(|e| e.within("safe_regex"))?)
-        }
+        Some(PathSpecifier::SafeRegex(re)) => PathMatch::Regex(
+            parse_regex(re, case_sensitive, budget).map_err(|e| e.within("safe_regex"))?,
+        ),
         Some(_) => return Err(ResourceError::new("", "unsupported path specifier")),
         None => return Err(ResourceError::new("", "a path specifier is required")),
     };
@@ -408,11 +452,10 @@ fn parse_route_match(m: &RouteMatch) -> Result<Option<RouteMatcher>, ResourceErr
         .headers
         .iter()
         .enumerate()
-        .map(|(i, h)| parse_header_matcher(h).map_err(|e| e.within(&format!("headers[{i}]"))))
+        .map(|(i, h)| {
+            parse_header_matcher(h, budget).map_err(|e| e.within(&format!("headers[{i}]")))
+        })
         .collect::<Result<_, _>>()?;
-    if !m.query_parameters.is_empty() {
-        return Ok(None);
-    }
     let fraction_per_million = match m
         .runtime_fraction
         .as_ref()
@@ -471,7 +514,7 @@ fn path_can_match(path: &str) -> bool {
 /// The route's destination, or `None` when the route is to be ignored.
 fn parse_cluster_specifier(
     ra: &ProtoRouteAction,
-    plugins: &[&str],
+    plugins: &HashSet<&str>,
 ) -> Result<Option<RouteAction>, ResourceError> {
     match &ra.cluster_specifier {
         Some(ClusterSpecifier::Cluster(name)) => {
@@ -552,7 +595,10 @@ fn parse_max_stream_duration(ra: &ProtoRouteAction) -> Result<MaxStreamDuration,
 }
 
 /// A hash policy, or `None` for the kinds the client does not compute.
-fn parse_hash_policy(h: &ProtoHashPolicy) -> Result<Option<HashPolicy>, ResourceError> {
+fn parse_hash_policy(
+    h: &ProtoHashPolicy,
+    budget: &mut RegexBudget,
+) -> Result<Option<HashPolicy>, ResourceError> {
     let kind = match &h.policy_specifier {
         Some(PolicySpecifier::Header(header)) => {
             if header.header_name.is_empty() {
@@ -568,9 +614,9 @@ fn parse_hash_policy(h: &ProtoHashPolicy) -> Result<Option<HashPolicy>, Resource
                         ResourceError::new("header.regex_rewrite.pattern", "required")
                     })?;
                     Some(
-                        RegexRewrite::new(&pattern.regex, &rr.substitution).map_err(|e| {
-                            ResourceError::new("header.regex_rewrite.pattern.regex", e)
-                        })?,
+                        RegexRewrite::within(&pattern.regex, &rr.substitution, budget).map_err(
+                            |e| ResourceError::new("header.regex_rewrite.pattern.regex", e),
+                        )?,
                     )
                 }
             };

@@ -194,6 +194,40 @@ fn every_header_must_match_in_the_header_view() {
 
 #[test]
 #[allow(deprecated)]
+fn a_value_that_is_not_utf8_is_present_in_the_header_view() {
+    // obs-text: a valid HTTP field value that is not UTF-8. It is present, matched and hashed on its bytes.
+    let headers: &[(&str, &[u8])] = &[("x-user", b"caf\xe9"), ("x-user", b"x")];
+    let vh = vhost(vec![
+        route(
+            with_header(
+                prefix(""),
+                "x-user",
+                HeaderMatchSpecifier::PresentMatch(false),
+            ),
+            to_cluster("absent"),
+        ),
+        route(
+            with_header(
+                prefix(""),
+                "x-user",
+                HeaderMatchSpecifier::SuffixMatch(",x".into()),
+            ),
+            to_cluster("present"),
+        ),
+    ]);
+    assert_eq!(
+        cluster_of(route_call(&vh, "/S/M", headers, None, &mut no_draws())),
+        Some(("present", 1))
+    );
+    let user = header_policy("x-user", None, false);
+    assert_eq!(
+        request_hash(std::slice::from_ref(&user), headers, 9),
+        Some(xxhash_rust::xxh64::xxh64(b"caf\xe9,x", 0))
+    );
+}
+
+#[test]
+#[allow(deprecated)]
 fn bin_headers_are_absent_and_content_type_is_grpc() {
     let present = |name: &str| {
         vhost(vec![route(
@@ -404,12 +438,12 @@ fn routed_calls_carry_the_route_settings() {
 #[test]
 fn the_slice_header_view() {
     let h = [("A", "1"), ("b", "2"), ("a", "3"), ("a", "4")];
-    assert_eq!(h[..].value("a").as_deref(), Some("1,3,4"));
-    assert_eq!(h[..].value("b").as_deref(), Some("2"));
+    assert_eq!(h[..].value("a").as_deref(), Some(&b"1,3,4"[..]));
+    assert_eq!(h[..].value("b").as_deref(), Some(&b"2"[..]));
     assert_eq!(h[..].value("c"), None);
     assert_eq!(
         call_header(&h[..], "content-type").as_deref(),
-        Some("application/grpc")
+        Some(&b"application/grpc"[..])
     );
 }
 

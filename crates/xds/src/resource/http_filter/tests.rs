@@ -76,10 +76,19 @@ fn typed_structs_stand_for_the_type_they_name() {
 }
 
 #[test]
+fn an_optional_unknown_filter_after_the_router_is_dropped_before_the_chain_is_checked() {
+    // A39 as grpc-go and C-core apply it: the router must end the filters the client runs, and an optional
+    // filter the client does not know is not one of them.
+    let got = parse_http_filters(&[router(), filter("telemetry", any_of_type(FAULT), true)])
+        .expect("the router ends the chain the client runs");
+    assert_eq!(names(&got), ["router"]);
+    let err = parse_http_filters(&[router(), filter("fault", any_of_type(FAULT), false)])
+        .expect_err("an unknown filter that is not optional");
+    assert_eq!(err.field, "http_filters[1].typed_config");
+}
+
+#[test]
 fn the_router_must_be_last() {
-    let err = parse_http_filters(&[router(), filter("fault", any_of_type(FAULT), true)])
-        .expect_err("terminal filter before another");
-    assert_eq!(err.field, "http_filters[0]");
     let mut second = router();
     second.name = "router2".into();
     let err = parse_http_filters(&[router(), second]).expect_err("two terminal filters");

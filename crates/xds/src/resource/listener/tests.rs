@@ -249,6 +249,11 @@ fn http_filters_are_checked() {
     h.http_filters[0].is_optional = true;
     let got = parse_listener(&listener(&h)).expect("optional dropped");
     assert_eq!(got.http_filters.len(), 1);
+    // A39: an optional telemetry filter appended after the router is dropped, and the Listener accepted.
+    h.http_filters.reverse();
+    let got = parse_listener(&listener(&h)).expect("[router, optional unknown] is accepted");
+    assert_eq!(got.http_filters.len(), 1);
+    assert_eq!(got.http_filters[0].kind, HttpFilterKind::Router);
 }
 
 #[test]

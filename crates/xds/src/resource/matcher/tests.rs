@@ -1,6 +1,11 @@
 use super::*;
 use envoy_types::pb::envoy::r#type::v3::Int64Range;
 
+/// A resource's regex budget.
+fn budget() -> RegexBudget {
+    RegexBudget::resource()
+}
+
 fn regex(pattern: &str) -> RegexMatcher {
     RegexMatcher {
         regex: pattern.to_owned(),
@@ -48,7 +53,7 @@ fn safe_regex_matches_the_whole_value() {
 #[test]
 fn perl_and_posix_classes_are_ascii_as_in_re2() {
     let w = SafeRegex::new(r"\w{100}", true).expect("small enough to repeat");
-    assert!(w.matches(&"a_1".repeat(33).chars().chain(['Z']).collect::<String>()));
+    assert!(w.matches("a_1".repeat(33).chars().chain(['Z']).collect::<String>()));
     assert!(!SafeRegex::new(r"\w", true).expect("compiles").matches("é"));
     let mixed = SafeRegex::new(r"\d{20}-[[:alpha:]]+\s", true).expect("compiles");
     assert!(mixed.matches("01234567890123456789-ab "));
@@ -60,7 +65,7 @@ fn perl_and_posix_classes_are_ascii_as_in_re2() {
 
 #[test]
 fn string_matchers_with_and_without_case() {
-    let m = |p, ic| parse_string_matcher(&string_matcher(p, ic)).expect("valid");
+    let m = |p, ic| parse_string_matcher(&string_matcher(p, ic), &mut budget()).expect("valid");
     let exact = m(MatchPattern::Exact("Foo".into()), false);
     assert!(exact.matches("Foo") && !exact.matches("foo") && !exact.matches("Foox"));
     let exact_ic = m(MatchPattern::Exact("Foo".into()), true);
@@ -77,25 +82,28 @@ fn string_matchers_with_and_without_case() {
 
 #[test]
 fn bad_string_matchers_are_nacked_with_their_field() {
-    let err = parse_string_matcher(&string_matcher(MatchPattern::SafeRegex(regex("(")), false))
-        .expect_err("bad regex");
+    let err = parse_string_matcher(
+        &string_matcher(MatchPattern::SafeRegex(regex("(")), false),
+        &mut budget(),
+    )
+    .expect_err("bad regex");
     assert_eq!(err.field, "safe_regex.regex");
-    let err = parse_string_matcher(&string_matcher(
-        MatchPattern::Custom(Default::default()),
-        false,
-    ))
+    let err = parse_string_matcher(
+        &string_matcher(MatchPattern::Custom(Default::default()), false),
+        &mut budget(),
+    )
     .expect_err("custom");
     assert_eq!(err.field, "custom");
-    assert!(parse_string_matcher(&ProtoStringMatcher::default()).is_err());
+    assert!(parse_string_matcher(&ProtoStringMatcher::default(), &mut budget()).is_err());
 }
 
 #[test]
 #[allow(deprecated)]
 fn every_header_kind() {
     let check = |kind, value: Option<&str>| {
-        parse_header_matcher(&header("X-Key", kind, false))
+        parse_header_matcher(&header("X-Key", kind, false), &mut budget())
             .expect("valid")
-            .matches(value)
+            .matches(value.map(str::as_bytes))
     };
     assert!(check(
         HeaderMatchSpecifier::ExactMatch("v".into()),
@@ -140,11 +148,10 @@ fn every_header_kind() {
         HeaderMatchSpecifier::StringMatch(string_matcher(MatchPattern::Exact("V".into()), true)),
         Some("v")
     ));
-    let m = parse_header_matcher(&header(
-        "X-Key",
-        HeaderMatchSpecifier::PresentMatch(true),
-        false,
-    ))
+    let m = parse_header_matcher(
+        &header("X-Key", HeaderMatchSpecifier::PresentMatch(true), false),
+        &mut budget(),
+    )
     .expect("valid");
     assert_eq!(m.name, "x-key", "names are lower-cased");
 }
@@ -152,12 +159,14 @@ fn every_header_kind() {
 #[test]
 #[allow(deprecated)]
 fn absent_headers_and_inversion() {
-    let m = |kind, invert| parse_header_matcher(&header("k", kind, invert)).expect("valid");
+    let m = |kind, invert| {
+        parse_header_matcher(&header("k", kind, invert), &mut budget()).expect("valid")
+    };
     let exact = m(HeaderMatchSpecifier::ExactMatch("v".into()), false);
     assert!(!exact.matches(None));
     let inverted = m(HeaderMatchSpecifier::ExactMatch("v".into()), true);
-    assert!(inverted.matches(Some("w")));
-    assert!(!inverted.matches(Some("v")));
+    assert!(inverted.matches(Some(b"w")));
+    assert!(!inverted.matches(Some(b"v")));
     assert!(
         !inverted.matches(None),
         "invert does not rescue an absent header"
@@ -171,7 +180,7 @@ fn absent_headers_and_inversion() {
     ] {
         let p = m(HeaderMatchSpecifier::PresentMatch(b), invert);
         assert_eq!(
-            p.matches(Some("x")),
+            p.matches(Some(b"x")),
             present,
             "present_match {b} invert {invert}"
         );
@@ -184,34 +193,101 @@ fn absent_headers_and_inversion() {
 }
 
 #[test]
+#[allow(deprecated)]
+fn a_value_that_is_not_utf8_is_present_and_matched_on_its_bytes() {
+    // obs-text (bytes 0x80-0xFF) is a valid HTTP field value; grpc-go and C-core match the raw value.
+    let value: &[u8] = b"caf\xe9-1";
+    let m = |kind, invert| {
+        parse_header_matcher(&header("k", kind, invert), &mut budget())
+            .expect("valid")
+            .matches(Some(value))
+    };
+    assert!(m(HeaderMatchSpecifier::PresentMatch(true), false));
+    assert!(!m(HeaderMatchSpecifier::PresentMatch(false), false));
+    assert!(m(HeaderMatchSpecifier::PresentMatch(false), true));
+    assert!(m(HeaderMatchSpecifier::PrefixMatch("caf".into()), false));
+    assert!(m(HeaderMatchSpecifier::SuffixMatch("-1".into()), false));
+    assert!(m(HeaderMatchSpecifier::ContainsMatch("f".into()), false));
+    assert!(m(HeaderMatchSpecifier::ContainsMatch("-1".into()), false));
+    assert!(
+        !m(HeaderMatchSpecifier::ContainsMatch("é".into()), false),
+        "é is two other bytes"
+    );
+    assert!(!m(HeaderMatchSpecifier::ExactMatch("caf".into()), false));
+    assert!(m(HeaderMatchSpecifier::ExactMatch("caf".into()), true));
+    assert!(m(
+        HeaderMatchSpecifier::SafeRegexMatch(regex("caf.-[0-9]")),
+        false
+    ));
+    assert!(!m(
+        HeaderMatchSpecifier::SafeRegexMatch(regex("caf-[0-9]")),
+        false
+    ));
+    // Not a number: a range never matches, so its inversion does.
+    let range = || HeaderMatchSpecifier::RangeMatch(Int64Range { start: 0, end: 10 });
+    assert!(!m(range(), false));
+    assert!(m(range(), true));
+    let ignoring_case = |pattern: &str| {
+        HeaderMatchSpecifier::StringMatch(string_matcher(
+            MatchPattern::Contains(pattern.into()),
+            true,
+        ))
+    };
+    assert!(m(ignoring_case("CAF"), false));
+}
+
+#[test]
+fn contains_finds_text_around_bytes_that_are_not_utf8() {
+    for (value, pattern, expected) in [
+        (&b"\xe9ab\xff"[..], "ab", true),
+        (b"a\xc3b", "ab", false),
+        (b"\xe0\xc3\xa9x", "\u{e9}x", true),
+        (b"\xf0\x9f\x98", "x", false),
+        (b"", "", true),
+        (b"\xff", "", true),
+    ] {
+        let m = StringMatch::Contains {
+            value: pattern.into(),
+            ignore_case: false,
+        };
+        assert_eq!(m.matches(value), expected, "{value:?} contains {pattern:?}");
+    }
+}
+
+#[test]
 fn bad_header_matchers_are_nacked() {
-    let err = parse_header_matcher(&header(
-        "k",
-        HeaderMatchSpecifier::RangeMatch(Int64Range { start: 5, end: 4 }),
-        false,
-    ))
+    let err = parse_header_matcher(
+        &header(
+            "k",
+            HeaderMatchSpecifier::RangeMatch(Int64Range { start: 5, end: 4 }),
+            false,
+        ),
+        &mut budget(),
+    )
     .expect_err("end before start");
     assert_eq!(err.field, "range_match");
     #[allow(deprecated)]
-    let err = parse_header_matcher(&header(
-        "k",
-        HeaderMatchSpecifier::SafeRegexMatch(regex("[")),
-        false,
-    ))
+    let err = parse_header_matcher(
+        &header("k", HeaderMatchSpecifier::SafeRegexMatch(regex("[")), false),
+        &mut budget(),
+    )
     .expect_err("bad regex");
     assert_eq!(err.field, "safe_regex_match.regex");
-    let err = parse_header_matcher(&header(
-        "k",
-        HeaderMatchSpecifier::StringMatch(ProtoStringMatcher::default()),
-        false,
-    ))
+    let err = parse_header_matcher(
+        &header(
+            "k",
+            HeaderMatchSpecifier::StringMatch(ProtoStringMatcher::default()),
+            false,
+        ),
+        &mut budget(),
+    )
     .expect_err("empty string matcher");
     assert_eq!(err.field, "string_match");
     let none = ProtoHeaderMatcher {
         name: "k".into(),
         ..Default::default()
     };
-    assert!(parse_header_matcher(&none).is_err());
+    assert!(parse_header_matcher(&none, &mut budget()).is_err());
 }
 
 #[test]

@@ -156,6 +156,52 @@ fn path_specifiers() {
 }
 
 #[test]
+fn a_route_with_query_parameters_is_ignored_whatever_its_other_matchers() {
+    // A28: the whole route is ignored, regardless of the other matchers, so none of them is validated.
+    let with_query = |mut m: RouteMatch| {
+        m.query_parameters.push(QueryParameterMatcher {
+            name: "q".into(),
+            ..Default::default()
+        });
+        route(m, action(to_cluster("ignored")))
+    };
+    let bad_regex = || RegexMatcher {
+        regex: "(".into(),
+        ..Default::default()
+    };
+    let mut bad_header = prefix("");
+    #[allow(deprecated)]
+    bad_header.headers.push(ProtoHeaderMatcher {
+        name: "k".into(),
+        header_match_specifier: Some(HeaderMatchSpecifier::SafeRegexMatch(bad_regex())),
+        ..Default::default()
+    });
+    let bad_path = RouteMatch {
+        path_specifier: Some(PathSpecifier::SafeRegex(bad_regex())),
+        ..Default::default()
+    };
+    let mut bad_fraction = prefix("");
+    bad_fraction.runtime_fraction = Some(RuntimeFractionalPercent {
+        default_value: Some(FractionalPercent {
+            numerator: 1,
+            denominator: 99,
+        }),
+        ..Default::default()
+    });
+    let no_path = RouteMatch::default();
+    let routes = routes_of(vec![
+        with_query(bad_header),
+        with_query(bad_path),
+        with_query(bad_fraction),
+        with_query(no_path),
+        simple("", "kept"),
+    ]);
+    assert_eq!(routes.len(), 1, "{routes:?}");
+    assert_eq!(routes[0].action, RouteAction::Cluster("kept".into()));
+    assert_eq!(routes[0].index, 4);
+}
+
+#[test]
 fn routes_that_can_never_match_are_ignored() {
     for kept in ["", "/", "/svc", "/svc/", "/svc/me"] {
         assert_eq!(
@@ -619,11 +665,14 @@ fn regex_rewrite_uses_re2_substitutions() {
     let r = RegexRewrite::new("([a-z]+)-([0-9]+)", r"\2:\1$").expect("valid");
     assert_eq!(
         r.apply("ab-12 cd-34"),
-        "12:ab$ 34:cd$",
+        b"12:ab$ 34:cd$",
         "every match, unanchored"
     );
     let r = RegexRewrite::new("a", r"\\").expect("valid");
-    assert_eq!(r.apply("bab"), r"b\b");
+    assert_eq!(r.apply("bab"), br"b\b");
+    // The bytes of a value that is not UTF-8 are kept; an empty match at every position.
+    let r = RegexRewrite::new("x*", "-").expect("valid");
+    assert_eq!(r.apply(b"a\xe9"), b"-a-\xe9-");
     assert!(RegexRewrite::new("[", "").is_err());
 }
 
@@ -706,3 +755,5 @@ fn routes_keep_their_name_and_their_place_in_the_resource() {
         .collect();
     assert_eq!(kept, [("to-a", 0), ("", 2)]);
 }
+
+mod budget;
