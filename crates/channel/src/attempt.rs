@@ -173,6 +173,19 @@ impl Attempt {
         }
     }
 
+    /// Whether the attempt's HEADERS were handed to the connection, as last seen: it may have reached the
+    /// server (not still picking, nor held in h2's local queue behind the server's
+    /// `MAX_CONCURRENT_STREAMS`).
+    pub(crate) fn reached_connection(&self) -> bool {
+        matches!(
+            self.state,
+            State::Open {
+                progress: Progress::Opened,
+                ..
+            }
+        )
+    }
+
     /// Queues message `index` for this attempt.
     pub(crate) fn send(&mut self, index: usize, message: Bytes) {
         match &mut self.state {

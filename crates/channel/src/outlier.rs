@@ -12,9 +12,12 @@
 //! with is what the picker's call tracker sees: for the committed attempt, and for every attempt the
 //! deadline cut before commit (a unary call to a backend that never answers commits on nothing, and still
 //! counts). An attempt cut by its own `perAttemptRecvTimeout` (gRFC A44), a retry attempt or a hedge,
-//! counts as a failure too (CANCELLED, the status C-core's call tracker sees for it): a backend that takes
-//! calls and never answers is ejected even when retries save every call, instead of costing each call
-//! that lands there the timeout and a throttle token for as long as it stays silent.
+//! counts as a failure too (CANCELLED, the status C-core's call tracker sees for it) once its HEADERS left
+//! for the server: a backend that takes calls and never answers is ejected even when retries save every
+//! call, instead of costing each call that lands there the timeout and a throttle token for as long as it
+//! stays silent. An attempt the timeout cut while h2 still held it in its local queue (the server's
+//! `MAX_CONCURRENT_STREAMS` reached, by this channel's own long streams) does not count: it never reached
+//! the backend (C-core counts it; ejecting a healthy backend because the client filled it would be wrong).
 //!
 //! Not counted: attempts whose pick failed (no address); a committed attempt the client itself cancelled
 //! (the application's cancel or a dropped call: nothing the backend did); and a hedge cancelled because

@@ -292,19 +292,18 @@ impl Driver {
         // What cut the attempt, as outlier detection counts it on the address it went to: the call's
         // deadline (DEADLINE_EXCEEDED, as an attempt that ended so after commit counts), or its own
         // `perAttemptRecvTimeout` (CANCELLED, as in C-core: the backend took the call and did not answer
-        // in time). Cancelled for another reason (a hedge that lost: another attempt won, which says
-        // nothing about this one's backend), it does not count.
-        let cut_by = if self.deadline_passed() {
-            Some(Code::DeadlineExceeded)
-        } else if self.call.timed_out(attempt) {
-            Some(Code::Cancelled)
-        } else {
-            None
-        };
+        // in time), the latter only once its HEADERS left for the server: an attempt h2 still held in its
+        // local queue (the server's MAX_CONCURRENT_STREAMS reached, by this channel's own streams) says
+        // nothing of how the backend answers. Cancelled for another reason (a hedge that lost: another
+        // attempt won, which says nothing about this one's backend), it does not count.
+        let deadline_passed = self.deadline_passed();
+        let timed_out = self.call.timed_out(attempt);
         if let Some(slot) = self.attempts.get_mut(attempt.0 as usize) {
             if let Slot::Live(mut a, mut t) = std::mem::replace(slot, Slot::Gone) {
-                if let Some(code) = cut_by {
-                    a.record_result(AttemptResult::Ended(code));
+                if deadline_passed {
+                    a.record_result(AttemptResult::Ended(Code::DeadlineExceeded));
+                } else if timed_out && a.reached_connection() {
+                    a.record_result(AttemptResult::Ended(Code::Cancelled));
                 }
                 a.cancel();
                 t.cancelled();

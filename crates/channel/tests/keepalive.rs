@@ -34,6 +34,15 @@ async fn frozen(mut freeze: watch::Receiver<bool>) {
 /// open) once a call to `FREEZE` arrives, or once told to freeze (`freeze` turns true); a connection
 /// accepted after that is never driven at all. A health Watch is answered SERVING and held open.
 async fn server(freeze: watch::Receiver<bool>) -> (std::net::SocketAddr, Arc<AtomicUsize>) {
+    server_with(freeze, true).await
+}
+
+/// [`server`], whose health service answers the Watch SERVING (held open) when `health`, else
+/// UNIMPLEMENTED (Trailers-Only: the server has no health service).
+async fn server_with(
+    freeze: watch::Receiver<bool>,
+    health: bool,
+) -> (std::net::SocketAddr, Arc<AtomicUsize>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -58,6 +67,11 @@ async fn server(freeze: watch::Receiver<bool>) -> (std::net::SocketAddr, Arc<Ato
                             let Some(Ok((req, mut respond))) = accepted else { return };
                             match req.uri().path() {
                                 FREEZE => break Some(respond),
+                                WATCH if !health => {
+                                    let mut head = response_head();
+                                    head.headers_mut().insert("grpc-status", http::HeaderValue::from_static("12"));
+                                    let _ = respond.send_response(head, true);
+                                }
                                 WATCH => {
                                     let serving = HealthCheckResponse {
                                         status: ServingStatus::Serving as i32,
@@ -197,4 +211,89 @@ async fn the_health_watch_stream_keeps_keepalive_pinging_without_calls() {
     );
     tokio::time::sleep(Duration::from_secs(60)).await;
     assert_ne!(ch.state(), ConnectivityState::Ready);
+}
+
+// ---- Review probes: the Watch's count ends with the Watch, per connection --------------------------------
+
+const RR_HEALTH: &str =
+    r#"{"healthCheckConfig":{"serviceName":""},"loadBalancingConfig":[{"round_robin":{}}]}"#;
+
+/// Two backends under round_robin with health checks: `serving` keeps its Watch open, `unimplemented`
+/// ends it at once (UNIMPLEMENTED: used as healthy, no stream left open). Without calls and without
+/// `keepalive_permit_without_calls`, only the connection whose Watch is open is pinged: the other, frozen,
+/// is never found out (its one connection is kept), while the first, frozen in turn, is.
+#[tokio::test(start_paused = true)]
+async fn only_a_connection_whose_watch_is_open_is_pinged_and_an_ended_watch_stops_the_pings() {
+    let (freeze_open, frozen_open) = watch::channel(false);
+    let (freeze_ended, frozen_ended) = watch::channel(false);
+    let (open_addr, open_conns) = server_with(frozen_open, true).await;
+    let (ended_addr, ended_conns) = server_with(frozen_ended, false).await;
+    let ch = Channel::builder(format!("ipv4:{open_addr},{ended_addr}"))
+        .default_service_config(RR_HEALTH)
+        .service_config_lookup(false)
+        .keepalive_time(Duration::from_secs(10))
+        .keepalive_timeout(Duration::from_secs(5))
+        .build()
+        .expect("channel");
+    ch.connect();
+    support::guards::eventually("READY", || ch.state() == ConnectivityState::Ready).await;
+    support::guards::settle(Duration::from_secs(1)).await;
+    freeze_ended.send_replace(true);
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(
+        ended_conns.load(Ordering::SeqCst),
+        1,
+        "no PING on the connection whose Watch ended: it is kept"
+    );
+    assert_eq!(open_conns.load(Ordering::SeqCst), 1);
+    assert_eq!(ch.state(), ConnectivityState::Ready);
+
+    freeze_open.send_replace(true);
+    support::guards::settle(Duration::from_secs(16)).await;
+    assert!(
+        open_conns.load(Ordering::SeqCst) >= 2,
+        "the connection with its Watch open is pinged, found out and replaced"
+    );
+    assert_eq!(ended_conns.load(Ordering::SeqCst), 1);
+}
+
+/// `health_checks(false)`: no Watch, so no stream and no PING without calls, whatever the config asks.
+#[tokio::test(start_paused = true)]
+async fn with_health_checks_off_an_idle_connection_is_not_pinged() {
+    let (freeze, frozen) = watch::channel(false);
+    let (addr, connections) = server(frozen).await;
+    let ch = Channel::builder(format!("ipv4:{addr}"))
+        .default_service_config(RR_HEALTH)
+        .service_config_lookup(false)
+        .health_checks(false)
+        .keepalive_time(Duration::from_secs(10))
+        .keepalive_timeout(Duration::from_secs(5))
+        .build()
+        .expect("channel");
+    assert_eq!(&unary(&ch, UNARY).await.expect("call")[..], b"ok");
+    freeze.send_replace(true);
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(ch.state(), ConnectivityState::Ready);
+    assert_eq!(connections.load(Ordering::SeqCst), 1);
+}
+
+/// An open Watch, pinged and answered, still lets the channel go IDLE after its idle timeout (the Watch
+/// and the PINGs are not calls).
+#[tokio::test(start_paused = true)]
+async fn an_open_watch_and_its_pings_do_not_keep_the_channel_out_of_idle() {
+    let (_freeze, frozen) = watch::channel(false);
+    let (addr, _) = server(frozen).await;
+    let ch = Channel::builder(format!("ipv4:{addr}"))
+        .default_service_config(RR_HEALTH)
+        .service_config_lookup(false)
+        .keepalive_time(Duration::from_secs(10))
+        .keepalive_timeout(Duration::from_secs(5))
+        .idle_timeout(Duration::from_secs(60))
+        .build()
+        .expect("channel");
+    assert_eq!(&unary(&ch, UNARY).await.expect("call")[..], b"ok");
+    tokio::time::sleep(Duration::from_secs(45)).await;
+    assert_eq!(ch.state(), ConnectivityState::Ready, "pinged and answered");
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    assert_eq!(ch.state(), ConnectivityState::Idle);
 }

@@ -473,3 +473,148 @@ async fn going_idle_starts_detection_afresh_and_a_failing_backend_is_ejected_aga
         "the counts survive IDLE"
     );
 }
+
+// ---- Review probes: what a cut attempt counts, and how often ----------------------------------------
+
+/// A backend that answers `UnaryCall` OK, except every `nth` stream (the 1st, the `nth`+1-th, ...), which it
+/// holds until the client resets it.
+async fn mute_every(nth: usize) -> support::h2_server::H2Server {
+    let streams = Arc::new(AtomicUsize::new(0));
+    support::h2_server::H2Server::tcp(
+        support::h2_server::defaults,
+        support::h2_server::handler(move |mut stream| {
+            let n = streams.fetch_add(1, Ordering::SeqCst);
+            async move {
+                if n.is_multiple_of(nth) {
+                    stream.wait_reset().await;
+                } else {
+                    stream.ok(b"");
+                }
+            }
+        }),
+    )
+    .await
+}
+
+/// Failure percentage at `threshold` over two backends needing 10 calls each per interval.
+fn two_backends_at(threshold: u32, policy: &str) -> String {
+    format!(
+        r#"{{"loadBalancingConfig":[{{"outlier_detection_experimental":{{
+            "interval":"1s","baseEjectionTime":"30s","maxEjectionPercent":50,
+            "failurePercentageEjection":{{"threshold":{threshold},"enforcementPercentage":100,
+                                          "minimumHosts":2,"requestVolume":10}},
+            "childPolicy":[{{"round_robin":{{}}}}]}}}}],
+        "methodConfig":[{{"name":[{{"service":"grpc.testing.TestService"}}],{policy}}}]}}"#
+    )
+}
+
+/// A cut attempt counts once: a backend that leaves one call in five unanswered (each cut by its 10 ms
+/// receive timeout and saved by a retry elsewhere) fails 20 % of its attempts. Counted once, any window
+/// of at least 10 of its attempts fails at most 3 in 11 (27 %): never ejected at 30 %, and ejected at
+/// 15 % (the cut attempts do count). Counted twice (cut, and again as the stream ends), a full round
+/// would fail 12 of 36 (33 %) and be ejected at 30 %.
+#[tokio::test(start_paused = true)]
+async fn a_cut_attempt_counts_exactly_once() {
+    let policy = r#""retryPolicy":{"maxAttempts":2,"initialBackoff":"0.01s","maxBackoff":"0.01s",
+        "backoffMultiplier":1,"retryableStatusCodes":["CANCELLED"],"perAttemptRecvTimeout":"0.01s"}"#;
+    for (threshold, ejects) in [(15, true), (30, false)] {
+        let (good, flaky) = (healthy().await, mute_every(5).await);
+        let ch = channel(
+            &[good.addr, flaky.addr()],
+            &two_backends_at(threshold, policy),
+        );
+        let ejected = ejected_after_saved_calls(&ch, 5, 60).await;
+        if ejects {
+            assert_eq!(ejected, [flaky.addr().to_string()], "threshold {threshold}");
+        } else {
+            assert_eq!(ejected, Vec::<String>::new(), "threshold {threshold}");
+            let cut = flaky.resets().len();
+            assert!(cut >= 20, "cut attempts: {cut}");
+        }
+    }
+}
+
+/// The application's cancel (a dropped unary call) and the call's own end never count: calls to a silent
+/// backend with a 0.1 s receive timeout, each dropped by the application after 50 ms (before the cut), and
+/// then calls that succeed elsewhere, never eject it.
+#[tokio::test(start_paused = true)]
+async fn an_attempt_the_application_gave_up_on_before_its_recv_timeout_does_not_count() {
+    let (good, silent) = (healthy().await, mute().await);
+    let config = two_backends_with(
+        r#""retryPolicy":{"maxAttempts":2,"initialBackoff":"0.01s","maxBackoff":"0.01s",
+            "backoffMultiplier":1,"retryableStatusCodes":["CANCELLED"],"perAttemptRecvTimeout":"0.1s"}"#,
+    );
+    let ch = channel(&[good.addr, silent.addr()], &config);
+    for _ in 0..3 {
+        for _ in 0..20 {
+            let call = ch.unary::<_, SimpleResponse>(
+                paths::UNARY_CALL,
+                Request::new(SimpleRequest::default()),
+            );
+            // Given up on after 50 ms: a call on the silent backend is dropped before its cut.
+            let _ = tokio::time::timeout(Duration::from_millis(50), call).await;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(ch.stats().ejected_addresses, Vec::<String>::new());
+    }
+    assert!(silent.resets().len() >= 20, "{}", silent.resets().len());
+}
+
+/// Server settings allowing one stream per connection.
+fn one_stream(b: &mut h2::server::Builder) {
+    b.max_concurrent_streams(1);
+}
+
+const HOLD: &str = "/t.S/Hold";
+
+/// A backend that answers `UnaryCall` OK at once and holds a call to [`HOLD`] until it is reset.
+async fn answering(configure: fn(&mut h2::server::Builder)) -> support::h2_server::H2Server {
+    support::h2_server::H2Server::tcp(
+        configure,
+        support::h2_server::handler(|mut stream| async move {
+            if stream.path == HOLD {
+                stream.wait_reset().await;
+            } else {
+                stream.ok(b"");
+            }
+        }),
+    )
+    .await
+}
+
+/// An attempt cut by its receive timeout while it waited in h2's local queue (the server's
+/// MAX_CONCURRENT_STREAMS in use by another call of the application) never reached the backend: the
+/// transparent-retry rules call it NotSent, and outlier.rs's own reason for counting a cut ("the backend
+/// took the call and did not answer in time") does not hold. A backend that answers every call it takes at
+/// once is ejected all the same.
+#[tokio::test(start_paused = true)]
+async fn an_attempt_cut_while_queued_behind_the_stream_limit_does_not_eject_a_healthy_backend() {
+    let (roomy, narrow) = (
+        answering(support::h2_server::defaults).await,
+        answering(one_stream).await,
+    );
+    let config = two_backends_with(
+        r#""retryPolicy":{"maxAttempts":2,"initialBackoff":"0.01s","maxBackoff":"0.01s",
+            "backoffMultiplier":1,"retryableStatusCodes":["CANCELLED"],"perAttemptRecvTimeout":"0.1s"}"#,
+    );
+    let ch = channel(&[roomy.addr(), narrow.addr()], &config);
+    // Both in the rotation, then one long call on each (round_robin alternates).
+    assert_eq!(failures(&ch, 4).await, 0);
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let ch = ch.clone();
+        held.push(tokio::spawn(async move {
+            ch.unary_raw(HOLD, Request::new(bytes::Bytes::new())).await
+        }));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!((roomy.opens_of(HOLD), narrow.opens_of(HOLD)), (1, 1));
+    let ejected = ejected_after_saved_calls(&ch, 3, 20).await;
+    let opened = narrow.opens_of(paths::UNARY_CALL);
+    assert_eq!(
+        ejected,
+        Vec::<String>::new(),
+        "a backend that answered OK every one of the {opened} UnaryCall streams that reached it"
+    );
+    drop(held);
+}
