@@ -453,8 +453,8 @@ fn cluster_config(endpoints: &Endpoints, max_requests: u32, lb: ClusterLbConfig)
     config
 }
 
-/// The name the cluster manager keys a locality by: grpc-go's locality string,
-/// `{"region":..,"zone":..,"subZone":..}` with each part a JSON string, so that distinct localities never
+/// The name the cluster manager keys a locality by: a JSON object of its three parts (like grpc-go's
+/// locality string, though with empty parts kept), each a JSON string, so that distinct localities never
 /// share a name (`region/zone/sub_zone` did: `("a/", "b")` and `("a", "/b")`).
 fn locality_name(locality: &LocalityId) -> String {
     fn quoted(out: &mut String, part: &str) {
@@ -755,10 +755,15 @@ mod locality_tests {
         for (x, y) in pairs {
             let got = names(vec![x.clone(), y.clone()]);
             assert_ne!(got[0], got[1], "{:?} and {:?}", x.locality, y.locality);
+            // Valid JSON that gives the parts back.
+            let parsed: serde_json::Value = serde_json::from_str(&got[0]).expect("JSON");
+            assert_eq!(parsed["region"], x.locality.region.as_str(), "{}", got[0]);
+            assert_eq!(parsed["zone"], x.locality.zone.as_str(), "{}", got[0]);
         }
+        let name = names(vec![locality("us-east1", "us-east1-b", "rack 7")]).remove(0);
         assert_eq!(
-            names(vec![locality("us-east1", "us-east1-b", "rack 7")]),
-            [r#"{"region":"us-east1","zone":"us-east1-b","subZone":"rack 7"}"#]
+            serde_json::from_str::<serde_json::Value>(&name).expect("JSON"),
+            serde_json::json!({"region": "us-east1", "zone": "us-east1-b", "subZone": "rack 7"})
         );
     }
 }
