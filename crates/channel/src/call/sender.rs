@@ -50,9 +50,12 @@ impl<T> RequestSender<T> {
     }
 
     /// Sends a message, compressed if the call is. Returns once the message is queued for writing; waits
-    /// while the call holds 64 KiB of messages that HTTP/2 flow control has not let out yet, so a slow
-    /// server slows the sender instead of filling memory. Messages sent in a burst leave packed together
-    /// (many per DATA frame); a message sent alone leaves at once.
+    /// while the call holds 64 KiB of messages that HTTP/2 flow control has not let out yet (a larger
+    /// message waits until the call holds none), so a slow server slows the sender instead of filling
+    /// memory. The bound holds for the whole call: before it commits (gRFC A6) against the attempt that is
+    /// furthest ahead, after against the committed one, including what that attempt had not written when
+    /// the call committed. Messages sent in a burst leave packed together (many per DATA frame); a message
+    /// sent alone leaves at once.
     ///
     /// An error means the call can take no more messages. When the server ended the call, its status is what
     /// the receiving half ([`Streaming`](crate::Streaming)) reports; the error here only says sending stopped.
@@ -106,10 +109,11 @@ impl<T> RequestSender<T> {
                 Side::Direct(send) => send,
                 Side::Driving(inbox) => {
                     // Before commit the driver takes the queued messages once an open attempt has written
-                    // the previous ones: the readiest live attempt paces the sender, which runs ahead of the
-                    // driver by at most SEND_AHEAD_LIMIT.
+                    // the previous ones: the readiest live attempt paces the sender, which runs ahead of it
+                    // by at most SEND_AHEAD_LIMIT (the inbox and the batch the driver took last).
                     if !data.is_empty() {
-                        if !inbox.queue.is_empty() && inbox.queued + data.len() > SEND_AHEAD_LIMIT {
+                        let held = inbox.queued + inbox.taken;
+                        if held > 0 && held + data.len() > SEND_AHEAD_LIMIT {
                             inbox.sender = Some(cx.waker().clone());
                             return Poll::Pending;
                         }
@@ -123,8 +127,9 @@ impl<T> RequestSender<T> {
                     return Poll::Ready(Ok(()));
                 }
             };
-            // After commit: queued behind what the writer task has not written yet, at most
-            // SEND_AHEAD_LIMIT ahead of h2 (a larger message waits until everything before it went).
+            // After commit: queued behind what the writer task has not written yet (what the committed
+            // attempt had not written at commit included), at most SEND_AHEAD_LIMIT ahead of h2 (a larger
+            // message waits until everything before it went).
             if !data.is_empty() {
                 if !send.caught_up() && send.queued_bytes() + data.len() > SEND_AHEAD_LIMIT {
                     // The writer task is running or waits for flow control: it wakes this send once it
@@ -248,8 +253,15 @@ impl<T> Drop for RequestSender<T> {
             match &mut s.side {
                 Side::Direct(send) => {
                     send.close_after_queue();
-                    send.flush_all(OnError::Drop);
-                    s.writer.wake();
+                    match &mut s.writer {
+                        // It writes END_STREAM after what it still holds, under flow control.
+                        Writer::Running(_) => s.writer.wake(),
+                        // Nothing is queued (a writer starts with the first message queued after commit), or
+                        // writing failed: END_STREAM alone, or nothing.
+                        Writer::NotStarted | Writer::Stopped => {
+                            send.flush_all(OnError::Drop);
+                        }
+                    }
                 }
                 Side::Driving(inbox) => {
                     if let Some(w) = inbox.driver.take() {
