@@ -16,7 +16,13 @@ use crate::request::MessageOptions;
 use crate::send::OnError;
 use crate::status::{Code, Status};
 
-/// The sending half of a streaming call. Dropping it half-closes the call (unless the call has ended).
+/// The sending half of a streaming call. Dropping it half-closes the call (unless the call has ended), as
+/// [`RequestSender::finish`] does: the server sees a complete request.
+///
+/// To give up on a call, drop (or [`cancel`](crate::Streaming::cancel)) its receiving half first, or only:
+/// the call is then reset with RST_STREAM(CANCEL) and never half-closed. Dropping both halves together,
+/// sender first (a tuple `(sender, receiver)` drops in that order), half-closes before the reset, and a
+/// server that reads to the end may take the request as whole.
 pub struct RequestSender<T> {
     shared: SharedRef,
     codec: Codec<T, ()>,
@@ -25,6 +31,9 @@ pub struct RequestSender<T> {
     deadline: Option<Instant>,
     /// Where messages are encoded: consecutive messages share its allocations (made on the first send).
     arena: BytesMut,
+    /// Dropped before [`RequestSender::finish`], the sender cancels the call instead of half-closing it:
+    /// for senders the crate feeds from a request stream it owns, whose drop means the call was given up.
+    cancel_on_drop: bool,
 }
 
 /// The size of a sender's encoding arena: one allocation per this many bytes of messages rather than one per
@@ -46,7 +55,17 @@ impl<T> RequestSender<T> {
             limit,
             deadline,
             arena: BytesMut::new(),
+            cancel_on_drop: false,
         }
+    }
+
+    /// Makes dropping this sender before [`RequestSender::finish`] cancel the call (RST_STREAM(CANCEL), never
+    /// END_STREAM), for a sender the crate feeds itself (`Channel::client_streaming`, the bidi pump, the
+    /// tower adapter): those drop it unfinished only when the call was given up (the caller dropped the
+    /// call's future, or the runtime dropped the feeding task), never to say the request is complete.
+    pub(crate) fn cancel_on_drop(mut self) -> Self {
+        self.cancel_on_drop = true;
+        self
     }
 
     /// Sends a message, compressed if the call is. Returns once the message is queued for writing; waits
@@ -249,6 +268,13 @@ impl<T> Drop for RequestSender<T> {
         let mut guard = self.shared.lock();
         let s = &mut *guard;
         if s.ended.is_none() && !s.half_closed {
+            if self.cancel_on_drop {
+                // Given up unfinished: the server must not see the end of a request that is not whole.
+                let status = Status::cancelled_by_client();
+                s.sender_failure = Some(status.clone());
+                s.end(&status, h2::Reason::CANCEL);
+                return;
+            }
             s.half_closed = true;
             match &mut s.side {
                 Side::Direct(send) => {
