@@ -282,8 +282,8 @@ impl<T> Drop for RequestSender<T> {
                     match &mut s.writer {
                         // It writes END_STREAM after what it still holds, under flow control.
                         Writer::Running(_) => s.writer.wake(),
-                        // Nothing is queued (a writer starts with the first message queued after commit), or
-                        // writing failed: END_STREAM alone, or nothing.
+                        // Nothing is queued (a writer starts whenever something is, at commit or after it),
+                        // or writing failed: END_STREAM alone, or nothing.
                         Writer::NotStarted | Writer::Stopped => {
                             send.flush_all(OnError::Drop);
                         }
