@@ -101,8 +101,9 @@ pub(crate) struct OpenAttempt {
     pub(crate) send: SendHalf,
     /// The response headers, or the future that brings them.
     pub(crate) response: AttemptResponse,
-    /// The last message handed to h2 at the handover (the state machine may release up to it).
-    pub(crate) flushed: Option<usize>,
+    /// The last message the attempt had queued at the hand-over, which the call now writes (or h2 has): the
+    /// state machine frees its replay copies up to it (gRFC A6: a committed call keeps no retry buffer).
+    pub(crate) handed_over: Option<usize>,
     /// Where the committed attempt's result counts (outlier detection), if anywhere.
     pub(crate) results: Option<Arc<CallResults>>,
     /// Its place under the cluster's circuit breaker (xDS), held until the call ends.
@@ -226,9 +227,10 @@ impl Attempt {
         self.state = State::Done;
     }
 
-    /// Hands the committed attempt's stream to the call: what is still queued goes to h2 whole (it was
-    /// accepted from the application already), then END_STREAM if the call half-closed. `None` while the
-    /// attempt has no stream yet.
+    /// Hands the committed attempt's stream to the call, with what it has not written yet: a streaming
+    /// call's writer task writes that under flow control, where it counts toward the sender's bound; a
+    /// request known up front goes to h2 whole, as it did with the HEADERS. `None` while the attempt has no
+    /// stream yet.
     pub(crate) fn take_open(&mut self) -> Option<OpenAttempt> {
         if !self.is_open() {
             return None;
@@ -239,12 +241,16 @@ impl Attempt {
         else {
             return None;
         };
-        // An error here reappears on the response side, which reports the stream's end.
-        let flushed = send.flush_all(OnError::Drop);
+        let handed_over = if self.setup.eager {
+            // An error here reappears on the response side, which reports the stream's end.
+            send.flush_all(OnError::Drop)
+        } else {
+            send.last_queued()
+        };
         Some(OpenAttempt {
             send,
             response,
-            flushed,
+            handed_over,
             results: self.results.take(),
             breaker: self.breaker.take(),
         })

@@ -297,7 +297,9 @@ impl Channel {
         Ok(Response::new(stream, metadata, MetadataMap::new(), false))
     }
 
-    /// A client-streaming call: a stream of requests, then one response.
+    /// A client-streaming call: a stream of requests, then one response. The call half-closes when the
+    /// request stream ends; dropping the returned future before it completes cancels the call
+    /// (RST_STREAM(CANCEL)), and the server sees END_STREAM only if the request stream had ended.
     pub async fn client_streaming<Req, Resp, S>(
         &self,
         path: &str,
@@ -309,9 +311,12 @@ impl Channel {
         S: Stream<Item = Req>,
     {
         let (messages, metadata, options) = request.into_parts();
-        let (mut sender, mut receiver) = self
+        let (sender, mut receiver) = self
             .streaming::<Req, Resp>(path, Request::new(()).with_options(metadata, options))
             .await?;
+        // This future owns the sender: dropped before the request stream ended (the application gave up on
+        // the call), it cancels the call, never half-closes it, whatever the order the two halves drop in.
+        let mut sender = sender.cancel_on_drop();
         let mut messages = std::pin::pin!(messages);
         let send_all = async move {
             while let Some(msg) = poll_fn(|cx| Pin::as_mut(&mut messages).poll_next(cx)).await {
@@ -322,7 +327,9 @@ impl Channel {
                     return;
                 }
             }
-            // Dropping the sender half-closes.
+            // The request is whole: half-close (an error means the call ended; the response side has its
+            // status).
+            let _ = sender.finish().await;
         };
         // The response is watched while the request streams: an early status from the server, or the
         // deadline, ends the call even while the application's stream has no next message.
@@ -336,7 +343,9 @@ impl Channel {
     }
 
     /// A streaming call (client-streaming, server-streaming or bidi): returns the sending half, which
-    /// half-closes when finished or dropped, and the receiving half. Messages are prost messages.
+    /// half-closes when finished or dropped, and the receiving half, which cancels the call when dropped
+    /// before its end. To give up on the call, drop the receiving half first (see [`RequestSender`]).
+    /// Messages are prost messages.
     pub async fn streaming<Req, Resp>(
         &self,
         path: &str,

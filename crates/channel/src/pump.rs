@@ -41,7 +41,9 @@ impl Channel {
         let (sender, mut receiver) = self
             .streaming::<Req, Resp>(path, Request::new(()).with_options(metadata, options))
             .await?;
-        tokio::spawn(pump(messages, sender));
+        // The pump finishes the sender at the stream's end; dropped unfinished (the runtime dropping the
+        // task), it cancels the call rather than half-close an incomplete request.
+        tokio::spawn(pump(messages, sender.cancel_on_drop()));
         let metadata = receiver.headers().await?.clone();
         Ok(Response::new(receiver, metadata, MetadataMap::new(), false))
     }

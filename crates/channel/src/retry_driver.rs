@@ -12,10 +12,10 @@
 //! once an open attempt has written the previous ones (so the readiest live attempt paces the sender, which
 //! runs at most the bounded inbox ahead). Each attempt writes such a batch as one `send_data`.
 //!
-//! At commit the driver hands the committed attempt over to the call ([`Shared::hand_over`]): its stream,
-//! with whatever it had queued handed to h2, and its response (headers already in, or still to come).
-//! From then on the call's halves use that stream directly; the state machine goes along to hear how the
-//! committed attempt ends.
+//! At commit the driver hands the committed attempt over to the call (`call::hand_over`): its stream,
+//! with whatever it had not written yet (the call's writer task writes it under flow control), and its
+//! response (headers already in, or still to come). From then on the call's halves use that stream
+//! directly; the state machine goes along to hear how the committed attempt ends.
 
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
@@ -163,7 +163,7 @@ impl Driver {
         let mut run = self.run();
         poll_fn(move |cx| {
             let (shared, result) = std::task::ready!(Pin::new(&mut run).poll(cx));
-            shared.lock().hand_over(result);
+            crate::call::hand_over(&shared, result);
             Poll::Ready(())
         })
     }
@@ -356,8 +356,8 @@ impl Driver {
         let Slot::Live(_, mut telemetry) = std::mem::replace(slot, Slot::Gone) else {
             unreachable!("matched Live above")
         };
-        // What was handed to h2 at the handover will not be replayed: free it.
-        if let Some(last) = open.flushed {
+        // What the call now writes will never be replayed: free it.
+        if let Some(last) = open.handed_over {
             self.call.handle_message_sent(id, last);
         }
         telemetry.committed();

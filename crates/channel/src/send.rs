@@ -1,7 +1,7 @@
 //! The sending side of one request stream, the only code that writes request DATA: the call's messages in
-//! order, under HTTP/2 flow control or handed to h2 whole, then END_STREAM, or a reset. Used by every
-//! attempt before commit, at the hand-over, and by the sending half after commit, so a change to how
-//! messages are written is made here once.
+//! order, under HTTP/2 flow control or handed to h2 whole (a request known up front), then END_STREAM, or
+//! a reset. Used by every attempt before commit and by the committed call's writer task after, so a change
+//! to how messages are written is made here once.
 //!
 //! Before the stream exists (an attempt still picking) the messages wait in an [`Outbox`]; the stream's
 //! [`SendHalf`] takes the outbox over when the attempt opens.
@@ -109,6 +109,14 @@ impl SendQueue {
     fn is_empty(&self) -> bool {
         self.first.is_none()
     }
+
+    /// The index of the last message queued.
+    fn last_index(&self) -> Option<usize> {
+        self.rest
+            .back()
+            .or(self.first.as_ref())
+            .map(|(index, _)| *index)
+    }
 }
 
 /// Where the half-close stands.
@@ -215,6 +223,11 @@ impl SendHalf {
         self.outbox.queued_bytes()
     }
 
+    /// The index of the last message queued (and not yet wholly handed to h2).
+    pub(crate) fn last_queued(&self) -> Option<usize> {
+        self.outbox.queue.last_index()
+    }
+
     /// Whether END_STREAM went to h2.
     pub(crate) fn half_closed(&self) -> bool {
         self.outbox.close == Close::Sent
@@ -234,9 +247,9 @@ impl SendHalf {
     }
 
     /// Hands everything queued to h2 at once, END_STREAM too if asked for (h2 queues what the windows do
-    /// not admit yet): for requests known up front, which go out with their HEADERS, and at the hand-over,
-    /// for messages the application sent already. Whole messages are packed as in
-    /// [`SendHalf::poll_write`]. Returns the index of the last message handed over.
+    /// not admit yet): for requests known up front, which go out with their HEADERS and need no
+    /// backpressure, and for a lone END_STREAM. Whole messages are packed as in [`SendHalf::poll_write`].
+    /// Returns the index of the last message handed over.
     pub(crate) fn flush_all(&mut self, on_error: OnError) -> Option<usize> {
         let mut flushed = None;
         while !self.outbox.queue.is_empty() {

@@ -83,6 +83,12 @@ pub struct ChannelStats {
     /// For an xDS channel, per cluster its routes sent calls to: those calls, started when routed and
     /// succeeded or failed at their end (kept for at most 1,024 clusters). Empty on other channels.
     pub clusters: HashMap<String, ClusterCallStats>,
+    /// Bytes of request messages that committed calls hold and HTTP/2 flow control has not let out yet: what
+    /// the committed attempt had not written when the call committed, and what the application sent since.
+    /// A call's retry buffer is freed when it commits (gRFC A6); its unwritten messages count here instead
+    /// until they are written or the call is gone. A call's `send` waits while its own share is 64 KiB or
+    /// more.
+    pub unsent_request_bytes: u64,
 }
 
 /// The channel's side: counters, per-method statistics and per-cluster call counts.
@@ -93,6 +99,8 @@ pub(crate) struct Telemetry {
     calls_succeeded: AtomicU64,
     calls_failed: AtomicU64,
     attempts_started: AtomicU64,
+    /// [`ChannelStats::unsent_request_bytes`].
+    unsent_request_bytes: AtomicU64,
     methods: Mutex<HashMap<String, MethodStats>>,
     clusters: Mutex<HashMap<String, ClusterCallStats>>,
 }
@@ -116,6 +124,7 @@ impl Telemetry {
             ejections: HashMap::new(),
             not_serving_addresses: Vec::new(),
             clusters: self.clusters.lock().clone(),
+            unsent_request_bytes: self.unsent_request_bytes.load(Ordering::Relaxed),
         }
     }
 
@@ -269,6 +278,17 @@ impl CallTelemetry {
                 target: self.channel.target.clone(),
             },
             ended: false,
+        }
+    }
+
+    /// The bytes of request messages the committed call holds unwritten went from `counted` (what it counted
+    /// before) to `now` ([`ChannelStats::unsent_request_bytes`]).
+    pub(crate) fn unsent_changed(&self, counted: usize, now: usize) {
+        let gauge = &self.channel.unsent_request_bytes;
+        if now > counted {
+            gauge.fetch_add((now - counted) as u64, Ordering::Relaxed);
+        } else if now < counted {
+            gauge.fetch_sub((counted - now) as u64, Ordering::Relaxed);
         }
     }
 

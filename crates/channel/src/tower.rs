@@ -10,7 +10,9 @@
 //! without a known `grpc-encoding`) aborts the call instead, resetting its stream (and every live attempt's)
 //! with RST_STREAM(CANCEL) before anything could half-close it, so the server never takes a partial
 //! request for a whole one. The call then ends with the failure's status: CANCELLED for a body error,
-//! RESOURCE_EXHAUSTED for a message over the limit, INTERNAL for the rest. The send limit also bounds what
+//! RESOURCE_EXHAUSTED for a message over the limit, INTERNAL for the rest. A call given up before its body
+//! ended (the response future or body dropped, or the task reading the body dropped) is reset too, never
+//! half-closed. The send limit also bounds what
 //! the adapter buffers: a message is refused as soon as its prefix declares it over the limit, and a
 //! compressed message is decompressed to at most the limit (a small gzip bomb is refused, not expanded).
 //!
@@ -136,7 +138,9 @@ where
         Ok(halves) => halves,
         Err(status) => return trailers_only(&status),
     };
-    tokio::spawn(pump(body, sender, received));
+    // The pump finishes the sender at the body's end; dropped unfinished (the runtime dropping the task),
+    // it cancels the call rather than half-close an incomplete request.
+    tokio::spawn(pump(body, sender.cancel_on_drop(), received));
     // The response headers, or the call's end before them (a failed request body aborts the call, and its
     // status comes here).
     match streaming.headers().await.cloned() {

@@ -2,7 +2,9 @@
 //! scriptable h2 server on tokio's paused clock: back-pressure with a large message behind a partly written
 //! one, a half-close (`finish`) followed by the server's early end, a sender dropped mid-write, an abort
 //! while the writer holds data, a receiving half dropped while the writer waits, a deadline while the
-//! sender waits for room, empty and 16 KiB messages, retries and hedging over batches.
+//! sender waits for room, empty and 16 KiB messages, retries and hedging over batches, and the 64 KiB bound
+//! on `send` behind a closed window before and after commit (a committed hedge's backlog included), with
+//! the channel's count of unwritten request bytes.
 
 mod support;
 
@@ -761,4 +763,168 @@ async fn concurrent_calls_with_assorted_sizes_arrive_whole_on_a_multi_threaded_r
             .count();
         assert_eq!(ends, 1, "call {call}");
     }
+}
+
+/// What `RequestSender::send` may hold ahead of HTTP/2 flow control (its doc and the README): 64 KiB.
+const SEND_AHEAD: usize = 64 << 10;
+
+/// Server settings whose stream window is 0: no request DATA is ever let out.
+fn closed_window(b: &mut h2::server::Builder) {
+    b.initial_window_size(0);
+}
+
+/// Server settings with a connection window of 8 MiB, so that one stream the server leaves unread (its
+/// 64 KiB stream window full) does not hold back another it reads.
+fn wide_connection_window(b: &mut h2::server::Builder) {
+    b.initial_connection_window_size(8 << 20);
+}
+
+/// Sends 1 KiB messages until a send waits (1 s on the paused clock, which passes only once every task is
+/// idle): the framed bytes accepted (at most 2,000 messages).
+async fn accepted_until_blocked(tx: &mut grpc_channel::RequestSender<Bytes>) -> usize {
+    let mut accepted = 0;
+    for _ in 0..2000 {
+        let send = tx.send(Bytes::from(vec![b'm'; 1024]));
+        match tokio::time::timeout(Duration::from_secs(1), send).await {
+            Ok(result) => {
+                result.expect("send");
+                accepted += 1024 + 5;
+            }
+            Err(_) => break,
+        }
+    }
+    accepted
+}
+
+/// Holds a stream it has answered with response headers, reading nothing, until the client resets it.
+async fn hold_after_headers(s: &mut Stream) {
+    let Some(mut send) = s.headers() else { return };
+    if let Ok(reason) = std::future::poll_fn(|cx| send.poll_reset(cx)).await {
+        s.log_reset(reason);
+    }
+}
+
+// Failed before the fix: "send accepted 80262 bytes before commit and 64827 more after it": before commit the inbox's
+// 64 KiB did not count the batch the attempt held, and at commit the attempt's unwritten messages and the
+// inbox went to h2 whole, so the send queue looked empty.
+/// With a retry policy and a server whose stream window stays at 0, `send` accepts at most 64 KiB before
+/// the call commits, and nothing more once the server's response headers commit it: the bound holds for
+/// the whole call.
+#[tokio::test(start_paused = true)]
+async fn send_stays_within_64_kib_of_a_closed_window_before_and_after_commit() {
+    let commit = std::sync::Arc::new(tokio::sync::Notify::new());
+    let c = commit.clone();
+    let server = H2Server::tcp(
+        closed_window,
+        handler(move |mut s: Stream| {
+            let c = c.clone();
+            async move {
+                c.notified().await;
+                hold_after_headers(&mut s).await;
+            }
+        }),
+    )
+    .await;
+    let ch = channel_with_config(&server.target(), retry(3, &["UNAVAILABLE"]).service(SVC));
+    let (mut tx, mut rx) = start_bidi(&ch).await;
+    let before = accepted_until_blocked(&mut tx).await;
+    commit.notify_one();
+    guarded("headers", rx.headers()).await.expect("committed");
+    let after = accepted_until_blocked(&mut tx).await;
+    assert!(
+        before <= SEND_AHEAD && before + after <= SEND_AHEAD,
+        "with the window at 0, send accepted {before} bytes before commit and {after} more after it: more \
+         than {SEND_AHEAD} ahead of flow control"
+    );
+    assert!(before > SEND_AHEAD - 2 * (1024 + 5), "{before}");
+}
+
+/// What a call committed by [`committed_to_a_stalled_hedge`] has not written: its 700 messages but the
+/// hedge's stream window (65,535 bytes), which is all the hedge could write.
+const HEDGE_UNSENT: usize = 700 * (1024 + 5) - 65_535;
+
+/// A hedged call, both attempts open on one connection: the original reads everything, the hedge reads
+/// nothing (its 64 KiB stream window fills) until the test lets it answer response headers, committing
+/// the call to it. Returns the call, once committed, with 700 KiB sent: [`HEDGE_UNSENT`] of it unwritten.
+async fn committed_to_a_stalled_hedge() -> (
+    H2Server,
+    grpc_channel::Channel,
+    grpc_channel::RequestSender<Bytes>,
+    grpc_channel::Streaming<Bytes>,
+) {
+    let commit = std::sync::Arc::new(tokio::sync::Notify::new());
+    let c = commit.clone();
+    let server = H2Server::tcp(
+        wide_connection_window,
+        handler(move |mut s: Stream| {
+            let c = c.clone();
+            async move {
+                if s.prev() == 0 {
+                    let _ = s.read_to_end().await;
+                    return;
+                }
+                c.notified().await;
+                hold_after_headers(&mut s).await;
+            }
+        }),
+    )
+    .await;
+    let ch = channel_with_config(&server.target(), hedging(2, "0.1s").service(SVC));
+    let (mut tx, mut rx) = start_bidi(&ch).await;
+    settle(Duration::from_millis(200)).await;
+    assert_eq!(
+        server.opens().len(),
+        2,
+        "the original and the hedge are open"
+    );
+    for _ in 0..700 {
+        guarded("send", tx.send(Bytes::from(vec![b'h'; 1024])))
+            .await
+            .expect("send");
+    }
+    settle(Duration::from_millis(100)).await;
+    commit.notify_one();
+    guarded("headers", rx.headers())
+        .await
+        .expect("committed to the hedge");
+    (server, ch, tx, rx)
+}
+
+// Failed before the fix: "send still accepted 64827 bytes" after commit: the hedge's ~640 KiB backlog had gone to h2
+// whole at commit, leaving the send queue empty.
+/// A call committed to a hedge that has hundreds of KiB it could not write yet (its window is full)
+/// accepts no more messages until that backlog has drained below the bound.
+#[tokio::test(start_paused = true)]
+async fn a_call_committed_to_a_stalled_hedge_accepts_nothing_more_at_once() {
+    let (_server, _ch, mut tx, rx) = committed_to_a_stalled_hedge().await;
+    let after = accepted_until_blocked(&mut tx).await;
+    assert_eq!(
+        after, 0,
+        "committed with at least {HEDGE_UNSENT} bytes unsent behind flow control, send still accepted \
+         {after} bytes"
+    );
+    drop((tx, rx));
+}
+
+// Failed before the fix (the counter over the old hand-over): "the channel counts 0" while the call held the hedge's
+// ~640 KiB backlog: at commit it left the retry buffer for h2, which held it uncounted.
+/// The bytes a call committed to a stalled hedge has not written yet stay counted, in the channel's
+/// `unsent_request_bytes` (the retry buffer freed them at commit), until the call is gone.
+#[tokio::test(start_paused = true)]
+async fn a_committed_backlog_stays_counted_until_the_call_is_gone() {
+    let (_server, ch, tx, rx) = committed_to_a_stalled_hedge().await;
+    settle(Duration::from_millis(100)).await;
+    let counted = ch.stats().unsent_request_bytes as usize;
+    assert!(
+        counted >= HEDGE_UNSENT,
+        "the committed call holds at least {HEDGE_UNSENT} bytes that flow control has not let out, the \
+         channel counts {counted}"
+    );
+    drop((tx, rx));
+    settle(Duration::from_millis(100)).await;
+    assert_eq!(
+        ch.stats().unsent_request_bytes,
+        0,
+        "the call is gone, its unsent bytes too"
+    );
 }

@@ -1,7 +1,8 @@
 //! The halves of a streaming call at their edges, against the scriptable h2 server over real sockets on
 //! tokio's paused clock: an early Trailers-Only (answered with RST_STREAM(NO_ERROR), releasing a blocked
 //! sender, failing a later `send` with a code that is not OK), half-close with no message or by dropping
-//! the sender, and `client_streaming` while the application's request stream has nothing to give.
+//! the sender, and `client_streaming` while the application's request stream has nothing to give (its
+//! deadline, an early failure, and the application dropping it: reset, never half-closed).
 
 mod support;
 
@@ -16,8 +17,8 @@ use h2::Reason;
 use interop::faulty::{FlakyMessage, FlakyTotals};
 use support::channel_with_config;
 use support::config::retry;
-use support::guards::{eventually_every, guarded, GUARD, SETTLE_STEP};
-use support::h2_server::{defaults, handler, H2Server, Stream, SVC};
+use support::guards::{eventually_every, guarded, GUARD, NO_HANG, SETTLE_STEP};
+use support::h2_server::{defaults, handler, Event, H2Server, Stream, SVC};
 use support::shapes::msg;
 use tokio::time::Instant;
 
@@ -260,4 +261,100 @@ async fn client_streaming_returns_an_early_server_failure_while_the_request_stre
              request item first"
         ),
     }
+}
+
+/// A call the application gives up is cancelled, never half-closed: 100 `client_streaming` calls on a
+/// multi-threaded runtime, each committed (the server answers response headers at once) with its first
+/// message read by the server, are dropped while the application's request stream has nothing more to
+/// give. The server records how each stream ended: RST_STREAM for every one, END_STREAM for none (a server
+/// that reads to the end would run a request the application never finished).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_client_streaming_calls_are_reset_and_never_half_closed() {
+    const CALLS: usize = 100;
+    let (first_read, mut first_reads) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let server = H2Server::tcp(
+        defaults,
+        handler(move |mut s: Stream| {
+            let first_read = first_read.clone();
+            async move {
+                if s.path == "/t.S/Ping" {
+                    if s.read_to_end().await.is_ok() {
+                        s.ok(b"pong");
+                    }
+                    return;
+                }
+                let Some(_response) = s.headers() else { return };
+                if s.read_bytes(1).await.is_err() {
+                    return;
+                }
+                let _ = first_read.send(());
+                // Logs END_STREAM or the reset, whichever comes first.
+                let _ = s.read_to_end().await;
+            }
+        }),
+    )
+    .await;
+    let ch = channel_with_config(&server.target(), "{}");
+    for i in 0..CALLS {
+        let call = ch.client_streaming::<FlakyMessage, FlakyTotals, _>(
+            "/t.S/ClientStream",
+            Request::new(ThenPending(vec![msg(10)])),
+        );
+        let mut call = Box::pin(call);
+        tokio::select! {
+            outcome = &mut call => panic!("call {i} ended: {outcome:?}"),
+            read = first_reads.recv() => read.expect("the server reads"),
+        }
+        // A round trip behind the server's response headers on the same connection: by its end the call
+        // has had its headers (and committed).
+        let pong = tokio::time::timeout(
+            NO_HANG,
+            ch.unary_raw("/t.S/Ping", Request::new(Bytes::new())),
+        )
+        .await
+        .expect("no hang")
+        .expect("pong");
+        assert_eq!(&pong.into_message()[..], b"pong");
+        drop(call);
+    }
+    // How the client-streaming streams ended (the pings end with END_STREAM, as they should).
+    let ended = |server: &H2Server| {
+        let calls: std::collections::BTreeSet<(usize, u32)> = server
+            .opens()
+            .iter()
+            .filter(|o| o.path == "/t.S/ClientStream")
+            .map(|o| (o.conn, o.id))
+            .collect();
+        let mut half_closed = std::collections::BTreeSet::new();
+        let mut reset = std::collections::BTreeSet::new();
+        for e in server.events() {
+            match e {
+                Event::End { conn, id } if calls.contains(&(conn, id)) => {
+                    half_closed.insert(id);
+                }
+                Event::Reset(r) if calls.contains(&(r.conn, r.id)) => {
+                    reset.insert(r.id);
+                }
+                _ => {}
+            }
+        }
+        (half_closed, reset)
+    };
+    // Every call's end reaches the server (a bounded wait, not a timing assertion).
+    let mut outcome = ended(&server);
+    for _ in 0..400 {
+        if outcome.0.len() + outcome.1.len() >= CALLS {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        outcome = ended(&server);
+    }
+    let (half_closed, reset) = outcome;
+    assert!(
+        half_closed.is_empty(),
+        "{} of {CALLS} dropped calls sent END_STREAM (before any reset): a request the application never \
+         finished looks complete; streams {half_closed:?}",
+        half_closed.len()
+    );
+    assert_eq!(reset.len(), CALLS, "every dropped call is reset");
 }

@@ -21,5 +21,13 @@ mod writer;
 
 pub use sender::RequestSender;
 pub(crate) use shared::{CancelOnDrop, Committed, Input, Shared, SharedRef};
+
+/// For a retry driver in a task of its own, once it is done: hands the committed attempt (or the call's
+/// status) over to the call's halves, and starts the writer task if that attempt left messages to write.
+pub(crate) fn hand_over(shared: &SharedRef, result: Result<Committed, crate::status::Status>) {
+    let mut s = shared.lock();
+    s.hand_over(result);
+    writer::start(shared, &mut s);
+}
 pub(crate) use streaming::ReceiveRules;
 pub use streaming::Streaming;

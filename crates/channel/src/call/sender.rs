@@ -16,7 +16,13 @@ use crate::request::MessageOptions;
 use crate::send::OnError;
 use crate::status::{Code, Status};
 
-/// The sending half of a streaming call. Dropping it half-closes the call (unless the call has ended).
+/// The sending half of a streaming call. Dropping it half-closes the call (unless the call has ended), as
+/// [`RequestSender::finish`] does: the server sees a complete request.
+///
+/// To give up on a call, drop (or [`cancel`](crate::Streaming::cancel)) its receiving half first, or only:
+/// the call is then reset with RST_STREAM(CANCEL) and never half-closed. Dropping both halves together,
+/// sender first (a tuple `(sender, receiver)` drops in that order), half-closes before the reset, and a
+/// server that reads to the end may take the request as whole.
 pub struct RequestSender<T> {
     shared: SharedRef,
     codec: Codec<T, ()>,
@@ -25,6 +31,9 @@ pub struct RequestSender<T> {
     deadline: Option<Instant>,
     /// Where messages are encoded: consecutive messages share its allocations (made on the first send).
     arena: BytesMut,
+    /// Dropped before [`RequestSender::finish`], the sender cancels the call instead of half-closing it:
+    /// for senders the crate feeds from a request stream it owns, whose drop means the call was given up.
+    cancel_on_drop: bool,
 }
 
 /// The size of a sender's encoding arena: one allocation per this many bytes of messages rather than one per
@@ -46,13 +55,26 @@ impl<T> RequestSender<T> {
             limit,
             deadline,
             arena: BytesMut::new(),
+            cancel_on_drop: false,
         }
     }
 
+    /// Makes dropping this sender before [`RequestSender::finish`] cancel the call (RST_STREAM(CANCEL), never
+    /// END_STREAM), for a sender the crate feeds itself (`Channel::client_streaming`, the bidi pump, the
+    /// tower adapter): those drop it unfinished only when the call was given up (the caller dropped the
+    /// call's future, or the runtime dropped the feeding task), never to say the request is complete.
+    pub(crate) fn cancel_on_drop(mut self) -> Self {
+        self.cancel_on_drop = true;
+        self
+    }
+
     /// Sends a message, compressed if the call is. Returns once the message is queued for writing; waits
-    /// while the call holds 64 KiB of messages that HTTP/2 flow control has not let out yet, so a slow
-    /// server slows the sender instead of filling memory. Messages sent in a burst leave packed together
-    /// (many per DATA frame); a message sent alone leaves at once.
+    /// while the call holds 64 KiB of messages that HTTP/2 flow control has not let out yet (a larger
+    /// message waits until the call holds none), so a slow server slows the sender instead of filling
+    /// memory. The bound holds for the whole call: before it commits (gRFC A6) against the attempt that is
+    /// furthest ahead, after against the committed one, including what that attempt had not written when
+    /// the call committed. Messages sent in a burst leave packed together (many per DATA frame); a message
+    /// sent alone leaves at once.
     ///
     /// An error means the call can take no more messages. When the server ended the call, its status is what
     /// the receiving half ([`Streaming`](crate::Streaming)) reports; the error here only says sending stopped.
@@ -106,10 +128,11 @@ impl<T> RequestSender<T> {
                 Side::Direct(send) => send,
                 Side::Driving(inbox) => {
                     // Before commit the driver takes the queued messages once an open attempt has written
-                    // the previous ones: the readiest live attempt paces the sender, which runs ahead of the
-                    // driver by at most SEND_AHEAD_LIMIT.
+                    // the previous ones: the readiest live attempt paces the sender, which runs ahead of it
+                    // by at most SEND_AHEAD_LIMIT (the inbox and the batch the driver took last).
                     if !data.is_empty() {
-                        if !inbox.queue.is_empty() && inbox.queued + data.len() > SEND_AHEAD_LIMIT {
+                        let held = inbox.queued + inbox.taken;
+                        if held > 0 && held + data.len() > SEND_AHEAD_LIMIT {
                             inbox.sender = Some(cx.waker().clone());
                             return Poll::Pending;
                         }
@@ -123,8 +146,9 @@ impl<T> RequestSender<T> {
                     return Poll::Ready(Ok(()));
                 }
             };
-            // After commit: queued behind what the writer task has not written yet, at most
-            // SEND_AHEAD_LIMIT ahead of h2 (a larger message waits until everything before it went).
+            // After commit: queued behind what the writer task has not written yet (what the committed
+            // attempt had not written at commit included), at most SEND_AHEAD_LIMIT ahead of h2 (a larger
+            // message waits until everything before it went).
             if !data.is_empty() {
                 if !send.caught_up() && send.queued_bytes() + data.len() > SEND_AHEAD_LIMIT {
                     // The writer task is running or waits for flow control: it wakes this send once it
@@ -244,12 +268,26 @@ impl<T> Drop for RequestSender<T> {
         let mut guard = self.shared.lock();
         let s = &mut *guard;
         if s.ended.is_none() && !s.half_closed {
+            if self.cancel_on_drop {
+                // Given up unfinished: the server must not see the end of a request that is not whole.
+                let status = Status::cancelled_by_client();
+                s.sender_failure = Some(status.clone());
+                s.end(&status, h2::Reason::CANCEL);
+                return;
+            }
             s.half_closed = true;
             match &mut s.side {
                 Side::Direct(send) => {
                     send.close_after_queue();
-                    send.flush_all(OnError::Drop);
-                    s.writer.wake();
+                    match &mut s.writer {
+                        // It writes END_STREAM after what it still holds, under flow control.
+                        Writer::Running(_) => s.writer.wake(),
+                        // Nothing is queued (a writer starts whenever something is, at commit or after it),
+                        // or writing failed: END_STREAM alone, or nothing.
+                        Writer::NotStarted | Writer::Stopped => {
+                            send.flush_all(OnError::Drop);
+                        }
+                    }
                 }
                 Side::Driving(inbox) => {
                     if let Some(w) = inbox.driver.take() {

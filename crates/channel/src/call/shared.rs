@@ -1,5 +1,9 @@
 //! What the two halves of a call and its retry driver share: the sending side (the driver's inbox before
 //! commit, the committed attempt's stream after), the call's end, and what the driver hands over at commit.
+//!
+//! A call holds at most [`SEND_AHEAD_LIMIT`] bytes of the application's messages ahead of HTTP/2 flow
+//! control, before and after commit: the hand-over keeps the committed attempt's unwritten messages queued
+//! for the writer task rather than handing them to h2 whole, so the sender's bound sees them.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -73,6 +77,9 @@ pub(crate) struct Shared {
     pub(super) blocked_sender: Option<Waker>,
     /// Why the writer task stopped writing, for the next send.
     pub(super) write_failed: Option<Status>,
+    /// After commit, the bytes queued in the send half as the channel's
+    /// [`unsent_request_bytes`](crate::ChannelStats::unsent_request_bytes) last counted them.
+    pub(super) unsent_counted: usize,
     /// Counts the call as active for the channel's idle timeout while either half lives.
     _active: Option<crate::control::CallGuard>,
     /// The call's span and metrics.
@@ -116,8 +123,10 @@ pub(super) enum Side {
     Direct(SendHalf),
 }
 
-/// The most bytes of application messages a call holds that are not yet handed to h2 (a larger message is
-/// taken alone): in the retry driver's inbox before commit, in the send half for the writer task after. The
+/// The most bytes of application messages a call holds that HTTP/2 flow control has not let out yet (a
+/// larger message waits until everything before it went, then goes alone): before commit, the retry
+/// driver's inbox and the batch the driver took last, until an attempt has written it; after, the committed
+/// attempt's send half, which keeps what the attempt had not written at commit, for the writer task. The
 /// sender runs ahead of the task that writes by up to this much, so that task takes a batch per wake-up
 /// (and packs it into DATA frames) instead of the two tasks handing over one message per task switch.
 pub(crate) const SEND_AHEAD_LIMIT: usize = 64 << 10;
@@ -128,8 +137,11 @@ pub(super) struct Inbox {
     /// The messages the application sent, in order, until the driver takes them (everything queued, when
     /// an open attempt has written the previous ones).
     pub(super) queue: VecDeque<Bytes>,
-    /// The bytes in `queue`, at most [`SEND_AHEAD_LIMIT`] unless it holds a single larger message.
+    /// The bytes in `queue`.
     pub(super) queued: usize,
+    /// The bytes of the messages the driver took since an open attempt had last written everything it was
+    /// given: not let out yet, they count toward [`SEND_AHEAD_LIMIT`] with `queued`.
+    pub(super) taken: usize,
     /// The sender, waiting for room in `queue`.
     pub(super) sender: Option<Waker>,
     pub(super) driver: Option<Waker>,
@@ -198,6 +210,7 @@ impl Shared {
             written: false,
             flush_waiter: None,
             write_failed: None,
+            unsent_counted: 0,
             _active: active,
             telemetry,
             attempt: None,
@@ -207,7 +220,8 @@ impl Shared {
     }
 
     /// For the driver: the next application input; a message only if it has at most `budget` bytes (0: no
-    /// message now). Registers the driver's waker otherwise.
+    /// message now). The whole budget (`usize::MAX`) says an open attempt has written every message taken
+    /// so far. Registers the driver's waker otherwise.
     pub(crate) fn poll_input(
         &mut self,
         cx: &Context<'_>,
@@ -227,18 +241,29 @@ impl Shared {
         {
             inbox.driver = Some(cx.waker().clone());
         }
-        if inbox.queue.front().is_some_and(|m| m.len() <= budget) {
-            if let Some(message) = inbox.queue.pop_front() {
-                self.written = false;
-                inbox.queued -= message.len();
-                // A waiting sender goes on once half the inbox is free, not after every message.
-                if inbox.queued <= SEND_AHEAD_LIMIT / 2 {
-                    if let Some(w) = inbox.sender.take() {
-                        w.wake();
-                    }
-                }
-                return Some(Input::Message(message));
+        let held = inbox.queued + inbox.taken;
+        if budget == usize::MAX {
+            inbox.taken = 0;
+        }
+        let message = match inbox.queue.front() {
+            Some(m) if m.len() <= budget => inbox.queue.pop_front(),
+            _ => None,
+        };
+        if let Some(m) = &message {
+            inbox.queued -= m.len();
+            inbox.taken += m.len();
+        }
+        // A waiting sender goes on once an attempt's writes have freed half the room, not after every
+        // message (taking one frees no room: it is still to be written).
+        let now = inbox.queued + inbox.taken;
+        if now < held && now <= SEND_AHEAD_LIMIT / 2 {
+            if let Some(w) = inbox.sender.take() {
+                w.wake();
             }
+        }
+        if let Some(message) = message {
+            self.written = false;
+            return Some(Input::Message(message));
         }
         let input = (inbox.queue.is_empty() && self.half_closed && !half_close_sent)
             .then_some(Input::HalfClose);
@@ -275,8 +300,9 @@ impl Shared {
         }
     }
 
-    /// For a driver in a task of its own: [`Shared::take_over`], what the receiving half takes kept for it.
-    pub(crate) fn hand_over(&mut self, result: Result<Committed, Status>) {
+    /// For a driver in a task of its own: [`Shared::take_over`], what the receiving half takes kept for it
+    /// (`call::hand_over` then starts the writer task if needed).
+    pub(super) fn hand_over(&mut self, result: Result<Committed, Status>) {
         if let Some(handed) = self.take_over(result) {
             self.handed = Some(handed.map(Box::new));
             if let Some(w) = self.receiver.take() {
@@ -285,9 +311,18 @@ impl Shared {
         }
     }
 
-    /// For the driver: the call committed (the attempt's stream, after the messages it had queued), or
-    /// finished before committing. Returns what the receiving half takes: the committed attempt's response,
-    /// or the call's status; `None` if the call was handed over already.
+    /// Whether the committed call has messages left to write and no writer task yet (nor an end).
+    pub(super) fn needs_writer(&self) -> bool {
+        matches!(
+            (&self.side, &self.writer, &self.ended),
+            (Side::Direct(send), Writer::NotStarted, None) if !send.caught_up()
+        )
+    }
+
+    /// For the driver: the call committed (the attempt's stream, with the messages it had not written and
+    /// those the driver had not taken behind them, which the writer task writes under flow control:
+    /// `writer::start`), or finished before committing. Returns what the receiving half takes: the
+    /// committed attempt's response, or the call's status; `None` if the call was handed over already.
     pub(super) fn take_over(
         &mut self,
         result: Result<Committed, Status>,
@@ -321,17 +356,21 @@ impl Shared {
                     send.reset(h2::Reason::CANCEL);
                     return Some(Err(ended.status()));
                 }
-                // The messages the driver had not taken yet follow the replayed ones; errors reappear on the
-                // response side.
+                // The messages the driver had not taken yet follow the attempt's own; they stay queued, so
+                // the sender's bound counts them all. With nothing to write, a half-close goes at once
+                // (errors reappear on the response side).
                 for message in inbox.queue {
                     send.push(0, message);
                 }
                 if self.half_closed {
                     send.close_after_queue();
                 }
-                send.flush_all(OnError::Drop);
+                if send.caught_up() {
+                    send.flush_all(OnError::Drop);
+                }
                 self.half_closed |= send.half_closed();
                 self.side = Side::Direct(send);
+                self.recount_unsent();
                 self.retry = Some((committed.call, committed.attempt));
                 self.results = results;
                 self.breaker = breaker;
@@ -412,6 +451,19 @@ impl Shared {
         self.wake_blocked_sender();
     }
 
+    /// Brings the channel's count of unwritten request bytes up to what the committed call's send half holds
+    /// now. Called when the call commits and each time the writer task has run (which every send after
+    /// commit wakes), so one update covers a batch.
+    pub(super) fn recount_unsent(&mut self) {
+        if let Side::Direct(send) = &self.side {
+            let now = send.queued_bytes();
+            if now != self.unsent_counted {
+                self.telemetry.unsent_changed(self.unsent_counted, now);
+                self.unsent_counted = now;
+            }
+        }
+    }
+
     /// Wakes the sender waiting for the writer task to make room.
     pub(super) fn wake_blocked_sender(&mut self) {
         if let Some(w) = self.blocked_sender.take() {
@@ -442,6 +494,13 @@ impl Shared {
         if let Some(mut attempt) = self.attempt.take() {
             attempt.ended(status);
         }
+    }
+}
+
+impl Drop for Shared {
+    /// The call is gone, with whatever its send half still held: the channel no longer counts it.
+    fn drop(&mut self) {
+        self.telemetry.unsent_changed(self.unsent_counted, 0);
     }
 }
 
@@ -477,6 +536,7 @@ mod tests {
     use super::*;
     use crate::codec::Codec;
     use crate::framing;
+    use crate::send::COALESCE_LIMIT;
     use std::future::Future;
 
     /// Counts its wake-ups.
@@ -533,11 +593,19 @@ mod tests {
         let mut blocked = Box::pin(sender.send(Bytes::from(vec![fits as u8; 1000])));
         assert!(blocked.as_mut().poll(&mut sender_cx).is_pending());
 
-        // The driver takes the messages in order, one per call; the sender is woken once half the inbox is
-        // free, not per message.
         let driver_waker = Waker::from(Arc::new(Wakes::default()));
         let driver_cx = Context::from_waker(&driver_waker);
-        let mut taken = 0;
+        // Taken while no attempt has written it (a budget short of the whole), a message still counts: the
+        // sender is not woken.
+        match shared.lock().poll_input(&driver_cx, COALESCE_LIMIT, false) {
+            Some(Input::Message(m)) => assert_eq!(m[framing::HEADER_LEN], 0),
+            _ => panic!("a message was queued"),
+        }
+        assert_eq!(sender_wakes.count(), 0, "no room was freed");
+        assert!(blocked.as_mut().poll(&mut sender_cx).is_pending());
+        // Then the driver takes the messages in order, one per call, each once an attempt wrote the one
+        // before (the whole budget); the sender is woken once half the room is free, not per message.
+        let mut taken = 1;
         while sender_wakes.count() == 0 {
             match shared.lock().poll_input(&driver_cx, usize::MAX, false) {
                 Some(Input::Message(m)) => {
@@ -547,7 +615,8 @@ mod tests {
                 _ => panic!("a message was queued"),
             }
         }
-        assert!(taken > 1 && taken <= fits / 2 + 1, "woken after {taken}");
+        // Half the room is free once the inbox and the message taken last (not written yet) hold half.
+        assert!(taken > 1 && taken <= fits / 2 + 2, "woken after {taken}");
         assert!(blocked.as_mut().poll(&mut sender_cx).is_ready());
         drop(blocked);
         // Not taking (no attempt ready) leaves the messages queued; they come out in order later.

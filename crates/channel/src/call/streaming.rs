@@ -125,6 +125,7 @@ impl<T> Streaming<T> {
         let (handed, previous_attempts) = {
             let mut s = shared.lock();
             let handed = s.take_over(result);
+            super::writer::start(&shared, &mut s);
             (handed, s.previous_attempts)
         };
         let mut receiver = Self::driven(shared, decode, rules, header_limit, deadline);

@@ -7,18 +7,29 @@
 //! frame and per write, as tonic's body encoder does; one that sends a message and waits for the answer gets
 //! it written at once, since the task runs as soon as the sender yields.
 //!
-//! The task is spawned by the first send after commit and stops when the call has ended, once END_STREAM
-//! went to h2, or when a write fails (the next send returns that failure; the receiving half reports how
-//! the call ended).
+//! The task is spawned at commit when the committed attempt left messages unwritten (they wait here, under
+//! the same bound, rather than in h2), or else by the first send after commit. It stops when the call has
+//! ended, once END_STREAM went to h2, or when a write fails (the next send returns that failure; the
+//! receiving half reports how the call ended). Each time it has run it updates the channel's count of
+//! unwritten request bytes ([`crate::ChannelStats::unsent_request_bytes`]).
 //!
 //! Not here: writing before commit, which the retry driver does for every live attempt.
 
 use std::future::poll_fn;
 use std::task::Poll;
 
-use super::shared::{SharedRef, Side, Writer, SEND_AHEAD_LIMIT};
+use super::shared::{Shared, SharedRef, Side, Writer, SEND_AHEAD_LIMIT};
 use crate::send::{WriteError, Written};
 use crate::status::{Code, Status};
+
+/// At the hand-over (`s` is `shared`, locked): starts the task if the committed attempt left messages to
+/// write, so that they go out under flow control whether or not the application sends again.
+pub(super) fn start(shared: &SharedRef, s: &mut Shared) {
+    if s.needs_writer() {
+        s.writer = Writer::Running(None);
+        tokio::spawn(run(shared.clone()));
+    }
+}
 
 /// Writes the call's queued messages until the call ends, half-closes, or a write fails.
 pub(super) async fn run(shared: SharedRef) {
@@ -53,6 +64,7 @@ pub(super) async fn run(shared: SharedRef) {
         if queued < queued_before && (queued <= SEND_AHEAD_LIMIT / 2 || queued == 0) {
             s.wake_blocked_sender();
         }
+        s.recount_unsent();
         match written {
             Err(status) => {
                 s.write_failed = Some(status);

@@ -249,8 +249,8 @@ async fn a_watch_queued_when_the_task_ends_gets_the_error() {
 /// server here takes the ADS stream but gives it no flow-control window and, like a grpc-go server,
 /// sends no response headers before its first response: no byte of any request reaches it, so after
 /// 30 s the resource must still be waited for, not declared absent. (A server that answers the headers
-/// at once commits the call, and the hand-over at commit gives h2 the request to buffer: the timer then
-/// starts before the window opens. See the README's xDS "Not yet".)
+/// at once commits the call, whose writer task then writes the request under flow control: the same
+/// holds.)
 #[tokio::test(start_paused = true)]
 async fn a_request_the_server_never_took_starts_no_does_not_exist_timer() {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
