@@ -11,6 +11,8 @@
 //! * A6 (`a6.rs`), against backends in a child process (`grpc-bench backends`, `backends.rs`): what a
 //!   configured but unused retry or hedging policy costs, hedging on a long tail against theory, 10 %
 //!   failures under a retry policy, memory per in-flight call, and round_robin over 100 backends.
+//! * Control plane (`control_plane.rs`): how long grpc-lb's policies take to bring 1,000 and 4,000
+//!   endpoints READY, without I/O (`grpc-bench control-plane [--quick]` runs it alone, without servers).
 //!
 //! Repetitions (3, or 1 with `--quick`) interleave the clients or configurations; medians are reported.
 //! Ratios are always grpc-channel's figure over the other client's (`1.20x tonic`), and each row says
@@ -21,6 +23,7 @@
 
 mod a6;
 mod backends;
+mod control_plane;
 mod report;
 mod sys;
 mod tonic_server;
@@ -627,6 +630,7 @@ async fn run(
     for t in a6::scale(size).await? {
         report(t);
     }
+    report(control_plane::scale(quick)?);
     println!(
         "ratios: grpc-channel's figure over the other client's; ↑ better: higher is better (rates), \
          ↓ better: lower is better (latency, CPU, allocations, memory, system calls). {} s in all.",
@@ -679,6 +683,18 @@ fn main() -> ExitCode {
         };
     }
     let quick = args.iter().any(|a| a == "--quick");
+    if args.first().map(String::as_str) == Some("control-plane") {
+        return match control_plane::scale(quick) {
+            Ok(table) => {
+                println!("{}", table.markdown());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("grpc-bench control-plane: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let value = |name: &str| {
         args.iter()
             .enumerate()
@@ -700,6 +716,7 @@ fn main() -> ExitCode {
             "       grpc-bench --port PORT --measure SCENARIO --client ours|raw --n N [--current-thread]"
         );
         eprintln!("       grpc-bench backends --profile=P --count=N --seed=S");
+        eprintln!("       grpc-bench control-plane [--quick]");
         eprintln!("       grpc-bench tonic-server");
         return ExitCode::from(2);
     };

@@ -289,9 +289,9 @@ impl<T: Clone> ClustersPicker<T> {
                 };
                 let total = localities.last().map_or(0, |(end, _)| *end);
                 let draw = self.draw(total);
+                // The first locality whose running sum of weights passes the draw (a binary search).
                 let chosen = localities
-                    .iter()
-                    .find(|(end, _)| draw < *end)
+                    .get(localities.partition_point(|(end, _)| *end <= draw))
                     .or(localities.last());
                 let Some((_, rotation)) = chosen else {
                     return PickResult::Queue { exit_idle: false };

@@ -12,6 +12,11 @@
 //! connections (the `grpc-channel` crate), the subchannels and picker of outlier detection (which the channel
 //! builds around an [`OutlierDetector`]), the health Watch streams (the channel runs them).
 //!
+//! An event costs every policy O(log n) in the number of its subchannels (looked up by id or address,
+//! timers kept in deadline order, only the subchannels the event changed read again), apart from a new
+//! picker, built whole when what picks see changed (`scale_tests.rs` checks it at 1,000 to 4,000
+//! endpoints).
+//!
 //! For channels fed by xDS, [`PolicyConfig::XdsClusterManager`] is a third policy: per cluster
 //! ([`XdsClustersConfig`]), priorities (gRFC A56) of weighted localities (A28) whose endpoints are
 //! round_robin leaves, or a ring_hash (A42, [`ClusterLbConfig::RingHash`]) over each priority's endpoints,
@@ -31,11 +36,14 @@ mod round_robin;
 mod state;
 mod subchannel;
 mod weighted_target;
+mod work;
 mod xds_clusters;
 mod xds_config;
 
 #[cfg(test)]
 mod ring_hash_tests;
+#[cfg(test)]
+mod scale_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

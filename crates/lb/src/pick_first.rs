@@ -22,7 +22,7 @@
 //! pass. Returned to service while nothing is selected and the policy is not IDLE, a READY subchannel is
 //! selected at once.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use grpc_base::{Address, Family};
@@ -30,6 +30,7 @@ use grpc_base::{Address, Family};
 use crate::picker::PickerSpec;
 use crate::state::ConnectivityState;
 use crate::subchannel::{LbAction, SubchannelId, Subchannels, TimerEvent};
+use crate::work::visit;
 
 /// The Happy Eyeballs connection attempt delay: 250 ms by default, clamped to [100 ms, 2 s].
 pub const DEFAULT_ATTEMPT_DELAY: Duration = Duration::from_millis(250);
@@ -44,8 +45,8 @@ pub(crate) struct PickFirst {
     /// Happy Eyeballs: the index of the next address to try, and when to try it.
     pass_next: Option<usize>,
     pass_timer: Option<Instant>,
-    /// Addresses that failed during this pass.
-    failed_in_pass: Vec<SubchannelId>,
+    /// Addresses that failed during this pass (all in `order`).
+    failed_in_pass: HashSet<SubchannelId>,
     /// After the first pass failed: reconnect every subchannel whose backoff ends.
     steady: bool,
     failures: usize,
@@ -63,7 +64,7 @@ impl PickFirst {
             selected: None,
             pass_next: None,
             pass_timer: None,
-            failed_in_pass: Vec::new(),
+            failed_in_pass: HashSet::new(),
             steady: false,
             failures: 0,
             had_update: false,
@@ -105,6 +106,9 @@ impl PickFirst {
         }
         let ordered = interleave_families(endpoints);
         self.order = self.subs.sync(&ordered);
+        // Only addresses still in the list count as failed in the pass.
+        let subs = &self.subs;
+        self.failed_in_pass.retain(|id| subs.get(*id).is_some());
         let first = !self.had_update;
         self.had_update = true;
         if let Some(sel) = self.selected {
@@ -148,6 +152,7 @@ impl PickFirst {
         let Some(mut i) = self.pass_next else { return };
         self.pass_timer = None;
         while i < self.order.len() {
+            visit(1);
             let id = self.order[i];
             i += 1;
             match self.subs.state(id) {
@@ -161,9 +166,7 @@ impl PickFirst {
                 }
                 // Backing off: counts as already tried; go on at once.
                 ConnectivityState::TransientFailure | ConnectivityState::Shutdown => {
-                    if !self.failed_in_pass.contains(&id) {
-                        self.failed_in_pass.push(id);
-                    }
+                    self.failed_in_pass.insert(id);
                     continue;
                 }
             }
@@ -181,7 +184,8 @@ impl PickFirst {
         if self.selected.is_some() || self.steady {
             return;
         }
-        let all_failed = self.order.iter().all(|id| self.failed_in_pass.contains(id));
+        // Every address of the list failed (`failed_in_pass` holds addresses of the list only).
+        let all_failed = self.failed_in_pass.len() == self.order.len();
         if all_failed && self.pass_next.is_some_and(|n| n >= self.order.len()) {
             // The first pass is over: report TRANSIENT_FAILURE (sticky), ask for new addresses, and keep trying
             // every address as its backoff ends.
@@ -194,6 +198,7 @@ impl PickFirst {
             // A subchannel whose backoff ended during the pass is IDLE and no timer will wake it: connect it
             // now (grpc-go `endFirstPassIfPossibleLocked`), or it would stay IDLE while the others retry.
             for id in self.order.clone() {
+                visit(1);
                 if self.subs.state(id) == ConnectivityState::Idle {
                     self.subs.connect(id, now);
                 }
@@ -207,6 +212,7 @@ impl PickFirst {
         self.pass_timer = None;
         self.steady = false;
         for other in self.order.clone() {
+            visit(1);
             if other != id {
                 self.subs.disconnect(other);
             }
@@ -245,9 +251,7 @@ impl PickFirst {
             return;
         }
         if self.pass_next.is_some() {
-            if !self.failed_in_pass.contains(&id) {
-                self.failed_in_pass.push(id);
-            }
+            self.failed_in_pass.insert(id);
             // RFC 8305: a failure starts the next attempt at once.
             let last_started = self
                 .pass_next

@@ -177,8 +177,7 @@ impl LbPolicy {
     /// policy starts with it off.
     pub fn set_health_checking(&mut self, enabled: bool, _now: Instant) {
         if let Inner::RoundRobin(p) = &mut self.inner {
-            if p.subs.health_checking != enabled {
-                p.subs.health_checking = enabled;
+            if p.subs.set_health_checking(enabled) {
                 p.health_changed();
             }
         }
@@ -190,7 +189,7 @@ impl LbPolicy {
     pub fn health_checking(&self) -> bool {
         match &self.inner {
             Inner::PickFirst(_) | Inner::Xds(_) => false,
-            Inner::RoundRobin(p) => p.subs.health_checking,
+            Inner::RoundRobin(p) => p.subs.health_checking(),
         }
     }
 

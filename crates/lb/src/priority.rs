@@ -20,13 +20,14 @@
 //! with the new localities. Not here: grpc-go's reuse of child names by locality overlap, and
 //! `ignoreReresolutionRequests` (no aggregate clusters).
 
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use grpc_base::Address;
 
 use crate::ring_hash::RingHash;
 use crate::state::ConnectivityState;
-use crate::subchannel::Subchannels;
+use crate::subchannel::{SubchannelId, Subchannels};
 use crate::weighted_target::WeightedTarget;
 use crate::xds_config::{ClusterLbConfig, PriorityConfig};
 
@@ -77,10 +78,15 @@ impl ChildPolicy {
         }
     }
 
-    fn refresh(&mut self, subs: &mut Subchannels, now: Instant) -> ConnectivityState {
+    fn refresh(
+        &mut self,
+        changed: &BTreeSet<SubchannelId>,
+        subs: &mut Subchannels,
+        now: Instant,
+    ) -> ConnectivityState {
         match self {
-            ChildPolicy::RoundRobin(t) => t.refresh(subs),
-            ChildPolicy::RingHash(r) => r.refresh(subs, now),
+            ChildPolicy::RoundRobin(t) => t.refresh(changed, subs),
+            ChildPolicy::RingHash(r) => r.refresh(changed, subs, now),
         }
     }
 
@@ -177,19 +183,29 @@ impl Priority {
         self.configs = configs;
     }
 
-    /// Recomputes the children's states (applying the timer rules) and runs the selection.
-    pub(crate) fn refresh(&mut self, subs: &mut Subchannels, now: Instant) {
+    /// Recomputes the children's states from the subchannels that changed (applying the timer rules) and
+    /// runs the selection.
+    pub(crate) fn refresh(&mut self, changes: &mut Changes, subs: &mut Subchannels, now: Instant) {
         for child in self.children.iter_mut().flatten() {
             if child.failover_at.is_some_and(|t| t <= now) {
                 child.failover_at = None;
             }
-            let state = child.target.refresh(subs, now);
+            let state = child.target.refresh(&changes.round, subs, now);
+            changes.absorb(subs);
             child.set_state(state, now);
         }
-        self.select(subs, now);
+        self.select(changes, subs, now);
     }
 
-    fn select(&mut self, subs: &mut Subchannels, now: Instant) {
+    /// Whether a round_robin child (which keeps every endpoint connected) has subchannel `id`.
+    pub(crate) fn connects_eagerly(&self, id: SubchannelId) -> bool {
+        self.children.iter().flatten().any(|c| match &c.target {
+            ChildPolicy::RoundRobin(t) => t.contains(id),
+            ChildPolicy::RingHash(_) => false,
+        })
+    }
+
+    fn select(&mut self, changes: &mut Changes, subs: &mut Subchannels, now: Instant) {
         let n = self.configs.len();
         self.selected = None;
         for p in 0..n {
@@ -205,7 +221,8 @@ impl Priority {
                         deactivated_at: None,
                         ready_or_idle_last: false,
                     };
-                    let state = child.target.refresh(subs, now);
+                    let state = child.target.refresh(&changes.round, subs, now);
+                    changes.absorb(subs);
                     child.set_state(state, now);
                     slot.insert(child)
                 }
@@ -234,9 +251,9 @@ impl Priority {
     }
 
     /// The child in use, with its index (`None` without priorities).
-    pub(crate) fn selected(&self) -> Option<(usize, &Child)> {
+    pub(crate) fn selected_mut(&mut self) -> Option<(usize, &mut Child)> {
         let p = self.selected?;
-        self.children.get(p)?.as_ref().map(|c| (p, c))
+        self.children.get_mut(p)?.as_mut().map(|c| (p, c))
     }
 
     /// The existing children (active or deactivated).
@@ -269,8 +286,9 @@ impl Priority {
     }
 
     /// Expires the failover timers due at `now` and removes the deactivated children whose retention
-    /// ended (the caller then runs [`Priority::refresh`]).
-    pub(crate) fn handle_timeout(&mut self, now: Instant) {
+    /// ended (the caller then runs [`Priority::refresh`]); returns whether it removed one.
+    pub(crate) fn handle_timeout(&mut self, now: Instant) -> bool {
+        let mut removed = false;
         for slot in &mut self.children {
             if let Some(child) = slot {
                 if child.failover_at.is_some_and(|t| t <= now) {
@@ -281,8 +299,31 @@ impl Priority {
                     .is_some_and(|t| t + DEACTIVATION_RETENTION <= now)
                 {
                     *slot = None;
+                    removed = true;
                 }
             }
+        }
+        removed
+    }
+}
+
+/// The subchannels that changed, as one refresh of the xDS cluster manager hands them to its children:
+/// those that changed before it (`round`), to which each child adds what it changed itself (a ring_hash
+/// child connects endpoints), so that the children after it see it; and those changed during it
+/// (`during`), which the children before it see at the next refresh.
+#[derive(Default)]
+pub(crate) struct Changes {
+    pub(crate) round: BTreeSet<SubchannelId>,
+    pub(crate) during: BTreeSet<SubchannelId>,
+}
+
+impl Changes {
+    /// Takes what the subchannels record as changed since the last look.
+    pub(crate) fn absorb(&mut self, subs: &mut Subchannels) {
+        let changed = subs.take_changed();
+        if !changed.is_empty() {
+            self.round.extend(changed.iter().copied());
+            self.during.extend(changed);
         }
     }
 }

@@ -28,7 +28,7 @@
 //! address, and the request hash comes from the xDS route), ring_hash as a top-level policy outside xDS,
 //! and the avoid hint (a call's hash, not its history, chooses its endpoint).
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -38,7 +38,8 @@ use grpc_base::Address;
 use crate::picker::PickResult;
 use crate::round_robin::effective_state;
 use crate::state::ConnectivityState;
-use crate::subchannel::{SubchannelId, Subchannels};
+use crate::subchannel::{StateCounts, SubchannelId, Subchannels};
+use crate::work::{rebuilt, visit};
 use crate::xds_config::PriorityConfig;
 
 /// The local cap on both ring sizes (grpc-go's `GRPC_RING_HASH_CAP` and C-core's channel argument default).
@@ -84,14 +85,24 @@ pub(crate) fn build_ring(endpoints: &[(String, u64)], min: u64, max: u64) -> Vec
 }
 
 /// The A42 aggregate of a ring's endpoint states (rules in the module docs).
+#[cfg(test)]
 pub(crate) fn aggregate(states: &[ConnectivityState]) -> ConnectivityState {
-    let count = |s| states.iter().filter(|x| **x == s).count();
+    let mut counts = StateCounts::default();
+    for s in states {
+        counts.add(*s);
+    }
+    aggregate_counts(&counts)
+}
+
+/// The A42 aggregate of a ring's endpoints, from how many are in each state.
+fn aggregate_counts(counts: &StateCounts) -> ConnectivityState {
+    let count = |s| counts.count(s);
     let failed = count(ConnectivityState::TransientFailure) + count(ConnectivityState::Shutdown);
     if count(ConnectivityState::Ready) > 0 {
         ConnectivityState::Ready
     } else if failed >= 2 {
         ConnectivityState::TransientFailure
-    } else if count(ConnectivityState::Connecting) > 0 || (failed == 1 && states.len() > 1) {
+    } else if count(ConnectivityState::Connecting) > 0 || (failed == 1 && counts.total() > 1) {
         ConnectivityState::Connecting
     } else if count(ConnectivityState::Idle) > 0 {
         ConnectivityState::Idle
@@ -100,21 +111,26 @@ pub(crate) fn aggregate(states: &[ConnectivityState]) -> ConnectivityState {
     }
 }
 
-/// The subchannels a ring's pickers want connected, shared by the ring child and its pickers. Two are
-/// equal when they are the same list.
+/// The subchannels a ring's pickers want connected, shared by the ring child and its pickers, in the
+/// order picks asked (each once: a pick checks in O(1), however many are asked for). Two are equal when
+/// they are the same list.
 #[derive(Clone, Default)]
-pub(crate) struct ConnectRequests(Arc<Mutex<Vec<SubchannelId>>>);
+pub(crate) struct ConnectRequests(Arc<Mutex<(Vec<SubchannelId>, HashSet<SubchannelId>)>>);
 
 impl ConnectRequests {
     fn push(&self, id: SubchannelId) {
-        let mut list = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if !list.contains(&id) {
+        let mut guard = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let (list, asked) = &mut *guard;
+        if asked.insert(id) {
             list.push(id);
         }
     }
 
     fn take(&self) -> Vec<SubchannelId> {
-        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
+        let mut guard = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let (list, asked) = &mut *guard;
+        asked.clear();
+        std::mem::take(list)
     }
 }
 
@@ -127,15 +143,29 @@ impl PartialEq for ConnectRequests {
 impl Eq for ConnectRequests {}
 
 /// The ring_hash child of one priority.
+///
+/// An event costs O(log n) per subchannel it changed: each endpoint's state is kept with how many are in
+/// each state and which are IDLE; the endpoints' states are listed again for a new picker
+/// ([`RingHash::pick_spec`], O(n)) only after one changed.
 pub(crate) struct RingHash {
     min_ring_size: u64,
     max_ring_size: u64,
     /// The endpoints (first occurrence of each address) with their subchannels and weights.
     endpoints: Vec<(SubchannelId, Address, u64)>,
+    /// Each subchannel's index in `endpoints`.
+    index: HashMap<SubchannelId, usize>,
     ring: Arc<[(u64, usize)]>,
     requests: ConnectRequests,
     /// The endpoints' states at the last refresh.
     states: Vec<ConnectivityState>,
+    /// How many endpoints are in each state.
+    counts: StateCounts,
+    /// The IDLE endpoints, by index.
+    idle: BTreeSet<usize>,
+    /// Every endpoint's state must be read again (new endpoints).
+    recount: bool,
+    /// The endpoints with their states, as the last picker listed them (`None` after a change).
+    listed: Option<Arc<[(SubchannelId, Address, ConnectivityState)]>>,
     /// The policy was asked to leave IDLE (`exit_idle`) since the last refresh.
     woken: bool,
 }
@@ -146,9 +176,14 @@ impl RingHash {
             min_ring_size,
             max_ring_size,
             endpoints: Vec::new(),
+            index: HashMap::new(),
             ring: Arc::from(Vec::new()),
             requests: ConnectRequests::default(),
             states: Vec::new(),
+            counts: StateCounts::default(),
+            idle: BTreeSet::new(),
+            recount: true,
+            listed: None,
             woken: false,
         }
     }
@@ -172,8 +207,9 @@ impl RingHash {
         let mut endpoints = Vec::new();
         for l in &config.localities {
             for (i, a) in l.addresses.iter().enumerate() {
+                visit(1);
                 if seen.insert(a) {
-                    let id = subs.find(a).unwrap_or_else(|| subs.add(a.clone()));
+                    let id = subs.find_or_add(a);
                     let weight = u64::from(l.weight.get()) * u64::from(l.endpoint_weight(i));
                     endpoints.push((id, a.clone(), weight));
                 }
@@ -191,7 +227,13 @@ impl RingHash {
                 .collect();
             self.ring = Arc::from(build_ring(&keys, self.min_ring_size, self.max_ring_size));
         }
+        self.index = endpoints
+            .iter()
+            .enumerate()
+            .map(|(i, (id, _, _))| (*id, i))
+            .collect();
         self.endpoints = endpoints;
+        self.recount = true;
     }
 
     /// Every endpoint's address.
@@ -199,25 +241,102 @@ impl RingHash {
         self.endpoints.iter().map(|(_, a, _)| a)
     }
 
-    /// Connects what pickers asked for and the failed endpoints whose backoff ended, recomputes the
-    /// endpoints' states, connects one IDLE endpoint if the rules say so, and returns the aggregate.
-    pub(crate) fn refresh(&mut self, subs: &mut Subchannels, now: Instant) -> ConnectivityState {
+    /// Reads endpoint `i`'s state again.
+    fn recount_one(&mut self, i: usize, subs: &Subchannels) {
+        let (Some((id, _, _)), Some(old)) = (self.endpoints.get(i), self.states.get(i).copied())
+        else {
+            return;
+        };
+        let new = effective_state(subs, *id);
+        if new == old {
+            return;
+        }
+        self.counts.remove(old);
+        self.counts.add(new);
+        if old == ConnectivityState::Idle {
+            self.idle.remove(&i);
+        }
+        if new == ConnectivityState::Idle {
+            self.idle.insert(i);
+        }
+        self.states[i] = new;
+        self.listed = None;
+    }
+
+    /// Reads every endpoint's state again.
+    fn recount_all(&mut self, subs: &Subchannels) {
+        self.states = self
+            .endpoints
+            .iter()
+            .map(|(id, _, _)| {
+                visit(1);
+                effective_state(subs, *id)
+            })
+            .collect();
+        self.counts = StateCounts::default();
+        self.idle.clear();
+        for (i, s) in self.states.iter().enumerate() {
+            self.counts.add(*s);
+            if *s == ConnectivityState::Idle {
+                self.idle.insert(i);
+            }
+        }
+        self.listed = None;
+    }
+
+    /// Connects what pickers asked for and the failed endpoints whose backoff ended, reads again the
+    /// states of the endpoints in `changed` (and of those it connects), connects one IDLE endpoint if the
+    /// rules say so, and returns the aggregate.
+    pub(crate) fn refresh(
+        &mut self,
+        changed: &BTreeSet<SubchannelId>,
+        subs: &mut Subchannels,
+        now: Instant,
+    ) -> ConnectivityState {
+        let recount = std::mem::take(&mut self.recount);
+        let mut touched: Vec<usize> = Vec::new();
         for id in self.requests.take() {
-            if self.endpoints.iter().any(|(e, _, _)| *e == id) {
+            visit(1);
+            if let Some(&i) = self.index.get(&id) {
+                subs.connect(id, now);
+                touched.push(i);
+            }
+        }
+        // The endpoints whose backoff ended: in the endpoints' order.
+        let mut retry: Vec<usize> = if recount {
+            (0..self.endpoints.len()).collect()
+        } else {
+            changed
+                .iter()
+                .filter_map(|id| {
+                    visit(1);
+                    self.index.get(id).copied()
+                })
+                .collect()
+        };
+        retry.sort_unstable();
+        for i in retry {
+            let Some((id, _, _)) = self.endpoints.get(i) else {
+                continue;
+            };
+            let id = *id;
+            let backoff_over = subs
+                .get(id)
+                .is_some_and(|s| s.failed_since_ready && s.state == ConnectivityState::Idle);
+            if backoff_over {
                 subs.connect(id, now);
             }
+            touched.push(i);
         }
-        for (id, _, _) in &self.endpoints {
-            let retry = subs
-                .get(*id)
-                .is_some_and(|s| s.failed_since_ready && s.state == ConnectivityState::Idle);
-            if retry {
-                subs.connect(*id, now);
+        if recount {
+            self.recount_all(subs);
+        } else {
+            for i in touched {
+                self.recount_one(i, subs);
             }
         }
-        self.states = self.states(subs);
-        let state = aggregate(&self.states);
-        let connecting = self.states.contains(&ConnectivityState::Connecting);
+        let state = aggregate_counts(&self.counts);
+        let connecting = self.counts.count(ConnectivityState::Connecting) > 0;
         let woken = std::mem::take(&mut self.woken);
         let wanted = match state {
             ConnectivityState::TransientFailure | ConnectivityState::Connecting => true,
@@ -226,38 +345,39 @@ impl RingHash {
         };
         if wanted && !connecting {
             let idle = self
-                .endpoints
-                .iter()
-                .zip(&self.states)
-                .find(|(_, s)| **s == ConnectivityState::Idle)
-                .map(|((id, _, _), _)| *id);
-            if let Some(id) = idle {
+                .idle
+                .first()
+                .and_then(|i| self.endpoints.get(*i).map(|(id, _, _)| (*i, *id)));
+            if let Some((i, id)) = idle {
                 subs.connect(id, now);
-                self.states = self.states(subs);
-                return aggregate(&self.states);
+                self.recount_one(i, subs);
+                return aggregate_counts(&self.counts);
             }
         }
         state
     }
 
-    fn states(&self, subs: &Subchannels) -> Vec<ConnectivityState> {
-        self.endpoints
-            .iter()
-            .map(|(id, _, _)| effective_state(subs, *id))
-            .collect()
-    }
-
     /// The picker's view: the ring and each endpoint's state at the last refresh; `failure` is the message
-    /// of a pick that finds every endpoint failed.
-    pub(crate) fn pick_spec(&self, failure: String) -> RingPick {
+    /// of a pick that finds every endpoint failed. Lists the endpoints (O(n)) only if a state changed since
+    /// the last time.
+    pub(crate) fn pick_spec(&mut self, failure: String) -> RingPick {
+        let endpoints = match &self.listed {
+            Some(listed) => listed.clone(),
+            None => {
+                rebuilt(self.endpoints.len());
+                let listed: Arc<[(SubchannelId, Address, ConnectivityState)]> = self
+                    .endpoints
+                    .iter()
+                    .zip(&self.states)
+                    .map(|((id, a, _), s)| (*id, a.clone(), *s))
+                    .collect();
+                self.listed = Some(listed.clone());
+                listed
+            }
+        };
         RingPick {
             ring: self.ring.clone(),
-            endpoints: self
-                .endpoints
-                .iter()
-                .zip(&self.states)
-                .map(|((id, a, _), s)| (*id, a.clone(), *s))
-                .collect(),
+            endpoints,
             requests: self.requests.clone(),
             failure,
         }
@@ -269,7 +389,7 @@ impl RingHash {
 #[derive(Clone, PartialEq, Eq)]
 pub struct RingPick {
     ring: Arc<[(u64, usize)]>,
-    endpoints: Vec<(SubchannelId, Address, ConnectivityState)>,
+    endpoints: Arc<[(SubchannelId, Address, ConnectivityState)]>,
     requests: ConnectRequests,
     failure: String,
 }

@@ -10,26 +10,58 @@
 //! With health checking on (gRFC A17), a READY backend takes picks only while its health is `Serving`: until
 //! the first answer it counts as CONNECTING, while `NotServing` as TRANSIENT_FAILURE, and its connection
 //! stays open either way. Ejection wins over health.
+//!
+//! Each backend's state is counted as it changes: an event (a subchannel event, a health answer, an
+//! ejection) looks at the subchannels it changed only, and a new picker is built (over every backend)
+//! only when the READY backends or the aggregate state changed, so bringing n backends up does O(n log n)
+//! work besides the pickers.
 
+use std::collections::HashMap;
 use std::time::Instant;
 
 use grpc_base::Address;
 
 use crate::picker::PickerSpec;
 use crate::state::ConnectivityState;
-use crate::subchannel::{LbAction, SubchannelId, Subchannels, TimerEvent};
+use crate::subchannel::{LbAction, StateCounts, SubchannelId, Subchannels, TimerEvent};
+use crate::work::{rebuilt, visit};
+
+/// What round_robin counted of one backend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Counted {
+    /// The state it counts as in the aggregate ([`effective_state`]).
+    state: ConnectivityState,
+    /// Its connection is READY (ejected or not, serving or not).
+    connected: bool,
+}
 
 pub(crate) struct RoundRobin {
     pub(crate) subs: Subchannels,
-    order: Vec<SubchannelId>,
+    /// The backends in address-list order, each as last counted: an event looks at the subchannels it
+    /// changed only, so that its work does not grow with the number of backends (a new picker, built when
+    /// the READY backends change, is the exception).
+    backends: Vec<(SubchannelId, Address, Counted)>,
+    /// Each backend's index in `backends`.
+    index: HashMap<SubchannelId, usize>,
+    /// How many backends count in each state.
+    states: StateCounts,
+    /// How many backends have a READY connection.
+    connected: usize,
+    /// The READY backends changed since the last READY picker was built.
+    ready_changed: bool,
     published: Option<(ConnectivityState, PickerSpec)>,
 }
 
 impl RoundRobin {
-    pub(crate) fn new(subs: Subchannels) -> RoundRobin {
+    pub(crate) fn new(mut subs: Subchannels) -> RoundRobin {
+        subs.track_changes();
         RoundRobin {
             subs,
-            order: Vec::new(),
+            backends: Vec::new(),
+            index: HashMap::new(),
+            states: StateCounts::default(),
+            connected: 0,
+            ready_changed: false,
             published: None,
         }
     }
@@ -40,32 +72,85 @@ impl RoundRobin {
             .map_or(ConnectivityState::Idle, |(s, _)| *s)
     }
 
-    /// The state a backend counts as: the overlays (ejection, health) of `Subchannels::state`, and
-    /// TRANSIENT_FAILURE while it reconnects after a failure.
-    fn effective(&self, id: SubchannelId) -> ConnectivityState {
-        effective_state(&self.subs, id)
+    /// How backend `id` counts now.
+    fn count_of(&self, id: SubchannelId) -> Counted {
+        Counted {
+            state: effective_state(&self.subs, id),
+            connected: self.subs.real_state(id) == ConnectivityState::Ready,
+        }
+    }
+
+    fn add(&mut self, c: Counted) {
+        self.states.add(c.state);
+        self.connected += usize::from(c.connected);
+    }
+
+    fn subtract(&mut self, c: Counted) {
+        self.states.remove(c.state);
+        self.connected -= usize::from(c.connected);
+    }
+
+    /// Counts every backend afresh (a new address list).
+    fn count_all(&mut self) {
+        self.subs.take_changed();
+        self.states = StateCounts::default();
+        self.connected = 0;
+        for i in 0..self.backends.len() {
+            visit(1);
+            let c = self.count_of(self.backends[i].0);
+            self.backends[i].2 = c;
+            self.add(c);
+        }
+        self.ready_changed = true;
+    }
+
+    /// Counts again the backends whose subchannels changed.
+    fn count_changed(&mut self) {
+        for id in self.subs.take_changed() {
+            visit(1);
+            let Some(&i) = self.index.get(&id) else {
+                continue;
+            };
+            let old = self.backends[i].2;
+            let new = self.count_of(id);
+            if new != old {
+                self.subtract(old);
+                self.add(new);
+                self.backends[i].2 = new;
+                if (old.state == ConnectivityState::Ready)
+                    != (new.state == ConnectivityState::Ready)
+                {
+                    self.ready_changed = true;
+                }
+            }
+        }
     }
 
     fn recompute(&mut self) {
-        let state = ConnectivityState::aggregate(self.order.iter().map(|id| self.effective(*id)));
-        let ready: Vec<(SubchannelId, Address)> = self
-            .order
-            .iter()
-            .filter_map(|id| self.subs.get(*id))
-            .filter(|s| self.subs.state(s.id) == ConnectivityState::Ready)
-            .map(|s| (s.id, s.addr.clone()))
-            .collect();
+        self.count_changed();
+        let state = self.states.aggregate();
         let picker = match state {
-            ConnectivityState::Ready => PickerSpec::Ready(ready),
+            ConnectivityState::Ready => {
+                let unchanged = !self.ready_changed
+                    && matches!(self.published, Some((ConnectivityState::Ready, _)));
+                if unchanged {
+                    return;
+                }
+                self.ready_changed = false;
+                rebuilt(self.backends.len());
+                let ready: Vec<(SubchannelId, Address)> = self
+                    .backends
+                    .iter()
+                    .filter(|(_, _, c)| c.state == ConnectivityState::Ready)
+                    .map(|(id, addr, _)| (*id, addr.clone()))
+                    .collect();
+                PickerSpec::Ready(ready)
+            }
             ConnectivityState::TransientFailure => {
                 // Connected backends that are ejected or not serving are not connection failures.
-                let connected = self
-                    .order
-                    .iter()
-                    .any(|id| self.subs.real_state(*id) == ConnectivityState::Ready);
                 PickerSpec::Fail(format!(
                     "{}; last error: {}",
-                    if connected {
+                    if self.connected > 0 {
                         "no address is usable"
                     } else {
                         "failed to connect to all addresses"
@@ -88,18 +173,41 @@ impl RoundRobin {
         }
     }
 
-    pub(crate) fn update(&mut self, addresses: Vec<Address>, now: Instant) {
-        self.order = self.subs.sync(&addresses);
-        for id in self.order.clone() {
+    /// Connects every backend that is IDLE.
+    fn connect_idle(&mut self, now: Instant) {
+        if self.subs.count(ConnectivityState::Idle) == 0 {
+            return;
+        }
+        for i in 0..self.backends.len() {
+            visit(1);
+            let id = self.backends[i].0;
             self.subs.connect(id, now);
         }
+    }
+
+    pub(crate) fn update(&mut self, addresses: Vec<Address>, now: Instant) {
+        let ids = self.subs.sync(&addresses);
+        let unknown = Counted {
+            state: ConnectivityState::Shutdown,
+            connected: false,
+        };
+        self.backends = ids
+            .into_iter()
+            .filter_map(|id| self.subs.get(id).map(|s| (id, s.addr.clone(), unknown)))
+            .collect();
+        self.index = self
+            .backends
+            .iter()
+            .enumerate()
+            .map(|(i, (id, _, _))| (*id, i))
+            .collect();
+        self.connect_idle(now);
+        self.count_all();
         self.recompute();
     }
 
     pub(crate) fn exit_idle(&mut self, now: Instant) {
-        for id in self.order.clone() {
-            self.subs.connect(id, now);
-        }
+        self.connect_idle(now);
         self.recompute();
     }
 

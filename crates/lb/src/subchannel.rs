@@ -22,7 +22,7 @@
 //! (`Unknown`) or TRANSIENT_FAILURE (`NotServing`). Ejection wins over it. Health is `Unknown` whenever the
 //! subchannel is not READY.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::time::Instant;
 
 use grpc_base::{Address, Rng};
@@ -31,6 +31,7 @@ use crate::backoff::{BackoffConfig, ConnectionBackoff};
 use crate::health::Health;
 use crate::picker::PickerSpec;
 use crate::state::ConnectivityState;
+use crate::work::visit;
 
 /// Identifies a subchannel for the life of its policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -65,6 +66,8 @@ pub enum LbAction {
     },
 }
 
+/// One subchannel. Policies read its fields; only [`Subchannels`] writes them, keeping its timers and counts
+/// in step.
 #[derive(Debug)]
 pub(crate) struct Subchannel {
     pub(crate) id: SubchannelId,
@@ -90,8 +93,26 @@ pub(crate) enum TimerEvent {
 }
 
 /// The subchannels of one policy, and the actions they produce.
+/// The subchannels of one policy, and the actions they produce.
+///
+/// Every lookup and every event costs O(log n) in the number of subchannels: they are kept by id (in the
+/// order they were created), with an index by address, the pending timers in deadline order, and how many
+/// are in each state. A policy that balances over many subchannels asks which ones changed since it last
+/// looked ([`Subchannels::take_changed`]) rather than looking at them all.
 pub(crate) struct Subchannels {
-    list: Vec<Subchannel>,
+    /// By id: in the order they were created.
+    by_id: BTreeMap<SubchannelId, Subchannel>,
+    /// Each address's subchannel (one per address).
+    by_addr: HashMap<Address, SubchannelId>,
+    /// The pending timers: the end of a TRANSIENT_FAILURE subchannel's backoff, a CONNECTING one's
+    /// attempt deadline.
+    timers: BTreeSet<(Instant, SubchannelId)>,
+    /// How many subchannels are in each (real) state.
+    counts: StateCounts,
+    /// Subchannels whose state as a policy sees it may have changed since [`Subchannels::take_changed`]
+    /// (kept only once a policy asked for it with [`Subchannels::track_changes`]).
+    changed: BTreeSet<SubchannelId>,
+    track_changes: bool,
     next_id: u64,
     config: BackoffConfig,
     pub(crate) rng: Box<dyn Rng>,
@@ -100,13 +121,77 @@ pub(crate) struct Subchannels {
     /// Addresses outlier detection ejected.
     ejected: HashSet<Address>,
     /// Whether the health overlay applies (only a policy that health checks turns it on).
-    pub(crate) health_checking: bool,
+    health_checking: bool,
+}
+
+/// How many of a set of subchannels are in each state.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct StateCounts([usize; 5]);
+
+impl StateCounts {
+    fn slot(state: ConnectivityState) -> usize {
+        match state {
+            ConnectivityState::Idle => 0,
+            ConnectivityState::Connecting => 1,
+            ConnectivityState::Ready => 2,
+            ConnectivityState::TransientFailure => 3,
+            ConnectivityState::Shutdown => 4,
+        }
+    }
+
+    pub(crate) fn add(&mut self, state: ConnectivityState) {
+        self.0[Self::slot(state)] += 1;
+    }
+
+    pub(crate) fn remove(&mut self, state: ConnectivityState) {
+        let n = &mut self.0[Self::slot(state)];
+        *n = n.saturating_sub(1);
+    }
+
+    /// How many are in `state`.
+    pub(crate) fn count(&self, state: ConnectivityState) -> usize {
+        self.0[Self::slot(state)]
+    }
+
+    /// How many in all.
+    pub(crate) fn total(&self) -> usize {
+        self.0.iter().sum()
+    }
+
+    /// [`ConnectivityState::aggregate`] of the states counted.
+    pub(crate) fn aggregate(&self) -> ConnectivityState {
+        if self.count(ConnectivityState::Ready) > 0 {
+            ConnectivityState::Ready
+        } else if self.count(ConnectivityState::Connecting) > 0 {
+            ConnectivityState::Connecting
+        } else if self.count(ConnectivityState::Idle) > 0 {
+            ConnectivityState::Idle
+        } else {
+            ConnectivityState::TransientFailure
+        }
+    }
+}
+
+impl Subchannel {
+    /// When its timer fires, if it has one.
+    fn timer(&self) -> Option<Instant> {
+        match self.state {
+            ConnectivityState::TransientFailure => self.idle_at,
+            ConnectivityState::Connecting => self.connect_deadline,
+            _ => None,
+        }
+    }
 }
 
 impl Subchannels {
     pub(crate) fn new(config: BackoffConfig, rng: Box<dyn Rng>) -> Subchannels {
         Subchannels {
-            list: Vec::new(),
+            by_id: BTreeMap::new(),
+            by_addr: HashMap::new(),
+            timers: BTreeSet::new(),
+            counts: StateCounts::default(),
+            changed: BTreeSet::new(),
+            track_changes: false,
             next_id: 0,
             config,
             rng,
@@ -117,16 +202,85 @@ impl Subchannels {
         }
     }
 
-    pub(crate) fn get(&self, id: SubchannelId) -> Option<&Subchannel> {
-        self.list.iter().find(|s| s.id == id)
+    /// Keeps, from now on, which subchannels changed ([`Subchannels::take_changed`]).
+    pub(crate) fn track_changes(&mut self) {
+        self.track_changes = true;
     }
 
-    fn get_mut(&mut self, id: SubchannelId) -> Option<&mut Subchannel> {
-        self.list.iter_mut().find(|s| s.id == id)
+    /// The subchannels whose state as a policy sees it (real state, ejection, health) may have changed
+    /// since the last call, in id order; removed ones included.
+    pub(crate) fn take_changed(&mut self) -> BTreeSet<SubchannelId> {
+        std::mem::take(&mut self.changed)
+    }
+
+    /// Records `ids` as changed again (a policy that has not shown their change everywhere yet).
+    pub(crate) fn mark_changed(&mut self, ids: BTreeSet<SubchannelId>) {
+        if self.track_changes {
+            if self.changed.is_empty() {
+                self.changed = ids;
+            } else {
+                self.changed.extend(ids);
+            }
+        }
+    }
+
+    fn mark(&mut self, id: SubchannelId) {
+        if self.track_changes {
+            self.changed.insert(id);
+        }
+    }
+
+    pub(crate) fn get(&self, id: SubchannelId) -> Option<&Subchannel> {
+        visit(1);
+        self.by_id.get(&id)
+    }
+
+    /// Applies `f` to subchannel `id`, keeping the timers and counts in step with its new state.
+    fn with<R>(&mut self, id: SubchannelId, f: impl FnOnce(&mut Subchannel) -> R) -> Option<R> {
+        visit(1);
+        let s = self.by_id.get_mut(&id)?;
+        let before = (s.state, s.timer());
+        let result = f(s);
+        self.changed_from(id, before);
+        Some(result)
+    }
+
+    /// Subchannel `id` was in `before` (state, timer): moves its timer and count to where it is now, and
+    /// marks it changed.
+    fn changed_from(&mut self, id: SubchannelId, before: (ConnectivityState, Option<Instant>)) {
+        let Some(s) = self.by_id.get(&id) else {
+            return;
+        };
+        let now = (s.state, s.timer());
+        if before != now {
+            if let Some(at) = before.1 {
+                self.timers.remove(&(at, id));
+            }
+            if let Some(at) = now.1 {
+                self.timers.insert((at, id));
+            }
+            self.counts.remove(before.0);
+            self.counts.add(now.0);
+        }
+        self.mark(id);
     }
 
     pub(crate) fn find(&self, addr: &Address) -> Option<SubchannelId> {
-        self.list.iter().find(|s| s.addr == *addr).map(|s| s.id)
+        visit(1);
+        self.by_addr.get(addr).copied()
+    }
+
+    /// `addr`'s subchannel, created (IDLE) if it has none.
+    pub(crate) fn find_or_add(&mut self, addr: &Address) -> SubchannelId {
+        match self.find(addr) {
+            Some(id) => id,
+            None => self.add(addr.clone()),
+        }
+    }
+
+    /// How many subchannels are in (real) state `state`.
+    pub(crate) fn count(&self, state: ConnectivityState) -> usize {
+        self.counts.count(state)
     }
 
     /// The state the policy sees: TRANSIENT_FAILURE while the subchannel's address is ejected; with health
@@ -147,6 +301,25 @@ impl Subchannels {
         }
     }
 
+    /// Whether the health overlay applies.
+    pub(crate) fn health_checking(&self) -> bool {
+        self.health_checking
+    }
+
+    /// Turns the health overlay on or off; returns whether that changed anything (then every subchannel
+    /// counts as changed).
+    pub(crate) fn set_health_checking(&mut self, enabled: bool) -> bool {
+        if self.health_checking == enabled {
+            return false;
+        }
+        self.health_checking = enabled;
+        if self.track_changes {
+            visit(self.by_id.len());
+            self.changed.extend(self.by_id.keys().copied());
+        }
+        true
+    }
+
     /// The health of `addr`'s subchannel's connection (`None` without a subchannel for it).
     pub(crate) fn health(&self, addr: &Address) -> Option<Health> {
         self.find(addr)
@@ -158,15 +331,16 @@ impl Subchannels {
     /// for `addr` or if it is not READY (a late answer from a connection already gone); returns whether the
     /// health changed. A `NotServing` answer becomes the error the failing picker reports.
     pub(crate) fn set_health(&mut self, addr: &Address, health: Health) -> bool {
-        let Some(s) = self.list.iter_mut().find(|s| s.addr == *addr) else {
+        let Some(id) = self.find(addr) else {
             return false;
         };
-        if s.state != ConnectivityState::Ready || s.health == health {
-            return false;
+        match self.get(id) {
+            Some(s) if s.state == ConnectivityState::Ready && s.health != health => {}
+            _ => return false,
         }
-        s.health = health;
+        self.with(id, |s| s.health = health);
         if health == Health::NotServing {
-            self.last_error = Some(format!("{}: health check: not serving", s.addr));
+            self.last_error = Some(format!("{addr}: health check: not serving"));
         }
         true
     }
@@ -190,7 +364,7 @@ impl Subchannels {
     /// Ejects `addr` (or lifts its ejection). Returns whether that changed anything. An ejection becomes
     /// the error the failing picker reports.
     pub(crate) fn set_ejected(&mut self, addr: &Address, ejected: bool) -> bool {
-        if ejected {
+        let changed = if ejected {
             let changed = self.ejected.insert(addr.clone());
             if changed {
                 self.last_error = Some(format!("{addr}: ejected by outlier detection"));
@@ -198,23 +372,34 @@ impl Subchannels {
             changed
         } else {
             self.ejected.remove(addr)
+        };
+        if let (true, Some(id)) = (changed, self.find(addr)) {
+            self.mark(id);
         }
+        changed
     }
 
-    pub(crate) fn add(&mut self, addr: Address) -> SubchannelId {
+    /// A new subchannel for `addr`, which must have none yet ([`Subchannels::find_or_add`] otherwise).
+    fn add(&mut self, addr: Address) -> SubchannelId {
         let id = SubchannelId(self.next_id);
         self.next_id += 1;
-        self.list.push(Subchannel {
+        self.by_addr.insert(addr.clone(), id);
+        self.by_id.insert(
             id,
-            addr,
-            state: ConnectivityState::Idle,
-            backoff: ConnectionBackoff::new(self.config),
-            next_start: None,
-            connect_deadline: None,
-            idle_at: None,
-            failed_since_ready: false,
-            health: Health::Unknown,
-        });
+            Subchannel {
+                id,
+                addr,
+                state: ConnectivityState::Idle,
+                backoff: ConnectionBackoff::new(self.config),
+                next_start: None,
+                connect_deadline: None,
+                idle_at: None,
+                failed_since_ready: false,
+                health: Health::Unknown,
+            },
+        );
+        self.counts.add(ConnectivityState::Idle);
+        self.mark(id);
         id
     }
 
@@ -222,140 +407,152 @@ impl Subchannels {
     /// stays, adds the new ones (IDLE), removes the rest. Returns the ids in order.
     pub(crate) fn sync(&mut self, addresses: &[Address]) -> Vec<SubchannelId> {
         let mut order = Vec::with_capacity(addresses.len());
+        let mut kept = HashSet::with_capacity(addresses.len());
         for addr in addresses {
-            let id = self.find(addr).unwrap_or_else(|| self.add(addr.clone()));
-            if !order.contains(&id) {
+            let id = self.find_or_add(addr);
+            if kept.insert(id) {
                 order.push(id);
             }
         }
-        let stale: Vec<SubchannelId> = self.ids().filter(|id| !order.contains(id)).collect();
-        for id in stale {
-            self.remove(id);
+        if kept.len() < self.by_id.len() {
+            let stale: Vec<SubchannelId> = self.ids().filter(|id| !kept.contains(id)).collect();
+            for id in stale {
+                self.remove(id);
+            }
         }
         order
     }
 
     /// Removes a subchannel, closing its connection or attempt.
     pub(crate) fn remove(&mut self, id: SubchannelId) {
-        if let Some(i) = self.list.iter().position(|s| s.id == id) {
-            let s = self.list.remove(i);
-            if matches!(
-                s.state,
-                ConnectivityState::Connecting | ConnectivityState::Ready
-            ) {
-                self.out.push_back(LbAction::Disconnect { id });
-            }
+        visit(1);
+        let Some(s) = self.by_id.remove(&id) else {
+            return;
+        };
+        self.by_addr.remove(&s.addr);
+        if let Some(at) = s.timer() {
+            self.timers.remove(&(at, id));
+        }
+        self.counts.remove(s.state);
+        self.mark(id);
+        if matches!(
+            s.state,
+            ConnectivityState::Connecting | ConnectivityState::Ready
+        ) {
+            self.out.push_back(LbAction::Disconnect { id });
         }
     }
 
     /// Closes a subchannel's connection but keeps it (IDLE), e.g. the losers of pick_first's race.
     pub(crate) fn disconnect(&mut self, id: SubchannelId) {
-        if let Some(s) = self.get_mut(id) {
-            if matches!(
+        let connected = self.get(id).is_some_and(|s| {
+            matches!(
                 s.state,
                 ConnectivityState::Connecting | ConnectivityState::Ready
-            ) {
+            )
+        });
+        if connected {
+            self.with(id, |s| {
                 s.state = ConnectivityState::Idle;
                 s.connect_deadline = None;
                 s.health = Health::Unknown;
-                self.out.push_back(LbAction::Disconnect { id });
-            }
+            });
+            self.out.push_back(LbAction::Disconnect { id });
         }
     }
 
     /// Starts an attempt if the subchannel is IDLE. Returns whether it did.
     pub(crate) fn connect(&mut self, id: SubchannelId, now: Instant) -> bool {
-        let Some(i) = self.list.iter().position(|s| s.id == id) else {
+        visit(1);
+        let Some(s) = self.by_id.get_mut(&id) else {
             return false;
         };
-        if self.list[i].state != ConnectivityState::Idle {
+        if s.state != ConnectivityState::Idle {
             return false;
         }
-        let (next_start, deadline) = self.list[i].backoff.attempt(now, self.rng.as_mut());
-        let s = &mut self.list[i];
+        let before = (s.state, s.timer());
+        let (next_start, deadline) = s.backoff.attempt(now, self.rng.as_mut());
         s.state = ConnectivityState::Connecting;
         s.next_start = Some(next_start);
         s.connect_deadline = Some(deadline);
-        self.out.push_back(LbAction::Connect {
-            id,
-            addr: s.addr.clone(),
-            deadline,
-        });
+        let addr = s.addr.clone();
+        self.changed_from(id, before);
+        self.out.push_back(LbAction::Connect { id, addr, deadline });
         true
     }
 
     /// The server's SETTINGS arrived. Returns whether the subchannel was CONNECTING.
     pub(crate) fn ready(&mut self, id: SubchannelId) -> bool {
-        let Some(s) = self.get_mut(id) else {
-            return false;
-        };
-        if s.state != ConnectivityState::Connecting {
+        if self.real_state(id) != ConnectivityState::Connecting {
             return false;
         }
-        s.state = ConnectivityState::Ready;
-        s.connect_deadline = None;
-        s.failed_since_ready = false;
-        s.health = Health::Unknown;
-        s.backoff.reset();
+        self.with(id, |s| {
+            s.state = ConnectivityState::Ready;
+            s.connect_deadline = None;
+            s.failed_since_ready = false;
+            s.health = Health::Unknown;
+            s.backoff.reset();
+        });
         true
     }
 
     /// The attempt failed: TRANSIENT_FAILURE until the attempt's backoff deadline. Returns whether it was
     /// CONNECTING.
     pub(crate) fn failed(&mut self, id: SubchannelId, error: String, now: Instant) -> bool {
-        let Some(s) = self.get_mut(id) else {
-            return false;
-        };
-        if s.state != ConnectivityState::Connecting {
+        if self.real_state(id) != ConnectivityState::Connecting {
             return false;
         }
-        s.state = ConnectivityState::TransientFailure;
-        s.connect_deadline = None;
-        s.failed_since_ready = true;
-        s.idle_at = Some(s.next_start.unwrap_or(now).max(now));
-        self.last_error = Some(format!("{}: {error}", s.addr));
+        let addr = self.with(id, |s| {
+            s.state = ConnectivityState::TransientFailure;
+            s.connect_deadline = None;
+            s.failed_since_ready = true;
+            s.idle_at = Some(s.next_start.unwrap_or(now).max(now));
+            s.addr.clone()
+        });
+        if let Some(addr) = addr {
+            self.last_error = Some(format!("{addr}: {error}"));
+        }
         true
     }
 
     /// The READY connection closed: IDLE. Returns whether it was READY.
     pub(crate) fn closed(&mut self, id: SubchannelId) -> bool {
-        let Some(s) = self.get_mut(id) else {
-            return false;
-        };
-        if s.state != ConnectivityState::Ready {
+        if self.real_state(id) != ConnectivityState::Ready {
             return false;
         }
-        s.state = ConnectivityState::Idle;
-        s.health = Health::Unknown;
+        self.with(id, |s| {
+            s.state = ConnectivityState::Idle;
+            s.health = Health::Unknown;
+        });
         true
     }
 
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
-        self.list
-            .iter()
-            .filter_map(|s| match s.state {
-                ConnectivityState::TransientFailure => s.idle_at,
-                ConnectivityState::Connecting => s.connect_deadline,
-                _ => None,
-            })
-            .min()
+        self.timers.first().map(|(at, _)| *at)
     }
 
-    /// Fires the subchannel timers due at `now`.
+    /// Fires the subchannel timers due at `now`, in id order.
     pub(crate) fn handle_timeout(&mut self, now: Instant) -> Vec<TimerEvent> {
-        let mut events = Vec::new();
-        for s in &mut self.list {
-            match s.state {
+        let mut due: Vec<SubchannelId> = self
+            .timers
+            .range(..=(now, SubchannelId(u64::MAX)))
+            .map(|(_, id)| *id)
+            .collect();
+        due.sort_unstable();
+        let mut events = Vec::with_capacity(due.len());
+        for id in due {
+            let backoff_over = self.with(id, |s| match s.state {
                 ConnectivityState::TransientFailure if s.idle_at.is_some_and(|t| t <= now) => {
                     s.state = ConnectivityState::Idle;
                     s.idle_at = None;
-                    events.push(TimerEvent::BackoffOver(s.id));
+                    Some(TimerEvent::BackoffOver(id))
                 }
                 ConnectivityState::Connecting if s.connect_deadline.is_some_and(|t| t <= now) => {
-                    events.push(TimerEvent::ConnectTimedOut(s.id));
+                    Some(TimerEvent::ConnectTimedOut(id))
                 }
-                _ => {}
-            }
+                _ => None,
+            });
+            events.extend(backoff_over.flatten());
         }
         for e in &events {
             if let TimerEvent::ConnectTimedOut(id) = e {
@@ -366,11 +563,13 @@ impl Subchannels {
         events
     }
 
+    /// Every subchannel's id, in id order: O(n), for the events that concern them all.
     pub(crate) fn ids(&self) -> impl Iterator<Item = SubchannelId> + '_ {
-        self.list.iter().map(|s| s.id)
+        self.by_id.keys().inspect(|_| visit(1)).copied()
     }
 
+    /// Every subchannel, in id order: O(n), for the events that concern them all.
     pub(crate) fn iter(&self) -> impl Iterator<Item = &Subchannel> {
-        self.list.iter()
+        self.by_id.values().inspect(|_| visit(1))
     }
 }

@@ -11,12 +11,15 @@
 //!
 //! A cluster removed from the config goes at once (grpc-go's choice; C-core keeps it 15 minutes): calls
 //! that name it afterwards fail. The config's owner keeps a cluster in it while calls need it (A28: the
-//! channel's xDS resolver keeps each cluster an uncommitted call was routed to). A config update keeps the subchannel (and the connection) of every address
-//! still used anywhere, and a cluster's in-flight counter lives as long as the cluster (A32: a Cluster
-//! update does not reset it). Subchannels no existing child uses are removed (and disconnected) after each
-//! event. A failed or lost connection asks for re-resolution, as round_robin does. The message of a failed
-//! cluster names the cluster and priority and carries the policy's latest connection error (which may be
-//! another cluster's: errors are not kept per endpoint).
+//! channel's xDS resolver keeps each cluster an uncommitted call was routed to). A config update keeps
+//! the subchannel (and the connection) of every address still used anywhere, and a cluster's in-flight
+//! counter lives as long as the cluster (A32: a Cluster update does not reset it). Subchannels no existing
+//! child uses are removed (and disconnected) once a config update or the end of a deactivated child's
+//! retention left them unused. An event looks at the subchannels it changed only (each child counts its
+//! endpoints' states), and a cluster's picker is built again only when what it shows changed. A failed or
+//! lost connection asks for re-resolution, as round_robin does. The message of a failed cluster names the
+//! cluster and priority and carries the policy's latest connection error (which may be another cluster's:
+//! errors are not kept per endpoint).
 //!
 //! Not here: client-side health checking (the overlay stays off for this policy), load reporting (LRS),
 //! and the channel's use of [`crate::CallGuard`] for the call's life.
@@ -28,9 +31,10 @@ use grpc_base::Address;
 
 use crate::cluster_picker::{CallCounter, ClusterPick, ClusterPickerSpec};
 use crate::picker::PickerSpec;
-use crate::priority::{ChildPolicy, Priority};
+use crate::priority::{Changes, ChildPolicy, Priority};
 use crate::state::ConnectivityState;
 use crate::subchannel::{LbAction, SubchannelId, Subchannels, TimerEvent};
+use crate::work::{rebuilt, visit};
 use crate::xds_config::{DropOverload, XdsClustersConfig};
 
 struct Cluster {
@@ -42,20 +46,32 @@ struct Cluster {
     in_flight: CallCounter,
     /// The state counted in the aggregate (sticky TRANSIENT_FAILURE).
     reported: ConnectivityState,
+    /// What the last picker showed for the cluster.
+    spec: Option<ClusterPickerSpec>,
+    /// The round_robin priority whose READY localities `spec` lists, if it does.
+    built_for: Option<usize>,
 }
 
 pub(crate) struct XdsClusters {
     pub(crate) subs: Subchannels,
     clusters: BTreeMap<String, Cluster>,
     published: Option<(ConnectivityState, PickerSpec)>,
+    /// The clusters, priorities or localities changed (a config, a child gone): the next refresh looks at
+    /// every subchannel.
+    membership_changed: bool,
+    /// A new config: the next picker is compared whole with the last.
+    config_changed: bool,
 }
 
 impl XdsClusters {
-    pub(crate) fn new(subs: Subchannels) -> XdsClusters {
+    pub(crate) fn new(mut subs: Subchannels) -> XdsClusters {
+        subs.track_changes();
         XdsClusters {
             subs,
             clusters: BTreeMap::new(),
             published: None,
+            membership_changed: false,
+            config_changed: false,
         }
     }
 
@@ -78,6 +94,8 @@ impl XdsClusters {
                 failure: None,
                 in_flight: CallCounter::default(),
                 reported: ConnectivityState::Connecting,
+                spec: None,
+                built_for: None,
             });
             cluster
                 .priority
@@ -86,6 +104,8 @@ impl XdsClusters {
             cluster.max_requests = c.max_requests;
             cluster.failure = c.failure;
         }
+        self.membership_changed = true;
+        self.config_changed = true;
         self.refresh(now);
     }
 
@@ -141,7 +161,9 @@ impl XdsClusters {
             }
         }
         for c in self.clusters.values_mut() {
-            c.priority.handle_timeout(now);
+            if c.priority.handle_timeout(now) {
+                self.membership_changed = true;
+            }
         }
         self.refresh(now);
     }
@@ -151,7 +173,44 @@ impl XdsClusters {
     /// every backend connected (ring_hash children connect theirs as picks and their rules ask); reruns
     /// each cluster's priorities (which may create children, with their subchannels connecting);
     /// publishes the picker if it changed.
+    ///
+    /// Only after a change of the clusters, priorities or localities does this look at every subchannel;
+    /// otherwise it looks at those that changed (and asks each child about them: the work grows with the
+    /// number of clusters and priorities, not of endpoints), and builds a new picker only if one changed
+    /// what picks see.
     fn refresh(&mut self, now: Instant) {
+        let mut changes = Changes {
+            round: self.subs.take_changed(),
+            ..Changes::default()
+        };
+        if std::mem::take(&mut self.membership_changed) {
+            self.sweep(now);
+        } else {
+            for id in &changes.round {
+                visit(1);
+                let eager = self.subs.real_state(*id) == ConnectivityState::Idle
+                    && self
+                        .clusters
+                        .values()
+                        .any(|c| c.priority.connects_eagerly(*id));
+                if eager {
+                    self.subs.connect(*id, now);
+                }
+            }
+        }
+        changes.absorb(&mut self.subs);
+        changes.during.clear();
+        for c in self.clusters.values_mut() {
+            c.priority.refresh(&mut changes, &mut self.subs, now);
+        }
+        // The children before the one that changed a subchannel see it at the next refresh.
+        self.subs.mark_changed(changes.during);
+        self.publish();
+    }
+
+    /// After a change of the clusters, priorities or localities: removes the subchannels no child uses,
+    /// and connects the IDLE ones of round_robin children (O(n)).
+    fn sweep(&mut self, now: Instant) {
         let children = || self.clusters.values().flat_map(|c| c.priority.children());
         let used: HashSet<&Address> = children()
             .flat_map(|child| child.target.addresses())
@@ -178,15 +237,16 @@ impl XdsClusters {
         for id in idle {
             self.subs.connect(id, now);
         }
-        for c in self.clusters.values_mut() {
-            c.priority.refresh(&mut self.subs, now);
-        }
-        self.publish();
     }
 
     fn publish(&mut self) {
-        let mut specs = BTreeMap::new();
+        let config_changed = std::mem::take(&mut self.config_changed);
+        let mut changed = config_changed;
         for (name, c) in &mut self.clusters {
+            visit(1);
+            if c.spec.is_none() {
+                c.built_for = None;
+            }
             let (state, pick) = cluster_pick(name, c, &self.subs);
             let sticky = c.reported == ConnectivityState::TransientFailure
                 && matches!(
@@ -196,19 +256,50 @@ impl XdsClusters {
             if !sticky {
                 c.reported = state;
             }
-            specs.insert(
-                name.clone(),
-                ClusterPickerSpec {
-                    state: pick,
-                    drops: c.drops.clone(),
-                    max_requests: c.max_requests,
-                    in_flight: c.in_flight.clone(),
-                },
-            );
+            match (&mut c.spec, pick) {
+                (Some(spec), Some(pick)) => {
+                    if spec.state != pick {
+                        spec.state = pick;
+                        changed = true;
+                    }
+                    if spec.drops != c.drops || spec.max_requests != c.max_requests {
+                        spec.drops = c.drops.clone();
+                        spec.max_requests = c.max_requests;
+                        changed = true;
+                    }
+                }
+                // The READY localities are those of the last picker.
+                (Some(spec), None) => {
+                    if spec.drops != c.drops || spec.max_requests != c.max_requests {
+                        spec.drops = c.drops.clone();
+                        spec.max_requests = c.max_requests;
+                        changed = true;
+                    }
+                }
+                (None, pick) => {
+                    c.spec = Some(ClusterPickerSpec {
+                        state: pick.unwrap_or(ClusterPick::Queue),
+                        drops: c.drops.clone(),
+                        max_requests: c.max_requests,
+                        in_flight: c.in_flight.clone(),
+                    });
+                    changed = true;
+                }
+            }
         }
         let state = ConnectivityState::aggregate(self.clusters.values().map(|c| c.reported));
+        if !changed && self.published.as_ref().map(|(s, _)| *s) == Some(state) {
+            return;
+        }
+        let specs: BTreeMap<String, ClusterPickerSpec> = self
+            .clusters
+            .iter()
+            .filter_map(|(name, c)| c.spec.clone().map(|spec| (name.clone(), spec)))
+            .collect();
+        rebuilt(specs.len());
         let next = (state, PickerSpec::Clusters(specs));
-        if self.published.as_ref() != Some(&next) {
+        // Without a new config, a cluster's picker changed or the state did: no need to compare.
+        if !config_changed || self.published.as_ref() != Some(&next) {
             self.subs.out.push_back(LbAction::UpdatePicker {
                 state: next.0,
                 picker: next.1.clone(),
@@ -218,41 +309,57 @@ impl XdsClusters {
     }
 }
 
-/// A cluster's state and picker: those of its chosen priority.
-fn cluster_pick(name: &str, c: &Cluster, subs: &Subchannels) -> (ConnectivityState, ClusterPick) {
+/// A cluster's state and picker: those of its chosen priority. No picker when the cluster's READY
+/// round_robin priority lists the same READY localities and subchannels as in the last picker.
+fn cluster_pick(
+    name: &str,
+    c: &mut Cluster,
+    subs: &Subchannels,
+) -> (ConnectivityState, Option<ClusterPick>) {
+    let built_for = c.built_for.take();
     if let Some(failure) = &c.failure {
         return (
             ConnectivityState::TransientFailure,
-            ClusterPick::Fail(format!("cluster {name}: {failure}")),
+            Some(ClusterPick::Fail(format!("cluster {name}: {failure}"))),
         );
     }
-    let Some((p, child)) = c.priority.selected() else {
+    let Some((p, child)) = c.priority.selected_mut() else {
         return (
             ConnectivityState::TransientFailure,
-            ClusterPick::Fail(format!(
+            Some(ClusterPick::Fail(format!(
                 "cluster {name}: priority policy has empty priority list"
-            )),
+            ))),
         );
     };
-    let target = match &child.target {
-        ChildPolicy::RingHash(ring) if child.target.has_addresses() => {
+    let has_addresses = child.target.has_addresses();
+    let state = child.state;
+    let target = match &mut child.target {
+        ChildPolicy::RingHash(ring) if has_addresses => {
             let failure = format!(
                 "cluster {name}: ring_hash: failed to connect to all endpoints of priority {p}; last error: {}",
                 subs.last_error.as_deref().unwrap_or("none")
             );
-            return (child.state, ClusterPick::Ring(ring.pick_spec(failure)));
+            return (state, Some(ClusterPick::Ring(ring.pick_spec(failure))));
         }
         ChildPolicy::RingHash(_) => None,
         ChildPolicy::RoundRobin(target) => Some(target),
     };
-    let pick = match child.state {
-        ConnectivityState::Ready => {
-            ClusterPick::Ready(target.map(|t| t.ready(subs)).unwrap_or_default())
-        }
+    let pick = match state {
+        ConnectivityState::Ready => match target {
+            Some(target) => {
+                let dirty = target.take_dirty();
+                c.built_for = Some(p);
+                if !dirty && built_for == Some(p) {
+                    return (state, None);
+                }
+                ClusterPick::Ready(target.ready())
+            }
+            None => ClusterPick::Ready(Vec::new()),
+        },
         ConnectivityState::Idle => ClusterPick::Idle,
         ConnectivityState::Connecting => ClusterPick::Queue,
         ConnectivityState::TransientFailure | ConnectivityState::Shutdown => {
-            ClusterPick::Fail(if child.target.has_addresses() {
+            ClusterPick::Fail(if has_addresses {
                 format!(
                     "cluster {name}: failed to connect to all addresses of priority {p}; last error: {}",
                     subs.last_error.as_deref().unwrap_or("none")
@@ -262,5 +369,5 @@ fn cluster_pick(name: &str, c: &Cluster, subs: &Subchannels) -> (ConnectivitySta
             })
         }
     };
-    (child.state, pick)
+    (state, Some(pick))
 }

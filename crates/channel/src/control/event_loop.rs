@@ -75,7 +75,8 @@ pub(super) struct Loop {
     /// The previous policy's READY connections and picker, serving while a new policy connects.
     pub(super) retired: Option<Retired>,
     /// The tasks of READY connections the policy let go of (`Disconnect`), finishing the calls they carry;
-    /// those that ended are pruned at each `Disconnect`, the others aborted when the channel closes.
+    /// those that ended are pruned when the list is full (so a `Disconnect` costs O(1) amortized, however
+    /// many connections an address list drops), the others aborted when the channel closes.
     pub(super) detached: Vec<JoinHandle<()>>,
     /// The channel has left IDLE before (its resolution may be stale when it leaves IDLE again).
     pub(super) was_active: bool,
@@ -653,7 +654,11 @@ impl Loop {
                         // are gone and its last stream ended: an endpoint update never cuts a call); an
                         // attempt still connecting stops now.
                         if self.conns.contains_key(&id) {
-                            self.detached.retain(|t| !t.is_finished());
+                            if self.detached.len() == self.detached.capacity() {
+                                self.detached.retain(|t| !t.is_finished());
+                                // Room for as many again: the next pruning is that many away.
+                                self.detached.reserve(self.detached.len());
+                            }
                             self.detached.push(task);
                         } else {
                             task.abort();
