@@ -101,3 +101,4 @@ fn a_response_is_decoded_within_one_budget_for_all_its_resources() {
         decoded
     );
 }
+mod review;

@@ -162,3 +162,4 @@ fn per_filter_overrides() {
         "keys in sorted order"
     );
 }
+mod review;

@@ -306,3 +306,4 @@ fn path_matchers_and_case() {
     let p = PathMatcher::new(PathMatch::Regex(re), false);
     assert!(p.matches("/s/x") && !p.matches("/t/x"));
 }
+mod review;

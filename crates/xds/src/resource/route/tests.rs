@@ -757,3 +757,4 @@ fn routes_keep_their_name_and_their_place_in_the_resource() {
 }
 
 mod budget;
+mod review;
