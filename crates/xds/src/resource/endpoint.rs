@@ -20,6 +20,9 @@
 //!   a rate per million, at most 1,000,000;
 //! * zero localities or endpoints is valid (the cluster then has nothing to connect to and fails calls).
 //!
+//! Validation takes time linear in the resource: each locality and each address is checked against
+//! sets of those met before it, and the weights against running sums.
+//!
 //! Ignored on purpose: `named_endpoints`, `overprovisioning_factor`, `endpoint_stale_after`, metadata
 //! (A76's `hash_key` is not read), hostnames, health-check config and LEDS. Not here: DRAINING endpoints
 //! for A55's override-host (they are skipped like other unhealthy ones), and what the channel builds from
@@ -130,37 +133,21 @@ impl Endpoints {
             return Err(ResourceError::new("cluster_name", "empty"));
         }
         let mut seen = HashSet::new();
-        let mut by_priority: BTreeMap<u32, Vec<LocalityEndpoints>> = BTreeMap::new();
+        let mut by_priority: BTreeMap<u32, PriorityLocalities> = BTreeMap::new();
         for (i, locality) in proto.endpoints.iter().enumerate() {
             let field = format!("endpoints[{i}]");
             let Some(parsed) = parse_locality(locality, &mut seen).map_err(|e| e.within(&field))?
             else {
                 continue;
             };
-            let localities = by_priority.entry(locality.priority).or_default();
-            if localities.iter().any(|l| l.locality == parsed.locality) {
-                return Err(ResourceError::new(
-                    format!("{field}.locality"),
-                    format!(
-                        "locality {:?} appears twice in priority {}",
-                        parsed.locality, locality.priority
-                    ),
-                ));
-            }
-            let sum: u64 = localities.iter().map(|l| u64::from(l.weight.get())).sum();
-            if sum + u64::from(parsed.weight.get()) > MAX_WEIGHT_SUM {
-                return Err(ResourceError::new(
-                    format!("{field}.load_balancing_weight"),
-                    format!(
-                        "the locality weights of priority {} add up to more than 2^32 - 1",
-                        locality.priority
-                    ),
-                ));
-            }
-            localities.push(parsed);
+            by_priority
+                .entry(locality.priority)
+                .or_default()
+                .add(parsed, locality.priority)
+                .map_err(|e| e.within(&field))?;
         }
         let mut priorities = Vec::with_capacity(by_priority.len());
-        for (index, (priority, localities)) in by_priority.into_iter().enumerate() {
+        for (index, (priority, p)) in by_priority.into_iter().enumerate() {
             if u64::from(priority) != index as u64 {
                 return Err(ResourceError::new(
                     "endpoints",
@@ -170,7 +157,9 @@ impl Endpoints {
                     ),
                 ));
             }
-            priorities.push(Priority { localities });
+            priorities.push(Priority {
+                localities: p.localities,
+            });
         }
         let drop_overloads = match &proto.policy {
             None => Vec::new(),
@@ -188,6 +177,46 @@ impl Endpoints {
             priorities,
             drop_overloads,
         })
+    }
+}
+
+/// The localities of one priority as they are read, with what checking the next one needs: the ids
+/// met and the weights' sum so far, so that each locality costs the same to check however many came
+/// before it.
+#[derive(Default)]
+struct PriorityLocalities {
+    /// The localities, in the resource's order.
+    localities: Vec<LocalityEndpoints>,
+    /// Their ids.
+    ids: HashSet<LocalityId>,
+    /// Their weights' sum, at most 2^32 − 1 (so adding a weight cannot overflow).
+    weight: u64,
+}
+
+impl PriorityLocalities {
+    /// Adds `locality` to this priority (number `priority`, for errors), unless it is already there or
+    /// would take the weights past 2^32 − 1. Errors name the field within the locality.
+    fn add(&mut self, locality: LocalityEndpoints, priority: u32) -> Result<(), ResourceError> {
+        if self.ids.contains(&locality.locality) {
+            return Err(ResourceError::new(
+                "locality",
+                format!(
+                    "locality {:?} appears twice in priority {priority}",
+                    locality.locality
+                ),
+            ));
+        }
+        let weight = self.weight + u64::from(locality.weight.get());
+        if weight > MAX_WEIGHT_SUM {
+            return Err(ResourceError::new(
+                "load_balancing_weight",
+                format!("the locality weights of priority {priority} add up to more than 2^32 - 1"),
+            ));
+        }
+        self.weight = weight;
+        self.ids.insert(locality.locality.clone());
+        self.localities.push(locality);
+        Ok(())
     }
 }
 

@@ -7,14 +7,25 @@
 //! (`\pL`) are not supported (a NACK).
 //!
 //! What regexes may cost is bounded, so that a control plane cannot make the client hold large automata
-//! or spend long compiling them ([`RegexBudget`]): one regex compiles to at most 1 MiB, the regexes of
-//! one resource to at most [`RESOURCE_REGEX_BUDGET`] bytes in all (16 MiB), and those of one response,
-//! all its resources together, to at most [`RESPONSE_REGEX_BUDGET`] (64 MiB). Each compilation is given
-//! only what is left, so a resource past its budget fails at the first regex that does not fit (a NACK
-//! naming that field) without compiling the rest. A regex is its NFA, run by the PikeVM or the bounded
-//! backtracker: neither the lazy DFA nor the one-pass DFA is built, since they would multiply what a
-//! regex holds (up to tenfold) for little gain on the short values routing matches, and without them
-//! the memory a regex needs while matching stays proportional to its program.
+//! or spend long compiling them ([`RegexBudget`]): one regex takes at most 1 MiB, the regexes of one
+//! resource at most [`RESOURCE_REGEX_BUDGET`] bytes in all (16 MiB), and those of one response, all its
+//! resources together, at most [`RESPONSE_REGEX_BUDGET`] (64 MiB). What a regex takes is all the engine
+//! built for it (its NFA and prefilter, or the Aho-Corasick automaton an alternation of literals becomes,
+//! which has no NFA for the NFA size limit to stop), plus, for a `regex_rewrite`, the search memory of
+//! its capture groups (below). Each compilation is given only what is left, so a resource past its
+//! budget fails at the first regex that does not fit (a NACK naming that field) without compiling the
+//! rest.
+//!
+//! A regex is its NFA, run by the PikeVM alone: neither the lazy DFA nor the one-pass DFA is built,
+//! since they would multiply what a regex holds (up to tenfold) for little gain on the short values
+//! routing matches, nor is the bounded backtracker used, whose memory grows with the value's length. The
+//! memory a search needs (the regex keeps a cache for each thread that matches it at the same time) is
+//! then set by the program alone, whatever the value: two tables with a row per NFA state, and in
+//! each row two slots (a group's bounds) per capture group kept. A `safe_regex` keeps no group but the
+//! whole match, so its search takes a few times its compiled size. A `regex_rewrite` keeps the groups
+//! its substitution refers to (up to `\9`; later groups only group, as RE2's `GlobalReplace` tracks no
+//! more), and the slots of those groups, 32 bytes per group per NFA state, count against the budget
+//! with its compiled size.
 //!
 //! Header values are bytes: one that is not UTF-8 (obs-text) is present and matched as it is, as grpc-go
 //! and C-core match the raw value; see [`HeaderMatcher::matches`].
@@ -29,7 +40,10 @@ use envoy_types::pb::envoy::r#type::matcher::v3::{
     RegexMatcher, StringMatcher as ProtoStringMatcher,
 };
 use regex_automata::meta::Regex;
+use regex_automata::nfa::thompson::{State, WhichCaptures};
+use regex_automata::util::primitives::NonMaxUsize;
 use regex_automata::util::syntax;
+use regex_syntax::hir::{Capture, Hir, HirKind, Look, Repetition};
 
 use super::ResourceError;
 
@@ -134,41 +148,66 @@ impl RegexBudget {
         )
     }
 
-    /// Compiles `pattern` (RE2 syntax, as written; `shown` is what errors quote), within what is left.
+    /// Compiles `pattern` (RE2 syntax), anchored to the whole value when `whole_value`, keeping the
+    /// capture `groups` asked for, within what is left.
     fn compile(
         &mut self,
         pattern: &str,
-        shown: &str,
+        whole_value: bool,
         case_insensitive: bool,
+        groups: Groups,
     ) -> Result<Regex, String> {
         let allowed = REGEX_SIZE_LIMIT.min(self.left);
         if allowed == 0 {
             return Err(self.exhausted());
         }
         self.compiled += 1;
+        let invalid = |e: &dyn std::fmt::Display| format!("invalid regex {pattern:?}: {e}");
+        let syntax = syntax::Config::new()
+            .unicode(false)
+            .utf8(false)
+            .case_insensitive(case_insensitive);
+        let mut hir = syntax::parse_with(pattern, &syntax).map_err(|e| invalid(&SyntaxError(e)))?;
+        if whole_value {
+            hir = Hir::concat(vec![Hir::look(Look::Start), hir, Hir::look(Look::End)]);
+        }
+        let which = match groups {
+            Groups::WholeMatch => WhichCaptures::Implicit,
+            Groups::UpTo(last) => {
+                hir = keep_groups(hir, last);
+                WhichCaptures::All
+            }
+        };
         let built = Regex::builder()
-            .syntax(
-                syntax::Config::new()
-                    .unicode(false)
-                    .utf8(false)
-                    .case_insensitive(case_insensitive),
-            )
             .configure(
                 Regex::config()
+                    .which_captures(which)
                     .nfa_size_limit(Some(allowed))
                     .onepass(false)
                     .hybrid(false)
+                    .backtrack(false)
                     .utf8_empty(false),
             )
-            .build(pattern);
+            .build_from_hir(&hir);
         match built {
-            Ok(regex) if regex.memory_usage() <= self.left => {
-                self.take(regex.memory_usage());
-                Ok(regex)
-            }
-            Ok(_) => {
-                self.take(self.left);
-                Err(self.exhausted())
+            Ok(regex) => {
+                let size = regex
+                    .memory_usage()
+                    .saturating_add(group_slots_size(&regex));
+                if size <= allowed {
+                    self.take(size);
+                    return Ok(regex);
+                }
+                // Built whole (an Aho-Corasick automaton has no NFA for the size limit to stop), but
+                // it takes more than it may: charged the allowance, as a compilation stopped there.
+                self.take(allowed);
+                if size > REGEX_SIZE_LIMIT {
+                    Err(invalid(&format_args!(
+                        "it takes {size} bytes, more than the {REGEX_SIZE_LIMIT} one regex may take"
+                    )))
+                } else {
+                    Err(self.exhausted())
+                }
             }
             Err(e) if e.size_limit().is_some() => {
                 // The compilation stopped at the allowance, having done that much work.
@@ -176,10 +215,82 @@ impl RegexBudget {
                 if allowed < REGEX_SIZE_LIMIT {
                     Err(self.exhausted())
                 } else {
-                    Err(format!("invalid regex {shown:?}: {e}"))
+                    Err(invalid(&e))
                 }
             }
-            Err(e) => Err(format!("invalid regex {shown:?}: {e}")),
+            Err(e) => Err(invalid(&e)),
+        }
+    }
+}
+
+/// The capture groups a compiled regex keeps: each costs two slots per NFA state in a search's memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Groups {
+    /// The whole match only (a `safe_regex`: whether it matches is all that is asked).
+    WholeMatch,
+    /// The whole match and the explicit groups numbered up to this one (a `regex_rewrite` whose
+    /// substitution refers to no later group); later groups only group.
+    UpTo(u32),
+}
+
+/// `hir` with its capture groups numbered after `last` made non-capturing. Groups are numbered by
+/// their opening parenthesis, so the groups kept keep their numbers, and which text a regex matches does
+/// not depend on its groups. The recursion is as deep as the pattern's nesting, which the parser limits.
+fn keep_groups(hir: Hir, last: u32) -> Hir {
+    if hir.properties().explicit_captures_len() == 0 {
+        return hir;
+    }
+    match hir.into_kind() {
+        HirKind::Capture(c) if c.index > last => keep_groups(*c.sub, last),
+        HirKind::Capture(c) => Hir::capture(Capture {
+            sub: Box::new(keep_groups(*c.sub, last)),
+            ..c
+        }),
+        HirKind::Repetition(r) => Hir::repetition(Repetition {
+            sub: Box::new(keep_groups(*r.sub, last)),
+            ..r
+        }),
+        HirKind::Concat(subs) => {
+            Hir::concat(subs.into_iter().map(|h| keep_groups(h, last)).collect())
+        }
+        HirKind::Alternation(subs) => {
+            Hir::alternation(subs.into_iter().map(|h| keep_groups(h, last)).collect())
+        }
+        // Leaves hold no group (and are returned above).
+        HirKind::Empty => Hir::empty(),
+        HirKind::Literal(literal) => Hir::literal(literal.0),
+        HirKind::Class(class) => Hir::class(class),
+        HirKind::Look(look) => Hir::look(look),
+    }
+}
+
+/// The search memory of a regex's explicit capture groups: the PikeVM's two slot tables (the states of
+/// this step and of the next) hold, per NFA state and one row more, two slots of 8 bytes per group.
+/// The states are counted as many as the compiled size could hold (each takes at least the size of a
+/// `State`), a bound that the engine's other parts only raise.
+fn group_slots_size(regex: &Regex) -> usize {
+    let slots = regex.group_info().slot_len().saturating_sub(2);
+    if slots == 0 {
+        return 0;
+    }
+    let rows = regex.memory_usage() / std::mem::size_of::<State>() + 1;
+    rows.saturating_mul(slots)
+        .saturating_mul(2 * std::mem::size_of::<Option<NonMaxUsize>>())
+}
+
+/// A pattern's syntax error on one line: what is wrong, and where.
+struct SyntaxError(regex_syntax::Error);
+
+impl std::fmt::Display for SyntaxError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            regex_syntax::Error::Parse(e) => {
+                write!(f, "{} at byte {}", e.kind(), e.span().start.offset)
+            }
+            regex_syntax::Error::Translate(e) => {
+                write!(f, "{} at byte {}", e.kind(), e.span().start.offset)
+            }
+            other => write!(f, "{other}"),
         }
     }
 }
@@ -208,7 +319,7 @@ impl SafeRegex {
         case_sensitive: bool,
         budget: &mut RegexBudget,
     ) -> Result<SafeRegex, String> {
-        let regex = budget.compile(&format!("^(?:{pattern})$"), pattern, !case_sensitive)?;
+        let regex = budget.compile(pattern, true, !case_sensitive, Groups::WholeMatch)?;
         Ok(SafeRegex {
             pattern: pattern.to_owned(),
             case_sensitive,
@@ -240,9 +351,14 @@ impl PartialEq for SafeRegex {
 
 impl Eq for SafeRegex {}
 
-/// `pattern` compiled unanchored (for `regex_rewrite`, which replaces every match), within `budget`.
-pub(crate) fn compile_unanchored(pattern: &str, budget: &mut RegexBudget) -> Result<Regex, String> {
-    budget.compile(pattern, pattern, false)
+/// `pattern` compiled unanchored, keeping the capture groups up to `last_group` (for a `regex_rewrite`,
+/// which replaces every match and may refer to groups), within `budget`.
+pub(crate) fn compile_unanchored(
+    pattern: &str,
+    last_group: u32,
+    budget: &mut RegexBudget,
+) -> Result<Regex, String> {
+    budget.compile(pattern, false, false, Groups::UpTo(last_group))
 }
 
 /// A `RegexMatcher` (`engine_type` and `max_program_size` are ignored: every regex is RE2-style here).

@@ -30,8 +30,9 @@
 //! - `max_stream_duration`: `grpc_timeout_header_max` if set (even 0), else `max_stream_duration`, else
 //!   the listener's; 0 means no limit.
 //! - `retry_policy` as in `retry`; a route's policy replaces its virtual host's entirely.
-//! - `hash_policy`: `header` (non-empty name; a `regex_rewrite` must compile) and `filter_state` with key
-//!   `io.grpc.channel_id` are kept; other kinds and keys are dropped.
+//! - `hash_policy`: `header` (non-empty name; a `regex_rewrite` must compile, keeping only the capture
+//!   groups its substitution names, within the budget) and `filter_state` with key `io.grpc.channel_id`
+//!   are kept; other kinds and keys are dropped.
 //! - `typed_per_filter_config` of virtual hosts, routes and weighted cluster entries as in `http_filter`.
 //!
 //! Not here: VHDS, the rest of the per-route fields (rewrites, header mutations, timeouts other than
@@ -202,7 +203,9 @@ pub enum HashPolicyKind {
     ChannelId,
 }
 
-/// A `regex_rewrite`: every match of a regex replaced by a substitution.
+/// A `regex_rewrite`: every match of a regex replaced by a substitution. The regex keeps only the
+/// capture groups the substitution can refer to (up to the highest it names), as RE2's
+/// `GlobalReplace` tracks no more: a group costs search memory for every state of the regex.
 #[derive(Clone, Debug)]
 pub struct RegexRewrite {
     pattern: String,
@@ -224,14 +227,16 @@ impl RegexRewrite {
         substitution: &str,
         budget: &mut RegexBudget,
     ) -> Result<RegexRewrite, String> {
-        let regex = compile_unanchored(pattern, budget)?;
         let mut replacement = String::with_capacity(substitution.len());
+        // The highest group the substitution refers to.
+        let mut last_group = 0;
         let mut chars = substitution.chars();
         while let Some(c) = chars.next() {
             match c {
                 '$' => replacement.push_str("$$"),
                 '\\' => match chars.next() {
                     Some(d) if d.is_ascii_digit() => {
+                        last_group = last_group.max(d.to_digit(10).unwrap_or(0));
                         replacement.push_str("${");
                         replacement.push(d);
                         replacement.push('}');
@@ -243,6 +248,7 @@ impl RegexRewrite {
                 other => replacement.push(other),
             }
         }
+        let regex = compile_unanchored(pattern, last_group, budget)?;
         Ok(RegexRewrite {
             pattern: pattern.to_owned(),
             regex,

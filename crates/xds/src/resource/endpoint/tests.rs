@@ -525,3 +525,4 @@ fn a_drop_needs_a_category_and_a_known_denominator() {
         "policy.drop_overloads[1].drop_percentage.denominator"
     );
 }
+mod scale;

@@ -51,6 +51,18 @@ fn safe_regex_matches_the_whole_value() {
 }
 
 #[test]
+fn a_pattern_is_parsed_on_its_own_before_it_is_anchored() {
+    // Written into `^(?:…)$`, this was the valid `^(?:a)|(b)$`, matching any value starting with `a`.
+    let err = SafeRegex::new("a)|(b", true).expect_err("not a regex");
+    assert_eq!(err, r#"invalid regex "a)|(b": unopened group at byte 1"#);
+    let err = SafeRegex::new("[a", true).expect_err("not a regex");
+    assert_eq!(
+        err,
+        r#"invalid regex "[a": unclosed character class at byte 0"#
+    );
+}
+
+#[test]
 fn perl_and_posix_classes_are_ascii_as_in_re2() {
     let w = SafeRegex::new(r"\w{100}", true).expect("small enough to repeat");
     assert!(w.matches("a_1".repeat(33).chars().chain(['Z']).collect::<String>()));
@@ -306,3 +318,4 @@ fn path_matchers_and_case() {
     let p = PathMatcher::new(PathMatch::Regex(re), false);
     assert!(p.matches("/s/x") && !p.matches("/t/x"));
 }
+mod match_memory;

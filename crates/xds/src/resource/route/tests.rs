@@ -583,6 +583,20 @@ fn header_hash(name: &str, rewrite: Option<RegexMatchAndSubstitute>) -> PolicySp
     })
 }
 
+/// A route to `c` hashing header `k` rewritten by `pattern` into `substitution`.
+fn hashing_route(pattern: &str, substitution: &str) -> ProtoRoute {
+    let rewrite = RegexMatchAndSubstitute {
+        pattern: Some(RegexMatcher {
+            regex: pattern.into(),
+            ..Default::default()
+        }),
+        substitution: substitution.into(),
+    };
+    let mut ra = to_cluster("c");
+    ra.hash_policy = vec![hash(header_hash("k", Some(rewrite)), false)];
+    route(prefix(""), action(ra))
+}
+
 #[test]
 fn hash_policies_keep_header_and_channel_id_only() {
     let mut ra = to_cluster("c");
@@ -757,3 +771,5 @@ fn routes_keep_their_name_and_their_place_in_the_resource() {
 }
 
 mod budget;
+mod query_parameters;
+mod rewrite;
