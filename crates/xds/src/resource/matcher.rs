@@ -162,7 +162,7 @@ impl RegexBudget {
             return Err(self.exhausted());
         }
         self.compiled += 1;
-        let invalid = |e: &dyn std::fmt::Display| format!("invalid regex {pattern:?}: {e}");
+        let invalid = |e: &dyn std::fmt::Display| format!("invalid regex {}: {e}", Quoted(pattern));
         let syntax = syntax::Config::new()
             .unicode(false)
             .utf8(false)
@@ -219,6 +219,20 @@ impl RegexBudget {
                 }
             }
             Err(e) => Err(invalid(&e)),
+        }
+    }
+}
+
+/// A pattern as an error quotes it: whole when short, else its start and its length, so that a NACK
+/// for a pattern of a megabyte is not a megabyte long.
+struct Quoted<'a>(&'a str);
+
+impl std::fmt::Display for Quoted<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        const SHOWN: usize = 128;
+        match self.0.char_indices().nth(SHOWN) {
+            None => write!(f, "{:?}", self.0),
+            Some((end, _)) => write!(f, "{:?}... ({} bytes)", &self.0[..end], self.0.len()),
         }
     }
 }

@@ -128,6 +128,16 @@ fn a_regex_rewrite_is_held_to_the_per_regex_limit_inside_a_resource() {
         "virtual_hosts[0].routes[0].route.hash_policy[0].header.regex_rewrite.pattern.regex"
     );
     assert!(err.reason.contains("more than the 1048576"), "{err:.200}");
+    // The NACK quotes the start of the pattern and its length, not 900 KB of it.
+    assert!(
+        err.reason.len() < 400,
+        "{} bytes: {err:.200}",
+        err.reason.len()
+    );
+    assert!(
+        err.reason.contains(&format!("({} bytes)", pattern.len())),
+        "{err:.300}"
+    );
     // Charged what one regex may take, as a compilation stopped at the limit is.
     assert_eq!(budget.spent(), 1 << 20);
     assert!(budget.spent() < RESOURCE_REGEX_BUDGET);
