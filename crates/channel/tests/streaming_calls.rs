@@ -2,7 +2,10 @@
 //! tokio's paused clock: an early Trailers-Only (answered with RST_STREAM(NO_ERROR), releasing a blocked
 //! sender, failing a later `send` with a code that is not OK), half-close with no message or by dropping
 //! the sender, and `client_streaming` while the application's request stream has nothing to give (its
-//! deadline, an early failure, and the application dropping it: reset, never half-closed).
+//! deadline, an early failure, and the application dropping it: reset, never half-closed). And a whole
+//! early OK answer (the server answers without reading the request, h2 resets the request stream with
+//! NO_ERROR) while the bidi pump or `client_streaming` still has messages behind flow control: the
+//! application gets the server's answer, whether the pump's send then fails or its request stream ends.
 
 mod support;
 
@@ -19,8 +22,8 @@ use support::config::retry;
 use support::frames::{grpc_message, numbered};
 use support::guards::{eventually_every, guarded, settle, GUARD, NO_HANG, SETTLE_STEP};
 use support::h2_server::{defaults, handler, small_window, trailers, Event, H2Server, Stream, SVC};
-use support::{channel_with_config, Fed, IterStream};
 use support::shapes::msg;
+use support::{channel_with_config, Fed, IterStream};
 use tokio::time::Instant;
 
 /// PROTOCOL-HTTP2: a client that gets the server's END_STREAM before sending its own sends
@@ -360,8 +363,9 @@ async fn dropped_client_streaming_calls_are_reset_and_never_half_closed() {
     assert_eq!(reset.len(), CALLS, "every dropped call is reset");
 }
 
-// Fails on this branch and before the change (review): the second `message()` is Err(UNAVAILABLE "the stream
-// was closed"): the pump's send failed on the closed stream and `abort` made that the call's status.
+// Failed before the fix (and before the send bound of the whole call): the second `message()` was
+// Err(UNAVAILABLE "the stream was closed"): the pump's send failed on the closed stream and `abort` made that
+// the call's status.
 /// The server answers the whole response (a message, then OK) without reading the request, as a gRPC
 /// server may, while the bidi pump still has messages queued behind flow control; h2 then resets the
 /// request stream with NO_ERROR (RFC 9113 §8.1). The application, reading the response a little later,
@@ -428,9 +432,9 @@ async fn an_early_ok_response_is_what_client_streaming_returns() {
     assert!(result.is_ok(), "the server answered OK: {result:?}");
 }
 
-// Fails on this branch, passes before the change (review): "the server answered OK; the application got
-// Err(Status { code: Cancelled, message: \"call cancelled by the client\" })": `finish` failed (the writer's
-// write had failed) and the sender's `cancel_on_drop` drop set CANCELLED as the call's status.
+// Failed before the fix (a regression of the pumps' cancel_on_drop): "the server answered OK; the application
+// got Err(Status { code: Cancelled, message: \"call cancelled by the client\" })": `finish` failed (the
+// writer's write had failed) and the sender's `cancel_on_drop` drop set CANCELLED as the call's status.
 /// The server answers the whole response (a message, then OK) without reading the request, then h2
 /// resets the request stream with NO_ERROR, while the bidi pump's writer holds 40 messages behind flow
 /// control and the pump itself waits for the application's next message. The application's request

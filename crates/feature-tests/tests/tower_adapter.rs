@@ -417,7 +417,8 @@ async fn a_body_failing_after_commit_with_a_backlog_resets_and_never_half_closes
     .await;
     let (_service, feed, response) = start(&server).await;
     for i in 0..60 {
-        feed.send(Ok(grpc_message(&numbered(i, 1000)))).expect("feed");
+        feed.send(Ok(grpc_message(&numbered(i, 1000))))
+            .expect("feed");
     }
     settle(Duration::from_millis(100)).await;
     feed.send(Err(std::io::Error::other("broken body")))
@@ -428,9 +429,9 @@ async fn a_body_failing_after_commit_with_a_backlog_resets_and_never_half_closes
     assert_eq!(ends(&server), (0, vec![Reason::CANCEL]));
 }
 
-// Fails on this branch, passes before the change (review): "the server answered OK; the adapter's response
-// says grpc-status Some(\"1\")" (CANCELLED): as with the bidi pump, `finish` failed and the sender's
-// `cancel_on_drop` drop made CANCELLED the call's status.
+// Failed before the fix (a regression of the pumps' cancel_on_drop): "the server answered OK; the adapter's
+// response says grpc-status Some(\"1\")" (CANCELLED): as with the bidi pump, `finish` failed and the
+// sender's `cancel_on_drop` drop made CANCELLED the call's status.
 /// The server answers the whole response (a message, then OK) without reading the request while the
 /// body's messages wait behind flow control; h2 then resets the request stream with NO_ERROR. The body
 /// ends afterwards, and only then is the response read: it is the server's message and OK, not a
@@ -449,7 +450,8 @@ async fn a_body_ending_after_an_early_ok_response_does_not_cancel_it() {
     .await;
     let (_service, feed, response) = start(&server).await;
     for i in 0..40 {
-        feed.send(Ok(grpc_message(&numbered(i, 1000)))).expect("feed");
+        feed.send(Ok(grpc_message(&numbered(i, 1000))))
+            .expect("feed");
     }
     settle(Duration::from_secs(1)).await;
     drop(feed);
