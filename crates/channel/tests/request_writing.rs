@@ -4,7 +4,12 @@
 //! while the writer holds data, a receiving half dropped while the writer waits, a deadline while the
 //! sender waits for room, empty and 16 KiB messages, retries and hedging over batches, and the 64 KiB bound
 //! on `send` behind a closed window before and after commit (a committed hedge's backlog included), with
-//! the channel's count of unwritten request bytes.
+//! the channel's count of unwritten request bytes. Then the writer task started at commit with a backlog:
+//! ended by a server reset, a dropped connection or the deadline while the application only reads, a send
+//! blocked on it released by a reset, the count back to 0 as soon as the call ends (the application still
+//! holding both halves); messages over the bound before and after commit; numbered messages (index, then
+//! filler) across retry, hedge and plain commits on two threads; and the bidi pump dropped or finishing
+//! with a backlog.
 
 mod support;
 
@@ -18,10 +23,10 @@ use h2::Reason;
 use support::config::{hedging, retry};
 use support::frames::{grpc_message, numbered, payloads};
 use support::guards::{guarded, no_hang, settle, SETTLE_STEP};
-use support::{channel_with_config, Fed};
 use support::h2_server::{handler, reads_then_answers, trailers, H2Server, HeadersAt, Stream};
 use support::h2_server::{small_window, Event, SMALL_WINDOW as WINDOW, SVC};
 use support::shapes::start_bidi;
+use support::{channel_with_config, Fed};
 
 /// A server with a 1000-byte stream window that answers headers at once (the call commits), reads nothing
 /// for 5 s, then reads the whole request and answers `done`, OK.
@@ -966,9 +971,9 @@ fn headers_then(end: fn(&mut Stream, h2::SendStream<Bytes>)) -> support::h2_serv
     })
 }
 
-// Fails on this branch (review): "the call has ended (RESOURCE_EXHAUSTED, its stream reset), yet the channel
-// still counts its unwritten backlog": left 61740, right 0. The ended call's send half keeps its queue (and
-// the gauge its count) until both halves are dropped.
+// Failed before the fix: "the call has ended (RESOURCE_EXHAUSTED, its stream reset), yet the channel still
+// counts its unwritten backlog": left 61740, right 0. The ended call's send half kept its queue (and the
+// gauge its count) until both halves were dropped.
 /// The call ends (the server's status) while the committed call still holds its backlog and the
 /// application keeps both halves (as one that stores them in a struct does): the channel's
 /// `unsent_request_bytes` must not keep counting bytes that a call which has ended will never write, and
