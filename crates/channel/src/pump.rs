@@ -5,7 +5,8 @@
 //! The pump stops, dropping the stream, as soon as the call ends (the response is complete, the call was
 //! cancelled or passed its deadline), even while the stream has no next message. A message that cannot be
 //! sent (too large, say) ends the call with that status, which the receiving half reports: nothing the pump
-//! sees is lost.
+//! sees is lost. A send (or the half-close) that fails because the server already ended or reset the stream
+//! changes nothing: the receiving half reports the server's status (`RequestSender::abort`).
 
 use std::future::{poll_fn, Future};
 use std::pin::pin;

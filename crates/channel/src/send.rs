@@ -233,6 +233,13 @@ impl SendHalf {
         self.outbox.close == Close::Sent
     }
 
+    /// Drops every message still queued: the call has ended or its stream failed, so none of them will ever
+    /// be written (nor END_STREAM after them).
+    pub(crate) fn discard(&mut self) {
+        self.outbox.queue = SendQueue::default();
+        self.outbox.front_started = false;
+    }
+
     /// Resets the stream (RST_STREAM with `reason`).
     pub(crate) fn reset(&mut self, reason: h2::Reason) {
         self.stream.send_reset(reason);

@@ -86,8 +86,8 @@ pub struct ChannelStats {
     /// Bytes of request messages that committed calls hold and HTTP/2 flow control has not let out yet: what
     /// the committed attempt had not written when the call committed, and what the application sent since.
     /// A call's retry buffer is freed when it commits (gRFC A6); its unwritten messages count here instead
-    /// until they are written or the call is gone. A call's `send` waits while its own share is 64 KiB or
-    /// more.
+    /// until they are written or the call ends (then they are dropped, whether or not the application still
+    /// holds the call's halves). A call's `send` waits while its own share is 64 KiB or more.
     pub unsent_request_bytes: u64,
 }
 

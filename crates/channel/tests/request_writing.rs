@@ -4,24 +4,29 @@
 //! while the writer holds data, a receiving half dropped while the writer waits, a deadline while the
 //! sender waits for room, empty and 16 KiB messages, retries and hedging over batches, and the 64 KiB bound
 //! on `send` behind a closed window before and after commit (a committed hedge's backlog included), with
-//! the channel's count of unwritten request bytes.
+//! the channel's count of unwritten request bytes. Then the writer task started at commit with a backlog:
+//! ended by a server reset, a dropped connection or the deadline while the application only reads, a send
+//! blocked on it released by a reset, the count back to 0 as soon as the call ends (the application still
+//! holding both halves); messages over the bound before and after commit; numbered messages (index, then
+//! filler) across retry, hedge and plain commits on two threads; and the bidi pump dropped or finishing
+//! with a backlog.
 
 mod support;
 
-use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use grpc_channel::{Code, Request};
 use h2::Reason;
-use support::channel_with_config;
 use support::config::{hedging, retry};
-use support::frames::{grpc_message, payloads};
-use support::guards::{guarded, settle, SETTLE_STEP};
+use support::frames::{grpc_message, numbered, payloads};
+use support::guards::{guarded, no_hang, settle, SETTLE_STEP};
 use support::h2_server::{handler, reads_then_answers, trailers, H2Server, HeadersAt, Stream};
 use support::h2_server::{small_window, Event, SMALL_WINDOW as WINDOW, SVC};
 use support::shapes::start_bidi;
+use support::{channel_with_config, Fed};
 
 /// A server with a 1000-byte stream window that answers headers at once (the call commits), reads nothing
 /// for 5 s, then reads the whole request and answers `done`, OK.
@@ -187,27 +192,17 @@ fn a_send_that_fits_behind_a_partly_written_message_completes() {
     });
 }
 
-/// A request stream the test feeds while the call runs (for the bidi pump).
-struct Fed<T>(tokio::sync::mpsc::UnboundedReceiver<T>);
-
-impl<T> futures_core::Stream for Fed<T> {
-    type Item = T;
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<T>> {
-        self.0.poll_recv(cx)
-    }
-}
-
-/// How stream `id` ended at the server: END_STREAMs and reset reasons.
-fn ends_of(server: &H2Server, id: u32) -> (usize, Vec<Reason>) {
+/// How stream `id` of connection `conn` ended at the server: END_STREAMs and reset reasons.
+fn ends_of(server: &H2Server, conn: usize, id: u32) -> (usize, Vec<Reason>) {
     let events = server.events();
     let ends = events
         .iter()
-        .filter(|e| matches!(e, Event::End { id: i, .. } if *i == id))
+        .filter(|e| matches!(e, Event::End { conn: c, id: i } if *c == conn && *i == id))
         .count();
     let resets = events
         .iter()
         .filter_map(|e| match e {
-            Event::Reset(r) if r.id == id => Some(r.reason),
+            Event::Reset(r) if r.conn == conn && r.id == id => Some(r.reason),
             _ => None,
         })
         .collect();
@@ -280,7 +275,7 @@ async fn an_abort_while_the_writer_holds_messages_resets_and_never_half_closes()
         .expect_err("over the limit");
     assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
     settle(Duration::from_secs(6)).await;
-    let (ends, resets) = ends_of(&server, 1);
+    let (ends, resets) = ends_of(&server, 1, 1);
     assert_eq!(
         (ends, resets),
         (0, vec![Reason::CANCEL]),
@@ -312,7 +307,7 @@ async fn dropping_the_receiving_half_while_the_writer_waits_stops_the_writer() {
         .expect_err("the call ended");
     assert_ne!(err.code(), Code::Ok);
     settle(Duration::from_secs(6)).await;
-    assert_eq!(ends_of(&server, 1), (0, vec![Reason::CANCEL]));
+    assert_eq!(ends_of(&server, 1, 1), (0, vec![Reason::CANCEL]));
 }
 
 /// The call's deadline passes while the sender waits for room (64 KiB queued behind a closed window): the
@@ -350,7 +345,7 @@ async fn the_deadline_ends_a_send_waiting_for_room() {
     let status = guarded("status", rx.message()).await.expect_err("deadline");
     assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
     settle(Duration::from_secs(6)).await;
-    assert_eq!(ends_of(&server, 1), (0, vec![Reason::CANCEL]));
+    assert_eq!(ends_of(&server, 1, 1), (0, vec![Reason::CANCEL]));
 }
 
 /// The 40 x 1 KiB request, in one burst.
@@ -439,7 +434,7 @@ async fn hedged_attempts_at_different_paces_each_get_every_message_in_order() {
     let (body, ends) = server.body_of_id(3);
     assert_eq!(ends, 1);
     assert_eq!(payloads(&body), kilobytes());
-    assert_eq!(ends_of(&server, 1), (0, vec![Reason::CANCEL]));
+    assert_eq!(ends_of(&server, 1, 1), (0, vec![Reason::CANCEL]));
 }
 
 // Failed before the fix: the retry driver handed the state machine a whole batch (up to 16 KiB) before any attempt has
@@ -796,12 +791,15 @@ async fn accepted_until_blocked(tx: &mut grpc_channel::RequestSender<Bytes>) -> 
     accepted
 }
 
-/// Holds a stream it has answered with response headers, reading nothing, until the client resets it.
+/// Holds a stream it has answered with response headers, reading nothing, until the client resets it, and
+/// logs the reset; the handler's task then lingers (60 s), so that the tests' task counts see only the
+/// client's tasks end.
 async fn hold_after_headers(s: &mut Stream) {
     let Some(mut send) = s.headers() else { return };
     if let Ok(reason) = std::future::poll_fn(|cx| send.poll_reset(cx)).await {
         s.log_reset(reason);
     }
+    tokio::time::sleep(Duration::from_secs(60)).await;
 }
 
 // Failed before the fix: "send accepted 80262 bytes before commit and 64827 more after it": before commit the inbox's
@@ -927,4 +925,580 @@ async fn a_committed_backlog_stays_counted_until_the_call_is_gone() {
         0,
         "the call is gone, its unsent bytes too"
     );
+}
+
+/// A bidi call on a server whose window stays at 0 and that answers response headers after 1 s: the
+/// client queues `backlog` 1 KiB messages before commit (none can leave), so at commit the writer task
+/// starts with all of them. Returns the server, the channel and the call, committed.
+async fn committed_with_a_backlog(
+    server_handler: support::h2_server::Handler,
+    backlog: usize,
+    timeout: Option<Duration>,
+) -> (
+    H2Server,
+    grpc_channel::Channel,
+    grpc_channel::RequestSender<Bytes>,
+    grpc_channel::Streaming<Bytes>,
+) {
+    let server = H2Server::tcp(closed_window, server_handler).await;
+    let ch = channel_with_config(&server.target(), retry(3, &["UNAVAILABLE"]).service(SVC));
+    let mut req = Request::new(());
+    if let Some(t) = timeout {
+        req = req.with_timeout(t);
+    }
+    let (mut tx, mut rx) = guarded("start", ch.streaming_raw("/t.S/Bidi", req))
+        .await
+        .expect("start");
+    for i in 0..backlog {
+        guarded("send", tx.send(Bytes::from(numbered(i as u32, 1020))))
+            .await
+            .expect("send before commit");
+    }
+    guarded("headers", rx.headers()).await.expect("committed");
+    settle(Duration::from_millis(50)).await;
+    (server, ch, tx, rx)
+}
+
+/// A server that answers response headers after 1 s (the window still 0), then after 2 s more ends the
+/// call with `end`.
+fn headers_then(end: fn(&mut Stream, h2::SendStream<Bytes>)) -> support::h2_server::Handler {
+    handler(move |mut s: Stream| async move {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let Some(send) = s.headers() else { return };
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        end(&mut s, send);
+        tokio::time::sleep(Duration::from_secs(60)).await;
+    })
+}
+
+// Failed before the fix: "the call has ended (RESOURCE_EXHAUSTED, its stream reset), yet the channel still
+// counts its unwritten backlog": left 61740, right 0. The ended call's send half kept its queue (and the
+// gauge its count) until both halves were dropped.
+/// The call ends (the server's status) while the committed call still holds its backlog and the
+/// application keeps both halves (as one that stores them in a struct does): the channel's
+/// `unsent_request_bytes` must not keep counting bytes that a call which has ended will never write, and
+/// the call must not keep them in memory.
+#[tokio::test(start_paused = true)]
+async fn an_ended_call_holds_no_unsent_bytes_while_the_application_keeps_its_halves() {
+    let (_server, ch, mut tx, mut rx) = committed_with_a_backlog(
+        headers_then(|_, mut send| {
+            let _ = send.send_trailers(trailers("8", &[]));
+        }),
+        60,
+        None,
+    )
+    .await;
+    let counted = ch.stats().unsent_request_bytes;
+    assert!(counted >= 60 * 1029, "the backlog is counted: {counted}");
+    let status = guarded("status", rx.message())
+        .await
+        .expect_err("RESOURCE_EXHAUSTED");
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    assert!(tx.send(Bytes::from_static(b"late")).await.is_err());
+    settle(Duration::from_millis(100)).await;
+    assert_eq!(
+        ch.stats().unsent_request_bytes,
+        0,
+        "the call has ended (RESOURCE_EXHAUSTED, its stream reset), yet the channel still counts its unwritten \
+         backlog as held by a committed call"
+    );
+    drop((tx, rx));
+    assert_eq!(ch.stats().unsent_request_bytes, 0);
+}
+
+/// The writer task started at commit waits for flow control with the backlog while the application only
+/// awaits the response (no further send wakes anything): the server resets the stream. The call ends with
+/// the reset's status, the writer task ends (task count), and the count returns to 0 once the halves go.
+#[tokio::test(start_paused = true)]
+async fn a_server_reset_ends_the_writer_started_at_commit_while_the_application_only_reads() {
+    let (server, ch, tx, mut rx) = committed_with_a_backlog(
+        headers_then(|s, _| s.respond.send_reset(Reason::INTERNAL_ERROR)),
+        60,
+        None,
+    )
+    .await;
+    let metrics = tokio::runtime::Handle::current().metrics();
+    let with_writer = metrics.num_alive_tasks();
+    let status = guarded("status", rx.message()).await.expect_err("reset");
+    assert_eq!(status.code(), Code::Internal, "{status:?}");
+    settle(Duration::from_millis(100)).await;
+    assert_eq!(
+        metrics.num_alive_tasks(),
+        with_writer - 1,
+        "the writer task ended"
+    );
+    drop((tx, rx));
+    settle(Duration::from_millis(50)).await;
+    assert_eq!(ch.stats().unsent_request_bytes, 0);
+    assert_eq!(ends_of(&server, 1, 1).0, 0, "never half-closed");
+}
+
+/// Same, the server's connection dropped (no reset, no GOAWAY): the call ends UNAVAILABLE, the writer task
+/// ends.
+#[tokio::test(start_paused = true)]
+async fn a_dropped_connection_ends_the_writer_started_at_commit() {
+    let (server, ch, tx, mut rx) = committed_with_a_backlog(
+        handler(|mut s: Stream| async move {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            hold_after_headers(&mut s).await;
+        }),
+        60,
+        None,
+    )
+    .await;
+    let metrics = tokio::runtime::Handle::current().metrics();
+    let with_writer = metrics.num_alive_tasks();
+    server.kill();
+    let status = guarded("status", rx.message()).await.expect_err("gone");
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+    settle(Duration::from_millis(200)).await;
+    assert!(
+        metrics.num_alive_tasks() < with_writer,
+        "the writer task ended ({} tasks, {with_writer} with it)",
+        metrics.num_alive_tasks()
+    );
+    drop((tx, rx));
+    settle(Duration::from_millis(50)).await;
+    assert_eq!(ch.stats().unsent_request_bytes, 0);
+}
+
+/// The deadline passes while the writer started at commit holds the backlog and the application only
+/// awaits the response: DEADLINE_EXCEEDED at the deadline, the stream reset with CANCEL (never
+/// half-closed), the writer task gone.
+#[tokio::test(start_paused = true)]
+async fn the_deadline_ends_a_call_whose_writer_holds_the_committed_backlog() {
+    let started = tokio::time::Instant::now();
+    let (server, ch, tx, mut rx) = committed_with_a_backlog(
+        handler(|mut s: Stream| async move {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            hold_after_headers(&mut s).await;
+        }),
+        60,
+        Some(Duration::from_secs(3)),
+    )
+    .await;
+    let metrics = tokio::runtime::Handle::current().metrics();
+    let with_writer = metrics.num_alive_tasks();
+    let status = guarded("status", rx.message()).await.expect_err("deadline");
+    assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed >= Duration::from_secs(3) && elapsed < Duration::from_millis(3100),
+        "{elapsed:?}"
+    );
+    settle(Duration::from_millis(100)).await;
+    assert_eq!(
+        metrics.num_alive_tasks(),
+        with_writer - 1,
+        "the writer ended"
+    );
+    assert_eq!(ends_of(&server, 1, 1), (0, vec![Reason::CANCEL]));
+    drop((tx, rx));
+    assert_eq!(ch.stats().unsent_request_bytes, 0);
+}
+
+/// A sender blocked on the bound after commit (the backlog at 64 KiB, window 0) is released with an error
+/// when the server resets the stream, without the application reading the response.
+#[tokio::test(start_paused = true)]
+async fn a_send_blocked_on_the_committed_backlog_fails_when_the_server_resets() {
+    let (_server, _ch, mut tx, _rx) = committed_with_a_backlog(
+        headers_then(|s, _| s.respond.send_reset(Reason::REFUSED_STREAM)),
+        62,
+        None,
+    )
+    .await;
+    let mut failed = None;
+    for i in 0..100u32 {
+        if let Err(status) = guarded("send", tx.send(Bytes::from(numbered(1000 + i, 1020)))).await {
+            failed = Some(status);
+            break;
+        }
+    }
+    let status = failed.expect("a send fails once the stream is reset");
+    assert_ne!(status.code(), Code::Ok);
+}
+
+/// The application's sender is dropped before commit with messages the attempt could not write (window
+/// 1000, the server reads nothing until after commit): the first attempt fails UNAVAILABLE after reading
+/// 3000 bytes, the retry commits, and the server gets every message once, in order, then exactly one
+/// END_STREAM; the first attempt never saw END_STREAM.
+#[tokio::test(start_paused = true)]
+async fn a_sender_dropped_before_commit_half_closes_after_the_whole_backlog_on_the_retry() {
+    let server = H2Server::tcp(
+        small_window,
+        handler(|mut s: Stream| async move {
+            if s.prev() == 0 {
+                if s.read_bytes(3000).await.is_ok() {
+                    s.trailers_only("14", &[]);
+                }
+                let _ = s.read_to_end().await;
+                return;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let Some(mut send) = s.headers() else { return };
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            if s.read_to_end().await.is_ok() {
+                let _ = send.send_data(grpc_message(b"done"), false);
+                let _ = send.send_trailers(trailers("0", &[]));
+            }
+        }),
+    )
+    .await;
+    let ch = channel_with_config(&server.target(), retry(3, &["UNAVAILABLE"]).service(SVC));
+    let (mut tx, mut rx) = start_bidi(&ch).await;
+    let messages: Vec<Vec<u8>> = (0..60u32).map(|i| numbered(i, 990 + i as usize)).collect();
+    for m in &messages {
+        guarded("send", tx.send(Bytes::from(m.clone())))
+            .await
+            .expect("send");
+    }
+    drop(tx);
+    let reply = guarded("reply", rx.message()).await.expect("reply");
+    assert_eq!(reply.as_deref(), Some(&b"done"[..]));
+    assert!(guarded("end", rx.message()).await.expect("OK").is_none());
+    let opens = server.opens();
+    assert_eq!(opens.len(), 2, "one retry");
+    let (c, id) = (opens[1].conn, opens[1].id);
+    assert_eq!(payloads(&server.body(c, id)), messages);
+    assert_eq!(ends_of(&server, c, id).0, 1, "one END_STREAM");
+    assert_eq!(
+        ends_of(&server, opens[0].conn, opens[0].id).0,
+        0,
+        "the failed attempt never half-closed"
+    );
+    assert_eq!(ch.stats().unsent_request_bytes, 0);
+}
+
+/// Messages larger than the bound, after commit, behind a 1000-byte window the server reads late: each is
+/// accepted only once the call holds nothing else, so the call never holds more than the largest message
+/// (the channel's count, sampled on the paused clock, says so), and all arrive whole, in order, with one
+/// END_STREAM after `finish`.
+#[tokio::test(start_paused = true)]
+async fn messages_over_the_bound_after_commit_go_one_at_a_time() {
+    let server = H2Server::tcp(
+        small_window,
+        handler(|mut s: Stream| async move {
+            let Some(mut send) = s.headers() else { return };
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            if s.read_to_end().await.is_ok() {
+                let _ = send.send_data(grpc_message(b"done"), false);
+                let _ = send.send_trailers(trailers("0", &[]));
+            }
+        }),
+    )
+    .await;
+    let ch = channel_with_config(&server.target(), "{}");
+    let (mut tx, mut rx) = start_bidi(&ch).await;
+    guarded("headers", rx.headers()).await.expect("committed");
+    let messages: Vec<Vec<u8>> = (0..12u32)
+        .map(|i| numbered(i, if i % 3 == 0 { 100 << 10 } else { 700 }))
+        .collect();
+    let max_seen = Arc::new(AtomicUsize::new(0));
+    let sampler = {
+        let (ch, max_seen) = (ch.clone(), max_seen.clone());
+        tokio::spawn(async move {
+            for _ in 0..100_000 {
+                let now = ch.stats().unsent_request_bytes as usize;
+                max_seen.fetch_max(now, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        })
+    };
+    for m in &messages {
+        guarded("send", tx.send(Bytes::from(m.clone())))
+            .await
+            .expect("send");
+    }
+    guarded("finish", tx.finish()).await.expect("finish");
+    let reply = guarded("reply", rx.message()).await.expect("reply");
+    assert_eq!(reply.as_deref(), Some(&b"done"[..]));
+    sampler.abort();
+    let (body, ends) = server.body_of_id(1);
+    assert_eq!(ends, 1);
+    assert_eq!(payloads(&body), messages);
+    let largest = (100 << 10) + 4 + 5;
+    let max = max_seen.load(Ordering::SeqCst);
+    assert!(
+        max > 64 << 10,
+        "a message over the bound was seen held: {max}"
+    );
+    assert!(
+        max <= largest,
+        "the call held {max} bytes unwritten: more than its largest message ({largest})"
+    );
+}
+
+/// A message over the bound before commit (the driver's inbox): accepted once nothing is held, and the
+/// call completes with every message whole and in order (no hang on the pre-commit bound).
+#[tokio::test(start_paused = true)]
+async fn messages_over_the_bound_before_commit_do_not_hang() {
+    let server = H2Server::tcp(
+        small_window,
+        handler(|mut s: Stream| async move {
+            if s.read_to_end().await.is_ok() {
+                s.ok(b"done");
+            }
+        }),
+    )
+    .await;
+    let ch = channel_with_config(&server.target(), retry(3, &["UNAVAILABLE"]).service(SVC));
+    let (mut tx, mut rx) = start_bidi(&ch).await;
+    let messages: Vec<Vec<u8>> = (0..9u32)
+        .map(|i| numbered(i, if i % 2 == 0 { 90 << 10 } else { 300 }))
+        .collect();
+    for m in &messages {
+        guarded("send", tx.send(Bytes::from(m.clone())))
+            .await
+            .expect("send");
+    }
+    guarded("finish", tx.finish()).await.expect("finish");
+    let reply = guarded("reply", rx.message()).await.expect("reply");
+    assert_eq!(reply.as_deref(), Some(&b"done"[..]));
+    let (body, ends) = server.body_of_id(1);
+    assert_eq!(ends, 1);
+    assert_eq!(payloads(&body), messages);
+}
+
+/// The sizes of call `call`'s messages (deterministic, 0 to 3 KiB with a few of 20 KiB).
+fn sizes(call: usize, n: usize) -> Vec<usize> {
+    let mut x = call as u64 * 2_654_435_761 + 7;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            match x % 11 {
+                0 => 0,
+                1 => (16 << 10) + 1,
+                _ => (x % 3000) as usize,
+            }
+        })
+        .collect()
+}
+
+/// Where a call of [`race_server`] commits: after this many request bytes.
+fn commit_after(path: &str) -> usize {
+    let n: usize = path
+        .rsplit('C')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    (n * 7919) % 150_000
+}
+
+/// The server of the race tests: an attempt numbered `prev` == `committing` sends its response headers
+/// (the call commits) after [`commit_after`] bytes, then reads the rest and answers `done`; other attempts
+/// read slowly (a retry's first attempt fails UNAVAILABLE after half that many bytes).
+fn race_server(committing: u32) -> support::h2_server::Handler {
+    handler(move |mut s: Stream| async move {
+        let at = commit_after(&s.path);
+        if s.prev() != committing {
+            if committing > 0 && s.read_bytes(at / 2).await.is_ok() {
+                // A retry: this attempt fails before headers.
+                s.trailers_only("14", &[]);
+                return;
+            }
+            // A hedge that never answers: read slowly until reset.
+            loop {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                match s.recv.data().await {
+                    Some(Ok(chunk)) => {
+                        let _ = s.recv.flow_control().release_capacity(chunk.len());
+                    }
+                    _ => return,
+                }
+            }
+        }
+        if s.read_bytes(at).await.is_err() {
+            return;
+        }
+        let Some(mut send) = s.headers() else { return };
+        if s.read_to_end().await.is_ok() {
+            let _ = send.send_data(grpc_message(b"done"), false);
+            let _ = send.send_trailers(trailers("0", &[]));
+        }
+    })
+}
+
+/// Runs `CALLS` calls at once, each sending numbered messages from its own task (yielding now and then)
+/// while the server commits it mid-stream, then finishing or dropping the sender; checks that the
+/// committed stream got every message exactly once, in order, then one END_STREAM.
+async fn race(config: String, committing: u32, window: fn(&mut h2::server::Builder)) {
+    const CALLS: usize = 12;
+    const MESSAGES: usize = 250;
+    let server = H2Server::tcp(window, race_server(committing)).await;
+    let ch = channel_with_config(&server.target(), config);
+    let mut calls = Vec::new();
+    for call in 0..CALLS {
+        let ch = ch.clone();
+        calls.push(tokio::spawn(async move {
+            let (mut tx, mut rx) = ch
+                .streaming_raw(&format!("/t.S/C{call}"), Request::new(()))
+                .await
+                .expect("start");
+            let sending = tokio::spawn(async move {
+                for (i, n) in sizes(call, MESSAGES).into_iter().enumerate() {
+                    tx.send(Bytes::from(numbered(i as u32, n)))
+                        .await
+                        .expect("send");
+                    if i % 7 == call % 7 {
+                        tokio::task::yield_now().await;
+                    }
+                }
+                if call % 2 == 0 {
+                    tx.finish().await.expect("finish");
+                } else {
+                    drop(tx);
+                }
+            });
+            let reply = rx.message().await.expect("reply");
+            assert_eq!(reply.as_deref(), Some(&b"done"[..]), "call {call}");
+            assert!(rx.message().await.expect("OK").is_none());
+            sending.await.expect("sender");
+        }));
+    }
+    for c in calls {
+        no_hang("call", c).await.expect("call");
+    }
+    for call in 0..CALLS {
+        let path = format!("/t.S/C{call}");
+        let open = server
+            .opens()
+            .into_iter()
+            .find(|o| {
+                o.path == path
+                    && o.previous_attempts().map_or(0, |p| p.parse().unwrap_or(0)) == committing
+            })
+            .expect("the committed attempt opened");
+        let expected: Vec<Vec<u8>> = sizes(call, MESSAGES)
+            .into_iter()
+            .enumerate()
+            .map(|(i, n)| numbered(i as u32, n))
+            .collect();
+        let got = payloads(&server.body(open.conn, open.id));
+        let first_wrong = got.iter().zip(&expected).position(|(g, e)| g != e);
+        assert!(
+            got == expected,
+            "call {call}: {} messages, {} expected; first difference at {first_wrong:?}",
+            got.len(),
+            expected.len()
+        );
+        assert_eq!(
+            ends_of(&server, open.conn, open.id).0,
+            1,
+            "call {call}: one END_STREAM"
+        );
+    }
+    assert_eq!(ch.stats().unsent_request_bytes, 0);
+}
+
+/// Sends racing a commit on a retried call (the first attempt fails mid-request, the retry commits
+/// mid-request), small window, multi-threaded runtime.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn numbered_messages_survive_a_retry_committing_mid_stream_on_two_threads() {
+    race(
+        retry(3, &["UNAVAILABLE"]).service(SVC).to_string(),
+        1,
+        small_window,
+    )
+    .await;
+}
+
+/// Sends racing a commit to the hedge (the original reads slowly and never answers), small window,
+/// multi-threaded runtime.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn numbered_messages_survive_a_commit_to_a_hedge_mid_stream_on_two_threads() {
+    race(
+        hedging(2, "0.02s").service(SVC).to_string(),
+        1,
+        small_window,
+    )
+    .await;
+}
+
+/// Sends racing a commit with no policy (the driver still runs until the response headers), default
+/// windows, multi-threaded runtime.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn numbered_messages_survive_a_plain_commit_mid_stream_on_two_threads() {
+    race("{}".to_string(), 0, support::h2_server::defaults).await;
+}
+
+/// The bidi pump after commit with a backlog the writer holds (window 0): the application drops the
+/// response (its receiving half) while the pump still has messages to feed: the stream is reset with
+/// CANCEL and never half-closed, and the pump's task ends.
+#[tokio::test(start_paused = true)]
+async fn a_bidi_call_dropped_with_a_backlog_is_reset_not_half_closed() {
+    let server = H2Server::tcp(
+        closed_window,
+        handler(|mut s: Stream| async move { hold_after_headers(&mut s).await }),
+    )
+    .await;
+    let ch = channel_with_config(&server.target(), "{}");
+    let (feed, fed) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+    let response = guarded(
+        "bidi",
+        ch.bidi_streaming::<Vec<u8>, Vec<u8>, _>("/t.S/Bidi", Request::new(Fed(fed))),
+    )
+    .await
+    .expect("committed");
+    for i in 0..200u32 {
+        feed.send(numbered(i, 1000)).expect("feed");
+    }
+    settle(Duration::from_millis(100)).await;
+    assert!(ch.stats().unsent_request_bytes > 0);
+    let metrics = tokio::runtime::Handle::current().metrics();
+    let before = metrics.num_alive_tasks();
+    drop(response);
+    settle(Duration::from_millis(100)).await;
+    assert_eq!(ends_of(&server, 1, 1), (0, vec![Reason::CANCEL]));
+    assert_eq!(
+        metrics.num_alive_tasks(),
+        before - 2,
+        "the pump and the writer ended"
+    );
+    drop(feed);
+    assert_eq!(ch.stats().unsent_request_bytes, 0);
+}
+
+/// The application's request stream ends while the bidi pump's send waits on the bound after commit: the
+/// pump finishes the call only after the whole backlog, once (the server reads late).
+#[tokio::test(start_paused = true)]
+async fn the_bidi_pump_finishes_after_its_backlog_once() {
+    let server = H2Server::tcp(
+        small_window,
+        handler(|mut s: Stream| async move {
+            let Some(mut send) = s.headers() else { return };
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            if s.read_to_end().await.is_ok() {
+                let _ = send.send_data(grpc_message(b""), false);
+                let _ = send.send_trailers(trailers("0", &[]));
+            }
+        }),
+    )
+    .await;
+    let ch = channel_with_config(&server.target(), "{}");
+    let (feed, fed) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+    let response = guarded(
+        "bidi",
+        ch.bidi_streaming::<Vec<u8>, Vec<u8>, _>("/t.S/Bidi", Request::new(Fed(fed))),
+    )
+    .await
+    .expect("committed");
+    let messages: Vec<Vec<u8>> = (0..150u32).map(|i| numbered(i, 1000)).collect();
+    for m in &messages {
+        feed.send(m.clone()).expect("feed");
+    }
+    drop(feed);
+    let mut rx = response.into_message();
+    let reply = guarded("reply", rx.message()).await.expect("reply");
+    assert!(reply.is_some());
+    assert!(guarded("end", rx.message()).await.expect("OK").is_none());
+    let (body, ends) = server.body_of_id(1);
+    // Vec<u8> messages are prost `bytes`: field 1, so compare the tails.
+    let got = payloads(&body);
+    assert_eq!(got.len(), messages.len());
+    for (g, m) in got.iter().zip(&messages) {
+        assert!(g.ends_with(m), "in order, whole");
+    }
+    assert_eq!(ends, 1);
 }

@@ -2,7 +2,10 @@
 //! tokio's paused clock: an early Trailers-Only (answered with RST_STREAM(NO_ERROR), releasing a blocked
 //! sender, failing a later `send` with a code that is not OK), half-close with no message or by dropping
 //! the sender, and `client_streaming` while the application's request stream has nothing to give (its
-//! deadline, an early failure, and the application dropping it: reset, never half-closed).
+//! deadline, an early failure, and the application dropping it: reset, never half-closed). And a whole
+//! early OK answer (the server answers without reading the request, h2 resets the request stream with
+//! NO_ERROR) while the bidi pump or `client_streaming` still has messages behind flow control: the
+//! application gets the server's answer, whether the pump's send then fails or its request stream ends.
 
 mod support;
 
@@ -15,11 +18,12 @@ use bytes::Bytes;
 use grpc_channel::{Code, Request};
 use h2::Reason;
 use interop::faulty::{FlakyMessage, FlakyTotals};
-use support::channel_with_config;
 use support::config::retry;
-use support::guards::{eventually_every, guarded, GUARD, NO_HANG, SETTLE_STEP};
-use support::h2_server::{defaults, handler, Event, H2Server, Stream, SVC};
+use support::frames::{grpc_message, numbered};
+use support::guards::{eventually_every, guarded, settle, GUARD, NO_HANG, SETTLE_STEP};
+use support::h2_server::{defaults, handler, small_window, trailers, Event, H2Server, Stream, SVC};
 use support::shapes::msg;
+use support::{channel_with_config, Fed, IterStream};
 use tokio::time::Instant;
 
 /// PROTOCOL-HTTP2: a client that gets the server's END_STREAM before sending its own sends
@@ -357,4 +361,117 @@ async fn dropped_client_streaming_calls_are_reset_and_never_half_closed() {
         half_closed.len()
     );
     assert_eq!(reset.len(), CALLS, "every dropped call is reset");
+}
+
+// Failed before the fix (and before the send bound of the whole call): the second `message()` was
+// Err(UNAVAILABLE "the stream was closed"): the pump's send failed on the closed stream and `abort` made that
+// the call's status.
+/// The server answers the whole response (a message, then OK) without reading the request, as a gRPC
+/// server may, while the bidi pump still has messages queued behind flow control; h2 then resets the
+/// request stream with NO_ERROR (RFC 9113 §8.1). The application, reading the response a little later,
+/// must get the server's message and OK: the pump's failed send must not replace the server's status.
+#[tokio::test(start_paused = true)]
+async fn an_early_ok_response_is_not_replaced_by_the_bidi_pumps_failed_send() {
+    let server = H2Server::tcp(
+        small_window,
+        handler(|mut s: Stream| async move {
+            let Some(mut send) = s.headers() else { return };
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let _ = send.send_data(grpc_message(b""), false);
+            let _ = send.send_trailers(trailers("0", &[]));
+            // Dropping the stream's handles now makes h2 send RST_STREAM(NO_ERROR).
+        }),
+    )
+    .await;
+    let ch = channel_with_config(&server.target(), "{}");
+    let (feed, fed) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+    let response = guarded(
+        "bidi",
+        ch.bidi_streaming::<Vec<u8>, Vec<u8>, _>("/t.S/Bidi", Request::new(Fed(fed))),
+    )
+    .await
+    .expect("committed");
+    for i in 0..200u32 {
+        feed.send(numbered(i, 1000)).expect("feed");
+    }
+    settle(Duration::from_secs(1)).await;
+    let mut rx = response.into_message();
+    let reply = guarded("reply", rx.message()).await;
+    assert!(
+        matches!(reply, Ok(Some(_))),
+        "the server answered a message and OK; the application got {reply:?}"
+    );
+    let end = guarded("end", rx.message()).await;
+    assert!(matches!(end, Ok(None)), "{end:?}");
+}
+
+/// The same early whole answer on `client_streaming` (the request stream has 200 messages, most of them
+/// still behind flow control when the server answers): the call returns the server's message.
+#[tokio::test(start_paused = true)]
+async fn an_early_ok_response_is_what_client_streaming_returns() {
+    let server = H2Server::tcp(
+        small_window,
+        handler(|mut s: Stream| async move {
+            let Some(mut send) = s.headers() else { return };
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let _ = send.send_data(grpc_message(b""), false);
+            let _ = send.send_trailers(trailers("0", &[]));
+        }),
+    )
+    .await;
+    let ch = channel_with_config(&server.target(), "{}");
+    let messages: Vec<Vec<u8>> = (0..200u32).map(|i| numbered(i, 1000)).collect();
+    let result = guarded(
+        "call",
+        ch.client_streaming::<Vec<u8>, Vec<u8>, _>(
+            "/t.S/ClientStream",
+            Request::new(IterStream(messages.into_iter())),
+        ),
+    )
+    .await;
+    assert!(result.is_ok(), "the server answered OK: {result:?}");
+}
+
+// Failed before the fix (a regression of the pumps' cancel_on_drop): "the server answered OK; the application
+// got Err(Status { code: Cancelled, message: \"call cancelled by the client\" })": `finish` failed (the
+// writer's write had failed) and the sender's `cancel_on_drop` drop set CANCELLED as the call's status.
+/// The server answers the whole response (a message, then OK) without reading the request, then h2
+/// resets the request stream with NO_ERROR, while the bidi pump's writer holds 40 messages behind flow
+/// control and the pump itself waits for the application's next message. The application's request
+/// stream then ends (the pump finishes the call) and only then does the application read the response:
+/// the server's message and OK, not a CANCELLED the pump's drop made up.
+#[tokio::test(start_paused = true)]
+async fn a_bidi_pump_finishing_after_an_early_ok_response_does_not_cancel_it() {
+    let server = H2Server::tcp(
+        small_window,
+        handler(|mut s: Stream| async move {
+            let Some(mut send) = s.headers() else { return };
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let _ = send.send_data(grpc_message(b""), false);
+            let _ = send.send_trailers(trailers("0", &[]));
+        }),
+    )
+    .await;
+    let ch = channel_with_config(&server.target(), "{}");
+    let (feed, fed) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+    let response = guarded(
+        "bidi",
+        ch.bidi_streaming::<Vec<u8>, Vec<u8>, _>("/t.S/Bidi", Request::new(Fed(fed))),
+    )
+    .await
+    .expect("committed");
+    for i in 0..40u32 {
+        feed.send(numbered(i, 1000)).expect("feed");
+    }
+    settle(Duration::from_secs(1)).await;
+    drop(feed);
+    settle(Duration::from_millis(100)).await;
+    let mut rx = response.into_message();
+    let reply = guarded("reply", rx.message()).await;
+    assert!(matches!(reply, Ok(Some(_))), "{reply:?}");
+    let end = guarded("end", rx.message()).await;
+    assert!(
+        matches!(end, Ok(None)),
+        "the server answered OK; the application got {end:?}"
+    );
 }

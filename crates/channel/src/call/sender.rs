@@ -236,10 +236,12 @@ impl<T> RequestSender<T> {
     /// committed attempt's stream or, before commit, every live attempt's through the retry driver; the
     /// sender is consumed, so nothing can half-close the call afterwards and the server never sees the end
     /// of a request that is not whole. The receiving half reports `status`. A call that had already ended
-    /// keeps its own end (then `status` only echoes it).
+    /// keeps its own end (then `status` only echoes it), and so does one whose stream a failed write found
+    /// over (the server reset or ended it, or the connection failed): the receiving half reports how, the
+    /// server's status when it sent one, not the failed send's "the stream was closed".
     pub(crate) fn abort(self, status: Status) {
         let mut s = self.shared.lock();
-        if s.ended.is_none() {
+        if s.ended.is_none() && s.write_failed.is_none() {
             s.sender_failure = Some(status.clone());
             s.end(&status, h2::Reason::CANCEL);
         }
@@ -267,7 +269,10 @@ impl<T> Drop for RequestSender<T> {
     fn drop(&mut self) {
         let mut guard = self.shared.lock();
         let s = &mut *guard;
-        if s.ended.is_none() && !s.half_closed {
+        // A failed write found the stream over at h2 (the server reset or ended it, or the connection
+        // failed): there is nothing left to half-close or cancel, and cancelling would replace the end the
+        // receiving half reports (the server's status when it sent one) with CANCELLED.
+        if s.ended.is_none() && !s.half_closed && s.write_failed.is_none() {
             if self.cancel_on_drop {
                 // Given up unfinished: the server must not see the end of a request that is not whole.
                 let status = Status::cancelled_by_client();
@@ -282,8 +287,8 @@ impl<T> Drop for RequestSender<T> {
                     match &mut s.writer {
                         // It writes END_STREAM after what it still holds, under flow control.
                         Writer::Running(_) => s.writer.wake(),
-                        // Nothing is queued (a writer starts whenever something is, at commit or after it),
-                        // or writing failed: END_STREAM alone, or nothing.
+                        // Nothing is queued (a writer starts whenever something is, at commit or after it,
+                        // and stops early only on a failed write, which returned above): END_STREAM alone.
                         Writer::NotStarted | Writer::Stopped => {
                             send.flush_all(OnError::Drop);
                         }

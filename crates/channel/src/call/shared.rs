@@ -75,7 +75,9 @@ pub(crate) struct Shared {
     pub(super) writer: Writer,
     /// The sender, waiting for the writer task to make room (after commit).
     pub(super) blocked_sender: Option<Waker>,
-    /// Why the writer task stopped writing, for the next send.
+    /// Why the writer task stopped writing, for the next send. Set, the stream is over at h2 (the server
+    /// reset or ended it, or the connection failed): the receiving half reports how, the server's status
+    /// when it sent one, and the sending half neither half-closes nor cancels the call.
     pub(super) write_failed: Option<Status>,
     /// After commit, the bytes queued in the send half as the channel's
     /// [`unsent_request_bytes`](crate::ChannelStats::unsent_request_bytes) last counted them.
@@ -431,7 +433,18 @@ impl Shared {
                     }
                 }
             }
+            self.discard_unsent();
         }
+    }
+
+    /// The committed call's stream is over (the call ended, or a write failed): the messages its send half
+    /// still queues will never be written, so they are dropped now and the channel stops counting them,
+    /// even while the application keeps either half of the call.
+    pub(super) fn discard_unsent(&mut self) {
+        if let Side::Direct(send) = &mut self.side {
+            send.discard();
+        }
+        self.recount_unsent();
     }
 
     /// Keeps an exactly-once call's id (counted in flight) until the call ends.
@@ -452,8 +465,8 @@ impl Shared {
     }
 
     /// Brings the channel's count of unwritten request bytes up to what the committed call's send half holds
-    /// now. Called when the call commits and each time the writer task has run (which every send after
-    /// commit wakes), so one update covers a batch.
+    /// now. Called when the call commits, each time the writer task has run (which every send after commit
+    /// wakes), so one update covers a batch, and when the stream is over ([`Shared::discard_unsent`]).
     pub(super) fn recount_unsent(&mut self) {
         if let Side::Direct(send) = &self.side {
             let now = send.queued_bytes();

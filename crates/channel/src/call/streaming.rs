@@ -379,6 +379,7 @@ impl<T> Streaming<T> {
                 }
                 s.ended = Some(Ended::Finished(status.clone()));
                 s.wake_end_watcher();
+                s.discard_unsent();
             }
             // A send that failed on the client ended the call: its status, not the reset it caused.
             let status = s.sender_failure.take().unwrap_or(status);

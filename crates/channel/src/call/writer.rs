@@ -9,9 +9,12 @@
 //!
 //! The task is spawned at commit when the committed attempt left messages unwritten (they wait here, under
 //! the same bound, rather than in h2), or else by the first send after commit. It stops when the call has
-//! ended, once END_STREAM went to h2, or when a write fails (the next send returns that failure; the
-//! receiving half reports how the call ended). Each time it has run it updates the channel's count of
-//! unwritten request bytes ([`crate::ChannelStats::unsent_request_bytes`]).
+//! ended, once END_STREAM went to h2, or when a write fails: the stream is then over at h2 (the server reset
+//! or ended it, or the connection failed), what is still queued is dropped, the next send returns that
+//! failure, and the receiving half reports how the call ended (the server's status when it sent one: the
+//! failed write neither cancels the call nor replaces that status). Each time it has run it updates the
+//! channel's count of unwritten request bytes ([`crate::ChannelStats::unsent_request_bytes`]), which drops
+//! a call's share to 0 as soon as the call ends.
 //!
 //! Not here: writing before commit, which the retry driver does for every live attempt.
 
@@ -67,8 +70,10 @@ pub(super) async fn run(shared: SharedRef) {
         s.recount_unsent();
         match written {
             Err(status) => {
+                // The stream is over at h2: what is still queued will never go.
                 s.write_failed = Some(status);
                 s.writer = Writer::Stopped;
+                s.discard_unsent();
                 s.wake_blocked_sender();
                 Poll::Ready(())
             }

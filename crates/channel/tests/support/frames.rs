@@ -25,3 +25,11 @@ pub fn deframe(mut body: &[u8]) -> Vec<(u8, Vec<u8>)> {
 pub fn payloads(body: &[u8]) -> Vec<Vec<u8>> {
     deframe(body).into_iter().map(|(_, m)| m).collect()
 }
+
+/// Message `i` of a numbered run: its index (4 bytes, big-endian), then `filler` bytes; a server that
+/// deframes the request can check that nothing was lost, duplicated or reordered.
+pub fn numbered(i: u32, filler: usize) -> Vec<u8> {
+    let mut m = i.to_be_bytes().to_vec();
+    m.resize(4 + filler, (i % 251) as u8);
+    m
+}

@@ -94,6 +94,17 @@ impl<I: Iterator + Unpin> futures_core::Stream for IterStream<I> {
     }
 }
 
+/// A request stream the test feeds while the call runs (for the bidi and client-streaming pumps): it ends
+/// when the test drops the sending half.
+pub struct Fed<T>(pub tokio::sync::mpsc::UnboundedReceiver<T>);
+
+impl<T> futures_core::Stream for Fed<T> {
+    type Item = T;
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<T>> {
+        self.0.poll_recv(cx)
+    }
+}
+
 /// An interop server on a free loopback port, as a handle (its address, its health statuses).
 pub async fn interop_server_handle() -> interop::server::ServerHandle {
     interop::server::start(SocketAddr::from(([127, 0, 0, 1], 0)))

@@ -2,7 +2,8 @@
 //! the tower adapter's tests, a call retried twice against the fault-injecting server (for spans and
 //! metrics), a `tracing` layer that records spans ([`spans`]), and the compression tests' peers: a tonic
 //! server ([`tonic_server`]) and the Python grpcio interop server ([`grpcio`]), which is also the health
-//! checking tests' backend.
+//! checking tests' backend. grpc-channel's scriptable h2 server ([`h2_server`]), with its framing
+//! ([`frames`]) and paused-clock guards ([`guards`]), comes from that crate's test support, not a copy.
 //!
 //! Every test file compiles this module on its own and uses part of it, hence the `allow` below.
 
@@ -11,6 +12,16 @@
 pub mod grpcio;
 pub mod spans;
 pub mod tonic_server;
+
+// grpc-channel's own test support, shared rather than copied: its scriptable h2 server (a handler per
+// stream, every DATA chunk, END_STREAM and reset logged), the framing it reads and writes, and the bounds
+// against hangs on tokio's paused clock.
+#[path = "../../../channel/tests/support/frames.rs"]
+pub mod frames;
+#[path = "../../../channel/tests/support/guards.rs"]
+pub mod guards;
+#[path = "../../../channel/tests/support/h2_server.rs"]
+pub mod h2_server;
 
 use std::net::SocketAddr;
 use std::time::Duration;
