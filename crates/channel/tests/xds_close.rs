@@ -176,7 +176,7 @@ async fn a_channel_built_while_the_stream_is_down_recovers_when_the_server_retur
         server.stop().await;
         // The stream ended after responses: the next one starts at once and is refused; the first
         // channel keeps its config (ambient error).
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        eventually("the stream ends", || server.streams_ended() == 1).await;
         served_by(&first, CALL).await.expect("cached config");
 
         let second = channel_for(&server, OTHER);
