@@ -41,6 +41,8 @@ mod xds_clusters;
 mod xds_config;
 
 #[cfg(test)]
+mod incremental_tests;
+#[cfg(test)]
 mod ring_hash_tests;
 #[cfg(test)]
 mod scale_tests;

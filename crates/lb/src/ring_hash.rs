@@ -142,6 +142,33 @@ impl PartialEq for ConnectRequests {
 
 impl Eq for ConnectRequests {}
 
+/// The message of a pick that finds every endpoint failed, shared by a ring child and its pickers: a new
+/// connection error anywhere changes what failing picks say without a new picker (nothing a pick can reach
+/// changed, and a new picker costs the channel O(n)). Two are equal when they are the same note.
+#[derive(Clone, Default)]
+pub(crate) struct FailureNote(Arc<Mutex<String>>);
+
+impl FailureNote {
+    fn set(&self, message: String) {
+        let mut guard = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if *guard != message {
+            *guard = message;
+        }
+    }
+
+    fn get(&self) -> String {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+impl PartialEq for FailureNote {
+    fn eq(&self, other: &FailureNote) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for FailureNote {}
+
 /// The ring_hash child of one priority.
 ///
 /// An event costs O(log n) per subchannel it changed: each endpoint's state is kept with how many are in
@@ -156,6 +183,7 @@ pub(crate) struct RingHash {
     index: HashMap<SubchannelId, usize>,
     ring: Arc<[(u64, usize)]>,
     requests: ConnectRequests,
+    failure: FailureNote,
     /// The endpoints' states at the last refresh.
     states: Vec<ConnectivityState>,
     /// How many endpoints are in each state.
@@ -179,6 +207,7 @@ impl RingHash {
             index: HashMap::new(),
             ring: Arc::from(Vec::new()),
             requests: ConnectRequests::default(),
+            failure: FailureNote::default(),
             states: Vec::new(),
             counts: StateCounts::default(),
             idle: BTreeSet::new(),
@@ -358,7 +387,8 @@ impl RingHash {
     }
 
     /// The picker's view: the ring and each endpoint's state at the last refresh; `failure` is the message
-    /// of a pick that finds every endpoint failed. Lists the endpoints (O(n)) only if a state changed since
+    /// of a pick that finds every endpoint failed (shared with the pickers already published, so a new
+    /// message alone makes no new picker). Lists the endpoints (O(n)) only if a state changed since
     /// the last time.
     pub(crate) fn pick_spec(&mut self, failure: String) -> RingPick {
         let endpoints = match &self.listed {
@@ -375,11 +405,12 @@ impl RingHash {
                 listed
             }
         };
+        self.failure.set(failure);
         RingPick {
             ring: self.ring.clone(),
             endpoints,
             requests: self.requests.clone(),
-            failure,
+            failure: self.failure.clone(),
         }
     }
 }
@@ -391,7 +422,7 @@ pub struct RingPick {
     ring: Arc<[(u64, usize)]>,
     endpoints: Arc<[(SubchannelId, Address, ConnectivityState)]>,
     requests: ConnectRequests,
-    failure: String,
+    failure: FailureNote,
 }
 
 impl RingPick {
@@ -421,7 +452,7 @@ impl fmt::Debug for RingPick {
         f.debug_struct("RingPick")
             .field("ring_size", &self.ring.len())
             .field("endpoints", &self.endpoints)
-            .field("failure", &self.failure)
+            .field("failure", &self.failure.get())
             .finish()
     }
 }
@@ -432,7 +463,7 @@ pub(crate) struct RingPicker<T> {
     /// Per endpoint: its subchannel, address, state, and handle when READY.
     endpoints: Vec<(SubchannelId, Address, ConnectivityState, Option<T>)>,
     requests: ConnectRequests,
-    failure: String,
+    failure: FailureNote,
 }
 
 impl<T> RingPicker<T> {
@@ -498,6 +529,6 @@ impl<T: Clone> RingPicker<T> {
                 ConnectivityState::TransientFailure | ConnectivityState::Shutdown => {}
             }
         }
-        PickResult::Fail(self.failure.clone())
+        PickResult::Fail(self.failure.get())
     }
 }
