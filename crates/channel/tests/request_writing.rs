@@ -18,15 +18,33 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use grpc_channel::{Code, Request};
+use grpc_channel::{Code, Request, RequestSender, Streaming};
 use h2::Reason;
+use support::channel_with_config;
 use support::config::{hedging, retry};
 use support::frames::{grpc_message, numbered, payloads};
 use support::guards::{guarded, no_hang, settle, SETTLE_STEP};
-use support::h2_server::{handler, reads_then_answers, trailers, H2Server, HeadersAt, Stream};
+use support::h2_server::{
+    handler, reads_then_answers, reads_then_answers_with, trailers, H2Server, HeadersAt, Stream,
+};
 use support::h2_server::{small_window, Event, SMALL_WINDOW as WINDOW, SVC};
-use support::shapes::start_bidi;
-use support::{channel_with_config, Fed};
+use support::shapes::{start_bidi, start_fed_bidi};
+
+/// Sends each of `messages` (each bounded by the guard), expecting every send accepted.
+async fn send_all(tx: &mut RequestSender<Bytes>, messages: &[Vec<u8>]) {
+    for m in messages {
+        guarded("send", tx.send(Bytes::from(m.clone())))
+            .await
+            .expect("send");
+    }
+}
+
+/// Half-closes the request (`finish`), then reads the reply, which must be `done`.
+async fn finish_then_done(tx: RequestSender<Bytes>, rx: &mut Streaming<Bytes>) {
+    guarded("finish", tx.finish()).await.expect("finish");
+    let reply = guarded("reply", rx.message()).await.expect("reply");
+    assert_eq!(reply.as_deref(), Some(&b"done"[..]));
+}
 
 /// A server with a 1000-byte stream window that answers headers at once (the call commits), reads nothing
 /// for 5 s, then reads the whole request and answers `done`, OK.
@@ -66,15 +84,13 @@ where
     }
 }
 
-// Failed before the fix (livelock): After commit, a send of a message over 32 KiB while a smaller remainder (here 1000
-// bytes of a partly written message) waits for flow control is refused room (queued + new > 64 KiB, not
-// caught up); the sender wakes the writer task, which finds flow control still closed and, seeing at most
-// 32 KiB queued, wakes the sender right back: the two tasks wake each other forever (a core at 100 %
-// until the window opens; on tokio's paused clock time never advances, so the window never opens).
-#[test]
-fn a_large_send_behind_a_partly_written_message_waits_without_spinning() {
-    within_real_time(20, "large send behind a partial write", || {
-        Box::pin(async {
+/// Within 20 s of real time (see [`within_real_time`]), against a [`slow_reader`] that has committed the
+/// call: A (two windows' worth, less its prefix) is sent and its first window written, then B of `b_len`
+/// bytes (its send expected accepted, `b_queued`), then `finish`: the reply is `done`, and the server gets
+/// A and B whole, in order, then one END_STREAM.
+fn send_behind_a_partly_written_message(what: &'static str, b_len: usize, b_queued: &'static str) {
+    within_real_time(20, what, move || {
+        Box::pin(async move {
             let server = slow_reader().await;
             let ch = channel_with_config(&server.target(), "{}");
             let (mut tx, mut rx) = start_bidi(&ch).await;
@@ -85,18 +101,30 @@ fn a_large_send_behind_a_partly_written_message_waits_without_spinning() {
                 .expect("A queued");
             // Let the writer write A's first 1000 bytes (the window): 1000 bytes of it stay queued.
             settle(Duration::from_millis(100)).await;
-            let b = vec![b'b'; 64 << 10];
+            let b = vec![b'b'; b_len];
             guarded("B", tx.send(Bytes::from(b.clone())))
                 .await
-                .expect("B queued once A is out");
-            guarded("finish", tx.finish()).await.expect("finish");
-            let reply = guarded("reply", rx.message()).await.expect("reply");
-            assert_eq!(reply.as_deref(), Some(&b"done"[..]));
+                .expect(b_queued);
+            finish_then_done(tx, &mut rx).await;
             let (body, ends) = server.body_of_id(1);
             assert_eq!(ends, 1);
             assert_eq!(payloads(&body), vec![a, b]);
         })
     });
+}
+
+// Failed before the fix (livelock): After commit, a send of a message over 32 KiB while a smaller remainder (here 1000
+// bytes of a partly written message) waits for flow control is refused room (queued + new > 64 KiB, not
+// caught up); the sender wakes the writer task, which finds flow control still closed and, seeing at most
+// 32 KiB queued, wakes the sender right back: the two tasks wake each other forever (a core at 100 %
+// until the window opens; on tokio's paused clock time never advances, so the window never opens).
+#[test]
+fn a_large_send_behind_a_partly_written_message_waits_without_spinning() {
+    send_behind_a_partly_written_message(
+        "large send behind a partial write",
+        64 << 10,
+        "B queued once A is out",
+    );
 }
 
 // Failed before the fix: `finish` marked the call half-closed before END_STREAM reaches h2. When the server then ends
@@ -167,29 +195,7 @@ async fn early_trailers_after_finish_still_end_the_request_stream() {
 /// remainder, completes at once.
 #[test]
 fn a_send_that_fits_behind_a_partly_written_message_completes() {
-    within_real_time(20, "small send behind a partial write", || {
-        Box::pin(async {
-            let server = slow_reader().await;
-            let ch = channel_with_config(&server.target(), "{}");
-            let (mut tx, mut rx) = start_bidi(&ch).await;
-            guarded("headers", rx.headers()).await.expect("committed");
-            let a = vec![b'a'; 2 * WINDOW - 5];
-            guarded("A", tx.send(Bytes::from(a.clone())))
-                .await
-                .expect("A queued");
-            settle(Duration::from_millis(100)).await;
-            let b = vec![b'b'; 30 << 10];
-            guarded("B", tx.send(Bytes::from(b.clone())))
-                .await
-                .expect("B queued");
-            guarded("finish", tx.finish()).await.expect("finish");
-            let reply = guarded("reply", rx.message()).await.expect("reply");
-            assert_eq!(reply.as_deref(), Some(&b"done"[..]));
-            let (body, ends) = server.body_of_id(1);
-            assert_eq!(ends, 1);
-            assert_eq!(payloads(&body), vec![a, b]);
-        })
-    });
+    send_behind_a_partly_written_message("small send behind a partial write", 30 << 10, "B queued");
 }
 
 /// How stream `id` of connection `conn` ended at the server: END_STREAMs and reset reasons.
@@ -258,13 +264,7 @@ async fn an_abort_while_the_writer_holds_messages_resets_and_never_half_closes()
         .max_send_message_size(4096)
         .build()
         .expect("channel");
-    let (feed, fed) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
-    let response = guarded(
-        "bidi",
-        ch.bidi_streaming::<Vec<u8>, Vec<u8>, _>("/t.S/Bidi", Request::new(Fed(fed))),
-    )
-    .await
-    .expect("committed");
+    let (feed, response) = start_fed_bidi(&ch).await;
     let mut rx = response.into_message();
     feed.send(vec![1; 2000]).expect("feed");
     feed.send(vec![2; 500]).expect("feed");
@@ -375,14 +375,8 @@ async fn a_retry_after_a_partly_read_batch_replays_every_message_whole() {
     .await;
     let ch = channel_with_config(&server.target(), retry(3, &["UNAVAILABLE"]).service(SVC));
     let (mut tx, mut rx) = start_bidi(&ch).await;
-    for m in kilobytes() {
-        guarded("send", tx.send(Bytes::from(m)))
-            .await
-            .expect("send");
-    }
-    guarded("finish", tx.finish()).await.expect("finish");
-    let reply = guarded("reply", rx.message()).await.expect("reply");
-    assert_eq!(reply.as_deref(), Some(&b"done"[..]));
+    send_all(&mut tx, &kilobytes()).await;
+    finish_then_done(tx, &mut rx).await;
     assert!(guarded("end", rx.message()).await.expect("OK").is_none());
     let full: Vec<u8> = kilobytes()
         .iter()
@@ -421,14 +415,8 @@ async fn hedged_attempts_at_different_paces_each_get_every_message_in_order() {
     let (mut tx, mut rx) = start_bidi(&ch).await;
     // Both attempts open before the request comes.
     settle(Duration::from_millis(200)).await;
-    for m in kilobytes() {
-        guarded("send", tx.send(Bytes::from(m)))
-            .await
-            .expect("send");
-    }
-    guarded("finish", tx.finish()).await.expect("finish");
-    let reply = guarded("reply", rx.message()).await.expect("reply");
-    assert_eq!(reply.as_deref(), Some(&b"done"[..]));
+    send_all(&mut tx, &kilobytes()).await;
+    finish_then_done(tx, &mut rx).await;
     assert!(guarded("end", rx.message()).await.expect("OK").is_none());
     settle(Duration::from_millis(200)).await;
     let (body, ends) = server.body_of_id(3);
@@ -483,11 +471,7 @@ async fn a_buffer_overflow_inside_a_burst_commits_to_the_attempt_that_is_ahead()
         2,
         "the original and the hedge are open"
     );
-    for m in kilobytes() {
-        guarded("send", tx.send(Bytes::from(m)))
-            .await
-            .expect("send");
-    }
+    send_all(&mut tx, &kilobytes()).await;
     guarded("finish", tx.finish()).await.expect("finish");
     let reply = guarded("reply", rx.message()).await;
     assert!(
@@ -643,23 +627,13 @@ async fn messages_queued_at_the_hand_over_and_after_it_arrive_in_order() {
     let ch = channel_with_config(&server.target(), retry(3, &["UNAVAILABLE"]).service(SVC));
     let (mut tx, mut rx) = start_bidi(&ch).await;
     let before: Vec<Vec<u8>> = (0..50u8).map(|i| vec![i; 1000 + usize::from(i)]).collect();
-    for m in &before {
-        guarded("send", tx.send(Bytes::from(m.clone())))
-            .await
-            .expect("send");
-    }
+    send_all(&mut tx, &before).await;
     guarded("headers", rx.headers()).await.expect("committed");
     let after: Vec<Vec<u8>> = (50..120u8)
         .map(|i| vec![i; 700 + usize::from(i) * 3])
         .collect();
-    for m in &after {
-        guarded("send", tx.send(Bytes::from(m.clone())))
-            .await
-            .expect("send");
-    }
-    guarded("finish", tx.finish()).await.expect("finish");
-    let reply = guarded("reply", rx.message()).await.expect("reply");
-    assert_eq!(reply.as_deref(), Some(&b"done"[..]));
+    send_all(&mut tx, &after).await;
+    finish_then_done(tx, &mut rx).await;
     assert!(guarded("end", rx.message()).await.expect("OK").is_none());
     let (body, ends) = server.body_of_id(1);
     assert_eq!(ends, 1);
@@ -1147,11 +1121,7 @@ async fn a_sender_dropped_before_commit_half_closes_after_the_whole_backlog_on_t
     let ch = channel_with_config(&server.target(), retry(3, &["UNAVAILABLE"]).service(SVC));
     let (mut tx, mut rx) = start_bidi(&ch).await;
     let messages: Vec<Vec<u8>> = (0..60u32).map(|i| numbered(i, 990 + i as usize)).collect();
-    for m in &messages {
-        guarded("send", tx.send(Bytes::from(m.clone())))
-            .await
-            .expect("send");
-    }
+    send_all(&mut tx, &messages).await;
     drop(tx);
     let reply = guarded("reply", rx.message()).await.expect("reply");
     assert_eq!(reply.as_deref(), Some(&b"done"[..]));
@@ -1177,14 +1147,7 @@ async fn a_sender_dropped_before_commit_half_closes_after_the_whole_backlog_on_t
 async fn messages_over_the_bound_after_commit_go_one_at_a_time() {
     let server = H2Server::tcp(
         small_window,
-        handler(|mut s: Stream| async move {
-            let Some(mut send) = s.headers() else { return };
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            if s.read_to_end().await.is_ok() {
-                let _ = send.send_data(grpc_message(b"done"), false);
-                let _ = send.send_trailers(trailers("0", &[]));
-            }
-        }),
+        reads_then_answers(HeadersAt::Start, Duration::from_secs(1)),
     )
     .await;
     let ch = channel_with_config(&server.target(), "{}");
@@ -1204,14 +1167,8 @@ async fn messages_over_the_bound_after_commit_go_one_at_a_time() {
             }
         })
     };
-    for m in &messages {
-        guarded("send", tx.send(Bytes::from(m.clone())))
-            .await
-            .expect("send");
-    }
-    guarded("finish", tx.finish()).await.expect("finish");
-    let reply = guarded("reply", rx.message()).await.expect("reply");
-    assert_eq!(reply.as_deref(), Some(&b"done"[..]));
+    send_all(&mut tx, &messages).await;
+    finish_then_done(tx, &mut rx).await;
     sampler.abort();
     let (body, ends) = server.body_of_id(1);
     assert_eq!(ends, 1);
@@ -1246,14 +1203,8 @@ async fn messages_over_the_bound_before_commit_do_not_hang() {
     let messages: Vec<Vec<u8>> = (0..9u32)
         .map(|i| numbered(i, if i % 2 == 0 { 90 << 10 } else { 300 }))
         .collect();
-    for m in &messages {
-        guarded("send", tx.send(Bytes::from(m.clone())))
-            .await
-            .expect("send");
-    }
-    guarded("finish", tx.finish()).await.expect("finish");
-    let reply = guarded("reply", rx.message()).await.expect("reply");
-    assert_eq!(reply.as_deref(), Some(&b"done"[..]));
+    send_all(&mut tx, &messages).await;
+    finish_then_done(tx, &mut rx).await;
     let (body, ends) = server.body_of_id(1);
     assert_eq!(ends, 1);
     assert_eq!(payloads(&body), messages);
@@ -1434,13 +1385,7 @@ async fn a_bidi_call_dropped_with_a_backlog_is_reset_not_half_closed() {
     )
     .await;
     let ch = channel_with_config(&server.target(), "{}");
-    let (feed, fed) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
-    let response = guarded(
-        "bidi",
-        ch.bidi_streaming::<Vec<u8>, Vec<u8>, _>("/t.S/Bidi", Request::new(Fed(fed))),
-    )
-    .await
-    .expect("committed");
+    let (feed, response) = start_fed_bidi(&ch).await;
     for i in 0..200u32 {
         feed.send(numbered(i, 1000)).expect("feed");
     }
@@ -1466,24 +1411,11 @@ async fn a_bidi_call_dropped_with_a_backlog_is_reset_not_half_closed() {
 async fn the_bidi_pump_finishes_after_its_backlog_once() {
     let server = H2Server::tcp(
         small_window,
-        handler(|mut s: Stream| async move {
-            let Some(mut send) = s.headers() else { return };
-            tokio::time::sleep(Duration::from_secs(2)).await;
-            if s.read_to_end().await.is_ok() {
-                let _ = send.send_data(grpc_message(b""), false);
-                let _ = send.send_trailers(trailers("0", &[]));
-            }
-        }),
+        reads_then_answers_with(HeadersAt::Start, Duration::from_secs(2), b""),
     )
     .await;
     let ch = channel_with_config(&server.target(), "{}");
-    let (feed, fed) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
-    let response = guarded(
-        "bidi",
-        ch.bidi_streaming::<Vec<u8>, Vec<u8>, _>("/t.S/Bidi", Request::new(Fed(fed))),
-    )
-    .await
-    .expect("committed");
+    let (feed, response) = start_fed_bidi(&ch).await;
     let messages: Vec<Vec<u8>> = (0..150u32).map(|i| numbered(i, 1000)).collect();
     for m in &messages {
         feed.send(m.clone()).expect("feed");

@@ -19,11 +19,13 @@ use grpc_channel::{Code, Request};
 use h2::Reason;
 use interop::faulty::{FlakyMessage, FlakyTotals};
 use support::config::retry;
-use support::frames::{grpc_message, numbered};
+use support::frames::numbered;
 use support::guards::{eventually_every, guarded, settle, GUARD, NO_HANG, SETTLE_STEP};
-use support::h2_server::{defaults, handler, small_window, trailers, Event, H2Server, Stream, SVC};
-use support::shapes::msg;
-use support::{channel_with_config, Fed, IterStream};
+use support::h2_server::{
+    answers_without_reading, defaults, handler, small_window, Event, H2Server, Stream, SVC,
+};
+use support::shapes::{msg, start_fed_bidi};
+use support::{channel_with_config, IterStream};
 use tokio::time::Instant;
 
 /// PROTOCOL-HTTP2: a client that gets the server's END_STREAM before sending its own sends
@@ -363,6 +365,31 @@ async fn dropped_client_streaming_calls_are_reset_and_never_half_closed() {
     assert_eq!(reset.len(), CALLS, "every dropped call is reset");
 }
 
+/// A server that answers a whole early OK response ([`answers_without_reading`], after 500 ms, with a
+/// 1000-byte window) and a bidi pump call to it fed `messages` numbered 1000-byte messages, 1 s later:
+/// the server, the channel, the feed (still open) and the response.
+async fn bidi_behind_an_early_ok_response(
+    messages: u32,
+) -> (
+    H2Server,
+    grpc_channel::Channel,
+    tokio::sync::mpsc::UnboundedSender<Vec<u8>>,
+    grpc_channel::Response<grpc_channel::Streaming<Vec<u8>>>,
+) {
+    let server = H2Server::tcp(
+        small_window,
+        answers_without_reading(Duration::from_millis(500), b""),
+    )
+    .await;
+    let ch = channel_with_config(&server.target(), "{}");
+    let (feed, response) = start_fed_bidi(&ch).await;
+    for i in 0..messages {
+        feed.send(numbered(i, 1000)).expect("feed");
+    }
+    settle(Duration::from_secs(1)).await;
+    (server, ch, feed, response)
+}
+
 // Failed before the fix (and before the send bound of the whole call): the second `message()` was
 // Err(UNAVAILABLE "the stream was closed"): the pump's send failed on the closed stream and `abort` made that
 // the call's status.
@@ -372,29 +399,7 @@ async fn dropped_client_streaming_calls_are_reset_and_never_half_closed() {
 /// must get the server's message and OK: the pump's failed send must not replace the server's status.
 #[tokio::test(start_paused = true)]
 async fn an_early_ok_response_is_not_replaced_by_the_bidi_pumps_failed_send() {
-    let server = H2Server::tcp(
-        small_window,
-        handler(|mut s: Stream| async move {
-            let Some(mut send) = s.headers() else { return };
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            let _ = send.send_data(grpc_message(b""), false);
-            let _ = send.send_trailers(trailers("0", &[]));
-            // Dropping the stream's handles now makes h2 send RST_STREAM(NO_ERROR).
-        }),
-    )
-    .await;
-    let ch = channel_with_config(&server.target(), "{}");
-    let (feed, fed) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
-    let response = guarded(
-        "bidi",
-        ch.bidi_streaming::<Vec<u8>, Vec<u8>, _>("/t.S/Bidi", Request::new(Fed(fed))),
-    )
-    .await
-    .expect("committed");
-    for i in 0..200u32 {
-        feed.send(numbered(i, 1000)).expect("feed");
-    }
-    settle(Duration::from_secs(1)).await;
+    let (_server, _ch, _feed, response) = bidi_behind_an_early_ok_response(200).await;
     let mut rx = response.into_message();
     let reply = guarded("reply", rx.message()).await;
     assert!(
@@ -411,12 +416,7 @@ async fn an_early_ok_response_is_not_replaced_by_the_bidi_pumps_failed_send() {
 async fn an_early_ok_response_is_what_client_streaming_returns() {
     let server = H2Server::tcp(
         small_window,
-        handler(|mut s: Stream| async move {
-            let Some(mut send) = s.headers() else { return };
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            let _ = send.send_data(grpc_message(b""), false);
-            let _ = send.send_trailers(trailers("0", &[]));
-        }),
+        answers_without_reading(Duration::from_millis(500), b""),
     )
     .await;
     let ch = channel_with_config(&server.target(), "{}");
@@ -442,28 +442,7 @@ async fn an_early_ok_response_is_what_client_streaming_returns() {
 /// the server's message and OK, not a CANCELLED the pump's drop made up.
 #[tokio::test(start_paused = true)]
 async fn a_bidi_pump_finishing_after_an_early_ok_response_does_not_cancel_it() {
-    let server = H2Server::tcp(
-        small_window,
-        handler(|mut s: Stream| async move {
-            let Some(mut send) = s.headers() else { return };
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            let _ = send.send_data(grpc_message(b""), false);
-            let _ = send.send_trailers(trailers("0", &[]));
-        }),
-    )
-    .await;
-    let ch = channel_with_config(&server.target(), "{}");
-    let (feed, fed) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
-    let response = guarded(
-        "bidi",
-        ch.bidi_streaming::<Vec<u8>, Vec<u8>, _>("/t.S/Bidi", Request::new(Fed(fed))),
-    )
-    .await
-    .expect("committed");
-    for i in 0..40u32 {
-        feed.send(numbered(i, 1000)).expect("feed");
-    }
-    settle(Duration::from_secs(1)).await;
+    let (_server, _ch, feed, response) = bidi_behind_an_early_ok_response(40).await;
     drop(feed);
     settle(Duration::from_millis(100)).await;
     let mut rx = response.into_message();

@@ -12,22 +12,15 @@ mod support;
 
 use std::time::Duration;
 
-use grpc_channel::{Channel, Code, Request, ResolverOptions, XdsResourceType};
-use interop::xds_resources::{named, rds_listener, route_to_cluster, type_url, RouteMatchSpec};
+use grpc_channel::{Channel, Code, Request, ResolverOptions};
+use interop::xds_resources::{named, rds_listener, type_url};
 use interop::xds_server::ManagementServer;
 use interop_proto::paths;
 use support::xds::{
-    bounded, locality, management_server, publish, xds_channel, CALL, NAME, ROUTES,
+    bounded, listener_names, management_server, one_backend, xds_channel, xds_channel_for, CALL,
+    NAME, ROUTES,
 };
 use support::{interop_server_handle, served_by};
-
-/// A channel to `xds:///<name>` with `server`'s bootstrap.
-fn channel_for(server: &ManagementServer, name: &str) -> Channel {
-    Channel::builder(format!("xds:///{name}"))
-        .xds_bootstrap(server.bootstrap_json())
-        .build()
-        .expect("xds channel")
-}
 
 /// Publishes a Listener for each of `names`, all naming [`ROUTES`].
 fn set_listeners(server: &ManagementServer, names: &[String]) {
@@ -51,6 +44,41 @@ async fn call(channel: &Channel, request: Request<interop_proto::SimpleRequest>)
     }
 }
 
+/// A `SimpleRequest` with no options.
+fn request() -> Request<interop_proto::SimpleRequest> {
+    Request::new(interop_proto::SimpleRequest::default())
+}
+
+/// [`call`] on its own task (on a clone of `channel`).
+fn spawn_call(
+    channel: &Channel,
+    request: Request<interop_proto::SimpleRequest>,
+) -> tokio::task::JoinHandle<Code> {
+    let channel = channel.clone();
+    tokio::spawn(async move { call(&channel, request).await })
+}
+
+/// How many tasks are alive on this runtime.
+fn alive_tasks() -> usize {
+    tokio::runtime::Handle::current()
+        .metrics()
+        .num_alive_tasks()
+}
+
+/// Polls (every 20 ms, at most `tries` times) until at most `before` tasks are alive and `also` holds;
+/// the last count of alive tasks.
+async fn tasks_back_to(before: usize, tries: usize, also: impl Fn() -> bool) -> usize {
+    let mut after = 0;
+    for _ in 0..tries {
+        after = alive_tasks();
+        if after <= before && also() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    after
+}
+
 /// Polls `done` (every 10 ms, at most 1000 times).
 async fn eventually(what: &str, done: impl Fn() -> bool) {
     for _ in 0..1000 {
@@ -67,14 +95,7 @@ async fn eventually(what: &str, done: impl Fn() -> bool) {
 #[tokio::test]
 async fn dropping_the_only_xds_channel_without_close_ends_the_ads_stream() {
     bounded("drop ends the stream", async {
-        let a = interop_server_handle().await;
-        let server = management_server().await;
-        publish(
-            &server,
-            &["*"],
-            vec![route_to_cluster(&RouteMatchSpec::any(), "c")],
-            &[("c", locality(&[a.addr]))],
-        );
+        let (_a, server) = one_backend().await;
         let channel = xds_channel(&server);
         served_by(&channel, CALL).await.expect("a call");
         drop(channel);
@@ -97,11 +118,7 @@ async fn closing_before_the_first_call_starts_nothing_and_closing_twice_is_harml
         channel.close();
         channel.close();
         channel.connect();
-        let code = call(
-            &channel,
-            Request::new(interop_proto::SimpleRequest::default()).with_timeout(CALL),
-        )
-        .await;
+        let code = call(&channel, request().with_timeout(CALL)).await;
         assert_eq!(code, Code::Unavailable);
         assert!(channel.ready().await.is_err());
         assert!(channel.xds_resources().is_none());
@@ -123,16 +140,7 @@ async fn a_wait_for_ready_call_waiting_for_the_listener_ends_at_close() {
     bounded("close ends a waiting call", async {
         let server = management_server().await;
         let channel = xds_channel(&server);
-        let waiting = tokio::spawn({
-            let channel = channel.clone();
-            async move {
-                call(
-                    &channel,
-                    Request::new(interop_proto::SimpleRequest::default()).with_wait_for_ready(true),
-                )
-                .await
-            }
-        });
+        let waiting = spawn_call(&channel, request().with_wait_for_ready(true));
         eventually("the Listener is asked for", || {
             server
                 .requests()
@@ -161,14 +169,7 @@ async fn a_wait_for_ready_call_waiting_for_the_listener_ends_at_close() {
 async fn a_channel_built_while_the_stream_is_down_recovers_when_the_server_returns() {
     bounded("recovery after the stream error", async {
         const OTHER: &str = "other.test";
-        let a = interop_server_handle().await;
-        let mut server = management_server().await;
-        publish(
-            &server,
-            &["*"],
-            vec![route_to_cluster(&RouteMatchSpec::any(), "c")],
-            &[("c", locality(&[a.addr]))],
-        );
+        let (_a, mut server) = one_backend().await;
         set_listeners(&server, &[NAME.to_owned(), OTHER.to_owned()]);
         let first = xds_channel(&server);
         served_by(&first, CALL).await.expect("a call");
@@ -179,26 +180,15 @@ async fn a_channel_built_while_the_stream_is_down_recovers_when_the_server_retur
         eventually("the stream ends", || server.streams_ended() == 1).await;
         served_by(&first, CALL).await.expect("cached config");
 
-        let second = channel_for(&server, OTHER);
-        let fail_fast = call(
-            &second,
-            Request::new(interop_proto::SimpleRequest::default())
-                .with_timeout(Duration::from_millis(500)),
-        )
-        .await;
+        let second = xds_channel_for(&server, OTHER);
+        let fail_fast = call(&second, request().with_timeout(Duration::from_millis(500))).await;
         assert_eq!(fail_fast, Code::Unavailable, "A57: fails at once");
-        let waiting = tokio::spawn({
-            let second = second.clone();
-            async move {
-                call(
-                    &second,
-                    Request::new(interop_proto::SimpleRequest::default())
-                        .with_wait_for_ready(true)
-                        .with_timeout(Duration::from_secs(600)),
-                )
-                .await
-            }
-        });
+        let waiting = spawn_call(
+            &second,
+            request()
+                .with_wait_for_ready(true)
+                .with_timeout(Duration::from_secs(600)),
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert!(!waiting.is_finished(), "a wait-for-ready call waits");
 
@@ -208,11 +198,7 @@ async fn a_channel_built_while_the_stream_is_down_recovers_when_the_server_retur
             .expect("the wait-for-ready call ends once the server is back")
             .expect("task");
         assert_eq!(code, Code::Ok);
-        let code = call(
-            &second,
-            Request::new(interop_proto::SimpleRequest::default()).with_timeout(CALL),
-        )
-        .await;
+        let code = call(&second, request().with_timeout(CALL)).await;
         assert_eq!(code, Code::Ok, "fail-fast calls work again");
     })
     .await;
@@ -225,14 +211,7 @@ async fn a_channel_built_while_the_stream_is_down_recovers_when_the_server_retur
 async fn many_open_close_cycles_on_a_shared_stream_leave_nothing_behind() {
     bounded("open/close cycles", async {
         const CYCLES: usize = 200;
-        let a = interop_server_handle().await;
-        let server = management_server().await;
-        publish(
-            &server,
-            &["*"],
-            vec![route_to_cluster(&RouteMatchSpec::any(), "c")],
-            &[("c", locality(&[a.addr]))],
-        );
+        let (_a, server) = one_backend().await;
         let mut names: Vec<String> = (0..CYCLES).map(|i| format!("l{i}.test")).collect();
         names.push(NAME.to_owned());
         set_listeners(&server, &names);
@@ -240,33 +219,22 @@ async fn many_open_close_cycles_on_a_shared_stream_leave_nothing_behind() {
         served_by(&staying, CALL).await.expect("a call");
         // One cycle first, so that everything made once per process exists in the baseline.
         for name in &names[..1] {
-            let ch = channel_for(&server, name);
+            let ch = xds_channel_for(&server, name);
             served_by(&ch, CALL).await.expect("a call");
             ch.close();
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let metrics = tokio::runtime::Handle::current().metrics();
-        let tasks_before = metrics.num_alive_tasks();
+        let tasks_before = alive_tasks();
         let resources_before = staying.xds_resources().expect("resources").resources.len();
 
         for name in &names[1..CYCLES] {
-            let ch = channel_for(&server, name);
+            let ch = xds_channel_for(&server, name);
             served_by(&ch, CALL).await.expect("a call");
             ch.close();
             drop(ch);
         }
-        let listeners = || {
-            staying
-                .xds_resources()
-                .expect("resources")
-                .resources
-                .into_iter()
-                .filter(|r| r.resource_type == XdsResourceType::Listener)
-                .map(|r| r.name)
-                .collect::<Vec<_>>()
-        };
         eventually("only the staying channel's Listener is left", || {
-            listeners() == [NAME]
+            listener_names(&staying) == [NAME]
         })
         .await;
         let last = server
@@ -281,14 +249,7 @@ async fn many_open_close_cycles_on_a_shared_stream_leave_nothing_behind() {
             resources_before
         );
         assert_eq!(server.streams_opened(), 1);
-        let mut tasks_after = 0;
-        for _ in 0..100 {
-            tasks_after = metrics.num_alive_tasks();
-            if tasks_after <= tasks_before {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let tasks_after = tasks_back_to(tasks_before, 100, || true).await;
         assert!(
             tasks_after <= tasks_before,
             "tasks left behind: {tasks_before} before, {tasks_after} after {CYCLES} cycles"
@@ -304,14 +265,7 @@ async fn many_open_close_cycles_on_a_shared_stream_leave_nothing_behind() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn closing_the_last_channel_while_the_next_is_built_never_shares_a_dead_stream() {
     bounded("close racing build", async {
-        let a = interop_server_handle().await;
-        let server = management_server().await;
-        publish(
-            &server,
-            &["*"],
-            vec![route_to_cluster(&RouteMatchSpec::any(), "c")],
-            &[("c", locality(&[a.addr]))],
-        );
+        let (_a, server) = one_backend().await;
         let mut previous = xds_channel(&server);
         served_by(&previous, CALL).await.expect("a call");
         for i in 0..30 {
@@ -336,14 +290,7 @@ async fn closing_the_last_channel_while_the_next_is_built_never_shares_a_dead_st
 #[tokio::test]
 async fn a_streaming_call_in_progress_ends_when_the_xds_channel_closes() {
     bounded("close during a stream", async {
-        let a = interop_server_handle().await;
-        let server = management_server().await;
-        publish(
-            &server,
-            &["*"],
-            vec![route_to_cluster(&RouteMatchSpec::any(), "c")],
-            &[("c", locality(&[a.addr]))],
-        );
+        let (_a, server) = one_backend().await;
         let channel = xds_channel(&server);
         let mut stream = support::xds::slow_stream(&channel, 100, Duration::from_millis(100)).await;
         channel.close();
@@ -376,16 +323,7 @@ async fn a_wait_for_ready_call_waiting_for_dns_ends_at_close() {
         })
         .build()
         .expect("channel");
-    let waiting = tokio::spawn({
-        let channel = channel.clone();
-        async move {
-            call(
-                &channel,
-                Request::new(interop_proto::SimpleRequest::default()).with_wait_for_ready(true),
-            )
-            .await
-        }
-    });
+    let waiting = spawn_call(&channel, request().with_wait_for_ready(true));
     tokio::time::sleep(Duration::from_secs(30)).await;
     assert!(!waiting.is_finished(), "a wait-for-ready call waits");
     channel.close();
@@ -403,33 +341,26 @@ async fn a_wait_for_ready_call_waiting_for_dns_ends_at_close() {
 async fn concurrent_open_call_close_cycles_leave_nothing_behind() {
     bounded("concurrent cycles", async {
         const CHANNELS: usize = 60;
-        let a = interop_server_handle().await;
-        let server = std::sync::Arc::new(management_server().await);
-        publish(
-            &server,
-            &["*"],
-            vec![route_to_cluster(&RouteMatchSpec::any(), "c")],
-            &[("c", locality(&[a.addr]))],
-        );
+        let (_a, server) = one_backend().await;
+        let server = std::sync::Arc::new(server);
         let mut names: Vec<String> = (0..CHANNELS).map(|i| format!("p{i}.test")).collect();
         names.push(NAME.to_owned());
         set_listeners(&server, &names);
         let staying = xds_channel(&server);
         served_by(&staying, CALL).await.expect("a call");
-        let warm = channel_for(&server, &names[0]);
+        let warm = xds_channel_for(&server, &names[0]);
         served_by(&warm, CALL).await.expect("a call");
         warm.close();
         drop(warm);
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let metrics = tokio::runtime::Handle::current().metrics();
-        let tasks_before = metrics.num_alive_tasks();
+        let tasks_before = alive_tasks();
 
         let mut tasks = Vec::new();
         for (i, name) in names[..CHANNELS].iter().enumerate() {
             let server = server.clone();
             let name = name.clone();
             tasks.push(tokio::spawn(async move {
-                let ch = channel_for(&server, &name);
+                let ch = xds_channel_for(&server, &name);
                 // A call left running while the channel closes, and one that finished.
                 served_by(&ch, CALL).await.expect("a call");
                 let running = tokio::spawn({
@@ -448,28 +379,11 @@ async fn concurrent_open_call_close_cycles_leave_nothing_behind() {
         for t in tasks {
             t.await.expect("cycle");
         }
-        let listeners = || {
-            staying
-                .xds_resources()
-                .expect("resources")
-                .resources
-                .into_iter()
-                .filter(|r| r.resource_type == XdsResourceType::Listener)
-                .map(|r| r.name)
-                .collect::<Vec<_>>()
-        };
         eventually("only the staying channel's Listener is left", || {
-            listeners() == [NAME]
+            listener_names(&staying) == [NAME]
         })
         .await;
-        let mut tasks_after = 0;
-        for _ in 0..200 {
-            tasks_after = metrics.num_alive_tasks();
-            if tasks_after <= tasks_before {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let tasks_after = tasks_back_to(tasks_before, 200, || true).await;
         assert!(
             tasks_after <= tasks_before,
             "tasks left behind: {tasks_before} before, {tasks_after} after"
@@ -502,8 +416,7 @@ async fn closed_dns_channels_leave_no_resolver_task() {
     warm.close();
     drop(warm);
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let metrics = tokio::runtime::Handle::current().metrics();
-    let before = metrics.num_alive_tasks();
+    let before = alive_tasks();
     let mut kept = Vec::new();
     for _ in 0..20 {
         let ch = build();
@@ -511,14 +424,7 @@ async fn closed_dns_channels_leave_no_resolver_task() {
         ch.close();
         kept.push(ch);
     }
-    let mut after = 0;
-    for _ in 0..200 {
-        after = metrics.num_alive_tasks();
-        if after <= before {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let after = tasks_back_to(before, 200, || true).await;
     assert!(
         after <= before,
         "tasks left: {before} before, {after} after 20 closed channels"
@@ -532,16 +438,8 @@ async fn closed_dns_channels_leave_no_resolver_task() {
 #[tokio::test]
 async fn closing_the_only_xds_channel_leaves_no_task_behind() {
     bounded("no task left", async {
-        let a = interop_server_handle().await;
-        let server = management_server().await;
-        publish(
-            &server,
-            &["*"],
-            vec![route_to_cluster(&RouteMatchSpec::any(), "c")],
-            &[("c", locality(&[a.addr]))],
-        );
-        let metrics = tokio::runtime::Handle::current().metrics();
-        let before = metrics.num_alive_tasks();
+        let (_a, server) = one_backend().await;
+        let before = alive_tasks();
         let mut kept = Vec::new();
         for i in 0..5u64 {
             let ch = xds_channel(&server);
@@ -550,14 +448,7 @@ async fn closing_the_only_xds_channel_leaves_no_task_behind() {
             kept.push(ch);
             eventually("the stream ends", || server.streams_ended() == i + 1).await;
         }
-        let mut after = 0;
-        for _ in 0..200 {
-            after = metrics.num_alive_tasks();
-            if after <= before {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let after = tasks_back_to(before, 200, || true).await;
         assert!(
             after <= before,
             "tasks left: {before} before, {after} after"
@@ -574,8 +465,7 @@ async fn closing_right_after_connect_leaves_no_stream_and_no_task() {
     bounded("close right after connect", async {
         let server = management_server().await;
         set_listeners(&server, &[NAME.to_owned()]);
-        let metrics = tokio::runtime::Handle::current().metrics();
-        let before = metrics.num_alive_tasks();
+        let before = alive_tasks();
         let mut kept = Vec::new();
         for i in 0..50 {
             let ch = xds_channel(&server);
@@ -592,14 +482,10 @@ async fn closing_right_after_connect_leaves_no_stream_and_no_task() {
             server.streams_opened() == server.streams_ended()
         })
         .await;
-        let mut after = 0;
-        for _ in 0..200 {
-            after = metrics.num_alive_tasks();
-            if after <= before && server.streams_opened() == server.streams_ended() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let after = tasks_back_to(before, 200, || {
+            server.streams_opened() == server.streams_ended()
+        })
+        .await;
         assert!(
             after <= before,
             "tasks left: {before} before, {after} after"

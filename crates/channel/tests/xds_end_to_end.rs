@@ -31,10 +31,11 @@ use interop_proto::grpc_testing::Empty;
 use interop_proto::paths;
 use support::flaky::{attempts, flaky_unary};
 use support::xds::{
-    bounded, call_until, locality, management_server, nack_of, publish, publish_empty_call_split,
-    set_clusters, set_endpoints, set_listener_without_api_listener, set_routes_with_unknown_filter,
-    slow_stream, tally, unary_served_by, xds_channel, xds_channel_at, xds_channel_with_features,
-    CALL, NAME, ROUTES,
+    bounded, call_until, listener_names, locality, management_server, nack_of, one_backend,
+    publish, publish_empty_call_split, set_clusters, set_endpoints,
+    set_listener_without_api_listener, set_routes_with_unknown_filter, slow_stream, tally,
+    unary_served_by, xds_channel, xds_channel_at, xds_channel_for, xds_channel_with_features, CALL,
+    NAME, ROUTES,
 };
 use support::{interop_server_handle, reserved_port, served_by};
 
@@ -428,14 +429,7 @@ async fn closing_the_channel_closes_a_connection_left_by_an_eds_update() {
 #[tokio::test]
 async fn closing_the_only_xds_channel_ends_the_ads_stream() {
     bounded("close ends the stream", async {
-        let a = interop_server_handle().await;
-        let server = management_server().await;
-        publish(
-            &server,
-            &["*"],
-            vec![route_to_cluster(&RouteMatchSpec::any(), "c")],
-            &[("c", locality(&[a.addr]))],
-        );
+        let (_a, server) = one_backend().await;
         let channel = xds_channel(&server);
         served_by(&channel, CALL).await.expect("a call");
         assert!(channel.xds_resources().is_some());
@@ -464,14 +458,7 @@ async fn closing_the_only_xds_channel_ends_the_ads_stream() {
 async fn closing_one_of_two_xds_channels_unsubscribes_its_listener_only() {
     bounded("close releases its share", async {
         const OTHER: &str = "other.test";
-        let a = interop_server_handle().await;
-        let server = management_server().await;
-        publish(
-            &server,
-            &["*"],
-            vec![route_to_cluster(&RouteMatchSpec::any(), "c")],
-            &[("c", locality(&[a.addr]))],
-        );
+        let (_a, server) = one_backend().await;
         let listeners = || {
             vec![
                 named(NAME, type_url::LISTENER, &rds_listener(NAME, ROUTES)),
@@ -480,10 +467,7 @@ async fn closing_one_of_two_xds_channels_unsubscribes_its_listener_only() {
         };
         server.set(type_url::LISTENER, listeners());
         let closing = xds_channel(&server);
-        let staying = grpc_channel::Channel::builder(format!("xds:///{OTHER}"))
-            .xds_bootstrap(server.bootstrap_json())
-            .build()
-            .expect("xds channel");
+        let staying = xds_channel_for(&server, OTHER);
         served_by(&closing, CALL).await.expect("a call");
         served_by(&staying, CALL).await.expect("a call");
         let names = |r: &DiscoveryRequest| {
@@ -529,15 +513,7 @@ async fn closing_one_of_two_xds_channels_unsubscribes_its_listener_only() {
             .await
             .expect("the other channel goes on");
         assert_eq!(server.streams_opened(), 1, "on the same stream");
-        let listeners: Vec<_> = staying
-            .xds_resources()
-            .expect("resources")
-            .resources
-            .into_iter()
-            .filter(|r| r.resource_type == grpc_channel::XdsResourceType::Listener)
-            .map(|r| r.name)
-            .collect();
-        assert_eq!(listeners, [OTHER]);
+        assert_eq!(listener_names(&staying), [OTHER]);
     })
     .await;
 }
@@ -802,14 +778,7 @@ fn the_published_resources_are_valid_for_the_client() {
 #[tokio::test]
 async fn a_deleted_listener_keeps_the_last_config_by_default() {
     bounded("LDS deletion, default", async {
-        let a = interop_server_handle().await;
-        let server = management_server().await;
-        publish(
-            &server,
-            &["*"],
-            vec![route_to_cluster(&RouteMatchSpec::any(), "c")],
-            &[("c", locality(&[a.addr]))],
-        );
+        let (a, server) = one_backend().await;
         let channel = xds_channel(&server);
         assert_eq!(tally(&channel, 5).await.len(), 1);
 
@@ -832,14 +801,7 @@ async fn a_deleted_listener_keeps_the_last_config_by_default() {
 #[tokio::test]
 async fn a_deleted_listener_fails_calls_with_fail_on_data_errors() {
     bounded("LDS deletion, fail_on_data_errors", async {
-        let a = interop_server_handle().await;
-        let server = management_server().await;
-        publish(
-            &server,
-            &["*"],
-            vec![route_to_cluster(&RouteMatchSpec::any(), "c")],
-            &[("c", locality(&[a.addr]))],
-        );
+        let (a, server) = one_backend().await;
         let channel = xds_channel_with_features(&server, &["fail_on_data_errors"]);
         assert_eq!(tally(&channel, 5).await.len(), 1);
 
@@ -864,14 +826,7 @@ async fn a_deleted_listener_fails_calls_with_fail_on_data_errors() {
 #[tokio::test]
 async fn calls_survive_the_management_server_going_away() {
     bounded("management server restart", async {
-        let a = interop_server_handle().await;
-        let mut server = management_server().await;
-        publish(
-            &server,
-            &["*"],
-            vec![route_to_cluster(&RouteMatchSpec::any(), "c")],
-            &[("c", locality(&[a.addr]))],
-        );
+        let (a, mut server) = one_backend().await;
         let channel = xds_channel(&server);
         assert_eq!(tally(&channel, 5).await.len(), 1);
         let streams = server.streams_opened();

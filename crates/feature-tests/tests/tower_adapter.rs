@@ -26,7 +26,10 @@ use http_body::{Body, Frame};
 use prost::Message as _;
 use support::frames::{grpc_message, numbered, payloads};
 use support::guards::{guarded, settle};
-use support::h2_server::{handler, small_window, trailers, Event, H2Server, Stream};
+use support::h2_server::{
+    answers_without_reading, handler, reads_then_answers, small_window, Event, H2Server, HeadersAt,
+    Stream,
+};
 use support::{frame, interop_server, NO_HANG};
 use tower_service::Service as _;
 
@@ -378,14 +381,7 @@ fn ends(server: &H2Server) -> (usize, Vec<Reason>) {
 async fn a_body_streamed_after_commit_ends_once_after_its_backlog() {
     let server = H2Server::tcp(
         small_window,
-        handler(|mut s: Stream| async move {
-            let Some(mut send) = s.headers() else { return };
-            tokio::time::sleep(Duration::from_secs(2)).await;
-            if s.read_to_end().await.is_ok() {
-                let _ = send.send_data(grpc_message(b"done"), false);
-                let _ = send.send_trailers(trailers("0", &[]));
-            }
-        }),
+        reads_then_answers(HeadersAt::Start, Duration::from_secs(2)),
     )
     .await;
     let (_service, feed, response) = start(&server).await;
@@ -440,12 +436,7 @@ async fn a_body_failing_after_commit_with_a_backlog_resets_and_never_half_closes
 async fn a_body_ending_after_an_early_ok_response_does_not_cancel_it() {
     let server = H2Server::tcp(
         small_window,
-        handler(|mut s: Stream| async move {
-            let Some(mut send) = s.headers() else { return };
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            let _ = send.send_data(grpc_message(b"early"), false);
-            let _ = send.send_trailers(trailers("0", &[]));
-        }),
+        answers_without_reading(Duration::from_millis(500), b"early"),
     )
     .await;
     let (_service, feed, response) = start(&server).await;

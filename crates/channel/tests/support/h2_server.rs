@@ -150,6 +150,15 @@ pub enum HeadersAt {
 /// A server that sends its response headers as `headers` says, starts reading `read_after` after the
 /// stream opened (and its headers went), reads the whole request, then answers `done` and OK.
 pub fn reads_then_answers(headers: HeadersAt, read_after: std::time::Duration) -> Handler {
+    reads_then_answers_with(headers, read_after, b"done")
+}
+
+/// [`reads_then_answers`], answering a message of `payload` instead of `done`.
+pub fn reads_then_answers_with(
+    headers: HeadersAt,
+    read_after: std::time::Duration,
+    payload: &'static [u8],
+) -> Handler {
     handler(move |mut s: Stream| async move {
         let mut send = match headers {
             HeadersAt::Start => s.headers(),
@@ -171,7 +180,19 @@ pub fn reads_then_answers(headers: HeadersAt, read_after: std::time::Duration) -
         let Some(mut send) = send.take().or_else(|| s.headers()) else {
             return;
         };
-        let _ = send.send_data(grpc_message(b"done"), false);
+        let _ = send.send_data(grpc_message(payload), false);
+        let _ = send.send_trailers(trailers("0", &[]));
+    })
+}
+
+/// A server that answers response headers at once and, `after` that, a message of `payload` and OK,
+/// without reading the request; then it drops the stream's handles (h2 resets a request stream the client
+/// has not finished with RST_STREAM(NO_ERROR)).
+pub fn answers_without_reading(after: std::time::Duration, payload: &'static [u8]) -> Handler {
+    handler(move |mut s: Stream| async move {
+        let Some(mut send) = s.headers() else { return };
+        tokio::time::sleep(after).await;
+        let _ = send.send_data(grpc_message(payload), false);
         let _ = send.send_trailers(trailers("0", &[]));
     })
 }

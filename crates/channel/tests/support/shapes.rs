@@ -1,13 +1,14 @@
 //! One call of each shape (unary, server streaming, client streaming, bidi), for tests that check a
-//! behaviour on every shape against servers that answer any path.
+//! behaviour on every shape against servers that answer any path; and bidi calls started for the tests
+//! to drive (raw halves, or the bidi pump fed by the test).
 
 use std::time::Duration;
 
 use bytes::Bytes;
-use grpc_channel::{Channel, Code, Request, RequestSender, Status, Streaming};
+use grpc_channel::{Channel, Code, Request, RequestSender, Response, Status, Streaming};
 use interop::faulty::{FlakyItem, FlakyMessage, FlakyTotals};
 
-use super::IterStream;
+use super::{Fed, IterStream};
 
 /// A call shape.
 #[derive(Clone, Copy, Debug)]
@@ -108,4 +109,22 @@ pub async fn start_bidi(ch: &Channel) -> (RequestSender<Bytes>, Streaming<Bytes>
     super::guards::guarded("start", ch.streaming_raw("/t.S/Bidi", Request::new(())))
         .await
         .expect("start")
+}
+
+/// A bidi call (`/t.S/Bidi`) of `Vec<u8>` messages through the bidi pump, its request stream fed by the
+/// test (it ends when the feed is dropped): the feed, and the response once its headers committed the call.
+pub async fn start_fed_bidi(
+    ch: &Channel,
+) -> (
+    tokio::sync::mpsc::UnboundedSender<Vec<u8>>,
+    Response<Streaming<Vec<u8>>>,
+) {
+    let (feed, fed) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+    let response = super::guards::guarded(
+        "bidi",
+        ch.bidi_streaming::<Vec<u8>, Vec<u8>, _>("/t.S/Bidi", Request::new(Fed(fed))),
+    )
+    .await
+    .expect("committed");
+    (feed, response)
 }

@@ -1,7 +1,8 @@
-//! Helpers of the xDS end-to-end tests (`xds_end_to_end.rs`, `xds_ring_hash.rs`, ...): a management
-//! server, channels to `xds:///svc.test` with its bootstrap, publishing a Listener → RouteConfiguration →
-//! EDS clusters chain (round_robin, or a ring_hash cluster behind a header hash policy), and calls that
-//! report which backend answered.
+//! Helpers of the xDS end-to-end tests (`xds_end_to_end.rs`, `xds_ring_hash.rs`, `xds_close.rs`, ...): a
+//! management server, channels to `xds:///svc.test` (or another name) with its bootstrap, publishing a
+//! Listener → RouteConfiguration → EDS clusters chain (round_robin, or a ring_hash cluster behind a header
+//! hash policy; [`one_backend`] for the simplest, every call to one backend), the Listeners a channel
+//! holds, and calls that report which backend answered.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -47,7 +48,12 @@ pub async fn management_server() -> ManagementServer {
 
 /// A channel to `xds:///<NAME>` with `server`'s bootstrap.
 pub fn xds_channel(server: &ManagementServer) -> Channel {
-    Channel::builder(format!("xds:///{NAME}"))
+    xds_channel_for(server, NAME)
+}
+
+/// A channel to `xds:///<name>` with `server`'s bootstrap.
+pub fn xds_channel_for(server: &ManagementServer, name: &str) -> Channel {
+    Channel::builder(format!("xds:///{name}"))
         .xds_bootstrap(server.bootstrap_json())
         .build()
         .expect("xds channel")
@@ -94,6 +100,38 @@ pub fn publish(
         )],
     );
     set_clusters(server, clusters);
+}
+
+/// Publishes the Listener [`NAME`] and a route of every call (any domain) to the EDS cluster `c`, one
+/// locality with `backend` alone.
+pub fn publish_one_backend(server: &ManagementServer, backend: SocketAddr) {
+    publish(
+        server,
+        &["*"],
+        vec![route_to_cluster(&RouteMatchSpec::any(), "c")],
+        &[("c", locality(&[backend]))],
+    );
+}
+
+/// An interop backend and a management server (started in that order) publishing every call to it
+/// ([`publish_one_backend`]).
+pub async fn one_backend() -> (interop::server::ServerHandle, ManagementServer) {
+    let backend = super::interop_server_handle().await;
+    let server = management_server().await;
+    publish_one_backend(&server, backend.addr);
+    (backend, server)
+}
+
+/// The names of the Listeners `channel` holds (panics if it has no xDS resources to show).
+pub fn listener_names(channel: &Channel) -> Vec<String> {
+    channel
+        .xds_resources()
+        .expect("resources")
+        .resources
+        .into_iter()
+        .filter(|r| r.resource_type == grpc_channel::XdsResourceType::Listener)
+        .map(|r| r.name)
+        .collect()
 }
 
 /// Sets the CDS and EDS resources: an EDS cluster per entry, with its assignment.

@@ -1,9 +1,13 @@
-//! Helpers shared by the resource parsers' tests: `Any`s of messages and of `TypedStruct`s.
+//! Helpers shared by the resource parsers' tests: `Any`s of messages and of `TypedStruct`s, HTTP filters,
+//! and header matchers of one regex.
 
+use envoy_types::pb::envoy::config::route::v3::header_matcher::HeaderMatchSpecifier;
+use envoy_types::pb::envoy::config::route::v3::HeaderMatcher;
 use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     http_filter::ConfigType, HttpFilter,
 };
+use envoy_types::pb::envoy::r#type::matcher::v3::RegexMatcher;
 use envoy_types::pb::google::protobuf::Any;
 use prost::{Message, Name};
 
@@ -49,4 +53,19 @@ pub(crate) fn filter(name: &str, config: Any, optional: bool) -> HttpFilter {
 /// The router filter, named `router`.
 pub(crate) fn router() -> HttpFilter {
     filter("router", any(&Router::default()), false)
+}
+
+/// `count` header matchers (`h0`, `h1`, ...), each the `safe_regex_match` `pattern`.
+#[allow(deprecated)]
+pub(crate) fn header_regexes(count: usize, pattern: &str) -> Vec<HeaderMatcher> {
+    (0..count)
+        .map(|i| HeaderMatcher {
+            name: format!("h{i}"),
+            header_match_specifier: Some(HeaderMatchSpecifier::SafeRegexMatch(RegexMatcher {
+                regex: pattern.into(),
+                ..Default::default()
+            })),
+            ..Default::default()
+        })
+        .collect()
 }

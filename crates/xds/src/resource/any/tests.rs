@@ -1,29 +1,16 @@
 use super::*;
 use crate::resource::matcher::{RESOURCE_REGEX_BUDGET, RESPONSE_REGEX_BUDGET};
+use crate::resource::testing::header_regexes;
 use crate::resource::SafeRegex;
-use envoy_types::pb::envoy::config::route::v3::header_matcher::HeaderMatchSpecifier;
 use envoy_types::pb::envoy::config::route::v3::route::Action;
 use envoy_types::pb::envoy::config::route::v3::route_action::ClusterSpecifier;
 use envoy_types::pb::envoy::config::route::v3::route_match::PathSpecifier;
-use envoy_types::pb::envoy::config::route::v3::{
-    HeaderMatcher, Route, RouteAction, RouteMatch, VirtualHost,
-};
-use envoy_types::pb::envoy::r#type::matcher::v3::RegexMatcher;
+use envoy_types::pb::envoy::config::route::v3::{Route, RouteAction, RouteMatch, VirtualHost};
 use prost::Message;
 
 /// A RouteConfiguration `name` whose one route has `count` header matchers of `pattern`, in an `Any`.
-#[allow(deprecated)]
 fn route_config_with_regexes(name: &str, count: usize, pattern: &str) -> Any {
-    let headers = (0..count)
-        .map(|i| HeaderMatcher {
-            name: format!("h{i}"),
-            header_match_specifier: Some(HeaderMatchSpecifier::SafeRegexMatch(RegexMatcher {
-                regex: pattern.into(),
-                ..Default::default()
-            })),
-            ..Default::default()
-        })
-        .collect();
+    let headers = header_regexes(count, pattern);
     let rc = rds::RouteConfiguration {
         name: name.into(),
         virtual_hosts: vec![VirtualHost {

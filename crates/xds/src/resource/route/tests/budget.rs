@@ -3,22 +3,13 @@
 
 use super::*;
 use crate::resource::matcher::RESOURCE_REGEX_BUDGET;
+use crate::resource::testing::header_regexes;
 use crate::resource::{HeaderMatch, SafeRegex, StringMatch};
 
 /// A route to `c` whose match has `count` header matchers, each the `safe_regex_match` `pattern`.
-#[allow(deprecated)]
 fn route_with_header_regexes(count: usize, pattern: &str) -> ProtoRoute {
     let mut m = prefix("");
-    m.headers = (0..count)
-        .map(|i| ProtoHeaderMatcher {
-            name: format!("h{i}"),
-            header_match_specifier: Some(HeaderMatchSpecifier::SafeRegexMatch(RegexMatcher {
-                regex: pattern.into(),
-                ..Default::default()
-            })),
-            ..Default::default()
-        })
-        .collect();
+    m.headers = header_regexes(count, pattern);
     route(m, action(to_cluster("c")))
 }
 
