@@ -150,10 +150,7 @@ pub(crate) struct FailureNote(Arc<Mutex<String>>);
 
 impl FailureNote {
     fn set(&self, message: String) {
-        let mut guard = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if *guard != message {
-            *guard = message;
-        }
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = message;
     }
 
     fn get(&self) -> String {
