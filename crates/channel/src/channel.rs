@@ -1,5 +1,9 @@
-//! [`Channel`]: the handle applications make calls on, and [`ChannelBuilder`], which checks every option
-//! before any connection is made.
+//! [`Channel`]: the handle applications make calls on. Its connectivity state (`state`, `connect`, `ready`,
+//! `close`) and stats, and its call methods, one per call shape: unary and server-streaming calls run their
+//! retry driver in the caller's task until they commit, client-streaming and bidi calls spawn it.
+//!
+//! Not here: setting a call up before its first attempt (`call_setup.rs`), bidi calls fed from a `Stream`
+//! (`pump.rs`), the channel's options ([`ChannelBuilder`](crate::ChannelBuilder), `builder.rs`).
 
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
@@ -13,32 +17,26 @@ use http::header::HeaderValue;
 use http::uri::{Authority, Scheme};
 use tokio::time::Instant;
 
-use crate::attempt::AttemptSetup;
-use crate::call::{CancelOnDrop, ReceiveRules, RequestSender, Shared, SharedRef, Streaming};
-use crate::codec::Codec;
-use crate::compression::{Encoding, EncodingSet};
-use crate::connect::Http2Settings;
+use crate::call::driver::{single_response, Driver, Receiving, Start, Started};
+use crate::call::telemetry::{CallTelemetry, ChannelStats, Telemetry};
+use crate::call::{CancelOnDrop, RequestSender, Streaming};
+use crate::call_setup::{Prepared, Settled};
+use crate::conn::connect::Http2Settings;
+use crate::conn::keepalive::Keepalive;
+use crate::conn::tls::TlsConnector;
+use crate::control::health_stream::WatchSetup;
+use crate::control::resolver::Resolution;
 use crate::control::ControlPlane;
-use crate::driven::{single_response, Receiving, Start, Started};
-use crate::health::WatchSetup;
-use crate::interceptor::Interceptors;
-use crate::keepalive::Keepalive;
-use crate::limits::Limit;
-use crate::metadata::MetadataMap;
-use crate::method_uris::MethodUris;
-use crate::request::{CallOptions, Request, Response};
-use crate::resolution::Resolution;
-use crate::resolved::{method_for, RoutedTo, Routing};
-use crate::retry_driver::Driver;
-use crate::status::{Code, Status};
-use crate::telemetry::{CallTelemetry, ChannelStats, Telemetry};
-use crate::tls::TlsConnector;
+use crate::request::interceptor::Interceptors;
+use crate::request::{Request, Response};
+use crate::wire::codec::Codec;
+use crate::wire::compression::{Encoding, EncodingSet};
+use crate::wire::metadata::MetadataMap;
+use crate::wire::method_uris::MethodUris;
+use crate::wire::status::Status;
 use grpc_lb::ConnectivityState;
-use grpc_retry::{
-    AppRetryPolicy, BufferPool, CallConfig, Precedence, RetryCall, SharedLimits, SplitMix64,
-    Throttle, ThrottleConfig,
-};
-use grpc_service_config::{MethodConfig, ServiceConfig, Target};
+use grpc_retry::{AppRetryPolicy, BufferPool, Precedence, Throttle, ThrottleConfig};
+use grpc_service_config::Target;
 
 /// A channel to one target. Cheap to clone: clones share the connection. Connects lazily, on the first call.
 ///
@@ -73,7 +71,7 @@ pub(crate) struct Inner {
     pub(crate) telemetry: Arc<Telemetry>,
     /// Whether calls are exactly-once unless they say otherwise.
     pub(crate) exactly_once: bool,
-    pub(crate) exactly_once_client: Arc<crate::exactly_once::Client>,
+    pub(crate) exactly_once_client: Arc<crate::call::exactly_once::Client>,
     pub(crate) user_agent: HeaderValue,
     pub(crate) max_receive: Option<usize>,
     pub(crate) max_send: Option<usize>,
@@ -90,7 +88,7 @@ pub(crate) struct Inner {
     /// Whether health checking may run (the application did not veto it).
     pub(crate) health_checks: bool,
     /// Which connections go through an HTTP CONNECT proxy.
-    pub(crate) route: crate::proxy::Route,
+    pub(crate) route: crate::conn::proxy::Route,
     /// The timeout of calls that set none ([`crate::ChannelBuilder::timeout`]).
     pub(crate) default_timeout: Option<Duration>,
     pub(crate) keepalive: Arc<Keepalive>,
@@ -143,13 +141,13 @@ impl Channel {
         &self.inner.target
     }
 
-    fn is_closed(&self) -> bool {
+    pub(crate) fn is_closed(&self) -> bool {
         self.inner.closed.load(Ordering::Acquire)
     }
 
     /// The control plane, started on first use (inside a tokio runtime): every target kind, `unix:`
     /// included, goes through it.
-    fn control(&self) -> &ControlPlane {
+    pub(crate) fn control(&self) -> &ControlPlane {
         self.inner.control.get_or_init(|| {
             ControlPlane::start(
                 self.inner.resolution.clone(),
@@ -169,10 +167,11 @@ impl Channel {
         if !inner.health_checks {
             return None;
         }
-        match inner
-            .uris
-            .get(&inner.scheme, &inner.authority, crate::health::WATCH_PATH)
-        {
+        match inner.uris.get(
+            &inner.scheme,
+            &inner.authority,
+            crate::control::health_stream::WATCH_PATH,
+        ) {
             Ok(uri) => Some(WatchSetup {
                 uri: (*uri).clone(),
                 user_agent: inner.user_agent.clone(),
@@ -419,9 +418,13 @@ impl Channel {
         message: &Req,
     ) -> Result<Started<Resp>, Status> {
         telemetry.routed(prepared.cluster.as_ref());
-        let frame =
-            crate::framing::encode_frame(codec, message, prepared.encoding, prepared.max_send)
-                .map_err(|status| telemetry.fail(status))?;
+        let frame = crate::wire::framing::encode_frame(
+            codec,
+            message,
+            prepared.encoding,
+            prepared.max_send,
+        )
+        .map_err(|status| telemetry.fail(status))?;
         let now = Instant::now().into_std();
         let (mut call, setup, shared) = self.new_call(&mut prepared, telemetry, true, now);
         call.send_message(frame, now);
@@ -472,327 +475,7 @@ impl Channel {
     }
 
     /// The largest response header list (headers or trailers) a call accepts.
-    fn header_limit(&self) -> usize {
+    pub(crate) fn header_limit(&self) -> usize {
         self.inner.http2.max_header_list_size as usize
-    }
-
-    /// The retry state machine of a new call (gRFC A6: the method's policy, or none, with the channel's
-    /// throttle and buffer limits), what its attempts send, and the state its halves share. `now` is the
-    /// call's start for the state machine.
-    fn new_call(
-        &self,
-        prepared: &mut Prepared,
-        mut telemetry: CallTelemetry,
-        eager: bool,
-        now: std::time::Instant,
-    ) -> (Box<RetryCall>, Arc<AttemptSetup>, SharedRef) {
-        let inner = &*self.inner;
-        // A policy set on the call always wins for it; the channel's wins as its precedence says.
-        let (app_policy, precedence) = match &prepared.options.retry_policy {
-            Some(p) => (Some(p.clone()), Precedence::Application),
-            None => (inner.app_policy.clone(), inner.precedence),
-        };
-        let config = CallConfig {
-            policy: prepared
-                .method
-                .as_ref()
-                .map(|m| m.policy.clone())
-                .unwrap_or_default(),
-            app_policy,
-            precedence,
-            retries_enabled: inner.retries,
-            deadline: prepared.deadline.map(Instant::into_std),
-            per_call_buffer_limit: inner.per_rpc_buffer_limit,
-            ..CallConfig::default()
-        };
-        let shared = SharedLimits {
-            throttle: self.throttle_for(&prepared.config),
-            pool: inner.retry_pool.clone(),
-        };
-        let seed = inner.seed ^ inner.calls.fetch_add(1, Ordering::Relaxed);
-        // Boxed: it goes from the retry driver (in the caller's future) to the call's shared state at commit,
-        // and would otherwise take its room in both for the whole call.
-        let call = Box::new(RetryCall::new(
-            config,
-            shared,
-            Box::new(SplitMix64::new(seed)),
-            now,
-        ));
-        let exactly_once = prepared
-            .options
-            .exactly_once
-            .unwrap_or(inner.exactly_once)
-            .then(|| Arc::new(inner.exactly_once_client.start_call()));
-        // The call's reference to its cluster lives in its shared state only, released at commit.
-        let hold = prepared.cluster.as_mut().and_then(|c| c.hold.take());
-        let setup = Arc::new(AttemptSetup {
-            uri: prepared.uri.clone(),
-            user_agent: inner.user_agent.clone(),
-            encoding: prepared.encoding,
-            accept: prepared.accept,
-            metadata: std::mem::take(&mut prepared.metadata),
-            wait_for_ready: prepared.wait_for_ready,
-            cluster: prepared.cluster.clone(),
-            deadline: prepared.deadline,
-            eager,
-            header_limit: self.header_limit(),
-            exactly_once: exactly_once.clone(),
-        });
-        let guard = self.control().call_started();
-        telemetry.started(call.policy_source().as_str());
-        let shared = Shared::driving(Some(guard), hold, telemetry);
-        if let Some(id) = exactly_once {
-            // In flight (for the watermark) until the call ends, not only until it commits.
-            shared.lock().keep_exactly_once(id);
-        }
-        (call, setup, shared)
-    }
-
-    /// Everything a call needs before its first attempt: the resolution result and method config, the
-    /// deadline, the limits, and the request headers (without `grpc-timeout`, which each attempt sets);
-    /// and the call's telemetry, which starts here so that a call that fails before any attempt (an
-    /// interceptor, resolution, its deadline, a closed channel) is traced and counted too.
-    async fn prepare(
-        &self,
-        path: &str,
-        metadata: MetadataMap,
-        options: CallOptions,
-    ) -> Result<(Prepared, CallTelemetry), Status> {
-        match self.begin(path, metadata, options)? {
-            (Settled::Ready(prepared), telemetry) => Ok((prepared, telemetry)),
-            (Settled::Resolving(resolving), telemetry) => {
-                Box::pin(self.resolve(path, resolving, telemetry)).await
-            }
-        }
-    }
-
-    /// [`Channel::prepare`] as far as it goes without waiting. Only calls that come before the first
-    /// resolution result (or while it failed) wait, so the wait ([`Channel::resolve`]) is boxed where it is
-    /// awaited: it takes no room in the future of every call.
-    fn begin(
-        &self,
-        path: &str,
-        metadata: MetadataMap,
-        options: CallOptions,
-    ) -> Result<(Settled, CallTelemetry), Status> {
-        let inner = &*self.inner;
-        let uri = match inner.uris.get(&inner.scheme, &inner.authority, path) {
-            Ok(uri) => uri,
-            Err(status) => return Err(inner.telemetry.refused(path, status)),
-        };
-        // Dropped on the way (the caller gave up), it finishes CANCELLED.
-        let mut telemetry = inner.telemetry.call(&uri);
-        match self.settle(uri, path, metadata, options) {
-            Ok(settled) => Ok((settled, telemetry)),
-            Err(status) => Err(telemetry.fail(status)),
-        }
-    }
-
-    /// [`Channel::prepare`] but the telemetry, as far as it goes without waiting: the channel is open, the
-    /// interceptors ran, the call's deadline is set, and the resolution result is used if there is one.
-    fn settle(
-        &self,
-        uri: Arc<http::Uri>,
-        path: &str,
-        mut metadata: MetadataMap,
-        mut options: CallOptions,
-    ) -> Result<Settled, Status> {
-        let inner = &*self.inner;
-        if self.is_closed() {
-            return Err(Status::new(Code::Unavailable, "the channel is shut down"));
-        }
-        // Interceptors first: one that fails the call leaves nothing sent and the channel untouched.
-        inner.interceptors.run(path, &mut metadata, &mut options)?;
-        let call_start = Instant::now();
-        // A timeout too large to add means no deadline.
-        let api_deadline = options
-            .timeout
-            .or(inner.default_timeout)
-            .and_then(|t| call_start.checked_add(t));
-        // An IDLE channel leaves IDLE now: a resolution failure must show in its state (TRANSIENT_FAILURE).
-        self.control().call_coming();
-        let resolving = Resolving {
-            uri,
-            metadata,
-            options,
-            call_start,
-            api_deadline,
-        };
-        // What `Resolution::wait` would return at once, without the wait.
-        match inner.resolution.ready(resolving.api_wait()) {
-            Some(resolved) => {
-                let (_, config, routing) = resolved?;
-                Ok(Settled::Ready(
-                    resolving.prepared(inner, path, config, routing)?,
-                ))
-            }
-            None => Ok(Settled::Resolving(resolving)),
-        }
-    }
-
-    /// [`Channel::prepare`] for a call that waits for name resolution: the service config comes with
-    /// resolution; calls wait for the first result (bounded by their own deadline), and wait-for-ready calls
-    /// set through the API also wait through resolution failures.
-    async fn resolve(
-        &self,
-        path: &str,
-        resolving: Resolving,
-        mut telemetry: CallTelemetry,
-    ) -> Result<(Prepared, CallTelemetry), Status> {
-        let inner = &*self.inner;
-        let wait = inner.resolution.wait(resolving.api_wait());
-        let resolved = match resolving.api_deadline {
-            None => wait.await,
-            Some(d) => tokio::time::timeout_at(d, wait)
-                .await
-                .unwrap_or_else(|_| Err(Status::deadline_passed())),
-        };
-        match resolved
-            .and_then(|(_, config, routing)| resolving.prepared(inner, path, config, routing))
-        {
-            Ok(prepared) => Ok((prepared, telemetry)),
-            Err(status) => Err(telemetry.fail(status)),
-        }
-    }
-
-    /// The throttle of this channel's target for `config`'s `retryThrottling`, created once per setting.
-    fn throttle_for(&self, config: &ServiceConfig) -> Option<Arc<Throttle>> {
-        let wanted = config.retry_throttling()?;
-        let mut slot = self.inner.throttle.lock();
-        match &*slot {
-            Some((c, t)) if *c == wanted => Some(t.clone()),
-            _ => {
-                let t = Arc::new(Throttle::new(wanted));
-                *slot = Some((wanted, t.clone()));
-                Some(t)
-            }
-        }
-    }
-}
-
-/// How far [`Channel::settle`] got without waiting.
-// Returned once per call and taken apart at once: boxing the ready side would cost an allocation per call.
-#[allow(clippy::large_enum_variant)]
-enum Settled {
-    /// Ready for the first attempt.
-    Ready(Prepared),
-    /// To wait for the first name resolution result (a wait-for-ready call, for a good one).
-    Resolving(Resolving),
-}
-
-/// A call past its interceptors, before the service config (which name resolution brings) is applied.
-struct Resolving {
-    uri: Arc<http::Uri>,
-    metadata: MetadataMap,
-    options: CallOptions,
-    call_start: Instant,
-    /// The deadline the call's options set (a timeout too large to add means none).
-    api_deadline: Option<Instant>,
-}
-
-impl Resolving {
-    /// Whether the call waits through resolution failures (wait-for-ready set through the API).
-    fn api_wait(&self) -> bool {
-        self.options.wait_for_ready.unwrap_or(false)
-    }
-
-    /// The call, ready for its first attempt under `config` (and `routing`, see [`method_for`]): its
-    /// method config, cluster, limits and deadline.
-    fn prepared(
-        self,
-        inner: &Inner,
-        path: &str,
-        config: Arc<ServiceConfig>,
-        routing: Option<Arc<Routing>>,
-    ) -> Result<Prepared, Status> {
-        let Resolving {
-            uri,
-            metadata,
-            options,
-            call_start,
-            api_deadline,
-        } = self;
-        // The method config's timeout, or the route's cap (A31) if sooner, bounds the deadline.
-        let (method, cap, cluster) = method_for(&config, routing.as_deref(), path, &metadata)?;
-        let (max_send, max_receive) = Limit::effective(
-            method.as_deref(),
-            (inner.max_send, inner.max_receive),
-            (
-                options.max_send_message_size,
-                options.max_receive_message_size,
-            ),
-            options.adapter,
-        );
-        // The call's choice (identity included), else the channel's.
-        let encoding = options
-            .compression
-            .or(inner.send_compression)
-            .filter(|e| *e != Encoding::Identity);
-        // A tower adapter call advertises what its tonic client decodes, nothing more.
-        let accept = if options.adapter {
-            options.accept
-        } else {
-            inner.accept.union(options.accept)
-        };
-        let deadline = min_deadline(api_deadline, cap.and_then(|t| call_start.checked_add(t)));
-        let wait_for_ready = options
-            .wait_for_ready
-            .or(method.as_ref().and_then(|m| m.wait_for_ready))
-            .unwrap_or(false);
-        Ok(Prepared {
-            uri,
-            metadata: metadata.into_headers(),
-            cluster,
-            deadline,
-            wait_for_ready,
-            max_send,
-            max_receive,
-            encoding,
-            accept,
-            options,
-            method,
-            config,
-        })
-    }
-}
-
-/// A call, ready for its first attempt.
-struct Prepared {
-    uri: Arc<http::Uri>,
-    /// The application's metadata, as headers.
-    metadata: http::HeaderMap,
-    /// The cluster its route chose (xDS).
-    cluster: Option<RoutedTo>,
-    deadline: Option<Instant>,
-    wait_for_ready: bool,
-    max_send: Limit,
-    max_receive: Limit,
-    /// The encoding request messages are sent with, if compressed.
-    encoding: Option<Encoding>,
-    /// What the call advertises in `grpc-accept-encoding`, and so decodes.
-    accept: EncodingSet,
-    options: CallOptions,
-    method: Option<Arc<MethodConfig>>,
-    config: Arc<ServiceConfig>,
-}
-
-impl Prepared {
-    /// How the call's receiving half reads response messages.
-    fn receive_rules(&self) -> ReceiveRules {
-        ReceiveRules {
-            limit: self.max_receive,
-            accept: self.accept,
-            // A tower adapter call with no receive limit of the channel's own hands compressed messages
-            // on still compressed: its tonic client decompresses them under its own limit.
-            pass_compressed: self.options.adapter && !self.max_receive.is_set(),
-        }
-    }
-}
-
-/// The earlier of two optional deadlines.
-fn min_deadline(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
     }
 }
