@@ -82,7 +82,7 @@ mod wire;
 mod xds;
 
 mod builder;
-mod call_setup;
+mod call_shapes;
 mod channel;
 #[doc(hidden)]
 pub mod fuzzing;
