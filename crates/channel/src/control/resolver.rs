@@ -21,8 +21,8 @@ use grpc_service_config::{
 };
 use tokio::sync::{watch, OnceCell};
 
-use crate::resolved::{ExternalTask, Resolved, StartResolver, State};
-use crate::status::{Code, Status};
+use crate::control::resolver_state::{ExternalTask, Resolved, StartResolver, State};
+use crate::wire::status::{Code, Status};
 
 struct Started {
     state: watch::Receiver<State>,

@@ -22,7 +22,7 @@ pub enum BuildError {
     },
     /// The proxy URI (from `ChannelBuilder::proxy` or a proxy environment variable) is not usable.
     #[error(transparent)]
-    InvalidProxy(#[from] crate::proxy::ProxyError),
+    InvalidProxy(#[from] crate::conn::proxy::ProxyError),
 }
 
 /// An eager connection ([`ChannelBuilder::connect`](crate::ChannelBuilder::connect), a generated client's

@@ -1,6 +1,13 @@
 //! What the application hands a call and gets back: [`Request`] (a message, metadata and [`CallOptions`]) and
 //! [`Response`] (a message and the response headers' metadata), and the conversions generated clients accept
-//! ([`IntoRequest`], [`IntoStreamingRequest`], shaped like tonic's).
+//! ([`IntoRequest`], [`IntoStreamingRequest`], shaped like tonic's), and the [`interceptor`]s that see every
+//! call.
+//!
+//! A layer of its own, above `wire`: the control plane's health Watch runs the channel's interceptors with
+//! call options as a call does, so what a call carries sits below the connection, control and call layers
+//! that use it. Not here: running a call (`call`), the channel's call methods (`channel.rs`).
+
+pub(crate) mod interceptor;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,8 +15,8 @@ use std::time::Duration;
 use futures_core::Stream;
 use grpc_retry::AppRetryPolicy;
 
-use crate::compression::{Encoding, EncodingSet};
-use crate::metadata::MetadataMap;
+use crate::wire::compression::{Encoding, EncodingSet};
+use crate::wire::metadata::MetadataMap;
 
 /// Per-call options. Unset options take the channel's defaults.
 #[derive(Clone, Debug, Default)]
@@ -264,20 +271,6 @@ impl<T> Request<T> {
     pub fn with_max_receive_message_size(mut self, bytes: usize) -> Self {
         self.options.max_receive_message_size = Some(bytes);
         self
-    }
-
-    /// Runs `interceptor` on this request as a call of `method` would (for clients that have their own
-    /// interceptors; the channel's run after them).
-    pub fn intercept(
-        &mut self,
-        method: &str,
-        interceptor: &dyn crate::Interceptor,
-    ) -> Result<(), crate::Status> {
-        interceptor.intercept(&mut crate::CallInfo::new(
-            method,
-            &mut self.metadata,
-            &mut self.options,
-        ))
     }
 
     /// A request made of these parts.
