@@ -79,10 +79,15 @@ mod error;
 pub mod error_details;
 mod exactly_once;
 mod health;
-// Codec pieces the project's test servers, benchmarks and fuzz targets share: public for them, hidden from
-// the documented API.
+// Codec pieces the project's test servers, benchmarks and fuzz targets share: public only with the
+// `unstable` feature (no stability promise: see Cargo.toml), hidden from the documented API.
+#[cfg(feature = "unstable")]
 #[doc(hidden)]
 pub mod framing;
+#[cfg(not(feature = "unstable"))]
+#[allow(unreachable_pub, dead_code)] // what only the project's tools use
+mod framing;
+#[cfg(feature = "unstable")]
 #[doc(hidden)]
 pub mod fuzzing;
 mod interceptor;
@@ -91,8 +96,12 @@ mod limits;
 pub mod metadata;
 mod method_uris;
 mod outlier;
+#[cfg(feature = "unstable")]
 #[doc(hidden)]
 pub mod percent;
+#[cfg(not(feature = "unstable"))]
+#[allow(unreachable_pub, dead_code)] // what only the project's tools use
+mod percent;
 mod proxy;
 mod pump;
 mod request;
@@ -105,8 +114,12 @@ mod send;
 mod sniff;
 mod status;
 mod telemetry;
+#[cfg(feature = "unstable")]
 #[doc(hidden)]
 pub mod timeout;
+#[cfg(not(feature = "unstable"))]
+#[allow(unreachable_pub, dead_code)] // what only the project's tools use
+mod timeout;
 mod tls;
 #[cfg(feature = "tower")]
 pub mod tower;
@@ -123,7 +136,9 @@ pub use error::{BuildError, ConnectError};
 pub use error_details::ErrorDetails;
 pub use grpc_lb::ConnectivityState;
 pub use grpc_retry::{AppRetryPolicy, Exponential, Linear, NoRetry, Precedence};
-pub use grpc_service_config::{self as service_config, ResolverOptions, ServiceConfig, Target};
+pub use grpc_service_config::{
+    MethodConfig, ParseError, ParseOptions, ResolverOptions, ServiceConfig, Target,
+};
 pub use interceptor::{CallInfo, Interceptor};
 pub use keepalive::{DEFAULT_KEEPALIVE_TIMEOUT, MIN_KEEPALIVE_TIME};
 pub use limits::{DEFAULT_MAX_RECEIVE_MESSAGE_SIZE, DEFAULT_MAX_SEND_MESSAGE_SIZE};
