@@ -84,6 +84,7 @@ mod xds;
 mod builder;
 mod call_shapes;
 mod channel;
+#[cfg(feature = "unstable")]
 #[doc(hidden)]
 pub mod fuzzing;
 mod pump;
@@ -93,8 +94,9 @@ pub mod tower;
 
 // Public modules that live in a layer: reachable here, at the paths users know.
 pub use wire::{compression, error_details, metadata};
-// Codec pieces the project's test servers, benchmarks and fuzz targets share: public for them, hidden from
-// the documented API.
+// Codec pieces the project's test servers, benchmarks and fuzz targets share: public only with the
+// `unstable` feature (no stability promise: see Cargo.toml), hidden from the documented API.
+#[cfg(feature = "unstable")]
 #[doc(hidden)]
 pub use wire::{framing, percent, timeout};
 
@@ -112,7 +114,9 @@ pub use control::DEFAULT_IDLE_TIMEOUT;
 pub use error_details::ErrorDetails;
 pub use grpc_lb::ConnectivityState;
 pub use grpc_retry::{AppRetryPolicy, Exponential, Linear, NoRetry, Precedence};
-pub use grpc_service_config::{self as service_config, ResolverOptions, ServiceConfig, Target};
+pub use grpc_service_config::{
+    MethodConfig, ParseError, ParseOptions, ResolverOptions, ServiceConfig, Target,
+};
 pub use metadata::{MetadataError, MetadataMap};
 pub use request::interceptor::{CallInfo, Interceptor};
 pub use request::{

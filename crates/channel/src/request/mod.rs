@@ -288,6 +288,7 @@ impl<T> Request<T> {
 
 /// Options for one message of a streaming call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct MessageOptions {
     /// Compress this message with the call's encoding. Has no effect on a call without compression; `false`
     /// sends this one message uncompressed on a compressed call.
@@ -297,6 +298,13 @@ pub struct MessageOptions {
 impl Default for MessageOptions {
     fn default() -> Self {
         MessageOptions { compress: true }
+    }
+}
+
+impl MessageOptions {
+    /// Options that send this one message uncompressed, whatever the call's encoding.
+    pub fn uncompressed() -> Self {
+        MessageOptions { compress: false }
     }
 }
 

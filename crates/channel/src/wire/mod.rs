@@ -11,11 +11,17 @@
 pub(crate) mod codec;
 pub mod compression;
 pub mod error_details;
+// Public (through lib.rs) only with the `unstable` feature; what only the project's tools use is dead without it.
+#[cfg_attr(not(feature = "unstable"), allow(unreachable_pub, dead_code))]
 pub mod framing;
 pub(crate) mod limits;
 pub mod metadata;
 pub(crate) mod method_uris;
+// Public only with `unstable`, as `framing`.
+#[cfg_attr(not(feature = "unstable"), allow(unreachable_pub, dead_code))]
 pub mod percent;
 pub(crate) mod response;
 pub(crate) mod status;
+// Public only with `unstable`, as `framing`.
+#[cfg_attr(not(feature = "unstable"), allow(unreachable_pub, dead_code))]
 pub mod timeout;
