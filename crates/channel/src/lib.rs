@@ -59,13 +59,14 @@
 //! retries stay on. Applications may set their own retry policy ([`NoRetry`], [`Linear`], [`Exponential`]
 //! or a custom [`AppRetryPolicy`]) per channel or per call, run by the same state machine; by default the
 //! service config's policy wins where it has one ([`Precedence`]). `perAttemptRecvTimeout` (gRFC A44) cuts
-//! an attempt that has no response headers in time; see the README.
+//! an attempt that has no response headers in time; see the user guide (`docs/guide/retries.md` in the
+//! repository).
 //!
 //! Connections drain on GOAWAY (a new one takes new calls at once), keepalive (gRFC A8) finds a peer that
 //! stopped answering, and every deadline and duration holds whatever the server sends.
 //!
 //! With the `xds` feature, `xds:` targets follow an xDS control plane (gRFC A27, A28, A31, A42, A44; see the
-//! README).
+//! user guide, `docs/guide/xds.md`).
 //!
 //! Not here: ALTS, certificate revocation checks, HTTP/1 upgrades, server-side code.
 
