@@ -15,11 +15,11 @@ use tokio::time::Instant;
 
 use grpc_retry::{AttemptEnd, AttemptId, FailurePlace, Pushback, RetryCall};
 
-use crate::attempt::{AttemptResponse, OpenAttempt};
-use crate::outlier::{AttemptResult, CallResults};
-use crate::send::{OnError, SendHalf};
-use crate::status::{Code, Status};
-use crate::telemetry::{AttemptTelemetry, CallTelemetry};
+use crate::call::attempt::{AttemptResponse, OpenAttempt};
+use crate::call::send_stream::{OnError, SendHalf};
+use crate::call::telemetry::{AttemptTelemetry, CallTelemetry};
+use crate::control::outlier::{AttemptResult, CallResults};
+use crate::wire::status::{Code, Status};
 
 /// The attempt a call committed to.
 pub(crate) struct Committed {
@@ -59,7 +59,7 @@ pub(crate) struct Shared {
     /// The call's reference to the cluster its route chose (xDS, gRFC A28): the resolver keeps the cluster
     /// while it lives, for every attempt of the call. Released at commit (the committed attempt goes on
     /// over its connection, which a removed cluster lets finish its calls) or when the call ends before.
-    pub(super) cluster: Option<crate::resolved::ClusterHold>,
+    pub(super) cluster: Option<crate::control::resolver_state::ClusterHold>,
     /// Before commit: an attempt with a stream has written every message the driver took (the driver
     /// says so when it finds nothing more to take while an attempt is caught up). See
     /// [`crate::RequestSender`]'s `flushed`.
@@ -89,7 +89,7 @@ pub(crate) struct Shared {
     /// The committed attempt's, once handed over.
     pub(super) attempt: Option<AttemptTelemetry>,
     /// An exactly-once call's id: in flight until the call ends (its status is known).
-    pub(super) exactly_once: Option<Arc<crate::exactly_once::CallId>>,
+    pub(super) exactly_once: Option<Arc<crate::call::exactly_once::CallId>>,
     /// How many attempts preceded the committed one once the call committed; before, the most any started
     /// attempt had (what a status the client makes reports).
     pub(super) previous_attempts: u32,
@@ -191,7 +191,7 @@ impl Shared {
     /// reference to its cluster, until it commits (every attempt of the call goes there).
     pub(crate) fn driving(
         active: Option<crate::control::CallGuard>,
-        cluster: Option<crate::resolved::ClusterHold>,
+        cluster: Option<crate::control::resolver_state::ClusterHold>,
         telemetry: CallTelemetry,
     ) -> SharedRef {
         Arc::new(Mutex::new(Shared {
@@ -448,7 +448,7 @@ impl Shared {
     }
 
     /// Keeps an exactly-once call's id (counted in flight) until the call ends.
-    pub(crate) fn keep_exactly_once(&mut self, id: Arc<crate::exactly_once::CallId>) {
+    pub(crate) fn keep_exactly_once(&mut self, id: Arc<crate::call::exactly_once::CallId>) {
         self.exactly_once = Some(id);
     }
 
@@ -547,9 +547,9 @@ impl Drop for CancelOnDrop {
 mod tests {
     use super::super::sender::RequestSender;
     use super::*;
-    use crate::codec::Codec;
-    use crate::framing;
-    use crate::send::COALESCE_LIMIT;
+    use crate::call::send_stream::COALESCE_LIMIT;
+    use crate::wire::codec::Codec;
+    use crate::wire::framing;
     use std::future::Future;
 
     /// Counts its wake-ups.
@@ -573,14 +573,14 @@ mod tests {
         let shared = Shared::driving(
             None,
             None,
-            crate::telemetry::Telemetry::new("test".into())
+            crate::call::telemetry::Telemetry::new("test".into())
                 .call(&Arc::new(http::Uri::from_static("http://h/t.S/M"))),
         );
         let sender = RequestSender::new(
             shared.clone(),
             Codec::<Bytes, Bytes>::raw().encoder(),
             None,
-            crate::limits::Limit::call(crate::limits::Direction::Send, usize::MAX),
+            crate::wire::limits::Limit::call(crate::wire::limits::Direction::Send, usize::MAX),
             None,
         );
         (shared, sender)

@@ -12,13 +12,15 @@ use tokio::time::{Instant, Sleep};
 use grpc_retry::Pushback;
 
 use super::shared::{Committed, CommittedEnd, Ended, SharedRef, Side};
-use crate::attempt::{AttemptResponse, ReceivedHead};
-use crate::compression::{DecompressError, EncodingSet, ReceivedEncoding};
-use crate::framing::{Deframer, Frame, FrameError};
-use crate::limits::Limit;
-use crate::metadata::MetadataMap;
-use crate::response::{check_header_list, classify_head, pushback_of, status_from_trailers, Head};
-use crate::status::{Code, Status};
+use crate::call::attempt::{AttemptResponse, ReceivedHead};
+use crate::wire::compression::{DecompressError, EncodingSet, ReceivedEncoding};
+use crate::wire::framing::{Deframer, Frame, FrameError};
+use crate::wire::limits::Limit;
+use crate::wire::metadata::MetadataMap;
+use crate::wire::response::{
+    check_header_list, classify_head, pushback_of, status_from_trailers, Head,
+};
+use crate::wire::status::{Code, Status};
 
 /// How a call's receiving half reads response messages.
 #[derive(Clone, Copy, Debug)]

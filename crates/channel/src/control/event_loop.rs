@@ -14,6 +14,10 @@
 //! Health checking (gRFC A17): the service config's `healthCheckConfig` (unless the application turned it
 //! off) turns the policy's health checking on; [`super::health_watches`] then runs a Watch on each of the
 //! policy's READY connections and gives the answers to the policy (`LbPolicy::set_health`).
+//!
+//! The loop lets go of connections in three ways (at the end of this file): all at once (IDLE, shutdown),
+//! released (a routing resolver that failed) or retired (a policy switch). Not here: a connection's own
+//! task (`subchannel.rs`), what the loop shares with its handle (`shared.rs`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -31,15 +35,16 @@ use tokio::time::Instant;
 
 use super::health_watches::HealthWatches;
 use super::policy_choice::policy_choice;
-use super::{ActiveCalls, Conn, Event, Handle, PlaneStats, Published};
-use crate::connect::{connect, AbortOnDrop, Established, Http2Settings};
-use crate::keepalive::{self, Keepalive, OpenStreams};
-use crate::outlier::CallResults;
-use crate::proxy::Route;
-use crate::resolution::Resolution;
-use crate::resolved::State;
-use crate::status::Status;
-use crate::tls::TlsConnector;
+use super::shared::{ActiveCalls, Conn, Event, Handle, PlaneStats, Published};
+use super::subchannel::{connect_subchannel, ChannelParts};
+use crate::conn::connect::Http2Settings;
+use crate::conn::keepalive::Keepalive;
+use crate::conn::proxy::Route;
+use crate::conn::tls::TlsConnector;
+use crate::control::outlier::CallResults;
+use crate::control::resolver::Resolution;
+use crate::control::resolver_state::State;
+use crate::wire::status::Status;
 
 /// How long a channel leaving IDLE waits for a fresh resolution before it uses the last one.
 const FRESH_RESOLUTION_WAIT: Duration = Duration::from_secs(1);
@@ -694,74 +699,76 @@ impl NextU64 for SplitMix64 {
 
 /// A replaced policy's connections, kept until the new policy is READY.
 pub(super) struct Retired {
-    pub(super) spec: PickerSpec,
-    pub(super) conns: HashMap<SubchannelId, (Address, Conn)>,
-    pub(super) tasks: Vec<JoinHandle<()>>,
+    spec: PickerSpec,
+    conns: HashMap<SubchannelId, (Address, Conn)>,
+    tasks: Vec<JoinHandle<()>>,
 }
 
-/// What a connection task needs of its channel.
-struct ChannelParts {
-    settings: Http2Settings,
-    tls: Option<TlsConnector>,
-    route: Route,
-    keepalive: Arc<Keepalive>,
-    active: Arc<ActiveCalls>,
-    events: mpsc::UnboundedSender<Event>,
-}
+/// How the loop lets go of connections: all at once (IDLE, shutdown: every task aborted, those the policy
+/// already let go of too), released (a routing resolver that failed: READY connections finish the calls
+/// they carry, connecting ones stop), or retired (a policy switch: the old policy's READY connections keep
+/// serving its last picker until the new one is READY). A single connection the policy disconnects is
+/// `LbAction::Disconnect`, in `drain_actions`.
+impl Loop {
+    fn drop_connections(&mut self) {
+        self.health.stop_all();
+        self.drop_retired(true);
+        for (_, (_, task)) in self.tasks.drain() {
+            task.abort();
+        }
+        for task in self.detached.drain(..) {
+            task.abort();
+        }
+        self.conns.clear();
+    }
 
-/// One connection attempt and, once READY, the connection's life.
-async fn connect_subchannel(
-    id: SubchannelId,
-    generation: u64,
-    addr: Address,
-    deadline: Instant,
-    channel: ChannelParts,
-) {
-    let ChannelParts {
-        settings,
-        tls,
-        route,
-        keepalive,
-        active,
-        events,
-    } = channel;
-    let ended = connect(&addr, deadline, &settings, tls.as_ref(), &route).await;
-    match ended {
-        Ok(Established {
-            send,
-            driver,
-            mut closed,
-            seen,
-            ping_pong,
-        }) => {
-            // The streams of the channel's own on this connection (the health Watch): with its calls,
-            // they keep keepalive pinging.
-            let streams = OpenStreams::default();
-            let conn = Conn {
-                send,
-                streams: streams.clone(),
-            };
-            let _ = events.send(Event::Ready(id, generation, addr.clone(), conn));
-            // Aborting this task (Disconnect) must close the connection too.
-            let _abort = AbortOnDrop(driver);
-            tokio::select! {
-                _ = &mut closed => {
-                    let _ = events.send(Event::Closed(id, generation));
-                }
-                goaway = seen.goaway_received() => {
-                    keepalive.on_goaway(&goaway);
-                    let _ = events.send(Event::Draining(id, generation, goaway));
-                    let _ = closed.await;
-                }
-                status = keepalive::run(keepalive.clone(), ping_pong, seen.clone(), || active.in_use() || streams.any()) => {
-                    // The peer stopped answering: close the connection (its calls fail UNAVAILABLE).
-                    tracing::info!(%addr, %status, "closing the connection");
-                    let _ = events.send(Event::Closed(id, generation));
-                }
+    /// Lets go of every connection without cutting calls: a READY connection finishes the calls it
+    /// carries (then closes: its handles are gone), a connection still being made stops now, and the
+    /// retired policy's connections finish theirs too. `drop_connections` still aborts them all at close.
+    fn release_connections(&mut self) {
+        self.health.stop_all();
+        self.drop_retired(false);
+        self.detached.retain(|t| !t.is_finished());
+        for (id, (_, task)) in self.tasks.drain() {
+            if self.conns.contains_key(&id) {
+                self.detached.push(task);
+            } else {
+                task.abort();
             }
         }
-        Err(error) => {
-            let _ = events.send(Event::Failed(id, generation, error));
+        self.conns.clear();
+    }
+
+    /// Keeps the current policy's connections serving its last picker (if it was READY) while a new
+    /// policy starts; otherwise closes them.
+    fn retire_policy(&mut self) {
+        // The retired connections serve as they are, unchecked, until the new policy is READY.
+        self.health.stop_all();
+        self.drop_retired(false);
+        let tasks: Vec<JoinHandle<()>> = self.tasks.drain().map(|(_, (_, task))| task).collect();
+        let conns = std::mem::take(&mut self.conns);
+        if self.spec.0 == ConnectivityState::Ready && !conns.is_empty() {
+            self.retired = Some(Retired {
+                spec: self.spec.1.clone(),
+                conns,
+                tasks,
+            });
+        } else {
+            for task in tasks {
+                task.abort();
+            }
+        }
+    }
+
+    /// Lets go of a retired policy's connections: closed at once (`abort`), or left to finish the calls
+    /// they carry (h2 closes a connection whose handles are gone once its last stream ends).
+    fn drop_retired(&mut self, abort: bool) {
+        if let Some(retired) = self.retired.take() {
+            if abort {
+                for task in retired.tasks {
+                    task.abort();
+                }
+            }
         }
     }
 }

@@ -38,9 +38,9 @@ use tokio::time::Instant;
 
 use crate::call::{RequestSender, Streaming};
 use crate::channel::Channel;
+use crate::conn::tls::TlsConfig;
 use crate::request::Request;
-use crate::status::Status;
-use crate::tls::TlsConfig;
+use crate::wire::status::Status;
 
 /// The ADS method.
 const ADS_PATH: &str =

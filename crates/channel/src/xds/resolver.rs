@@ -47,9 +47,11 @@ use parking_lot::Mutex;
 use tokio::sync::{watch, Notify};
 
 use super::ads::{AdsClient, ResourceWatch, WatchState};
-use crate::metadata::MetadataMap;
-use crate::resolved::{ClusterHold, ExternalTask, Routed, Router, Routing, StartResolver, State};
-use crate::status::Status;
+use crate::control::resolver_state::{
+    ClusterHold, ExternalTask, Routed, Router, Routing, StartResolver, State,
+};
+use crate::wire::metadata::MetadataMap;
+use crate::wire::status::Status;
 
 /// The resolver's task; dropping it stops the task (and its watches).
 #[derive(Debug)]

@@ -3,7 +3,7 @@
 
 use bytes::{Bytes, BytesMut};
 
-use crate::status::{Code, Status};
+use crate::wire::status::{Code, Status};
 
 /// Encoding and decoding functions for one request and one response type.
 pub(crate) struct Codec<Req, Resp> {

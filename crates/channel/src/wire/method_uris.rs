@@ -11,7 +11,7 @@ use std::sync::Arc;
 use http::uri::{Authority, PathAndQuery, Scheme};
 use parking_lot::Mutex;
 
-use crate::status::{Code, Status};
+use crate::wire::status::{Code, Status};
 
 /// The most methods whose URIs a channel keeps.
 pub(crate) const MAX_METHODS: usize = 1024;

@@ -32,8 +32,8 @@ use rustls::{AlertDescription, CertificateError, RootCertStore, SignatureScheme}
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::client::TlsStream;
 
-use crate::error::BuildError;
-use crate::status::{Code, Status};
+use crate::conn::error::BuildError;
+use crate::wire::status::{Code, Status};
 
 /// Where PEM data comes from.
 #[derive(Clone, Debug)]

@@ -5,12 +5,14 @@
 //! A channel's interceptors ([`ChannelBuilder::interceptor`](crate::ChannelBuilder::interceptor)) run in
 //! the order they were added, on every call shape; a generated client may have its own, which run first.
 //! They run once per call, not per attempt: retries and hedges send what the interceptors produced.
+//! [`Request::intercept`] runs one on a request, for clients with interceptors of their own. The channel's
+//! health Watch runs them too (gRFC A17: they add its credentials).
 
 use std::sync::Arc;
 
-use crate::metadata::MetadataMap;
-use crate::request::CallOptions;
-use crate::status::Status;
+use crate::request::{CallOptions, Request};
+use crate::wire::metadata::MetadataMap;
+use crate::wire::status::Status;
 
 /// What an interceptor sees of a call.
 #[derive(Debug)]
@@ -56,6 +58,18 @@ impl<'a> CallInfo<'a> {
     /// The call's options, for changing them.
     pub fn options_mut(&mut self) -> &mut CallOptions {
         self.options
+    }
+}
+
+impl<T> Request<T> {
+    /// Runs `interceptor` on this request as a call of `method` would (for clients that have their own
+    /// interceptors; the channel's run after them).
+    pub fn intercept(&mut self, method: &str, interceptor: &dyn Interceptor) -> Result<(), Status> {
+        interceptor.intercept(&mut CallInfo::new(
+            method,
+            &mut self.metadata,
+            &mut self.options,
+        ))
     }
 }
 

@@ -31,7 +31,9 @@ use grpc_service_config::Target;
 mod handshake;
 mod no_proxy;
 
-pub(crate) use handshake::{parse_answer, tunnel};
+#[cfg(feature = "unstable")]
+pub(crate) use handshake::parse_answer;
+pub(crate) use handshake::tunnel;
 pub(crate) use no_proxy::NoProxy;
 
 /// The environment variables that name a proxy, in the order they are read.
@@ -316,6 +318,8 @@ pub(crate) fn route(
         Target::Unix(_) => true,
         // The endpoints come from the control plane: each is checked as it is connected.
         Target::Xds { .. } => false,
+        // A scheme this channel does not know: its endpoints are checked one by one, as xDS's are.
+        _ => false,
     };
     if exempt_target {
         return Ok(Route::Direct);
@@ -338,6 +342,7 @@ pub(crate) fn route(
     Ok(match target {
         Target::Addresses(_) | Target::Xds { .. } => Route::PerAddress(proxy, Arc::new(exempt)),
         Target::Dns { .. } | Target::Unix(_) => Route::ByName(proxy),
+        _ => Route::PerAddress(proxy, Arc::new(exempt)),
     })
 }
 

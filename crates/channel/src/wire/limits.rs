@@ -20,8 +20,8 @@
 
 use grpc_service_config::MethodConfig;
 
-use crate::compression::Encoding;
-use crate::status::{Code, Status};
+use crate::wire::compression::Encoding;
+use crate::wire::status::{Code, Status};
 
 /// The default limit on a received message: 4 MiB.
 pub const DEFAULT_MAX_RECEIVE_MESSAGE_SIZE: usize = 4 << 20;

@@ -18,8 +18,8 @@ use std::time::Duration;
 use h2::{Ping, PingPong};
 use tokio::time::Instant;
 
-use crate::sniff::{GoAway, Seen};
-use crate::status::{Code, Status};
+use crate::conn::sniff::{GoAway, Seen};
+use crate::wire::status::{Code, Status};
 
 /// The least `keepalive_time` a client may use (A8).
 pub const MIN_KEEPALIVE_TIME: Duration = Duration::from_secs(10);
@@ -128,7 +128,7 @@ pub(crate) async fn run(
         };
         // Any frame from the server proves it alive: wait `time` past the last one.
         let due = seen.last_frame_at().unwrap_or_else(Instant::now);
-        let at = crate::saturating_deadline_from(due, time);
+        let at = saturating_deadline_from(due, time);
         if at > Instant::now() {
             tokio::time::sleep_until(at).await;
             continue;
@@ -152,6 +152,16 @@ pub(crate) async fn run(
             }
         }
     }
+}
+
+/// `from + timeout`, or a deadline a century away when the sum does not fit: a huge timeout means never.
+fn saturating_deadline_from(
+    from: tokio::time::Instant,
+    timeout: std::time::Duration,
+) -> tokio::time::Instant {
+    const CENTURY: std::time::Duration = std::time::Duration::from_secs(100 * 365 * 24 * 3600);
+    from.checked_add(timeout.min(CENTURY))
+        .unwrap_or(from + std::time::Duration::from_secs(3600))
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 
 use super::Proxy;
-use crate::status::{Code, Status};
+use crate::wire::status::{Code, Status};
 
 /// The largest answer header accepted from a proxy.
 pub(crate) const MAX_ANSWER: usize = 8 << 10;

@@ -41,7 +41,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use grpc_lb::CallCounts;
 use parking_lot::Mutex;
 
-use crate::status::Code;
+use crate::wire::status::Code;
 
 /// One address's call results since the control plane last took them.
 #[derive(Debug, Default)]

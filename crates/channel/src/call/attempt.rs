@@ -1,6 +1,6 @@
 //! One attempt of a call (gRFC A6): a pick, the request HEADERS (with this attempt's `grpc-timeout` and
 //! `grpc-previous-rpc-attempts`), the request messages the retry state machine hands it, and the response
-//! headers. An attempt is a poll-driven state machine owned by the call's [`crate::retry_driver`], which
+//! headers. An attempt is a poll-driven state machine owned by the call's [`super::driver`], which
 //! polls every live attempt from one task: no task or channel per attempt.
 //!
 //! How it ended is reported in A6's failure places: a failed pick is `PickFailed` (`Dropped` for a
@@ -22,16 +22,17 @@ use http::header::{CONTENT_TYPE, TE, USER_AGENT};
 use http::{HeaderMap, HeaderValue};
 use tokio::time::Instant;
 
-use crate::compression::{Encoding, EncodingSet, ReceivedEncoding};
-use crate::metadata::names::{
+use crate::call::send_stream::{OnError, Outbox, SendHalf, WriteError, Written};
+use crate::control::outlier::{AttemptResult, CallResults};
+use crate::control::{Pick, Picked};
+use crate::wire::compression::{Encoding, EncodingSet, ReceivedEncoding};
+use crate::wire::metadata::names::{
     GRPC_ACCEPT_ENCODING, GRPC_ENCODING, GRPC_PREVIOUS_RPC_ATTEMPTS, GRPC_TIMEOUT,
 };
-use crate::metadata::MetadataMap;
-use crate::outlier::{AttemptResult, CallResults};
-use crate::response::{check_header_list, classify_head, pushback_of, Head};
-use crate::send::{OnError, Outbox, SendHalf, WriteError, Written};
-use crate::status::{code_from_h2_reason, Code, Status};
-use crate::timeout;
+use crate::wire::metadata::MetadataMap;
+use crate::wire::response::{check_header_list, classify_head, pushback_of, Head};
+use crate::wire::status::{code_from_h2_reason, Code, Status};
+use crate::wire::timeout;
 
 /// What every attempt of a call sends.
 pub(crate) struct AttemptSetup {
@@ -47,7 +48,7 @@ pub(crate) struct AttemptSetup {
     pub(crate) metadata: HeaderMap,
     pub(crate) wait_for_ready: bool,
     /// The cluster the call's route chose (xDS), for every attempt's pick.
-    pub(crate) cluster: Option<crate::resolved::RoutedTo>,
+    pub(crate) cluster: Option<crate::control::resolver_state::RoutedTo>,
     pub(crate) deadline: Option<Instant>,
     /// Hand each message to h2 whole instead of as flow control admits it: for calls whose request is
     /// complete before the first attempt (unary, server-streaming), which need no backpressure.
@@ -55,33 +56,7 @@ pub(crate) struct AttemptSetup {
     /// The largest response header list accepted.
     pub(crate) header_limit: usize,
     /// The call's exactly-once id, if it opted in: a request id goes with every attempt.
-    pub(crate) exactly_once: Option<Arc<crate::exactly_once::CallId>>,
-}
-
-/// A pick that failed: its status, and whether the load balancer dropped the call.
-pub(crate) struct PickError {
-    pub(crate) status: Status,
-    pub(crate) dropped: bool,
-}
-
-/// A connection chosen for an attempt, and its address (a socket address, or a Unix socket path).
-pub(crate) struct Picked {
-    pub(crate) conn: SendRequest<Bytes>,
-    pub(crate) addr: Address,
-    /// Where the attempt's result counts, while outlier detection is on.
-    pub(crate) results: Option<Arc<CallResults>>,
-    /// The attempt's place under its cluster's circuit breaker (xDS, gRFC A32), released when it goes.
-    pub(crate) breaker: Option<grpc_lb::CallGuard>,
-}
-
-pub(crate) type PickFuture = Pin<Box<dyn Future<Output = Result<Picked, PickError>> + Send>>;
-
-/// How an attempt gets its connection.
-pub(crate) enum Pick {
-    /// Picked at once: the picker chose a connection ready for a new stream (taken when the attempt opens).
-    Now(Option<Picked>),
-    /// A pick that waits (queued, failing, or a connection not ready yet).
-    Later(PickFuture),
+    pub(crate) exactly_once: Option<Arc<crate::call::exactly_once::CallId>>,
 }
 
 /// What polling an attempt reports.
@@ -518,7 +493,7 @@ fn attempt_headers(
         .as_ref()
         .and_then(|id| id.header(previous_attempts + 1))
     {
-        headers.insert(crate::exactly_once::HEADER, value);
+        headers.insert(crate::call::exactly_once::HEADER, value);
     }
     for (name, value) in &setup.metadata {
         headers.append(name.clone(), value.clone());
@@ -545,6 +520,7 @@ fn status_of(err: h2::Error, place: FailurePlace) -> Status {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::control::PickFuture;
     use std::time::Duration;
 
     /// A request h2 refuses to encode (headers that bypass `MetadataMap`'s checks, which refuse them

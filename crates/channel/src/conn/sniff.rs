@@ -96,8 +96,8 @@ impl Seen {
 
     /// UNAVAILABLE naming the protocol the server answered in, when it was not HTTP/2: HTTP/1, or TLS to a
     /// plaintext connection (`tls`: this connection is TLS, and the sniffer sees what is inside it).
-    pub(crate) fn wrong_protocol(&self, tls: bool) -> Option<crate::status::Status> {
-        use crate::status::{Code, Status};
+    pub(crate) fn wrong_protocol(&self, tls: bool) -> Option<crate::wire::status::Status> {
+        use crate::wire::status::{Code, Status};
         if self.answered_http1() {
             return Some(Status::new(
                 Code::Unavailable,

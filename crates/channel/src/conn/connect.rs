@@ -31,11 +31,11 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::keepalive::TCP_KEEPALIVE;
-use crate::proxy::{self, Route};
-use crate::sniff::{Seen, Sniffer};
-use crate::status::{Code, Status};
-use crate::tls::{self, Handshake, TlsConnector};
+use crate::conn::keepalive::TCP_KEEPALIVE;
+use crate::conn::proxy::{self, Route};
+use crate::conn::sniff::{Seen, Sniffer};
+use crate::conn::tls::{self, Handshake, TlsConnector};
+use crate::wire::status::{Code, Status};
 
 /// HTTP/2 settings of the channel's connections. Start from the defaults and change what you need (more
 /// settings may come, so the struct cannot be built field by field):

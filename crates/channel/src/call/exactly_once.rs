@@ -69,7 +69,7 @@ impl CallId {
             first_incomplete_seq_no: first_incomplete,
             attempt_no,
         };
-        HeaderValue::try_from(crate::metadata::encode_bin(&id.to_bytes())).ok()
+        HeaderValue::try_from(crate::wire::metadata::encode_bin(&id.to_bytes())).ok()
     }
 }
 
@@ -111,7 +111,7 @@ mod tests {
         let first = client.start_call();
         let second = client.start_call();
         let decode = |v: HeaderValue| {
-            let bytes = crate::metadata::decode_bin(v.as_bytes()).expect("base64");
+            let bytes = crate::wire::metadata::decode_bin(v.as_bytes()).expect("base64");
             RequestId::from_bytes(&bytes).expect("an id")
         };
         let id = decode(second.header(2).expect("value"));

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use prost::Message;
 
-use crate::error_details::{ErrorDetails, RpcStatus};
-use crate::metadata::MetadataMap;
+use crate::wire::error_details::{ErrorDetails, RpcStatus};
+use crate::wire::metadata::MetadataMap;
 pub use grpc_code::Code;
 
 /// The code for an HTTP status when the response has no `grpc-status` (`doc/http-grpc-status-mapping.md`).
@@ -254,13 +254,13 @@ impl Status {
         h.insert("grpc-status", HeaderValue::from(self.code().as_i32()));
         if !self.message().is_empty() {
             if let Ok(v) =
-                HeaderValue::try_from(crate::percent::encode(self.message()).into_owned())
+                HeaderValue::try_from(crate::wire::percent::encode(self.message()).into_owned())
             {
                 h.insert("grpc-message", v);
             }
         }
         if let Some(details) = self.details_bin() {
-            if let Ok(v) = HeaderValue::try_from(crate::metadata::encode_bin(details)) {
+            if let Ok(v) = HeaderValue::try_from(crate::wire::metadata::encode_bin(details)) {
                 h.insert("grpc-status-details-bin", v);
             }
         }

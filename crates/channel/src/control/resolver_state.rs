@@ -5,7 +5,7 @@
 //! config of its route (A44's retry policy) and A31's cap on its deadline, and a reference to the cluster
 //! that the call keeps until it commits (A28: the resolver keeps a cluster while a call uses it).
 //!
-//! Not here: resolvers (`resolution.rs` for DNS and fixed targets, `xds/resolver.rs`), route matching
+//! Not here: resolvers (`resolver.rs` for DNS and fixed targets, `xds/resolver.rs`), route matching
 //! (grpc-xds).
 
 use std::sync::Arc;
@@ -16,8 +16,8 @@ use grpc_service_config::{MethodConfig, ServiceConfig};
 
 use tokio::sync::watch;
 
-use crate::metadata::MetadataMap;
-use crate::status::Status;
+use crate::wire::metadata::MetadataMap;
+use crate::wire::status::Status;
 
 /// What the channel knows from resolution.
 #[derive(Clone, Debug)]

@@ -17,7 +17,7 @@ use flate2::bufread::{MultiGzDecoder, ZlibDecoder};
 use flate2::write::{GzEncoder, ZlibEncoder};
 use http::HeaderValue;
 
-use crate::status::{Code, Status};
+use crate::wire::status::{Code, Status};
 
 /// A message encoding this crate can send and receive.
 ///

@@ -14,13 +14,13 @@ use bytes::Bytes;
 use grpc_retry::Pushback;
 use http::HeaderMap;
 
-use crate::compression::ReceivedEncoding;
-use crate::metadata::names::{
+use crate::wire::compression::ReceivedEncoding;
+use crate::wire::metadata::names::{
     GRPC_ENCODING, GRPC_MESSAGE, GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS, GRPC_STATUS_DETAILS_BIN,
 };
-use crate::metadata::{self, MetadataMap};
-use crate::percent;
-use crate::status::{code_from_http_status, Code, Status};
+use crate::wire::metadata::{self, MetadataMap};
+use crate::wire::percent;
+use crate::wire::status::{code_from_http_status, Code, Status};
 
 /// What the response HEADERS say.
 pub(crate) enum Head {

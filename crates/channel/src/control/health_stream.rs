@@ -15,7 +15,7 @@
 //! The Watch is not a user call: no deadline, no retry policy, no retry throttle, no call metrics, no
 //! compression (it advertises none, so a compressed answer is a protocol error), and it does not keep the
 //! channel out of IDLE. It is a stream, though: while it is open, keepalive pings its connection as it
-//! would for a call (`crate::keepalive`), so a backend that goes silent is found out with only its
+//! would for a call (`crate::conn::keepalive`), so a backend that goes silent is found out with only its
 //! Watch open. The channel's interceptors do run for each Watch (method
 //! `/grpc.health.v1.Health/Watch`): they are how an application adds credentials, which A17 sends on the
 //! Watch too; their metadata goes with it, their call options are ignored, and one that fails the call
@@ -36,13 +36,13 @@ use http::{HeaderValue, Method, Request};
 use parking_lot::Mutex;
 use prost::Message;
 
-use crate::framing::{put_header, Deframer, FrameError};
-use crate::interceptor::Interceptors;
-use crate::keepalive::OpenStreams;
-use crate::metadata::MetadataMap;
+use crate::conn::keepalive::OpenStreams;
+use crate::request::interceptor::Interceptors;
 use crate::request::CallOptions;
-use crate::response::{check_header_list, classify_head, status_from_trailers, Head};
-use crate::status::{Code, Status};
+use crate::wire::framing::{put_header, Deframer, FrameError};
+use crate::wire::metadata::MetadataMap;
+use crate::wire::response::{check_header_list, classify_head, status_from_trailers, Head};
+use crate::wire::status::{Code, Status};
 
 /// The Watch method's path.
 pub(crate) const WATCH_PATH: &str = "/grpc.health.v1.Health/Watch";
@@ -168,7 +168,7 @@ fn request_frame(service: &str) -> Bytes {
         service: service.to_owned(),
     };
     let len = message.encoded_len();
-    let mut buf = BytesMut::with_capacity(crate::framing::HEADER_LEN + len);
+    let mut buf = BytesMut::with_capacity(crate::wire::framing::HEADER_LEN + len);
     // A service name longer than 4 GiB cannot come from a service config a resolver accepted.
     put_header(&mut buf, false, u32::try_from(len).unwrap_or(u32::MAX));
     message.encode_raw(&mut buf);

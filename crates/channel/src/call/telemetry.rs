@@ -34,8 +34,8 @@ use parking_lot::Mutex;
 #[cfg(feature = "metrics")]
 use tokio::time::Instant;
 
-use crate::resolved::RoutedTo;
-use crate::status::{Code, Status};
+use crate::control::resolver_state::RoutedTo;
+use crate::wire::status::{Code, Status};
 
 /// The most methods [`ChannelStats::methods`] keeps apart; calls of others count in the totals only.
 const MAX_METHODS: usize = 1024;

@@ -21,8 +21,8 @@ use grpc_service_config::{
 };
 use tokio::sync::{watch, OnceCell};
 
-use crate::resolved::{ExternalTask, Resolved, StartResolver, State};
-use crate::status::{Code, Status};
+use crate::control::resolver_state::{ExternalTask, Resolved, StartResolver, State};
+use crate::wire::status::{Code, Status};
 
 struct Started {
     state: watch::Receiver<State>,
@@ -102,6 +102,13 @@ impl Resolution {
             Target::Unix(path) => return Ok(self.fixed(vec![Address::Unix(path.as_path().into())])),
             Target::Dns { server, host, port } => (server, host, port),
             Target::Xds { .. } => return self.start_xds(&mut running),
+            // `Target` may grow schemes before this channel resolves them.
+            other => {
+                return Err(Status::new(
+                    Code::Unavailable,
+                    format!("no resolver for target {other}"),
+                ))
+            }
         };
         // Through a proxy with no TXT lookup, nothing needs DNS: the name is the one endpoint.
         if self.by_name && !self.options.txt_lookups {

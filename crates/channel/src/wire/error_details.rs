@@ -224,6 +224,7 @@ const PREFIX: &str = "type.googleapis.com/google.rpc.";
 /// The details of a `google.rpc.Status`, each standard type decoded (the last one of each type wins, as
 /// AIP-193 allows one of each), the others kept as they came.
 #[derive(Clone, Debug, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ErrorDetails {
     /// When to retry.
     pub retry_info: Option<RetryInfo>,

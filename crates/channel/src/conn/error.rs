@@ -3,6 +3,7 @@
 
 /// A channel could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum BuildError {
     /// The target string is not a target this crate understands.
     #[error("invalid target {target:?}: {reason}")]
@@ -22,12 +23,13 @@ pub enum BuildError {
     },
     /// The proxy URI (from `ChannelBuilder::proxy` or a proxy environment variable) is not usable.
     #[error(transparent)]
-    InvalidProxy(#[from] crate::proxy::ProxyError),
+    InvalidProxy(#[from] crate::conn::proxy::ProxyError),
 }
 
 /// An eager connection ([`ChannelBuilder::connect`](crate::ChannelBuilder::connect), a generated client's
 /// `connect`) failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConnectError {
     /// The channel could not be built: the target or an option is wrong.
     #[error(transparent)]

@@ -13,10 +13,10 @@ use std::collections::VecDeque;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
-use crate::codec::Codec;
-use crate::compression::Encoding;
-use crate::limits::Limit;
-use crate::status::Status;
+use crate::wire::codec::Codec;
+use crate::wire::compression::Encoding;
+use crate::wire::limits::Limit;
+use crate::wire::status::Status;
 
 /// Bytes in the length prefix.
 pub const HEADER_LEN: usize = 5;
@@ -280,7 +280,7 @@ mod tests {
     fn encode_frame_applies_limits_and_compression() {
         let codec = Codec::<Bytes, Bytes>::raw();
         let msg = Bytes::from(vec![0u8; 1000]);
-        let limit = |n| Limit::call(crate::limits::Direction::Send, n);
+        let limit = |n| Limit::call(crate::wire::limits::Direction::Send, n);
         let plain = encode_frame(&codec, &msg, None, limit(1000)).expect("at the limit");
         assert_eq!(&plain[..5], &[0, 0, 0, 3, 232]);
         let err = encode_frame(&codec, &msg, None, limit(999)).expect_err("over");

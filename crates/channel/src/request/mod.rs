@@ -1,6 +1,13 @@
 //! What the application hands a call and gets back: [`Request`] (a message, metadata and [`CallOptions`]) and
 //! [`Response`] (a message and the response headers' metadata), and the conversions generated clients accept
-//! ([`IntoRequest`], [`IntoStreamingRequest`], shaped like tonic's).
+//! ([`IntoRequest`], [`IntoStreamingRequest`], shaped like tonic's), and the [`interceptor`]s that see every
+//! call.
+//!
+//! A layer of its own, above `wire`: the control plane's health Watch runs the channel's interceptors with
+//! call options as a call does, so what a call carries sits below the connection, control and call layers
+//! that use it. Not here: running a call (`call`), the channel's call methods (`channel.rs`).
+
+pub(crate) mod interceptor;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,8 +15,8 @@ use std::time::Duration;
 use futures_core::Stream;
 use grpc_retry::AppRetryPolicy;
 
-use crate::compression::{Encoding, EncodingSet};
-use crate::metadata::MetadataMap;
+use crate::wire::compression::{Encoding, EncodingSet};
+use crate::wire::metadata::MetadataMap;
 
 /// Per-call options. Unset options take the channel's defaults.
 #[derive(Clone, Debug, Default)]
@@ -266,20 +273,6 @@ impl<T> Request<T> {
         self
     }
 
-    /// Runs `interceptor` on this request as a call of `method` would (for clients that have their own
-    /// interceptors; the channel's run after them).
-    pub fn intercept(
-        &mut self,
-        method: &str,
-        interceptor: &dyn crate::Interceptor,
-    ) -> Result<(), crate::Status> {
-        interceptor.intercept(&mut crate::CallInfo::new(
-            method,
-            &mut self.metadata,
-            &mut self.options,
-        ))
-    }
-
     /// A request made of these parts.
     pub(crate) fn with_options(mut self, metadata: MetadataMap, options: CallOptions) -> Self {
         self.metadata = metadata;
@@ -295,6 +288,7 @@ impl<T> Request<T> {
 
 /// Options for one message of a streaming call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct MessageOptions {
     /// Compress this message with the call's encoding. Has no effect on a call without compression; `false`
     /// sends this one message uncompressed on a compressed call.
@@ -304,6 +298,13 @@ pub struct MessageOptions {
 impl Default for MessageOptions {
     fn default() -> Self {
         MessageOptions { compress: true }
+    }
+}
+
+impl MessageOptions {
+    /// Options that send this one message uncompressed, whatever the call's encoding.
+    pub fn uncompressed() -> Self {
+        MessageOptions { compress: false }
     }
 }
 
