@@ -189,3 +189,13 @@ pub(crate) fn saturating_deadline_from(
     from.checked_add(timeout.min(CENTURY))
         .unwrap_or(from + std::time::Duration::from_secs(3600))
 }
+
+/// The seed of the channel's random sources (the resolver's and the control plane's jitter, address
+/// shuffles, the xDS client, request ids): nanoseconds since the Unix epoch, or a fixed value should the
+/// clock be set before it. The one place the channel turns the wall clock into randomness; not for secrets.
+pub(crate) fn clock_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0x5eed)
+}

@@ -204,10 +204,7 @@ impl ControlPlane {
         });
         let (published_tx, published_rx) = watch::channel(initial);
         let (stop_tx, stop_rx) = oneshot::channel();
-        let seed = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(7);
+        let seed = crate::clock_seed();
         let active = ActiveCalls::new();
         let stats = Arc::new(PlaneStats::default());
         let lp = Loop {

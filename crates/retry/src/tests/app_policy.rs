@@ -10,7 +10,7 @@ use grpc_code::Code::*;
 use super::*;
 use crate::{
     AppRetryPolicy, AttemptDetails, Exponential, Linear, NoRetry, PolicySource, Precedence,
-    RetryDecision, RetryInfo, Rng,
+    RetryDecision, FailedAttempt, Rng,
 };
 
 fn app(policy: impl AppRetryPolicy + 'static) -> Timeline {
@@ -144,7 +144,7 @@ impl AppRetryPolicy for TrailerDriven {
         4
     }
 
-    fn decide(&self, info: &RetryInfo<'_>, _rng: &mut dyn Rng) -> RetryDecision {
+    fn decide(&self, info: &FailedAttempt<'_>, _rng: &mut dyn Rng) -> RetryDecision {
         let seen = format!(
             "attempt={} code={:?} message={} elapsed={}ms timed_out={}",
             info.attempt,
@@ -424,7 +424,7 @@ impl AppRetryPolicy for StopOnTimeout {
         3
     }
 
-    fn decide(&self, info: &RetryInfo<'_>, _rng: &mut dyn Rng) -> RetryDecision {
+    fn decide(&self, info: &FailedAttempt<'_>, _rng: &mut dyn Rng) -> RetryDecision {
         self.0
             .lock()
             .expect("lock")
