@@ -57,7 +57,10 @@ impl Client {
     }
 
     /// A server-streaming call; returns the number of messages received.
-    pub(crate) async fn stream(&mut self, req: &StreamingOutputCallRequest) -> Result<usize, String> {
+    pub(crate) async fn stream(
+        &mut self,
+        req: &StreamingOutputCallRequest,
+    ) -> Result<usize, String> {
         match self {
             Client::Ours(ch) => {
                 let r = ch

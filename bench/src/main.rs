@@ -36,6 +36,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
+use clients::{connect, small_request, Client};
 use grpc_channel::framing::{self, Deframer};
 use grpc_channel::{Channel, Request};
 use hdrhistogram::Histogram;
@@ -43,7 +44,6 @@ use interop_proto::{
     paths, Payload, ResponseParameters, SimpleRequest, SimpleResponse, StreamingOutputCallRequest,
 };
 use prost::Message;
-use clients::{connect, small_request, Client};
 use report::{Line, Table};
 
 mod measure;

@@ -254,7 +254,8 @@ async fn bidi_raw(
     n: usize,
     pingpong: bool,
 ) -> Result<(), String> {
-    let (response, mut stream) = crate::clients::open_raw(send, authority, paths::FULL_DUPLEX_CALL).await?;
+    let (response, mut stream) =
+        crate::clients::open_raw(send, authority, paths::FULL_DUPLEX_CALL).await?;
     struct Reader {
         body: Option<h2::RecvStream>,
         response: Option<h2::client::ResponseFuture>,

@@ -223,7 +223,11 @@ pub(crate) struct Line {
 }
 
 impl Line {
-    pub(crate) fn new(label: impl Into<String>, unit: &'static str, higher_is_better: bool) -> Line {
+    pub(crate) fn new(
+        label: impl Into<String>,
+        unit: &'static str,
+        higher_is_better: bool,
+    ) -> Line {
         Line {
             label: label.into(),
             unit,

@@ -20,7 +20,7 @@ use prost::Message;
 use tokio::net::TcpListener;
 
 use crate::health::HealthStatuses;
-use crate::server_call::{h2_server_builder, read_one, send, ServerCall};
+use crate::server_call::{decode_error, h2_server_builder, read_one, send, ServerCall};
 
 const ECHO_INITIAL: &str = "x-grpc-test-echo-initial";
 const ECHO_TRAILING: &str = "x-grpc-test-echo-trailing-bin";

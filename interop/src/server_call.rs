@@ -372,6 +372,7 @@ pub(crate) async fn send<M: Message>(
     call.send_message(&msg.encode_to_vec(), compress).await
 }
 
-fn decode_error(e: prost::DecodeError) -> Status {
+/// INTERNAL for a request message that does not decode.
+pub(crate) fn decode_error(e: prost::DecodeError) -> Status {
     Status::new(Code::Internal, format!("failed to decode the request: {e}"))
 }

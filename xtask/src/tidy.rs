@@ -43,7 +43,9 @@ pub(crate) fn tidy(root: &Path, args: &[String]) -> Result<bool, String> {
     if report.cycles.is_empty() {
         match report.allowed.len() {
             0 => println!("tidy: no module cycle in any crate"),
-            n => println!("tidy: no module cycle in any crate but the {n} allowed for now (ALLOWED)"),
+            n => {
+                println!("tidy: no module cycle in any crate but the {n} allowed for now (ALLOWED)")
+            }
         }
         Ok(true)
     } else {
@@ -80,10 +82,7 @@ pub(crate) fn module_cycles(root: &Path) -> Result<CycleReport, String> {
             .unwrap_or(&crate_root)
             .display()
             .to_string();
-        summary.push(format!(
-            "{name}: {} modules, {edges} edges",
-            modules.len()
-        ));
+        summary.push(format!("{name}: {} modules, {edges} edges", modules.len()));
         let mut found = Vec::new();
         for parent in modules.keys() {
             let level = collapse(&graph, parent);
@@ -91,7 +90,10 @@ pub(crate) fn module_cycles(root: &Path) -> Result<CycleReport, String> {
                 found.push(render_cycle(&name, parent, &level, &knot, &cycle));
             }
         }
-        match ALLOWED.iter().find(|(path, _)| Path::new(path) == Path::new(&name)) {
+        match ALLOWED
+            .iter()
+            .find(|(path, _)| Path::new(path) == Path::new(&name))
+        {
             None => cycles.extend(found),
             Some((_, why)) if found.is_empty() => cycles.push(format!(
                 "{name} has no module cycle any more: remove its entry from ALLOWED in \
@@ -273,7 +275,10 @@ fn read_file(file: &Path, path: String, dir: PathBuf, modules: &mut Modules) -> 
     let mut declared = Vec::new();
     add_module(&code, path, &dir, modules, &mut declared);
     for (path, dir, name) in declared {
-        let candidates = [dir.join(format!("{name}.rs")), dir.join(&name).join("mod.rs")];
+        let candidates = [
+            dir.join(format!("{name}.rs")),
+            dir.join(&name).join("mod.rs"),
+        ];
         let Some(found) = candidates.iter().find(|c| c.is_file()) else {
             return Err(format!(
                 "{}: mod {name}: neither {} nor {} exists",
@@ -626,10 +631,11 @@ pub(crate) fn module_refs(code: &str, children: &BTreeSet<String>) -> ModuleRefs
             i = end.max(i + 3);
             continue;
         }
-        if let Some((word, after)) = ident_at(&chars, i).filter(|_| i == 0 || !is_ident(chars[i - 1]))
+        if let Some((word, after)) =
+            ident_at(&chars, i).filter(|_| i == 0 || !is_ident(chars[i - 1]))
         {
-            let starts_path = matches!(word.as_str(), "crate" | "super" | "self")
-                || children.contains(&word);
+            let starts_path =
+                matches!(word.as_str(), "crate" | "super" | "self") || children.contains(&word);
             let path_sep = chars.get(after) == Some(&':') && chars.get(after + 1) == Some(&':');
             let macro_crate = i > 0 && chars[i - 1] == '$';
             if starts_path && path_sep && !macro_crate && !preceded_by_path_sep(&chars, i) {
@@ -726,10 +732,7 @@ fn parse_tree(chars: &[char], k: &mut usize, prefix: Vec<String>, out: &mut Vec<
         }
         _ => {
             let mut segments = prefix;
-            loop {
-                let Some((seg, end)) = ident_at(chars, *k) else {
-                    break;
-                };
+            while let Some((seg, end)) = ident_at(chars, *k) {
                 segments.push(seg);
                 *k = end;
                 let after = skip_ws(chars, *k);
@@ -781,7 +784,13 @@ enum Target {
 }
 
 /// Resolves `path`, written in module `from`, to the module that defines what it names (following imports).
-fn resolve(modules: &Modules, refs: &BTreeMap<String, ModuleRefs>, from: &str, path: &[String], depth: u32) -> Target {
+fn resolve(
+    modules: &Modules,
+    refs: &BTreeMap<String, ModuleRefs>,
+    from: &str,
+    path: &[String],
+    depth: u32,
+) -> Target {
     let Some(first) = path.first() else {
         return Target::Outside;
     };
@@ -949,7 +958,13 @@ mod tests {
         for (path, text) in files {
             let code = strip_test_items(&strip_comments_and_literals(text));
             let mut declared = Vec::new();
-            add_module(&code, (*path).to_owned(), Path::new("."), &mut out, &mut declared);
+            add_module(
+                &code,
+                (*path).to_owned(),
+                Path::new("."),
+                &mut out,
+                &mut declared,
+            );
         }
         out
     }
@@ -1021,7 +1036,10 @@ mod tests {
                 "mod action;\nmod phase;\npub use action::Action;\nuse phase::Phase;\n\
                  pub struct RetryCall { phase: Phase }",
             ),
-            ("call::action", "use super::Phase;\npub enum Action { A(Phase) }"),
+            (
+                "call::action",
+                "use super::Phase;\npub enum Action { A(Phase) }",
+            ),
             ("call::phase", "pub enum Phase { Driving }"),
         ]);
         assert!(found.is_empty(), "{found:?}");

@@ -11,6 +11,6 @@
 //! detail is [`crate::error_details::RetryInfo`].
 
 pub use grpc_retry::{
-    AppRetryPolicy, Exponential, FailedAttempt, Linear, NoRetry, NoTrailers, PolicySource, Precedence,
-    Pushback, RetryDecision, Rng, TrailerView,
+    AppRetryPolicy, Exponential, FailedAttempt, Linear, NoRetry, NoTrailers, PolicySource,
+    Precedence, Pushback, RetryDecision, Rng, TrailerView,
 };

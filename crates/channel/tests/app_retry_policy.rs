@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use grpc_channel::retry::{RetryDecision, FailedAttempt, Rng};
+use grpc_channel::retry::{FailedAttempt, RetryDecision, Rng};
 use grpc_channel::{
     AppRetryPolicy, Channel, ChannelBuilder, Code, Exponential, Linear, NoRetry, Precedence,
     Request, Response, Status,

@@ -23,9 +23,9 @@ use std::time::{Duration, Instant};
 
 use grpc_base::{Address, Rng, SplitMix64};
 
+use crate::action::{LbAction, TimerEvent};
 use crate::backoff::BackoffConfig;
 use crate::health::Health;
-use crate::action::{LbAction, TimerEvent};
 use crate::pick::{PickRequest, PickResult};
 use crate::picker::{Picker, PickerSpec};
 use crate::round_robin::RoundRobin;

@@ -27,9 +27,9 @@ use std::time::{Duration, Instant};
 
 use grpc_base::{Address, Family};
 
+use crate::action::{LbAction, TimerEvent};
 use crate::picker::PickerSpec;
 use crate::state::{ConnectivityState, SubchannelId};
-use crate::action::{LbAction, TimerEvent};
 use crate::subchannel::Subchannels;
 use crate::work::visit;
 

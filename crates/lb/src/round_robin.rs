@@ -21,9 +21,9 @@ use std::time::Instant;
 
 use grpc_base::Address;
 
+use crate::action::{LbAction, TimerEvent};
 use crate::picker::PickerSpec;
 use crate::state::{ConnectivityState, SubchannelId};
-use crate::action::{LbAction, TimerEvent};
 use crate::subchannel::{StateCounts, Subchannels};
 use crate::work::{rebuilt, visit};
 

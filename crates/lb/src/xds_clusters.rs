@@ -29,12 +29,12 @@ use std::time::Instant;
 
 use grpc_base::Address;
 
+use crate::action::{LbAction, TimerEvent};
 use crate::cluster_picker::{ClusterPick, ClusterPickerSpec};
 use crate::pick::InFlightCounter;
 use crate::picker::PickerSpec;
 use crate::priority::{Changes, ChildPolicy, Priority};
 use crate::state::{ConnectivityState, SubchannelId};
-use crate::action::{LbAction, TimerEvent};
 use crate::subchannel::Subchannels;
 use crate::work::{rebuilt, visit};
 use crate::xds_config::{DropOverload, XdsClustersConfig};

@@ -90,14 +90,14 @@ mod throttle;
 mod tests;
 
 pub use app_policy::{
-    AppRetryPolicy, AttemptDetails, Exponential, Linear, NoRetry, NoTrailers, RetryDecision,
-    FailedAttempt, TrailerView,
+    AppRetryPolicy, AttemptDetails, Exponential, FailedAttempt, Linear, NoRetry, NoTrailers,
+    RetryDecision, TrailerView,
 };
 pub use backoff::{base_delay, Backoff};
 pub use buffer::{BufferPool, DEFAULT_PER_CALL_LIMIT, DEFAULT_PER_CHANNEL_LIMIT};
 pub use call::{
-    Action, AttemptEnd, AttemptId, CallConfig, LocalReason, Outcome, RetryCall,
-    SharedLimits, DEFAULT_MAX_TRANSPARENT_RETRIES,
+    Action, AttemptEnd, AttemptId, CallConfig, LocalReason, Outcome, RetryCall, SharedLimits,
+    DEFAULT_MAX_TRANSPARENT_RETRIES,
 };
 pub use grpc_base::{Address, FailurePlace, Rng, SplitMix64};
 pub use policy::{

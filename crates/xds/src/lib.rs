@@ -32,8 +32,7 @@ mod vhost;
 
 pub use ads::{AdsState, Request, Verdict};
 pub use client::{
-    Rejection, ResourceDump, ResourceStatus, WatchEvent, WatchId, XdsClient,
-    DOES_NOT_EXIST_TIMEOUT,
+    Rejection, ResourceDump, ResourceStatus, WatchEvent, WatchId, XdsClient, DOES_NOT_EXIST_TIMEOUT,
 };
 pub use messages::{discovery_request, node_proto, UserAgent, CLIENT_FEATURES};
 pub use resource::{

@@ -5,7 +5,7 @@ use std::time::Instant;
 use grpc_code::Code;
 
 use super::{AttemptEnd, AttemptId, LocalReason, RetryCall};
-use crate::app_policy::{AppRetryPolicy, AttemptDetails, RetryDecision, FailedAttempt};
+use crate::app_policy::{AppRetryPolicy, AttemptDetails, FailedAttempt, RetryDecision};
 use crate::policy::DEFAULT_MAX_ATTEMPTS_CAP;
 use crate::pushback::Pushback;
 

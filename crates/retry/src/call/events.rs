@@ -6,9 +6,7 @@ use std::time::Instant;
 use grpc_base::{Address, FailurePlace};
 
 use super::timers::HedgeTimer;
-use super::{
-    AttemptEnd, AttemptId, LocalReason, Mode, Outcome, RetryCall, UnprocessedRetry,
-};
+use super::{AttemptEnd, AttemptId, LocalReason, Mode, Outcome, RetryCall, UnprocessedRetry};
 use crate::app_policy::AttemptDetails;
 
 impl RetryCall {

@@ -9,8 +9,8 @@ use grpc_code::Code::*;
 
 use super::*;
 use crate::{
-    AppRetryPolicy, AttemptDetails, Exponential, Linear, NoRetry, PolicySource, Precedence,
-    RetryDecision, FailedAttempt, Rng,
+    AppRetryPolicy, AttemptDetails, Exponential, FailedAttempt, Linear, NoRetry, PolicySource,
+    Precedence, RetryDecision, Rng,
 };
 
 fn app(policy: impl AppRetryPolicy + 'static) -> Timeline {
