@@ -2,8 +2,6 @@
 //! doing the least gRPC needs), how each connects with the same HTTP/2 windows, and the raw h2 helpers the
 //! other scenarios share.
 
-use std::sync::Arc;
-
 use bytes::{Bytes, BytesMut};
 use grpc_channel::framing::{self, Deframer};
 use grpc_channel::{Channel, Request};

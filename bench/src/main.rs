@@ -35,15 +35,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::{Bytes, BytesMut};
 use clients::{connect, small_request, Client};
-use grpc_channel::framing::{self, Deframer};
-use grpc_channel::{Channel, Request};
 use hdrhistogram::Histogram;
-use interop_proto::{
-    paths, Payload, ResponseParameters, SimpleRequest, SimpleResponse, StreamingOutputCallRequest,
-};
-use prost::Message;
+use interop_proto::{ResponseParameters, StreamingOutputCallRequest};
 use report::{Line, Table};
 
 mod measure;
