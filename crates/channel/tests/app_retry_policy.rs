@@ -1,7 +1,7 @@
 //! Application retry policies and `perAttemptRecvTimeout` end to end: real loopback sockets to the
 //! fault-injecting server, on tokio's paused clock.
 
-mod support;
+use grpc_test_support as support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

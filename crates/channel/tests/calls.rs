@@ -1,7 +1,7 @@
 //! Calls against the interop server over real sockets: every interop case, request headers on the wire,
 //! metadata, compression, limits, concurrency, and what `Channel::stats()` keeps of a call dropped mid-stream.
 
-mod support;
+use grpc_test_support as support;
 
 use std::pin::Pin;
 use std::time::Duration;

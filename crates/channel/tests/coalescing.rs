@@ -4,7 +4,7 @@
 //! from an application stream through the bidi pump), every message whole and in order; a lone message is
 //! never held back waiting for company; a message larger than a batch goes whole.
 
-mod support;
+use grpc_test_support as support;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! encoding the call did not advertise (INTERNAL, saying how to accept it), the channel's default encoding
 //! against the call's own, and the message size limits, whose errors name the limit hit.
 
-mod support;
+use grpc_test_support as support;
 
 use std::io::{Read as _, Write as _};
 

@@ -1,7 +1,7 @@
 //! Response decompression against a scriptable h2 server: a gzip message of several members is decoded
 //! whole, and bytes after the compressed data are corruption (INTERNAL), never silently dropped.
 
-mod support;
+use grpc_test_support as support;
 
 use std::io::Write as _;
 

@@ -4,7 +4,7 @@
 //! addresses some of which are dead or mute, with IPv6 and `localhost` URLs. Real loopback servers, on
 //! tokio's paused clock (the connect and DNS timeouts pass without waiting).
 
-mod support;
+use grpc_test_support as support;
 
 use std::net::Ipv4Addr;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! the interop and fault-injecting servers, and the scriptable h2 server for what they cannot do (refuse
 //! every stream, allow none).
 
-mod support;
+use grpc_test_support as support;
 
 use std::time::Duration;
 

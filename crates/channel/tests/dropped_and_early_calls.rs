@@ -3,7 +3,7 @@
 //! retries through the boxed resolution path, the direct hand-over, exactly-once ids, and `Send`.
 //! Loopback only, tokio's paused clock.
 
-mod support;
+use grpc_test_support as support;
 
 use std::future::poll_fn;
 use std::net::Ipv4Addr;

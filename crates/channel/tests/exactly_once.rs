@@ -4,7 +4,7 @@
 //! tracker), the counter equals the number of successful calls and no request id runs twice; without
 //! exactly-once the same faults do execute calls twice (the test would see it).
 
-mod support;
+use grpc_test_support as support;
 
 use std::time::Duration;
 

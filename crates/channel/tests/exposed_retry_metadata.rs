@@ -5,7 +5,7 @@
 //! (0) when the first attempt produced the result; transparent retries are not counted. Against the
 //! fault-injecting server over real sockets, on tokio's paused clock.
 
-mod support;
+use grpc_test_support as support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

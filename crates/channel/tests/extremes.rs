@@ -1,7 +1,7 @@
 //! User-given values at their extremes: every duration saturates (a huge value means "never"), in the API and
 //! in a service config, and `connect_timeout` bounds each connection attempt on every kind of target.
 
-mod support;
+use grpc_test_support as support;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! connection), never for a duration; the last ones run on tokio's paused clock against the scriptable h2
 //! server.
 
-mod support;
+use grpc_test_support as support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

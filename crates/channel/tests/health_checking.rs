@@ -3,7 +3,7 @@
 //! test switches through their handles; a scriptable h2 server for a Watch that fails; a DNS server on
 //! loopback for config changes. Which backend served a call is what `fill_server_id` answers.
 
-mod support;
+use grpc_test_support as support;
 
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr};

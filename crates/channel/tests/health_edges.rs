@@ -5,7 +5,7 @@
 //! a DNS server on loopback for config changes. The memory bound under a flood of answers is in
 //! `health_flood.rs`, the connection-loss trace in `health_edges_tracing.rs`.
 
-mod support;
+use grpc_test_support as support;
 
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr};

@@ -1,7 +1,7 @@
 //! Client-side health checking (gRFC A17): a connection lost under a running health Watch, as the tracing
 //! shows it. Alone in its test binary (tracing caches callsite interest; see `health_tracing.rs`).
 
-mod support;
+use grpc_test_support as support;
 
 use std::time::Duration;
 

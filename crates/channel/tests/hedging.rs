@@ -5,7 +5,7 @@
 //! commit reach the winner once and in order; dropping an uncommitted call cancels every attempt. Against the
 //! fault-injecting server and the scriptable h2 server over real sockets, on tokio's paused clock.
 
-mod support;
+use grpc_test_support as support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;

@@ -13,7 +13,7 @@
 //! ([`Behaviour::ServeOk`]), so a follow-up call on the same channel shows whether the channel recovered and
 //! whether the connection survived.
 
-mod support;
+use grpc_test_support as support;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;

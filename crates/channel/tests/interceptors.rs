@@ -2,7 +2,7 @@
 //! metadata they add reaches the server, an error fails the call unsent (no connection is even made), they
 //! run in order, once per call whatever the retries, on streaming calls too, and may set options.
 
-mod support;
+use grpc_test_support as support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

@@ -4,7 +4,7 @@
 //! with one END_STREAM; a TCP connection attempt that times out names the TCP connection; a dropped channel
 //! closes its connections; a channel closed before first use opens none.
 
-mod support;
+use grpc_test_support as support;
 
 use std::time::Duration;
 

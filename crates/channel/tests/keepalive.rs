@@ -3,7 +3,7 @@
 //! `keepalive_permit_without_calls`) no PING is sent, unless a health Watch stream (A17) is open: that is a
 //! stream too.
 
-mod support;
+use grpc_test_support as support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -3,7 +3,7 @@
 //! list with no call in flight, and a graceful switch of policy under load (real DNS: an in-process hickory
 //! server on loopback); `close()` stopping the DNS resolver. Timing tests run on tokio's paused clock.
 
-mod support;
+use grpc_test_support as support;
 
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr};

@@ -1,6 +1,6 @@
 //! A deliberately broken server's answers become the documented statuses, without a panic or a hang.
 
-mod support;
+use grpc_test_support as support;
 
 use bytes::Bytes;
 use grpc_channel::{Code, Request, Status};

@@ -3,7 +3,7 @@
 //! OK); a failing one is the fault-injecting server, which answers `UnaryCall` UNIMPLEMENTED: a call's
 //! result says which kind of backend served it.
 
-mod support;
+use grpc_test_support as support;
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -4,7 +4,7 @@
 //! test running in parallel that reaches the same callsite first, while this test installs its
 //! subscriber, can leave the callsite disabled for it.
 
-mod support;
+use grpc_test_support as support;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! that reaches the same callsite first, while this test installs its subscriber, can leave the callsite
 //! disabled for it (a race in callsite registration). With one test per process there is no such race.
 
-mod support;
+use grpc_test_support as support;
 
 use bytes::Bytes;
 use grpc_channel::{Channel, NoRetry, Request};

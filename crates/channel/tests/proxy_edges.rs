@@ -5,7 +5,7 @@
 //! GOAWAY, keepalive, IDLE, health checking, outlier detection, hedging, wait-for-ready; DNS when the name
 //! goes to the proxy.
 
-mod support;
+use grpc_test_support as support;
 
 use std::future::Future;
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! Proxy credentials never reach a tracing event, for a refused, a malformed and a successful CONNECT.
 //! Alone in its test binary (tracing caches callsite interest; see `health_tracing.rs`).
 
-mod support;
+use grpc_test_support as support;
 
 use std::net::SocketAddr;
 use std::time::Duration;

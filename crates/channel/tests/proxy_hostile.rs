@@ -5,7 +5,7 @@
 //! requests it receives are checked too: the CONNECT line, `Host`, and `Proxy-Authorization` only with
 //! credentials (which never show in a status or a `Debug`).
 
-mod support;
+use grpc_test_support as support;
 
 use std::future::Future;
 use std::sync::Arc;

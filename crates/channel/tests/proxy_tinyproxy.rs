@@ -3,7 +3,7 @@
 //! `TINYPROXY_REQUIRED` is set). The proxy comes from `ChannelBuilder::proxy` here; the environment
 //! variables are tested through the interop client's process in `interop/tests/proxy_env.rs`.
 
-mod support;
+use grpc_test_support as support;
 
 use std::net::SocketAddr;
 

@@ -11,7 +11,7 @@
 //! filler) across retry, hedge and plain commits on two threads; and the bidi pump dropped or finishing
 //! with a backlog.
 
-mod support;
+use grpc_test_support as support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

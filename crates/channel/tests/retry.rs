@@ -5,7 +5,7 @@
 //! (Hedging: hedging.rs; throttling: throttling.rs; transparent retries: transparent_retry.rs; streaming
 //! calls: streaming_retry.rs.)
 
-mod support;
+use grpc_test_support as support;
 
 use std::time::Duration;
 

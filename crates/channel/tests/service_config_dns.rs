@@ -2,7 +2,7 @@
 //! the method config's `timeout`, `waitForReady` and message size limits apply to calls (gRFC A2, A21), and
 //! so does its retry policy, to a streaming call.
 
-mod support;
+use grpc_test_support as support;
 
 use std::net::Ipv4Addr;
 use std::time::Duration;

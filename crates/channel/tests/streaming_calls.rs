@@ -7,7 +7,7 @@
 //! NO_ERROR) while the bidi pump or `client_streaming` still has messages behind flow control: the
 //! application gets the server's answer, whether the pump's send then fails or its request stream ends.
 
-mod support;
+use grpc_test_support as support;
 
 use std::future::poll_fn;
 use std::pin::Pin;

@@ -6,7 +6,7 @@
 //! concurrent calls. (Hedged server streams: hedging.rs; the throttle shared across methods:
 //! throttling.rs; a `unix:` target: unix_targets.rs.)
 
-mod support;
+use grpc_test_support as support;
 
 use std::time::Duration;
 

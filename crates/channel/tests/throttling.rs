@@ -3,7 +3,7 @@
 //! calls the client abandons, cancels or times out itself), and that a low bucket stops retries. Against
 //! the fault-injecting server and the scriptable h2 server over real sockets, on tokio's paused clock.
 
-mod support;
+use grpc_test_support as support;
 
 use std::collections::HashMap;
 use std::future::poll_fn;

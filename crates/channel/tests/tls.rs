@@ -3,7 +3,7 @@
 //! name, expired, no ALPN h2), TLS and plaintext mismatched both ways, mutual TLS, round_robin over two TLS
 //! backends, and `https://` / `http://` targets.
 
-mod support;
+use grpc_test_support as support;
 
 use std::error::Error as _;
 use std::net::SocketAddr;

@@ -5,7 +5,7 @@
 //!
 //! Every call is bounded ([`NO_HANG`]); time-based assertions run on tokio's paused clock.
 
-mod support;
+use grpc_test_support as support;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -3,7 +3,7 @@
 //! the service config's, `MetadataMap::insert` replacing what an earlier interceptor put, `remove`,
 //! `Request::set_timeout`, the `Status` shorthands, and the TCP options.
 
-mod support;
+use grpc_test_support as support;
 
 use std::error::Error as _;
 use std::time::Duration;

@@ -6,7 +6,7 @@
 //! MAX_CONCURRENT_STREAMS when a GOAWAY came) is retried too. Requests h2 refuses to send are not retried.
 //! `retries(false)` turns the policy off but keeps transparent retries.
 
-mod support;
+use grpc_test_support as support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

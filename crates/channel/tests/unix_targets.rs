@@ -3,7 +3,7 @@
 //! exist yet is a failed pick the policy retries (and a wait-for-ready call waits for); a server restarted on
 //! the same path is reached by the next call, also by a call made the instant it restarted.
 
-mod support;
+use grpc_test_support as support;
 
 use std::time::Duration;
 

@@ -7,7 +7,7 @@
 
 #![cfg(feature = "xds")]
 
-mod support;
+use grpc_test_support as support;
 
 use std::time::Duration;
 

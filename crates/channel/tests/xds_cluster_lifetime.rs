@@ -6,7 +6,7 @@
 
 #![cfg(feature = "xds")]
 
-mod support;
+use grpc_test_support as support;
 
 use std::future::Future;
 use std::task::Poll;

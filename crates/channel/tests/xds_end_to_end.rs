@@ -14,7 +14,7 @@
 
 #![cfg(feature = "xds")]
 
-mod support;
+use grpc_test_support as support;
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -5,8 +5,8 @@ use interop_proto::grpc_health_v1::health_check_response::ServingStatus;
 use interop_proto::grpc_health_v1::HealthCheckResponse;
 use prost::Message;
 
-use super::frames::grpc_message;
-use super::h2_server::{handler, Handler, Stream};
+use crate::frames::grpc_message;
+use crate::h2_server::{handler, Handler, Stream};
 
 /// The Watch method's path.
 pub const WATCH: &str = "/grpc.health.v1.Health/Watch";

@@ -1,7 +1,9 @@
 //! A minimal `tracing` subscriber that records every event's fields, for the tests that check what the
-//! channel traces. Install it with `tracing::subscriber::set_default(capture.clone())` in a test that is
-//! alone in its binary: `tracing` caches each callsite's interest per process, and a parallel test reaching
-//! the same callsite while the subscriber is installed can leave it disabled.
+//! channel traces. A test installs it with [`install`], in a test binary that holds only such tests:
+//! `tracing` caches each callsite's interest per process, and a test running in parallel that reaches a
+//! callsite first while another installs its subscriber can leave the callsite disabled for it (a race in
+//! callsite registration). [`install`] takes a process-wide lock, so those tests run one at a time, as
+//! they would one per process.
 
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
@@ -9,6 +11,31 @@ use std::sync::{Arc, Mutex};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Metadata, Subscriber};
+
+/// The lock that keeps the tests installing a [`Capture`] from running in parallel.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A [`Capture`] installed as this thread's default subscriber: the capture, and what keeps it installed
+/// (and the other capturing tests of the process waiting) until dropped.
+pub async fn install() -> (Capture, Installed) {
+    let serial = ONE_AT_A_TIME.lock().await;
+    let capture = Capture::default();
+    let default = tracing::subscriber::set_default(capture.clone());
+    (
+        capture,
+        Installed {
+            _default: default,
+            _serial: serial,
+        },
+    )
+}
+
+/// Keeps a [`Capture`] installed, and the other capturing tests waiting, until dropped (the subscriber
+/// first, then the lock).
+pub struct Installed {
+    _default: tracing::subscriber::DefaultGuard,
+    _serial: tokio::sync::MutexGuard<'static, ()>,
+}
 
 /// One event's `(field, value)` pairs, in order.
 type EventFields = Vec<(String, String)>;

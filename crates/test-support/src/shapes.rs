@@ -8,7 +8,7 @@ use bytes::Bytes;
 use grpc_channel::{Channel, Code, Request, RequestSender, Response, Status, Streaming};
 use interop::faulty::{FlakyItem, FlakyMessage, FlakyTotals};
 
-use super::{Fed, IterStream};
+use crate::{Fed, IterStream};
 
 /// A call shape.
 #[derive(Clone, Copy, Debug)]
@@ -106,7 +106,7 @@ pub async fn call_shape(ch: &Channel, shape: Shape, path: &str, timeout: Duratio
 
 /// A raw bidi call (`/t.S/Bidi`) started: its sending and receiving halves.
 pub async fn start_bidi(ch: &Channel) -> (RequestSender<Bytes>, Streaming<Bytes>) {
-    super::guards::guarded("start", ch.streaming_raw("/t.S/Bidi", Request::new(())))
+    crate::guards::guarded("start", ch.streaming_raw("/t.S/Bidi", Request::new(())))
         .await
         .expect("start")
 }
@@ -120,7 +120,7 @@ pub async fn start_fed_bidi(
     Response<Streaming<Vec<u8>>>,
 ) {
     let (feed, fed) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
-    let response = super::guards::guarded(
+    let response = crate::guards::guarded(
         "bidi",
         ch.bidi_streaming::<Vec<u8>, Vec<u8>, _>("/t.S/Bidi", Request::new(Fed(fed))),
     )

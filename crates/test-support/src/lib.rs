@@ -1,22 +1,26 @@
-//! What the integration tests share (h2's `tests/h2-support` is the model): in-process servers on loopback
-//! ports and channels to them, a scriptable h2 server ([`h2_server`]) and its health Watch ([`health_watch`]), gRPC framing ([`frames`]), guards
-//! against hangs ([`guards`]), service-config builders ([`config`]), one call of each shape ([`shapes`]), an in-process HTTP CONNECT proxy ([`scripted_proxy`]), a subscriber recording tracing events ([`tracing_capture`]), the xDS end-to-end helpers (`xds`, feature `xds`), and
-//! the helpers of the tests that drive the fault-injecting server's `Flaky*` methods ([`flaky`]).
+//! What the workspace's integration tests share (h2's `tests/h2-support` is the model): in-process servers
+//! on loopback ports and channels to them, a scriptable h2 server ([`h2_server`]) and its health Watch
+//! ([`health_watch`]), gRPC framing ([`frames`]), guards against hangs ([`guards`]), service-config builders
+//! ([`config`]), one call of each shape ([`shapes`]), an in-process HTTP CONNECT proxy
+//! ([`scripted_proxy`]), a subscriber recording tracing events ([`tracing_capture`]) and a layer recording
+//! spans ([`spans`]), the xDS end-to-end helpers ([`xds`]), the helpers of the tests that drive the
+//! fault-injecting server's `Flaky*` methods ([`flaky`]), and the Python grpcio peer ([`grpcio`]).
 //!
-//! Every test file compiles this module on its own and uses part of it, hence the `allow` below.
-
-#![allow(dead_code, unreachable_pub)]
+//! A dev-dependency of grpc-channel and grpc-feature-tests, never published. It depends on grpc-channel, so
+//! only integration tests (which link the same grpc-channel) may use it, never grpc-channel's unit tests:
+//! those would see a second copy of every grpc-channel type.
 
 pub mod config;
 pub mod flaky;
 pub mod frames;
+pub mod grpcio;
 pub mod guards;
 pub mod h2_server;
 pub mod health_watch;
 pub mod scripted_proxy;
 pub mod shapes;
+pub mod spans;
 pub mod tracing_capture;
-#[cfg(feature = "xds")]
 pub mod xds;
 
 use std::net::SocketAddr;

@@ -1,4 +1,4 @@
-//! Helpers of the xDS end-to-end tests (`xds_end_to_end.rs`, `xds_ring_hash.rs`, `xds_close.rs`, ...): a
+//! Helpers of grpc-channel's xDS tests (the `xds` test binary, `xds_grpcio.rs`): a
 //! management server, channels to `xds:///svc.test` (or another name) with its bootstrap, publishing a
 //! Listener → RouteConfiguration → EDS clusters chain (round_robin, or a ring_hash cluster behind a header
 //! hash policy; [`one_backend`] for the simplest, every call to one backend), the Listeners a channel
@@ -18,7 +18,7 @@ use interop::xds_resources::{
 use interop::xds_server::ManagementServer;
 use interop_proto::paths;
 
-use super::{served_by, with_metadata};
+use crate::{served_by, with_metadata};
 
 /// The bound of every test.
 pub const BOUND: Duration = Duration::from_secs(30);
@@ -116,7 +116,7 @@ pub fn publish_one_backend(server: &ManagementServer, backend: SocketAddr) {
 /// An interop backend and a management server (started in that order) publishing every call to it
 /// ([`publish_one_backend`]).
 pub async fn one_backend() -> (interop::server::ServerHandle, ManagementServer) {
-    let backend = super::interop_server_handle().await;
+    let backend = crate::interop_server_handle().await;
     let server = management_server().await;
     publish_one_backend(&server, backend.addr);
     (backend, server)

@@ -1,8 +1,21 @@
 //! gRPC's Length-Prefixed-Message framing as the test servers write and read it: a 1-byte compressed flag,
 //! a 4-byte big-endian length, the payload. Writing reuses the interop crate's encoder
-//! ([`interop::raw::grpc_message`]), so the tests' frames do not come from the channel's own encoder.
+//! ([`interop::raw::grpc_message`]), so the tests' frames do not come from the channel's own encoder; the
+//! request bodies of the tower adapter's tests, compressed or not, are written by [`frame`].
+
+use bytes::{Bytes, BytesMut};
+use grpc_channel::framing::{self, HEADER_LEN};
 
 pub use interop::raw::grpc_message;
+
+/// A gRPC Length-Prefixed-Message: the compressed flag, the 4-byte length, the payload (the prefix written
+/// by `grpc_channel::framing::put_header`).
+pub fn frame(compressed: bool, payload: &[u8]) -> Bytes {
+    let mut b = BytesMut::with_capacity(HEADER_LEN + payload.len());
+    framing::put_header(&mut b, compressed, payload.len() as u32);
+    b.extend_from_slice(payload);
+    b.freeze()
+}
 
 /// (compressed flag, payload) of every Length-Prefixed-Message in a request body; fails the test on a
 /// truncated message or trailing bytes.

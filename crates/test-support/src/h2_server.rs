@@ -20,7 +20,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{watch, Notify};
 
-use super::frames::grpc_message;
+use crate::frames::grpc_message;
 
 /// The service the tests of the scriptable server call (the server answers any path).
 pub const SVC: &str = "t.S";

@@ -1,5 +1,6 @@
 //! Helpers for the tests that drive the faulty server's `Flaky*` methods: channels with a service config,
-//! requests with the Flaky headers, and readers of what the servers recorded per attempt.
+//! requests with the Flaky headers, readers of what the servers recorded per attempt, and one call retried
+//! twice ([`retried_call`], for the spans and metrics it leaves).
 
 use std::time::Duration;
 
@@ -7,8 +8,8 @@ use bytes::Bytes;
 use grpc_channel::{Channel, ChannelBuilder, Request, Response, Status};
 use interop::faulty::{methods, AttemptOutcome, Event, FaultyServer, FlakyMessage, FlakyTotals};
 
-use super::guards::guarded;
-use super::IterStream;
+use crate::guards::guarded;
+use crate::IterStream;
 
 /// The timeout of calls that are not about deadlines.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -29,7 +30,7 @@ pub fn channel_with(
 /// The `ipv4:` target of several servers.
 pub fn target_of(servers: &[&FaultyServer]) -> String {
     let addrs: Vec<_> = servers.iter().map(|s| s.addr).collect();
-    super::ipv4_target(&addrs)
+    crate::ipv4_target(&addrs)
 }
 
 /// `req` with `x-test-key: key`, the given Flaky headers, and [`CALL_TIMEOUT`].
@@ -152,4 +153,28 @@ pub fn failed(code: &str) -> AttemptOutcome {
         code: code.into(),
         after_response: false,
     }
+}
+
+/// A `Flaky` call under `config::retry_config(4, &["UNAVAILABLE"])` whose first two attempts fail, on a new
+/// channel to `server`; the channel, after the third attempt succeeded.
+pub async fn retried_call(server: &FaultyServer) -> Channel {
+    let channel = Channel::builder(format!("ipv4:{}", server.addr))
+        .default_service_config(crate::config::retry_config(4, &["UNAVAILABLE"]))
+        .build()
+        .expect("channel");
+    let mut request = Request::new(Bytes::new());
+    request
+        .metadata_mut()
+        .append("x-test-key", "observed")
+        .expect("key");
+    request
+        .metadata_mut()
+        .append("x-fail-times", "2")
+        .expect("header");
+    let response = channel
+        .unary_raw(methods::FLAKY, request)
+        .await
+        .expect("the third attempt succeeds");
+    assert_eq!(response.trailers().get("x-attempt"), Some("3"));
+    channel
 }
