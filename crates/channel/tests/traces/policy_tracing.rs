@@ -1,8 +1,9 @@
 //! Which retry policy a call runs shows in its tracing events (`retry.policy`).
 //!
-//! Alone in its test binary: `tracing` caches each callsite's interest, and a test running in parallel
-//! that reaches the same callsite first, while this test installs its subscriber, can leave the callsite
-//! disabled for it (a race in callsite registration). With one test per process there is no such race.
+//! Runs alone, as every test of this binary does: `tracing` caches each callsite's interest, and a test
+//! running in parallel that reaches the same callsite first, while this test installs its subscriber,
+//! can leave the callsite disabled for it (a race in callsite registration). With one test at a time
+//! (`tracing_capture::install` takes a process-wide lock) there is no such race.
 
 use grpc_test_support as support;
 
@@ -12,12 +13,11 @@ use interop::faulty::methods;
 use support::config::retry;
 use support::flaky::{channel_with, flaky_request};
 use support::guards::guarded;
-use support::tracing_capture::Capture;
+use support::tracing_capture;
 
 #[tokio::test(start_paused = true)]
 async fn the_policy_source_shows_in_tracing() {
-    let capture = Capture::default();
-    let _guard = tracing::subscriber::set_default(capture.clone());
+    let (capture, _installed) = tracing_capture::install().await;
     let server = support::faulty_server().await;
     let target = format!("ipv4:{}", server.addr);
     let config = retry(3, &["UNAVAILABLE"])

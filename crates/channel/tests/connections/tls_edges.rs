@@ -793,8 +793,13 @@ fn an_empty_platform_store_fails_clearly() {
     std::fs::create_dir_all(&dir).expect("dir");
     let empty = dir.join("empty.pem");
     std::fs::write(&empty, b"").expect("write");
+    // The child test's name as the harness lists it: its module path without the binary's name.
+    let child_test = match module_path!().split_once("::") {
+        Some((_, module)) => format!("{module}::empty_platform_store_child"),
+        None => "empty_platform_store_child".to_owned(),
+    };
     let mut child = std::process::Command::new(std::env::current_exe().expect("exe"))
-        .args(["--exact", "empty_platform_store_child", "--nocapture"])
+        .args(["--exact", &child_test, "--nocapture"])
         .env(CHILD, "1")
         .env("SSL_CERT_FILE", &empty)
         .env("SSL_CERT_DIR", &dir)

@@ -1,5 +1,5 @@
 //! Proxy credentials never reach a tracing event, for a refused, a malformed and a successful CONNECT.
-//! Alone in its test binary (tracing caches callsite interest; see `health_tracing.rs`).
+//! Runs alone, as every test of this binary does (tracing caches callsite interest; see `main.rs`).
 
 use grpc_test_support as support;
 
@@ -8,14 +8,13 @@ use std::time::Duration;
 
 use grpc_channel::{Channel, Request};
 use interop_proto::{paths, SimpleRequest, SimpleResponse};
-use support::tracing_capture::Capture;
+use support::tracing_capture;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 #[tokio::test]
 async fn credentials_never_reach_a_tracing_event() {
-    let capture = Capture::default();
-    let _guard = tracing::subscriber::set_default(capture.clone());
+    let (capture, _installed) = tracing_capture::install().await;
     let backend = interop::server::start(SocketAddr::from(([127, 0, 0, 1], 0)))
         .await
         .expect("server");

@@ -1,5 +1,5 @@
 //! Client-side health checking (gRFC A17): a connection lost under a running health Watch, as the tracing
-//! shows it. Alone in its test binary (tracing caches callsite interest; see `health_tracing.rs`).
+//! shows it. Runs alone, as every test of this binary does (tracing caches callsite interest; see `main.rs`).
 
 use grpc_test_support as support;
 
@@ -9,7 +9,7 @@ use bytes::Bytes;
 use grpc_channel::Request;
 use interop::health::ServingStatus;
 use support::h2_server::{handler, H2Server};
-use support::tracing_capture::Capture;
+use support::tracing_capture;
 
 const SVC: &str = "grpc.testing.TestService";
 const WATCH: &str = "/grpc.health.v1.Health/Watch";
@@ -20,8 +20,7 @@ const WATCH: &str = "/grpc.health.v1.Health/Watch";
 /// on the dead connection.
 #[tokio::test(start_paused = true)]
 async fn a_lost_connection_is_not_a_health_failure() {
-    let capture = Capture::default();
-    let _guard = tracing::subscriber::set_default(capture.clone());
+    let (capture, _installed) = tracing_capture::install().await;
     let good = interop::server::start("127.0.0.1:0".parse().expect("addr"))
         .await
         .expect("server");

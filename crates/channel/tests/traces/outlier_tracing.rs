@@ -1,8 +1,8 @@
 //! Outlier detection's ejections and returns show in tracing events (address, cause, duration).
 //!
-//! Alone in its test binary, as `policy_tracing.rs` is: `tracing` caches each callsite's interest, and a
-//! test running in parallel that reaches the same callsite first, while this test installs its
-//! subscriber, can leave the callsite disabled for it.
+//! Runs alone, as every test of this binary does: `tracing` caches each callsite's interest, and a test
+//! running in parallel that reaches the same callsite first, while this test installs its subscriber,
+//! can leave the callsite disabled for it.
 
 use grpc_test_support as support;
 
@@ -12,12 +12,11 @@ use grpc_channel::{Channel, Request};
 use interop::server;
 use interop_proto::{paths, SimpleRequest, SimpleResponse};
 use support::guards::guarded;
-use support::tracing_capture::Capture;
+use support::tracing_capture;
 
 #[tokio::test(start_paused = true)]
 async fn ejections_and_returns_are_traced_with_address_cause_and_duration() {
-    let capture = Capture::default();
-    let _guard = tracing::subscriber::set_default(capture.clone());
+    let (capture, _installed) = tracing_capture::install().await;
     let mut addrs = Vec::new();
     let mut servers = Vec::new();
     for _ in 0..2 {

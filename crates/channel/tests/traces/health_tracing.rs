@@ -2,9 +2,9 @@
 //! an error, A17), not once per connection; a backend that stops serving, and its return, are logged with
 //! its address and the service.
 //!
-//! Alone in its test binary, as `policy_tracing.rs` is: `tracing` caches each callsite's interest, and a
-//! test running in parallel that reaches the same callsite first, while this test installs its
-//! subscriber, can leave the callsite disabled for it.
+//! Runs alone, as every test of this binary does: `tracing` caches each callsite's interest, and a test
+//! running in parallel that reaches the same callsite first, while this test installs its subscriber,
+//! can leave the callsite disabled for it.
 
 use grpc_test_support as support;
 
@@ -16,7 +16,7 @@ use interop::server;
 use interop_proto::{paths, SimpleRequest, SimpleResponse};
 use support::guards::guarded;
 use support::h2_server::{handler, H2Server};
-use support::tracing_capture::Capture;
+use support::tracing_capture;
 
 const SVC: &str = "grpc.testing.TestService";
 
@@ -38,8 +38,7 @@ async fn call(ch: &Channel) {
 
 #[tokio::test(start_paused = true)]
 async fn health_is_traced_and_a_missing_health_service_is_logged_once() {
-    let capture = Capture::default();
-    let _guard = tracing::subscriber::set_default(capture.clone());
+    let (capture, _installed) = tracing_capture::install().await;
 
     // No health service: the Watch is UNIMPLEMENTED on every connection; GOAWAY makes a second one.
     let bare = H2Server::tcp(
