@@ -1,10 +1,14 @@
-//! A scriptable h2 server over TCP or a Unix socket: each stream goes to a handler the test writes (a
-//! [`Stream`] with the request and the means to answer it), and the server logs every stream opened, DATA
-//! chunk, END_STREAM and reset, per connection. A test can make every live connection shut down gracefully
-//! ([`H2Server::goaway`]) or drop them all ([`H2Server::kill`]).
+//! A scriptable h2 server over TCP or a Unix socket, in plaintext or TLS ([`H2Server::tls`],
+//! [`H2Server::unix_tls`]): each stream goes to a handler the test writes (a [`Stream`] with the request and
+//! the means to answer it), and the server logs every stream opened, DATA chunk, END_STREAM and reset, per
+//! connection, and counts the connections accepted and ended. A test can make every live connection shut
+//! down gracefully ([`H2Server::goaway`]), one connection ([`H2Server::goaway_connection`], or a handler its
+//! own: [`Stream::goaway_connection`]), or every connection from now on ([`H2Server::drain`]); or drop them
+//! all ([`H2Server::kill`]).
 //!
 //! Also the plain answers the tests' own small servers give: [`response_head`], [`trailers`], [`answer`].
 
+use std::collections::HashMap;
 use std::future::{poll_fn, Future};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -19,6 +23,7 @@ use http::{HeaderMap, HeaderValue};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{watch, Notify};
+use tokio_rustls::TlsAcceptor;
 
 use crate::frames::grpc_message;
 
@@ -63,6 +68,8 @@ pub struct Opened {
     pub headers: HeaderMap,
     /// The request's `:authority`.
     pub authority: Option<String>,
+    /// The request's `:scheme`.
+    pub scheme: Option<String>,
 }
 
 impl Opened {
@@ -111,6 +118,7 @@ pub struct Stream {
     /// The response.
     pub respond: SendResponse<Bytes>,
     log: Log,
+    goaway: Arc<Notify>,
 }
 
 /// What the server does with each stream.
@@ -204,8 +212,12 @@ pub struct H2Server {
     path: Option<PathBuf>,
     log: Log,
     goaway: Arc<Notify>,
+    /// Each live connection's own GOAWAY, by number.
+    conn_goaway: Arc<Mutex<HashMap<usize, Arc<Notify>>>>,
+    drain: Arc<watch::Sender<bool>>,
     kill: Arc<watch::Sender<bool>>,
     conns: Arc<AtomicUsize>,
+    closed: Arc<AtomicUsize>,
 }
 
 impl H2Server {
@@ -215,8 +227,11 @@ impl H2Server {
             path,
             log: Arc::default(),
             goaway: Arc::new(Notify::new()),
+            conn_goaway: Arc::default(),
+            drain: Arc::new(watch::channel(false).0),
             kill: Arc::new(watch::channel(false).0),
             conns: Arc::default(),
+            closed: Arc::default(),
         }
     }
 
@@ -232,6 +247,25 @@ impl H2Server {
         configure: fn(&mut h2::server::Builder),
         h: Handler,
     ) -> H2Server {
+        H2Server::serve_tcp_with(listener, None, configure, h)
+    }
+
+    /// A TLS server on a free loopback port, with `config` (its ALPN included).
+    pub async fn tls(
+        config: Arc<rustls::ServerConfig>,
+        configure: fn(&mut h2::server::Builder),
+        h: Handler,
+    ) -> H2Server {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        H2Server::serve_tcp_with(listener, Some(TlsAcceptor::from(config)), configure, h)
+    }
+
+    fn serve_tcp_with(
+        listener: TcpListener,
+        tls: Option<TlsAcceptor>,
+        configure: fn(&mut h2::server::Builder),
+        h: Handler,
+    ) -> H2Server {
         let server = H2Server::new(Some(listener.local_addr().expect("addr")), None);
         let s = server.clone();
         let mut kill = server.kill.subscribe();
@@ -241,8 +275,7 @@ impl H2Server {
                     a = listener.accept() => match a {
                         Ok((tcp, _)) => {
                             let _ = tcp.set_nodelay(true);
-                            let n = s.conns.fetch_add(1, Ordering::SeqCst) + 1;
-                            tokio::spawn(s.clone().connection(tcp, n, configure, h.clone()));
+                            s.accepted(tcp, tls.clone(), configure, h.clone());
                         }
                         Err(_) => return,
                     },
@@ -255,6 +288,25 @@ impl H2Server {
 
     /// A server on the Unix socket `path` (an old socket file there is removed first).
     pub fn unix(path: PathBuf, configure: fn(&mut h2::server::Builder), h: Handler) -> H2Server {
+        H2Server::unix_with(path, None, configure, h)
+    }
+
+    /// A TLS server on the Unix socket `path`, with `config` (an old socket file there is removed first).
+    pub fn unix_tls(
+        path: PathBuf,
+        config: Arc<rustls::ServerConfig>,
+        configure: fn(&mut h2::server::Builder),
+        h: Handler,
+    ) -> H2Server {
+        H2Server::unix_with(path, Some(TlsAcceptor::from(config)), configure, h)
+    }
+
+    fn unix_with(
+        path: PathBuf,
+        tls: Option<TlsAcceptor>,
+        configure: fn(&mut h2::server::Builder),
+        h: Handler,
+    ) -> H2Server {
         let _ = std::fs::remove_file(&path);
         let listener = UnixListener::bind(&path).expect("bind unix");
         let server = H2Server::new(None, Some(path));
@@ -264,10 +316,7 @@ impl H2Server {
             loop {
                 tokio::select! {
                     a = listener.accept() => match a {
-                        Ok((io, _)) => {
-                            let n = s.conns.fetch_add(1, Ordering::SeqCst) + 1;
-                            tokio::spawn(s.clone().connection(io, n, configure, h.clone()));
-                        }
+                        Ok((io, _)) => s.accepted(io, tls.clone(), configure, h.clone()),
                         Err(_) => return,
                     },
                     _ = kill.changed() => return,
@@ -275,6 +324,33 @@ impl H2Server {
             }
         });
         server
+    }
+
+    /// Numbers an accepted connection and serves it (after the TLS handshake, if any) on a task of its own;
+    /// counts it as ended when it ends.
+    fn accepted<T>(
+        &self,
+        io: T,
+        tls: Option<TlsAcceptor>,
+        configure: fn(&mut h2::server::Builder),
+        h: Handler,
+    ) where
+        T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let n = self.conns.fetch_add(1, Ordering::SeqCst) + 1;
+        let s = self.clone();
+        tokio::spawn(async move {
+            match tls {
+                None => s.clone().connection(io, n, configure, h).await,
+                Some(acceptor) => {
+                    if let Ok(io) = acceptor.accept(io).await {
+                        s.clone().connection(io, n, configure, h).await;
+                    }
+                }
+            }
+            s.conn_goaway.lock().expect("goaway").remove(&n);
+            s.closed.fetch_add(1, Ordering::SeqCst);
+        });
     }
 
     async fn connection<T>(
@@ -287,6 +363,13 @@ impl H2Server {
         T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let mut kill = self.kill.subscribe();
+        let mut drain = self.drain.subscribe();
+        let mut draining = false;
+        let own_goaway = Arc::new(Notify::new());
+        self.conn_goaway
+            .lock()
+            .expect("goaway")
+            .insert(n, own_goaway.clone());
         let mut b = h2::server::Builder::new();
         configure(&mut b);
         let Ok(mut conn) = b.handshake::<_, Bytes>(io).await else {
@@ -305,6 +388,7 @@ impl H2Server {
                             path: path.clone(),
                             headers: parts.headers.clone(),
                             authority: parts.uri.authority().map(ToString::to_string),
+                            scheme: parts.uri.scheme_str().map(str::to_owned),
                         }));
                         let s = Stream {
                             conn: n,
@@ -314,12 +398,20 @@ impl H2Server {
                             recv,
                             respond,
                             log: self.log.clone(),
+                            goaway: own_goaway.clone(),
                         };
                         tokio::spawn(h(s));
                     }
                     _ => return,
                 },
                 () = self.goaway.notified() => conn.graceful_shutdown(),
+                () = own_goaway.notified() => conn.graceful_shutdown(),
+                changed = drain.wait_for(|d| *d), if !draining => {
+                    draining = true;
+                    if changed.is_ok() {
+                        conn.graceful_shutdown();
+                    }
+                }
                 _ = kill.changed() => return,
             }
         }
@@ -330,6 +422,18 @@ impl H2Server {
     pub fn goaway(&self) {
         self.goaway.notify_waiters();
         self.goaway.notify_one();
+    }
+
+    /// Makes connection `n` (numbered from 1) start a graceful shutdown, if it is live.
+    pub fn goaway_connection(&self, n: usize) {
+        if let Some(goaway) = self.conn_goaway.lock().expect("goaway").get(&n) {
+            goaway.notify_one();
+        }
+    }
+
+    /// Makes every connection, live or later, start a graceful shutdown.
+    pub fn drain(&self) {
+        let _ = self.drain.send(true);
     }
 
     /// Stops listening and drops every connection (the socket closes).
@@ -354,6 +458,11 @@ impl H2Server {
     /// Connections accepted so far.
     pub fn connections(&self) -> usize {
         self.conns.load(Ordering::SeqCst)
+    }
+
+    /// Connections that ended so far (closed by the client, failed, or killed).
+    pub fn closed_connections(&self) -> usize {
+        self.closed.load(Ordering::SeqCst)
     }
 
     /// Everything seen so far, in order.
@@ -447,6 +556,12 @@ impl Stream {
         self.previous_attempts()
             .and_then(|v| v.parse().ok())
             .unwrap_or(0)
+    }
+
+    /// Makes this stream's connection start a graceful shutdown (GOAWAY); the stream itself may still
+    /// answer.
+    pub fn goaway_connection(&self) {
+        self.goaway.notify_one();
     }
 
     /// Logs END_STREAM on this stream.

@@ -15,7 +15,8 @@ use support::config::retry;
 use support::frames::payloads;
 use support::guards::guarded;
 use support::h2_server::{
-    reads_then_answers, small_window, H2Server, HeadersAt, SMALL_WINDOW as WINDOW, SVC,
+    defaults, handler, reads_then_answers, small_window, H2Server, HeadersAt,
+    SMALL_WINDOW as WINDOW, SVC,
 };
 use support::shapes::start_bidi;
 
@@ -168,48 +169,14 @@ async fn a_message_partly_written_completes_before_the_next() {
 /// plane is kept alive by a clone.
 #[tokio::test(start_paused = true)]
 async fn the_connection_closes_once_the_channel_is_gone() {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Arc;
-    use tokio::io::{AsyncRead, AsyncWrite};
-
-    async fn serve<T: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
-        io: T,
-        closed: Arc<AtomicBool>,
-    ) {
-        if let Ok(mut conn) = h2::server::handshake(io).await {
-            while let Some(Ok((_req, mut respond))) = conn.accept().await {
-                support::h2_server::answer(&mut respond, b"up");
-            }
-        }
-        closed.store(true, Ordering::SeqCst);
-    }
-
     for unix in [false, true] {
-        let closed = Arc::new(AtomicBool::new(false));
-        let target = if unix {
-            let path = support::socket_path("dropped-channel");
-            let _ = std::fs::remove_file(&path);
-            let listener = tokio::net::UnixListener::bind(&path).expect("bind");
-            let c = closed.clone();
-            tokio::spawn(async move {
-                if let Ok((io, _)) = listener.accept().await {
-                    serve(io, c).await;
-                }
-            });
-            format!("unix:{}", path.display())
+        let up = handler(|mut stream| async move { stream.ok(b"up") });
+        let server = if unix {
+            H2Server::unix(support::socket_path("dropped-channel"), defaults, up)
         } else {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-                .await
-                .expect("bind");
-            let addr = listener.local_addr().expect("addr");
-            let c = closed.clone();
-            tokio::spawn(async move {
-                if let Ok((io, _)) = listener.accept().await {
-                    serve(io, c).await;
-                }
-            });
-            format!("ipv4:{addr}")
+            H2Server::tcp(defaults, up).await
         };
+        let target = server.target();
         let ch = Channel::new(target.clone()).expect("channel");
         let r = guarded(
             "a call",
@@ -226,7 +193,7 @@ async fn the_connection_closes_once_the_channel_is_gone() {
         support::guards::eventually_every(
             support::guards::SETTLE_STEP,
             &format!("{target}: the connection closes once the channel is gone"),
-            || closed.load(Ordering::SeqCst),
+            || server.closed_connections() >= 1,
         )
         .await;
     }

@@ -16,60 +16,39 @@ use interop::raw::{write_frame, Frame};
 use support::config::retry;
 use support::frames::grpc_message;
 use support::guards::{eventually_every, guarded, settle, GUARD, SETTLE_STEP};
-use support::h2_server::{defaults, handler, response_head, trailers, H2Server, Stream, SVC};
+use support::h2_server::{defaults, handler, trailers, H2Server, Handler, Stream, SVC};
 use support::{channel_with_config, socket_path};
 use tokio::io::AsyncReadExt;
-use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::Notify;
 
 const HOLD: &str = "/drain.Svc/Hold";
 const UNARY: &str = "/drain.Svc/Unary";
 
-/// What the test tells the server, and what the server reports.
-struct Control {
-    connections: AtomicUsize,
-    /// Start the graceful shutdown of connection 1.
-    goaway: Notify,
+/// The drain server: a stream on `HOLD` is held open (headers sent) until `finish_hold`, then answers one
+/// message and OK; `UNARY` answers `conn<N>` at once. The test shuts connection 1 down gracefully
+/// ([`H2Server::goaway_connection`]).
+struct Drain {
+    server: H2Server,
     /// Finish the held stream with one message and OK.
-    finish_hold: Notify,
+    finish_hold: Arc<Notify>,
 }
 
-/// Serves one connection: the first stream on `HOLD` is held open (headers sent) until `finish_hold`;
-/// `UNARY` answers at once. Connection 1 shuts down gracefully when told to.
-async fn serve<T>(io: T, number: usize, control: Arc<Control>)
-where
-    T: AsyncRead + AsyncWrite + Unpin,
-{
-    let mut conn: h2::server::Connection<T, Bytes> =
-        h2::server::handshake(io).await.expect("handshake");
-    let (held_tx, mut held_rx) = mpsc::unbounded_channel();
-    let mut shutting_down = false;
-    loop {
-        tokio::select! {
-            accepted = conn.accept() => {
-                let Some(Ok((req, mut respond))) = accepted else { break };
-                if req.uri().path() == HOLD {
-                    let mut send = respond.send_response(response_head(), false).expect("headers");
-                    let _ = held_tx.send(());
-                    let control = control.clone();
-                    tokio::spawn(async move {
-                        control.finish_hold.notified().await;
-                        let _ = send.send_data(grpc_message(b"late"), false);
-                        let _ = send.send_trailers(trailers("0", &[]));
-                    });
-                } else {
-                    let mut send = respond.send_response(response_head(), false).expect("headers");
-                    let _ = send.send_data(grpc_message(format!("conn{number}").as_bytes()), false);
-                    let _ = send.send_trailers(trailers("0", &[]));
-                }
+fn drain_handler(finish_hold: Arc<Notify>) -> Handler {
+    handler(move |mut stream| {
+        let finish_hold = finish_hold.clone();
+        async move {
+            if stream.path == HOLD {
+                let Some(mut send) = stream.headers() else {
+                    return;
+                };
+                finish_hold.notified().await;
+                let _ = send.send_data(grpc_message(b"late"), false);
+                let _ = send.send_trailers(trailers("0", &[]));
+            } else {
+                stream.ok(format!("conn{}", stream.conn).as_bytes());
             }
-            _ = control.goaway.notified(), if number == 1 && !shutting_down => {
-                shutting_down = true;
-                conn.graceful_shutdown();
-            }
-            Some(()) = held_rx.recv() => {}
         }
-    }
+    })
 }
 
 async fn call(ch: &Channel) -> Result<Bytes, grpc_channel::Status> {
@@ -78,14 +57,14 @@ async fn call(ch: &Channel) -> Result<Bytes, grpc_channel::Status> {
         .map(|r| r.into_message())
 }
 
-async fn drains(ch: Channel, control: Arc<Control>) {
+async fn drains(ch: Channel, drain: Drain) {
     assert_eq!(&call(&ch).await.expect("first call")[..], b"conn1");
     let (_tx, mut held) = ch
         .streaming_raw(HOLD, Request::new(()))
         .await
         .expect("held call");
     held.headers().await.expect("held call is up");
-    control.goaway.notify_one();
+    drain.server.goaway_connection(1);
     // A call that races the GOAWAY may rightly go to the old connection (the server still processes it);
     // once the client has read it, calls go to connection 2 without waiting for the held stream, which has
     // no end in sight. Each call is bounded: a call that waits for the draining connection fails the test.
@@ -102,9 +81,9 @@ async fn drains(ch: Channel, control: Arc<Control>) {
         assert!(attempts < 200, "calls never moved to a new connection");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    assert_eq!(control.connections.load(Ordering::SeqCst), 2);
+    assert_eq!(drain.server.connections(), 2);
     // The held stream still finishes on connection 1.
-    control.finish_hold.notify_one();
+    drain.finish_hold.notify_one();
     let message = held
         .message()
         .await
@@ -114,36 +93,21 @@ async fn drains(ch: Channel, control: Arc<Control>) {
     assert_eq!(held.message().await.expect("ends OK"), None);
 }
 
-fn control() -> Arc<Control> {
-    Arc::new(Control {
-        connections: AtomicUsize::new(0),
-        goaway: Notify::new(),
-        finish_hold: Notify::new(),
-    })
-}
-
-/// The drain server on a loopback TCP port, with its control.
-async fn tcp_server() -> (std::net::SocketAddr, Arc<Control>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let c = control();
-    let server_control = c.clone();
-    tokio::spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            let n = server_control.connections.fetch_add(1, Ordering::SeqCst) + 1;
-            tokio::spawn(serve(tcp, n, server_control.clone()));
-        }
-    });
-    (addr, c)
+/// The drain server on a loopback TCP port.
+async fn tcp_server() -> Drain {
+    let finish_hold = Arc::new(Notify::new());
+    let server = H2Server::tcp(defaults, drain_handler(finish_hold.clone())).await;
+    Drain {
+        server,
+        finish_hold,
+    }
 }
 
 #[tokio::test]
 async fn a_graceful_goaway_drains_the_connection_and_new_calls_use_a_new_one() {
-    let (addr, c) = tcp_server().await;
-    let ch = Channel::new(format!("ipv4:{addr}")).expect("channel");
-    tokio::time::timeout(Duration::from_secs(60), drains(ch, c))
+    let drain = tcp_server().await;
+    let ch = Channel::new(drain.server.target()).expect("channel");
+    tokio::time::timeout(Duration::from_secs(60), drains(ch, drain))
         .await
         .expect("no hang");
 }
@@ -153,18 +117,14 @@ async fn a_graceful_goaway_on_a_unix_target_drains_too() {
     let dir = std::env::temp_dir().join(format!("grpc-channel-goaway-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
     let path = dir.join("drain.sock");
-    let _ = std::fs::remove_file(&path);
-    let listener = tokio::net::UnixListener::bind(&path).expect("bind");
-    let c = control();
-    let server_control = c.clone();
-    tokio::spawn(async move {
-        while let Ok((io, _)) = listener.accept().await {
-            let n = server_control.connections.fetch_add(1, Ordering::SeqCst) + 1;
-            tokio::spawn(serve(io, n, server_control.clone()));
-        }
-    });
-    let ch = Channel::new(format!("unix:{}", path.display())).expect("channel");
-    tokio::time::timeout(Duration::from_secs(60), drains(ch, c))
+    let finish_hold = Arc::new(Notify::new());
+    let server = H2Server::unix(path.clone(), defaults, drain_handler(finish_hold.clone()));
+    let ch = Channel::new(server.target()).expect("channel");
+    let drain = Drain {
+        server,
+        finish_hold,
+    };
+    tokio::time::timeout(Duration::from_secs(60), drains(ch, drain))
         .await
         .expect("no hang");
     let _ = std::fs::remove_file(&path);
@@ -181,8 +141,8 @@ fn far() -> tokio::time::Instant {
 async fn a_goaway_right_after_ready_makes_the_channel_idle_not_transient_failure() {
     use grpc_channel::ConnectivityState;
 
-    let (addr, c) = tcp_server().await;
-    let ch = Channel::new(format!("ipv4:{addr}")).expect("channel");
+    let drain = tcp_server().await;
+    let ch = Channel::new(drain.server.target()).expect("channel");
     let run = async {
         ch.connect();
         let mut state = ch.state();
@@ -190,7 +150,7 @@ async fn a_goaway_right_after_ready_makes_the_channel_idle_not_transient_failure
             state = ch.wait_for_state_change(state, far()).await;
             assert_ne!(state, ConnectivityState::TransientFailure);
         }
-        c.goaway.notify_one();
+        drain.server.goaway_connection(1);
         let mut seen = Vec::new();
         while state != ConnectivityState::Idle {
             state = ch.wait_for_state_change(state, far()).await;

@@ -13,7 +13,7 @@ use grpc_channel::{BuildError, Channel, Code, Request, Status, TlsConfig};
 use interop::tls::{server_config, CertifiedPem, TestCa, Usage, INTEROP_SERVER_NAMES};
 use interop_proto::{paths, Empty, SimpleRequest, SimpleResponse};
 use support::guards::NO_HANG;
-use support::h2_server::answer;
+use support::h2_server::{defaults, handler, H2Server};
 
 struct Pki {
     ca: TestCa,
@@ -343,52 +343,33 @@ async fn https_and_http_targets_as_tonic_users_write_them() {
     assert!(err.to_string().contains("http, https"), "{err}");
 }
 
-/// An h2 server over TLS that answers every request OK and reports each request's URI.
-async fn uri_recording_server(
-    config: Arc<rustls::ServerConfig>,
-) -> (SocketAddr, tokio::sync::mpsc::UnboundedReceiver<http::Uri>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let acceptor = tokio_rustls::TlsAcceptor::from(config);
-    tokio::spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            let (acceptor, tx) = (acceptor.clone(), tx.clone());
-            tokio::spawn(async move {
-                let Ok(io) = acceptor.accept(tcp).await else {
-                    return;
-                };
-                let Ok(mut conn) = h2::server::handshake(io).await else {
-                    return;
-                };
-                while let Some(Ok((request, mut respond))) = conn.accept().await {
-                    let _ = tx.send(request.uri().clone());
-                    answer(&mut respond, b"");
-                }
-            });
-        }
-    });
-    (addr, rx)
+/// An h2 server over TLS that answers every request OK (the scriptable server logs each request's URI).
+async fn answering_tls_server(config: Arc<rustls::ServerConfig>) -> H2Server {
+    H2Server::tls(
+        config,
+        defaults,
+        handler(|mut stream| async move { stream.ok(b"") }),
+    )
+    .await
 }
 
 #[tokio::test]
 async fn requests_over_tls_carry_scheme_https_and_the_authority() {
     let pki = pki();
-    let (addr, mut uris) = uri_recording_server(h2_only(&pki.server)).await;
+    let server = answering_tls_server(h2_only(&pki.server)).await;
+    let addr = server.addr();
     let channel = Channel::builder(format!("localhost:{}", addr.port()))
         .tls(TlsConfig::new().ca_certificate_pem(pki.ca.cert_pem.clone()))
         .build()
         .expect("channel");
     empty_call(&channel).await.expect("call");
-    let uri = uris.recv().await.expect("a request");
-    assert_eq!(uri.scheme_str(), Some("https"));
+    let request = server.opens().into_iter().next().expect("a request");
+    assert_eq!(request.scheme.as_deref(), Some("https"));
     assert_eq!(
-        uri.authority().map(|a| a.as_str().to_owned()),
+        request.authority,
         Some(format!("localhost:{}", addr.port()))
     );
-    assert_eq!(uri.path(), paths::EMPTY_CALL);
+    assert_eq!(request.path, paths::EMPTY_CALL);
 }
 
 #[tokio::test]
@@ -398,32 +379,19 @@ async fn tls_works_over_a_unix_socket_target() {
     let _ = std::fs::create_dir_all(&dir);
     let path = dir.join("s.sock");
     let _ = std::fs::remove_file(&path);
-    let listener = tokio::net::UnixListener::bind(&path).expect("bind unix");
-    let acceptor = tokio_rustls::TlsAcceptor::from(h2_only(&pki.server));
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        while let Ok((io, _)) = listener.accept().await {
-            let (acceptor, tx) = (acceptor.clone(), tx.clone());
-            tokio::spawn(async move {
-                let Ok(io) = acceptor.accept(io).await else {
-                    return;
-                };
-                let Ok(mut conn) = h2::server::handshake(io).await else {
-                    return;
-                };
-                while let Some(Ok((request, mut respond))) = conn.accept().await {
-                    let _ = tx.send(request.uri().scheme_str().map(str::to_owned));
-                    answer(&mut respond, b"");
-                }
-            });
-        }
-    });
+    let server = H2Server::unix_tls(
+        path.clone(),
+        h2_only(&pki.server),
+        defaults,
+        handler(|mut stream| async move { stream.ok(b"") }),
+    );
     // The certificate names localhost, the server name of a unix: target.
     let channel = Channel::builder(format!("unix:{}", path.display()))
         .tls(TlsConfig::new().ca_certificate_pem(pki.ca.cert_pem.clone()))
         .build()
         .expect("channel");
     empty_call(&channel).await.expect("TLS over a unix socket");
-    assert_eq!(rx.recv().await.flatten().as_deref(), Some("https"));
+    let request = server.opens().into_iter().next().expect("a request");
+    assert_eq!(request.scheme.as_deref(), Some("https"));
     let _ = std::fs::remove_dir_all(&dir);
 }

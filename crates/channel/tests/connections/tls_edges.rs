@@ -9,7 +9,7 @@ use grpc_test_support as support;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,7 +18,7 @@ use grpc_channel::{Channel, Code, ConnectivityState, Request, Status, TlsConfig}
 use interop::tls::{server_config, CertifiedPem, TestCa, Usage, INTEROP_SERVER_NAMES};
 use interop_proto::{paths, Empty, SimpleRequest, SimpleResponse};
 use support::guards::{no_hang, NO_HANG};
-use support::h2_server::answer;
+use support::h2_server::{answer, defaults, handler, H2Server};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -887,32 +887,22 @@ async fn tls_mismatch_on_unix_targets_fails_fast_both_ways() {
 async fn goaway_over_tls_on_a_unix_target() {
     let pki = pki();
     let (dir, path) = unix_path("goaway");
-    let listener = tokio::net::UnixListener::bind(&path).expect("bind");
-    let acceptor = tokio_rustls::TlsAcceptor::from(h2_only(&pki.server));
-    let connections = Arc::new(AtomicUsize::new(0));
-    let counted = connections.clone();
-    tokio::spawn(async move {
-        while let Ok((io, _)) = listener.accept().await {
-            let n = counted.fetch_add(1, Ordering::SeqCst) + 1;
-            let acceptor = acceptor.clone();
-            tokio::spawn(async move {
-                let Ok(io) = acceptor.accept(io).await else {
-                    return;
-                };
-                let Ok(mut conn) = h2::server::handshake(io).await else {
-                    return;
-                };
-                let mut answered = 0;
-                while let Some(Ok((_, mut respond))) = conn.accept().await {
-                    answer(&mut respond, format!("conn{n}").as_bytes());
-                    answered += 1;
-                    if n == 1 && answered == 1 {
-                        conn.graceful_shutdown();
-                    }
+    // Connection 1 shuts down gracefully once it has answered one call.
+    let first_answered = Arc::new(AtomicBool::new(false));
+    let server = H2Server::unix_tls(
+        path.clone(),
+        h2_only(&pki.server),
+        defaults,
+        handler(move |mut stream| {
+            let first_answered = first_answered.clone();
+            async move {
+                stream.ok(format!("conn{}", stream.conn).as_bytes());
+                if stream.conn == 1 && !first_answered.swap(true, Ordering::SeqCst) {
+                    stream.goaway_connection();
                 }
-            });
-        }
-    });
+            }
+        }),
+    );
     let ch = ca_channel(format!("unix:{}", path.display()), &pki.ca);
     assert_eq!(
         &no_hang("first", raw_call(&ch)).await.expect("first")[..],
@@ -929,7 +919,7 @@ async fn goaway_over_tls_on_a_unix_target() {
         assert!(attempts < 50, "calls never moved to a new TLS connection");
         tokio::task::yield_now().await;
     }
-    assert_eq!(connections.load(Ordering::SeqCst), 2);
+    assert_eq!(server.connections(), 2);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

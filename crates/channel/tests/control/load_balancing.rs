@@ -16,7 +16,7 @@ use grpc_channel::{Channel, Code, ConnectivityState, Request, ResolverOptions};
 use interop::dns::TestDns;
 use interop::server::{self, ServerHandle};
 use interop_proto::{paths, SimpleRequest, SimpleResponse};
-use support::h2_server::answer;
+use support::h2_server::{defaults, handler, H2Server};
 use tokio::time::Instant;
 
 const ROUND_ROBIN: &str = r#"{"loadBalancingConfig":[{"round_robin":{}}]}"#;
@@ -515,43 +515,19 @@ async fn leaving_idle_resolves_again_instead_of_reusing_an_old_resolution() {
 
 const SWITCH_UNARY: &str = "/switch.Svc/Unary";
 
-/// A backend answering its name after a moment; it shuts its connections down gracefully when told to.
-async fn named_backend(
-    addr: SocketAddr,
-    name: &'static str,
-    goaway: tokio::sync::watch::Receiver<bool>,
-) -> SocketAddr {
+/// A backend on `addr` answering its name after a moment; [`H2Server::drain`] shuts its connections down
+/// gracefully.
+async fn named_backend(addr: SocketAddr, name: &'static str) -> H2Server {
     let listener = tokio::net::TcpListener::bind(addr).await.expect("bind");
-    let bound = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            let mut goaway = goaway.clone();
-            tokio::spawn(async move {
-                let mut conn: h2::server::Connection<_, Bytes> =
-                    h2::server::handshake(tcp).await.expect("handshake");
-                let mut closing = false;
-                loop {
-                    tokio::select! {
-                        accepted = conn.accept() => {
-                            let Some(Ok((_, mut respond))) = accepted else { return };
-                            tokio::spawn(async move {
-                                // Calls take a moment, so some are always in flight.
-                                tokio::time::sleep(Duration::from_millis(2)).await;
-                                answer(&mut respond, name.as_bytes());
-                            });
-                        }
-                        changed = goaway.wait_for(|go| *go), if !closing => {
-                            closing = true;
-                            if changed.is_ok() {
-                                conn.graceful_shutdown();
-                            }
-                        }
-                    }
-                }
-            });
-        }
-    });
-    bound
+    H2Server::serve_tcp(
+        listener,
+        defaults,
+        handler(move |mut stream| async move {
+            // Calls take a moment, so some are always in flight.
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            stream.ok(name.as_bytes());
+        }),
+    )
 }
 
 /// A call to a named backend: the name of the backend that answered.
@@ -567,16 +543,9 @@ async fn named_call(ch: &Channel) -> Result<String, grpc_channel::Status> {
 
 #[tokio::test]
 async fn switching_from_round_robin_to_pick_first_fails_no_call_under_load() {
-    let (_a_goaway, a_rx) = tokio::sync::watch::channel(false);
-    let (b_goaway, b_rx) = tokio::sync::watch::channel(false);
-    let a = named_backend("127.0.0.1:0".parse().expect("addr"), "a", a_rx).await;
-    let port = a.port();
-    named_backend(
-        SocketAddr::from((Ipv4Addr::new(127, 0, 0, 2), port)),
-        "b",
-        b_rx,
-    )
-    .await;
+    let a = named_backend("127.0.0.1:0".parse().expect("addr"), "a").await;
+    let port = a.addr().port();
+    let b = named_backend(SocketAddr::from((Ipv4Addr::new(127, 0, 0, 2), port)), "b").await;
     let dns = TestDns::start().await.expect("dns");
     dns.add_a("svc.test", Ipv4Addr::new(127, 0, 0, 1)).await;
     dns.add_a("svc.test", Ipv4Addr::new(127, 0, 0, 2)).await;
@@ -632,7 +601,7 @@ async fn switching_from_round_robin_to_pick_first_fails_no_call_under_load() {
         r#"[{"serviceConfig":{"loadBalancingConfig":[{"pick_first":{}}]}}]"#,
     )
     .await;
-    let _ = b_goaway.send(true);
+    b.drain();
     // pick_first sends every call to one backend: wait (bounded) for a long run of calls to one.
     let mut run = 0;
     let mut previous = String::new();

@@ -15,7 +15,9 @@ use grpc_channel::{Code, Request, Status};
 use interop::faulty::{methods, FlakyItem, FlakyMessage};
 use support::config::{hedging_config, retry_config};
 use support::flaky::{attempts, channel_with, flaky_request, target_of};
+use support::frames::grpc_message;
 use support::guards::guarded;
+use support::h2_server::{defaults, handler, trailers, H2Server};
 
 const HEADER: &str = "grpc-previous-rpc-attempts";
 
@@ -227,71 +229,33 @@ async fn a_winning_hedge_reports_how_many_attempts_preceded_it() {
 // Statuses the channel makes itself from the answer it committed to (a cardinality violation) carry the
 // count too.
 
-fn frame(payload: &[u8]) -> Bytes {
-    let mut f = vec![0u8];
-    f.extend_from_slice(&(payload.len() as u32).to_be_bytes());
-    f.extend_from_slice(payload);
-    Bytes::from(f)
-}
-
-fn header_map(pairs: &[(&'static str, &'static str)]) -> http::HeaderMap {
-    let mut h = http::HeaderMap::new();
-    for (k, v) in pairs {
-        h.append(*k, http::HeaderValue::from_static(v));
-    }
-    h
-}
-
 /// Per path: the first stream fails Trailers-Only UNAVAILABLE; the next answers `/card.Svc/None` with OK and
 /// no message, `/card.Svc/Two` with two messages and OK.
-async fn cardinality_server() -> std::net::SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
+async fn cardinality_server() -> H2Server {
     let seen: Arc<Mutex<std::collections::HashMap<String, u32>>> = Arc::default();
-    tokio::spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            let seen = seen.clone();
-            tokio::spawn(async move {
-                let Ok(mut conn): Result<h2::server::Connection<_, Bytes>, _> =
-                    h2::server::handshake(tcp).await
-                else {
-                    return;
-                };
-                while let Some(Ok((req, mut respond))) = conn.accept().await {
-                    let path = req.uri().path().to_owned();
-                    let n = {
-                        let mut seen = seen.lock().expect("lock");
-                        let n = seen.entry(path.clone()).or_default();
-                        *n += 1;
-                        *n
-                    };
-                    let mut head = http::Response::builder()
-                        .header("content-type", "application/grpc")
-                        .body(())
-                        .expect("response");
-                    if n == 1 {
-                        head.headers_mut()
-                            .insert("grpc-status", http::HeaderValue::from_static("14"));
-                        let _ = respond.send_response(head, true);
-                    } else if path == "/card.Svc/None" {
-                        head.headers_mut()
-                            .insert("grpc-status", http::HeaderValue::from_static("0"));
-                        let _ = respond.send_response(head, true);
-                    } else {
-                        let Ok(mut send) = respond.send_response(head, false) else {
-                            continue;
-                        };
-                        let _ = send.send_data(frame(b"one"), false);
-                        let _ = send.send_data(frame(b"two"), false);
-                        let _ = send.send_trailers(header_map(&[("grpc-status", "0")]));
-                    }
+    H2Server::tcp(
+        defaults,
+        handler(move |mut stream| {
+            let n = {
+                let mut seen = seen.lock().expect("lock");
+                let n = seen.entry(stream.path.clone()).or_default();
+                *n += 1;
+                *n
+            };
+            async move {
+                if n == 1 {
+                    stream.trailers_only("14", &[]);
+                } else if stream.path == "/card.Svc/None" {
+                    stream.trailers_only("0", &[]);
+                } else if let Some(mut send) = stream.headers() {
+                    let _ = send.send_data(grpc_message(b"one"), false);
+                    let _ = send.send_data(grpc_message(b"two"), false);
+                    let _ = send.send_trailers(trailers("0", &[]));
                 }
-            });
-        }
-    });
-    addr
+            }
+        }),
+    )
+    .await
 }
 
 /// A unary call whose retry answers with no message, or two: the channel fails it UNIMPLEMENTED
@@ -299,9 +263,9 @@ async fn cardinality_server() -> std::net::SocketAddr {
 /// as every other status after a retry does.
 #[tokio::test(start_paused = true)]
 async fn a_cardinality_violation_after_a_retry_carries_the_count() {
-    let addr = cardinality_server().await;
+    let server = cardinality_server().await;
     let config = retry_config(3, &["UNAVAILABLE"]).replace("fault.Faulty", "card.Svc");
-    let ch = channel_with(&format!("ipv4:{addr}"), Some(&config), |b| b);
+    let ch = channel_with(&server.target(), Some(&config), |b| b);
     for path in ["/card.Svc/None", "/card.Svc/Two"] {
         let status = guarded(path, ch.unary_raw(path, Request::new(Bytes::new())))
             .await
