@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use grpc_channel::{Channel, Code, Request, Status};
+use grpc_channel::{Channel, Code, Request, Response, Status};
 use interop::faulty::{methods, AttemptOutcome, FlakyItem, FlakyMessage, FlakyTotals};
 use support::config::{retry, retry_config};
 use support::flaky::{attempts, channel_with, ended, failed, flaky_request, messages};
@@ -26,6 +26,28 @@ use support::shapes::{call_shape, msg, Shape};
 use support::{channel_with_config, with_metadata, IterStream};
 use tokio::time::Instant;
 
+/// A guarded client-streaming call to `FlakyClientStream` sending `msgs`, keyed `key`, whose first
+/// `fail_times` attempts fail UNAVAILABLE.
+async fn client_stream(
+    ch: &Channel,
+    msgs: Vec<FlakyMessage>,
+    key: &str,
+    fail_times: &str,
+) -> Result<Response<FlakyTotals>, Status> {
+    guarded(
+        "client streaming",
+        ch.client_streaming::<FlakyMessage, FlakyTotals, _>(
+            methods::FLAKY_CLIENT_STREAM,
+            flaky_request(
+                Request::new(IterStream(msgs.into_iter())),
+                key,
+                &[("x-fail-times", fail_times)],
+            ),
+        ),
+    )
+    .await
+}
+
 #[tokio::test(start_paused = true)]
 async fn client_streaming_retries_replay_every_message_on_every_attempt() {
     let server = support::faulty_server().await;
@@ -35,19 +57,9 @@ async fn client_streaming_retries_replay_every_message_on_every_attempt() {
         |b| b,
     );
     let (msgs, bytes) = messages(&[100, 0, 300, 1000]);
-    let resp = guarded(
-        "client streaming",
-        ch.client_streaming::<FlakyMessage, FlakyTotals, _>(
-            methods::FLAKY_CLIENT_STREAM,
-            flaky_request(
-                Request::new(IterStream(msgs.into_iter())),
-                "cs",
-                &[("x-fail-times", "2")],
-            ),
-        ),
-    )
-    .await
-    .expect("the third attempt succeeds");
+    let resp = client_stream(&ch, msgs, "cs", "2")
+        .await
+        .expect("the third attempt succeeds");
     assert_eq!(
         *resp.message(),
         FlakyTotals {
@@ -86,19 +98,9 @@ async fn client_streaming_within_the_per_rpc_buffer_limit_is_retried() {
     );
     // 4 × (200 + 3) bytes of messages, 4 × 5 bytes of prefixes: under 1 KiB either way.
     let (msgs, _) = messages(&[200, 200, 200, 200]);
-    let resp = guarded(
-        "client streaming",
-        ch.client_streaming::<FlakyMessage, FlakyTotals, _>(
-            methods::FLAKY_CLIENT_STREAM,
-            flaky_request(
-                Request::new(IterStream(msgs.into_iter())),
-                "small",
-                &[("x-fail-times", "1")],
-            ),
-        ),
-    )
-    .await
-    .expect("retried");
+    let resp = client_stream(&ch, msgs, "small", "1")
+        .await
+        .expect("retried");
     assert_eq!(resp.message().messages, 4);
     assert_eq!(attempts(&[&server], "small").len(), 2);
 }
@@ -113,19 +115,9 @@ async fn client_streaming_past_the_per_rpc_buffer_limit_commits_and_is_not_retri
     );
     let (msgs, bytes) = messages(&[600, 600, 600, 600]);
     // Only the first attempt fails: a retry would succeed, so an OK here would mean the call was retried.
-    let status = guarded(
-        "client streaming",
-        ch.client_streaming::<FlakyMessage, FlakyTotals, _>(
-            methods::FLAKY_CLIENT_STREAM,
-            flaky_request(
-                Request::new(IterStream(msgs.into_iter())),
-                "big",
-                &[("x-fail-times", "1")],
-            ),
-        ),
-    )
-    .await
-    .expect_err("committed: the failure is final");
+    let status = client_stream(&ch, msgs, "big", "1")
+        .await
+        .expect_err("committed: the failure is final");
     assert_eq!(status.code(), Code::Unavailable, "{status:?}");
     assert_eq!(attempts(&[&server], "big"), vec![(1, None)]);
     let first = &ended(&server, "big")[0];
@@ -145,19 +137,9 @@ async fn client_streaming_past_the_channel_retry_buffer_commits_and_is_not_retri
         |b| b.retry_buffer_size(1024),
     );
     let (msgs, _) = messages(&[600, 600, 600, 600]);
-    let status = guarded(
-        "client streaming",
-        ch.client_streaming::<FlakyMessage, FlakyTotals, _>(
-            methods::FLAKY_CLIENT_STREAM,
-            flaky_request(
-                Request::new(IterStream(msgs.into_iter())),
-                "pool",
-                &[("x-fail-times", "1")],
-            ),
-        ),
-    )
-    .await
-    .expect_err("committed: the failure is final");
+    let status = client_stream(&ch, msgs, "pool", "1")
+        .await
+        .expect_err("committed: the failure is final");
     assert_eq!(status.code(), Code::Unavailable, "{status:?}");
     assert_eq!(attempts(&[&server], "pool"), vec![(1, None)]);
 }
