@@ -574,10 +574,7 @@ impl ChannelBuilder {
                 app_policy: self.app_policy,
                 precedence: self.precedence,
                 per_rpc_buffer_limit: self.per_rpc_buffer_limit,
-                seed: std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_nanos() as u64)
-                    .unwrap_or(1),
+                seed: crate::control::clock_seed(),
                 calls: AtomicU64::new(0),
                 uris: MethodUris::default(),
             }),

@@ -2,7 +2,7 @@
 //! changes as fast as flow control allows. Alone in its test binary: it reads the process's peak memory
 //! (VmHWM), which other tests running beside it would raise.
 
-mod support;
+use grpc_test_support as support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -2,8 +2,6 @@
 //! is set but not UTF-8 and an https:// proxy (both ignored), and targets that never read the proxy. Alone in its binary,
 //! one test: it changes the process's environment.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 

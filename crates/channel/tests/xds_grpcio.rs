@@ -15,7 +15,7 @@
 
 #![cfg(feature = "xds")]
 
-mod support;
+use grpc_test_support as support;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -7,13 +7,13 @@
 //! Needs the grpcio virtualenv (see `support::grpcio`); without it the test says so and passes, unless
 //! `GRPCIO_PEER_REQUIRED` is set.
 
-mod support;
+use grpc_test_support as support;
 
 use bytes::Bytes;
 use grpc_channel::{Channel, Code, Encoding, Request};
 use interop_proto::test_service_client::TestServiceClient;
 use interop_proto::{BoolValue, Payload, SimpleRequest, SimpleResponse};
-use support::NO_HANG;
+use support::guards::NO_HANG;
 
 /// A `UnaryCall` with `payload` bytes, asking for a compressed response of `size` bytes, compressed with
 /// `algorithm` (the grpcio server's `x-test-response-compression`).

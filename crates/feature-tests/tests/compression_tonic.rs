@@ -3,7 +3,7 @@
 //! `ChannelService`, where the tonic client's own `max_decoding_message_size` governs unless the channel has
 //! a limit of its own, and compressed replies reach tonic still compressed or decompressed accordingly.
 
-mod support;
+use grpc_test_support as support;
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -16,9 +16,11 @@ use grpc_feature_tests::testing::test_service_client::TestServiceClient as Tonic
 use http_body::{Body, Frame};
 use interop_proto::test_service_client::TestServiceClient;
 use prost::Message as _;
-use support::tonic_server::tonic_server;
-use support::{frame, interop_server, NO_HANG};
+use support::frames::frame;
+use support::guards::NO_HANG;
+use support::interop_server;
 use tonic::codec::CompressionEncoding;
+use tonic_peer::tonic_server;
 use tower_service::Service as _;
 
 const ENCODINGS: [(Encoding, CompressionEncoding, &str); 3] = [
@@ -342,4 +344,102 @@ async fn a_channel_limit_applies_through_the_adapter_and_names_itself() {
                 .ends_with("it came compressed because the call advertised gzip in grpc-accept-encoding"),
         "{status:?}"
     );
+}
+
+mod tonic_peer {
+    //! A tonic TestService (tonic's generated server on hyper) that compresses its responses with whichever of
+    //! gzip, deflate and zstd the client advertises first and accepts requests compressed with any of them:
+    //! the tonic peer of the compression tests. `UnaryCall` answers `response_size` bytes and reports in its
+    //! response metadata the request's `grpc-encoding` (`x-seen-encoding`, `-` when absent) and the size of
+    //! the request payload it decoded (`x-seen-size`); `FullDuplexCall` answers each request with one message of
+    //! its first response size, with the same `x-seen-encoding`. The rest answer UNIMPLEMENTED.
+
+    use std::net::SocketAddr;
+
+    use grpc_feature_tests::testing::test_service_server::{TestService, TestServiceServer};
+    use grpc_feature_tests::testing::{
+        Payload, SimpleRequest, SimpleResponse, StreamingOutputCallRequest,
+        StreamingOutputCallResponse,
+    };
+    use tokio_stream::StreamExt as _;
+    use tonic::codec::CompressionEncoding;
+    use tonic::metadata::MetadataValue;
+    use tonic::{Request, Response, Status, Streaming};
+
+    struct Peer;
+
+    fn payload(size: i32) -> Option<Payload> {
+        Some(Payload {
+            r#type: 0,
+            body: vec![b'z'; usize::try_from(size).unwrap_or(0)],
+        })
+    }
+
+    fn seen_encoding<T>(request: &Request<T>) -> MetadataValue<tonic::metadata::Ascii> {
+        request
+            .metadata()
+            .get("grpc-encoding")
+            .cloned()
+            .unwrap_or_else(|| MetadataValue::from_static("-"))
+    }
+
+    #[tonic::async_trait]
+    impl TestService for Peer {
+        async fn unary_call(
+            &self,
+            request: Request<SimpleRequest>,
+        ) -> Result<Response<SimpleResponse>, Status> {
+            let encoding = seen_encoding(&request);
+            let request = request.into_inner();
+            let size = request.payload.map_or(0, |p| p.body.len());
+            let mut response = Response::new(SimpleResponse {
+                payload: payload(request.response_size),
+                ..Default::default()
+            });
+            let md = response.metadata_mut();
+            md.insert("x-seen-encoding", encoding);
+            md.insert("x-seen-size", size.into());
+            Ok(response)
+        }
+
+        async fn full_duplex_call(
+            &self,
+            request: Request<Streaming<StreamingOutputCallRequest>>,
+        ) -> Result<Response<tonic::codegen::BoxStream<StreamingOutputCallResponse>>, Status>
+        {
+            let encoding = seen_encoding(&request);
+            let answers = request.into_inner().map(|r| {
+                r.map(|req| StreamingOutputCallResponse {
+                    payload: payload(req.response_parameters.first().map_or(0, |p| p.size)),
+                    ..Default::default()
+                })
+            });
+            let mut response = Response::new(Box::pin(answers) as tonic::codegen::BoxStream<_>);
+            response.metadata_mut().insert("x-seen-encoding", encoding);
+            Ok(response)
+        }
+    }
+
+    /// Starts the tonic server on a free loopback port; it serves until the test's runtime ends.
+    pub(crate) async fn tonic_server() -> SocketAddr {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let mut service = TestServiceServer::new(Peer)
+            .max_decoding_message_size(64 << 20)
+            .max_encoding_message_size(64 << 20);
+        for encoding in [
+            CompressionEncoding::Gzip,
+            CompressionEncoding::Deflate,
+            CompressionEncoding::Zstd,
+        ] {
+            service = service
+                .send_compressed(encoding)
+                .accept_compressed(encoding);
+        }
+        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+        tokio::spawn(tonic::transport::Server::builder().serve_with_incoming(service, incoming));
+        addr
+    }
 }

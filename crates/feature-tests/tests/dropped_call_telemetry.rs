@@ -4,7 +4,7 @@
 //! span whose outcome is recorded once and one `grpc.client.attempt.duration` sample. (Its own test binary,
 //! one test: tracing caches callsite interest per process.)
 
-mod support;
+use grpc_test_support as support;
 
 use std::collections::HashMap;
 use std::time::Duration;

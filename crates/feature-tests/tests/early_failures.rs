@@ -5,7 +5,7 @@
 //! outcome once, also for the attempt the call committed to. (Its own test binary, one test: tracing caches
 //! callsite interest per process.)
 
-mod support;
+use grpc_test_support as support;
 
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
@@ -81,7 +81,7 @@ async fn calls_that_fail_before_any_attempt_are_traced_counted_and_measured() {
     assert_eq!(status.code(), Code::Unavailable, "{status}");
 
     // One call retried twice, for the attempt spans.
-    let retried = support::retried_call(&server).await;
+    let retried = support::flaky::retried_call(&server).await;
 
     // Spans: one per call, with its status and 0 attempts.
     let spans: Vec<SeenSpan> = capture.spans();

@@ -16,7 +16,7 @@
 //! Needs the grpcio virtualenv (see `support::grpcio`); without it each test says so and passes, like
 //! compression_grpcio.rs, unless `GRPCIO_PEER_REQUIRED` is set.
 
-mod support;
+use grpc_test_support as support;
 
 use std::collections::HashSet;
 use std::future::Future;
@@ -29,7 +29,7 @@ use interop_proto::grpc_health_v1::health_client::HealthClient;
 use interop_proto::grpc_health_v1::{HealthCheckRequest, HealthCheckResponse};
 use interop_proto::{paths, SimpleRequest, SimpleResponse};
 use support::grpcio::{Grpcio, GrpcioOptions};
-use support::NO_HANG;
+use support::guards::NO_HANG;
 
 /// round_robin, each backend's health watched for the service `svc`.
 const HEALTH_RR: &str =

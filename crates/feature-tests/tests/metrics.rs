@@ -2,7 +2,7 @@
 //! paused clock: the gRFC A66/A96 instruments with their labels (`grpc.method` as A66 writes it), through a
 //! test recorder, and `Channel::stats()`.
 
-mod support;
+use grpc_test_support as support;
 
 use std::collections::HashMap;
 
@@ -10,7 +10,7 @@ use bytes::Bytes;
 use grpc_channel::{Channel, Request};
 use interop::faulty::{methods, FaultyServer};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
-use support::retried_call;
+use support::flaky::retried_call;
 
 /// One recorded series: its labels and value.
 type Recorded = (Vec<(String, String)>, DebugValue);

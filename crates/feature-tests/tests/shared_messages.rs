@@ -6,7 +6,7 @@
 //! the compiler checks the two sides use one type. Also the generated `RouteGuideClient::connect`: to the
 //! live server, and to a closed port (an error naming the cause).
 
-mod support;
+use grpc_test_support as support;
 
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -16,7 +16,7 @@ use grpc_channel::ConnectError;
 use grpc_feature_tests::routeguide::route_guide_client::RouteGuideClient;
 use grpc_feature_tests::routeguide::route_guide_server::{RouteGuide, RouteGuideServer};
 use grpc_feature_tests::routeguide::{Feature, Point, Rectangle, RouteNote, RouteSummary};
-use support::NO_HANG;
+use support::guards::NO_HANG;
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
 use tokio_stream::Stream;

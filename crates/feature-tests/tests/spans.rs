@@ -3,10 +3,10 @@
 //! fields. (Its own test binary: tracing caches callsite interest per process, and a test without a
 //! subscriber running in parallel would disable the callsites for this one.)
 
-mod support;
+use grpc_test_support as support;
 
 use interop::faulty::FaultyServer;
-use support::retried_call;
+use support::flaky::retried_call;
 use support::spans::{Capture, SeenSpan};
 use tracing_subscriber::layer::SubscriberExt;
 

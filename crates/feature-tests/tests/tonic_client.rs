@@ -2,7 +2,7 @@
 //! the interop server's four call shapes, metadata both ways, a status with its message, a deadline, and a
 //! retry policy from the channel's service config, seen on the server.
 
-mod support;
+use grpc_test_support as support;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -15,7 +15,9 @@ use grpc_feature_tests::testing::{
     EchoStatus, Payload, ResponseParameters, SimpleRequest, StreamingInputCallRequest,
     StreamingOutputCallRequest,
 };
-use support::{interop_server, NO_HANG, RETRY_CONFIG};
+use support::config::retry_config;
+use support::guards::NO_HANG;
+use support::interop_server;
 
 fn client(addr: SocketAddr) -> TestServiceClient<ChannelService> {
     let channel = Channel::new(format!("ipv4:{addr}")).expect("channel");
@@ -178,7 +180,7 @@ async fn the_channels_retry_policy_applies_to_a_tonic_client() {
         .await
         .expect("faulty server");
     let channel = Channel::builder(format!("ipv4:{}", server.addr))
-        .default_service_config(RETRY_CONFIG)
+        .default_service_config(retry_config(4, &["UNAVAILABLE"]))
         .build()
         .expect("channel");
     let mut client = FaultyClient::new(ChannelService::new(channel));

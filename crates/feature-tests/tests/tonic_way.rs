@@ -7,7 +7,7 @@
 //! `grpc-encoding`, and answers one point with a feature larger than the channel's 4 MiB default, which only
 //! the client's `max_decoding_message_size` lets through.
 
-mod support;
+use grpc_test_support as support;
 
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use grpc_feature_tests::routeguide;
 use grpc_feature_tests::routeguide::route_guide_server::{RouteGuide, RouteGuideServer};
 use grpc_feature_tests::routeguide::{Feature, Rectangle, RouteNote, RouteSummary};
-use support::NO_HANG;
+use support::guards::NO_HANG;
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
 use tokio_stream::Stream;

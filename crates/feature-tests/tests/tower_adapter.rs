@@ -5,7 +5,7 @@
 //! flow control after the response headers committed the call, then ends, fails, or ends after the server
 //! already answered.
 
-mod support;
+use grpc_test_support as support;
 
 use std::collections::VecDeque;
 use std::io::Write as _;
@@ -24,13 +24,15 @@ use grpc_feature_tests::testing::{
 use h2::Reason;
 use http_body::{Body, Frame};
 use prost::Message as _;
+use support::frames::frame;
 use support::frames::{grpc_message, numbered, payloads};
+use support::guards::NO_HANG;
 use support::guards::{guarded, settle};
 use support::h2_server::{
     answers_without_reading, handler, reads_then_answers, small_window, Event, H2Server, HeadersAt,
     Stream,
 };
-use support::{frame, interop_server, NO_HANG};
+use support::interop_server;
 use tower_service::Service as _;
 
 fn payload(n: usize) -> Option<Payload> {

@@ -11,7 +11,7 @@
 //! sends response headers at once, and the body fails only after the client has them), and one whose body
 //! fails while the response headers commit the call.
 
-mod support;
+use grpc_test_support as support;
 
 use std::collections::VecDeque;
 use std::fmt::Write as _;
@@ -29,7 +29,7 @@ use h2::server::SendResponse;
 use h2::RecvStream;
 use http::{HeaderMap, HeaderValue};
 use http_body::{Body, Frame};
-use support::frame;
+use support::frames::frame;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 use tower_service::Service as _;

@@ -3,8 +3,6 @@
 //! so a message is buffered before tonic can check its prefix. The adapter's own bound (64 MiB) refuses a
 //! message whose prefix announces more, before buffering any of it.
 
-mod support;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;

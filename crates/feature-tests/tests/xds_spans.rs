@@ -3,7 +3,7 @@
 //! sockets with the test management server. (Its own test binary: tracing caches callsite interest per
 //! process, and a test without a subscriber running in parallel would disable the callsites for this one.)
 
-mod support;
+use grpc_test_support as support;
 
 use grpc_channel::{Channel, Request};
 use interop::xds_resources::{
@@ -13,8 +13,9 @@ use interop::xds_resources::{
 use interop::xds_server::ManagementServer;
 use interop_proto::grpc_testing::Empty;
 use interop_proto::{paths, SimpleRequest, SimpleResponse};
+use support::guards::NO_HANG;
+use support::interop_server;
 use support::spans::{Capture, SeenSpan};
-use support::{interop_server, NO_HANG};
 use tracing_subscriber::layer::SubscriberExt;
 
 const NAME: &str = "svc.test";

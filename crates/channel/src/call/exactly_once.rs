@@ -84,10 +84,7 @@ impl Drop for CallId {
 fn random_id() -> Bytes {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let state = std::collections::hash_map::RandomState::new();
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
+    let nanos = u128::from(crate::control::clock_seed());
     let count = COUNTER.fetch_add(1, Ordering::Relaxed);
     let mut out = Vec::with_capacity(16);
     for half in 0..2u64 {

@@ -48,7 +48,7 @@ mod shared;
 mod subchannel;
 
 use event_loop::Loop;
-pub(crate) use shared::CallGuard;
+pub(crate) use shared::{clock_seed, CallGuard};
 use shared::{ActiveCalls, Event, PlaneStats, Published};
 
 use crate::conn::connect::Http2Settings;
@@ -123,10 +123,7 @@ impl ControlPlane {
         });
         let (published_tx, published_rx) = watch::channel(initial);
         let (stop_tx, stop_rx) = oneshot::channel();
-        let seed = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(7);
+        let seed = shared::clock_seed();
         let active = ActiveCalls::new();
         let stats = Arc::new(PlaneStats::default());
         let lp = Loop {

@@ -127,10 +127,7 @@ impl Resolution {
         if name.is_some() {
             resolver = resolver.without_address_lookups();
         }
-        let seed = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0x5eed);
+        let seed = super::shared::clock_seed();
         let (tx, rx) = watch::channel(State::Pending);
         let mut selector = ConfigSelector::new(self.default_config.clone());
         // Runs in the resolver task after each resolution: applies A21 and publishes the result. A first

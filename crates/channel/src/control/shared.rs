@@ -2,7 +2,8 @@
 //! its event loop and the loop's health watches. The loop's inbox ([`Event`]); what calls see
 //! ([`Published`]: the state and the picker, whose handles are READY connections, [`Handle`], as the loop
 //! holds them, [`Conn`]); the count of calls in flight that the idle timer reads ([`ActiveCalls`]); and
-//! what the loop writes for `Channel::stats()` ([`PlaneStats`]).
+//! what the loop writes for `Channel::stats()` ([`PlaneStats`]); and the seed of the channel's random
+//! sources ([`clock_seed`]).
 //!
 //! Not here: the loop itself (`event_loop.rs`) and the handle's picks (`mod.rs`).
 
@@ -140,6 +141,16 @@ pub(crate) struct PlaneStats {
     pub(super) ejections: EjectionStats,
     /// The addresses whose health check says not serving (gRFC A17).
     pub(super) health: HealthStats,
+}
+
+/// The seed of the channel's random sources (the resolver's and the control plane's jitter, address
+/// shuffles, the xDS client, request ids): nanoseconds since the Unix epoch, or a fixed value should the
+/// clock be set before it. The one place the channel turns the wall clock into randomness; not for secrets.
+pub(crate) fn clock_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0x5eed)
 }
 
 #[cfg(test)]

@@ -1,0 +1,11 @@
+//! `xds:` targets against the test management server: end to end, ring_hash, cluster lifetimes, close, and
+//! what the channel shows of its xDS state.
+//!
+//! One test binary of grpc-channel's integration tests (rust-analyzer's `tests/slow-tests/main.rs` is the
+//! model): each module was a test binary of its own, and its tests keep their names under the module's.
+
+mod xds_close;
+mod xds_cluster_lifetime;
+mod xds_end_to_end;
+mod xds_observability;
+mod xds_ring_hash;
