@@ -32,19 +32,45 @@ pub(crate) struct ReceiveRules {
     pub(crate) pass_compressed: bool,
 }
 
+/// Where the receiving half stands.
+///
+/// ```text
+///   Driving ──hand-over──▶ Headers ──headers──▶ Body(Messages) ──end of data──▶ Body(Trailers)
+///      │ └──hand-over of headers already read───────▲                                 │
+///      │                     │ Trailers-Only                                          │ trailers
+///      └──finished before────┴──────────────────────▶ Done ◀──────────────────────────┘
+///         commit
+/// ```
+/// Any state goes to `Done` when the call ends locally (cancel, deadline, malformed response).
 enum RecvState {
-    /// The retry driver runs the attempts in a task of its own; the committed one's response (or the
-    /// call's status) comes through [`Shared`].
+    /// Until the retry driver hands over (through [`Shared`]): the committed attempt's response, or the
+    /// call's status.
     Driving,
-    /// What the retry driver handed over: the committed attempt's response, or the call's status.
-    Handed(Result<AttemptResponse, Status>),
+    /// The committed attempt's response headers are on their way.
     Headers(ResponseFuture),
-    /// Response headers already received and checked (by the retry driver, which committed on them).
-    Received(ReceivedHead),
-    Body(RecvStream),
-    Trailers(RecvStream),
+    /// The response body: its messages, then its trailers.
+    Body(RecvStream, BodyPart),
     /// The call is over, with this status.
     Done(Status),
+}
+
+/// Which part of the response body the receiving half reads.
+#[derive(Clone, Copy)]
+enum BodyPart {
+    Messages,
+    Trailers,
+}
+
+/// What the next read of the body's messages brought.
+enum Messages {
+    /// A whole message.
+    Frame(Frame),
+    /// The messages ended where a message does.
+    End,
+    /// The messages are not a well-formed message stream, or one is over the limit.
+    Malformed(FrameError),
+    /// The stream was reset, or the connection failed.
+    Failed(h2::Error),
 }
 
 /// The receiving half of a call: response headers, messages, then trailers with the status.
@@ -113,7 +139,8 @@ impl<T> Streaming<T> {
     }
 
     /// The receiving half of a call whose retry driver ran in the caller's task, once it is done (`result`:
-    /// committed, or finished): the driver hands over here, not through the shared state.
+    /// committed, or finished): handed over through the shared state, as a driver in a task of its own
+    /// hands over, for the first poll to take.
     pub(crate) fn taking_over(
         shared: SharedRef,
         result: Result<Committed, Status>,
@@ -122,17 +149,17 @@ impl<T> Streaming<T> {
         header_limit: usize,
         deadline: Option<Instant>,
     ) -> Self {
-        let (handed, previous_attempts) = {
+        let previous_attempts = {
             let mut s = shared.lock();
-            let handed = s.take_over(result);
+            // Kept for the first poll, as a driver in a task of its own hands over.
+            if let Some(handed) = s.take_over(result) {
+                s.handed = Some(handed.map(Box::new));
+            }
             super::writer::start(&shared, &mut s);
-            (handed, s.previous_attempts)
+            s.previous_attempts
         };
         let mut receiver = Self::driven(shared, decode, rules, header_limit, deadline);
-        if let Some(handed) = handed {
-            receiver.state = RecvState::Handed(handed);
-            receiver.previous_attempts = previous_attempts;
-        }
+        receiver.previous_attempts = previous_attempts;
         receiver
     }
 
@@ -213,7 +240,7 @@ impl<T> Streaming<T> {
         if let RecvState::Done(outcome) = &self.state {
             return Poll::Ready(outcome_of::<()>(outcome).map(drop));
         }
-        if let RecvState::Headers(_) | RecvState::Driving | RecvState::Handed(_) = self.state {
+        if let RecvState::Headers(_) | RecvState::Driving = self.state {
             if let Poll::Ready(status) = self.poll_deadline(cx) {
                 return Poll::Ready(Err(status));
             }
@@ -372,9 +399,9 @@ impl<T> Streaming<T> {
             if s.ended.is_none() {
                 // The request stream is still open unless END_STREAM went to h2 (the application may have
                 // half-closed with messages still queued for the writer task, which now stops).
-                if let Side::Direct(send) = &mut s.side {
-                    if !send.half_closed() {
-                        send.reset(h2::Reason::NO_ERROR);
+                if let Side::Committed(c) = &mut s.side {
+                    if !c.send.half_closed() {
+                        c.send.reset(h2::Reason::NO_ERROR);
                     }
                 }
                 s.ended = Some(Ended::Finished(status.clone()));
@@ -406,7 +433,7 @@ impl<T> Streaming<T> {
         self.encoding = encoding;
         metadata.set_previous_rpc_attempts(self.previous_attempts);
         self.headers = Some(metadata);
-        self.state = RecvState::Body(body);
+        self.state = RecvState::Body(body, BodyPart::Messages);
     }
 
     /// Handles the response headers; `Some` when polling should return now.
@@ -428,7 +455,7 @@ impl<T> Streaming<T> {
                 self.encoding = encoding;
                 metadata.set_previous_rpc_attempts(self.previous_attempts);
                 self.headers = Some(metadata);
-                self.state = RecvState::Body(body);
+                self.state = RecvState::Body(body, BodyPart::Messages);
                 (!want_frame).then_some(Poll::Ready(Ok(None)))
             }
             Head::End(status, mut trailers) => {
@@ -449,42 +476,18 @@ impl<T> Streaming<T> {
     ) -> Poll<Result<Option<Frame>, Status>> {
         loop {
             match &mut self.state {
-                RecvState::Driving => {
-                    let mut s = self.shared.lock();
-                    let Some(handed) = s.handed.take() else {
-                        s.receiver = Some(cx.waker().clone());
-                        return Poll::Pending;
-                    };
-                    self.previous_attempts = s.previous_attempts;
-                    drop(s);
-                    self.state = RecvState::Handed(handed.map(|response| *response));
-                }
-                RecvState::Handed(_) => {
-                    let RecvState::Handed(handed) =
-                        std::mem::replace(&mut self.state, RecvState::Driving)
-                    else {
-                        unreachable!("matched Handed above")
-                    };
-                    match handed {
-                        Ok(AttemptResponse::Pending(future)) => {
-                            self.state = RecvState::Headers(future)
-                        }
-                        Ok(AttemptResponse::Received(head)) => {
-                            self.state = RecvState::Received(head)
-                        }
-                        // The call finished before committing: the status of its last attempt (with that
-                        // attempt's Trailers-Only metadata) or one the state machine made.
-                        Err(status) => {
-                            self.headers.get_or_insert_with(MetadataMap::new);
-                            self.previous_attempts = status.previous_rpc_attempts();
-                            self.trailers = Some(status.metadata().clone());
-                            return self.end_remotely(status);
+                RecvState::Driving => match ready!(self.poll_hand_over(cx)) {
+                    Ok(AttemptResponse::Pending(future)) => self.state = RecvState::Headers(future),
+                    Ok(AttemptResponse::Received(head)) => {
+                        self.on_messages_head(head);
+                        if !want_frame {
+                            return Poll::Ready(Ok(None));
                         }
                     }
-                }
-                RecvState::Done(outcome) => return Poll::Ready(outcome_of(outcome)),
-                RecvState::Headers(fut) => {
-                    let response = match ready!(Pin::new(fut).poll(cx)) {
+                    Err(status) => return self.end_before_commit(status),
+                },
+                RecvState::Headers(future) => {
+                    let response = match ready!(Pin::new(future).poll(cx)) {
                         Ok(r) => r,
                         Err(e) => return self.end_remotely(Status::from_h2(e)),
                     };
@@ -492,68 +495,95 @@ impl<T> Streaming<T> {
                         return done;
                     }
                 }
-                RecvState::Received(..) => {
-                    // Taken out whole: `on_messages_head` puts the next state (Body) in its place.
-                    let RecvState::Received(head) =
-                        std::mem::replace(&mut self.state, RecvState::Driving)
-                    else {
-                        unreachable!("matched Received above")
-                    };
-                    self.on_messages_head(head);
-                    if !want_frame {
-                        return Poll::Ready(Ok(None));
+                RecvState::Body(body, part @ BodyPart::Messages) => {
+                    match ready!(poll_messages(body, &mut self.deframer, cx)) {
+                        Messages::Frame(frame) => return Poll::Ready(Ok(Some(frame))),
+                        Messages::End => *part = BodyPart::Trailers,
+                        Messages::Malformed(e) => {
+                            let status = frame_status(e, &self.rules.limit);
+                            return Poll::Ready(Err(self.end_locally(status)));
+                        }
+                        Messages::Failed(e) => return self.end_remotely(Status::from_h2(e)),
                     }
                 }
-                RecvState::Body(body) => {
-                    match self.deframer.next_frame() {
-                        Ok(Some(frame)) => return Poll::Ready(Ok(Some(frame))),
-                        Ok(None) => {}
-                        Err(e) => {
-                            return Poll::Ready(Err(
-                                self.end_locally(frame_status(e, &self.rules.limit))
-                            ))
-                        }
-                    }
-                    match ready!(body.poll_data(cx)) {
-                        Some(Ok(chunk)) => {
-                            let _ = body.flow_control().release_capacity(chunk.len());
-                            self.deframer.push(chunk);
-                        }
-                        Some(Err(e)) => return self.end_remotely(Status::from_h2(e)),
-                        None => {
-                            if let Err(e) = self.deframer.finish() {
-                                return Poll::Ready(Err(
-                                    self.end_locally(frame_status(e, &self.rules.limit))
-                                ));
-                            }
-                            let RecvState::Body(body) =
-                                std::mem::replace(&mut self.state, RecvState::Driving)
-                            else {
-                                unreachable!("matched Body above")
-                            };
-                            self.state = RecvState::Trailers(body);
-                        }
-                    }
+                RecvState::Body(body, BodyPart::Trailers) => {
+                    let trailers = ready!(body.poll_trailers(cx));
+                    return self.on_trailers(trailers);
                 }
-                RecvState::Trailers(body) => {
-                    let status = match ready!(body.poll_trailers(cx)) {
-                        Ok(Some(trailers)) => {
-                            if let Err(status) = check_header_list(&trailers, self.header_limit) {
-                                return Poll::Ready(Err(self.end_locally(status)));
-                            }
-                            self.pushback = pushback_of(&trailers);
-                            let (status, metadata) = status_from_trailers(trailers);
-                            self.trailers = Some(metadata);
-                            status
-                        }
-                        Ok(None) => Status::new(
-                            Code::Internal,
-                            "server closed the stream without sending trailers",
-                        ),
-                        Err(e) => Status::from_h2(e),
-                    };
-                    return self.end_remotely(status);
+                RecvState::Done(outcome) => return Poll::Ready(outcome_of(outcome)),
+            }
+        }
+    }
+
+    /// Ready with what the retry driver handed over (the committed attempt's response, or the call's
+    /// status), taken from the shared state.
+    fn poll_hand_over(&mut self, cx: &Context<'_>) -> Poll<Result<AttemptResponse, Status>> {
+        let mut s = self.shared.lock();
+        let Some(handed) = s.handed.take() else {
+            s.receiver = Some(cx.waker().clone());
+            return Poll::Pending;
+        };
+        self.previous_attempts = s.previous_attempts;
+        Poll::Ready(handed.map(|response| *response))
+    }
+
+    /// The call finished before committing: the status of its last attempt (with that attempt's
+    /// Trailers-Only metadata) or one the state machine made.
+    fn end_before_commit(&mut self, status: Status) -> Poll<Result<Option<Frame>, Status>> {
+        self.headers.get_or_insert_with(MetadataMap::new);
+        self.previous_attempts = status.previous_rpc_attempts();
+        self.trailers = Some(status.metadata().clone());
+        self.end_remotely(status)
+    }
+
+    /// The trailers arrived (or the stream ended without them, or failed): the call's status.
+    fn on_trailers(
+        &mut self,
+        trailers: Result<Option<http::HeaderMap>, h2::Error>,
+    ) -> Poll<Result<Option<Frame>, Status>> {
+        let status = match trailers {
+            Ok(Some(trailers)) => {
+                if let Err(status) = check_header_list(&trailers, self.header_limit) {
+                    return Poll::Ready(Err(self.end_locally(status)));
                 }
+                self.pushback = pushback_of(&trailers);
+                let (status, metadata) = status_from_trailers(trailers);
+                self.trailers = Some(metadata);
+                status
+            }
+            Ok(None) => Status::new(
+                Code::Internal,
+                "server closed the stream without sending trailers",
+            ),
+            Err(e) => Status::from_h2(e),
+        };
+        self.end_remotely(status)
+    }
+}
+
+/// Reads the body until the next whole message, the end of the messages, or a failure.
+fn poll_messages(
+    body: &mut RecvStream,
+    deframer: &mut Deframer,
+    cx: &mut Context<'_>,
+) -> Poll<Messages> {
+    loop {
+        match deframer.next_frame() {
+            Ok(Some(frame)) => return Poll::Ready(Messages::Frame(frame)),
+            Ok(None) => {}
+            Err(e) => return Poll::Ready(Messages::Malformed(e)),
+        }
+        match ready!(body.poll_data(cx)) {
+            Some(Ok(chunk)) => {
+                let _ = body.flow_control().release_capacity(chunk.len());
+                deframer.push(chunk);
+            }
+            Some(Err(e)) => return Poll::Ready(Messages::Failed(e)),
+            None => {
+                return Poll::Ready(match deframer.finish() {
+                    Ok(()) => Messages::End,
+                    Err(e) => Messages::Malformed(e),
+                })
             }
         }
     }
