@@ -58,10 +58,23 @@ pub(crate) struct AttemptSetup {
     pub(crate) exactly_once: Option<Arc<crate::exactly_once::CallId>>,
 }
 
-/// A pick that failed: its status, and whether the load balancer dropped the call.
-pub(crate) struct PickError {
-    pub(crate) status: Status,
-    pub(crate) dropped: bool,
+/// A pick that failed, and the call's status.
+pub(crate) enum PickError {
+    /// No connection for the call: the picker failed it (a call not waiting for ready), or the channel is
+    /// shut down.
+    Failed(Status),
+    /// The load balancer dropped the call (an xDS drop category, or its cluster's circuit breaker): never
+    /// retried.
+    Dropped(Status),
+}
+
+impl PickError {
+    /// The call's status.
+    pub(crate) fn into_status(self) -> Status {
+        match self {
+            PickError::Failed(status) | PickError::Dropped(status) => status,
+        }
+    }
 }
 
 /// A connection chosen for an attempt, and its address (a socket address, or a Unix socket path).
@@ -284,12 +297,11 @@ impl Attempt {
             Ok(picked) => picked,
             Err(e) => {
                 self.state = State::Done;
-                let place = if e.dropped {
-                    FailurePlace::Dropped
-                } else {
-                    FailurePlace::PickFailed
+                let (place, status) = match e {
+                    PickError::Failed(status) => (FailurePlace::PickFailed, status),
+                    PickError::Dropped(status) => (FailurePlace::Dropped, status),
                 };
-                return Poll::Ready(ended(place, e.status));
+                return Poll::Ready(ended(place, status));
             }
         };
         self.results = results;

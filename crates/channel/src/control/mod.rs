@@ -405,15 +405,11 @@ impl ControlPlane {
         wait_for_ready: bool,
         avoid: &[Address],
     ) -> Result<Picked, PickError> {
-        let fail = |status| PickError {
-            status,
-            dropped: false,
-        };
         let mut rx = self.published.clone();
         loop {
             let published = rx.borrow_and_update().clone();
             if published.state == ConnectivityState::Shutdown {
-                return Err(fail(Status::new(
+                return Err(PickError::Failed(Status::new(
                     Code::Unavailable,
                     "the channel is shut down",
                 )));
@@ -454,21 +450,21 @@ impl ControlPlane {
                 }
                 PickResult::Fail(message) if !wait_for_ready => {
                     let status = Status::new(Code::Unavailable, message);
-                    return Err(fail(match &published.last_failure {
+                    return Err(PickError::Failed(match &published.last_failure {
                         Some(cause) => status.with_source(cause.clone()),
                         None => status,
                     }));
                 }
                 PickResult::Fail(_) => {}
                 PickResult::Drop(message) => {
-                    return Err(PickError {
-                        status: Status::new(Code::Unavailable, message),
-                        dropped: true,
-                    })
+                    return Err(PickError::Dropped(Status::new(
+                        Code::Unavailable,
+                        message,
+                    )))
                 }
             }
             if rx.changed().await.is_err() {
-                return Err(fail(Status::new(
+                return Err(PickError::Failed(Status::new(
                     Code::Unavailable,
                     "the channel is shut down",
                 )));
