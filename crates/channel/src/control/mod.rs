@@ -13,7 +13,6 @@
 //! * With no call for the idle timeout (30 min by default), the channel drops its connections and goes IDLE;
 //!   `close()` (or dropping every handle) makes it SHUTDOWN.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -23,7 +22,6 @@ use bytes::Bytes;
 use grpc_lb::{
     Address, ConnectivityState, PickRequest, PickResult, Picker, PickerSpec, SubchannelId,
 };
-use grpc_retry::SplitMix64;
 use grpc_service_config::Target;
 use h2::client::SendRequest;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -210,39 +208,23 @@ impl ControlPlane {
             .unwrap_or(7);
         let active = ActiveCalls::new();
         let stats = Arc::new(PlaneStats::default());
-        let lp = Loop {
+        let setup = event_loop::Setup {
             resolution,
             settings,
             tls,
             route,
             keepalive,
             idle_timeout,
-            events_tx: events_tx.clone(),
-            published: published_tx,
-            policy: None,
-            policy_config: None,
-            routing_generation: 0,
-            routed: false,
-            addresses: Vec::new(),
-            tasks: HashMap::new(),
-            conns: HashMap::new(),
-            generation: 0,
-            rng: SplitMix64::new(seed),
-            active: active.clone(),
-            idle_deadline: None,
-            idle: true,
-            spec: (ConnectivityState::Idle, PickerSpec::Idle),
-            retired: None,
-            detached: Vec::new(),
-            was_active: false,
-            fresh_wait: None,
-            last_failure: None,
-            outlier: None,
-            results: HashMap::new(),
-            stats: stats.clone(),
-            ejected_since: HashMap::new(),
             health: health_watches::HealthWatches::new(health_checks, stats.clone()),
         };
+        let lp = Loop::new(
+            setup,
+            events_tx.clone(),
+            published_tx,
+            active.clone(),
+            stats.clone(),
+            seed,
+        );
         tokio::spawn(lp.run(events_rx, stop_rx));
         ControlPlane {
             events: events_tx,
