@@ -233,7 +233,11 @@ mod tests {
         assert!(b.push(&message(10, 0)));
         assert_eq!(pool.used(), 30);
         drop(a);
-        assert_eq!(pool.used(), 10, "a dropped call's buffer returns to the pool");
+        assert_eq!(
+            pool.used(),
+            10,
+            "a dropped call's buffer returns to the pool"
+        );
         assert_eq!(b.room(), 20);
     }
 

@@ -475,4 +475,3 @@ impl UnprocessedRetry {
         }
     }
 }
-

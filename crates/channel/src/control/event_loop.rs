@@ -488,10 +488,7 @@ impl Loop {
                         for address in a.outlier.iter().flat_map(OutlierDetector::ejected) {
                             lb.eject(address, now);
                         }
-                        a.policy = Some(Policy {
-                            lb,
-                            config: wanted,
-                        });
+                        a.policy = Some(Policy { lb, config: wanted });
                     }
                 }
                 if let Some(p) = self.activity.policy() {
@@ -670,10 +667,7 @@ impl Loop {
     /// Keeps a call-results counter for each address while the detector counts (none otherwise), and
     /// publishes the picker again if that changed which handles count.
     fn sync_results(&mut self) {
-        let counting = self
-            .activity
-            .outlier()
-            .is_some_and(|d| d.is_enabled());
+        let counting = self.activity.outlier().is_some_and(|d| d.is_enabled());
         let before = self.results.len();
         let mut changed = false;
         if counting {

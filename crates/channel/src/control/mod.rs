@@ -439,10 +439,7 @@ impl ControlPlane {
                 }
                 PickResult::Fail(_) => {}
                 PickResult::Drop(message) => {
-                    return Err(PickError::Dropped(Status::new(
-                        Code::Unavailable,
-                        message,
-                    )))
+                    return Err(PickError::Dropped(Status::new(Code::Unavailable, message)))
                 }
             }
             if rx.changed().await.is_err() {
