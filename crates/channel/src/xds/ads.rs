@@ -246,6 +246,8 @@ struct Stream {
 
 /// The task's ADS stream through its life cycle: waiting (for the client's backoff and a watch), being
 /// opened, open; it waits again when opening fails or the open stream ends.
+// One per ADS task, as large as the `Option<Stream>` it replaces.
+#[allow(clippy::large_enum_variant)]
 enum AdsStream {
     /// No stream: the next opens at the client's next stream start, once a watch exists.
     Waiting,
@@ -256,6 +258,8 @@ enum AdsStream {
 }
 
 /// What the stream brought.
+// Made per event and taken apart at once: boxing the opened halves would cost an allocation per stream.
+#[allow(clippy::large_enum_variant)]
 enum StreamEvent {
     /// The stream being opened opened, or could not.
     Opened(Result<Opened, Status>),
