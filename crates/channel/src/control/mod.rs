@@ -20,7 +20,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use grpc_lb::{
-    Address, ConnectivityState, PickRequest, PickResult, Picker, PickerSpec, SubchannelId,
+    Address, ConnectivityState, LbPolicy, OutlierDetector, PickRequest, PickResult, Picker,
+    PickerSpec, PolicyConfig, SubchannelId,
 };
 use grpc_service_config::Target;
 use h2::client::SendRequest;
@@ -33,11 +34,12 @@ mod policy_choice;
 mod teardown;
 
 use event_loop::Loop;
+use health_watches::HealthWatches;
 
 use crate::attempt::{Pick, PickError, Picked};
-use crate::connect::Http2Settings;
+use crate::connect::{connect, AbortOnDrop, Established, Http2Settings};
 use crate::health::{HealthStats, WatchSetup};
-use crate::keepalive::{Keepalive, OpenStreams};
+use crate::keepalive::{self, Keepalive, OpenStreams};
 use crate::outlier::{CallResults, EjectionStats};
 use crate::proxy::Route;
 use crate::resolution::Resolution;
@@ -93,6 +95,73 @@ enum Event {
     Health(SubchannelId, u64, Option<Status>),
     ExitIdle,
     Shutdown,
+}
+
+/// What a connection task needs of its channel.
+struct ChannelParts {
+    settings: Http2Settings,
+    tls: Option<TlsConnector>,
+    route: Route,
+    keepalive: Arc<Keepalive>,
+    active: Arc<ActiveCalls>,
+    events: mpsc::UnboundedSender<Event>,
+}
+
+/// One connection attempt and, once READY, the connection's life.
+async fn connect_subchannel(
+    id: SubchannelId,
+    generation: u64,
+    addr: Address,
+    deadline: Instant,
+    channel: ChannelParts,
+) {
+    let ChannelParts {
+        settings,
+        tls,
+        route,
+        keepalive,
+        active,
+        events,
+    } = channel;
+    let ended = connect(&addr, deadline, &settings, tls.as_ref(), &route).await;
+    match ended {
+        Ok(Established {
+            send,
+            driver,
+            mut closed,
+            seen,
+            ping_pong,
+        }) => {
+            // The streams of the channel's own on this connection (the health Watch): with its calls,
+            // they keep keepalive pinging.
+            let streams = OpenStreams::default();
+            let conn = Conn {
+                send,
+                streams: streams.clone(),
+            };
+            let _ = events.send(Event::Ready(id, generation, addr.clone(), conn));
+            // Aborting this task (Disconnect) must close the connection too.
+            let _abort = AbortOnDrop(driver);
+            tokio::select! {
+                _ = &mut closed => {
+                    let _ = events.send(Event::Closed(id, generation));
+                }
+                goaway = seen.goaway_received() => {
+                    keepalive.on_goaway(&goaway);
+                    let _ = events.send(Event::Draining(id, generation, goaway));
+                    let _ = closed.await;
+                }
+                status = keepalive::run(keepalive.clone(), ping_pong, seen.clone(), || active.in_use() || streams.any()) => {
+                    // The peer stopped answering: close the connection (its calls fail UNAVAILABLE).
+                    tracing::info!(%addr, %status, "closing the connection");
+                    let _ = events.send(Event::Closed(id, generation));
+                }
+            }
+        }
+        Err(error) => {
+            let _ = events.send(Event::Failed(id, generation, error));
+        }
+    }
 }
 
 /// Counts the calls in flight, and remembers when the last one ended. Calls never message the control
@@ -169,6 +238,119 @@ pub(crate) struct PlaneStats {
     health: HealthStats,
 }
 
+/// What the event loop is started with.
+struct Setup {
+    resolution: Arc<Resolution>,
+    settings: Http2Settings,
+    /// TLS for every connection, or plaintext.
+    tls: Option<TlsConnector>,
+    /// Which connections go through an HTTP CONNECT proxy.
+    route: Route,
+    keepalive: Arc<Keepalive>,
+    idle_timeout: Duration,
+    /// The health watches (A17).
+    health: HealthWatches,
+}
+
+/// Whether the channel is IDLE (gRFC A62: no call for the idle timeout), and what exists only while it is
+/// not: the idle timer, the load-balancing policy and the outlier detector.
+///
+/// ```text
+///   Idle ──a call, `connect()`──▶ Active ──no call for the idle timeout──▶ Idle
+/// ```
+// One per channel, in its event loop: boxing the active side would cost an allocation each time the
+// channel leaves IDLE, and save nothing.
+#[allow(clippy::large_enum_variant)]
+enum Activity {
+    /// No policy, no connections, no timer: the next call or `connect()` makes the channel leave IDLE.
+    Idle {
+        /// The channel left IDLE with a resolution before, which may now be as old as the idle timeout.
+        resolved_before: bool,
+    },
+    /// Out of IDLE.
+    Active(Active),
+}
+
+/// What an active channel has.
+struct Active {
+    /// When the idle timer fires (`None`: never; a timeout too large to add to now).
+    idle_deadline: Option<Instant>,
+    /// Leaving IDLE, waiting until then for a fresh resolution.
+    fresh_wait: Option<Instant>,
+    /// The policy, from the first resolution on (none again after a routing resolver failed).
+    policy: Option<Policy>,
+    /// Outlier detection, when the config has it.
+    outlier: Option<OutlierDetector>,
+    /// The channel left IDLE with a resolution (not when its resolver could not be set up): its
+    /// resolution may be stale when it leaves IDLE again.
+    resolved: bool,
+}
+
+/// The load-balancing policy, and the config it was made from.
+struct Policy {
+    lb: LbPolicy,
+    config: PolicyConfig,
+}
+
+impl Activity {
+    fn is_idle(&self) -> bool {
+        matches!(self, Activity::Idle { .. })
+    }
+
+    /// Leaves IDLE (if the channel is IDLE), with or without a resolution to use; if it was IDLE, whether
+    /// it had left IDLE with a resolution before.
+    fn leave_idle(&mut self, resolution: bool) -> Option<bool> {
+        let Activity::Idle { resolved_before } = *self else {
+            return None;
+        };
+        *self = Activity::Active(Active {
+            idle_deadline: None,
+            fresh_wait: None,
+            policy: None,
+            outlier: None,
+            resolved: resolution || resolved_before,
+        });
+        Some(resolved_before)
+    }
+
+    /// The active channel's state, `None` when IDLE.
+    fn active(&mut self) -> Option<&mut Active> {
+        match self {
+            Activity::Active(active) => Some(active),
+            Activity::Idle { .. } => None,
+        }
+    }
+
+    fn policy(&mut self) -> Option<&mut LbPolicy> {
+        self.active()?.policy.as_mut().map(|p| &mut p.lb)
+    }
+
+    fn outlier(&mut self) -> Option<&mut OutlierDetector> {
+        self.active()?.outlier.as_mut()
+    }
+
+    /// The earliest of the active channel's timers: the policy's, the idle timer, the wait for a fresh
+    /// resolution, the outlier detector's sweep.
+    fn next_timer(&self) -> Option<Instant> {
+        let Activity::Active(a) = self else {
+            return None;
+        };
+        [
+            a.policy
+                .as_ref()
+                .and_then(|p| p.lb.poll_timeout().map(Instant::from_std)),
+            a.idle_deadline,
+            a.fresh_wait,
+            a.outlier
+                .as_ref()
+                .and_then(|d| d.poll_timeout().map(Instant::from_std)),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+}
+
 /// The handle calls use.
 /// Cheap to clone: the channel holds one, and each call's retry driver one to pick with. The loop stops
 /// when the last is dropped (or on `close()`).
@@ -208,14 +390,14 @@ impl ControlPlane {
             .unwrap_or(7);
         let active = ActiveCalls::new();
         let stats = Arc::new(PlaneStats::default());
-        let setup = event_loop::Setup {
+        let setup = Setup {
             resolution,
             settings,
             tls,
             route,
             keepalive,
             idle_timeout,
-            health: health_watches::HealthWatches::new(health_checks, stats.clone()),
+            health: HealthWatches::new(health_checks, stats.clone()),
         };
         let lp = Loop::new(
             setup,
