@@ -571,7 +571,7 @@ pub(crate) async fn raw_in_flight_memory(n: usize) -> Result<f64, String> {
     held_calls(&mut backends, n, || {
         let (mut send, authority) = (send.clone(), authority.clone());
         async move {
-            let _ = crate::raw_call(
+            let _ = crate::clients::raw_call(
                 &mut send,
                 &authority,
                 paths::UNARY_CALL,

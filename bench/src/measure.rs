@@ -28,7 +28,7 @@ use interop_proto::{
 };
 use prost::Message;
 
-use crate::{connect, small_request, Client};
+use crate::clients::{connect, small_request, Client};
 
 /// What to measure, from the command line.
 pub(crate) struct Measure {
@@ -138,7 +138,7 @@ async fn client_stream(client: &Client, n: usize) -> Result<(), String> {
         }
         Client::Raw(send, authority) => {
             let (response, mut stream) =
-                crate::open_raw(send, authority, paths::STREAMING_INPUT_CALL).await?;
+                crate::clients::open_raw(send, authority, paths::STREAMING_INPUT_CALL).await?;
             for _ in 0..n {
                 send_one(&mut stream, &req).await?;
             }
@@ -254,7 +254,8 @@ async fn bidi_raw(
     n: usize,
     pingpong: bool,
 ) -> Result<(), String> {
-    let (response, mut stream) = crate::open_raw(send, authority, paths::FULL_DUPLEX_CALL).await?;
+    let (response, mut stream) =
+        crate::clients::open_raw(send, authority, paths::FULL_DUPLEX_CALL).await?;
     struct Reader {
         body: Option<h2::RecvStream>,
         response: Option<h2::client::ResponseFuture>,

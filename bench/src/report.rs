@@ -213,3 +213,47 @@ pub(crate) fn theory_curve(unhedged: &[u64], delay: u64) -> Vec<(f64, f64)> {
     }
     out
 }
+
+/// One side-by-side line: a value per client, medians over the repetitions.
+pub(crate) struct Line {
+    pub(crate) label: String,
+    pub(crate) unit: &'static str,
+    pub(crate) higher_is_better: bool,
+    pub(crate) samples: Vec<Vec<f64>>,
+}
+
+impl Line {
+    pub(crate) fn new(
+        label: impl Into<String>,
+        unit: &'static str,
+        higher_is_better: bool,
+    ) -> Line {
+        Line {
+            label: label.into(),
+            unit,
+            higher_is_better,
+            samples: vec![Vec::new(); 3],
+        }
+    }
+
+    /// The medians, with grpc-channel's over each other client's and the direction that is better.
+    pub(crate) fn row(&self) -> Row {
+        let values: Vec<f64> = self.samples.iter().map(|s| median(s)).collect();
+        let ratio = |other: f64| values[0] / other;
+        Row {
+            label: self.label.clone(),
+            unit: self.unit,
+            values: values.iter().map(|v| Some(*v)).collect(),
+            note: format!(
+                "{:.2}x tonic, {:.2}x raw h2 ({})",
+                ratio(values[1]),
+                ratio(values[2]),
+                if self.higher_is_better {
+                    "↑ better"
+                } else {
+                    "↓ better"
+                }
+            ),
+        }
+    }
+}

@@ -70,8 +70,8 @@ pub(crate) fn serve() -> Result<(), String> {
         let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
         let server = tonic::transport::Server::builder()
             .tcp_nodelay(true)
-            .initial_stream_window_size(crate::STREAM_WINDOW)
-            .initial_connection_window_size(crate::CONNECTION_WINDOW)
+            .initial_stream_window_size(crate::clients::STREAM_WINDOW)
+            .initial_connection_window_size(crate::clients::CONNECTION_WINDOW)
             .serve_with_incoming(TestServiceServer::new(Echo), incoming);
         let stdin_closed =
             tokio::task::spawn_blocking(|| for _ in std::io::stdin().lock().lines() {});

@@ -23,8 +23,9 @@ use interop_proto::{
 use prost::Message;
 use tokio::sync::{mpsc, Semaphore};
 
-use crate::report::Table;
-use crate::{sys, Client, Line};
+use crate::clients::Client;
+use crate::report::{Line, Table};
+use crate::sys;
 
 /// The most bytes the raw h2 client packs into one `send_data` (one DATA frame at the default maximum
 /// frame size), like grpc-channel.
@@ -64,7 +65,7 @@ pub(crate) async fn windowed(peers: &[(&str, u16)], quick: bool) -> Result<Table
     for &(peer, port) in peers {
         let mut clients = Vec::new();
         for k in ["ours", "tonic", "raw"] {
-            clients.push(crate::connect(k, port).await?);
+            clients.push(crate::clients::connect(k, port).await?);
         }
         for size in [1024, 64] {
             for window in [1, 8, 64] {
@@ -174,7 +175,7 @@ impl Client {
             }
             Client::Tonic(grpc) => {
                 let outbound = tokio_stream::wrappers::ReceiverStream::new(messages);
-                let mut s = crate::tonic_full_duplex(grpc, outbound).await?;
+                let mut s = crate::clients::tonic_full_duplex(grpc, outbound).await?;
                 let mut got = 0;
                 while s.message().await.map_err(|e| e.to_string())?.is_some() {
                     got += 1;
@@ -184,11 +185,11 @@ impl Client {
             }
             Client::Raw(send, authority) => {
                 let (response, stream) =
-                    crate::open_raw(send, authority, paths::FULL_DUPLEX_CALL).await?;
+                    crate::clients::open_raw(send, authority, paths::FULL_DUPLEX_CALL).await?;
                 let sender = tokio::spawn(raw_packing_sender(messages, stream));
                 let mut got = 0;
                 // The echoes' count is the check; the trailers are not read.
-                let _ = crate::raw_messages(response, |m| {
+                let _ = crate::clients::raw_messages(response, |m| {
                     StreamingOutputCallResponse::decode(m).map_err(|e| e.to_string())?;
                     got += 1;
                     echoed(&mut hist);
@@ -234,7 +235,7 @@ async fn raw_packing_sender(
             }
         }
         let batch = buf.split().freeze();
-        crate::raw_send(&mut stream, batch, false).await?;
+        crate::clients::raw_send(&mut stream, batch, false).await?;
     }
-    crate::raw_send(&mut stream, bytes::Bytes::new(), true).await
+    crate::clients::raw_send(&mut stream, bytes::Bytes::new(), true).await
 }

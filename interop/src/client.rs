@@ -368,11 +368,8 @@ async fn client_compressed_streaming(ctx: &Context) -> CaseResult {
     let (mut tx, mut rx) = ctx.streaming_input(request).await?;
     ok(tx.send(input(27_182, Some(true))).await, "send compressed")?;
     ok(
-        tx.send_with(
-            input(45_904, Some(false)),
-            MessageOptions { compress: false },
-        )
-        .await,
+        tx.send_with(input(45_904, Some(false)), MessageOptions::uncompressed())
+            .await,
         "send uncompressed",
     )?;
     ok(tx.finish().await, "half-close")?;

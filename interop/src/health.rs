@@ -25,8 +25,7 @@ use tokio::sync::watch;
 
 pub use interop_proto::grpc_health_v1::health_check_response::ServingStatus;
 
-use crate::server::{read_one, send};
-use crate::server_call::ServerCall;
+use crate::server_call::{read_one, send, ServerCall};
 
 /// Every service's serving status, as the health service reports it; cheap to clone (clones share the
 /// statuses), so a test keeps one while the server serves it.

@@ -20,7 +20,7 @@ use prost::Message;
 use tokio::net::TcpListener;
 
 use crate::health::HealthStatuses;
-use crate::server_call::{h2_server_builder, ServerCall};
+use crate::server_call::{decode_error, h2_server_builder, read_one, send, ServerCall};
 
 const ECHO_INITIAL: &str = "x-grpc-test-echo-initial";
 const ECHO_TRAILING: &str = "x-grpc-test-echo-trailing-bin";
@@ -516,24 +516,4 @@ fn echo_status(status: Option<&interop_proto::EchoStatus>) -> Result<(), Status>
         }
         _ => Ok(()),
     }
-}
-
-pub(crate) async fn read_one<M: Message + Default>(call: &mut ServerCall) -> Result<M, Status> {
-    let msg = call
-        .next_message()
-        .await?
-        .ok_or_else(|| Status::new(Code::Unimplemented, "expected one request message"))?;
-    M::decode(msg.payload).map_err(decode_error)
-}
-
-pub(crate) async fn send<M: Message>(
-    call: &mut ServerCall,
-    msg: &M,
-    compress: bool,
-) -> Result<(), Status> {
-    call.send_message(&msg.encode_to_vec(), compress).await
-}
-
-fn decode_error(e: prost::DecodeError) -> Status {
-    Status::new(Code::Internal, format!("failed to decode the request: {e}"))
 }

@@ -12,6 +12,7 @@ use grpc_channel::{Code, Encoding, Status};
 use h2::server::SendResponse;
 use h2::{RecvStream, SendStream};
 use http::{HeaderMap, HeaderValue};
+use prost::Message;
 
 /// The receive limit of the test servers (gRPC servers' usual default).
 pub const MAX_RECEIVE: usize = 4 << 20;
@@ -351,4 +352,27 @@ pub fn h2_server_builder() -> h2::server::Builder {
         .data_frame_budget(8 << 20)
         .max_concurrent_streams(1000);
     b
+}
+
+/// Reads the call's one request message as `M` (UNIMPLEMENTED without one, INTERNAL if it does not decode).
+pub(crate) async fn read_one<M: Message + Default>(call: &mut ServerCall) -> Result<M, Status> {
+    let msg = call
+        .next_message()
+        .await?
+        .ok_or_else(|| Status::new(Code::Unimplemented, "expected one request message"))?;
+    M::decode(msg.payload).map_err(decode_error)
+}
+
+/// Sends `msg` as a response message, compressed if `compress`.
+pub(crate) async fn send<M: Message>(
+    call: &mut ServerCall,
+    msg: &M,
+    compress: bool,
+) -> Result<(), Status> {
+    call.send_message(&msg.encode_to_vec(), compress).await
+}
+
+/// INTERNAL for a request message that does not decode.
+pub(crate) fn decode_error(e: prost::DecodeError) -> Status {
+    Status::new(Code::Internal, format!("failed to decode the request: {e}"))
 }

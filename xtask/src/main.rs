@@ -48,6 +48,9 @@
 //! * `examples`: builds `grpc-examples` and the interop server, starts two interop servers, runs every
 //!   example against them (hedging across both) and fails if any fails.
 //!
+//! * `tidy`: checks over the sources that no compiler or linter makes: no module cycle in any crate (see
+//!   `tidy.rs`). Also run by `xtask`'s unit tests, so `cargo test --workspace` fails on a cycle.
+//!
 //! Plain `std::process`: no dependencies.
 
 use std::collections::HashMap;
@@ -56,6 +59,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
+
+mod tidy;
 
 const GRPCIO_SKIPS: &str = "client_compressed_unary,client_compressed_streaming";
 
@@ -67,8 +72,9 @@ fn main() -> ExitCode {
         Some("bench") => bench(&args[1..]),
         Some("fuzz") => fuzz(&args[1..]),
         Some("examples") => examples(&args[1..]),
+        Some("tidy") => tidy::tidy(&root(), &args[1..]),
         _ => Err(
-            "usage: cargo xtask interop [--peer ours|grpcio] [--tls] [--proxy] [--xds] [--test_case=a,b,...] [--service_config_json=JSON] | cargo xtask bench [--quick] | cargo xtask chaos [--quick] | cargo xtask fuzz [--time SECONDS] [TARGET...] | cargo xtask examples"
+            "usage: cargo xtask interop [--peer ours|grpcio] [--tls] [--proxy] [--xds] [--test_case=a,b,...] [--service_config_json=JSON] | cargo xtask bench [--quick] | cargo xtask chaos [--quick] | cargo xtask fuzz [--time SECONDS] [TARGET...] | cargo xtask examples | cargo xtask tidy"
                 .to_owned(),
         ),
     };

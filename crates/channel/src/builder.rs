@@ -8,17 +8,17 @@ use std::time::Duration;
 use http::header::HeaderValue;
 use http::uri::{Authority, Scheme};
 
-use crate::compression::{Encoding, EncodingSet};
-use crate::connect::Http2Settings;
+use crate::call::telemetry::Telemetry;
+use crate::conn::connect::Http2Settings;
+use crate::conn::error::{BuildError, ConnectError};
+use crate::conn::keepalive::{Keepalive, DEFAULT_KEEPALIVE_TIMEOUT};
+use crate::conn::proxy::{self, ProxyChoice};
+use crate::conn::tls::{server_name_host, TlsConfig};
+use crate::control::resolver::Resolution;
 use crate::control::DEFAULT_IDLE_TIMEOUT;
-use crate::error::{BuildError, ConnectError};
-use crate::interceptor::{Interceptor, Interceptors};
-use crate::keepalive::{Keepalive, DEFAULT_KEEPALIVE_TIMEOUT};
-use crate::method_uris::MethodUris;
-use crate::proxy::{self, ProxyChoice};
-use crate::resolution::Resolution;
-use crate::telemetry::Telemetry;
-use crate::tls::{server_name_host, TlsConfig};
+use crate::request::interceptor::{Interceptor, Interceptors};
+use crate::wire::compression::{Encoding, EncodingSet};
+use crate::wire::method_uris::MethodUris;
 use grpc_retry::{
     AppRetryPolicy, BufferPool, Precedence, DEFAULT_PER_CALL_LIMIT, DEFAULT_PER_CHANNEL_LIMIT,
 };
@@ -553,7 +553,7 @@ impl ChannelBuilder {
                 interceptors: self.interceptors,
                 telemetry,
                 exactly_once: self.exactly_once,
-                exactly_once_client: crate::exactly_once::Client::new(),
+                exactly_once_client: crate::call::exactly_once::Client::new(),
                 user_agent,
                 max_receive: self.max_receive,
                 max_send: self.max_send,
@@ -574,10 +574,7 @@ impl ChannelBuilder {
                 app_policy: self.app_policy,
                 precedence: self.precedence,
                 per_rpc_buffer_limit: self.per_rpc_buffer_limit,
-                seed: std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_nanos() as u64)
-                    .unwrap_or(1),
+                seed: crate::control::clock_seed(),
                 calls: AtomicU64::new(0),
                 uris: MethodUris::default(),
             }),

@@ -1,38 +1,40 @@
-//! [`Channel`]: the handle applications make calls on, and [`ChannelBuilder`], which checks every option
-//! before any connection is made.
+//! [`Channel`]: the handle applications make calls on, with its connectivity state (`state`, `connect`,
+//! `ready`, `close`) and stats; and how a call is set up before its first attempt, whatever its shape:
+//! `prepare` runs the interceptors, waits for the resolution result when there is none yet (the only wait,
+//! boxed where it is awaited: `resolve`), takes the method config (routed by an xDS routing, or the service
+//! config's) and sets the call's deadline, limits, request headers and telemetry; `new_call` then makes the
+//! call's retry state machine (gRFC A6: the method's policy or the application's, with the channel's
+//! throttle and buffer limits), what its attempts send, and the state its halves share.
+//!
+//! Not here: the call methods, one per shape (`call_shapes.rs`), bidi calls fed from a `Stream`
+//! (`pump.rs`), the channel's options ([`ChannelBuilder`](crate::ChannelBuilder), `builder.rs`), running
+//! a call (`call/`).
 
-use std::future::{poll_fn, Future};
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use futures_core::Stream;
 use http::header::HeaderValue;
 use http::uri::{Authority, Scheme};
 use tokio::time::Instant;
 
-use crate::attempt::AttemptSetup;
-use crate::call::{CancelOnDrop, ReceiveRules, RequestSender, Shared, SharedRef, Streaming};
-use crate::codec::Codec;
-use crate::compression::{Encoding, EncodingSet};
-use crate::connect::Http2Settings;
+use crate::call::attempt::AttemptSetup;
+use crate::call::telemetry::{CallTelemetry, ChannelStats, Telemetry};
+use crate::call::{ReceiveRules, Shared, SharedRef};
+use crate::conn::connect::Http2Settings;
+use crate::conn::keepalive::Keepalive;
+use crate::conn::tls::TlsConnector;
+use crate::control::health_stream::WatchSetup;
+use crate::control::resolver::Resolution;
+use crate::control::resolver_state::{method_for, RoutedTo, Routing};
 use crate::control::ControlPlane;
-use crate::driven::{single_response, Receiving, Start, Started};
-use crate::health::WatchSetup;
-use crate::interceptor::Interceptors;
-use crate::keepalive::Keepalive;
-use crate::limits::Limit;
-use crate::metadata::MetadataMap;
-use crate::method_uris::MethodUris;
-use crate::request::{CallOptions, Request, Response};
-use crate::resolution::Resolution;
-use crate::resolved::{method_for, RoutedTo, Routing};
-use crate::retry_driver::Driver;
-use crate::status::{Code, Status};
-use crate::telemetry::{CallTelemetry, ChannelStats, Telemetry};
-use crate::tls::TlsConnector;
+use crate::request::interceptor::Interceptors;
+use crate::request::CallOptions;
+use crate::wire::compression::{Encoding, EncodingSet};
+use crate::wire::limits::Limit;
+use crate::wire::metadata::MetadataMap;
+use crate::wire::method_uris::MethodUris;
+use crate::wire::status::{Code, Status};
 use grpc_lb::ConnectivityState;
 use grpc_retry::{
     AppRetryPolicy, BufferPool, CallConfig, Precedence, RetryCall, SharedLimits, SplitMix64,
@@ -73,7 +75,7 @@ pub(crate) struct Inner {
     pub(crate) telemetry: Arc<Telemetry>,
     /// Whether calls are exactly-once unless they say otherwise.
     pub(crate) exactly_once: bool,
-    pub(crate) exactly_once_client: Arc<crate::exactly_once::Client>,
+    pub(crate) exactly_once_client: Arc<crate::call::exactly_once::Client>,
     pub(crate) user_agent: HeaderValue,
     pub(crate) max_receive: Option<usize>,
     pub(crate) max_send: Option<usize>,
@@ -90,7 +92,7 @@ pub(crate) struct Inner {
     /// Whether health checking may run (the application did not veto it).
     pub(crate) health_checks: bool,
     /// Which connections go through an HTTP CONNECT proxy.
-    pub(crate) route: crate::proxy::Route,
+    pub(crate) route: crate::conn::proxy::Route,
     /// The timeout of calls that set none ([`crate::ChannelBuilder::timeout`]).
     pub(crate) default_timeout: Option<Duration>,
     pub(crate) keepalive: Arc<Keepalive>,
@@ -143,13 +145,13 @@ impl Channel {
         &self.inner.target
     }
 
-    fn is_closed(&self) -> bool {
+    pub(crate) fn is_closed(&self) -> bool {
         self.inner.closed.load(Ordering::Acquire)
     }
 
     /// The control plane, started on first use (inside a tokio runtime): every target kind, `unix:`
     /// included, goes through it.
-    fn control(&self) -> &ControlPlane {
+    pub(crate) fn control(&self) -> &ControlPlane {
         self.inner.control.get_or_init(|| {
             ControlPlane::start(
                 self.inner.resolution.clone(),
@@ -169,10 +171,11 @@ impl Channel {
         if !inner.health_checks {
             return None;
         }
-        match inner
-            .uris
-            .get(&inner.scheme, &inner.authority, crate::health::WATCH_PATH)
-        {
+        match inner.uris.get(
+            &inner.scheme,
+            &inner.authority,
+            crate::control::health_stream::WATCH_PATH,
+        ) {
             Ok(uri) => Some(WatchSetup {
                 uri: (*uri).clone(),
                 user_agent: inner.user_agent.clone(),
@@ -251,235 +254,15 @@ impl Channel {
         self.inner.resolution.stop();
     }
 
-    /// A unary call with prost messages. Like an `async fn`, it does nothing until the returned future is
-    /// polled.
-    // Not an `async fn`, like `unary_raw`: the returned future is `unary_with`'s itself, where a wrapper
-    // future would keep a second copy of the request for the whole call.
-    pub fn unary<'a, Req, Resp>(
-        &'a self,
-        path: &'a str,
-        request: Request<Req>,
-    ) -> impl Future<Output = Result<Response<Resp>, Status>> + use<'a, Req, Resp>
-    where
-        Req: prost::Message,
-        Resp: prost::Message + Default,
-    {
-        self.unary_with(Codec::prost(), path, request)
-    }
-
-    /// A unary call whose messages are already serialized. Like an `async fn`, it does nothing until the
-    /// returned future is polled.
-    pub fn unary_raw<'a>(
-        &'a self,
-        path: &'a str,
-        request: Request<Bytes>,
-    ) -> impl Future<Output = Result<Response<Bytes>, Status>> + use<'a> {
-        self.unary_with(Codec::raw(), path, request)
-    }
-
-    /// A server-streaming call: one request, then a stream of responses. Returns once the response headers
-    /// arrive (or the call fails first).
-    pub async fn server_streaming<Req, Resp>(
-        &self,
-        path: &str,
-        request: Request<Req>,
-    ) -> Result<Response<Streaming<Resp>>, Status>
-    where
-        Req: prost::Message,
-        Resp: prost::Message + Default,
-    {
-        let (driver, receiving) = self
-            .start_with_request(Codec::<Req, Resp>::prost(), path, request)
-            .await?;
-        let (shared, result) = driver.run().await;
-        let mut stream = receiving.handed(shared, result, self.header_limit());
-        let metadata = stream.headers().await?.clone();
-        Ok(Response::new(stream, metadata, MetadataMap::new(), false))
-    }
-
-    /// A client-streaming call: a stream of requests, then one response. The call half-closes when the
-    /// request stream ends; dropping the returned future before it completes cancels the call
-    /// (RST_STREAM(CANCEL)), and the server sees END_STREAM only if the request stream had ended.
-    pub async fn client_streaming<Req, Resp, S>(
-        &self,
-        path: &str,
-        request: Request<S>,
-    ) -> Result<Response<Resp>, Status>
-    where
-        Req: prost::Message,
-        Resp: prost::Message + Default,
-        S: Stream<Item = Req>,
-    {
-        let (messages, metadata, options) = request.into_parts();
-        let (sender, mut receiver) = self
-            .streaming::<Req, Resp>(path, Request::new(()).with_options(metadata, options))
-            .await?;
-        // This future owns the sender: dropped before the request stream ended (the application gave up on
-        // the call), it cancels the call, never half-closes it, whatever the order the two halves drop in.
-        let mut sender = sender.cancel_on_drop();
-        let mut messages = std::pin::pin!(messages);
-        let send_all = async move {
-            while let Some(msg) = poll_fn(|cx| Pin::as_mut(&mut messages).poll_next(cx)).await {
-                if let Err(status) = sender.send(msg).await {
-                    // The call ended (its status comes from the response side), or this message could not
-                    // be sent (too large, say): that ends the call with this status, without a half-close.
-                    sender.abort(status);
-                    return;
-                }
-            }
-            // The request is whole: half-close (an error means the call ended; the response side has its
-            // status).
-            let _ = sender.finish().await;
-        };
-        // The response is watched while the request streams: an early status from the server, or the
-        // deadline, ends the call even while the application's stream has no next message.
-        let mut send_all = std::pin::pin!(send_all);
-        let mut response = std::pin::pin!(single_response(&mut receiver));
-        tokio::select! {
-            biased;
-            result = &mut response => result,
-            () = &mut send_all => response.await,
-        }
-    }
-
-    /// A streaming call (client-streaming, server-streaming or bidi): returns the sending half, which
-    /// half-closes when finished or dropped, and the receiving half, which cancels the call when dropped
-    /// before its end. To give up on the call, drop the receiving half first (see [`RequestSender`]).
-    /// Messages are prost messages.
-    pub async fn streaming<Req, Resp>(
-        &self,
-        path: &str,
-        request: Request<()>,
-    ) -> Result<(RequestSender<Req>, Streaming<Resp>), Status>
-    where
-        Req: prost::Message,
-        Resp: prost::Message + Default,
-    {
-        self.streaming_with(Codec::prost(), path, request).await
-    }
-
-    /// A streaming call whose messages are already serialized.
-    pub async fn streaming_raw(
-        &self,
-        path: &str,
-        request: Request<()>,
-    ) -> Result<(RequestSender<Bytes>, Streaming<Bytes>), Status> {
-        self.streaming_with(Codec::raw(), path, request).await
-    }
-
-    /// A unary call. Its future is most of an in-flight call's memory: all it keeps across its waits, besides
-    /// its arguments, is the retry driver (a call waiting for its response is most often here, the call not
-    /// committed before the response headers), then a box with the receiving half. Starting the call
-    /// waits for nothing unless name resolution has no result yet (that wait is boxed).
-    async fn unary_with<Req, Resp>(
-        &self,
-        codec: Codec<Req, Resp>,
-        path: &str,
-        request: Request<Req>,
-    ) -> Result<Response<Resp>, Status> {
-        let (driver, receiving) = self.start_with_request(codec, path, request).await?;
-        let (shared, result) = driver.run().await;
-        let mut receiver = receiving.handed(shared, result, self.header_limit());
-        // Half a KiB with the wait for the message and the status: inline, it would make the future as
-        // large for the whole call, while the driver runs too.
-        Box::pin(async move { single_response(&mut receiver).await }).await
-    }
-
-    /// Starts a call whose one request message is known before the first attempt (unary,
-    /// server-streaming): its retry driver, which the caller polls in its own task until the call commits or
-    /// finishes, and what makes the receiving half then. An oversize request is never sent.
-    fn start_with_request<'a, Req, Resp>(
-        &'a self,
-        codec: Codec<Req, Resp>,
-        path: &'a str,
-        request: Request<Req>,
-    ) -> Start<Resp, impl Future<Output = Result<Started<Resp>, Status>> + use<'a, Req, Resp>> {
-        let (message, metadata, options) = request.into_parts();
-        match self.begin(path, metadata, options) {
-            Ok((Settled::Ready(prepared), telemetry)) => Start::Now(std::future::ready(
-                self.call_with_request(prepared, telemetry, &codec, &message),
-            )),
-            Ok((Settled::Resolving(resolving), telemetry)) => {
-                Start::Resolving(Box::pin(async move {
-                    let (prepared, telemetry) = self.resolve(path, resolving, telemetry).await?;
-                    self.call_with_request(prepared, telemetry, &codec, &message)
-                }))
-            }
-            Err(status) => Start::Now(std::future::ready(Err(status))),
-        }
-    }
-
-    /// [`Channel::start_with_request`] once the call is prepared: the request encoded, the retry state
-    /// machine given it and the half-close, the driver made.
-    fn call_with_request<Req, Resp>(
-        &self,
-        mut prepared: Prepared,
-        mut telemetry: CallTelemetry,
-        codec: &Codec<Req, Resp>,
-        message: &Req,
-    ) -> Result<Started<Resp>, Status> {
-        telemetry.routed(prepared.cluster.as_ref());
-        let frame =
-            crate::framing::encode_frame(codec, message, prepared.encoding, prepared.max_send)
-                .map_err(|status| telemetry.fail(status))?;
-        let now = Instant::now().into_std();
-        let (mut call, setup, shared) = self.new_call(&mut prepared, telemetry, true, now);
-        call.send_message(frame, now);
-        call.half_close();
-        let driver = Driver::new(self.control().clone(), setup, call, shared, false);
-        let receiving = Receiving {
-            decode: codec.decode,
-            rules: prepared.receive_rules(),
-            deadline: prepared.deadline,
-        };
-        Ok((driver, receiving))
-    }
-
-    async fn streaming_with<Req, Resp>(
-        &self,
-        codec: Codec<Req, Resp>,
-        path: &str,
-        request: Request<()>,
-    ) -> Result<(RequestSender<Req>, Streaming<Resp>), Status> {
-        let ((), metadata, options) = request.into_parts();
-        let (mut prepared, mut telemetry) = self.prepare(path, metadata, options).await?;
-        telemetry.routed(prepared.cluster.as_ref());
-        let (call, setup, shared) =
-            self.new_call(&mut prepared, telemetry, false, Instant::now().into_std());
-        // The application sends after the call starts: the driver runs in its own task until commit.
-        let driver = Driver::new(self.control().clone(), setup, call, shared.clone(), true);
-        tokio::spawn(driver.run_into());
-        // Like a single-attempt call, return once the first attempt's request is on its way (or the call
-        // failed before any was). A caller that gives up before then cancels the call.
-        let cancel_on_drop = CancelOnDrop(Some(shared.clone()));
-        poll_fn(|cx| shared.lock().poll_started(cx)).await?;
-        cancel_on_drop.disarm();
-        let sender = RequestSender::new(
-            shared.clone(),
-            codec.encoder(),
-            prepared.encoding,
-            prepared.max_send,
-            prepared.deadline,
-        );
-        let receiver = Streaming::driven(
-            shared,
-            codec.decode,
-            prepared.receive_rules(),
-            self.header_limit(),
-            prepared.deadline,
-        );
-        Ok((sender, receiver))
-    }
-
     /// The largest response header list (headers or trailers) a call accepts.
-    fn header_limit(&self) -> usize {
+    pub(crate) fn header_limit(&self) -> usize {
         self.inner.http2.max_header_list_size as usize
     }
 
     /// The retry state machine of a new call (gRFC A6: the method's policy, or none, with the channel's
     /// throttle and buffer limits), what its attempts send, and the state its halves share. `now` is the
     /// call's start for the state machine.
-    fn new_call(
+    pub(crate) fn new_call(
         &self,
         prepared: &mut Prepared,
         mut telemetry: CallTelemetry,
@@ -552,7 +335,7 @@ impl Channel {
     /// deadline, the limits, and the request headers (without `grpc-timeout`, which each attempt sets);
     /// and the call's telemetry, which starts here so that a call that fails before any attempt (an
     /// interceptor, resolution, its deadline, a closed channel) is traced and counted too.
-    async fn prepare(
+    pub(crate) async fn prepare(
         &self,
         path: &str,
         metadata: MetadataMap,
@@ -569,7 +352,7 @@ impl Channel {
     /// [`Channel::prepare`] as far as it goes without waiting. Only calls that come before the first
     /// resolution result (or while it failed) wait, so the wait ([`Channel::resolve`]) is boxed where it is
     /// awaited: it takes no room in the future of every call.
-    fn begin(
+    pub(crate) fn begin(
         &self,
         path: &str,
         metadata: MetadataMap,
@@ -590,7 +373,7 @@ impl Channel {
 
     /// [`Channel::prepare`] but the telemetry, as far as it goes without waiting: the channel is open, the
     /// interceptors ran, the call's deadline is set, and the resolution result is used if there is one.
-    fn settle(
+    pub(crate) fn settle(
         &self,
         uri: Arc<http::Uri>,
         path: &str,
@@ -633,7 +416,7 @@ impl Channel {
     /// [`Channel::prepare`] for a call that waits for name resolution: the service config comes with
     /// resolution; calls wait for the first result (bounded by their own deadline), and wait-for-ready calls
     /// set through the API also wait through resolution failures.
-    async fn resolve(
+    pub(crate) async fn resolve(
         &self,
         path: &str,
         resolving: Resolving,
@@ -656,7 +439,7 @@ impl Channel {
     }
 
     /// The throttle of this channel's target for `config`'s `retryThrottling`, created once per setting.
-    fn throttle_for(&self, config: &ServiceConfig) -> Option<Arc<Throttle>> {
+    pub(crate) fn throttle_for(&self, config: &ServiceConfig) -> Option<Arc<Throttle>> {
         let wanted = config.retry_throttling()?;
         let mut slot = self.inner.throttle.lock();
         match &*slot {
@@ -673,7 +456,7 @@ impl Channel {
 /// How far [`Channel::settle`] got without waiting.
 // Returned once per call and taken apart at once: boxing the ready side would cost an allocation per call.
 #[allow(clippy::large_enum_variant)]
-enum Settled {
+pub(crate) enum Settled {
     /// Ready for the first attempt.
     Ready(Prepared),
     /// To wait for the first name resolution result (a wait-for-ready call, for a good one).
@@ -681,7 +464,7 @@ enum Settled {
 }
 
 /// A call past its interceptors, before the service config (which name resolution brings) is applied.
-struct Resolving {
+pub(crate) struct Resolving {
     uri: Arc<http::Uri>,
     metadata: MetadataMap,
     options: CallOptions,
@@ -757,28 +540,28 @@ impl Resolving {
 }
 
 /// A call, ready for its first attempt.
-struct Prepared {
-    uri: Arc<http::Uri>,
+pub(crate) struct Prepared {
+    pub(crate) uri: Arc<http::Uri>,
     /// The application's metadata, as headers.
-    metadata: http::HeaderMap,
+    pub(crate) metadata: http::HeaderMap,
     /// The cluster its route chose (xDS).
-    cluster: Option<RoutedTo>,
-    deadline: Option<Instant>,
-    wait_for_ready: bool,
-    max_send: Limit,
-    max_receive: Limit,
+    pub(crate) cluster: Option<RoutedTo>,
+    pub(crate) deadline: Option<Instant>,
+    pub(crate) wait_for_ready: bool,
+    pub(crate) max_send: Limit,
+    pub(crate) max_receive: Limit,
     /// The encoding request messages are sent with, if compressed.
-    encoding: Option<Encoding>,
+    pub(crate) encoding: Option<Encoding>,
     /// What the call advertises in `grpc-accept-encoding`, and so decodes.
-    accept: EncodingSet,
-    options: CallOptions,
-    method: Option<Arc<MethodConfig>>,
-    config: Arc<ServiceConfig>,
+    pub(crate) accept: EncodingSet,
+    pub(crate) options: CallOptions,
+    pub(crate) method: Option<Arc<MethodConfig>>,
+    pub(crate) config: Arc<ServiceConfig>,
 }
 
 impl Prepared {
     /// How the call's receiving half reads response messages.
-    fn receive_rules(&self) -> ReceiveRules {
+    pub(crate) fn receive_rules(&self) -> ReceiveRules {
         ReceiveRules {
             limit: self.max_receive,
             accept: self.accept,

@@ -1,12 +1,14 @@
 //! Entry points for the fuzz targets in `fuzz/` (a workspace of its own, so it cannot see crate-private
-//! items). Thin wrappers around the response parsing in `response`; not part of the API and not stable.
+//! items). Thin wrappers around the response parsing in `wire/response.rs` and the proxy answer parsing in
+//! `conn/proxy/handshake.rs`; not part of the API and not stable. At the crate root (the API layer) because
+//! it reaches into two layers.
 
 use http::HeaderMap;
 
-use crate::compression::{Encoding, ReceivedEncoding};
-use crate::metadata::MetadataMap;
-use crate::response::{self, Head};
-use crate::status::Status;
+use crate::wire::compression::{Encoding, ReceivedEncoding};
+use crate::wire::metadata::MetadataMap;
+use crate::wire::response::{self, Head};
+use crate::wire::status::Status;
 
 /// What the response HEADERS say, as [`response_head`] classifies them.
 #[derive(Debug)]
@@ -62,7 +64,7 @@ pub struct ProxyAnswer {
 /// Parses a proxy's answer: `Ok(None)` while its header is incomplete, `Err` with the parser's message
 /// when it is malformed.
 pub fn proxy_answer(bytes: &[u8]) -> Result<Option<ProxyAnswer>, String> {
-    crate::proxy::parse_answer(bytes).map(|answer| {
+    crate::conn::proxy::parse_answer(bytes).map(|answer| {
         answer.map(|a| ProxyAnswer {
             code: a.code,
             realm: a.realm,

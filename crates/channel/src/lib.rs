@@ -59,83 +59,73 @@
 //! retries stay on. Applications may set their own retry policy ([`NoRetry`], [`Linear`], [`Exponential`]
 //! or a custom [`AppRetryPolicy`]) per channel or per call, run by the same state machine; by default the
 //! service config's policy wins where it has one ([`Precedence`]). `perAttemptRecvTimeout` (gRFC A44) cuts
-//! an attempt that has no response headers in time; see the README.
+//! an attempt that has no response headers in time; see the user guide (`docs/guide/retries.md` in the
+//! repository).
 //!
 //! Connections drain on GOAWAY (a new one takes new calls at once), keepalive (gRFC A8) finds a peer that
 //! stopped answering, and every deadline and duration holds whatever the server sends.
 //!
-//! Not here: xDS, ALTS, certificate revocation checks, HTTP/1 upgrades, server-side code.
+//! With the `xds` feature, `xds:` targets follow an xDS control plane (gRFC A27, A28, A31, A42, A44; see the
+//! user guide, `docs/guide/xds.md`).
+//!
+//! Not here: ALTS, certificate revocation checks, HTTP/1 upgrades, server-side code.
 
-mod attempt;
-mod builder;
+// The crate's layers, lowest first; a module uses only modules of its own layer or lower ones
+// (`tests/architecture.rs` checks it): `wire` (gRPC's HTTP/2 format), `request` (what a call carries),
+// `conn` (one connection), `control` (the control plane), `call` (one call), then the API at this root
+// with `xds` (which runs its ADS stream on this crate's own `Channel`).
 mod call;
-mod channel;
-mod codec;
-pub mod compression;
-mod connect;
+mod conn;
 mod control;
-mod driven;
-mod error;
-pub mod error_details;
-mod exactly_once;
-mod health;
-// Codec pieces the project's test servers, benchmarks and fuzz targets share: public for them, hidden from
-// the documented API.
-#[doc(hidden)]
-pub mod framing;
-#[doc(hidden)]
-pub mod fuzzing;
-mod interceptor;
-mod keepalive;
-mod limits;
-pub mod metadata;
-mod method_uris;
-mod outlier;
-#[doc(hidden)]
-pub mod percent;
-mod proxy;
-mod pump;
 mod request;
-mod resolution;
-mod resolved;
-mod response;
-pub mod retry;
-mod retry_driver;
-mod send;
-mod sniff;
-mod status;
-mod telemetry;
-#[doc(hidden)]
-pub mod timeout;
-mod tls;
-#[cfg(feature = "tower")]
-pub mod tower;
+mod wire;
 #[cfg(feature = "xds")]
 mod xds;
 
+mod builder;
+mod call_shapes;
+mod channel;
+#[cfg(feature = "unstable")]
+#[doc(hidden)]
+pub mod fuzzing;
+mod pump;
+pub mod retry;
+#[cfg(feature = "tower")]
+pub mod tower;
+
+// Public modules that live in a layer: reachable here, at the paths users know.
+pub use wire::{compression, error_details, metadata};
+// Codec pieces the project's test servers, benchmarks and fuzz targets share: public only with the
+// `unstable` feature (no stability promise: see Cargo.toml), hidden from the documented API.
+#[cfg(feature = "unstable")]
+#[doc(hidden)]
+pub use wire::{framing, percent, timeout};
+
 pub use builder::ChannelBuilder;
+pub use call::telemetry::{ChannelStats, ClusterCallStats};
 pub use call::{RequestSender, Streaming};
 pub use channel::Channel;
 pub use compression::{Encoding, EncodingSet};
-pub use connect::Http2Settings;
+pub use conn::connect::Http2Settings;
+pub use conn::error::{BuildError, ConnectError};
+pub use conn::keepalive::{DEFAULT_KEEPALIVE_TIMEOUT, MIN_KEEPALIVE_TIME};
+pub use conn::proxy::ProxyError;
+pub use conn::tls::TlsConfig;
 pub use control::DEFAULT_IDLE_TIMEOUT;
-pub use error::{BuildError, ConnectError};
 pub use error_details::ErrorDetails;
 pub use grpc_lb::ConnectivityState;
 pub use grpc_retry::{AppRetryPolicy, Exponential, Linear, NoRetry, Precedence};
-pub use grpc_service_config::{self as service_config, ResolverOptions, ServiceConfig, Target};
-pub use interceptor::{CallInfo, Interceptor};
-pub use keepalive::{DEFAULT_KEEPALIVE_TIMEOUT, MIN_KEEPALIVE_TIME};
-pub use limits::{DEFAULT_MAX_RECEIVE_MESSAGE_SIZE, DEFAULT_MAX_SEND_MESSAGE_SIZE};
+pub use grpc_service_config::{
+    MethodConfig, ParseError, ParseOptions, ResolverOptions, ServiceConfig, Target,
+};
 pub use metadata::{MetadataError, MetadataMap};
-pub use proxy::ProxyError;
+pub use request::interceptor::{CallInfo, Interceptor};
 pub use request::{
     CallOptions, ClientDefaults, IntoRequest, IntoStreamingRequest, MessageOptions, Request,
     Response,
 };
-pub use status::{Code, Status};
-pub use telemetry::{ChannelStats, ClusterCallStats};
-pub use tls::TlsConfig;
+pub use wire::limits::{DEFAULT_MAX_RECEIVE_MESSAGE_SIZE, DEFAULT_MAX_SEND_MESSAGE_SIZE};
+pub use wire::status::{Code, Status};
 #[cfg(feature = "xds")]
 pub use xds::admin::{
     XdsResource, XdsResourceStatus, XdsResourceType, XdsResources, XdsUpdateError,
@@ -178,14 +168,4 @@ macro_rules! include_clients {
             concat!("/", $package, ".grpc-client.rs")
         ));
     };
-}
-
-/// `from + timeout`, or a deadline a century away when the sum does not fit: a huge timeout means never.
-pub(crate) fn saturating_deadline_from(
-    from: tokio::time::Instant,
-    timeout: std::time::Duration,
-) -> tokio::time::Instant {
-    const CENTURY: std::time::Duration = std::time::Duration::from_secs(100 * 365 * 24 * 3600);
-    from.checked_add(timeout.min(CENTURY))
-        .unwrap_or(from + std::time::Duration::from_secs(3600))
 }

@@ -16,9 +16,9 @@ use futures_core::Stream;
 
 use crate::call::{RequestSender, Streaming};
 use crate::channel::Channel;
-use crate::metadata::MetadataMap;
 use crate::request::{Request, Response};
-use crate::status::Status;
+use crate::wire::metadata::MetadataMap;
+use crate::wire::status::Status;
 
 impl Channel {
     /// A bidi-streaming call whose request messages come from a stream: a task sends them as the stream

@@ -54,12 +54,12 @@ use bytes::{Bytes, BytesMut};
 use http::{HeaderMap, HeaderValue};
 use http_body::{Body, Frame};
 
-use crate::compression::{DecompressError, Encoding, EncodingSet, ReceivedEncoding};
-use crate::framing::{self, Deframer, FrameError};
-use crate::limits::Limit;
-use crate::metadata::MetadataMap;
 use crate::request::Request;
-use crate::status::{Code, Status};
+use crate::wire::compression::{DecompressError, Encoding, EncodingSet, ReceivedEncoding};
+use crate::wire::framing::{self, Deframer, FrameError};
+use crate::wire::limits::Limit;
+use crate::wire::metadata::MetadataMap;
+use crate::wire::status::{Code, Status};
 use crate::{Channel, Streaming};
 
 /// A boxed error: what a request body's errors must convert into.
@@ -118,7 +118,7 @@ where
     let mut req = Request::new(());
     if let Some(timeout) = headers
         .get("grpc-timeout")
-        .and_then(|v| crate::timeout::decode(v.as_bytes()))
+        .and_then(|v| crate::wire::timeout::decode(v.as_bytes()))
     {
         req = req.with_timeout(timeout);
     }
@@ -130,7 +130,7 @@ where
     options.accept = EncodingSet::from_header_values(headers.get_all("grpc-accept-encoding"));
     // Connection-specific and protocol headers are not metadata (h2 refuses the former; hyper strips them).
     let mut headers = headers;
-    for name in crate::metadata::RESERVED_KEYS {
+    for name in crate::wire::metadata::RESERVED_KEYS {
         headers.remove(*name);
     }
     *req.metadata_mut() = MetadataMap::from_headers(headers);

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use grpc_channel::retry::{RetryDecision, RetryInfo, Rng};
+use grpc_channel::retry::{FailedAttempt, RetryDecision, Rng};
 use grpc_channel::{
     AppRetryPolicy, Channel, ChannelBuilder, Code, Exponential, Linear, NoRetry, Precedence,
     Request, Response, Status,
@@ -244,7 +244,7 @@ impl AppRetryPolicy for Recording {
         3
     }
 
-    fn decide(&self, info: &RetryInfo<'_>, _rng: &mut dyn Rng) -> RetryDecision {
+    fn decide(&self, info: &FailedAttempt<'_>, _rng: &mut dyn Rng) -> RetryDecision {
         self.0
             .lock()
             .expect("lock")

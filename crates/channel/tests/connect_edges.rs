@@ -17,10 +17,7 @@ use support::guards::no_hang;
 const HOST: &str = "svc.test";
 
 fn resolver() -> ResolverOptions {
-    ResolverOptions {
-        query_timeout: Duration::from_secs(1),
-        ..ResolverOptions::default()
-    }
+    ResolverOptions::default().with_query_timeout(Duration::from_secs(1))
 }
 
 /// `builder`'s eager connect, which must fail; its error's text, checked to name `cause`.

@@ -230,10 +230,7 @@ async fn a_wait_for_ready_unary_dropped_while_connecting_leaves_nothing_in_fligh
 
 fn dns_channel(dns: std::net::SocketAddr, host: &str, port: u16) -> Channel {
     Channel::builder(format!("dns://{dns}/{host}:{port}"))
-        .resolver_options(ResolverOptions {
-            query_timeout: Duration::from_secs(30),
-            ..ResolverOptions::default()
-        })
+        .resolver_options(ResolverOptions::default().with_query_timeout(Duration::from_secs(30)))
         .service_config_lookup(false)
         .build()
         .expect("channel")
@@ -315,10 +312,7 @@ async fn the_deadline_ends_calls_waiting_for_the_first_resolution_result_at_the_
 async fn interceptor_options_apply_to_the_boxed_resolution_wait() {
     let dns = TestDns::start().await.expect("dns");
     let ch = Channel::builder(format!("dns://{}/missing.test:1", dns.addr))
-        .resolver_options(ResolverOptions {
-            query_timeout: Duration::from_secs(2),
-            ..ResolverOptions::default()
-        })
+        .resolver_options(ResolverOptions::default().with_query_timeout(Duration::from_secs(2)))
         .service_config_lookup(false)
         .interceptor(|info: &mut CallInfo<'_>| -> Result<(), Status> {
             if info.method() == "/t.S/Patient" {
@@ -402,10 +396,7 @@ async fn calls_started_before_the_first_resolution_result_are_retried_and_report
             dns.addr,
             server.addr().port()
         ))
-        .resolver_options(ResolverOptions {
-            query_timeout: Duration::from_secs(2),
-            ..ResolverOptions::default()
-        })
+        .resolver_options(ResolverOptions::default().with_query_timeout(Duration::from_secs(2)))
         .default_service_config(config.clone())
         .service_config_lookup(false)
         .build()
@@ -614,10 +605,7 @@ async fn exactly_once_ids_of_dropped_unary_calls_are_released() {
         dns.addr,
         server.addr().port()
     ))
-    .resolver_options(ResolverOptions {
-        query_timeout: Duration::from_secs(2),
-        ..ResolverOptions::default()
-    })
+    .resolver_options(ResolverOptions::default().with_query_timeout(Duration::from_secs(2)))
     .service_config_lookup(false)
     .exactly_once(true)
     .build()
@@ -752,10 +740,7 @@ async fn an_oversize_request_fails_unsent_after_the_resolution_wait() {
         dns.addr,
         server.addr().port()
     ))
-    .resolver_options(ResolverOptions {
-        query_timeout: Duration::from_secs(2),
-        ..ResolverOptions::default()
-    })
+    .resolver_options(ResolverOptions::default().with_query_timeout(Duration::from_secs(2)))
     .service_config_lookup(false)
     .max_send_message_size(10)
     .build()

@@ -328,11 +328,11 @@ async fn a_config_change_restarts_or_stops_the_watches() {
     dns.set_service_config("svc.test", &choice(Some("one")))
         .await;
     let ch = Channel::builder(format!("dns://{}/svc.test:{port}", dns.addr))
-        .resolver_options(ResolverOptions {
-            min_interval: Duration::from_millis(100),
-            query_timeout: Duration::from_secs(2),
-            ..ResolverOptions::default()
-        })
+        .resolver_options(
+            ResolverOptions::default()
+                .with_min_interval(Duration::from_millis(100))
+                .with_query_timeout(Duration::from_secs(2)),
+        )
         .build()
         .expect("channel");
     let b_id = b.addr.to_string();

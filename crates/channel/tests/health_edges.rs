@@ -162,11 +162,11 @@ async fn named_call(ch: &Channel, timeout: Duration) -> Result<String, Status> {
 
 fn dns_channel(dns: &TestDns, port: u16, min_interval: Duration) -> Channel {
     Channel::builder(format!("dns://{}/svc.test:{port}", dns.addr))
-        .resolver_options(ResolverOptions {
-            min_interval,
-            query_timeout: Duration::from_secs(2),
-            ..ResolverOptions::default()
-        })
+        .resolver_options(
+            ResolverOptions::default()
+                .with_min_interval(min_interval)
+                .with_query_timeout(Duration::from_secs(2)),
+        )
         .build()
         .expect("channel")
 }

@@ -212,11 +212,11 @@ async fn the_channel_picks_up_a_new_address_list_without_calls() {
     )
     .await;
     let ch = Channel::builder(format!("dns://{}/svc.test:{port}", dns.addr))
-        .resolver_options(ResolverOptions {
-            min_interval: Duration::from_secs(1),
-            query_timeout: Duration::from_secs(2),
-            ..ResolverOptions::default()
-        })
+        .resolver_options(
+            ResolverOptions::default()
+                .with_min_interval(Duration::from_secs(1))
+                .with_query_timeout(Duration::from_secs(2)),
+        )
         .build()
         .expect("channel");
     ch.connect();
@@ -292,10 +292,7 @@ async fn an_idle_channel_drops_its_connections_and_wakes_on_the_next_call() {
 async fn leaving_idle_reports_connecting_while_resolution_is_pending() {
     let (_socket, silent) = interop::dns::silent().await.expect("socket");
     let ch = Channel::builder(format!("dns://{silent}/svc.test:1"))
-        .resolver_options(ResolverOptions {
-            query_timeout: Duration::from_secs(30),
-            ..ResolverOptions::default()
-        })
+        .resolver_options(ResolverOptions::default().with_query_timeout(Duration::from_secs(30)))
         .build()
         .expect("channel");
     assert_eq!(ch.state(), ConnectivityState::Idle);
@@ -324,10 +321,7 @@ async fn closing_the_channel_stops_its_dns_resolver() {
         n
     };
     let ch = Channel::builder(format!("dns://{silent}/svc.test:1"))
-        .resolver_options(ResolverOptions {
-            query_timeout: Duration::from_secs(1),
-            ..ResolverOptions::default()
-        })
+        .resolver_options(ResolverOptions::default().with_query_timeout(Duration::from_secs(1)))
         .build()
         .expect("channel");
     ch.connect();
@@ -371,10 +365,7 @@ async fn a_call_failed_by_resolution_leaves_the_channel_in_transient_failure_not
     let dns = TestDns::start().await.expect("dns");
     // No records: the name does not resolve.
     let ch = Channel::builder(format!("dns://{}/gone.test:1", dns.addr))
-        .resolver_options(ResolverOptions {
-            query_timeout: Duration::from_secs(2),
-            ..ResolverOptions::default()
-        })
+        .resolver_options(ResolverOptions::default().with_query_timeout(Duration::from_secs(2)))
         .build()
         .expect("channel");
     assert_eq!(ch.state(), ConnectivityState::Idle);
@@ -433,10 +424,7 @@ async fn a_channel_woken_by_connect_and_never_used_goes_idle_after_the_timeout()
 async fn a_resolver_that_cannot_be_set_up_leaves_the_channel_in_transient_failure() {
     // A resolv.conf with no name server: the system resolver cannot be set up.
     let ch = Channel::builder("dns:///svc.test:1")
-        .resolver_options(ResolverOptions {
-            resolv_conf: Some("search test\n".to_owned()),
-            ..ResolverOptions::default()
-        })
+        .resolver_options(ResolverOptions::default().with_resolv_conf("search test\n".to_owned()))
         .build()
         .expect("channel");
     ch.connect();
@@ -481,11 +469,11 @@ async fn leaving_idle_resolves_again_instead_of_reusing_an_old_resolution() {
     let ch = Channel::builder(format!("dns://{}/svc.test:{port}", dns.addr))
         .idle_timeout(Duration::from_secs(60))
         .service_config_lookup(false)
-        .resolver_options(ResolverOptions {
-            min_interval: Duration::from_secs(1),
-            query_timeout: Duration::from_secs(2),
-            ..ResolverOptions::default()
-        })
+        .resolver_options(
+            ResolverOptions::default()
+                .with_min_interval(Duration::from_secs(1))
+                .with_query_timeout(Duration::from_secs(2)),
+        )
         .build()
         .expect("channel");
     assert_eq!(which(&ch).await.expect("call"), first.addr.to_string());
@@ -586,11 +574,11 @@ async fn switching_from_round_robin_to_pick_first_fails_no_call_under_load() {
     )
     .await;
     let ch = Channel::builder(format!("dns://{}/svc.test:{port}", dns.addr))
-        .resolver_options(ResolverOptions {
-            min_interval: Duration::from_millis(100),
-            query_timeout: Duration::from_secs(2),
-            ..ResolverOptions::default()
-        })
+        .resolver_options(
+            ResolverOptions::default()
+                .with_min_interval(Duration::from_millis(100))
+                .with_query_timeout(Duration::from_secs(2)),
+        )
         .build()
         .expect("channel");
     // round_robin: both backends answer.

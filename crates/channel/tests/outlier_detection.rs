@@ -249,11 +249,11 @@ async fn a_new_outlier_config_alone_keeps_the_child_policy_and_its_connections()
     // First no algorithm: nothing counts, nothing is ejected.
     dns.set_service_config("svc.test", &config("")).await;
     let ch = Channel::builder(format!("dns://{}/svc.test:{port}", dns.addr))
-        .resolver_options(ResolverOptions {
-            min_interval: Duration::from_millis(100),
-            query_timeout: Duration::from_secs(2),
-            ..ResolverOptions::default()
-        })
+        .resolver_options(
+            ResolverOptions::default()
+                .with_min_interval(Duration::from_millis(100))
+                .with_query_timeout(Duration::from_secs(2)),
+        )
         .build()
         .expect("channel");
     for _ in 0..3 {

@@ -401,10 +401,9 @@ async fn a_silent_dns_server_does_not_hold_calls_that_go_by_name() {
     call(no_lookup).await.expect("no DNS needed at all");
     let channel = Channel::builder(format!("dns://{dns_addr}/api.example.test:443"))
         .proxy(proxy.uri())
-        .resolver_options(grpc_channel::ResolverOptions {
-            query_timeout: Duration::from_secs(1),
-            ..grpc_channel::ResolverOptions::default()
-        })
+        .resolver_options(
+            grpc_channel::ResolverOptions::default().with_query_timeout(Duration::from_secs(1)),
+        )
         .build()
         .expect("channel");
     let result = call(channel).await;
@@ -807,10 +806,8 @@ async fn by_name_needs_no_client_dns_when_lookups_are_off() {
     .await;
     let mut failures = Vec::new();
     for resolv_conf in ["", "nameserver not-an-address\n", "options ndots:banana\n"] {
-        let options = grpc_service_config::ResolverOptions {
-            resolv_conf: Some(resolv_conf.to_owned()),
-            ..Default::default()
-        };
+        let options = grpc_service_config::ResolverOptions::default()
+            .with_resolv_conf(resolv_conf.to_owned());
         let channel = Channel::builder("dns:///api.example.test:443")
             .proxy(proxy.uri())
             .resolver_options(options)

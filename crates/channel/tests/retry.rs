@@ -268,7 +268,7 @@ async fn every_attempt_carries_the_same_compression_metadata_and_authority() {
         tx.send(Bytes::from(vec![b'a'; 2000])).await.expect("m0");
         tx.send_with(
             Bytes::from(vec![b'b'; 2000]),
-            MessageOptions { compress: false },
+            MessageOptions::uncompressed(),
         )
         .await
         .expect("m1");

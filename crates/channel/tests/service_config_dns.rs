@@ -32,10 +32,7 @@ async fn dns_with(config: Option<&str>) -> TestDns {
 
 fn channel(dns: &TestDns, port: u16) -> Channel {
     Channel::builder(format!("dns://{}/{HOST}:{port}", dns.addr))
-        .resolver_options(ResolverOptions {
-            query_timeout: Duration::from_secs(2),
-            ..ResolverOptions::default()
-        })
+        .resolver_options(ResolverOptions::default().with_query_timeout(Duration::from_secs(2)))
         .build()
         .expect("channel")
 }
@@ -359,10 +356,9 @@ async fn dns_txt_retry_policy_applies_to_a_streaming_call() {
     .await;
     let port = server.addr().port();
     let ch = Channel::builder(format!("dns://{}/svc.test:{port}", dns.addr))
-        .resolver_options(grpc_channel::ResolverOptions {
-            query_timeout: Duration::from_secs(2),
-            ..grpc_channel::ResolverOptions::default()
-        })
+        .resolver_options(
+            grpc_channel::ResolverOptions::default().with_query_timeout(Duration::from_secs(2)),
+        )
         .build()
         .expect("channel");
     let got = guarded("dns bidi", async {

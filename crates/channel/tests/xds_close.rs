@@ -273,10 +273,7 @@ async fn a_streaming_call_in_progress_ends_when_the_xds_channel_closes() {
 async fn a_wait_for_ready_call_waiting_for_dns_ends_at_close() {
     let (_socket, silent) = interop::dns::silent().await.expect("socket");
     let channel = Channel::builder(format!("dns://{silent}/svc.test:1"))
-        .resolver_options(ResolverOptions {
-            query_timeout: Duration::from_secs(1),
-            ..ResolverOptions::default()
-        })
+        .resolver_options(ResolverOptions::default().with_query_timeout(Duration::from_secs(1)))
         .build()
         .expect("channel");
     let waiting = spawn_call(&channel, request().with_wait_for_ready(true));
@@ -360,10 +357,7 @@ async fn closed_dns_channels_leave_no_resolver_task() {
         .await;
     let build = || {
         Channel::builder(format!("dns://{}/svc.test:{}", dns.addr, a.addr.port()))
-            .resolver_options(ResolverOptions {
-                query_timeout: Duration::from_secs(2),
-                ..ResolverOptions::default()
-            })
+            .resolver_options(ResolverOptions::default().with_query_timeout(Duration::from_secs(2)))
             .build()
             .expect("channel")
     };

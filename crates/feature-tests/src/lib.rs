@@ -3,9 +3,12 @@
 //! `grpc_channel::tower::ChannelService` with the interop `grpc.testing.TestService` and the fault-injecting
 //! server's `fault.Faulty`, and the TestService server is the tonic peer of the compression tests; and the
 //! route guide of `tests/shared_messages.rs`, served by tonic and called by grpc-build's client with the
-//! same messages.
+//! same messages. And the checks of the user guide (`docs/guide/`): its examples compile, its links resolve.
 
 #![allow(missing_docs, unreachable_pub, clippy::all, clippy::unwrap_used)]
+
+#[cfg(any(test, doctest))]
+pub mod guide;
 
 /// `grpc.testing` (tonic-generated).
 pub mod testing {

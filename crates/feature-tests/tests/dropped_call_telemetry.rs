@@ -108,10 +108,7 @@ async fn calls_dropped_at_each_await_point_are_traced_and_measured_once() {
     // While resolving: a DNS server that never answers.
     let (_socket, silent) = interop::dns::silent().await.expect("socket");
     let dch = Channel::builder(format!("dns://{silent}/svc.test:1"))
-        .resolver_options(ResolverOptions {
-            query_timeout: Duration::from_secs(30),
-            ..ResolverOptions::default()
-        })
+        .resolver_options(ResolverOptions::default().with_query_timeout(Duration::from_secs(30)))
         .build()
         .expect("channel");
     give_up(

@@ -57,10 +57,7 @@ async fn calls_that_fail_before_any_attempt_are_traced_counted_and_measured() {
     // A name the DNS server does not know: resolution fails; a wait-for-ready call waits through the
     // failure until its deadline.
     let unresolved = Channel::builder(format!("dns://{}/missing.test:{}", dns.addr, 1))
-        .resolver_options(ResolverOptions {
-            query_timeout: Duration::from_secs(2),
-            ..ResolverOptions::default()
-        })
+        .resolver_options(ResolverOptions::default().with_query_timeout(Duration::from_secs(2)))
         .build()
         .expect("channel");
     let status = call(&unresolved, UNRESOLVED, Request::new(Bytes::new())).await;

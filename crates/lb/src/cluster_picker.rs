@@ -3,7 +3,7 @@
 //! category), then the circuit breaker (in-flight calls against `max_requests`, A32), then the chosen
 //! priority's picker: READY → a weighted-random READY locality, then round_robin within it honouring the
 //! avoid hint; CONNECTING → queue; IDLE → queue and wake the policy; TRANSIENT_FAILURE → fail with the
-//! cluster's message. A ring_hash priority has its ring picker whatever its state (`ring_hash.rs`), fed the
+//! cluster's message. A ring_hash priority has its ring picker whatever its state (`ring_pick.rs`), fed the
 //! call's request hash ([`PickRequest::hash`]; a call without one gets a random hash). A cluster the picker does not know fails (UNAVAILABLE-style message), as a call
 //! without a cluster does. Drops and the breaker apply whatever the priority's state (C-core's order; grpc-go
 //! applies drops only while the child is READY); a pick that does not end on a connection holds no claim.
@@ -11,23 +11,21 @@
 //!
 //! Randomness is a SplitMix64 sequence over an atomic seeded with the picker's `start`, so picks stay
 //! lock-free and tests are deterministic. Drops are [`PickResult::Drop`] (never retried, never queued). The
-//! in-flight count lives in a [`CallCounter`] the policy keeps per cluster across pickers and config
-//! updates; a successful pick hands out a [`CallGuard`] that releases its claim when dropped.
+//! in-flight count lives in a [`InFlightCounter`] the policy keeps per cluster across pickers and config
+//! updates; a successful pick hands out a [`crate::CallGuard`] that releases its claim when dropped.
 //!
 //! Not here: process-wide counters shared by channels (A32 keys them by cluster and EDS service name; each
 //! policy has its own), load reporting of drops (LRS), and steering the locality choice with the avoid hint
 //! (it applies within the chosen locality only).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
 use grpc_base::Address;
 
-use crate::picker::{PickRequest, PickResult, Rotation};
-use crate::ring_hash::{RingPick, RingPicker};
-use crate::subchannel::SubchannelId;
+use crate::pick::{InFlightCounter, PickRequest, PickResult, Rotation};
+use crate::ring_pick::{RingPick, RingPicker};
+use crate::state::SubchannelId;
 use crate::xds_config::{DropOverload, MILLION};
 
 /// What picks for one cluster do.
@@ -40,7 +38,7 @@ pub struct ClusterPickerSpec {
     /// The circuit-breaking limit.
     pub max_requests: u32,
     /// The cluster's in-flight count (the same counter in every picker of the cluster).
-    pub in_flight: CallCounter,
+    pub in_flight: InFlightCounter,
 }
 
 /// The state of a cluster's chosen priority, as picks see it.
@@ -67,73 +65,6 @@ pub struct ReadyLocality {
     pub subchannels: Vec<(SubchannelId, Address)>,
 }
 
-/// A cluster's count of calls in flight, shared by the policy and its pickers. Two counters are equal when
-/// they are the same counter.
-#[derive(Clone, Default)]
-pub struct CallCounter(Arc<AtomicU64>);
-
-impl CallCounter {
-    /// The calls in flight now.
-    pub fn in_flight(&self) -> u64 {
-        self.0.load(Ordering::Acquire)
-    }
-
-    /// A claim, unless `limit` calls are in flight already.
-    fn try_claim(&self, limit: u32) -> Option<CallGuard> {
-        self.0
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < u64::from(limit)).then_some(n + 1)
-            })
-            .ok()
-            .map(|_| CallGuard(self.0.clone()))
-    }
-}
-
-impl PartialEq for CallCounter {
-    fn eq(&self, other: &CallCounter) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
-}
-
-impl Eq for CallCounter {}
-
-impl fmt::Debug for CallCounter {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "CallCounter({})", self.in_flight())
-    }
-}
-
-/// One call's claim on its cluster's in-flight count: held for the life of the call, released on drop. A
-/// clone is a second claim (counted at once, released by its own drop).
-pub struct CallGuard(Arc<AtomicU64>);
-
-impl Drop for CallGuard {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-impl Clone for CallGuard {
-    fn clone(&self) -> CallGuard {
-        self.0.fetch_add(1, Ordering::AcqRel);
-        CallGuard(self.0.clone())
-    }
-}
-
-impl PartialEq for CallGuard {
-    fn eq(&self, other: &CallGuard) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
-}
-
-impl Eq for CallGuard {}
-
-impl fmt::Debug for CallGuard {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("CallGuard")
-    }
-}
-
 enum State<T> {
     Idle,
     Queue,
@@ -147,7 +78,7 @@ struct Cluster<T> {
     state: State<T>,
     drops: Vec<(String, u32)>,
     max_requests: u32,
-    in_flight: CallCounter,
+    in_flight: InFlightCounter,
 }
 
 /// The per-cluster picker.

@@ -23,12 +23,15 @@ use std::time::{Duration, Instant};
 
 use grpc_base::{Address, Rng, SplitMix64};
 
+use crate::action::{LbAction, TimerEvent};
 use crate::backoff::BackoffConfig;
 use crate::health::Health;
-use crate::picker::{PickRequest, PickResult, Picker, PickerSpec};
+use crate::pick::{PickRequest, PickResult};
+use crate::picker::{Picker, PickerSpec};
 use crate::round_robin::RoundRobin;
 use crate::state::ConnectivityState;
-use crate::subchannel::{LbAction, SubchannelId, Subchannels, TimerEvent};
+use crate::state::SubchannelId;
+use crate::subchannel::Subchannels;
 use crate::xds_clusters::XdsClusters;
 use crate::{
     ClusterConfig, ClusterLbConfig, ClusterPick, LocalityConfig, PriorityConfig, XdsClustersConfig,

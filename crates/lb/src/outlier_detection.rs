@@ -55,7 +55,7 @@ use grpc_base::{Address, Rng};
 use algorithms::{
     enforced, failure_percentage_outliers, may_eject, success_rate_outliers, Outlier, Sample,
 };
-use counter::CallCounter;
+use counter::CallBuckets;
 
 pub use algorithms::EjectionCause;
 pub use config::{
@@ -138,7 +138,7 @@ enum Timer {
 #[derive(Clone, Debug)]
 struct Entry {
     address: Address,
-    counter: CallCounter,
+    counter: CallBuckets,
     ejection: Ejection,
     multiplier: u32,
 }
@@ -147,7 +147,7 @@ impl Entry {
     fn new(address: Address) -> Entry {
         Entry {
             address,
-            counter: CallCounter::default(),
+            counter: CallBuckets::default(),
             ejection: Ejection::Included,
             multiplier: 0,
         }

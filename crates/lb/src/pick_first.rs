@@ -27,9 +27,10 @@ use std::time::{Duration, Instant};
 
 use grpc_base::{Address, Family};
 
+use crate::action::{LbAction, TimerEvent};
 use crate::picker::PickerSpec;
-use crate::state::ConnectivityState;
-use crate::subchannel::{LbAction, SubchannelId, Subchannels, TimerEvent};
+use crate::state::{ConnectivityState, SubchannelId};
+use crate::subchannel::Subchannels;
 use crate::work::visit;
 
 /// The Happy Eyeballs connection attempt delay: 250 ms by default, clamped to [100 ms, 2 s].

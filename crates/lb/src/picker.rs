@@ -4,15 +4,16 @@
 //!
 //! The xDS cluster manager's picker ([`PickerSpec::Clusters`], built in `cluster_picker.rs`) dispatches on
 //! the call's cluster ([`PickRequest::cluster`]) and may drop calls ([`PickResult::Drop`]) or hand out an
-//! in-flight claim with the pick ([`PickResult::Pick::guard`], a [`CallGuard`]).
+//! in-flight claim with the pick ([`PickResult::Pick::guard`], a [`crate::CallGuard`]). What a pick asks and
+//! answers is in `pick.rs`.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::collections::BTreeMap;
 
 use grpc_base::Address;
 
-use crate::cluster_picker::{CallGuard, ClusterPickerSpec, ClustersPicker};
-use crate::subchannel::SubchannelId;
+use crate::cluster_picker::{ClusterPickerSpec, ClustersPicker};
+use crate::pick::{PickRequest, PickResult, Rotation};
+use crate::state::SubchannelId;
 
 /// What a policy wants picks to do (the channel turns it into a [`Picker`] with connection handles).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -30,122 +31,12 @@ pub enum PickerSpec {
     Clusters(BTreeMap<String, ClusterPickerSpec>),
 }
 
-/// What a call wants from a pick.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct PickRequest<'a> {
-    /// The full method name.
-    pub method: &'a str,
-    /// Addresses this call already used; prefer others.
-    pub avoid: &'a [Address],
-    /// The xDS cluster the call's route chose (gRFC A28), fixed for all its attempts; only the xDS
-    /// cluster manager's picker looks at it (`None` elsewhere).
-    pub cluster: Option<&'a str>,
-    /// The call's request hash (gRFC A42), fixed for all its attempts: from the xDS route's hash policies
-    /// (or random); only a ring_hash cluster's picker looks at it, and draws a random one when `None`.
-    pub hash: Option<u64>,
-}
-
-/// The result of a pick.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PickResult<T> {
-    /// Use this connection.
-    Pick {
-        /// The connection handle.
-        handle: T,
-        /// Its address.
-        addr: Address,
-        /// The call's claim on its cluster's in-flight count (xDS circuit breaking, gRFC A32): the caller
-        /// keeps it until the call ends, and dropping it releases the claim. `None` from every picker but
-        /// the xDS cluster manager's.
-        guard: Option<CallGuard>,
-    },
-    /// Wait for the next picker (and, if `exit_idle`, ask the policy to connect).
-    Queue {
-        /// The policy is IDLE and must be woken.
-        exit_idle: bool,
-    },
-    /// Fail a fail-fast call (UNAVAILABLE) with this message; a wait-for-ready call queues instead.
-    Fail(String),
-    /// Drop the call: fail it at once with UNAVAILABLE and this message, even if it is wait-for-ready, and
-    /// never retry it. The xDS cluster manager drops calls for its clusters' EDS `drop_overloads` and when a
-    /// cluster's circuit breaker is full (gRFC A32).
-    Drop(String),
-}
-
 enum Kind<T> {
     Idle,
     Queue,
     Fail(String),
     Ready(Rotation<T>),
     Clusters(ClustersPicker<T>),
-}
-
-/// A rotation over READY backends that honours a call's avoid hint.
-pub(crate) struct Rotation<T> {
-    backends: Vec<(Address, T)>,
-    /// Each address's index in `backends`, so that a pick that avoids k addresses costs O(k²), not
-    /// O(n·k): hedges and retries cost the same with 3 backends or 1,000.
-    index: HashMap<Address, usize>,
-    next: AtomicUsize,
-}
-
-impl<T> Rotation<T> {
-    /// A rotation starting at index `start` (modulo the length); `None` without backends.
-    pub(crate) fn new(backends: Vec<(Address, T)>, start: usize) -> Option<Rotation<T>> {
-        if backends.is_empty() {
-            return None;
-        }
-        let start = start % backends.len();
-        let mut index = HashMap::with_capacity(backends.len());
-        for (i, (addr, _)) in backends.iter().enumerate() {
-            index.entry(addr.clone()).or_insert(i);
-        }
-        Some(Rotation {
-            backends,
-            index,
-            next: AtomicUsize::new(start),
-        })
-    }
-
-    /// The next backend, skipping those in `avoid` when another is there.
-    pub(crate) fn pick(&self, avoid: &[Address]) -> &(Address, T) {
-        let Rotation {
-            backends,
-            index,
-            next,
-        } = self;
-        let n = backends.len();
-        let turn = next.fetch_add(1, Ordering::Relaxed);
-        // Rotate over the backends the call has not used, so that they share its picks evenly
-        // (skipping to the next one after an avoided backend would give that one a double share):
-        // the r-th allowed backend is r plus the avoided indices at or before it.
-        let mut few = [0usize; FEW];
-        let mut many = Vec::new();
-        let avoided = match avoid {
-            [] => &[],
-            avoid => avoided_indices(avoid, index, &mut few, &mut many),
-        };
-        let allowed = n - avoided.len();
-        let chosen = if avoided.is_empty() || allowed == 0 {
-            turn % n
-        } else {
-            let mut r = turn % allowed;
-            for a in avoided {
-                if *a <= r {
-                    r += 1;
-                } else {
-                    break;
-                }
-            }
-            r
-        };
-        &backends[chosen]
-    }
-
-    /// The backends' addresses.
-    pub(crate) fn addresses(&self) -> impl Iterator<Item = &Address> {
-        self.backends.iter().map(|(a, _)| a)
-    }
 }
 
 /// An immutable picker.
@@ -208,42 +99,6 @@ impl<T: Clone> Picker<T> {
             _ => Vec::new(),
         }
     }
-}
-
-/// How many avoided addresses a pick handles without allocating: a call's retries and hedges use at most 5
-/// (A6's cap on maxAttempts); only transparent retries to ever new addresses could use more.
-const FEW: usize = 5;
-
-/// The indices in `backends` of the addresses in `avoid` that are backends, sorted and without duplicates:
-/// in `few` when `avoid` is that short (the usual case, no allocation), else in `many`.
-fn avoided_indices<'a>(
-    avoid: &[Address],
-    index: &HashMap<Address, usize>,
-    few: &'a mut [usize; FEW],
-    many: &'a mut Vec<usize>,
-) -> &'a [usize] {
-    if avoid.len() > FEW {
-        many.extend(avoid.iter().filter_map(|a| index.get(a).copied()));
-        many.sort_unstable();
-        many.dedup();
-        return many;
-    }
-    let mut len = 0;
-    for i in avoid.iter().filter_map(|a| index.get(a).copied()) {
-        few[len] = i;
-        len += 1;
-    }
-    let found = &mut few[..len];
-    found.sort_unstable();
-    // Dedup in place: keep each index the first time it appears in the sorted run.
-    let mut kept = 0;
-    for i in 0..found.len() {
-        if kept == 0 || found[kept - 1] != found[i] {
-            found[kept] = found[i];
-            kept += 1;
-        }
-    }
-    &few[..kept]
 }
 
 #[cfg(test)]

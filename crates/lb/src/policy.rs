@@ -5,12 +5,13 @@ use std::time::{Duration, Instant};
 
 use grpc_base::{Address, Rng};
 
+use crate::action::LbAction;
 use crate::backoff::BackoffConfig;
 use crate::health::Health;
 use crate::pick_first::{PickFirst, DEFAULT_ATTEMPT_DELAY};
 use crate::round_robin::RoundRobin;
-use crate::state::ConnectivityState;
-use crate::subchannel::{LbAction, SubchannelId, Subchannels};
+use crate::state::{ConnectivityState, SubchannelId};
+use crate::subchannel::Subchannels;
 use crate::xds_clusters::XdsClusters;
 use crate::xds_config::XdsClustersConfig;
 

@@ -26,8 +26,8 @@ use std::time::{Duration, Instant};
 use grpc_base::Address;
 
 use crate::ring_hash::RingHash;
-use crate::state::ConnectivityState;
-use crate::subchannel::{SubchannelId, Subchannels};
+use crate::state::{ConnectivityState, SubchannelId};
+use crate::subchannel::Subchannels;
 use crate::weighted_target::WeightedTarget;
 use crate::xds_config::{ClusterLbConfig, PriorityConfig};
 

@@ -1,5 +1,6 @@
 //! ring_hash (gRFC A42 with A61's changes; `beyond-a6.md` §10) as the child of one xDS priority: a ring over
-//! every endpoint of the priority, over the policy's shared subchannels, and its picker.
+//! every endpoint of the priority, over the policy's shared subchannels, and its picker (built from
+//! [`RingPick`] in `ring_pick.rs`).
 //!
 //! * **Ring**: each endpoint's weight (locality weight × endpoint weight) as a fraction of the total;
 //!   `scale = min(ceil(min_fraction × min_ring_size) / min_fraction, max_ring_size)`; walking the endpoints
@@ -29,16 +30,15 @@
 //! and the avoid hint (a call's hash, not its history, chooses its endpoint).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use grpc_base::Address;
 
-use crate::picker::PickResult;
+use crate::ring_pick::{ConnectRequests, FailureNote, RingPick};
 use crate::round_robin::effective_state;
-use crate::state::ConnectivityState;
-use crate::subchannel::{StateCounts, SubchannelId, Subchannels};
+use crate::state::{ConnectivityState, SubchannelId};
+use crate::subchannel::{StateCounts, Subchannels};
 use crate::work::{rebuilt, visit};
 use crate::xds_config::PriorityConfig;
 
@@ -110,61 +110,6 @@ fn aggregate_counts(counts: &StateCounts) -> ConnectivityState {
         ConnectivityState::TransientFailure
     }
 }
-
-/// The subchannels a ring's pickers want connected, shared by the ring child and its pickers, in the
-/// order picks asked (each once: a pick checks in O(1), however many are asked for). Two are equal when
-/// they are the same list.
-#[derive(Clone, Default)]
-pub(crate) struct ConnectRequests(Arc<Mutex<(Vec<SubchannelId>, HashSet<SubchannelId>)>>);
-
-impl ConnectRequests {
-    fn push(&self, id: SubchannelId) {
-        let mut guard = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let (list, asked) = &mut *guard;
-        if asked.insert(id) {
-            list.push(id);
-        }
-    }
-
-    fn take(&self) -> Vec<SubchannelId> {
-        let mut guard = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let (list, asked) = &mut *guard;
-        asked.clear();
-        std::mem::take(list)
-    }
-}
-
-impl PartialEq for ConnectRequests {
-    fn eq(&self, other: &ConnectRequests) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
-}
-
-impl Eq for ConnectRequests {}
-
-/// The message of a pick that finds every endpoint failed, shared by a ring child and its pickers: a new
-/// connection error anywhere changes what failing picks say without a new picker (nothing a pick can reach
-/// changed, and a new picker costs the channel O(n)). Two are equal when they are the same note.
-#[derive(Clone, Default)]
-pub(crate) struct FailureNote(Arc<Mutex<String>>);
-
-impl FailureNote {
-    fn set(&self, message: String) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = message;
-    }
-
-    fn get(&self) -> String {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-}
-
-impl PartialEq for FailureNote {
-    fn eq(&self, other: &FailureNote) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
-}
-
-impl Eq for FailureNote {}
 
 /// The ring_hash child of one priority.
 ///
@@ -409,123 +354,5 @@ impl RingHash {
             requests: self.requests.clone(),
             failure: self.failure.clone(),
         }
-    }
-}
-
-/// What picks for a ring_hash priority do: the ring, its endpoints' states, and where to record the IDLE
-/// endpoints a pick wants connected.
-#[derive(Clone, PartialEq, Eq)]
-pub struct RingPick {
-    ring: Arc<[(u64, usize)]>,
-    endpoints: Arc<[(SubchannelId, Address, ConnectivityState)]>,
-    requests: ConnectRequests,
-    failure: FailureNote,
-}
-
-impl RingPick {
-    /// The endpoints (in the cluster's order) with their subchannels and states.
-    pub fn endpoints(&self) -> &[(SubchannelId, Address, ConnectivityState)] {
-        &self.endpoints
-    }
-
-    /// How many entries the ring has.
-    pub fn ring_size(&self) -> usize {
-        self.ring.len()
-    }
-
-    /// How many ring entries each endpoint has.
-    #[cfg(test)]
-    pub(crate) fn entry_counts(&self) -> Vec<usize> {
-        let mut counts = vec![0; self.endpoints.len()];
-        for (_, e) in self.ring.iter() {
-            counts[*e] += 1;
-        }
-        counts
-    }
-}
-
-impl fmt::Debug for RingPick {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RingPick")
-            .field("ring_size", &self.ring.len())
-            .field("endpoints", &self.endpoints)
-            .field("failure", &self.failure.get())
-            .finish()
-    }
-}
-
-/// A ring picker with connection handles.
-pub(crate) struct RingPicker<T> {
-    ring: Arc<[(u64, usize)]>,
-    /// Per endpoint: its subchannel, address, state, and handle when READY.
-    endpoints: Vec<(SubchannelId, Address, ConnectivityState, Option<T>)>,
-    requests: ConnectRequests,
-    failure: FailureNote,
-}
-
-impl<T> RingPicker<T> {
-    pub(crate) fn new(
-        spec: &RingPick,
-        handle: &impl Fn(SubchannelId) -> Option<T>,
-    ) -> RingPicker<T> {
-        RingPicker {
-            ring: spec.ring.clone(),
-            endpoints: spec
-                .endpoints
-                .iter()
-                .map(|(id, a, s)| {
-                    let h = (*s == ConnectivityState::Ready)
-                        .then(|| handle(*id))
-                        .flatten();
-                    (*id, a.clone(), *s, h)
-                })
-                .collect(),
-            requests: spec.requests.clone(),
-            failure: spec.failure.clone(),
-        }
-    }
-
-    /// The READY endpoints' addresses.
-    pub(crate) fn ready_addresses(&self) -> impl Iterator<Item = &Address> {
-        self.endpoints
-            .iter()
-            .filter(|e| e.3.is_some())
-            .map(|e| &e.1)
-    }
-}
-
-impl<T: Clone> RingPicker<T> {
-    /// The walk from the entry of `hash` (module docs). A pick carries no in-flight claim (the caller adds
-    /// it).
-    pub(crate) fn pick(&self, hash: u64) -> PickResult<T> {
-        let n = self.ring.len();
-        let start = self.ring.partition_point(|(h, _)| *h < hash);
-        for k in 0..n {
-            let Some((_, e)) = self.ring.get((start + k) % n) else {
-                break;
-            };
-            let Some((id, addr, state, handle)) = self.endpoints.get(*e) else {
-                continue;
-            };
-            match state {
-                ConnectivityState::Ready => {
-                    return match handle {
-                        Some(h) => PickResult::Pick {
-                            handle: h.clone(),
-                            addr: addr.clone(),
-                            guard: None,
-                        },
-                        None => PickResult::Queue { exit_idle: false },
-                    }
-                }
-                ConnectivityState::Idle => {
-                    self.requests.push(*id);
-                    return PickResult::Queue { exit_idle: true };
-                }
-                ConnectivityState::Connecting => return PickResult::Queue { exit_idle: false },
-                ConnectivityState::TransientFailure | ConnectivityState::Shutdown => {}
-            }
-        }
-        PickResult::Fail(self.failure.get())
     }
 }

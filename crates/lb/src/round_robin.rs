@@ -21,9 +21,10 @@ use std::time::Instant;
 
 use grpc_base::Address;
 
+use crate::action::{LbAction, TimerEvent};
 use crate::picker::PickerSpec;
-use crate::state::ConnectivityState;
-use crate::subchannel::{LbAction, StateCounts, SubchannelId, Subchannels, TimerEvent};
+use crate::state::{ConnectivityState, SubchannelId};
+use crate::subchannel::{StateCounts, Subchannels};
 use crate::work::{rebuilt, visit};
 
 /// What round_robin counted of one backend.

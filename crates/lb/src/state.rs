@@ -1,4 +1,5 @@
-//! Connectivity states (`doc/connectivity-semantics-and-api.md`).
+//! Connectivity states (`doc/connectivity-semantics-and-api.md`) and the ids of subchannels: the words every
+//! part of the crate shares.
 
 /// The connectivity state of a subchannel, a policy or a channel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -37,6 +38,10 @@ impl ConnectivityState {
         }
     }
 }
+
+/// Identifies a subchannel for the life of its policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SubchannelId(pub u64);
 
 #[cfg(test)]
 mod tests {

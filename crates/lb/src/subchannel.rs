@@ -27,44 +27,11 @@ use std::time::Instant;
 
 use grpc_base::{Address, Rng};
 
+use crate::action::{LbAction, TimerEvent};
 use crate::backoff::{BackoffConfig, ConnectionBackoff};
 use crate::health::Health;
-use crate::picker::PickerSpec;
-use crate::state::ConnectivityState;
+use crate::state::{ConnectivityState, SubchannelId};
 use crate::work::visit;
-
-/// Identifies a subchannel for the life of its policy.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct SubchannelId(pub u64);
-
-/// What the channel must do for the policy.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum LbAction {
-    /// Start a connection attempt to `addr` for subchannel `id`; give up at `deadline`, and report the result
-    /// with `subchannel_ready` (once the server's SETTINGS arrived) or `subchannel_failed`.
-    Connect {
-        /// The subchannel.
-        id: SubchannelId,
-        /// Its address.
-        addr: Address,
-        /// When to give up on this attempt.
-        deadline: Instant,
-    },
-    /// Close subchannel `id`'s connection (or attempt).
-    Disconnect {
-        /// The subchannel.
-        id: SubchannelId,
-    },
-    /// Ask the resolver for fresh addresses.
-    ResolveNow,
-    /// The policy's state changed: publish a new picker.
-    UpdatePicker {
-        /// The policy's (the channel's) connectivity state.
-        state: ConnectivityState,
-        /// What picks should do.
-        picker: PickerSpec,
-    },
-}
 
 /// One subchannel. Policies read its fields; only [`Subchannels`] writes them, keeping its timers and counts
 /// in step.
@@ -81,15 +48,6 @@ pub(crate) struct Subchannel {
     pub(crate) failed_since_ready: bool,
     /// The health of its current connection (`Unknown` unless READY).
     pub(crate) health: Health,
-}
-
-/// A state change a timer caused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum TimerEvent {
-    /// The backoff ended: TRANSIENT_FAILURE → IDLE.
-    BackoffOver(SubchannelId),
-    /// The attempt's deadline passed: CONNECTING → TRANSIENT_FAILURE.
-    ConnectTimedOut(SubchannelId),
 }
 
 /// The subchannels of one policy, and the actions they produce.

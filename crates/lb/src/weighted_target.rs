@@ -18,8 +18,8 @@ use grpc_base::Address;
 
 use crate::cluster_picker::ReadyLocality;
 use crate::round_robin::effective_state;
-use crate::state::ConnectivityState;
-use crate::subchannel::{StateCounts, SubchannelId, Subchannels};
+use crate::state::{ConnectivityState, SubchannelId};
+use crate::subchannel::{StateCounts, Subchannels};
 use crate::work::{rebuilt, visit};
 use crate::xds_config::PriorityConfig;
 

@@ -29,11 +29,13 @@ use std::time::Instant;
 
 use grpc_base::Address;
 
-use crate::cluster_picker::{CallCounter, ClusterPick, ClusterPickerSpec};
+use crate::action::{LbAction, TimerEvent};
+use crate::cluster_picker::{ClusterPick, ClusterPickerSpec};
+use crate::pick::InFlightCounter;
 use crate::picker::PickerSpec;
 use crate::priority::{Changes, ChildPolicy, Priority};
-use crate::state::ConnectivityState;
-use crate::subchannel::{LbAction, SubchannelId, Subchannels, TimerEvent};
+use crate::state::{ConnectivityState, SubchannelId};
+use crate::subchannel::Subchannels;
 use crate::work::{rebuilt, visit};
 use crate::xds_config::{DropOverload, XdsClustersConfig};
 
@@ -43,7 +45,7 @@ struct Cluster {
     max_requests: u32,
     /// Set: the cluster fails its calls with this message.
     failure: Option<String>,
-    in_flight: CallCounter,
+    in_flight: InFlightCounter,
     /// The state counted in the aggregate (sticky TRANSIENT_FAILURE).
     reported: ConnectivityState,
     /// What the last picker showed for the cluster.
@@ -92,7 +94,7 @@ impl XdsClusters {
                 drops: Vec::new(),
                 max_requests: c.max_requests,
                 failure: None,
-                in_flight: CallCounter::default(),
+                in_flight: InFlightCounter::default(),
                 reported: ConnectivityState::Connecting,
                 spec: None,
                 built_for: None,

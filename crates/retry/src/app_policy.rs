@@ -12,7 +12,7 @@
 //!
 //! The built-ins retry [`Code::Unavailable`] by default (change it with `retry_on`) and every attempt cut
 //! by their per-attempt timeout. A custom policy implements [`AppRetryPolicy::decide`], which sees a
-//! [`RetryInfo`]: the failed attempt's number, its status code, message and trailers, the server's
+//! [`FailedAttempt`]: the failed attempt's number, its status code, message and trailers, the server's
 //! pushback, whether the per-attempt timeout cut it, and the time since the call started.
 //!
 //! Which policy a call uses when the service config has one too is [`crate::Precedence`]'s business.
@@ -20,10 +20,9 @@
 use std::fmt;
 use std::time::Duration;
 
-use grpc_base::Rng;
+use grpc_base::{FailurePlace, Rng};
 use grpc_code::Code;
 
-use crate::call::FailurePlace;
 use crate::policy::{CodeSet, PolicyError, DEFAULT_MAX_ATTEMPTS_CAP};
 use crate::pushback::Pushback;
 
@@ -90,7 +89,7 @@ impl fmt::Debug for AttemptDetails<'_> {
 /// A failed attempt, as an application policy sees it. Built by the state machine; more fields may come.
 #[derive(Clone, Copy)]
 #[non_exhaustive]
-pub struct RetryInfo<'a> {
+pub struct FailedAttempt<'a> {
     /// The number of the attempt that failed: 1 for the original, 2 for the first retry, ... (transparent
     /// retries are not counted; they carry on the attempt they replace).
     pub attempt: u32,
@@ -111,12 +110,12 @@ pub struct RetryInfo<'a> {
     pub elapsed: Duration,
 }
 
-impl<'a> RetryInfo<'a> {
+impl<'a> FailedAttempt<'a> {
     /// A processed attempt number `attempt` that failed with `code`: no message, no trailers, no pushback,
     /// not timed out, at the call's start. The state machine builds the real ones; this is for testing a
     /// custom policy's [`AppRetryPolicy::decide`] (set the public fields to vary it).
-    pub fn new(attempt: u32, code: Code) -> RetryInfo<'a> {
-        RetryInfo {
+    pub fn new(attempt: u32, code: Code) -> FailedAttempt<'a> {
+        FailedAttempt {
             attempt,
             code,
             message: "",
@@ -129,9 +128,9 @@ impl<'a> RetryInfo<'a> {
     }
 }
 
-impl fmt::Debug for RetryInfo<'_> {
+impl fmt::Debug for FailedAttempt<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RetryInfo")
+        f.debug_struct("FailedAttempt")
             .field("attempt", &self.attempt)
             .field("code", &self.code)
             .field("message", &self.message)
@@ -167,7 +166,7 @@ pub trait AppRetryPolicy: Send + Sync + fmt::Debug {
 
     /// Whether to retry the failed attempt `info`, and after how long. `rng` is the call's injected
     /// randomness (seeded in tests), for jitter.
-    fn decide(&self, info: &RetryInfo<'_>, rng: &mut dyn Rng) -> RetryDecision;
+    fn decide(&self, info: &FailedAttempt<'_>, rng: &mut dyn Rng) -> RetryDecision;
 
     /// How long each attempt may wait, from its start, for its response headers before it is cancelled
     /// and handed to [`AppRetryPolicy::decide`] as CANCELLED with `timed_out` set. `None` (the default):
@@ -183,7 +182,7 @@ impl<P: AppRetryPolicy + ?Sized> AppRetryPolicy for std::sync::Arc<P> {
         (**self).max_attempts()
     }
 
-    fn decide(&self, info: &RetryInfo<'_>, rng: &mut dyn Rng) -> RetryDecision {
+    fn decide(&self, info: &FailedAttempt<'_>, rng: &mut dyn Rng) -> RetryDecision {
         (**self).decide(info, rng)
     }
 
@@ -202,7 +201,7 @@ impl AppRetryPolicy for NoRetry {
         1
     }
 
-    fn decide(&self, _info: &RetryInfo<'_>, _rng: &mut dyn Rng) -> RetryDecision {
+    fn decide(&self, _info: &FailedAttempt<'_>, _rng: &mut dyn Rng) -> RetryDecision {
         RetryDecision::Stop
     }
 }
@@ -224,7 +223,7 @@ impl Common {
         }
     }
 
-    fn retries(&self, info: &RetryInfo<'_>) -> bool {
+    fn retries(&self, info: &FailedAttempt<'_>) -> bool {
         (info.timed_out || self.retryable.contains(info.code))
             && info.attempt < self.max_attempts.min(DEFAULT_MAX_ATTEMPTS_CAP)
     }
@@ -275,7 +274,7 @@ impl AppRetryPolicy for Linear {
         self.common.max_attempts
     }
 
-    fn decide(&self, info: &RetryInfo<'_>, _rng: &mut dyn Rng) -> RetryDecision {
+    fn decide(&self, info: &FailedAttempt<'_>, _rng: &mut dyn Rng) -> RetryDecision {
         if self.common.retries(info) {
             RetryDecision::Retry { after: self.delay }
         } else {
@@ -350,7 +349,7 @@ impl AppRetryPolicy for Exponential {
         self.common.max_attempts
     }
 
-    fn decide(&self, info: &RetryInfo<'_>, rng: &mut dyn Rng) -> RetryDecision {
+    fn decide(&self, info: &FailedAttempt<'_>, rng: &mut dyn Rng) -> RetryDecision {
         if !self.common.retries(info) {
             return RetryDecision::Stop;
         }
@@ -372,13 +371,13 @@ mod tests {
     use super::*;
     use grpc_base::SplitMix64;
 
-    fn info(attempt: u32, code: Code) -> RetryInfo<'static> {
-        RetryInfo::new(attempt, code)
+    fn info(attempt: u32, code: Code) -> FailedAttempt<'static> {
+        FailedAttempt::new(attempt, code)
     }
 
     #[test]
     fn retry_info_new_is_a_plain_processed_failure() {
-        let mut built = RetryInfo::new(2, Code::Unavailable);
+        let mut built = FailedAttempt::new(2, Code::Unavailable);
         let message = String::from("from a test");
         built.message = &message;
         assert_eq!(built.attempt, 2);
@@ -419,7 +418,7 @@ mod tests {
             p.decide(&info(1, Code::Aborted), &mut rng),
             RetryDecision::Stop
         );
-        let timed_out = RetryInfo {
+        let timed_out = FailedAttempt {
             timed_out: true,
             ..info(1, Code::Cancelled)
         };

@@ -49,7 +49,7 @@ mod throttling;
 mod timers;
 
 pub use action::{Action, LocalReason, Outcome};
-pub use attempt::{AttemptEnd, AttemptId, FailurePlace};
+pub use attempt::{AttemptEnd, AttemptId};
 pub use config::{CallConfig, SharedLimits, DEFAULT_MAX_TRANSPARENT_RETRIES};
 
 use attempt::{Attempt, AttemptState};
@@ -71,7 +71,7 @@ pub struct RetryCall {
     source: PolicySource,
     /// The policy's per-attempt receive timeout.
     recv_timeout: Option<Duration>,
-    /// When the call started (for [`RetryInfo::elapsed`]).
+    /// When the call started (for [`FailedAttempt::elapsed`]).
     started: Instant,
     /// The configured policy's retryable / non-fatal codes, kept for throttle accounting even when retries
     /// are disabled (the failure still qualifies for the target; the policy is just not acted on).

@@ -45,8 +45,8 @@
 //! # Application policies
 //!
 //! Beside A6's service-config policies, the application may set its own [`AppRetryPolicy`] (built-ins
-//! [`NoRetry`], [`Linear`], [`Exponential`], or a custom one deciding from a [`RetryInfo`]). The same state
-//! machine runs it, with every guard rail above; [`precedence`] says which policy a call runs when both
+//! [`NoRetry`], [`Linear`], [`Exponential`], or a custom one deciding from a [`FailedAttempt`]). The same
+//! state machine runs it, with every guard rail above; [`precedence`] says which policy a call runs when both
 //! exist (the service config, unless the application opts in), and [`RetryCall::policy_source`] says which
 //! one it got.
 //!
@@ -66,12 +66,15 @@
 //!   C-core). Not DEADLINE_EXCEEDED: that code means the call's own deadline passed, which it has not.
 //!   Under a retry policy it is retried when `retryableStatusCodes` lists CANCELLED or DEADLINE_EXCEEDED
 //!   (an empty list, which A44 allows with the timeout, cuts without retrying), within maxAttempts, the
-//!   throttle (it costs a token) and the deadline; an application policy decides itself ([`RetryInfo::timed_out`]; the built-ins retry it). If
+//!   throttle (it costs a token) and the deadline; an application policy decides itself ([`FailedAttempt::timed_out`]; the built-ins retry it). If
 //!   it is the call's last attempt, the call ends with [`LocalReason::PerAttemptRecvTimeout`] (CANCELLED).
 //! - Under a hedging policy it ends that hedge only, as a non-fatal failure: the next hedge goes out at
 //!   once; the call ends only when no hedge is left.
 //! - The call's deadline still bounds everything: when both are due, the deadline wins
 //!   (DEADLINE_EXCEEDED).
+
+// Unit tests read the clock: they stand in for grpc-channel (clippy.toml bans it in the library).
+#![cfg_attr(test, allow(clippy::disallowed_methods))]
 
 mod app_policy;
 mod backoff;
@@ -87,16 +90,16 @@ mod throttle;
 mod tests;
 
 pub use app_policy::{
-    AppRetryPolicy, AttemptDetails, Exponential, Linear, NoRetry, NoTrailers, RetryDecision,
-    RetryInfo, TrailerView,
+    AppRetryPolicy, AttemptDetails, Exponential, FailedAttempt, Linear, NoRetry, NoTrailers,
+    RetryDecision, TrailerView,
 };
 pub use backoff::{base_delay, Backoff};
 pub use buffer::{BufferPool, DEFAULT_PER_CALL_LIMIT, DEFAULT_PER_CHANNEL_LIMIT};
 pub use call::{
-    Action, AttemptEnd, AttemptId, CallConfig, FailurePlace, LocalReason, Outcome, RetryCall,
-    SharedLimits, DEFAULT_MAX_TRANSPARENT_RETRIES,
+    Action, AttemptEnd, AttemptId, CallConfig, LocalReason, Outcome, RetryCall, SharedLimits,
+    DEFAULT_MAX_TRANSPARENT_RETRIES,
 };
-pub use grpc_base::{Address, Rng, SplitMix64};
+pub use grpc_base::{Address, FailurePlace, Rng, SplitMix64};
 pub use policy::{
     CodeSet, HedgingPolicy, MaxAttempts, Policy, PolicyError, RetryPolicy, DEFAULT_MAX_ATTEMPTS_CAP,
 };

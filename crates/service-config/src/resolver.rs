@@ -22,8 +22,10 @@ use crate::selection::ConfigResult;
 use crate::service_config::{ParseOptions, ServiceConfig};
 use crate::txt::{self, ChoiceContext, CLIENT_LANGUAGE};
 
-/// Resolver options.
+/// Resolver options: start from [`ResolverOptions::default`] and set what differs (the fields, or the
+/// `with_` methods); options added later get their defaults.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct ResolverOptions {
     /// Look up the `_grpc_config` TXT record (on by default; the application may turn it off).
     pub txt_lookups: bool,
@@ -51,6 +53,44 @@ impl Default for ResolverOptions {
             hostname: None,
             resolv_conf: None,
         }
+    }
+}
+
+impl ResolverOptions {
+    /// Looks up the `_grpc_config` TXT record, or not.
+    pub fn with_txt_lookups(mut self, on: bool) -> Self {
+        self.txt_lookups = on;
+        self
+    }
+
+    /// The minimum interval between resolutions.
+    pub fn with_min_interval(mut self, interval: Duration) -> Self {
+        self.min_interval = interval;
+        self
+    }
+
+    /// How long one DNS query may take before it is retried or fails.
+    pub fn with_query_timeout(mut self, timeout: Duration) -> Self {
+        self.query_timeout = timeout;
+        self
+    }
+
+    /// How the service config is parsed.
+    pub fn with_parse(mut self, parse: ParseOptions) -> Self {
+        self.parse = parse;
+        self
+    }
+
+    /// The host name matched against `clientHostname` instead of the machine's.
+    pub fn with_hostname(mut self, hostname: impl Into<String>) -> Self {
+        self.hostname = Some(hostname.into());
+        self
+    }
+
+    /// The text of a resolv.conf to use instead of `/etc/resolv.conf`.
+    pub fn with_resolv_conf(mut self, resolv_conf: impl Into<String>) -> Self {
+        self.resolv_conf = Some(resolv_conf.into());
+        self
     }
 }
 

@@ -18,6 +18,7 @@ use crate::method_config::{parse_method_config, MethodConfig, Name};
 
 /// Options of the parser.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ParseOptions {
     /// The client's cap on `maxAttempts` (A6; default 5): larger values are clamped to it.
     pub max_attempts_cap: u32,

@@ -57,6 +57,7 @@ pub const DEFAULT_PORT: u16 = 443;
 
 /// Where a channel connects.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Target {
     /// A DNS name to resolve.
     Dns {

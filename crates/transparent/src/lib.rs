@@ -40,7 +40,7 @@
 //! What this crate does not decide: a failed pick (the channel reports [`FailurePlace::PickFailed`] itself,
 //! and [`FailurePlace::Dropped`] for a load-balancer drop), and status codes (the channel's status tables).
 
-use grpc_retry::FailurePlace;
+use grpc_base::FailurePlace;
 use h2::Reason;
 
 /// How far an attempt's stream had got when its error arrived.

@@ -5,7 +5,7 @@ use std::future::poll_fn;
 use std::time::Duration;
 
 use bytes::Bytes;
-use grpc_retry::FailurePlace;
+use grpc_base::FailurePlace;
 use grpc_transparent::{classify, is_user_error, Progress};
 use h2::client::SendRequest;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -36,7 +36,7 @@ use grpc_lb::{BackoffConfig, ConnectionBackoff};
 
 use crate::ads::{AdsState, Request, Verdict};
 use crate::bootstrap::ServerFeatures;
-use crate::resource::ResourceType;
+use crate::resource::{Decoded, ResourceType};
 
 /// A57's does-not-exist timeout.
 pub const DOES_NOT_EXIST_TIMEOUT: Duration = Duration::from_secs(15);
@@ -57,25 +57,6 @@ pub enum WatchEvent<R> {
     Error(String),
     /// Something went wrong, and the cached value stays in use.
     AmbientError(String),
-}
-
-/// One resource in a response, as the caller decoded it.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Decoded<R> {
-    /// A valid resource.
-    Valid {
-        /// Its name.
-        name: String,
-        /// Its value.
-        value: R,
-    },
-    /// An invalid one: its name when it could be read, and why it is invalid.
-    Invalid {
-        /// Its name, if known.
-        name: Option<String>,
-        /// Why it was rejected.
-        reason: String,
-    },
 }
 
 #[derive(Debug)]

@@ -8,13 +8,13 @@ use tokio::time::Instant;
 
 use super::shared::{call_has_ended, SharedRef, Side, Writer, SEND_AHEAD_LIMIT};
 use super::writer;
-use crate::codec::Codec;
-use crate::compression::Encoding;
-use crate::framing::{self};
-use crate::limits::Limit;
+use crate::call::send_stream::OnError;
 use crate::request::MessageOptions;
-use crate::send::OnError;
-use crate::status::{Code, Status};
+use crate::wire::codec::Codec;
+use crate::wire::compression::Encoding;
+use crate::wire::framing::{self};
+use crate::wire::limits::Limit;
+use crate::wire::status::{Code, Status};
 
 /// The sending half of a streaming call. Dropping it half-closes the call (unless the call has ended), as
 /// [`RequestSender::finish`] does: the server sees a complete request.

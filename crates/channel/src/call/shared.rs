@@ -15,11 +15,11 @@ use tokio::time::Instant;
 
 use grpc_retry::{AttemptEnd, AttemptId, FailurePlace, Pushback, RetryCall};
 
-use crate::attempt::{AttemptResponse, OpenAttempt};
-use crate::outlier::{AttemptResult, CallResults};
-use crate::send::{OnError, SendHalf};
-use crate::status::{Code, Status};
-use crate::telemetry::{AttemptTelemetry, CallTelemetry};
+use crate::call::attempt::{AttemptResponse, OpenAttempt};
+use crate::call::send_stream::{OnError, SendHalf};
+use crate::call::telemetry::{AttemptTelemetry, CallTelemetry};
+use crate::control::outlier::{AttemptResult, CallResults};
+use crate::wire::status::{Code, Status};
 
 /// The attempt a call committed to.
 pub(crate) struct Committed {
@@ -40,9 +40,10 @@ pub(crate) struct Shared {
     pub(super) half_closed: bool,
     /// Set when the call ended locally (cancel, deadline, malformed response) or the response is complete.
     pub(super) ended: Option<Ended>,
-    /// What the driver handed over ([`Shared::take_over`]) until the receiving half takes it: the committed
-    /// attempt's response (boxed: it is here only until that half takes it, and this state lasts as long as
-    /// the call), or the call's status when it finished before committing.
+    /// What a driver in a task of its own handed over ([`Shared::hand_over`]) until the receiving half
+    /// takes it: the committed attempt's response (boxed: it is here only until that half takes it, and
+    /// this state lasts as long as the call), or the call's status when it finished before committing. A
+    /// driver in the caller's task hands over to the receiving half directly.
     pub(super) handed: Option<Result<Box<AttemptResponse>, Status>>,
     /// An attempt has opened its stream (the request HEADERS went to h2).
     pub(super) started: bool,
@@ -58,7 +59,7 @@ pub(crate) struct Shared {
     /// The call's span and metrics.
     pub(crate) telemetry: CallTelemetry,
     /// An exactly-once call's id: in flight until the call ends (its status is known).
-    pub(super) exactly_once: Option<Arc<crate::exactly_once::CallId>>,
+    pub(super) exactly_once: Option<Arc<crate::call::exactly_once::CallId>>,
     /// How many attempts preceded the committed one once the call committed; before, the most any started
     /// attempt had (what a status the client makes reports).
     pub(super) previous_attempts: u32,
@@ -141,7 +142,7 @@ pub(super) struct Driving {
     /// The call's reference to the cluster its route chose (xDS, gRFC A28): the resolver keeps the cluster
     /// while it lives, for every attempt of the call. Released at commit (the committed attempt goes on
     /// over its connection, which a removed cluster lets finish its calls) or when the call ends before.
-    pub(super) cluster: Option<crate::resolved::ClusterHold>,
+    pub(super) cluster: Option<crate::control::resolver_state::ClusterHold>,
 }
 
 /// The sending side of a committed call.
@@ -273,7 +274,7 @@ impl Shared {
     /// reference to its cluster, until it commits (every attempt of the call goes there).
     pub(crate) fn driving(
         active: Option<crate::control::CallGuard>,
-        cluster: Option<crate::resolved::ClusterHold>,
+        cluster: Option<crate::control::resolver_state::ClusterHold>,
         telemetry: CallTelemetry,
     ) -> SharedRef {
         Arc::new(Mutex::new(Shared {
@@ -554,7 +555,7 @@ impl Shared {
     }
 
     /// Keeps an exactly-once call's id (counted in flight) until the call ends.
-    pub(crate) fn keep_exactly_once(&mut self, id: Arc<crate::exactly_once::CallId>) {
+    pub(crate) fn keep_exactly_once(&mut self, id: Arc<crate::call::exactly_once::CallId>) {
         self.exactly_once = Some(id);
     }
 
@@ -636,9 +637,9 @@ impl Drop for CancelOnDrop {
 mod tests {
     use super::super::sender::RequestSender;
     use super::*;
-    use crate::codec::Codec;
-    use crate::framing;
-    use crate::send::COALESCE_LIMIT;
+    use crate::call::send_stream::COALESCE_LIMIT;
+    use crate::wire::codec::Codec;
+    use crate::wire::framing;
     use std::future::Future;
 
     /// Counts its wake-ups.
@@ -662,14 +663,14 @@ mod tests {
         let shared = Shared::driving(
             None,
             None,
-            crate::telemetry::Telemetry::new("test".into())
+            crate::call::telemetry::Telemetry::new("test".into())
                 .call(&Arc::new(http::Uri::from_static("http://h/t.S/M"))),
         );
         let sender = RequestSender::new(
             shared.clone(),
             Codec::<Bytes, Bytes>::raw().encoder(),
             None,
-            crate::limits::Limit::call(crate::limits::Direction::Send, usize::MAX),
+            crate::wire::limits::Limit::call(crate::wire::limits::Direction::Send, usize::MAX),
             None,
         );
         (shared, sender)

@@ -12,13 +12,15 @@ use tokio::time::{Instant, Sleep};
 use grpc_retry::Pushback;
 
 use super::shared::{Committed, CommittedEnd, Ended, SharedRef, Side};
-use crate::attempt::{AttemptResponse, ReceivedHead};
-use crate::compression::{DecompressError, EncodingSet, ReceivedEncoding};
-use crate::framing::{Deframer, Frame, FrameError};
-use crate::limits::Limit;
-use crate::metadata::MetadataMap;
-use crate::response::{check_header_list, classify_head, pushback_of, status_from_trailers, Head};
-use crate::status::{Code, Status};
+use crate::call::attempt::{AttemptResponse, ReceivedHead};
+use crate::wire::compression::{DecompressError, EncodingSet, ReceivedEncoding};
+use crate::wire::framing::{Deframer, Frame, FrameError};
+use crate::wire::limits::Limit;
+use crate::wire::metadata::MetadataMap;
+use crate::wire::response::{
+    check_header_list, classify_head, pushback_of, status_from_trailers, Head,
+};
+use crate::wire::status::{Code, Status};
 
 /// How a call's receiving half reads response messages.
 #[derive(Clone, Copy, Debug)]
@@ -43,9 +45,10 @@ pub(crate) struct ReceiveRules {
 /// ```
 /// Any state goes to `Done` when the call ends locally (cancel, deadline, malformed response).
 enum RecvState {
-    /// Until the retry driver hands over (through [`Shared`]): the committed attempt's response, or the
-    /// call's status.
-    Driving,
+    /// Until the retry driver hands over: the committed attempt's response, or the call's status. A driver
+    /// in a task of its own hands over through [`Shared`]; one that ran in the caller's task already did,
+    /// and what it handed over waits here (inline: no allocation) for the first poll.
+    Driving(Option<Result<AttemptResponse, Status>>),
     /// The committed attempt's response headers are on their way.
     Headers(ResponseFuture),
     /// The response body: its messages, then its trailers.
@@ -122,7 +125,7 @@ impl<T> Streaming<T> {
         deadline: Option<Instant>,
     ) -> Self {
         Streaming {
-            state: RecvState::Driving,
+            state: RecvState::Driving(None),
             shared,
             decode,
             deframer: Deframer::new(rules.limit.bytes),
@@ -139,8 +142,7 @@ impl<T> Streaming<T> {
     }
 
     /// The receiving half of a call whose retry driver ran in the caller's task, once it is done (`result`:
-    /// committed, or finished): handed over through the shared state, as a driver in a task of its own
-    /// hands over, for the first poll to take.
+    /// committed, or finished): handed over here, kept in the receiving half for its first poll.
     pub(crate) fn taking_over(
         shared: SharedRef,
         result: Result<Committed, Status>,
@@ -149,16 +151,14 @@ impl<T> Streaming<T> {
         header_limit: usize,
         deadline: Option<Instant>,
     ) -> Self {
-        let previous_attempts = {
+        let (handed, previous_attempts) = {
             let mut s = shared.lock();
-            // Kept for the first poll, as a driver in a task of its own hands over.
-            if let Some(handed) = s.take_over(result) {
-                s.handed = Some(handed.map(Box::new));
-            }
+            let handed = s.take_over(result);
             super::writer::start(&shared, &mut s);
-            s.previous_attempts
+            (handed, s.previous_attempts)
         };
         let mut receiver = Self::driven(shared, decode, rules, header_limit, deadline);
+        receiver.state = RecvState::Driving(handed);
         receiver.previous_attempts = previous_attempts;
         receiver
     }
@@ -240,7 +240,7 @@ impl<T> Streaming<T> {
         if let RecvState::Done(outcome) = &self.state {
             return Poll::Ready(outcome_of::<()>(outcome).map(drop));
         }
-        if let RecvState::Headers(_) | RecvState::Driving = self.state {
+        if let RecvState::Headers(_) | RecvState::Driving(_) = self.state {
             if let Poll::Ready(status) = self.poll_deadline(cx) {
                 return Poll::Ready(Err(status));
             }
@@ -476,16 +476,24 @@ impl<T> Streaming<T> {
     ) -> Poll<Result<Option<Frame>, Status>> {
         loop {
             match &mut self.state {
-                RecvState::Driving => match ready!(self.poll_hand_over(cx)) {
-                    Ok(AttemptResponse::Pending(future)) => self.state = RecvState::Headers(future),
-                    Ok(AttemptResponse::Received(head)) => {
-                        self.on_messages_head(head);
-                        if !want_frame {
-                            return Poll::Ready(Ok(None));
+                RecvState::Driving(handed) => {
+                    let handed = match handed.take() {
+                        Some(handed) => handed,
+                        None => ready!(self.poll_hand_over(cx)),
+                    };
+                    match handed {
+                        Ok(AttemptResponse::Pending(future)) => {
+                            self.state = RecvState::Headers(future)
                         }
+                        Ok(AttemptResponse::Received(head)) => {
+                            self.on_messages_head(head);
+                            if !want_frame {
+                                return Poll::Ready(Ok(None));
+                            }
+                        }
+                        Err(status) => return self.end_before_commit(status),
                     }
-                    Err(status) => return self.end_before_commit(status),
-                },
+                }
                 RecvState::Headers(future) => {
                     let response = match ready!(Pin::new(future).poll(cx)) {
                         Ok(r) => r,

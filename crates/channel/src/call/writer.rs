@@ -2,7 +2,7 @@
 //!
 //! After commit, [`RequestSender::send`](crate::RequestSender::send) only queues its message in the call's
 //! send half (up to [`SEND_AHEAD_LIMIT`] bytes ahead of h2) and wakes this task; the task writes whatever is
-//! queued when it runs, packed into DATA frames (`send.rs`), under HTTP/2 flow control. An application that
+//! queued when it runs, packed into DATA frames (`send_stream.rs`), under HTTP/2 flow control. An application that
 //! sends faster than one message per task switch (a producer feeding the call) so gets many messages per DATA
 //! frame and per write, as tonic's body encoder does; one that sends a message and waits for the answer gets
 //! it written at once, since the task runs as soon as the sender yields.
@@ -22,8 +22,8 @@ use std::future::poll_fn;
 use std::task::Poll;
 
 use super::shared::{Shared, SharedRef, Side, Writer, SEND_AHEAD_LIMIT};
-use crate::send::{WriteError, Written};
-use crate::status::{Code, Status};
+use crate::call::send_stream::{WriteError, Written};
+use crate::wire::status::{Code, Status};
 
 /// At the hand-over (`s` is `shared`, locked): starts the task if the committed attempt left messages to
 /// write, so that they go out under flow control whether or not the application sends again.

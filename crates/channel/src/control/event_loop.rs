@@ -14,6 +14,11 @@
 //! Health checking (gRFC A17): the service config's `healthCheckConfig` (unless the application turned it
 //! off) turns the policy's health checking on; [`super::health_watches`] then runs a Watch on each of the
 //! policy's READY connections and gives the answers to the policy (`LbPolicy::set_health`).
+//!
+//! The loop lets go of connections in three ways (at the end of this file): all at once (IDLE, shutdown),
+//! released (a routing resolver that failed) or retired (a policy switch). Not here: a connection's own
+//! task (`subchannel.rs`), what the loop shares with its handle (`shared.rs`), and the loop's idleness and
+//! what it is started with (`activity.rs`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -28,23 +33,19 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use super::activity::{Activity, Policy, Setup};
 use super::health_watches::HealthWatches;
 use super::policy_choice::policy_choice;
-use super::{
-    connect_subchannel, ActiveCalls, Activity, ChannelParts, Conn, Event, Handle, PlaneStats,
-    Policy, Published, Setup,
-};
-use crate::connect::Http2Settings;
-use crate::keepalive::Keepalive;
-use crate::outlier::CallResults;
-use crate::proxy::Route;
-use crate::resolution::Resolution;
-use crate::resolved::State;
-use crate::status::Status;
-use crate::tls::TlsConnector;
-
-/// How long a channel leaving IDLE waits for a fresh resolution before it uses the last one.
-const FRESH_RESOLUTION_WAIT: Duration = Duration::from_secs(1);
+use super::shared::{ActiveCalls, Conn, Event, Handle, PlaneStats, Published};
+use super::subchannel::{connect_subchannel, ChannelParts};
+use crate::conn::connect::Http2Settings;
+use crate::conn::keepalive::Keepalive;
+use crate::conn::proxy::Route;
+use crate::conn::tls::TlsConnector;
+use crate::control::outlier::CallResults;
+use crate::control::resolver::Resolution;
+use crate::control::resolver_state::State;
+use crate::wire::status::Status;
 
 /// The control plane's event loop (see the module docs of `control`).
 pub(super) struct Loop {
@@ -61,24 +62,24 @@ pub(super) struct Loop {
     /// IDLE, or active with the policy and what goes with it.
     activity: Activity,
     addresses: Vec<Address>,
-    pub(super) tasks: HashMap<SubchannelId, (u64, JoinHandle<()>)>,
+    tasks: HashMap<SubchannelId, (u64, JoinHandle<()>)>,
     /// Each READY subchannel's connection, and the address it is connected to.
-    pub(super) conns: HashMap<SubchannelId, (Address, Conn)>,
+    conns: HashMap<SubchannelId, (Address, Conn)>,
     generation: u64,
     rng: SplitMix64,
     /// The calls in flight, which the idle timer reads.
     calls: Arc<ActiveCalls>,
-    pub(super) spec: (ConnectivityState, PickerSpec),
+    spec: (ConnectivityState, PickerSpec),
     /// The last routing (xDS) applied to the policy, published with each picker.
     routing_generation: u64,
     /// The last resolution routed calls (xDS): a failure then fails the channel whatever its addresses.
     routed: bool,
     /// The previous policy's READY connections and picker, serving while a new policy connects.
-    pub(super) retired: Option<Retired>,
+    retired: Option<Retired>,
     /// The tasks of READY connections the policy let go of (`Disconnect`), finishing the calls they carry;
     /// those that ended are pruned when the list is full (so a `Disconnect` costs O(1) amortized, however
     /// many connections an address list drops), the others aborted when the channel closes.
-    pub(super) detached: Vec<JoinHandle<()>>,
+    detached: Vec<JoinHandle<()>>,
     last_failure: Option<Status>,
     /// Each address's call results while the detector has an algorithm (empty otherwise: picks then count
     /// nothing).
@@ -88,7 +89,7 @@ pub(super) struct Loop {
     /// When each ejected address was ejected, for the trace of its return.
     ejected_since: HashMap<Address, std::time::Instant>,
     /// The health watches (A17).
-    pub(super) health: HealthWatches,
+    health: HealthWatches,
 }
 
 impl Drop for Loop {
@@ -113,22 +114,13 @@ impl Loop {
         stats: Arc<PlaneStats>,
         seed: u64,
     ) -> Loop {
-        let Setup {
-            resolution,
-            settings,
-            tls,
-            route,
-            keepalive,
-            idle_timeout,
-            health,
-        } = setup;
         Loop {
-            resolution,
-            settings,
-            tls,
-            route,
-            keepalive,
-            idle_timeout,
+            resolution: setup.resolution,
+            settings: setup.settings,
+            tls: setup.tls,
+            route: setup.route,
+            keepalive: setup.keepalive,
+            idle_timeout: setup.idle_timeout,
             events_tx,
             published,
             activity: Activity::Idle {
@@ -147,7 +139,7 @@ impl Loop {
             detached: Vec::new(),
             last_failure: None,
             results: HashMap::new(),
-            health,
+            health: setup.health,
             stats,
             ejected_since: HashMap::new(),
         }
@@ -195,9 +187,7 @@ impl Loop {
                     }
                     self.on_timer();
                     // No fresh resolution in time: go on with the last one (a fresh one updates it later).
-                    let now = Instant::now();
-                    if let Some(a) = self.activity.active().filter(|a| a.fresh_wait.is_some_and(|at| at <= now)) {
-                        a.fresh_wait = None;
+                    if self.activity.fresh_wait_ran_out(Instant::now()) {
                         if let Some(state) = resolution.as_ref().map(|rx| rx.borrow().clone()) {
                             self.on_resolution(state);
                         }
@@ -289,9 +279,7 @@ impl Loop {
                         // Back from IDLE, the last resolution may be as old as the idle timeout: resolve
                         // again and wait (briefly) for the fresh result rather than connect to old addresses.
                         self.resolution.resolve_now();
-                        if let Some(a) = self.activity.active() {
-                            a.fresh_wait = Some(Instant::now() + FRESH_RESOLUTION_WAIT);
-                        }
+                        self.activity.wait_for_fresh_resolution();
                     } else if let Some(state) = resolution.map(|rx| rx.borrow().clone()) {
                         self.on_resolution(state);
                     }
@@ -311,9 +299,7 @@ impl Loop {
     /// Starts the idle timeout (a timeout too large to add to now means never). When it fires, the channel
     /// goes IDLE if no call is in flight and none ended within the timeout; otherwise it is re-armed.
     fn arm_idle_timer(&mut self) {
-        if let Some(a) = self.activity.active() {
-            a.idle_deadline = Instant::now().checked_add(self.idle_timeout);
-        }
+        self.activity.arm_idle_timer(self.idle_timeout);
     }
 
     fn is_current(&self, id: SubchannelId, generation: u64) -> bool {
@@ -321,10 +307,10 @@ impl Loop {
     }
 
     fn on_resolution(&mut self, state: State) {
-        let Some(a) = self.activity.active() else {
+        if self.activity.is_idle() {
             return;
-        };
-        a.fresh_wait = None;
+        }
+        self.activity.resolved();
         let now = self.now();
         match state {
             State::Pending => {}
@@ -443,23 +429,12 @@ impl Loop {
     /// channel has no timer.
     fn on_timer(&mut self) {
         let now = Instant::now();
-        let Some(a) = self.activity.active() else {
+        if self.activity.idle_due(now, &self.calls, self.idle_timeout) {
+            self.enter_idle();
             return;
-        };
-        if a.idle_deadline.is_some_and(|d| d <= now) {
-            match self.calls.idle_at(now, self.idle_timeout) {
-                Some(at) if at <= now => {
-                    self.enter_idle();
-                    return;
-                }
-                // The last call ended less than the timeout ago: check again when it will have.
-                Some(at) => a.idle_deadline = Some(at),
-                // Calls in flight: the earliest the channel can go idle is a timeout from now.
-                None => a.idle_deadline = now.checked_add(self.idle_timeout),
-            }
         }
-        if let Some(p) = &mut a.policy {
-            p.lb.handle_timeout(now.into_std());
+        if let Some(p) = self.activity.policy() {
+            p.handle_timeout(now.into_std());
         }
         self.sweep(now.into_std());
     }
@@ -590,11 +565,7 @@ impl Loop {
     fn enter_idle(&mut self) {
         tracing::debug!("no calls for the idle timeout: the channel goes IDLE");
         self.drop_connections();
-        let resolved_before = match &self.activity {
-            Activity::Active(a) => a.resolved,
-            Activity::Idle { resolved_before } => *resolved_before,
-        };
-        self.activity = Activity::Idle { resolved_before };
+        self.activity.enter_idle();
         self.results.clear();
         self.stats.ejections.clear();
         self.ejected_since.clear();
@@ -748,7 +719,76 @@ impl NextU64 for SplitMix64 {
 
 /// A replaced policy's connections, kept until the new policy is READY.
 pub(super) struct Retired {
-    pub(super) spec: PickerSpec,
-    pub(super) conns: HashMap<SubchannelId, (Address, Conn)>,
-    pub(super) tasks: Vec<JoinHandle<()>>,
+    spec: PickerSpec,
+    conns: HashMap<SubchannelId, (Address, Conn)>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+/// How the loop lets go of connections: all at once (IDLE, shutdown: every task aborted, those the policy
+/// already let go of too), released (a routing resolver that failed: READY connections finish the calls
+/// they carry, connecting ones stop), or retired (a policy switch: the old policy's READY connections keep
+/// serving its last picker until the new one is READY). A single connection the policy disconnects is
+/// `LbAction::Disconnect`, in `drain_actions`.
+impl Loop {
+    fn drop_connections(&mut self) {
+        self.health.stop_all();
+        self.drop_retired(true);
+        for (_, (_, task)) in self.tasks.drain() {
+            task.abort();
+        }
+        for task in self.detached.drain(..) {
+            task.abort();
+        }
+        self.conns.clear();
+    }
+
+    /// Lets go of every connection without cutting calls: a READY connection finishes the calls it
+    /// carries (then closes: its handles are gone), a connection still being made stops now, and the
+    /// retired policy's connections finish theirs too. `drop_connections` still aborts them all at close.
+    fn release_connections(&mut self) {
+        self.health.stop_all();
+        self.drop_retired(false);
+        self.detached.retain(|t| !t.is_finished());
+        for (id, (_, task)) in self.tasks.drain() {
+            if self.conns.contains_key(&id) {
+                self.detached.push(task);
+            } else {
+                task.abort();
+            }
+        }
+        self.conns.clear();
+    }
+
+    /// Keeps the current policy's connections serving its last picker (if it was READY) while a new
+    /// policy starts; otherwise closes them.
+    fn retire_policy(&mut self) {
+        // The retired connections serve as they are, unchecked, until the new policy is READY.
+        self.health.stop_all();
+        self.drop_retired(false);
+        let tasks: Vec<JoinHandle<()>> = self.tasks.drain().map(|(_, (_, task))| task).collect();
+        let conns = std::mem::take(&mut self.conns);
+        if self.spec.0 == ConnectivityState::Ready && !conns.is_empty() {
+            self.retired = Some(Retired {
+                spec: self.spec.1.clone(),
+                conns,
+                tasks,
+            });
+        } else {
+            for task in tasks {
+                task.abort();
+            }
+        }
+    }
+
+    /// Lets go of a retired policy's connections: closed at once (`abort`), or left to finish the calls
+    /// they carry (h2 closes a connection whose handles are gone once its last stream ends).
+    fn drop_retired(&mut self, abort: bool) {
+        if let Some(retired) = self.retired.take() {
+            if abort {
+                for task in retired.tasks {
+                    task.abort();
+                }
+            }
+        }
+    }
 }

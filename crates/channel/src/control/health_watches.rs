@@ -1,5 +1,5 @@
 //! The control plane's health watches (gRFC A17): which connections have a `grpc.health.v1.Health/Watch`
-//! running (one task each, [`crate::health::run`]), for which service, and what their reports do to the
+//! running (one task each, [`super::health_stream::run`]), for which service, and what their reports do to the
 //! policy, tracing and the channel's stats. The event loop owns one [`HealthWatches`] and calls it when a
 //! connection becomes READY or goes away, when the policy or the service config changes, and when a watch
 //! reports.
@@ -16,7 +16,7 @@
 //! value. A server that sends status changes faster than the loop applies them costs one slot, whatever
 //! it sends, and the loop applies the latest health, which is what matters.
 //!
-//! Not here: the Watch stream itself and its restart rule (`crate::health`, `grpc_lb::WatchRetry`).
+//! Not here: the Watch stream itself and its restart rule (`health_stream.rs`, `grpc_lb::WatchRetry`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -27,9 +27,9 @@ use grpc_retry::SplitMix64;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::{Conn, Event, PlaneStats};
-use crate::health::{self, WatchSetup, WatchSink};
-use crate::status::Status;
+use super::shared::{Conn, Event, PlaneStats};
+use crate::control::health_stream::{self, WatchSetup, WatchSink};
+use crate::wire::status::Status;
 
 /// One running watch.
 struct Watch {
@@ -165,7 +165,7 @@ impl HealthWatches {
             latest: latest.clone(),
             events: events.clone(),
         };
-        let task = tokio::spawn(health::run(
+        let task = tokio::spawn(health_stream::run(
             conn.send.clone(),
             conn.streams.clone(),
             setup.clone(),

@@ -4,7 +4,7 @@
 //!
 //! * Resolver updates (endpoints and service config, after A21) feed `update_addresses`; a new
 //!   `loadBalancingConfig` replaces the policy.
-//! * The policy's `Connect` actions start connection tasks (`connect.rs`, for every target kind: TCP or a
+//! * The policy's `Connect` actions start connection tasks (`conn/connect.rs`, for every target kind: TCP or a
 //!   Unix socket, TLS when the channel has it, the HTTP/2 handshake, then a PING whose ACK proves the
 //!   server's SETTINGS arrived), which make the subchannel READY (and reset its backoff). The task then
 //!   drives the connection and reports when it closes, drains (GOAWAY) or stops answering keepalive PINGs.
@@ -12,343 +12,96 @@
 //!   picker, a call that finds the policy IDLE wakes it.
 //! * With no call for the idle timeout (30 min by default), the channel drops its connections and goes IDLE;
 //!   `close()` (or dropping every handle) makes it SHUTDOWN.
+//!
+//! The control layer, above `conn` (it makes connections) and below `call` (calls pick from it). Here:
+//! the handle calls use ([`ControlPlane`]) and what a pick gives ([`Picked`]); what the handle and the
+//! loop share (`shared.rs`); the event loop (`event_loop.rs`), its idleness and what it is started with
+//! (`activity.rs`), and each subchannel connection's task (`subchannel.rs`); which policy a resolution asks for (`policy_choice.rs`); name resolution
+//! ([`resolver`], running the channel's resolver, and [`resolver_state`], what it hands the channel);
+//! health checking (gRFC A17: [`health_stream`], one Watch stream, and `health_watches.rs`, which
+//! connections run one); and outlier detection's call results ([`outlier`], gRFC A50). The xDS resolver
+//! plugs in through [`resolver_state::StartResolver`] and lives in `xds/`, above: it runs its ADS stream
+//! on a `Channel`.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use grpc_lb::{
-    Address, ConnectivityState, LbPolicy, OutlierDetector, PickRequest, PickResult, Picker,
-    PickerSpec, PolicyConfig, SubchannelId,
-};
+use grpc_lb::{Address, ConnectivityState, PickRequest, PickResult, Picker, PickerSpec};
 use grpc_service_config::Target;
 use h2::client::SendRequest;
 use tokio::sync::{mpsc, oneshot, watch};
-use tokio::time::Instant;
 
+mod activity;
 mod event_loop;
+pub(crate) mod health_stream;
 mod health_watches;
+pub(crate) mod outlier;
 mod policy_choice;
-mod teardown;
+pub(crate) mod resolver;
+pub(crate) mod resolver_state;
+mod shared;
+mod subchannel;
 
+use activity::Setup;
 use event_loop::Loop;
 use health_watches::HealthWatches;
+pub(crate) use shared::{clock_seed, CallGuard};
+use shared::{ActiveCalls, Event, PlaneStats, Published};
 
-use crate::attempt::{Pick, PickError, Picked};
-use crate::connect::{connect, AbortOnDrop, Established, Http2Settings};
-use crate::health::{HealthStats, WatchSetup};
-use crate::keepalive::{self, Keepalive, OpenStreams};
-use crate::outlier::{CallResults, EjectionStats};
-use crate::proxy::Route;
-use crate::resolution::Resolution;
-use crate::resolved::RoutedTo;
-use crate::sniff::GoAway;
-use crate::status::{Code, Status};
-use crate::tls::TlsConnector;
+use crate::conn::connect::Http2Settings;
+use crate::conn::keepalive::Keepalive;
+use crate::conn::proxy::Route;
+use crate::conn::tls::TlsConnector;
+use crate::control::health_stream::WatchSetup;
+use crate::control::outlier::CallResults;
+use crate::control::resolver::Resolution;
+use crate::control::resolver_state::RoutedTo;
+use crate::wire::status::{Code, Status};
 
 /// How long a channel with no calls keeps its connections (A62 recommends 30 minutes).
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 
-/// A READY connection as the event loop holds it: where calls open their streams, and the count of the
-/// streams the channel itself keeps open on it (the health Watch), which its keepalive reads.
-#[derive(Clone)]
-struct Conn {
-    send: SendRequest<Bytes>,
-    streams: OpenStreams,
+/// A pick that failed, and the call's status.
+pub(crate) enum PickError {
+    /// No connection for the call: the picker failed it (a call not waiting for ready), or the channel is
+    /// shut down.
+    Failed(Status),
+    /// The load balancer dropped the call (an xDS drop category, or its cluster's circuit breaker): never
+    /// retried.
+    Dropped(Status),
 }
 
-/// What a picker hands out for a READY subchannel: its connection and, while outlier detection is on, its
-/// address's call results (an `Arc` clone per pick, no allocation).
-#[derive(Clone)]
-struct Handle {
-    conn: SendRequest<Bytes>,
-    results: Option<Arc<CallResults>>,
-}
-
-/// What calls see: the state and the picker, swapped together.
-pub(crate) struct Published {
-    pub(crate) state: ConnectivityState,
-    picker: Picker<Handle>,
-    /// The last routing (xDS) the picker's policy has applied ([`crate::resolved::Routing::generation`]).
-    routing_generation: u64,
-    /// The last connection failure, kept as the source of the statuses of failed picks.
-    last_failure: Option<Status>,
-}
-
-impl Published {
-    /// Whether the picker's policy has applied the routing that chose `cluster` (always, without one).
-    fn applied(&self, cluster: Option<&RoutedTo>) -> bool {
-        cluster.is_none_or(|c| c.generation <= self.routing_generation)
-    }
-}
-
-enum Event {
-    Ready(SubchannelId, u64, Address, Conn),
-    Failed(SubchannelId, u64, Status),
-    Closed(SubchannelId, u64),
-    /// The server sent GOAWAY: no new stream goes to the connection; its streams finish on it.
-    Draining(SubchannelId, u64, GoAway),
-    /// The health watch with this serial on a subchannel has news: its latest health (in its slot), and
-    /// the status of its end if the server has no health service.
-    Health(SubchannelId, u64, Option<Status>),
-    ExitIdle,
-    Shutdown,
-}
-
-/// What a connection task needs of its channel.
-struct ChannelParts {
-    settings: Http2Settings,
-    tls: Option<TlsConnector>,
-    route: Route,
-    keepalive: Arc<Keepalive>,
-    active: Arc<ActiveCalls>,
-    events: mpsc::UnboundedSender<Event>,
-}
-
-/// One connection attempt and, once READY, the connection's life.
-async fn connect_subchannel(
-    id: SubchannelId,
-    generation: u64,
-    addr: Address,
-    deadline: Instant,
-    channel: ChannelParts,
-) {
-    let ChannelParts {
-        settings,
-        tls,
-        route,
-        keepalive,
-        active,
-        events,
-    } = channel;
-    let ended = connect(&addr, deadline, &settings, tls.as_ref(), &route).await;
-    match ended {
-        Ok(Established {
-            send,
-            driver,
-            mut closed,
-            seen,
-            ping_pong,
-        }) => {
-            // The streams of the channel's own on this connection (the health Watch): with its calls,
-            // they keep keepalive pinging.
-            let streams = OpenStreams::default();
-            let conn = Conn {
-                send,
-                streams: streams.clone(),
-            };
-            let _ = events.send(Event::Ready(id, generation, addr.clone(), conn));
-            // Aborting this task (Disconnect) must close the connection too.
-            let _abort = AbortOnDrop(driver);
-            tokio::select! {
-                _ = &mut closed => {
-                    let _ = events.send(Event::Closed(id, generation));
-                }
-                goaway = seen.goaway_received() => {
-                    keepalive.on_goaway(&goaway);
-                    let _ = events.send(Event::Draining(id, generation, goaway));
-                    let _ = closed.await;
-                }
-                status = keepalive::run(keepalive.clone(), ping_pong, seen.clone(), || active.in_use() || streams.any()) => {
-                    // The peer stopped answering: close the connection (its calls fail UNAVAILABLE).
-                    tracing::info!(%addr, %status, "closing the connection");
-                    let _ = events.send(Event::Closed(id, generation));
-                }
-            }
-        }
-        Err(error) => {
-            let _ = events.send(Event::Failed(id, generation, error));
-        }
-    }
-}
-
-/// Counts the calls in flight, and remembers when the last one ended. Calls never message the control
-/// plane: its idle timer reads this when it fires (as grpc-go's idleness manager does), so a call costs a
-/// clock read and three atomic updates, not a wake-up of the control plane's task.
-pub(crate) struct ActiveCalls {
-    count: AtomicUsize,
-    /// When a call last ended, in nanoseconds since `base` (0: never).
-    last_end: AtomicU64,
-    base: Instant,
-}
-
-impl ActiveCalls {
-    fn new() -> Arc<ActiveCalls> {
-        Arc::new(ActiveCalls {
-            count: AtomicUsize::new(0),
-            last_end: AtomicU64::new(0),
-            base: Instant::now(),
-        })
-    }
-
-    /// Registers a call; the guard ends it.
-    pub(crate) fn call_started(self: &Arc<Self>) -> CallGuard {
-        self.count.fetch_add(1, Ordering::AcqRel);
-        CallGuard(self.clone())
-    }
-
-    /// Whether a call is in flight.
-    pub(crate) fn in_use(&self) -> bool {
-        self.count.load(Ordering::Acquire) > 0
-    }
-
-    /// When the channel may go idle, asked at `now`: `None` while a call is in flight; otherwise `timeout`
-    /// after the last call ended (or `now` if no call ended for that long, or ever). `None` also when that
-    /// is too far to represent (never).
-    fn idle_at(&self, now: Instant, timeout: Duration) -> Option<Instant> {
-        if self.in_use() {
-            return None;
-        }
-        match self.last_end.load(Ordering::Acquire) {
-            0 => Some(now),
-            nanos => self
-                .base
-                .checked_add(Duration::from_nanos(nanos))
-                .and_then(|end| end.checked_add(timeout))
-                .map(|at| at.max(now)),
-        }
-    }
-}
-
-/// Held by a call while it runs.
-pub(crate) struct CallGuard(Arc<ActiveCalls>);
-
-impl Drop for CallGuard {
-    fn drop(&mut self) {
-        let active = &self.0;
-        // The end is noted before the count drops, so an idle timer that sees no call in flight sees every
-        // call's end. At least 1 ns, as 0 means "never".
-        let nanos = Instant::now()
-            .saturating_duration_since(active.base)
-            .as_nanos();
-        let nanos = u64::try_from(nanos).unwrap_or(u64::MAX).max(1);
-        active.last_end.fetch_max(nanos, Ordering::AcqRel);
-        active.count.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// What the event loop writes for `Channel::stats()`: one allocation, shared by the loop and every handle.
-#[derive(Default)]
-pub(crate) struct PlaneStats {
-    /// Outlier detection's ejections (gRFC A50).
-    ejections: EjectionStats,
-    /// The addresses whose health check says not serving (gRFC A17).
-    health: HealthStats,
-}
-
-/// What the event loop is started with.
-struct Setup {
-    resolution: Arc<Resolution>,
-    settings: Http2Settings,
-    /// TLS for every connection, or plaintext.
-    tls: Option<TlsConnector>,
-    /// Which connections go through an HTTP CONNECT proxy.
-    route: Route,
-    keepalive: Arc<Keepalive>,
-    idle_timeout: Duration,
-    /// The health watches (A17).
-    health: HealthWatches,
-}
-
-/// Whether the channel is IDLE (gRFC A62: no call for the idle timeout), and what exists only while it is
-/// not: the idle timer, the load-balancing policy and the outlier detector.
-///
-/// ```text
-///   Idle ──a call, `connect()`──▶ Active ──no call for the idle timeout──▶ Idle
-/// ```
-// One per channel, in its event loop: boxing the active side would cost an allocation each time the
-// channel leaves IDLE, and save nothing.
-#[allow(clippy::large_enum_variant)]
-enum Activity {
-    /// No policy, no connections, no timer: the next call or `connect()` makes the channel leave IDLE.
-    Idle {
-        /// The channel left IDLE with a resolution before, which may now be as old as the idle timeout.
-        resolved_before: bool,
-    },
-    /// Out of IDLE.
-    Active(Active),
-}
-
-/// What an active channel has.
-struct Active {
-    /// When the idle timer fires (`None`: never; a timeout too large to add to now).
-    idle_deadline: Option<Instant>,
-    /// Leaving IDLE, waiting until then for a fresh resolution.
-    fresh_wait: Option<Instant>,
-    /// The policy, from the first resolution on (none again after a routing resolver failed).
-    policy: Option<Policy>,
-    /// Outlier detection, when the config has it.
-    outlier: Option<OutlierDetector>,
-    /// The channel left IDLE with a resolution (not when its resolver could not be set up): its
-    /// resolution may be stale when it leaves IDLE again.
-    resolved: bool,
-}
-
-/// The load-balancing policy, and the config it was made from.
-struct Policy {
-    lb: LbPolicy,
-    config: PolicyConfig,
-}
-
-impl Activity {
-    fn is_idle(&self) -> bool {
-        matches!(self, Activity::Idle { .. })
-    }
-
-    /// Leaves IDLE (if the channel is IDLE), with or without a resolution to use; if it was IDLE, whether
-    /// it had left IDLE with a resolution before.
-    fn leave_idle(&mut self, resolution: bool) -> Option<bool> {
-        let Activity::Idle { resolved_before } = *self else {
-            return None;
-        };
-        *self = Activity::Active(Active {
-            idle_deadline: None,
-            fresh_wait: None,
-            policy: None,
-            outlier: None,
-            resolved: resolution || resolved_before,
-        });
-        Some(resolved_before)
-    }
-
-    /// The active channel's state, `None` when IDLE.
-    fn active(&mut self) -> Option<&mut Active> {
+impl PickError {
+    /// The call's status.
+    pub(crate) fn into_status(self) -> Status {
         match self {
-            Activity::Active(active) => Some(active),
-            Activity::Idle { .. } => None,
+            PickError::Failed(status) | PickError::Dropped(status) => status,
         }
     }
+}
 
-    fn policy(&mut self) -> Option<&mut LbPolicy> {
-        self.active()?.policy.as_mut().map(|p| &mut p.lb)
-    }
+/// A connection chosen for an attempt, and its address (a socket address, or a Unix socket path).
+pub(crate) struct Picked {
+    pub(crate) conn: SendRequest<Bytes>,
+    pub(crate) addr: Address,
+    /// Where the attempt's result counts, while outlier detection is on.
+    pub(crate) results: Option<Arc<CallResults>>,
+    /// The attempt's place under its cluster's circuit breaker (xDS, gRFC A32), released when it goes.
+    pub(crate) breaker: Option<grpc_lb::CallGuard>,
+}
 
-    fn outlier(&mut self) -> Option<&mut OutlierDetector> {
-        self.active()?.outlier.as_mut()
-    }
+pub(crate) type PickFuture = Pin<Box<dyn Future<Output = Result<Picked, PickError>> + Send>>;
 
-    /// The earliest of the active channel's timers: the policy's, the idle timer, the wait for a fresh
-    /// resolution, the outlier detector's sweep.
-    fn next_timer(&self) -> Option<Instant> {
-        let Activity::Active(a) = self else {
-            return None;
-        };
-        [
-            a.policy
-                .as_ref()
-                .and_then(|p| p.lb.poll_timeout().map(Instant::from_std)),
-            a.idle_deadline,
-            a.fresh_wait,
-            a.outlier
-                .as_ref()
-                .and_then(|d| d.poll_timeout().map(Instant::from_std)),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
-    }
+/// How an attempt gets its connection.
+pub(crate) enum Pick {
+    /// Picked at once: the picker chose a connection ready for a new stream (taken when the attempt opens).
+    Now(Option<Picked>),
+    /// A pick that waits (queued, failing, or a connection not ready yet).
+    Later(PickFuture),
 }
 
 /// The handle calls use.
@@ -384,10 +137,7 @@ impl ControlPlane {
         });
         let (published_tx, published_rx) = watch::channel(initial);
         let (stop_tx, stop_rx) = oneshot::channel();
-        let seed = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(7);
+        let seed = shared::clock_seed();
         let active = ActiveCalls::new();
         let stats = Arc::new(PlaneStats::default());
         let setup = Setup {
@@ -631,38 +381,5 @@ impl ControlPlane {
                 )));
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test(start_paused = true)]
-    async fn idle_at_counts_from_the_last_call_end_and_waits_for_calls_in_flight() {
-        let timeout = Duration::from_secs(60);
-        let active = ActiveCalls::new();
-        let start = Instant::now();
-        assert_eq!(active.idle_at(start, timeout), Some(start), "no call ever");
-        let a = active.call_started();
-        let b = active.call_started();
-        tokio::time::advance(Duration::from_secs(10)).await;
-        drop(a);
-        assert_eq!(active.idle_at(Instant::now(), timeout), None, "b in flight");
-        tokio::time::advance(Duration::from_secs(10)).await;
-        let b_end = Instant::now();
-        drop(b);
-        assert_eq!(
-            active.idle_at(Instant::now(), timeout),
-            Some(b_end + timeout)
-        );
-        tokio::time::advance(Duration::from_secs(100)).await;
-        let now = Instant::now();
-        assert_eq!(
-            active.idle_at(now, timeout),
-            Some(now),
-            "quiet for long enough"
-        );
-        assert_eq!(active.idle_at(now, Duration::MAX), None, "never");
     }
 }

@@ -5,7 +5,7 @@
 use grpc_lb::{OutlierDetectionConfig, PolicyConfig};
 use grpc_service_config::{LbConfig, ServiceConfig};
 
-use crate::resolved::Routing;
+use crate::control::resolver_state::Routing;
 
 /// The policy for a resolution: the xDS cluster manager with `routing`, else what `config` selects.
 pub(super) fn policy_choice(

@@ -38,9 +38,9 @@ use tokio::time::Instant;
 
 use crate::call::{RequestSender, Streaming};
 use crate::channel::Channel;
+use crate::conn::tls::TlsConfig;
 use crate::request::Request;
-use crate::status::Status;
-use crate::tls::TlsConfig;
+use crate::wire::status::Status;
 
 /// The ADS method.
 const ADS_PATH: &str =
@@ -148,10 +148,7 @@ impl AdsClient {
             },
         );
         let (commands, receiver) = mpsc::unbounded_channel();
-        let seed = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0x5eed);
+        let seed = crate::control::clock_seed();
         let xds_client: SharedClient = Arc::new(Mutex::new(XdsClient::new(
             server.server_features,
             Instant::now().into_std(),

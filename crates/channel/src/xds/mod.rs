@@ -3,6 +3,10 @@
 //! the admin view of the client's resources ([`admin`], `Channel::xds_resources`). The sans-IO parts
 //! (bootstrap, request rules, the client's cache and timers, resource validation) live in the `grpc-xds`
 //! crate.
+//!
+//! In the API layer, beside the crate root rather than under `control/`: the ADS stream runs on this crate's
+//! own [`Channel`](crate::Channel) (and its `RequestSender` and `Streaming`), and `builder.rs` starts the
+//! resolver, which plugs into the control plane through `control::resolver_state::StartResolver`.
 
 pub(crate) mod admin;
 pub(crate) mod ads;

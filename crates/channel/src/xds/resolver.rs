@@ -47,9 +47,11 @@ use parking_lot::Mutex;
 use tokio::sync::{watch, Notify};
 
 use super::ads::{AdsClient, ResourceWatch, WatchState};
-use crate::metadata::MetadataMap;
-use crate::resolved::{ClusterHold, ExternalTask, Routed, Router, Routing, StartResolver, State};
-use crate::status::Status;
+use crate::control::resolver_state::{
+    ClusterHold, ExternalTask, Routed, Router, Routing, StartResolver, State,
+};
+use crate::wire::metadata::MetadataMap;
+use crate::wire::status::Status;
 
 /// The resolver's task; dropping it stops the task (and its watches).
 #[derive(Debug)]
@@ -189,7 +191,8 @@ async fn run(
         route: None,
         clusters: BTreeMap::new(),
         endpoints: BTreeMap::new(),
-        channel_id: SplitMix64::new(time_seed() ^ (Arc::as_ptr(&notify) as u64)).next_u64(),
+        channel_id: SplitMix64::new(crate::control::clock_seed() ^ (Arc::as_ptr(&notify) as u64))
+            .next_u64(),
     };
     let mut last: Option<Arc<Routing>> = None;
     let mut generation = 0u64;
@@ -530,7 +533,7 @@ impl XdsRouter {
             listener_max_stream_duration,
             methods,
             labels,
-            rng: Mutex::new(SplitMix64::new(time_seed() ^ channel_id)),
+            rng: Mutex::new(SplitMix64::new(crate::control::clock_seed() ^ channel_id)),
             channel_id,
             holds: BTreeMap::new(),
         }
@@ -588,14 +591,6 @@ impl Router for XdsRouter {
             ))),
         }
     }
-}
-
-/// A seed from the clock (nanoseconds since the epoch).
-fn time_seed() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0x5eed)
 }
 
 /// A44: the route's retry policy as an A6 method config (through the service config's own parser).

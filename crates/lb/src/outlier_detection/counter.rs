@@ -28,14 +28,14 @@ impl CallCounts {
 
 /// One address's two buckets.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct CallCounter {
+pub(crate) struct CallBuckets {
     /// Calls finished since the last sweep.
     active: CallCounts,
     /// Calls finished in the interval before the last sweep.
     inactive: CallCounts,
 }
 
-impl CallCounter {
+impl CallBuckets {
     /// Counts one finished call.
     pub(crate) fn record(&mut self, success: bool) {
         let count = if success {
@@ -59,7 +59,7 @@ impl CallCounter {
 
     /// Both buckets emptied (a timer that starts afresh).
     pub(crate) fn reset(&mut self) {
-        *self = CallCounter::default();
+        *self = CallBuckets::default();
     }
 
     /// Calls since the last sweep.
@@ -79,7 +79,7 @@ mod tests {
 
     #[test]
     fn a_sweep_moves_the_active_bucket_to_the_inactive_one() {
-        let mut c = CallCounter::default();
+        let mut c = CallBuckets::default();
         c.record(true);
         c.record(true);
         c.record(false);
@@ -105,7 +105,7 @@ mod tests {
             "the older interval is gone"
         );
         c.reset();
-        assert_eq!(c, CallCounter::default());
+        assert_eq!(c, CallBuckets::default());
     }
 
     #[test]

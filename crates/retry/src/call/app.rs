@@ -5,7 +5,7 @@ use std::time::Instant;
 use grpc_code::Code;
 
 use super::{AttemptEnd, AttemptId, LocalReason, RetryCall};
-use crate::app_policy::{AppRetryPolicy, AttemptDetails, RetryDecision, RetryInfo};
+use crate::app_policy::{AppRetryPolicy, AttemptDetails, FailedAttempt, RetryDecision};
 use crate::policy::DEFAULT_MAX_ATTEMPTS_CAP;
 use crate::pushback::Pushback;
 
@@ -37,7 +37,7 @@ impl RetryCall {
             self.charge_failure();
             return self.finish(done, now);
         }
-        let info = RetryInfo {
+        let info = FailedAttempt {
             attempt: number,
             code: end.code,
             message: if timed_out {

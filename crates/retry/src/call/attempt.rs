@@ -1,8 +1,9 @@
-//! An attempt: its id, where it failed and how it ended (the vocabulary the channel reports in), and what
-//! the state machine keeps about each.
+//! An attempt: its id and how it ended (the vocabulary the channel reports in; where it failed is
+//! `grpc_base::FailurePlace`), and what the state machine keeps about each.
 
 use std::time::Instant;
 
+use grpc_base::FailurePlace;
 use grpc_code::Code;
 
 use crate::pushback::Pushback;
@@ -10,28 +11,6 @@ use crate::pushback::Pushback;
 /// Identifies one attempt of a call: 0 is the original, then in the order they were started.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct AttemptId(pub u32);
-
-/// Where an attempt failed (gRFC A6 "Transparent Retries": the four places an RPC can fail).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum FailurePlace {
-    /// The load balancer dropped the call: it fails at once, with no retry of any kind, and the throttle is
-    /// not touched (no backend saw it).
-    Dropped,
-    /// The pick failed (e.g. TRANSIENT_FAILURE for a fail-fast call): the configured policy applies.
-    PickFailed,
-    /// The pick succeeded but nothing left the client: transparent retry, without limit until the deadline.
-    NotSent,
-    /// The server's HTTP/2 stack refused it before its application saw it (REFUSED_STREAM, GOAWAY above the
-    /// stream): one transparent retry per call, never after an attempt was processed.
-    Unprocessed,
-    /// The server's application may have seen it (trailers, or a failure after the request went out): the
-    /// configured policy applies.
-    Processed,
-    /// A local error that is nobody's failure, e.g. a request the HTTP/2 library refuses to send (malformed
-    /// metadata): the call ends at once with this attempt's status; never retried, transparently or by policy,
-    /// and never counted by the throttle.
-    Local,
-}
 
 /// How an attempt ended: build it with [`AttemptEnd::status`] or [`AttemptEnd::failure`] (more fields may
 /// come).

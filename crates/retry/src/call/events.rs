@@ -3,12 +3,10 @@
 
 use std::time::Instant;
 
-use grpc_base::Address;
+use grpc_base::{Address, FailurePlace};
 
 use super::timers::HedgeTimer;
-use super::{
-    AttemptEnd, AttemptId, FailurePlace, LocalReason, Mode, Outcome, RetryCall, UnprocessedRetry,
-};
+use super::{AttemptEnd, AttemptId, LocalReason, Mode, Outcome, RetryCall, UnprocessedRetry};
 use crate::app_policy::AttemptDetails;
 
 impl RetryCall {

@@ -4,10 +4,11 @@
 
 use std::time::Instant;
 
+use grpc_base::FailurePlace;
 use grpc_code::Code;
 
 use super::attempt::AttemptState;
-use super::{AttemptEnd, AttemptId, FailurePlace, Mode, RetryCall};
+use super::{AttemptEnd, AttemptId, Mode, RetryCall};
 
 impl RetryCall {
     /// Re-arms the per-attempt receive timer at the earliest deadline of the live attempts; none once the

@@ -9,8 +9,8 @@ use grpc_code::Code::*;
 
 use super::*;
 use crate::{
-    AppRetryPolicy, AttemptDetails, Exponential, Linear, NoRetry, PolicySource, Precedence,
-    RetryDecision, RetryInfo, Rng,
+    AppRetryPolicy, AttemptDetails, Exponential, FailedAttempt, Linear, NoRetry, PolicySource,
+    Precedence, RetryDecision, Rng,
 };
 
 fn app(policy: impl AppRetryPolicy + 'static) -> Timeline {
@@ -144,7 +144,7 @@ impl AppRetryPolicy for TrailerDriven {
         4
     }
 
-    fn decide(&self, info: &RetryInfo<'_>, _rng: &mut dyn Rng) -> RetryDecision {
+    fn decide(&self, info: &FailedAttempt<'_>, _rng: &mut dyn Rng) -> RetryDecision {
         let seen = format!(
             "attempt={} code={:?} message={} elapsed={}ms timed_out={}",
             info.attempt,
@@ -424,7 +424,7 @@ impl AppRetryPolicy for StopOnTimeout {
         3
     }
 
-    fn decide(&self, info: &RetryInfo<'_>, _rng: &mut dyn Rng) -> RetryDecision {
+    fn decide(&self, info: &FailedAttempt<'_>, _rng: &mut dyn Rng) -> RetryDecision {
         self.0
             .lock()
             .expect("lock")

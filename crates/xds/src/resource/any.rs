@@ -13,7 +13,25 @@ use super::listener::parse_listener_within;
 use super::matcher::RegexBudget;
 use super::route::parse_route_config_within;
 use super::{decode_any, Cluster, Endpoints, Listener, ResourceType, RouteConfig};
-use crate::client::Decoded;
+
+/// One resource in a response, as the caller decoded it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Decoded<R> {
+    /// A valid resource.
+    Valid {
+        /// Its name.
+        name: String,
+        /// Its value.
+        value: R,
+    },
+    /// An invalid one: its name when it could be read, and why it is invalid.
+    Invalid {
+        /// Its name, if known.
+        name: Option<String>,
+        /// Why it was rejected.
+        reason: String,
+    },
+}
 
 /// A valid resource of any of the four types.
 #[derive(Clone, Debug, PartialEq)]

@@ -19,7 +19,7 @@ mod cluster;
 mod endpoint;
 mod outlier_detection;
 
-pub use any::{decode, decode_response, Resource};
+pub use any::{decode, decode_response, Decoded, Resource};
 pub use cluster::{
     Cluster, ClusterKind, ClusterLb, LoadReporting, AGGREGATE_CLUSTER_TYPE_URL,
     DEFAULT_CHOICE_COUNT, DEFAULT_MAX_REQUESTS, DEFAULT_MIN_RING_SIZE, MAX_RING_SIZE,

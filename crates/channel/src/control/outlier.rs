@@ -1,0 +1,172 @@
+//! Outlier detection (gRFC A50), the part calls touch: each address's call results, counted with two atomics
+//! that the picked connection's handle shares with the control plane, and what `Channel::stats()` shows of
+//! the ejections. The decisions are `grpc_lb::OutlierDetector`'s, run by the control plane's event loop,
+//! which takes these counts into it before each sweep (`control/event_loop.rs`): a call never messages the
+//! loop, and counting costs it two relaxed atomic adds at most, no allocation.
+//!
+//! Which results count (A50: "OK is a success, anything else a failure"): every attempt that got a
+//! connection from a pick counts once, when it ends, on the address it picked: the committed attempt with
+//! the call's final status, and every retry or hedge attempt that ended before commit with its own status
+//! (a transparent retry's unprocessed attempt included: the address did refuse it). A deadline the client
+//! enforced counts as a failure (DEADLINE_EXCEEDED), as in C-core, where the status the call finishes
+//! with is what the picker's call tracker sees: for the committed attempt, and for every attempt the
+//! deadline cut before commit (a unary call to a backend that never answers commits on nothing, and still
+//! counts). An attempt cut by its own `perAttemptRecvTimeout` (gRFC A44), a retry attempt or a hedge,
+//! counts as a failure too (CANCELLED, the status C-core's call tracker sees for it) once its HEADERS left
+//! for the server: a backend that takes calls and never answers is ejected even when retries save every
+//! call, instead of costing each call that lands there the timeout and a throttle token for as long as it
+//! stays silent. An attempt the timeout cut while h2 still held it in its local queue (the server's
+//! `MAX_CONCURRENT_STREAMS` reached, by this channel's own long streams) does not count: it never reached
+//! the backend (C-core counts it; ejecting a healthy backend because the client filled it would be wrong).
+//!
+//! Not counted: attempts whose pick failed (no address); a committed attempt the client itself cancelled
+//! (the application's cancel or a dropped call: nothing the backend did); and a hedge cancelled because
+//! another attempt won the call (the call committed elsewhere). That last one departs from C-core, which
+//! counts every cancelled attempt as a failure: a hedge that lost the race says nothing about its backend
+//! (hedging exists to race healthy backends against each other, and counting the losers would eject the
+//! slower half of a healthy fleet), and a backend that never answers is still found out by the hedges
+//! `perAttemptRecvTimeout` cuts there, or by the deadlines it causes. Counting happens only while the
+//! detector has an algorithm configured: otherwise picks carry no counter at all.
+//!
+//! Ejection state does not survive IDLE: a channel that goes IDLE (no call for its idle timeout) drops
+//! its policy and its `OutlierDetector` with its connections, and the policy it builds when it leaves IDLE
+//! starts with every address in service, its multipliers at zero and its counters empty (only the
+//! ejection counts `Channel::stats()` shows are kept). grpc-go and C-core do the same: their IDLE shuts
+//! the whole LB policy tree down, outlier detection included, and leaving it builds a new one. A backend
+//! still failing is ejected again after the first interval with enough calls.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use grpc_lb::CallCounts;
+use parking_lot::Mutex;
+
+use crate::wire::status::Code;
+
+/// One address's call results since the control plane last took them.
+#[derive(Debug, Default)]
+pub(crate) struct CallResults {
+    successes: AtomicU64,
+    failures: AtomicU64,
+}
+
+/// Why an attempt ended, as far as counting goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AttemptResult {
+    /// The attempt ended with this status (from the server, the connection, or the client's deadline).
+    Ended(Code),
+    /// The client cancelled it (the application, a dropped call): not counted.
+    Cancelled,
+}
+
+impl CallResults {
+    /// Counts one attempt's end.
+    pub(crate) fn record(&self, result: AttemptResult) {
+        let counter = match result {
+            AttemptResult::Ended(Code::Ok) => &self.successes,
+            AttemptResult::Ended(_) => &self.failures,
+            AttemptResult::Cancelled => return,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Takes the counts so far, leaving zero.
+    pub(crate) fn take(&self) -> CallCounts {
+        CallCounts {
+            successes: self.successes.swap(0, Ordering::Relaxed),
+            failures: self.failures.swap(0, Ordering::Relaxed),
+        }
+    }
+}
+
+/// What the control plane publishes of outlier detection for [`crate::Channel::stats`]: the addresses
+/// ejected now, and how often each address was ejected since the channel started (addresses shown as
+/// text: `ip:port` or a Unix socket path).
+#[derive(Debug, Default)]
+pub(crate) struct EjectionStats {
+    inner: Mutex<EjectionCounts>,
+}
+
+#[derive(Debug, Default)]
+struct EjectionCounts {
+    ejected: Vec<String>,
+    ejections: BTreeMap<String, u64>,
+}
+
+/// The most addresses whose ejection counts are kept: a channel whose address list keeps changing does
+/// not grow this without bound (the counts of addresses beyond it are not kept).
+const MAX_COUNTED_ADDRESSES: usize = 1024;
+
+impl EjectionStats {
+    /// The control plane ejected `address`.
+    pub(crate) fn ejected(&self, address: String) {
+        let mut inner = self.inner.lock();
+        let known = inner.ejections.len();
+        match inner.ejections.get_mut(&address) {
+            Some(count) => *count += 1,
+            None if known < MAX_COUNTED_ADDRESSES => {
+                inner.ejections.insert(address.clone(), 1);
+            }
+            None => {}
+        }
+        if !inner.ejected.contains(&address) {
+            inner.ejected.push(address);
+        }
+    }
+
+    /// `address` is back in service.
+    pub(crate) fn unejected(&self, address: &str) {
+        self.inner.lock().ejected.retain(|a| a != address);
+    }
+
+    /// Nothing is ejected (detection off, or the channel idle).
+    pub(crate) fn clear(&self) {
+        self.inner.lock().ejected.clear();
+    }
+
+    /// The ejected addresses, and the ejection count of each address ever ejected.
+    pub(crate) fn snapshot(&self) -> (Vec<String>, BTreeMap<String, u64>) {
+        let inner = self.inner.lock();
+        (inner.ejected.clone(), inner.ejections.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ok_is_a_success_any_other_status_a_failure_and_a_cancel_nothing() {
+        let results = CallResults::default();
+        results.record(AttemptResult::Ended(Code::Ok));
+        results.record(AttemptResult::Ended(Code::Ok));
+        results.record(AttemptResult::Ended(Code::Unavailable));
+        results.record(AttemptResult::Ended(Code::DeadlineExceeded));
+        results.record(AttemptResult::Ended(Code::NotFound));
+        results.record(AttemptResult::Cancelled);
+        assert_eq!(
+            results.take(),
+            CallCounts {
+                successes: 2,
+                failures: 3
+            }
+        );
+        assert_eq!(results.take(), CallCounts::default(), "taken");
+    }
+
+    #[test]
+    fn ejection_stats_list_the_ejected_and_count_every_ejection() {
+        let stats = EjectionStats::default();
+        stats.ejected("10.0.0.1:443".into());
+        stats.ejected("10.0.0.2:443".into());
+        stats.unejected("10.0.0.1:443");
+        stats.ejected("10.0.0.1:443".into());
+        let (ejected, counts) = stats.snapshot();
+        assert_eq!(ejected, ["10.0.0.2:443", "10.0.0.1:443"]);
+        assert_eq!(counts.get("10.0.0.1:443"), Some(&2));
+        assert_eq!(counts.get("10.0.0.2:443"), Some(&1));
+        stats.clear();
+        assert!(stats.snapshot().0.is_empty());
+        assert_eq!(stats.snapshot().1.len(), 2, "counts stay");
+    }
+}
