@@ -24,7 +24,7 @@ use tokio::time::Instant;
 
 use crate::call::send_stream::{OnError, Outbox, SendHalf, WriteError, Written};
 use crate::control::outlier::{AttemptResult, CallResults};
-use crate::control::{Pick, Picked};
+use crate::control::{Pick, PickError, Picked};
 use crate::wire::compression::{Encoding, EncodingSet, ReceivedEncoding};
 use crate::wire::metadata::names::{
     GRPC_ACCEPT_ENCODING, GRPC_ENCODING, GRPC_PREVIOUS_RPC_ATTEMPTS, GRPC_TIMEOUT,
@@ -259,12 +259,11 @@ impl Attempt {
             Ok(picked) => picked,
             Err(e) => {
                 self.state = State::Done;
-                let place = if e.dropped {
-                    FailurePlace::Dropped
-                } else {
-                    FailurePlace::PickFailed
+                let (place, status) = match e {
+                    PickError::Failed(status) => (FailurePlace::PickFailed, status),
+                    PickError::Dropped(status) => (FailurePlace::Dropped, status),
                 };
-                return Poll::Ready(ended(place, e.status));
+                return Poll::Ready(ended(place, status));
             }
         };
         self.results = results;
