@@ -55,7 +55,7 @@ pub(crate) struct Shared {
     /// reports instead of the reset it sees.
     pub(super) sender_failure: Option<Status>,
     /// Counts the call as active for the channel's idle timeout while either half lives.
-    _active: Option<crate::control::CallGuard>,
+    _active: Option<crate::control::ActiveCallGuard>,
     /// The call's span and metrics.
     pub(crate) telemetry: CallTelemetry,
     /// An exactly-once call's id: in flight until the call ends (its status is known).
@@ -172,7 +172,7 @@ struct CommittedAttempt {
     /// Where the committed attempt's result counts (outlier detection).
     results: Option<Arc<CallResults>>,
     /// The call's place under its cluster's circuit breaker (xDS, gRFC A32), released when the call ends.
-    breaker: Option<grpc_lb::CallGuard>,
+    breaker: Option<grpc_lb::BreakerClaim>,
     /// The attempt's span and metrics.
     telemetry: AttemptTelemetry,
 }
@@ -273,7 +273,7 @@ impl Shared {
     /// A call whose attempts the retry driver runs until it commits; routed (xDS), it keeps `cluster`, its
     /// reference to its cluster, until it commits (every attempt of the call goes there).
     pub(crate) fn driving(
-        active: Option<crate::control::CallGuard>,
+        active: Option<crate::control::ActiveCallGuard>,
         cluster: Option<crate::control::resolver_state::ClusterHold>,
         telemetry: CallTelemetry,
     ) -> SharedRef {

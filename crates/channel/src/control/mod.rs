@@ -49,7 +49,7 @@ mod subchannel;
 use activity::Setup;
 use event_loop::Loop;
 use health_watches::HealthWatches;
-pub(crate) use shared::{clock_seed, CallGuard};
+pub(crate) use shared::{clock_seed, ActiveCallGuard};
 use shared::{ActiveCalls, Event, PlaneStats, Published};
 
 use crate::conn::connect::Http2Settings;
@@ -91,7 +91,7 @@ pub(crate) struct Picked {
     /// Where the attempt's result counts, while outlier detection is on.
     pub(crate) results: Option<Arc<CallResults>>,
     /// The attempt's place under its cluster's circuit breaker (xDS, gRFC A32), released when it goes.
-    pub(crate) breaker: Option<grpc_lb::CallGuard>,
+    pub(crate) breaker: Option<grpc_lb::BreakerClaim>,
 }
 
 pub(crate) type PickFuture = Pin<Box<dyn Future<Output = Result<Picked, PickError>> + Send>>;
@@ -168,7 +168,7 @@ impl ControlPlane {
     }
 
     /// Registers a call; the guard ends it.
-    pub(crate) fn call_started(&self) -> CallGuard {
+    pub(crate) fn call_started(&self) -> ActiveCallGuard {
         self.active.call_started()
     }
 
