@@ -115,9 +115,7 @@ pub use control::DEFAULT_IDLE_TIMEOUT;
 pub use error_details::ErrorDetails;
 pub use grpc_lb::ConnectivityState;
 pub use grpc_retry::{AppRetryPolicy, Exponential, Linear, NoRetry, Precedence};
-pub use grpc_service_config::{
-    MethodConfig, ParseError, ParseOptions, ResolverOptions, ServiceConfig, Target,
-};
+pub use grpc_service_config::{ResolverOptions, ServiceConfig, Target};
 pub use metadata::{MetadataError, MetadataMap};
 pub use request::interceptor::{CallInfo, Interceptor};
 pub use request::{
@@ -130,6 +128,20 @@ pub use wire::status::{Code, Status};
 pub use xds::admin::{
     XdsResource, XdsResourceStatus, XdsResourceType, XdsResources, XdsUpdateError,
 };
+
+/// The service config (gRFC A2) and target types, by name: what an application reads from a parsed
+/// config ([`ServiceConfig::parse`](service_config::ServiceConfig::parse)), sets in
+/// [`ResolverOptions`], or gets from [`Channel::target`]. Every type these
+/// name is here too. The parser and the DNS resolver themselves are `grpc-service-config`'s.
+pub mod service_config {
+    pub use grpc_retry::{
+        CodeSet, HedgingPolicy, MaxAttempts, Policy, RetryPolicy, ThrottleConfig,
+    };
+    pub use grpc_service_config::{
+        LbConfig, MethodConfig, ParseError, ParseOptions, ResolverOptions, Rule, ServiceConfig,
+        Target, TargetError, UrlSecurity,
+    };
+}
 
 /// Includes the Rust code `grpc-build` generated for a protobuf package (messages and `<service>_client`
 /// modules), from `OUT_DIR`: `include_proto!("a.b.c")` includes `$OUT_DIR/a.b.c.rs`. Put it in a module tree

@@ -294,7 +294,7 @@ fn trailers_only(status: &Status) -> http::Response<ResponseBody> {
 
 /// `grpc-status`, `grpc-message`, `grpc-status-details-bin` and the trailing metadata.
 fn status_trailers(status: &Status, trailers: Option<&MetadataMap>) -> HeaderMap {
-    let mut h = status.to_headers();
+    let mut h = status.as_headers();
     let metadata = trailers.unwrap_or_else(|| status.metadata());
     for (k, v) in metadata.headers() {
         h.append(k.clone(), v.clone());

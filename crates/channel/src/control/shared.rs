@@ -69,8 +69,9 @@ pub(super) enum Event {
     Shutdown,
 }
 
-/// Counts the calls in flight, and remembers when the last one ended. Calls never message the control
-/// plane: its idle timer reads this when it fires (as grpc-go's idleness manager does), so a call costs a
+/// Counts the calls in flight, and remembers when the last one ended. Calls do not tell the control plane
+/// that they start or end (the one message a call sends is `ExitIdle`, when it finds the channel IDLE): its
+/// idle timer reads this when it fires (as grpc-go's idleness manager does), so a call costs a
 /// clock read and three atomic updates, not a wake-up of the control plane's task.
 pub(crate) struct ActiveCalls {
     count: AtomicUsize,

@@ -245,10 +245,17 @@ impl Status {
     }
 
     /// The status as a server sends it: `grpc-status`, `grpc-message` (percent-encoded, when not empty) and
-    /// `grpc-status-details-bin` (when there are details). For the project's test servers and the tower
-    /// adapter; not part of the documented API.
+    /// `grpc-status-details-bin` (when there are details). For the project's test servers (feature
+    /// `unstable`); not part of the documented API.
+    #[cfg(feature = "unstable")]
     #[doc(hidden)]
     pub fn to_headers(&self) -> http::HeaderMap {
+        self.as_headers()
+    }
+
+    /// The status as a server sends it, as `to_headers` says (the tower adapter's answer).
+    #[cfg_attr(not(any(feature = "unstable", feature = "tower")), allow(dead_code))]
+    pub(crate) fn as_headers(&self) -> http::HeaderMap {
         use http::HeaderValue;
         let mut h = http::HeaderMap::new();
         h.insert("grpc-status", HeaderValue::from(self.code().as_i32()));
