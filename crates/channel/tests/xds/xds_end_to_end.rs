@@ -46,6 +46,36 @@ use support::{interop_server_handle, reserved_port, served_by};
 
 // --- Fixtures and checks the tests share ---
 
+/// Two interop backends and a management server, started in that order.
+async fn two_backends() -> (ServerHandle, ServerHandle, ManagementServer) {
+    let a = interop_server_handle().await;
+    let b = interop_server_handle().await;
+    (a, b, management_server().await)
+}
+
+/// An interop backend and a management server (started in that order) publishing every call to the EDS
+/// cluster `cluster` of that backend alone.
+async fn one_backend_in(cluster: &str) -> (ServerHandle, ManagementServer) {
+    let a = interop_server_handle().await;
+    let server = management_server().await;
+    publish_to(&server, cluster, locality(&[a.addr]));
+    (a, server)
+}
+
+/// A fault-injecting backend and a management server (started in that order) publishing every call to the
+/// EDS cluster `cluster` of that backend, under a retry policy on UNAVAILABLE of `num_retries`.
+async fn retrying_to_faulty(cluster: &str, num_retries: u32) -> (FaultyServer, ManagementServer) {
+    let backend = FaultyServer::start().await.expect("faulty server");
+    let server = management_server().await;
+    publish(
+        &server,
+        &["*"],
+        vec![retry_route(cluster, num_retries)],
+        &[(cluster, locality(&[backend.addr]))],
+    );
+    (backend, server)
+}
+
 /// Publishes every call (any domain) to the EDS cluster `cluster` of `localities`.
 fn publish_to(server: &ManagementServer, cluster: &str, localities: Vec<LocalitySpec>) {
     publish(
@@ -82,6 +112,22 @@ fn retry_route(cluster: &str, num_retries: u32) -> Route {
 /// How many of the `counts` (of [`tally`]) `backend` answered.
 fn served(counts: &BTreeMap<String, usize>, backend: SocketAddr) -> Option<usize> {
     counts.get(&backend.to_string()).copied()
+}
+
+/// The share of the `n` calls of `counts` (of [`tally`]) that `backend` answered lies in `range`; `what`
+/// names the backend's cluster or locality.
+fn assert_share(
+    counts: &BTreeMap<String, usize>,
+    n: usize,
+    backend: SocketAddr,
+    range: std::ops::RangeInclusive<f64>,
+    what: &str,
+) {
+    let share = served(counts, backend).unwrap_or(0) as f64 / n as f64;
+    assert!(
+        range.contains(&share),
+        "share of {what}: {share} ({counts:?})"
+    );
 }
 
 /// `n` calls on `channel`, every one answered by `backend`.
@@ -131,9 +177,7 @@ struct Moving {
 
 impl Moving {
     async fn start() -> Moving {
-        let old = interop_server_handle().await;
-        let new = interop_server_handle().await;
-        let server = management_server().await;
+        let (old, new, server) = two_backends().await;
         publish_to(&server, "moving", locality(&[old.addr]));
         let channel = xds_channel(&server);
         Moving {
@@ -164,9 +208,7 @@ impl Moving {
 #[tokio::test]
 async fn an_rds_route_to_an_eds_cluster_of_two_endpoints_reaches_both() {
     bounded("two endpoints", async {
-        let a = interop_server_handle().await;
-        let b = interop_server_handle().await;
-        let server = management_server().await;
+        let (a, b, server) = two_backends().await;
         publish(
             &server,
             &[NAME],
@@ -238,9 +280,7 @@ async fn inline_routes_in_the_listener_reach_the_cluster() {
 #[tokio::test]
 async fn weighted_clusters_split_calls_by_weight() {
     bounded("weighted clusters", async {
-        let a = interop_server_handle().await;
-        let b = interop_server_handle().await;
-        let server = management_server().await;
+        let (a, b, server) = two_backends().await;
         publish(
             &server,
             &["*"],
@@ -258,11 +298,7 @@ async fn weighted_clusters_split_calls_by_weight() {
         let heavy = served(&counts, a.addr).unwrap_or(0);
         let light = served(&counts, b.addr).unwrap_or(0);
         assert_eq!(heavy + light, 400, "{counts:?}");
-        let share = heavy as f64 / 400.0;
-        assert!(
-            (0.70..=0.90).contains(&share),
-            "share of the 80-weight cluster: {share} ({counts:?})"
-        );
+        assert_share(&counts, 400, a.addr, 0.70..=0.90, "the 80-weight cluster");
     })
     .await;
 }
@@ -308,9 +344,7 @@ async fn a_path_route_sends_one_method_to_its_own_cluster() {
 #[tokio::test]
 async fn a_header_route_sends_matching_metadata_to_its_own_cluster() {
     bounded("header routing", async {
-        let a = interop_server_handle().await;
-        let b = interop_server_handle().await;
-        let server = management_server().await;
+        let (a, b, server) = two_backends().await;
         publish_tenant_routes(&server, a.addr, b.addr);
         let channel = xds_channel(&server);
         let (a_id, b_id) = (a.addr.to_string(), b.addr.to_string());
@@ -335,14 +369,7 @@ async fn a_header_route_sends_matching_metadata_to_its_own_cluster() {
 #[tokio::test]
 async fn a_route_retry_policy_retries_unavailable() {
     bounded("route retry policy", async {
-        let backend = FaultyServer::start().await.expect("faulty server");
-        let server = management_server().await;
-        publish(
-            &server,
-            &["*"],
-            vec![retry_route("flaky", 2)],
-            &[("flaky", locality(&[backend.addr]))],
-        );
+        let (backend, server) = retrying_to_faulty("flaky", 2).await;
         let channel = xds_channel(&server);
         let response = flaky_unary(&channel, "xds-retry", &[("x-fail-times", "2")])
             .await
@@ -586,9 +613,7 @@ async fn calls_fail_over_to_the_next_priority_when_the_first_is_down() {
 #[tokio::test]
 async fn a_nacked_listener_keeps_the_previous_config() {
     bounded("NACK", async {
-        let a = interop_server_handle().await;
-        let server = management_server().await;
-        publish_to(&server, "good", locality(&[a.addr]));
+        let (a, server) = one_backend_in("good").await;
         let channel = xds_channel(&server);
         all_served_by(&channel, 10, a.addr).await;
 
@@ -609,9 +634,7 @@ async fn a_nacked_listener_keeps_the_previous_config() {
 #[tokio::test]
 async fn a_route_with_an_unknown_required_filter_is_nacked() {
     bounded("NACK of a filter override", async {
-        let a = interop_server_handle().await;
-        let b = interop_server_handle().await;
-        let server = management_server().await;
+        let (a, b, server) = two_backends().await;
         publish(
             &server,
             &["*"],
@@ -644,9 +667,7 @@ async fn a_route_with_an_unknown_required_filter_is_nacked() {
 #[tokio::test]
 async fn the_authority_override_chooses_the_virtual_host() {
     bounded("authority override", async {
-        let a = interop_server_handle().await;
-        let b = interop_server_handle().await;
-        let server = management_server().await;
+        let (a, b, server) = two_backends().await;
         publish(
             &server,
             &[NAME],
@@ -900,9 +921,7 @@ async fn a_channel_built_while_the_management_server_is_unreachable_fails_at_onc
 #[tokio::test]
 async fn a_deleted_cluster_fails_its_calls_unavailable() {
     bounded("CDS deletion", async {
-        let a = interop_server_handle().await;
-        let b = interop_server_handle().await;
-        let server = management_server().await;
+        let (a, b, server) = two_backends().await;
         publish_tenant_routes(&server, a.addr, b.addr);
         let channel = xds_channel_with_features(&server, &["fail_on_data_errors"]);
         let blue = unary_served_by(&channel, &[("x-tenant", "blue")]).await;
@@ -957,20 +976,14 @@ async fn no_matching_virtual_host_fails_calls_unavailable() {
 #[tokio::test]
 async fn locality_weights_split_calls() {
     bounded("locality weights", async {
-        let a = interop_server_handle().await;
-        let b = interop_server_handle().await;
-        let server = management_server().await;
+        let (a, b, server) = two_backends().await;
         let mut heavy = LocalitySpec::new("z-heavy", &[a.addr]);
         heavy.weight = 3;
         let light = LocalitySpec::new("z-light", &[b.addr]);
         publish_to(&server, "weighted", vec![heavy, light]);
         let channel = xds_channel(&server);
         let counts = tally(&channel, 400).await;
-        let share = served(&counts, a.addr).unwrap_or(0) as f64 / 400.0;
-        assert!(
-            (0.65..=0.85).contains(&share),
-            "share of the weight-3 locality: {share} ({counts:?})"
-        );
+        assert_share(&counts, 400, a.addr, 0.65..=0.85, "the weight-3 locality");
     })
     .await;
 }
@@ -985,14 +998,7 @@ async fn a_full_drop_overload_fails_every_call_without_retries() {
     use envoy_types::pb::envoy::r#type::v3::FractionalPercent;
 
     bounded("drop_overloads", async {
-        let backend = FaultyServer::start().await.expect("faulty server");
-        let server = management_server().await;
-        publish(
-            &server,
-            &["*"],
-            vec![retry_route("dropping", 3)],
-            &[("dropping", locality(&[backend.addr]))],
-        );
+        let (backend, server) = retrying_to_faulty("dropping", 3).await;
         let mut cla = assignment("dropping", &locality(&[backend.addr]));
         cla.policy = Some(Policy {
             drop_overloads: vec![DropOverload {
@@ -1107,9 +1113,7 @@ async fn max_requests_fails_calls_over_the_limit() {
     use envoy_types::pb::google::protobuf::UInt32Value;
 
     bounded("circuit breaking", async {
-        let a = interop_server_handle().await;
-        let server = management_server().await;
-        publish_to(&server, "narrow", locality(&[a.addr]));
+        let (a, server) = one_backend_in("narrow").await;
         let mut cluster = eds_cluster("narrow");
         cluster.circuit_breakers = Some(CircuitBreakers {
             thresholds: vec![Thresholds {
@@ -1179,15 +1183,7 @@ async fn calls_return_to_the_first_priority_when_it_recovers() {
 #[tokio::test]
 async fn retry_on_limits_the_codes_and_zero_retries_is_nacked() {
     bounded("A44 edges", async {
-        let backend = FaultyServer::start().await.expect("faulty server");
-        let server = management_server().await;
-        let routes = |n: u32| vec![retry_route("flaky", n)];
-        publish(
-            &server,
-            &["*"],
-            routes(2),
-            &[("flaky", locality(&[backend.addr]))],
-        );
+        let (backend, server) = retrying_to_faulty("flaky", 2).await;
         let channel = xds_channel(&server);
         let internal = flaky_unary(
             &channel,
@@ -1204,7 +1200,7 @@ async fn retry_on_limits_the_codes_and_zero_retries_is_nacked() {
             vec![named(
                 ROUTES,
                 type_url::ROUTE,
-                &route_configuration(ROUTES, &["*"], routes(0)),
+                &route_configuration(ROUTES, &["*"], vec![retry_route("flaky", 0)]),
             )],
         );
         let nack = server
