@@ -189,11 +189,102 @@ impl Case {
     }
 }
 
-/// A raw server playing `first` on its first connection and answering every later one properly.
-async fn raw_server(first: Behaviour) -> RawServer {
-    RawServer::start(vec![first], Behaviour::ServeOk)
-        .await
-        .expect("raw server")
+/// One case's fixture: the checks around it ([`Case`]), a raw server, and a channel to that server.
+struct Hostile {
+    case: Case,
+    raw: RawServer,
+    ch: Channel,
+}
+
+impl Hostile {
+    /// A raw server playing `first` on its first connection and answering every later one properly.
+    async fn start(first: Behaviour) -> Hostile {
+        Hostile::start_with(vec![first], Behaviour::ServeOk).await
+    }
+
+    /// A raw server playing `every` on every connection.
+    async fn every(every: Behaviour) -> Hostile {
+        Hostile::start_with(vec![], every).await
+    }
+
+    async fn start_with(first: Vec<Behaviour>, then: Behaviour) -> Hostile {
+        let case = Case::start().await;
+        let raw = RawServer::start(first, then).await.expect("raw server");
+        let ch = channel(raw.addr);
+        Hostile { case, raw, ch }
+    }
+
+    /// A unary call with an optional timeout, under the guard.
+    async fn unary(&self, timeout: Option<Duration>) -> Result<Response<Bytes>, Status> {
+        unary(&self.ch, timeout).await
+    }
+
+    /// A unary call without a deadline that must succeed; `what` says why.
+    async fn call_succeeds(&self, what: &str) {
+        let result = self.unary(None).await;
+        assert!(result.is_ok(), "{what}: got {result:?}");
+    }
+
+    /// A unary call without a deadline that must fail: its status.
+    async fn call_fails(&self, expected: &str) -> Status {
+        error(self.unary(None).await, expected)
+    }
+
+    /// A unary call with `deadline` that must fail: its status, and how long it took.
+    async fn call_fails_by(&self, deadline: Duration, expected: &str) -> (Status, Duration) {
+        let start = Instant::now();
+        let status = error(self.unary(Some(deadline)).await, expected);
+        (status, start.elapsed())
+    }
+
+    /// A unary call with `deadline` that ends DEADLINE_EXCEEDED at the deadline.
+    async fn call_ends_at_the_deadline(&self, deadline: Duration) {
+        let (status, elapsed) = self.call_fails_by(deadline, "DEADLINE_EXCEEDED").await;
+        assert_deadline_exceeded_on_time(&status, elapsed, deadline);
+    }
+
+    /// A unary call on the same channel after the case succeeds (on the surviving connection or a new one).
+    async fn follow_up_succeeds(&self) {
+        let after = self.unary(None).await;
+        assert!(after.is_ok(), "a later call on the same channel: {after:?}");
+    }
+
+    /// The follow-up call succeeds on the connection of the case: it survived the flood.
+    async fn survives_the_flood(&self) {
+        self.follow_up_succeeds().await;
+        assert_eq!(
+            self.raw.connections(),
+            1,
+            "the connection survived the flood"
+        );
+    }
+
+    /// The client ACKs exactly `count` frames of `frame_kind` (`what` names them).
+    async fn acks(&self, frame_kind: u8, count: usize, what: &str) {
+        eventually(&format!("the client ACKs every {what}"), || {
+            self.raw.received_of(frame_kind, FLAG_ACK).len() >= count
+        })
+        .await;
+        assert_eq!(
+            self.raw.received_of(frame_kind, FLAG_ACK).len(),
+            count,
+            "{what} ACKs"
+        );
+    }
+
+    /// One connection, and no connection error on it.
+    fn assert_connection_survived(&self) {
+        assert_eq!(self.raw.connections(), 1, "the connection survived");
+        assert!(
+            self.raw.goaways_received().is_empty(),
+            "no connection error"
+        );
+    }
+
+    /// The case's own checks are done: the checks around it.
+    async fn finish(self) {
+        self.case.finish().await;
+    }
 }
 
 /// A unary call with an optional timeout, under the guard.
@@ -219,12 +310,6 @@ fn error(result: Result<Response<Bytes>, Status>, expected: &str) -> Status {
     }
 }
 
-/// A unary call on the same channel after the case succeeds (on the surviving connection or a new one).
-async fn follow_up_succeeds(ch: &Channel) {
-    let after = unary(ch, None).await;
-    assert!(after.is_ok(), "a later call on the same channel: {after:?}");
-}
-
 fn assert_deadline_exceeded_on_time(status: &Status, elapsed: Duration, deadline: Duration) {
     assert_eq!(
         status.code(),
@@ -238,6 +323,23 @@ fn assert_deadline_exceeded_on_time(status: &Status, elapsed: Duration, deadline
     );
 }
 
+/// The call ended with `early` before its deadline, or else DEADLINE_EXCEEDED at the deadline.
+fn assert_early_or_deadline_exceeded(
+    status: &Status,
+    elapsed: Duration,
+    deadline: Duration,
+    early: Code,
+) {
+    if status.code() == early {
+        assert!(
+            elapsed < deadline,
+            "{early:?} after the deadline: {elapsed:?}"
+        );
+    } else {
+        assert_deadline_exceeded_on_time(status, elapsed, deadline);
+    }
+}
+
 fn assert_message_has(status: &Status, parts: &[&str]) {
     for part in parts {
         assert!(
@@ -247,53 +349,63 @@ fn assert_message_has(status: &Status, parts: &[&str]) {
     }
 }
 
+/// The server broke a connection-level rule: the call ends INTERNAL naming `error` (`why` says which rule),
+/// and the client closes the connection with GOAWAY(`code`) on stream 1.
+async fn internal_connection_error(
+    h: &Hostile,
+    expected: &str,
+    why: &str,
+    error_name: &str,
+    code: u32,
+) {
+    let status = h.call_fails(expected).await;
+    assert_eq!(status.code(), Code::Internal, "{why}: {status:?}");
+    assert_message_has(&status, &[error_name]);
+    eventually(&format!("the client sends GOAWAY({error_name})"), || {
+        h.raw.goaways_received().contains(&(1, code))
+    })
+    .await;
+}
+
+/// The first stream was not processed: it is retried transparently once, on a new connection, which answers.
+async fn retried_once_on_a_new_connection(first: Behaviour) {
+    let h = Hostile::start(first).await;
+    h.call_succeeds("the transparent retry is answered").await;
+    assert_eq!(h.raw.headers_received(), vec![(1, 1), (2, 1)]);
+    h.finish().await;
+}
+
+/// The raw server playing `first` keeps answering past the `deadline`: the call ends DEADLINE_EXCEEDED at it.
+async fn ends_at_the_deadline(first: Behaviour, deadline: Duration) {
+    let h = Hostile::start(first).await;
+    h.call_ends_at_the_deadline(deadline).await;
+    h.finish().await;
+}
+
 // --- PING and SETTINGS floods: answered frame by frame; the call completes ---
 
 /// h2 ACKs each PING before it reads the next frame, so the flood costs one pending ACK at a time and the
 /// call completes OK on the same connection. (Documented outcome: the call completes.)
 #[tokio::test]
 async fn ping_flood_is_acknowledged_and_the_call_completes() {
-    let case = Case::start().await;
-    let raw = raw_server(Behaviour::PingFlood { pings: 5000 }).await;
-    let ch = channel(raw.addr);
-    let result = unary(&ch, None).await;
-    assert!(
-        result.is_ok(),
-        "5,000 PINGs before the answer: the call completes, got {result:?}"
-    );
-    eventually("the client ACKs every PING", || {
-        raw.received_of(kind::PING, FLAG_ACK).len() >= 5000
-    })
-    .await;
-    assert_eq!(raw.received_of(kind::PING, FLAG_ACK).len(), 5000);
-    follow_up_succeeds(&ch).await;
-    assert_eq!(raw.connections(), 1, "the connection survived the flood");
-    case.finish().await;
+    let h = Hostile::start(Behaviour::PingFlood { pings: 5000 }).await;
+    h.call_succeeds("5,000 PINGs before the answer: the call completes")
+        .await;
+    h.acks(kind::PING, 5000, "PING").await;
+    h.survives_the_flood().await;
+    h.finish().await;
 }
 
 /// Same for SETTINGS: one pending ACK at a time; the call completes OK.
 #[tokio::test]
 async fn settings_flood_is_acknowledged_and_the_call_completes() {
-    let case = Case::start().await;
-    let raw = raw_server(Behaviour::SettingsFlood { frames: 5000 }).await;
-    let ch = channel(raw.addr);
-    let result = unary(&ch, None).await;
-    assert!(
-        result.is_ok(),
-        "5,000 SETTINGS before the answer: the call completes, got {result:?}"
-    );
-    eventually("the client ACKs every SETTINGS", || {
-        raw.received_of(kind::SETTINGS, FLAG_ACK).len() > 5000
-    })
-    .await;
-    assert_eq!(
-        raw.received_of(kind::SETTINGS, FLAG_ACK).len(),
-        5001,
-        "the server's first SETTINGS and the flood"
-    );
-    follow_up_succeeds(&ch).await;
-    assert_eq!(raw.connections(), 1, "the connection survived the flood");
-    case.finish().await;
+    let h = Hostile::start(Behaviour::SettingsFlood { frames: 5000 }).await;
+    h.call_succeeds("5,000 SETTINGS before the answer: the call completes")
+        .await;
+    // The server's first SETTINGS and the flood.
+    h.acks(kind::SETTINGS, 5001, "SETTINGS").await;
+    h.survives_the_flood().await;
+    h.finish().await;
 }
 
 // --- CONTINUATION flood ---
@@ -304,10 +416,8 @@ async fn settings_flood_is_acknowledged_and_the_call_completes() {
 /// bounded, and the channel reconnects.
 #[tokio::test]
 async fn continuation_flood_is_cut_off_with_a_clear_status() {
-    let case = Case::start().await;
-    let raw = raw_server(Behaviour::ContinuationFlood).await;
-    let ch = channel(raw.addr);
-    let status = error(unary(&ch, None).await, "the flood to fail the call");
+    let h = Hostile::start(Behaviour::ContinuationFlood).await;
+    let status = h.call_fails("the flood to fail the call").await;
     assert!(
         matches!(status.code(), Code::ResourceExhausted | Code::Internal),
         "expected RESOURCE_EXHAUSTED or INTERNAL, got {status:?}"
@@ -318,20 +428,24 @@ async fn continuation_flood_is_cut_off_with_a_clear_status() {
         "the message names the endless header block: {status:?}"
     );
     eventually("the client closes the connection with a GOAWAY", || {
-        !raw.goaways_received().is_empty()
+        !h.raw.goaways_received().is_empty()
     })
     .await;
     // The server's writes fail once the client has closed: the flood stops.
-    let sent = raw.sent(kind::CONTINUATION);
+    let sent = h.raw.sent(kind::CONTINUATION);
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(
-        raw.sent(kind::CONTINUATION),
+        h.raw.sent(kind::CONTINUATION),
         sent,
         "the flood goes on: the client still reads it"
     );
-    follow_up_succeeds(&ch).await;
-    assert_eq!(raw.connections(), 2, "the follow-up used a new connection");
-    case.finish().await;
+    h.follow_up_succeeds().await;
+    assert_eq!(
+        h.raw.connections(),
+        2,
+        "the follow-up used a new connection"
+    );
+    h.finish().await;
 }
 
 // --- WINDOW_UPDATE flood and overflow ---
@@ -339,18 +453,14 @@ async fn continuation_flood_is_cut_off_with_a_clear_status() {
 /// 10,000 WINDOW_UPDATEs of 1 on the connection and the stream are legal: the call completes OK.
 #[tokio::test]
 async fn window_update_flood_is_absorbed_and_the_call_completes() {
-    let case = Case::start().await;
-    let raw = raw_server(Behaviour::WindowUpdateFlood {
+    let h = Hostile::start(Behaviour::WindowUpdateFlood {
         updates: 10_000,
         overflow: None,
     })
     .await;
-    let ch = channel(raw.addr);
-    let result = unary(&ch, None).await;
-    assert!(result.is_ok(), "legal WINDOW_UPDATEs: got {result:?}");
-    follow_up_succeeds(&ch).await;
-    assert_eq!(raw.connections(), 1, "the connection survived the flood");
-    case.finish().await;
+    h.call_succeeds("legal WINDOW_UPDATEs").await;
+    h.survives_the_flood().await;
+    h.finish().await;
 }
 
 /// A WINDOW_UPDATE taking the connection window past 2^31 - 1 is a connection error FLOW_CONTROL_ERROR
@@ -359,27 +469,21 @@ async fn window_update_flood_is_absorbed_and_the_call_completes() {
 /// error h2 detected in what the server sent is INTERNAL), naming FLOW_CONTROL_ERROR.
 #[tokio::test]
 async fn connection_window_overflow_is_an_internal_flow_control_error() {
-    let case = Case::start().await;
-    let raw = raw_server(Behaviour::WindowUpdateFlood {
+    let h = Hostile::start(Behaviour::WindowUpdateFlood {
         updates: 1000,
         overflow: Some(Window::Connection),
     })
     .await;
-    let ch = channel(raw.addr);
-    let status = error(unary(&ch, None).await, "a flow-control error");
-    assert_eq!(
-        status.code(),
-        Code::Internal,
-        "a connection window overflow is a flow-control violation: {status:?}"
-    );
-    assert_message_has(&status, &["FLOW_CONTROL_ERROR"]);
-    eventually("the client sends GOAWAY(FLOW_CONTROL_ERROR)", || {
-        raw.goaways_received()
-            .contains(&(1, raw::FLOW_CONTROL_ERROR))
-    })
+    internal_connection_error(
+        &h,
+        "a flow-control error",
+        "a connection window overflow is a flow-control violation",
+        "FLOW_CONTROL_ERROR",
+        raw::FLOW_CONTROL_ERROR,
+    )
     .await;
-    follow_up_succeeds(&ch).await;
-    case.finish().await;
+    h.follow_up_succeeds().await;
+    h.finish().await;
 }
 
 /// A WINDOW_UPDATE taking an open stream's send window past 2^31 - 1 is a stream error: the client resets that
@@ -388,14 +492,12 @@ async fn connection_window_overflow_is_an_internal_flow_control_error() {
 /// a stream whose sending side is closed.
 #[tokio::test]
 async fn stream_window_overflow_resets_only_that_stream() {
-    let case = Case::start().await;
-    let raw = raw_server(Behaviour::WindowUpdateFlood {
+    let h = Hostile::start(Behaviour::WindowUpdateFlood {
         updates: 1000,
         overflow: Some(Window::Stream),
     })
     .await;
-    let ch = channel(raw.addr);
-    let (mut tx, mut rx) = no_hang("start", ch.streaming_raw(PATH, Request::new(())))
+    let (mut tx, mut rx) = no_hang("start", h.ch.streaming_raw(PATH, Request::new(())))
         .await
         .expect("the call starts");
     // The stream stays open for sending: no half-close.
@@ -415,19 +517,20 @@ async fn stream_window_overflow_resets_only_that_stream() {
     eventually(
         "the client resets the stream with FLOW_CONTROL_ERROR",
         || {
-            raw.resets_received()
+            h.raw
+                .resets_received()
                 .contains(&(1, 1, raw::FLOW_CONTROL_ERROR))
         },
     )
     .await;
     drop(tx);
-    follow_up_succeeds(&ch).await;
+    h.follow_up_succeeds().await;
     assert_eq!(
-        raw.connections(),
+        h.raw.connections(),
         1,
         "a stream error leaves the connection up"
     );
-    case.finish().await;
+    h.finish().await;
 }
 
 // --- DATA after trailers, on a closed stream, on a reset stream ---
@@ -436,63 +539,52 @@ async fn stream_window_overflow_resets_only_that_stream() {
 /// cannot turn the completed call into a failure. The channel then recovers.
 #[tokio::test]
 async fn data_after_trailers_does_not_change_the_status() {
-    let case = Case::start().await;
-    let raw = raw_server(Behaviour::DataAfterTrailers).await;
-    let ch = channel(raw.addr);
-    let result = unary(&ch, None).await;
+    let h = Hostile::start(Behaviour::DataAfterTrailers).await;
+    let result = h.unary(None).await;
     let response = result.expect("the trailers said OK before the stray DATA");
     assert!(response.message().is_empty());
-    follow_up_succeeds(&ch).await;
-    case.finish().await;
+    h.follow_up_succeeds().await;
+    h.finish().await;
 }
 
 /// DATA on a stream that ended long ago (both sides sent END_STREAM, the call is over): h2 answers
 /// RST_STREAM(STREAM_CLOSED) and keeps the connection; the call on the next stream completes OK.
 #[tokio::test]
 async fn data_on_a_closed_stream_is_refused_and_the_connection_survives() {
-    let case = Case::start().await;
-    let raw = raw_server(Behaviour::DataOnClosedStream).await;
-    let ch = channel(raw.addr);
-    unary(&ch, None).await.expect("the first call is answered");
-    let second = unary(&ch, None).await;
-    assert!(
-        second.is_ok(),
-        "the call during which DATA came for the closed stream: {second:?}"
-    );
+    let h = Hostile::start(Behaviour::DataOnClosedStream).await;
+    h.unary(None).await.expect("the first call is answered");
+    h.call_succeeds("the call during which DATA came for the closed stream")
+        .await;
     eventually("the client answers RST_STREAM(STREAM_CLOSED)", || {
-        raw.resets_received().contains(&(1, 1, raw::STREAM_CLOSED))
+        h.raw
+            .resets_received()
+            .contains(&(1, 1, raw::STREAM_CLOSED))
     })
     .await;
-    assert_eq!(raw.connections(), 1, "the connection survived");
-    assert!(raw.goaways_received().is_empty(), "no connection error");
-    case.finish().await;
+    h.assert_connection_survived();
+    h.finish().await;
 }
 
 /// After the client reset a stream (the call's deadline passed), DATA and trailers that cross the reset must be
 /// ignored (RFC 9113 §5.1): the connection survives and carries the next call.
 #[tokio::test(start_paused = true)]
 async fn data_on_a_stream_the_client_reset_is_ignored() {
-    let case = Case::start().await;
-    let raw = raw_server(Behaviour::DataOnResetStream).await;
-    let ch = channel(raw.addr);
-    let deadline = Duration::from_millis(500);
-    let start = Instant::now();
-    let status = error(unary(&ch, Some(deadline)).await, "DEADLINE_EXCEEDED");
-    assert_deadline_exceeded_on_time(&status, start.elapsed(), deadline);
+    let h = Hostile::start(Behaviour::DataOnResetStream).await;
+    h.call_ends_at_the_deadline(Duration::from_millis(500))
+        .await;
     eventually("the client resets the stream with CANCEL", || {
-        raw.resets_received().contains(&(1, 1, raw::CANCEL))
+        h.raw.resets_received().contains(&(1, 1, raw::CANCEL))
     })
     .await;
     // Let the late DATA and trailers reach the client.
     eventually("the server sends DATA on the reset stream", || {
-        raw.sent(kind::DATA) >= 1
+        h.raw.sent(kind::DATA) >= 1
     })
     .await;
     tokio::time::sleep(Duration::from_millis(50)).await;
-    follow_up_succeeds(&ch).await;
-    assert_eq!(raw.connections(), 1, "the connection survived");
-    assert!(raw.goaways_received().is_empty(), "no connection error");
-    case.finish().await;
+    h.follow_up_succeeds().await;
+    h.assert_connection_survived();
+    h.finish().await;
 }
 
 // --- GOAWAY ---
@@ -501,60 +593,43 @@ async fn data_on_a_stream_the_client_reset_is_ignored() {
 /// policy it is retried transparently once, on a new connection, which answers.
 #[tokio::test(start_paused = true)]
 async fn goaway_below_an_open_stream_is_retried_once_on_a_new_connection() {
-    let case = Case::start().await;
-    let raw = raw_server(Behaviour::GoawayBelowFirstStream {
+    retried_once_on_a_new_connection(Behaviour::GoawayBelowFirstStream {
         close: Close::WhenClientCloses,
     })
     .await;
-    let ch = channel(raw.addr);
-    let result = unary(&ch, None).await;
-    assert!(
-        result.is_ok(),
-        "the transparent retry is answered: {result:?}"
-    );
-    assert_eq!(raw.headers_received(), vec![(1, 1), (2, 1)]);
-    case.finish().await;
 }
 
 /// Every connection sends a GOAWAY below the stream: one transparent retry, then UNAVAILABLE.
 #[tokio::test(start_paused = true)]
 async fn goaway_below_the_stream_on_every_connection_is_retried_only_once() {
-    let case = Case::start().await;
-    let raw = RawServer::start(
-        vec![],
-        Behaviour::GoawayBelowFirstStream {
-            close: Close::WhenClientCloses,
-        },
-    )
-    .await
-    .expect("raw server");
-    let ch = channel(raw.addr);
-    let status = error(unary(&ch, None).await, "UNAVAILABLE");
+    let h = Hostile::every(Behaviour::GoawayBelowFirstStream {
+        close: Close::WhenClientCloses,
+    })
+    .await;
+    let status = h.call_fails("UNAVAILABLE").await;
     assert_eq!(status.code(), Code::Unavailable, "{status:?}");
     assert_eq!(
-        raw.headers_received(),
+        h.raw.headers_received(),
         vec![(1, 1), (2, 1)],
         "the first attempt and one transparent retry"
     );
-    case.finish().await;
+    h.finish().await;
 }
 
 /// A GOAWAY below a stream whose response headers already came: the call had committed, so it is not
 /// retried; it ends UNAVAILABLE (spec §3 GOAWAY: streams above last-stream-id fail UNAVAILABLE).
 #[tokio::test(start_paused = true)]
 async fn goaway_below_an_answered_stream_is_unavailable_and_not_retried() {
-    let case = Case::start().await;
-    let raw = raw_server(Behaviour::GoawayBelowAnsweredStream).await;
-    let ch = channel(raw.addr);
-    let status = error(unary(&ch, None).await, "UNAVAILABLE");
+    let h = Hostile::start(Behaviour::GoawayBelowAnsweredStream).await;
+    let status = h.call_fails("UNAVAILABLE").await;
     assert_eq!(status.code(), Code::Unavailable, "{status:?}");
     assert_eq!(
-        raw.headers_received(),
+        h.raw.headers_received(),
         vec![(1, 1)],
         "a committed call is not retried"
     );
-    follow_up_succeeds(&ch).await;
-    case.finish().await;
+    h.follow_up_succeeds().await;
+    h.finish().await;
 }
 
 /// GOAWAY(S) covers the stream, then GOAWAY(S + 2) raises the last-stream-id: a protocol error (RFC 9113
@@ -563,49 +638,35 @@ async fn goaway_below_an_answered_stream_is_unavailable_and_not_retried() {
 /// detected in what the server sent is INTERNAL).
 #[tokio::test(start_paused = true)]
 async fn increasing_goaway_ids_are_an_internal_protocol_error() {
-    let case = Case::start().await;
-    let raw = raw_server(Behaviour::IncreasingGoaways {
+    let h = Hostile::start(Behaviour::IncreasingGoaways {
         first_covers_stream: true,
     })
     .await;
-    let ch = channel(raw.addr);
-    let status = error(unary(&ch, None).await, "a protocol error");
-    assert_eq!(
-        status.code(),
-        Code::Internal,
-        "the server broke the GOAWAY rules: {status:?}"
-    );
-    assert_message_has(&status, &["PROTOCOL_ERROR"]);
-    eventually("the client sends GOAWAY(PROTOCOL_ERROR)", || {
-        raw.goaways_received().contains(&(1, raw::PROTOCOL_ERROR))
-    })
+    internal_connection_error(
+        &h,
+        "a protocol error",
+        "the server broke the GOAWAY rules",
+        "PROTOCOL_ERROR",
+        raw::PROTOCOL_ERROR,
+    )
     .await;
     assert_eq!(
-        raw.headers_received(),
+        h.raw.headers_received(),
         vec![(1, 1)],
         "the covered stream may have been processed: not retried"
     );
-    follow_up_succeeds(&ch).await;
-    case.finish().await;
+    h.follow_up_succeeds().await;
+    h.finish().await;
 }
 
 /// GOAWAY below the stream, then an increasing one: the stream was already cut off (unprocessed) and
 /// retried on a new connection, which the old connection's protocol error does not touch.
 #[tokio::test(start_paused = true)]
 async fn a_stream_cut_off_before_an_increasing_goaway_is_retried() {
-    let case = Case::start().await;
-    let raw = raw_server(Behaviour::IncreasingGoaways {
+    retried_once_on_a_new_connection(Behaviour::IncreasingGoaways {
         first_covers_stream: false,
     })
     .await;
-    let ch = channel(raw.addr);
-    let result = unary(&ch, None).await;
-    assert!(
-        result.is_ok(),
-        "the transparent retry is answered: {result:?}"
-    );
-    assert_eq!(raw.headers_received(), vec![(1, 1), (2, 1)]);
-    case.finish().await;
 }
 
 // --- A server that never sends SETTINGS ---
@@ -614,24 +675,11 @@ async fn a_stream_cut_off_before_an_increasing_goaway_is_retried() {
 /// fail-fast UNAVAILABLE if the channel gives up on the connection first.
 #[tokio::test(start_paused = true)]
 async fn silent_server_call_ends_by_its_deadline() {
-    let case = Case::start().await;
-    let raw = RawServer::start(vec![], Behaviour::Silent)
-        .await
-        .expect("raw server");
-    let ch = channel(raw.addr);
+    let h = Hostile::every(Behaviour::Silent).await;
     let deadline = Duration::from_secs(1);
-    let start = Instant::now();
-    let status = error(unary(&ch, Some(deadline)).await, "no answer");
-    let elapsed = start.elapsed();
-    if status.code() == Code::Unavailable {
-        assert!(
-            elapsed < deadline,
-            "UNAVAILABLE after the deadline: {elapsed:?}"
-        );
-    } else {
-        assert_deadline_exceeded_on_time(&status, elapsed, deadline);
-    }
-    case.finish().await;
+    let (status, elapsed) = h.call_fails_by(deadline, "no answer").await;
+    assert_early_or_deadline_exceeded(&status, elapsed, deadline, Code::Unavailable);
+    h.finish().await;
 }
 
 /// With a 2 s connect timeout, the silent server's handshake (no SETTINGS, no PING ACK) is abandoned at 2 s:
@@ -673,66 +721,43 @@ async fn connect_timeout_bounds_the_handshake_with_a_silent_server() {
 /// ends DEADLINE_EXCEEDED at its deadline.
 #[tokio::test(start_paused = true)]
 async fn slow_empty_data_frames_end_at_the_deadline() {
-    let case = Case::start().await;
-    let raw = raw_server(Behaviour::EmptyDataFrames {
+    let slow = Behaviour::EmptyDataFrames {
         every: Duration::from_millis(50),
         per_tick: 1,
-    })
-    .await;
-    let ch = channel(raw.addr);
-    let deadline = Duration::from_secs(1);
-    let start = Instant::now();
-    let status = error(unary(&ch, Some(deadline)).await, "DEADLINE_EXCEEDED");
-    assert_deadline_exceeded_on_time(&status, start.elapsed(), deadline);
-    case.finish().await;
+    };
+    ends_at_the_deadline(slow, Duration::from_secs(1)).await;
 }
 
 /// A flood of empty DATA frames: h2 closes the connection after 100 (GOAWAY(ENHANCE_YOUR_CALM)), so the call
 /// ends RESOURCE_EXHAUSTED before its deadline; at the latest it ends DEADLINE_EXCEEDED at the deadline.
 #[tokio::test(start_paused = true)]
 async fn an_empty_data_flood_ends_by_the_deadline() {
-    let case = Case::start().await;
-    let raw = raw_server(Behaviour::EmptyDataFrames {
+    let h = Hostile::start(Behaviour::EmptyDataFrames {
         every: Duration::from_millis(1),
         per_tick: 64,
     })
     .await;
-    let ch = channel(raw.addr);
     let deadline = Duration::from_secs(5);
-    let start = Instant::now();
-    let status = error(
-        unary(&ch, Some(deadline)).await,
-        "the flood to end the call",
-    );
-    let elapsed = start.elapsed();
-    if status.code() == Code::ResourceExhausted {
-        assert!(
-            elapsed < deadline,
-            "RESOURCE_EXHAUSTED after the deadline: {elapsed:?}"
-        );
-    } else {
-        assert_deadline_exceeded_on_time(&status, elapsed, deadline);
-    }
-    follow_up_succeeds(&ch).await;
-    case.finish().await;
+    let (status, elapsed) = h.call_fails_by(deadline, "the flood to end the call").await;
+    assert_early_or_deadline_exceeded(&status, elapsed, deadline, Code::ResourceExhausted);
+    h.follow_up_succeeds().await;
+    h.finish().await;
 }
 
 /// Messages keep flowing (256 bytes every 10 ms) past the deadline: the call ends DEADLINE_EXCEEDED at its
 /// deadline, not when the data stops.
 #[tokio::test(start_paused = true)]
 async fn endless_messages_end_at_the_deadline() {
-    let case = Case::start().await;
-    let raw = raw_server(Behaviour::EndlessMessages {
+    let h = Hostile::start(Behaviour::EndlessMessages {
         every: Duration::from_millis(10),
         size: 256,
     })
     .await;
-    let ch = channel(raw.addr);
     let deadline = Duration::from_secs(1);
     let start = Instant::now();
     let (mut tx, mut rx) = no_hang(
         "start",
-        ch.streaming_raw(PATH, Request::new(()).with_timeout(deadline)),
+        h.ch.streaming_raw(PATH, Request::new(()).with_timeout(deadline)),
     )
     .await
     .expect("the call starts");
@@ -756,25 +781,18 @@ async fn endless_messages_end_at_the_deadline() {
         received >= 50,
         "messages flowed until the deadline: {received}"
     );
-    case.finish().await;
+    h.finish().await;
 }
 
 /// One message that never completes (a 1 MiB prefix, then 100 bytes every 10 ms): the call ends
 /// DEADLINE_EXCEEDED at its deadline.
 #[tokio::test(start_paused = true)]
 async fn a_trickling_message_ends_at_the_deadline() {
-    let case = Case::start().await;
-    let raw = raw_server(Behaviour::TrickleMessage {
+    let trickle = Behaviour::TrickleMessage {
         every: Duration::from_millis(10),
         chunk: 100,
-    })
-    .await;
-    let ch = channel(raw.addr);
-    let deadline = Duration::from_secs(1);
-    let start = Instant::now();
-    let status = error(unary(&ch, Some(deadline)).await, "DEADLINE_EXCEEDED");
-    assert_deadline_exceeded_on_time(&status, start.elapsed(), deadline);
-    case.finish().await;
+    };
+    ends_at_the_deadline(trickle, Duration::from_secs(1)).await;
 }
 
 // --- Not HTTP/2 at all ---
@@ -784,15 +802,9 @@ async fn a_trickling_message_ends_at_the_deadline() {
 /// HTTP/2 (not a bare frame-size error).
 #[tokio::test(start_paused = true)]
 async fn http11_server_is_unavailable_saying_it_is_not_http2() {
-    let case = Case::start().await;
-    let raw = RawServer::start(vec![], Behaviour::Http11)
-        .await
-        .expect("raw server");
-    let ch = channel(raw.addr);
+    let h = Hostile::every(Behaviour::Http11).await;
     let deadline = Duration::from_secs(5);
-    let start = Instant::now();
-    let status = error(unary(&ch, Some(deadline)).await, "UNAVAILABLE");
-    let elapsed = start.elapsed();
+    let (status, elapsed) = h.call_fails_by(deadline, "UNAVAILABLE").await;
     assert_eq!(status.code(), Code::Unavailable, "{status:?}");
     assert!(
         elapsed < deadline,
@@ -803,16 +815,14 @@ async fn http11_server_is_unavailable_saying_it_is_not_http2() {
         message.contains("http/1") || (message.contains("http/2") && message.contains("not")),
         "the message says the server does not speak HTTP/2: {status:?}"
     );
-    case.finish().await;
+    h.finish().await;
 }
 
 // --- Response headers over the client's header-list limit (16 KiB) ---
 
 async fn oversize_headers(value_len: usize) {
-    let case = Case::start().await;
-    let raw = raw_server(Behaviour::OversizeHeaders { value_len }).await;
-    let ch = channel(raw.addr);
-    let status = error(unary(&ch, None).await, "a header-list limit status");
+    let h = Hostile::start(Behaviour::OversizeHeaders { value_len }).await;
+    let status = h.call_fails("a header-list limit status").await;
     assert!(
         matches!(status.code(), Code::ResourceExhausted | Code::Internal),
         "expected RESOURCE_EXHAUSTED (or INTERNAL), got {status:?}"
@@ -826,8 +836,8 @@ async fn oversize_headers(value_len: usize) {
         !message.contains("too many frames"),
         "an oversized header list is not a frame flood: {status:?}"
     );
-    follow_up_succeeds(&ch).await;
-    case.finish().await;
+    h.follow_up_succeeds().await;
+    h.finish().await;
 }
 
 /// A 20 KiB header value: over the 16 KiB limit (h2 resets the stream).

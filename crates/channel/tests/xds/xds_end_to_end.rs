@@ -16,19 +16,24 @@
 
 use grpc_test_support as support;
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use envoy_types::pb::envoy::config::route::v3::Route;
 use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
-use grpc_channel::{Code, Request, Status};
+use grpc_channel::{Channel, Code, Request, Status, Streaming};
 use interop::faulty::FaultyServer;
+use interop::server::ServerHandle;
 use interop::xds_resources::{
     assignment, eds_cluster, inline_listener, listener_without_api_listener, named, rds_listener,
     route_configuration, route_to_cluster, route_to_weighted, type_url, with_retry_policy,
     LocalitySpec, RouteMatchSpec,
 };
+use interop::xds_server::ManagementServer;
 use interop_proto::grpc_testing::Empty;
 use interop_proto::paths;
+use interop_proto::StreamingOutputCallResponse;
 use support::flaky::{attempts, flaky_unary};
 use support::xds::{
     bounded, call_until, listener_names, locality, management_server, nack_of, one_backend,
@@ -39,14 +44,171 @@ use support::xds::{
 };
 use support::{interop_server_handle, reserved_port, served_by};
 
+// --- Fixtures and checks the tests share ---
+
+/// Two interop backends and a management server, started in that order.
+async fn two_backends() -> (ServerHandle, ServerHandle, ManagementServer) {
+    let a = interop_server_handle().await;
+    let b = interop_server_handle().await;
+    (a, b, management_server().await)
+}
+
+/// An interop backend and a management server (started in that order) publishing every call to the EDS
+/// cluster `cluster` of that backend alone.
+async fn one_backend_in(cluster: &str) -> (ServerHandle, ManagementServer) {
+    let a = interop_server_handle().await;
+    let server = management_server().await;
+    publish_to(&server, cluster, locality(&[a.addr]));
+    (a, server)
+}
+
+/// A fault-injecting backend and a management server (started in that order) publishing every call to the
+/// EDS cluster `cluster` of that backend, under a retry policy on UNAVAILABLE of `num_retries`.
+async fn retrying_to_faulty(cluster: &str, num_retries: u32) -> (FaultyServer, ManagementServer) {
+    let backend = FaultyServer::start().await.expect("faulty server");
+    let server = management_server().await;
+    publish(
+        &server,
+        &["*"],
+        vec![retry_route(cluster, num_retries)],
+        &[(cluster, locality(&[backend.addr]))],
+    );
+    (backend, server)
+}
+
+/// Publishes every call (any domain) to the EDS cluster `cluster` of `localities`.
+fn publish_to(server: &ManagementServer, cluster: &str, localities: Vec<LocalitySpec>) {
+    publish(
+        server,
+        &["*"],
+        vec![route_to_cluster(&RouteMatchSpec::any(), cluster)],
+        &[(cluster, localities)],
+    );
+}
+
+/// Publishes the header routes: `x-tenant: blue` to the cluster "blue" of `blue`, anything else to the
+/// cluster "other" of `other`.
+fn publish_tenant_routes(server: &ManagementServer, blue: SocketAddr, other: SocketAddr) {
+    publish(
+        server,
+        &["*"],
+        vec![
+            route_to_cluster(&RouteMatchSpec::any().header("x-tenant", "blue"), "blue"),
+            route_to_cluster(&RouteMatchSpec::any(), "other"),
+        ],
+        &[("blue", locality(&[blue])), ("other", locality(&[other]))],
+    );
+}
+
+/// A route of every call to `cluster` with a retry policy on UNAVAILABLE of `num_retries` (A44).
+fn retry_route(cluster: &str, num_retries: u32) -> Route {
+    with_retry_policy(
+        route_to_cluster(&RouteMatchSpec::any(), cluster),
+        "unavailable",
+        num_retries,
+    )
+}
+
+/// How many of the `counts` (of [`tally`]) `backend` answered.
+fn served(counts: &BTreeMap<String, usize>, backend: SocketAddr) -> Option<usize> {
+    counts.get(&backend.to_string()).copied()
+}
+
+/// The share of the `n` calls of `counts` (of [`tally`]) that `backend` answered lies in `range`; `what`
+/// names the backend's cluster or locality.
+fn assert_share(
+    counts: &BTreeMap<String, usize>,
+    n: usize,
+    backend: SocketAddr,
+    range: std::ops::RangeInclusive<f64>,
+    what: &str,
+) {
+    let share = served(counts, backend).unwrap_or(0) as f64 / n as f64;
+    assert!(
+        range.contains(&share),
+        "share of {what}: {share} ({counts:?})"
+    );
+}
+
+/// `n` calls on `channel`, every one answered by `backend`.
+async fn all_served_by(channel: &Channel, n: usize, backend: SocketAddr) {
+    let counts = tally(channel, n).await;
+    assert_eq!(served(&counts, backend), Some(n), "{counts:?}");
+}
+
+/// Whether `done` holds within 1000 checks 10 ms apart.
+async fn comes_true(mut done: impl FnMut() -> bool) -> bool {
+    for _ in 0..1000 {
+        if done() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    false
+}
+
+/// Reads `stream` (each read bounded by [`CALL`], `what` names the wait) to its end: how many responses
+/// came, and the error that ended it, if one did.
+async fn drain(
+    stream: &mut Streaming<StreamingOutputCallResponse>,
+    what: &str,
+) -> (usize, Option<Status>) {
+    let mut received = 0;
+    loop {
+        match tokio::time::timeout(CALL, stream.message())
+            .await
+            .expect(what)
+        {
+            Ok(Some(_)) => received += 1,
+            Ok(None) => return (received, None),
+            Err(status) => return (received, Some(status)),
+        }
+    }
+}
+
+/// An EDS cluster "moving" whose only endpoint an EDS update replaces: two interop backends and a
+/// management server (started in that order) publishing every call to `old`, and a channel.
+struct Moving {
+    old: ServerHandle,
+    new: ServerHandle,
+    server: ManagementServer,
+    channel: Channel,
+}
+
+impl Moving {
+    async fn start() -> Moving {
+        let (old, new, server) = two_backends().await;
+        publish_to(&server, "moving", locality(&[old.addr]));
+        let channel = xds_channel(&server);
+        Moving {
+            old,
+            new,
+            server,
+            channel,
+        }
+    }
+
+    /// The EDS update: the new endpoint replaces the old one.
+    fn update(&self) {
+        set_endpoints(&self.server, &[("moving", locality(&[self.new.addr]))]);
+    }
+
+    /// Calls until one reaches the new endpoint.
+    async fn calls_reach_the_new_endpoint(&self) -> Result<String, Status> {
+        let new = self.new.addr.to_string();
+        call_until(&self.channel, "new calls reach the new endpoint", |r| {
+            r.as_ref().ok() == Some(&new)
+        })
+        .await
+    }
+}
+
 /// 1. Listener → RDS route → cluster → EDS with two endpoints: every call succeeds and round robin
 /// reaches both backends. The virtual host matches the service name exactly.
 #[tokio::test]
 async fn an_rds_route_to_an_eds_cluster_of_two_endpoints_reaches_both() {
     bounded("two endpoints", async {
-        let a = interop_server_handle().await;
-        let b = interop_server_handle().await;
-        let server = management_server().await;
+        let (a, b, server) = two_backends().await;
         publish(
             &server,
             &[NAME],
@@ -100,12 +262,7 @@ async fn inline_routes_in_the_listener_reach_the_cluster() {
         );
         set_clusters(&server, &[("inline-cluster", locality(&[a.addr]))]);
         let channel = xds_channel(&server);
-        let counts = tally(&channel, 10).await;
-        assert_eq!(
-            counts.get(&a.addr.to_string()).copied(),
-            Some(10),
-            "{counts:?}"
-        );
+        all_served_by(&channel, 10, a.addr).await;
         assert!(
             !server
                 .requests()
@@ -123,9 +280,7 @@ async fn inline_routes_in_the_listener_reach_the_cluster() {
 #[tokio::test]
 async fn weighted_clusters_split_calls_by_weight() {
     bounded("weighted clusters", async {
-        let a = interop_server_handle().await;
-        let b = interop_server_handle().await;
-        let server = management_server().await;
+        let (a, b, server) = two_backends().await;
         publish(
             &server,
             &["*"],
@@ -140,14 +295,10 @@ async fn weighted_clusters_split_calls_by_weight() {
         );
         let channel = xds_channel(&server);
         let counts = tally(&channel, 400).await;
-        let heavy = counts.get(&a.addr.to_string()).copied().unwrap_or(0);
-        let light = counts.get(&b.addr.to_string()).copied().unwrap_or(0);
+        let heavy = served(&counts, a.addr).unwrap_or(0);
+        let light = served(&counts, b.addr).unwrap_or(0);
         assert_eq!(heavy + light, 400, "{counts:?}");
-        let share = heavy as f64 / 400.0;
-        assert!(
-            (0.70..=0.90).contains(&share),
-            "share of the 80-weight cluster: {share} ({counts:?})"
-        );
+        assert_share(&counts, 400, a.addr, 0.70..=0.90, "the 80-weight cluster");
     })
     .await;
 }
@@ -193,21 +344,8 @@ async fn a_path_route_sends_one_method_to_its_own_cluster() {
 #[tokio::test]
 async fn a_header_route_sends_matching_metadata_to_its_own_cluster() {
     bounded("header routing", async {
-        let a = interop_server_handle().await;
-        let b = interop_server_handle().await;
-        let server = management_server().await;
-        publish(
-            &server,
-            &["*"],
-            vec![
-                route_to_cluster(&RouteMatchSpec::any().header("x-tenant", "blue"), "blue"),
-                route_to_cluster(&RouteMatchSpec::any(), "other"),
-            ],
-            &[
-                ("blue", locality(&[a.addr])),
-                ("other", locality(&[b.addr])),
-            ],
-        );
+        let (a, b, server) = two_backends().await;
+        publish_tenant_routes(&server, a.addr, b.addr);
         let channel = xds_channel(&server);
         let (a_id, b_id) = (a.addr.to_string(), b.addr.to_string());
         for i in 0..10 {
@@ -231,18 +369,7 @@ async fn a_header_route_sends_matching_metadata_to_its_own_cluster() {
 #[tokio::test]
 async fn a_route_retry_policy_retries_unavailable() {
     bounded("route retry policy", async {
-        let backend = FaultyServer::start().await.expect("faulty server");
-        let server = management_server().await;
-        publish(
-            &server,
-            &["*"],
-            vec![with_retry_policy(
-                route_to_cluster(&RouteMatchSpec::any(), "flaky"),
-                "unavailable",
-                2,
-            )],
-            &[("flaky", locality(&[backend.addr]))],
-        );
+        let (backend, server) = retrying_to_faulty("flaky", 2).await;
         let channel = xds_channel(&server);
         let response = flaky_unary(&channel, "xds-retry", &[("x-fail-times", "2")])
             .await
@@ -273,30 +400,22 @@ async fn a_route_retry_policy_retries_unavailable() {
 #[tokio::test]
 async fn an_eds_update_moves_calls_to_the_new_endpoint_without_failures() {
     bounded("EDS update", async {
-        let old = interop_server_handle().await;
-        let new = interop_server_handle().await;
-        let server = management_server().await;
-        publish(
-            &server,
-            &["*"],
-            vec![route_to_cluster(&RouteMatchSpec::any(), "moving")],
-            &[("moving", locality(&[old.addr]))],
-        );
-        let channel = xds_channel(&server);
-        let (old_id, new_id) = (old.addr.to_string(), new.addr.to_string());
+        let moving = Moving::start().await;
+        let channel = &moving.channel;
+        let (old_id, new_id) = (moving.old.addr.to_string(), moving.new.addr.to_string());
         // Each call's answer (the server's id, or the failure), so that one failure does not hide the rest.
         let mut results: Vec<Result<String, Status>> = Vec::with_capacity(200);
         for i in 0..200 {
             if i == 50 {
-                set_endpoints(&server, &[("moving", locality(&[new.addr]))]);
+                moving.update();
             }
-            results.push(served_by(&channel, CALL).await);
+            results.push(served_by(channel, CALL).await);
         }
         // The update may land after the 200th call on a fast machine: keep calling, bounded.
         let reached_new = |r: &[Result<String, Status>]| r.iter().any(|x| x.as_ref().ok() == Some(&new_id));
         let mut extra = 0;
         while !reached_new(&results) && extra < 500 {
-            results.push(served_by(&channel, CALL).await);
+            results.push(served_by(channel, CALL).await);
             extra += 1;
         }
         let failed: Vec<(usize, &Status)> = results
@@ -339,39 +458,20 @@ async fn an_eds_update_moves_calls_to_the_new_endpoint_without_failures() {
 #[tokio::test]
 async fn a_call_in_flight_on_a_removed_endpoint_finishes() {
     bounded("in flight across an EDS update", async {
-        let old = interop_server_handle().await;
-        let new = interop_server_handle().await;
-        let server = management_server().await;
-        publish(
-            &server,
-            &["*"],
-            vec![route_to_cluster(&RouteMatchSpec::any(), "moving")],
-            &[("moving", locality(&[old.addr]))],
-        );
-        let channel = xds_channel(&server);
+        let moving = Moving::start().await;
         // Three responses, 300 ms apart; the first has arrived.
-        let mut stream = slow_stream(&channel, 3, Duration::from_millis(300)).await;
+        let mut stream = slow_stream(&moving.channel, 3, Duration::from_millis(300)).await;
 
-        set_endpoints(&server, &[("moving", locality(&[new.addr]))]);
-        let moved = call_until(&channel, "new calls reach the new endpoint", |r| {
-            r.as_ref().ok() == Some(&new.addr.to_string())
-        })
-        .await;
+        moving.update();
+        let moved = moving.calls_reach_the_new_endpoint().await;
         assert!(moved.is_ok());
 
-        let mut rest = 0;
-        loop {
-            match tokio::time::timeout(CALL, stream.message())
-                .await
-                .expect("the stream goes on")
-            {
-                Ok(Some(_)) => rest += 1,
-                Ok(None) => break,
-                Err(status) => panic!(
-                    "the call in flight on the removed endpoint failed after {} responses: {status:?}",
-                    rest + 1
-                ),
-            }
+        let (rest, failed) = drain(&mut stream, "the stream goes on").await;
+        if let Some(status) = failed {
+            panic!(
+                "the call in flight on the removed endpoint failed after {} responses: {status:?}",
+                rest + 1
+            );
         }
         assert_eq!(rest, 2, "every response arrives");
     })
@@ -384,37 +484,15 @@ async fn a_call_in_flight_on_a_removed_endpoint_finishes() {
 #[tokio::test]
 async fn closing_the_channel_closes_a_connection_left_by_an_eds_update() {
     bounded("close with a detached connection", async {
-        let old = interop_server_handle().await;
-        let new = interop_server_handle().await;
-        let server = management_server().await;
-        publish(
-            &server,
-            &["*"],
-            vec![route_to_cluster(&RouteMatchSpec::any(), "moving")],
-            &[("moving", locality(&[old.addr]))],
-        );
-        let channel = xds_channel(&server);
+        let moving = Moving::start().await;
         // 100 responses, 100 ms apart (10 s in all); the first has arrived.
-        let mut stream = slow_stream(&channel, 100, Duration::from_millis(100)).await;
-        set_endpoints(&server, &[("moving", locality(&[new.addr]))]);
-        call_until(&channel, "new calls reach the new endpoint", |r| {
-            r.as_ref().ok() == Some(&new.addr.to_string())
-        })
-        .await
-        .expect("moved");
+        let mut stream = slow_stream(&moving.channel, 100, Duration::from_millis(100)).await;
+        moving.update();
+        moving.calls_reach_the_new_endpoint().await.expect("moved");
 
-        channel.close();
-        let mut received = 1;
-        let end = loop {
-            match tokio::time::timeout(CALL, stream.message())
-                .await
-                .expect("the stream ends by itself")
-            {
-                Ok(Some(_)) => received += 1,
-                Ok(None) => break None,
-                Err(status) => break Some(status),
-            }
-        };
+        moving.channel.close();
+        let (rest, end) = drain(&mut stream, "the stream ends by itself").await;
+        let received = 1 + rest;
         assert!(
             end.is_some() && received < 100,
             "the stream went on after close(): {received} responses, end {end:?}"
@@ -436,14 +514,7 @@ async fn closing_the_only_xds_channel_ends_the_ads_stream() {
         assert_eq!(server.streams_ended(), 0);
 
         channel.close();
-        let mut ended = false;
-        for _ in 0..1000 {
-            if server.streams_ended() == 1 {
-                ended = true;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        let ended = comes_true(|| server.streams_ended() == 1).await;
         assert!(ended, "the ADS stream outlived close()");
         assert_eq!(server.streams_opened(), 1, "and no new one opens");
         assert!(channel.xds_resources().is_none());
@@ -530,19 +601,9 @@ async fn calls_fail_over_to_the_next_priority_when_the_first_is_down() {
         p0.priority = 0;
         let mut p1 = LocalitySpec::new("z-live", &[live.addr]);
         p1.priority = 1;
-        publish(
-            &server,
-            &["*"],
-            vec![route_to_cluster(&RouteMatchSpec::any(), "prioritized")],
-            &[("prioritized", vec![p0, p1])],
-        );
+        publish_to(&server, "prioritized", vec![p0, p1]);
         let channel = xds_channel(&server);
-        let counts = tally(&channel, 20).await;
-        assert_eq!(
-            counts.get(&live.addr.to_string()).copied(),
-            Some(20),
-            "{counts:?}"
-        );
+        all_served_by(&channel, 20, live.addr).await;
     })
     .await;
 }
@@ -552,25 +613,16 @@ async fn calls_fail_over_to_the_next_priority_when_the_first_is_down() {
 #[tokio::test]
 async fn a_nacked_listener_keeps_the_previous_config() {
     bounded("NACK", async {
-        let a = interop_server_handle().await;
-        let server = management_server().await;
-        publish(
-            &server,
-            &["*"],
-            vec![route_to_cluster(&RouteMatchSpec::any(), "good")],
-            &[("good", locality(&[a.addr]))],
-        );
+        let (a, server) = one_backend_in("good").await;
         let channel = xds_channel(&server);
-        let before = tally(&channel, 10).await;
-        assert_eq!(before.get(&a.addr.to_string()).copied(), Some(10));
+        all_served_by(&channel, 10, a.addr).await;
 
         set_listener_without_api_listener(&server);
         let nack = nack_of(&server, type_url::LISTENER, "the client").await;
         // The NACK names the last good version (the first Listener), not the rejected one.
         assert_eq!(nack.version_info, "1", "{nack:?}");
 
-        let after = tally(&channel, 20).await;
-        assert_eq!(after.get(&a.addr.to_string()).copied(), Some(20));
+        all_served_by(&channel, 20, a.addr).await;
     })
     .await;
 }
@@ -582,9 +634,7 @@ async fn a_nacked_listener_keeps_the_previous_config() {
 #[tokio::test]
 async fn a_route_with_an_unknown_required_filter_is_nacked() {
     bounded("NACK of a filter override", async {
-        let a = interop_server_handle().await;
-        let b = interop_server_handle().await;
-        let server = management_server().await;
+        let (a, b, server) = two_backends().await;
         publish(
             &server,
             &["*"],
@@ -595,8 +645,7 @@ async fn a_route_with_an_unknown_required_filter_is_nacked() {
             ],
         );
         let channel = xds_channel(&server);
-        let before = tally(&channel, 5).await;
-        assert_eq!(before.get(&a.addr.to_string()).copied(), Some(5));
+        all_served_by(&channel, 5, a.addr).await;
 
         set_routes_with_unknown_filter(&server, "other");
         let nack = nack_of(&server, type_url::ROUTE, "the client").await;
@@ -607,8 +656,7 @@ async fn a_route_with_an_unknown_required_filter_is_nacked() {
             "the NACK names the filter: {detail}"
         );
 
-        let after = tally(&channel, 20).await;
-        assert_eq!(after.get(&a.addr.to_string()).copied(), Some(20));
+        all_served_by(&channel, 20, a.addr).await;
     })
     .await;
 }
@@ -619,9 +667,7 @@ async fn a_route_with_an_unknown_required_filter_is_nacked() {
 #[tokio::test]
 async fn the_authority_override_chooses_the_virtual_host() {
     bounded("authority override", async {
-        let a = interop_server_handle().await;
-        let b = interop_server_handle().await;
-        let server = management_server().await;
+        let (a, b, server) = two_backends().await;
         publish(
             &server,
             &[NAME],
@@ -649,24 +695,14 @@ async fn the_authority_override_chooses_the_virtual_host() {
         );
 
         let plain = xds_channel(&server);
-        let counts = tally(&plain, 5).await;
-        assert_eq!(
-            counts.get(&a.addr.to_string()).copied(),
-            Some(5),
-            "{counts:?}"
-        );
+        all_served_by(&plain, 5, a.addr).await;
 
         let overridden = grpc_channel::Channel::builder(format!("xds:///{NAME}"))
             .xds_bootstrap(server.bootstrap_json())
             .authority("other.test")
             .build()
             .expect("xds channel");
-        let counts = tally(&overridden, 5).await;
-        assert_eq!(
-            counts.get(&b.addr.to_string()).copied(),
-            Some(5),
-            "{counts:?}"
-        );
+        all_served_by(&overridden, 5, b.addr).await;
     })
     .await;
 }
@@ -724,11 +760,7 @@ fn the_published_resources_are_valid_for_the_client() {
             route_to_cluster(&RouteMatchSpec::path(paths::EMPTY_CALL), "a"),
             route_to_cluster(&RouteMatchSpec::any().header("x-tenant", "blue"), "a"),
             route_to_weighted(&RouteMatchSpec::any(), &[("a", 80), ("b", 20)]),
-            with_retry_policy(
-                route_to_cluster(&RouteMatchSpec::any(), "a"),
-                "unavailable",
-                2,
-            ),
+            retry_route("a", 2),
         ],
     );
     let valid = [
@@ -790,8 +822,7 @@ async fn a_deleted_listener_keeps_the_last_config_by_default() {
             .await
             .expect("the client answers the response without the Listener");
         assert!(ack.error_detail.is_none(), "deletion is no NACK: {ack:?}");
-        let after = tally(&channel, 20).await;
-        assert_eq!(after.get(&a.addr.to_string()).copied(), Some(20));
+        all_served_by(&channel, 20, a.addr).await;
     })
     .await;
 }
@@ -832,21 +863,12 @@ async fn calls_survive_the_management_server_going_away() {
         let streams = server.streams_opened();
 
         server.stop().await;
-        let during = tally(&channel, 20).await;
-        assert_eq!(during.get(&a.addr.to_string()).copied(), Some(20));
+        all_served_by(&channel, 20, a.addr).await;
 
         server.restart().await.expect("restart on the same port");
-        let mut resubscribed = false;
-        for _ in 0..1000 {
-            if server.streams_opened() > streams {
-                resubscribed = true;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        let resubscribed = comes_true(|| server.streams_opened() > streams).await;
         assert!(resubscribed, "the client never opened a new ADS stream");
-        let after = tally(&channel, 10).await;
-        assert_eq!(after.get(&a.addr.to_string()).copied(), Some(10));
+        all_served_by(&channel, 10, a.addr).await;
     })
     .await;
 }
@@ -899,21 +921,8 @@ async fn a_channel_built_while_the_management_server_is_unreachable_fails_at_onc
 #[tokio::test]
 async fn a_deleted_cluster_fails_its_calls_unavailable() {
     bounded("CDS deletion", async {
-        let a = interop_server_handle().await;
-        let b = interop_server_handle().await;
-        let server = management_server().await;
-        publish(
-            &server,
-            &["*"],
-            vec![
-                route_to_cluster(&RouteMatchSpec::any().header("x-tenant", "blue"), "blue"),
-                route_to_cluster(&RouteMatchSpec::any(), "other"),
-            ],
-            &[
-                ("blue", locality(&[a.addr])),
-                ("other", locality(&[b.addr])),
-            ],
-        );
+        let (a, b, server) = two_backends().await;
+        publish_tenant_routes(&server, a.addr, b.addr);
         let channel = xds_channel_with_features(&server, &["fail_on_data_errors"]);
         let blue = unary_served_by(&channel, &[("x-tenant", "blue")]).await;
         assert_eq!(blue.ok(), Some(a.addr.to_string()));
@@ -967,25 +976,14 @@ async fn no_matching_virtual_host_fails_calls_unavailable() {
 #[tokio::test]
 async fn locality_weights_split_calls() {
     bounded("locality weights", async {
-        let a = interop_server_handle().await;
-        let b = interop_server_handle().await;
-        let server = management_server().await;
+        let (a, b, server) = two_backends().await;
         let mut heavy = LocalitySpec::new("z-heavy", &[a.addr]);
         heavy.weight = 3;
         let light = LocalitySpec::new("z-light", &[b.addr]);
-        publish(
-            &server,
-            &["*"],
-            vec![route_to_cluster(&RouteMatchSpec::any(), "weighted")],
-            &[("weighted", vec![heavy, light])],
-        );
+        publish_to(&server, "weighted", vec![heavy, light]);
         let channel = xds_channel(&server);
         let counts = tally(&channel, 400).await;
-        let share = counts.get(&a.addr.to_string()).copied().unwrap_or(0) as f64 / 400.0;
-        assert!(
-            (0.65..=0.85).contains(&share),
-            "share of the weight-3 locality: {share} ({counts:?})"
-        );
+        assert_share(&counts, 400, a.addr, 0.65..=0.85, "the weight-3 locality");
     })
     .await;
 }
@@ -1000,18 +998,7 @@ async fn a_full_drop_overload_fails_every_call_without_retries() {
     use envoy_types::pb::envoy::r#type::v3::FractionalPercent;
 
     bounded("drop_overloads", async {
-        let backend = FaultyServer::start().await.expect("faulty server");
-        let server = management_server().await;
-        publish(
-            &server,
-            &["*"],
-            vec![with_retry_policy(
-                route_to_cluster(&RouteMatchSpec::any(), "dropping"),
-                "unavailable",
-                3,
-            )],
-            &[("dropping", locality(&[backend.addr]))],
-        );
+        let (backend, server) = retrying_to_faulty("dropping", 3).await;
         let mut cla = assignment("dropping", &locality(&[backend.addr]));
         cla.policy = Some(Policy {
             drop_overloads: vec![DropOverload {
@@ -1126,14 +1113,7 @@ async fn max_requests_fails_calls_over_the_limit() {
     use envoy_types::pb::google::protobuf::UInt32Value;
 
     bounded("circuit breaking", async {
-        let a = interop_server_handle().await;
-        let server = management_server().await;
-        publish(
-            &server,
-            &["*"],
-            vec![route_to_cluster(&RouteMatchSpec::any(), "narrow")],
-            &[("narrow", locality(&[a.addr]))],
-        );
+        let (a, server) = one_backend_in("narrow").await;
         let mut cluster = eds_cluster("narrow");
         cluster.circuit_breakers = Some(CircuitBreakers {
             thresholds: vec![Thresholds {
@@ -1160,15 +1140,8 @@ async fn max_requests_fails_calls_over_the_limit() {
             "not the breaker: {over:?}"
         );
         // The held call ends normally; then the cluster takes calls again.
-        loop {
-            match tokio::time::timeout(CALL, held.message())
-                .await
-                .expect("the held call goes on")
-            {
-                Ok(Some(_)) => {}
-                Ok(None) => break,
-                Err(status) => panic!("the held call failed: {status:?}"),
-            }
+        if let (_, Some(status)) = drain(&mut held, "the held call goes on").await {
+            panic!("the held call failed: {status:?}");
         }
         let again = call_until(&channel, "calls pass the breaker again", Result::is_ok).await;
         assert_eq!(again.ok(), Some(a.addr.to_string()));
@@ -1187,12 +1160,7 @@ async fn calls_return_to_the_first_priority_when_it_recovers() {
         let p0 = LocalitySpec::new("z-first", &[p0_addr]);
         let mut p1 = LocalitySpec::new("z-second", &[live.addr]);
         p1.priority = 1;
-        publish(
-            &server,
-            &["*"],
-            vec![route_to_cluster(&RouteMatchSpec::any(), "prioritized")],
-            &[("prioritized", vec![p0, p1])],
-        );
+        publish_to(&server, "prioritized", vec![p0, p1]);
         let channel = xds_channel(&server);
         let first = served_by(&channel, CALL).await;
         assert_eq!(first.ok(), Some(live.addr.to_string()));
@@ -1215,21 +1183,7 @@ async fn calls_return_to_the_first_priority_when_it_recovers() {
 #[tokio::test]
 async fn retry_on_limits_the_codes_and_zero_retries_is_nacked() {
     bounded("A44 edges", async {
-        let backend = FaultyServer::start().await.expect("faulty server");
-        let server = management_server().await;
-        let routes = |n: u32| {
-            vec![with_retry_policy(
-                route_to_cluster(&RouteMatchSpec::any(), "flaky"),
-                "unavailable",
-                n,
-            )]
-        };
-        publish(
-            &server,
-            &["*"],
-            routes(2),
-            &[("flaky", locality(&[backend.addr]))],
-        );
+        let (backend, server) = retrying_to_faulty("flaky", 2).await;
         let channel = xds_channel(&server);
         let internal = flaky_unary(
             &channel,
@@ -1246,7 +1200,7 @@ async fn retry_on_limits_the_codes_and_zero_retries_is_nacked() {
             vec![named(
                 ROUTES,
                 type_url::ROUTE,
-                &route_configuration(ROUTES, &["*"], routes(0)),
+                &route_configuration(ROUTES, &["*"], vec![retry_route("flaky", 0)]),
             )],
         );
         let nack = server
