@@ -1159,4 +1159,64 @@ mod tests {
             "app_policy → call::attempt: `crate::call::FailurePlace`"
         );
     }
+
+    // Review findings (failing tests: each is a real cycle, or a cycle that is not there).
+
+    #[test]
+    #[ignore = "review: a known miss of the cycle check; run with --ignored"]
+    fn review_a_pub_crate_use_that_the_module_itself_uses_is_a_use() {
+        // `a` imports `Thing` with `pub(crate) use` and uses it; `b` calls `a::f`: a ↔ b.
+        let found = cycles(&[
+            ("", "mod a;\nmod b;"),
+            (
+                "a",
+                "pub(crate) use crate::b::Thing;\npub fn f() -> Thing { Thing }",
+            ),
+            ("b", "pub struct Thing;\nfn g() { crate::a::f(); }"),
+        ]);
+        assert_eq!(found, vec![strings(&["a", "b", "a"])]);
+    }
+
+    #[test]
+    #[ignore = "review: a known miss of the cycle check; run with --ignored"]
+    fn review_pub_self_use_is_private() {
+        let found = cycles(&[
+            ("", "mod a;\nmod b;"),
+            (
+                "a",
+                "pub(self) use crate::b::Thing;\npub fn f() -> Thing { Thing }",
+            ),
+            ("b", "pub struct Thing;\nfn g() { crate::a::f(); }"),
+        ]);
+        assert_eq!(found, vec![strings(&["a", "b", "a"])]);
+    }
+
+    #[test]
+    #[ignore = "review: a known miss of the cycle check; run with --ignored"]
+    fn review_a_name_through_a_glob_reexport_is_followed() {
+        // `a` re-exports y's items by glob; x names `super::Thing` (y's), y calls x: x ↔ y.
+        let found = cycles(&[
+            ("", "mod a;"),
+            ("a", "mod x;\nmod y;\npub(crate) use self::y::*;"),
+            ("a::x", "use super::Thing;\npub fn f() {}"),
+            ("a::y", "pub struct Thing;\nfn g() { super::x::f(); }"),
+        ]);
+        assert_eq!(found, vec![strings(&["a::x", "a::y", "a::x"])]);
+    }
+
+    #[test]
+    #[ignore = "review: a known miss of the cycle check; run with --ignored"]
+    fn review_no_false_cycle_through_a_glob_reexport() {
+        // a → x → y only; the checker sees x → a (the glob's items are taken for a's own).
+        let found = cycles(&[
+            ("", "mod a;"),
+            (
+                "a",
+                "mod x;\nmod y;\npub(crate) use self::y::*;\nfn h() { x::f(); }",
+            ),
+            ("a::x", "use super::Thing;\npub fn f() {}"),
+            ("a::y", "pub struct Thing;"),
+        ]);
+        assert!(found.is_empty(), "{found:?}");
+    }
 }
