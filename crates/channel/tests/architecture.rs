@@ -776,3 +776,29 @@ fn no_source_file_is_over_the_line_limit() {
         .collect();
     assert!(long.is_empty(), "files over {MAX_LINES} lines: {long:#?}");
 }
+
+// Review findings: each reader gap below let an upward import through (shown by a temporary edit of
+// `wire/`); run with `--ignored`.
+
+#[test]
+#[ignore = "review: code after an inline `#[cfg(test)] mod tests {}` is dropped"]
+fn review_code_after_an_inline_test_module_is_read() {
+    assert!(
+        code("#[cfg(test)]\nmod tests {}\nfn f() { crate::call::x(); }").contains("crate::call")
+    );
+}
+
+#[test]
+#[ignore = "review: `//` inside a string literal cuts the rest of the line"]
+fn review_a_string_with_slashes_does_not_hide_code() {
+    assert!(code("let s = \"http://x\"; crate::call::x();").contains("crate::call"));
+}
+
+#[test]
+#[ignore = "review: a `pub(crate) use` the module itself uses is not counted as a use"]
+fn review_a_reexport_the_module_uses_is_a_use() {
+    let written = paths_in("pub(crate) use crate::call::RequestSender as S;\nfn f(_: &S<()>) {}");
+    assert!(written
+        .iter()
+        .any(|w| w.reexport_as.is_none() && w.segs.join("::") == "crate::call::RequestSender"));
+}
