@@ -225,7 +225,7 @@ impl Channel {
         }
         match self.control().pick("", None, false, &[]).await {
             Ok(_) => Ok(()),
-            Err(e) => Err(e.status),
+            Err(e) => Err(e.into_status()),
         }
     }
 

@@ -7,7 +7,7 @@
 //! A module uses another when its code names it: `crate::a::b` paths, `use crate::{a, b::{c, D}}` groups,
 //! `super::` and `self::` paths and their groups (`use super::{Type, sibling::Other}`: a child that uses its
 //! parent's items uses its parent), and paths through a child module (`child::item`). A path through a
-//! re-export (`crate::Status`, `crate::control::CallGuard`) counts for the module that defines the item,
+//! re-export (`crate::Status`, `crate::control::ActiveCallGuard`) counts for the module that defines the item,
 //! and a re-export (`pub use`, `pub(crate) use`) is not a use of its own. Comments, inline test modules and
 //! test-only module files are left out.
 //!

@@ -12,7 +12,7 @@
 //! Randomness is a SplitMix64 sequence over an atomic seeded with the picker's `start`, so picks stay
 //! lock-free and tests are deterministic. Drops are [`PickResult::Drop`] (never retried, never queued). The
 //! in-flight count lives in a [`InFlightCounter`] the policy keeps per cluster across pickers and config
-//! updates; a successful pick hands out a [`crate::CallGuard`] that releases its claim when dropped.
+//! updates; a successful pick hands out a [`crate::BreakerClaim`] that releases its claim when dropped.
 //!
 //! Not here: process-wide counters shared by channels (A32 keys them by cluster and EDS service name; each
 //! policy has its own), load reporting of drops (LRS), and steering the locality choice with the avoid hint

@@ -21,7 +21,7 @@
 //! ([`XdsClustersConfig`]), priorities (gRFC A56) of weighted localities (A28) whose endpoints are
 //! round_robin leaves, or a ring_hash (A42, [`ClusterLbConfig::RingHash`]) over each priority's endpoints,
 //! over one shared subchannel per address; its picker dispatches on the call's cluster
-//! ([`PickRequest::cluster`]) and applies EDS drops and circuit breaking (A32, [`CallGuard`]).
+//! ([`PickRequest::cluster`]) and applies EDS drops and circuit breaking (A32, [`BreakerClaim`]).
 
 // Unit tests read the clock: they stand in for grpc-channel (clippy.toml bans it in the library).
 #![cfg_attr(test, allow(clippy::disallowed_methods))]
@@ -67,7 +67,7 @@ pub use outlier_detection::{
     OutlierDetector, OutlierEvent, Percentage, SuccessRateEjection, UnejectReason,
     MIN_SWEEP_INTERVAL,
 };
-pub use pick::{CallGuard, InFlightCounter, PickRequest, PickResult};
+pub use pick::{BreakerClaim, InFlightCounter, PickRequest, PickResult};
 pub use pick_first::{interleave_families, DEFAULT_ATTEMPT_DELAY};
 pub use picker::{Picker, PickerSpec};
 pub use policy::{LbPolicy, PolicyConfig};

@@ -1,6 +1,6 @@
 //! What a pick is: the call's [`PickRequest`] and the [`PickResult`] a picker answers, the [`Rotation`] over
 //! READY backends that honours the request's avoid hint (round_robin's picks and each xDS locality's), and
-//! the xDS circuit breaker's claim that a pick hands out ([`InFlightCounter`], [`CallGuard`], gRFC A32).
+//! the xDS circuit breaker's claim that a pick hands out ([`InFlightCounter`], [`BreakerClaim`], gRFC A32).
 //! Every picker (`picker.rs`, `cluster_picker.rs`, `ring_pick.rs`) builds on these; they use nothing else
 //! of the crate.
 
@@ -38,7 +38,7 @@ pub enum PickResult<T> {
         /// The call's claim on its cluster's in-flight count (xDS circuit breaking, gRFC A32): the caller
         /// keeps it until the call ends, and dropping it releases the claim. `None` from every picker but
         /// the xDS cluster manager's.
-        guard: Option<CallGuard>,
+        guard: Option<BreakerClaim>,
     },
     /// Wait for the next picker (and, if `exit_idle`, ask the policy to connect).
     Queue {
@@ -169,13 +169,13 @@ impl InFlightCounter {
     }
 
     /// A claim, unless `limit` calls are in flight already.
-    pub(crate) fn try_claim(&self, limit: u32) -> Option<CallGuard> {
+    pub(crate) fn try_claim(&self, limit: u32) -> Option<BreakerClaim> {
         self.0
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n < u64::from(limit)).then_some(n + 1)
             })
             .ok()
-            .map(|_| CallGuard(self.0.clone()))
+            .map(|_| BreakerClaim(self.0.clone()))
     }
 }
 
@@ -195,31 +195,31 @@ impl fmt::Debug for InFlightCounter {
 
 /// One call's claim on its cluster's in-flight count: held for the life of the call, released on drop. A
 /// clone is a second claim (counted at once, released by its own drop).
-pub struct CallGuard(Arc<AtomicU64>);
+pub struct BreakerClaim(Arc<AtomicU64>);
 
-impl Drop for CallGuard {
+impl Drop for BreakerClaim {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
-impl Clone for CallGuard {
-    fn clone(&self) -> CallGuard {
+impl Clone for BreakerClaim {
+    fn clone(&self) -> BreakerClaim {
         self.0.fetch_add(1, Ordering::AcqRel);
-        CallGuard(self.0.clone())
+        BreakerClaim(self.0.clone())
     }
 }
 
-impl PartialEq for CallGuard {
-    fn eq(&self, other: &CallGuard) -> bool {
+impl PartialEq for BreakerClaim {
+    fn eq(&self, other: &BreakerClaim) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
     }
 }
 
-impl Eq for CallGuard {}
+impl Eq for BreakerClaim {}
 
-impl fmt::Debug for CallGuard {
+impl fmt::Debug for BreakerClaim {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("CallGuard")
+        f.write_str("BreakerClaim")
     }
 }

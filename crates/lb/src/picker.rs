@@ -4,7 +4,7 @@
 //!
 //! The xDS cluster manager's picker ([`PickerSpec::Clusters`], built in `cluster_picker.rs`) dispatches on
 //! the call's cluster ([`PickRequest::cluster`]) and may drop calls ([`PickResult::Drop`]) or hand out an
-//! in-flight claim with the pick ([`PickResult::Pick::guard`], a [`crate::CallGuard`]). What a pick asks and
+//! in-flight claim with the pick ([`PickResult::Pick::guard`], a [`crate::BreakerClaim`]). What a pick asks and
 //! answers is in `pick.rs`.
 
 use std::collections::BTreeMap;

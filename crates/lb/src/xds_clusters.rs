@@ -22,7 +22,7 @@
 //! errors are not kept per endpoint).
 //!
 //! Not here: client-side health checking (the overlay stays off for this policy), load reporting (LRS),
-//! and the channel's use of [`crate::CallGuard`] for the call's life.
+//! and the channel's use of [`crate::BreakerClaim`] for the call's life.
 
 use std::collections::{BTreeMap, HashSet};
 use std::time::Instant;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use grpc_base::{Address, SplitMix64};
 
 use crate::{
-    CallGuard, ClusterConfig, ClusterPick, ConnectivityState, DropOverload, LbAction, LbPolicy,
+    BreakerClaim, ClusterConfig, ClusterPick, ConnectivityState, DropOverload, LbAction, LbPolicy,
     LocalityConfig, PickRequest, PickResult, Picker, PickerSpec, PolicyConfig, PriorityConfig,
     SubchannelId, XdsClustersConfig, DEACTIVATION_RETENTION,
 };
@@ -561,7 +561,7 @@ fn the_circuit_breaker_drops_at_max_requests_until_a_call_ends() {
     let mut s = Sim::with(vec![("a", cluster.clone()), ("b", priorities(&[&[1]]))]);
     s.ready(0);
     let p = s.picker(0);
-    let guard = |r: PickResult<u64>| -> CallGuard {
+    let guard = |r: PickResult<u64>| -> BreakerClaim {
         match r {
             PickResult::Pick { guard: Some(g), .. } => g,
             other => panic!("{other:?}"),

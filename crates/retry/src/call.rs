@@ -14,7 +14,7 @@
 //! - `config.rs`: the per-call settings and the limits shared between calls;
 //! - `timers.rs`: the timer table;
 //! - `events.rs`: events from attempts (`handle_*`), transparent retries included;
-//! - `commands.rs`: the application's commands and the replay buffer;
+//! - `commands.rs`: the application's commands, and when the replay buffer (`buffer.rs`) keeps and releases;
 //! - `throttling.rs`: throttle accounting;
 //! - `retry.rs`, `hedge.rs`, `app.rs`: the turn of a retry policy, a hedging policy, an application policy;
 //! - `recv_timeout.rs`: `perAttemptRecvTimeout`.
@@ -30,6 +30,7 @@ use grpc_code::Code;
 
 use crate::app_policy::AppRetryPolicy;
 use crate::backoff::Backoff;
+use crate::buffer::ReplayBuffer;
 use crate::policy::{CodeSet, HedgingPolicy, Policy, RetryPolicy};
 use crate::precedence::{self, PolicySource};
 use crate::stats::CallStats;
@@ -76,7 +77,6 @@ pub struct RetryCall {
     /// are disabled (the failure still qualifies for the target; the policy is just not acted on).
     qualifying: CodeSet,
     max_transparent: u32,
-    per_call_limit: usize,
     limits: SharedLimits,
     rng: Box<dyn Rng>,
     /// Every attempt started, by id.
@@ -84,12 +84,7 @@ pub struct RetryCall {
     /// Where the call is in its life cycle.
     phase: Phase,
     /// Every message of the call while it may still be replayed (released as the committed attempt sends).
-    messages: Vec<Bytes>,
-    /// Messages `0..accounted` are counted against the limits; later ones arrived after an overflow.
-    accounted: usize,
-    /// Bytes of `messages[released..accounted]` still counted.
-    buffered_bytes: usize,
-    released: usize,
+    replay: ReplayBuffer,
     next_index: usize,
     /// The application half-closed: every attempt, replays included, half-closes after its messages. A
     /// plain field: the request stream's end is independent of the attempts' life cycle.
@@ -160,15 +155,11 @@ impl RetryCall {
             started: now,
             qualifying,
             max_transparent: config.max_transparent_retries,
-            per_call_limit: config.per_call_buffer_limit,
+            replay: ReplayBuffer::new(config.per_call_buffer_limit, limits.pool.clone()),
             limits,
             rng,
             attempts: Vec::new(),
             phase: Phase::new(now),
-            messages: Vec::new(),
-            accounted: 0,
-            buffered_bytes: 0,
-            released: 0,
             next_index: 0,
             half_closed: false,
             unprocessed_retry: UnprocessedRetry::Available,
@@ -249,7 +240,7 @@ impl RetryCall {
 
     /// Bytes currently counted against the buffer limits.
     pub fn buffered_bytes(&self) -> usize {
-        self.buffered_bytes
+        self.replay.bytes()
     }
 
     /// How many more bytes of messages the replay buffer takes before an overflow commits the call (A6
@@ -264,16 +255,7 @@ impl RetryCall {
                 next: NextAttempt::Committed,
                 ..
             } => usize::MAX,
-            _ => {
-                let pool = self
-                    .limits
-                    .pool
-                    .limit()
-                    .saturating_sub(self.limits.pool.used());
-                self.per_call_limit
-                    .saturating_sub(self.buffered_bytes)
-                    .min(pool)
-            }
+            _ => self.replay.room(),
         }
     }
 
@@ -387,9 +369,17 @@ impl RetryCall {
                 .cloned()
                 .collect(),
         });
-        for index in 0..self.messages.len() {
-            let message = self.messages[index].clone();
-            self.queue_send(id, index, message);
+        // A replay: every message so far, from the first.
+        for (index, message) in self.replay.replay() {
+            self.actions.push_back(Action::SendMessage {
+                attempt: id,
+                index,
+                message: message.clone(),
+            });
+        }
+        let replayed = self.replay.len();
+        if replayed > 0 {
+            self.attempts[id.0 as usize].queued = replayed;
         }
         if self.half_closed {
             self.actions.push_back(Action::HalfClose { attempt: id });
@@ -483,12 +473,5 @@ impl UnprocessedRetry {
         if *self == UnprocessedRetry::Available {
             *self = UnprocessedRetry::Forfeited;
         }
-    }
-}
-
-impl Drop for RetryCall {
-    fn drop(&mut self) {
-        // Memory returns to the channel's pool whatever way the call ends.
-        self.limits.pool.release(self.buffered_bytes);
     }
 }

@@ -24,7 +24,7 @@ use tokio::time::Instant;
 
 use crate::call::send_stream::{OnError, Outbox, SendHalf, WriteError, Written};
 use crate::control::outlier::{AttemptResult, CallResults};
-use crate::control::{Pick, Picked};
+use crate::control::{Pick, PickError, Picked};
 use crate::wire::compression::{Encoding, EncodingSet, ReceivedEncoding};
 use crate::wire::metadata::names::{
     GRPC_ACCEPT_ENCODING, GRPC_ENCODING, GRPC_PREVIOUS_RPC_ATTEMPTS, GRPC_TIMEOUT,
@@ -82,7 +82,7 @@ pub(crate) struct OpenAttempt {
     /// Where the committed attempt's result counts (outlier detection), if anywhere.
     pub(crate) results: Option<Arc<CallResults>>,
     /// Its place under the cluster's circuit breaker (xDS), held until the call ends.
-    pub(crate) breaker: Option<grpc_lb::CallGuard>,
+    pub(crate) breaker: Option<grpc_lb::BreakerClaim>,
 }
 
 /// The response side of an open attempt.
@@ -126,7 +126,7 @@ pub(crate) struct Attempt {
     /// Where the attempt's result counts (outlier detection), from its pick until it is counted.
     results: Option<Arc<CallResults>>,
     /// Its place under the cluster's circuit breaker, held while the attempt lives.
-    breaker: Option<grpc_lb::CallGuard>,
+    breaker: Option<grpc_lb::BreakerClaim>,
 }
 
 impl Attempt {
@@ -259,12 +259,11 @@ impl Attempt {
             Ok(picked) => picked,
             Err(e) => {
                 self.state = State::Done;
-                let place = if e.dropped {
-                    FailurePlace::Dropped
-                } else {
-                    FailurePlace::PickFailed
+                let (place, status) = match e {
+                    PickError::Failed(status) => (FailurePlace::PickFailed, status),
+                    PickError::Dropped(status) => (FailurePlace::Dropped, status),
                 };
-                return Poll::Ready(ended(place, e.status));
+                return Poll::Ready(ended(place, status));
             }
         };
         self.results = results;

@@ -6,7 +6,7 @@ use std::task::{Context, Poll};
 use bytes::{Bytes, BytesMut};
 use tokio::time::Instant;
 
-use super::shared::{SharedRef, Side, Writer, SEND_AHEAD_LIMIT};
+use super::shared::{call_has_ended, SharedRef, Side, Writer, SEND_AHEAD_LIMIT};
 use super::writer;
 use crate::call::send_stream::OnError;
 use crate::request::MessageOptions;
@@ -121,11 +121,11 @@ impl<T> RequestSender<T> {
                     "the call was already half-closed",
                 )));
             }
-            if let Some(status) = &s.write_failed {
+            if let Some(status) = s.write_failed() {
                 return Poll::Ready(Err(status.clone()));
             }
-            let send = match &mut s.side {
-                Side::Direct(send) => send,
+            let c = match &mut s.side {
+                Side::Committed(c) => c,
                 Side::Driving(inbox) => {
                     // Before commit the driver takes the queued messages once an open attempt has written
                     // the previous ones: the readiest live attempt paces the sender, which runs ahead of it
@@ -145,27 +145,29 @@ impl<T> RequestSender<T> {
                     }
                     return Poll::Ready(Ok(()));
                 }
+                // The driver finished the call: its end (above) says how.
+                Side::Finished { .. } => return Poll::Ready(Err(call_has_ended())),
             };
             // After commit: queued behind what the writer task has not written yet (what the committed
             // attempt had not written at commit included), at most SEND_AHEAD_LIMIT ahead of h2 (a larger
             // message waits until everything before it went).
             if !data.is_empty() {
-                if !send.caught_up() && send.queued_bytes() + data.len() > SEND_AHEAD_LIMIT {
+                if !c.send.caught_up() && c.send.queued_bytes() + data.len() > SEND_AHEAD_LIMIT {
                     // The writer task is running or waits for flow control: it wakes this send once it
                     // has written some of the queue.
-                    s.blocked_sender = Some(cx.waker().clone());
+                    c.blocked_sender = Some(cx.waker().clone());
                     return Poll::Pending;
                 }
                 // After commit nothing counts messages by index (the retry machine is done with them).
-                send.push(0, std::mem::take(&mut data));
+                c.send.push(0, std::mem::take(&mut data));
             }
             if end_stream {
-                send.close_after_queue();
+                c.send.close_after_queue();
                 s.half_closed = true;
             }
-            match &mut s.writer {
+            match &mut c.writer {
                 Writer::NotStarted => {
-                    s.writer = Writer::Running(None);
+                    c.writer = Writer::Running(None);
                     tokio::spawn(writer::run(shared.clone()));
                 }
                 writer => writer.wake(),
@@ -199,21 +201,21 @@ impl<T> RequestSender<T> {
             if let Some(ended) = &s.ended {
                 return Poll::Ready(Err(ended.status()));
             }
-            if let Some(status) = &s.write_failed {
+            if let Some(status) = s.write_failed() {
                 return Poll::Ready(Err(status.clone()));
             }
-            let done = match &s.side {
-                Side::Direct(send) => send.caught_up(),
-                Side::Driving(inbox) => s.written && inbox.queue.is_empty(),
-            };
-            if done {
-                return Poll::Ready(Ok(()));
-            }
-            match &s.side {
+            let waiter = match &mut s.side {
+                Side::Committed(c) if c.send.caught_up() => return Poll::Ready(Ok(())),
+                Side::Driving(inbox) if inbox.written && inbox.queue.is_empty() => {
+                    return Poll::Ready(Ok(()))
+                }
                 // The writer task wakes the blocked sender once its queue is empty.
-                Side::Direct(_) => s.blocked_sender = Some(cx.waker().clone()),
-                Side::Driving(_) => s.flush_waiter = Some(cx.waker().clone()),
-            }
+                Side::Committed(c) => &mut c.blocked_sender,
+                Side::Driving(inbox) => &mut inbox.flush_waiter,
+                // Nothing is left to write (the call's end, above, says how it went).
+                Side::Finished { .. } => return Poll::Ready(Ok(())),
+            };
+            *waiter = Some(cx.waker().clone());
             Poll::Pending
         })
         .await
@@ -241,7 +243,7 @@ impl<T> RequestSender<T> {
     /// server's status when it sent one, not the failed send's "the stream was closed".
     pub(crate) fn abort(self, status: Status) {
         let mut s = self.shared.lock();
-        if s.ended.is_none() && s.write_failed.is_none() {
+        if s.ended.is_none() && s.write_failed().is_none() {
             s.sender_failure = Some(status.clone());
             s.end(&status, h2::Reason::CANCEL);
         }
@@ -272,7 +274,7 @@ impl<T> Drop for RequestSender<T> {
         // A failed write found the stream over at h2 (the server reset or ended it, or the connection
         // failed): there is nothing left to half-close or cancel, and cancelling would replace the end the
         // receiving half reports (the server's status when it sent one) with CANCELLED.
-        if s.ended.is_none() && !s.half_closed && s.write_failed.is_none() {
+        if s.ended.is_none() && !s.half_closed && s.write_failed().is_none() {
             if self.cancel_on_drop {
                 // Given up unfinished: the server must not see the end of a request that is not whole.
                 let status = Status::cancelled_by_client();
@@ -282,15 +284,15 @@ impl<T> Drop for RequestSender<T> {
             }
             s.half_closed = true;
             match &mut s.side {
-                Side::Direct(send) => {
-                    send.close_after_queue();
-                    match &mut s.writer {
+                Side::Committed(c) => {
+                    c.send.close_after_queue();
+                    match &mut c.writer {
                         // It writes END_STREAM after what it still holds, under flow control.
-                        Writer::Running(_) => s.writer.wake(),
+                        Writer::Running(_) => c.writer.wake(),
                         // Nothing is queued (a writer starts whenever something is, at commit or after it,
                         // and stops early only on a failed write, which returned above): END_STREAM alone.
                         Writer::NotStarted | Writer::Stopped => {
-                            send.flush_all(OnError::Drop);
+                            c.send.flush_all(OnError::Drop);
                         }
                     }
                 }
@@ -299,6 +301,7 @@ impl<T> Drop for RequestSender<T> {
                         w.wake();
                     }
                 }
+                Side::Finished { .. } => {}
             }
         }
     }

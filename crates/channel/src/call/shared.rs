@@ -40,54 +40,24 @@ pub(crate) struct Shared {
     pub(super) half_closed: bool,
     /// Set when the call ended locally (cancel, deadline, malformed response) or the response is complete.
     pub(super) ended: Option<Ended>,
-    /// What a driver in a task of its own handed over for the receiving half: the committed attempt's
-    /// response (boxed: it is here only until that half takes it, and this state lasts as long as the call),
-    /// or the call's status when it finished before committing. A driver in the caller's task hands over
-    /// directly ([`Shared::take_over`]).
+    /// What a driver in a task of its own handed over ([`Shared::hand_over`]) until the receiving half
+    /// takes it: the committed attempt's response (boxed: it is here only until that half takes it, and
+    /// this state lasts as long as the call), or the call's status when it finished before committing. A
+    /// driver in the caller's task hands over to the receiving half directly.
     pub(super) handed: Option<Result<Box<AttemptResponse>, Status>>,
     /// An attempt has opened its stream (the request HEADERS went to h2).
     pub(super) started: bool,
     /// The receiving half, or the caller waiting for the call to start.
     pub(super) receiver: Option<Waker>,
-    /// The call's retry state machine after commit, told how the committed attempt ended (throttle).
-    pub(super) retry: Option<(Box<RetryCall>, AttemptId)>,
-    /// After commit, where the committed attempt's result counts (outlier detection), until it ends.
-    pub(super) results: Option<Arc<CallResults>>,
-    /// After commit, the call's place under its cluster's circuit breaker (xDS, gRFC A32), released when
-    /// the call ends.
-    pub(super) breaker: Option<grpc_lb::CallGuard>,
-    /// The call's reference to the cluster its route chose (xDS, gRFC A28): the resolver keeps the cluster
-    /// while it lives, for every attempt of the call. Released at commit (the committed attempt goes on
-    /// over its connection, which a removed cluster lets finish its calls) or when the call ends before.
-    pub(super) cluster: Option<crate::control::resolver_state::ClusterHold>,
-    /// Before commit: an attempt with a stream has written every message the driver took (the driver
-    /// says so when it finds nothing more to take while an attempt is caught up). See
-    /// [`crate::RequestSender`]'s `flushed`.
-    pub(super) written: bool,
-    /// A task waiting for the messages sent so far to be written (`RequestSender::flushed`).
-    pub(super) flush_waiter: Option<Waker>,
     /// A task pumping an application stream into the call, waiting for the call to end.
     pub(super) end_watcher: Option<Waker>,
     /// The status a failed send ended the call with (e.g. an oversize message), which the receiving half
     /// reports instead of the reset it sees.
     pub(super) sender_failure: Option<Status>,
-    /// After commit: the task writing the queued messages.
-    pub(super) writer: Writer,
-    /// The sender, waiting for the writer task to make room (after commit).
-    pub(super) blocked_sender: Option<Waker>,
-    /// Why the writer task stopped writing, for the next send. Set, the stream is over at h2 (the server
-    /// reset or ended it, or the connection failed): the receiving half reports how, the server's status
-    /// when it sent one, and the sending half neither half-closes nor cancels the call.
-    pub(super) write_failed: Option<Status>,
-    /// After commit, the bytes queued in the send half as the channel's
-    /// [`unsent_request_bytes`](crate::ChannelStats::unsent_request_bytes) last counted them.
-    pub(super) unsent_counted: usize,
     /// Counts the call as active for the channel's idle timeout while either half lives.
-    _active: Option<crate::control::CallGuard>,
+    _active: Option<crate::control::ActiveCallGuard>,
     /// The call's span and metrics.
     pub(crate) telemetry: CallTelemetry,
-    /// The committed attempt's, once handed over.
-    pub(super) attempt: Option<AttemptTelemetry>,
     /// An exactly-once call's id: in flight until the call ends (its status is known).
     pub(super) exactly_once: Option<Arc<crate::call::exactly_once::CallId>>,
     /// How many attempts preceded the committed one once the call committed; before, the most any started
@@ -109,20 +79,34 @@ impl Ended {
     pub(super) fn status(&self) -> Status {
         match self {
             Ended::With(status) => status.clone(),
-            Ended::Finished(status) => {
-                Status::new(Code::Internal, "the call has ended").with_source(status.clone())
-            }
+            Ended::Finished(status) => call_has_ended().with_source(status.clone()),
         }
     }
 }
 
-/// Where the application's messages go.
+/// What a send after the call's end returns when the end was no failure of its own.
+pub(super) fn call_has_ended() -> Status {
+    Status::new(Code::Internal, "the call has ended")
+}
+
+/// Where the application's messages go: the call's sending side through its life cycle.
+///
+/// ```text
+///   Driving ──commit──▶ Committed
+///      │
+///      └──the driver finishes the call, or commits after the call ended──▶ Finished
+/// ```
 pub(super) enum Side {
     /// Before commit: the inbox the retry driver takes messages from (in batches), writing them to every
     /// live attempt.
-    Driving(Inbox),
-    /// After commit: the committed attempt's stream.
-    Direct(SendHalf),
+    Driving(Driving),
+    /// After commit: the committed attempt's stream, its writer task, and the committed attempt until its
+    /// end is reported.
+    Committed(CommittedStream),
+    /// The driver finished the call without a stream to hand over (the call's status is in
+    /// [`Shared::ended`]): nothing more is sent. When the driver committed after the call had ended, the
+    /// committed attempt's telemetry ends with the call.
+    Finished { attempt: Option<AttemptTelemetry> },
 }
 
 /// The most bytes of application messages a call holds that HTTP/2 flow control has not let out yet (a
@@ -135,7 +119,7 @@ pub(crate) const SEND_AHEAD_LIMIT: usize = 64 << 10;
 
 /// The driver's side of a call that has not committed yet.
 #[derive(Default)]
-pub(super) struct Inbox {
+pub(super) struct Driving {
     /// The messages the application sent, in order, until the driver takes them (everything queued, when
     /// an open attempt has written the previous ones).
     pub(super) queue: VecDeque<Bytes>,
@@ -149,6 +133,105 @@ pub(super) struct Inbox {
     pub(super) driver: Option<Waker>,
     /// The application cancelled (or the receiving half ended the call) before commit.
     pub(super) cancelled: bool,
+    /// An attempt with a stream has written every message the driver took (the driver says so when it
+    /// finds nothing more to take while an attempt is caught up). See [`crate::RequestSender`]'s
+    /// `flushed`.
+    pub(super) written: bool,
+    /// A task waiting for the messages sent so far to be written (`RequestSender::flushed`).
+    pub(super) flush_waiter: Option<Waker>,
+    /// The call's reference to the cluster its route chose (xDS, gRFC A28): the resolver keeps the cluster
+    /// while it lives, for every attempt of the call. Released at commit (the committed attempt goes on
+    /// over its connection, which a removed cluster lets finish its calls) or when the call ends before.
+    pub(super) cluster: Option<crate::control::resolver_state::ClusterHold>,
+}
+
+/// The sending side of a committed call.
+pub(super) struct CommittedStream {
+    /// The committed attempt's send half.
+    pub(super) send: SendHalf,
+    /// The task writing the queued messages.
+    pub(super) writer: Writer,
+    /// The sender, waiting for the writer task to make room.
+    pub(super) blocked_sender: Option<Waker>,
+    /// Why the writer task stopped writing, for the next send. Set, the stream is over at h2 (the server
+    /// reset or ended it, or the connection failed): the receiving half reports how, the server's status
+    /// when it sent one, and the sending half neither half-closes nor cancels the call.
+    pub(super) write_failed: Option<Status>,
+    /// The bytes queued in the send half as the channel's
+    /// [`unsent_request_bytes`](crate::ChannelStats::unsent_request_bytes) last counted them.
+    unsent_counted: usize,
+    /// The committed attempt, until its end is reported ([`Shared::report_end`]).
+    attempt: Option<CommittedAttempt>,
+}
+
+/// What a committed call keeps of its attempt until the attempt's end is reported.
+struct CommittedAttempt {
+    /// The call's retry state machine, told how the committed attempt ended (throttle).
+    call: Box<RetryCall>,
+    id: AttemptId,
+    /// Where the committed attempt's result counts (outlier detection).
+    results: Option<Arc<CallResults>>,
+    /// The call's place under its cluster's circuit breaker (xDS, gRFC A32), released when the call ends.
+    breaker: Option<grpc_lb::BreakerClaim>,
+    /// The attempt's span and metrics.
+    telemetry: AttemptTelemetry,
+}
+
+impl CommittedAttempt {
+    /// Tells the retry state machine how the committed attempt ended: from the server (a success refills
+    /// the throttle, a qualifying failure or a "don't retry" pushback costs a token), or locally (a cancel,
+    /// the deadline, a malformed response: nobody's failure, which the throttle never counts).
+    fn report(self, status: &Status, end: CommittedEnd, call_telemetry: &mut CallTelemetry) {
+        let CommittedAttempt {
+            mut call,
+            id,
+            results,
+            breaker,
+            mut telemetry,
+        } = self;
+        drop(breaker);
+        if let Some(results) = results {
+            results.record(match end {
+                CommittedEnd::Local if status.code() == Code::Cancelled => AttemptResult::Cancelled,
+                _ => AttemptResult::Ended(status.code()),
+            });
+        }
+        let end = match end {
+            CommittedEnd::Remote(pushback) => AttemptEnd::status(status.code(), pushback),
+            CommittedEnd::Local => AttemptEnd::failure(status.code(), FailurePlace::Local),
+        };
+        call.handle_end(id, end, Instant::now().into_std());
+        call_telemetry.set_stats(call.stats());
+        telemetry.ended(status);
+    }
+}
+
+impl CommittedStream {
+    /// Brings the channel's count of unwritten request bytes up to what the send half holds now. Called
+    /// when the call commits, each time the writer task has run (which every send after commit wakes), so
+    /// one update covers a batch, and when the stream is over ([`CommittedStream::discard_unsent`]).
+    pub(super) fn recount_unsent(&mut self, telemetry: &CallTelemetry) {
+        let now = self.send.queued_bytes();
+        if now != self.unsent_counted {
+            telemetry.unsent_changed(self.unsent_counted, now);
+            self.unsent_counted = now;
+        }
+    }
+
+    /// The stream is over (the call ended, or a write failed): the messages the send half still queues
+    /// will never be written, so they are dropped now and the channel stops counting them, even while the
+    /// application keeps either half of the call.
+    pub(super) fn discard_unsent(&mut self, telemetry: &CallTelemetry) {
+        self.send.discard();
+        self.recount_unsent(telemetry);
+    }
+
+    /// Wakes the sender waiting for the writer task to make room.
+    pub(super) fn wake_blocked_sender(&mut self) {
+        if let Some(w) = self.blocked_sender.take() {
+            w.wake();
+        }
+    }
 }
 
 /// Where a committed call's writer task (`writer.rs`) stands.
@@ -190,32 +273,24 @@ impl Shared {
     /// A call whose attempts the retry driver runs until it commits; routed (xDS), it keeps `cluster`, its
     /// reference to its cluster, until it commits (every attempt of the call goes there).
     pub(crate) fn driving(
-        active: Option<crate::control::CallGuard>,
+        active: Option<crate::control::ActiveCallGuard>,
         cluster: Option<crate::control::resolver_state::ClusterHold>,
         telemetry: CallTelemetry,
     ) -> SharedRef {
         Arc::new(Mutex::new(Shared {
-            side: Side::Driving(Inbox::default()),
+            side: Side::Driving(Driving {
+                cluster,
+                ..Driving::default()
+            }),
             half_closed: false,
             ended: None,
             handed: None,
             started: false,
             receiver: None,
-            retry: None,
-            results: None,
-            breaker: None,
-            cluster,
             end_watcher: None,
             sender_failure: None,
-            writer: Writer::NotStarted,
-            blocked_sender: None,
-            written: false,
-            flush_waiter: None,
-            write_failed: None,
-            unsent_counted: 0,
             _active: active,
             telemetry,
-            attempt: None,
             exactly_once: None,
             previous_attempts: 0,
         }))
@@ -264,15 +339,15 @@ impl Shared {
             }
         }
         if let Some(message) = message {
-            self.written = false;
+            inbox.written = false;
             return Some(Input::Message(message));
         }
         let input = (inbox.queue.is_empty() && self.half_closed && !half_close_sent)
             .then_some(Input::HalfClose);
         // The whole budget: an attempt had written everything and nothing more was taken this round.
         if budget == usize::MAX && inbox.queue.is_empty() {
-            self.written = true;
-            if let Some(w) = self.flush_waiter.take() {
+            inbox.written = true;
+            if let Some(w) = inbox.flush_waiter.take() {
                 w.wake();
             }
         }
@@ -313,12 +388,20 @@ impl Shared {
         }
     }
 
-    /// Whether the committed call has messages left to write and no writer task yet (nor an end).
-    pub(super) fn needs_writer(&self) -> bool {
-        matches!(
-            (&self.side, &self.writer, &self.ended),
-            (Side::Direct(send), Writer::NotStarted, None) if !send.caught_up()
-        )
+    /// Whether the committed call has messages left to write and no writer task yet (nor an end); if so,
+    /// the task counts as running from now (the caller spawns it).
+    pub(super) fn claim_writer(&mut self) -> bool {
+        match &mut self.side {
+            Side::Committed(c)
+                if self.ended.is_none()
+                    && matches!(c.writer, Writer::NotStarted)
+                    && !c.send.caught_up() =>
+            {
+                c.writer = Writer::Running(None);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// For the driver: the call committed (the attempt's stream, with the messages it had not written and
@@ -329,17 +412,24 @@ impl Shared {
         &mut self,
         result: Result<Committed, Status>,
     ) -> Option<Result<AttemptResponse, Status>> {
-        let inbox = match std::mem::replace(&mut self.side, Side::Driving(Inbox::default())) {
+        let inbox = match std::mem::replace(&mut self.side, Side::Finished { attempt: None }) {
             Side::Driving(inbox) => inbox,
-            Side::Direct(send) => {
-                self.side = Side::Direct(send);
+            handed_over => {
+                self.side = handed_over;
                 return None;
             }
         };
-        for w in [inbox.sender, inbox.driver, self.flush_waiter.take()]
-            .into_iter()
-            .flatten()
-        {
+        // A28: a call no longer holds its cluster in the config once it committed or finished.
+        let Driving {
+            queue,
+            sender,
+            driver,
+            flush_waiter,
+            cluster,
+            ..
+        } = inbox;
+        drop(cluster);
+        for w in [sender, driver, flush_waiter].into_iter().flatten() {
             w.wake();
         }
         match result {
@@ -351,17 +441,19 @@ impl Shared {
                     breaker,
                     ..
                 } = committed.open;
-                self.attempt = Some(committed.telemetry);
                 if let Some(ended) = &self.ended {
                     // The call ended (cancelled, or aborted by its sender) while the driver committed: the
                     // stream is reset, and a receiving half still waiting hears how the call ended.
                     send.reset(h2::Reason::CANCEL);
+                    self.side = Side::Finished {
+                        attempt: Some(committed.telemetry),
+                    };
                     return Some(Err(ended.status()));
                 }
                 // The messages the driver had not taken yet follow the attempt's own; they stay queued, so
                 // the sender's bound counts them all. With nothing to write, a half-close goes at once
                 // (errors reappear on the response side).
-                for message in inbox.queue {
+                for message in queue {
                     send.push(0, message);
                 }
                 if self.half_closed {
@@ -371,19 +463,27 @@ impl Shared {
                     send.flush_all(OnError::Drop);
                 }
                 self.half_closed |= send.half_closed();
-                self.side = Side::Direct(send);
-                self.recount_unsent();
-                self.retry = Some((committed.call, committed.attempt));
-                self.results = results;
-                self.breaker = breaker;
-                // A28: a committed call no longer holds its cluster in the config.
-                self.cluster = None;
+                let mut stream = CommittedStream {
+                    send,
+                    writer: Writer::NotStarted,
+                    blocked_sender: None,
+                    write_failed: None,
+                    unsent_counted: 0,
+                    attempt: Some(CommittedAttempt {
+                        call: committed.call,
+                        id: committed.attempt,
+                        results,
+                        breaker,
+                        telemetry: committed.telemetry,
+                    }),
+                };
+                stream.recount_unsent(&self.telemetry);
+                self.side = Side::Committed(stream);
                 self.previous_attempts = committed.previous_attempts;
                 Some(Ok(response))
             }
             Err(status) => {
                 self.previous_attempts = status.previous_rpc_attempts();
-                self.cluster = None;
                 if self.ended.is_none() {
                     // Sending stops with the call's status, or a plain "ended" when that is OK.
                     self.ended = Some(if status.code() == Code::Ok {
@@ -425,26 +525,33 @@ impl Shared {
             self.ended = Some(Ended::With(status.clone()));
             self.wake_end_watcher();
             match &mut self.side {
-                Side::Direct(send) => send.reset(reason),
+                Side::Committed(c) => c.send.reset(reason),
                 Side::Driving(inbox) => {
                     inbox.cancelled = true;
                     if let Some(w) = inbox.driver.take() {
                         w.wake();
                     }
                 }
+                Side::Finished { .. } => {}
             }
             self.discard_unsent();
         }
     }
 
-    /// The committed call's stream is over (the call ended, or a write failed): the messages its send half
-    /// still queues will never be written, so they are dropped now and the channel stops counting them,
-    /// even while the application keeps either half of the call.
+    /// The committed call's stream is over (the call ended): see [`CommittedStream::discard_unsent`].
     pub(super) fn discard_unsent(&mut self) {
-        if let Side::Direct(send) = &mut self.side {
-            send.discard();
+        if let Side::Committed(c) = &mut self.side {
+            c.discard_unsent(&self.telemetry);
         }
-        self.recount_unsent();
+    }
+
+    /// Why the committed call's writer task stopped writing, if a write failed (see
+    /// [`CommittedStream::write_failed`]).
+    pub(super) fn write_failed(&self) -> Option<&Status> {
+        match &self.side {
+            Side::Committed(c) => c.write_failed.as_ref(),
+            Side::Driving(_) | Side::Finished { .. } => None,
+        }
     }
 
     /// Keeps an exactly-once call's id (counted in flight) until the call ends.
@@ -452,60 +559,41 @@ impl Shared {
         self.exactly_once = Some(id);
     }
 
-    /// The call ended: wakes the task feeding the sender, the writer task and a sender waiting for room.
+    /// The call ended: wakes the task feeding the sender, a task waiting for a flush, the writer task and a
+    /// sender waiting for room.
     pub(super) fn wake_end_watcher(&mut self) {
-        for w in [self.end_watcher.take(), self.flush_waiter.take()]
-            .into_iter()
-            .flatten()
-        {
+        if let Some(w) = self.end_watcher.take() {
             w.wake();
         }
-        self.writer.wake();
-        self.wake_blocked_sender();
-    }
-
-    /// Brings the channel's count of unwritten request bytes up to what the committed call's send half holds
-    /// now. Called when the call commits, each time the writer task has run (which every send after commit
-    /// wakes), so one update covers a batch, and when the stream is over ([`Shared::discard_unsent`]).
-    pub(super) fn recount_unsent(&mut self) {
-        if let Side::Direct(send) = &self.side {
-            let now = send.queued_bytes();
-            if now != self.unsent_counted {
-                self.telemetry.unsent_changed(self.unsent_counted, now);
-                self.unsent_counted = now;
+        match &mut self.side {
+            Side::Driving(inbox) => {
+                if let Some(w) = inbox.flush_waiter.take() {
+                    w.wake();
+                }
             }
+            Side::Committed(c) => {
+                c.writer.wake();
+                c.wake_blocked_sender();
+            }
+            Side::Finished { .. } => {}
         }
     }
 
-    /// Wakes the sender waiting for the writer task to make room.
-    pub(super) fn wake_blocked_sender(&mut self) {
-        if let Some(w) = self.blocked_sender.take() {
-            w.wake();
-        }
-    }
-
-    /// Tells the retry state machine how the committed attempt ended: from the server (a success refills
-    /// the throttle, a qualifying failure or a "don't retry" pushback costs a token), or locally (a cancel,
-    /// the deadline, a malformed response: nobody's failure, which the throttle never counts).
+    /// Reports the committed attempt's end ([`CommittedAttempt::report`]), once; before commit the call
+    /// lets go of its cluster (A28), and an attempt committed after the call ended ends its telemetry.
     pub(super) fn report_end(&mut self, status: &Status, end: CommittedEnd) {
-        self.breaker = None;
-        self.cluster = None;
-        if let Some(results) = self.results.take() {
-            results.record(match end {
-                CommittedEnd::Local if status.code() == Code::Cancelled => AttemptResult::Cancelled,
-                _ => AttemptResult::Ended(status.code()),
-            });
-        }
-        if let Some((mut call, attempt)) = self.retry.take() {
-            let end = match end {
-                CommittedEnd::Remote(pushback) => AttemptEnd::status(status.code(), pushback),
-                CommittedEnd::Local => AttemptEnd::failure(status.code(), FailurePlace::Local),
-            };
-            call.handle_end(attempt, end, Instant::now().into_std());
-            self.telemetry.set_stats(call.stats());
-        }
-        if let Some(mut attempt) = self.attempt.take() {
-            attempt.ended(status);
+        match &mut self.side {
+            Side::Driving(inbox) => inbox.cluster = None,
+            Side::Committed(c) => {
+                if let Some(attempt) = c.attempt.take() {
+                    attempt.report(status, end, &mut self.telemetry);
+                }
+            }
+            Side::Finished { attempt } => {
+                if let Some(mut attempt) = attempt.take() {
+                    attempt.ended(status);
+                }
+            }
         }
     }
 }
@@ -513,7 +601,9 @@ impl Shared {
 impl Drop for Shared {
     /// The call is gone, with whatever its send half still held: the channel no longer counts it.
     fn drop(&mut self) {
-        self.telemetry.unsent_changed(self.unsent_counted, 0);
+        if let Side::Committed(c) = &self.side {
+            self.telemetry.unsent_changed(c.unsent_counted, 0);
+        }
     }
 }
 

@@ -34,19 +34,46 @@ pub(crate) struct ReceiveRules {
     pub(crate) pass_compressed: bool,
 }
 
+/// Where the receiving half stands.
+///
+/// ```text
+///   Driving ──hand-over──▶ Headers ──headers──▶ Body(Messages) ──end of data──▶ Body(Trailers)
+///      │ └──hand-over of headers already read───────▲                                 │
+///      │                     │ Trailers-Only                                          │ trailers
+///      └──finished before────┴──────────────────────▶ Done ◀──────────────────────────┘
+///         commit
+/// ```
+/// Any state goes to `Done` when the call ends locally (cancel, deadline, malformed response).
 enum RecvState {
-    /// The retry driver runs the attempts in a task of its own; the committed one's response (or the
-    /// call's status) comes through [`Shared`].
-    Driving,
-    /// What the retry driver handed over: the committed attempt's response, or the call's status.
-    Handed(Result<AttemptResponse, Status>),
+    /// Until the retry driver hands over: the committed attempt's response, or the call's status. A driver
+    /// in a task of its own hands over through [`Shared`]; one that ran in the caller's task already did,
+    /// and what it handed over waits here (inline: no allocation) for the first poll.
+    Driving(Option<Result<AttemptResponse, Status>>),
+    /// The committed attempt's response headers are on their way.
     Headers(ResponseFuture),
-    /// Response headers already received and checked (by the retry driver, which committed on them).
-    Received(ReceivedHead),
-    Body(RecvStream),
-    Trailers(RecvStream),
+    /// The response body: its messages, then its trailers.
+    Body(RecvStream, BodyPart),
     /// The call is over, with this status.
     Done(Status),
+}
+
+/// Which part of the response body the receiving half reads.
+#[derive(Clone, Copy)]
+enum BodyPart {
+    Messages,
+    Trailers,
+}
+
+/// What the next read of the body's messages brought.
+enum Messages {
+    /// A whole message.
+    Frame(Frame),
+    /// The messages ended where a message does.
+    End,
+    /// The messages are not a well-formed message stream, or one is over the limit.
+    Malformed(FrameError),
+    /// The stream was reset, or the connection failed.
+    Failed(h2::Error),
 }
 
 /// The receiving half of a call: response headers, messages, then trailers with the status.
@@ -98,7 +125,7 @@ impl<T> Streaming<T> {
         deadline: Option<Instant>,
     ) -> Self {
         Streaming {
-            state: RecvState::Driving,
+            state: RecvState::Driving(None),
             shared,
             decode,
             deframer: Deframer::new(rules.limit.bytes),
@@ -115,7 +142,7 @@ impl<T> Streaming<T> {
     }
 
     /// The receiving half of a call whose retry driver ran in the caller's task, once it is done (`result`:
-    /// committed, or finished): the driver hands over here, not through the shared state.
+    /// committed, or finished): handed over here, kept in the receiving half for its first poll.
     pub(crate) fn taking_over(
         shared: SharedRef,
         result: Result<Committed, Status>,
@@ -131,10 +158,8 @@ impl<T> Streaming<T> {
             (handed, s.previous_attempts)
         };
         let mut receiver = Self::driven(shared, decode, rules, header_limit, deadline);
-        if let Some(handed) = handed {
-            receiver.state = RecvState::Handed(handed);
-            receiver.previous_attempts = previous_attempts;
-        }
+        receiver.state = RecvState::Driving(handed);
+        receiver.previous_attempts = previous_attempts;
         receiver
     }
 
@@ -215,7 +240,7 @@ impl<T> Streaming<T> {
         if let RecvState::Done(outcome) = &self.state {
             return Poll::Ready(outcome_of::<()>(outcome).map(drop));
         }
-        if let RecvState::Headers(_) | RecvState::Driving | RecvState::Handed(_) = self.state {
+        if let RecvState::Headers(_) | RecvState::Driving(_) = self.state {
             if let Poll::Ready(status) = self.poll_deadline(cx) {
                 return Poll::Ready(Err(status));
             }
@@ -374,9 +399,9 @@ impl<T> Streaming<T> {
             if s.ended.is_none() {
                 // The request stream is still open unless END_STREAM went to h2 (the application may have
                 // half-closed with messages still queued for the writer task, which now stops).
-                if let Side::Direct(send) = &mut s.side {
-                    if !send.half_closed() {
-                        send.reset(h2::Reason::NO_ERROR);
+                if let Side::Committed(c) = &mut s.side {
+                    if !c.send.half_closed() {
+                        c.send.reset(h2::Reason::NO_ERROR);
                     }
                 }
                 s.ended = Some(Ended::Finished(status.clone()));
@@ -408,7 +433,7 @@ impl<T> Streaming<T> {
         self.encoding = encoding;
         metadata.set_previous_rpc_attempts(self.previous_attempts);
         self.headers = Some(metadata);
-        self.state = RecvState::Body(body);
+        self.state = RecvState::Body(body, BodyPart::Messages);
     }
 
     /// Handles the response headers; `Some` when polling should return now.
@@ -430,7 +455,7 @@ impl<T> Streaming<T> {
                 self.encoding = encoding;
                 metadata.set_previous_rpc_attempts(self.previous_attempts);
                 self.headers = Some(metadata);
-                self.state = RecvState::Body(body);
+                self.state = RecvState::Body(body, BodyPart::Messages);
                 (!want_frame).then_some(Poll::Ready(Ok(None)))
             }
             Head::End(status, mut trailers) => {
@@ -451,42 +476,26 @@ impl<T> Streaming<T> {
     ) -> Poll<Result<Option<Frame>, Status>> {
         loop {
             match &mut self.state {
-                RecvState::Driving => {
-                    let mut s = self.shared.lock();
-                    let Some(handed) = s.handed.take() else {
-                        s.receiver = Some(cx.waker().clone());
-                        return Poll::Pending;
-                    };
-                    self.previous_attempts = s.previous_attempts;
-                    drop(s);
-                    self.state = RecvState::Handed(handed.map(|response| *response));
-                }
-                RecvState::Handed(_) => {
-                    let RecvState::Handed(handed) =
-                        std::mem::replace(&mut self.state, RecvState::Driving)
-                    else {
-                        unreachable!("matched Handed above")
+                RecvState::Driving(handed) => {
+                    let handed = match handed.take() {
+                        Some(handed) => handed,
+                        None => ready!(self.poll_hand_over(cx)),
                     };
                     match handed {
                         Ok(AttemptResponse::Pending(future)) => {
                             self.state = RecvState::Headers(future)
                         }
                         Ok(AttemptResponse::Received(head)) => {
-                            self.state = RecvState::Received(head)
+                            self.on_messages_head(head);
+                            if !want_frame {
+                                return Poll::Ready(Ok(None));
+                            }
                         }
-                        // The call finished before committing: the status of its last attempt (with that
-                        // attempt's Trailers-Only metadata) or one the state machine made.
-                        Err(status) => {
-                            self.headers.get_or_insert_with(MetadataMap::new);
-                            self.previous_attempts = status.previous_rpc_attempts();
-                            self.trailers = Some(status.metadata().clone());
-                            return self.end_remotely(status);
-                        }
+                        Err(status) => return self.end_before_commit(status),
                     }
                 }
-                RecvState::Done(outcome) => return Poll::Ready(outcome_of(outcome)),
-                RecvState::Headers(fut) => {
-                    let response = match ready!(Pin::new(fut).poll(cx)) {
+                RecvState::Headers(future) => {
+                    let response = match ready!(Pin::new(future).poll(cx)) {
                         Ok(r) => r,
                         Err(e) => return self.end_remotely(Status::from_h2(e)),
                     };
@@ -494,68 +503,95 @@ impl<T> Streaming<T> {
                         return done;
                     }
                 }
-                RecvState::Received(..) => {
-                    // Taken out whole: `on_messages_head` puts the next state (Body) in its place.
-                    let RecvState::Received(head) =
-                        std::mem::replace(&mut self.state, RecvState::Driving)
-                    else {
-                        unreachable!("matched Received above")
-                    };
-                    self.on_messages_head(head);
-                    if !want_frame {
-                        return Poll::Ready(Ok(None));
+                RecvState::Body(body, part @ BodyPart::Messages) => {
+                    match ready!(poll_messages(body, &mut self.deframer, cx)) {
+                        Messages::Frame(frame) => return Poll::Ready(Ok(Some(frame))),
+                        Messages::End => *part = BodyPart::Trailers,
+                        Messages::Malformed(e) => {
+                            let status = frame_status(e, &self.rules.limit);
+                            return Poll::Ready(Err(self.end_locally(status)));
+                        }
+                        Messages::Failed(e) => return self.end_remotely(Status::from_h2(e)),
                     }
                 }
-                RecvState::Body(body) => {
-                    match self.deframer.next_frame() {
-                        Ok(Some(frame)) => return Poll::Ready(Ok(Some(frame))),
-                        Ok(None) => {}
-                        Err(e) => {
-                            return Poll::Ready(Err(
-                                self.end_locally(frame_status(e, &self.rules.limit))
-                            ))
-                        }
-                    }
-                    match ready!(body.poll_data(cx)) {
-                        Some(Ok(chunk)) => {
-                            let _ = body.flow_control().release_capacity(chunk.len());
-                            self.deframer.push(chunk);
-                        }
-                        Some(Err(e)) => return self.end_remotely(Status::from_h2(e)),
-                        None => {
-                            if let Err(e) = self.deframer.finish() {
-                                return Poll::Ready(Err(
-                                    self.end_locally(frame_status(e, &self.rules.limit))
-                                ));
-                            }
-                            let RecvState::Body(body) =
-                                std::mem::replace(&mut self.state, RecvState::Driving)
-                            else {
-                                unreachable!("matched Body above")
-                            };
-                            self.state = RecvState::Trailers(body);
-                        }
-                    }
+                RecvState::Body(body, BodyPart::Trailers) => {
+                    let trailers = ready!(body.poll_trailers(cx));
+                    return self.on_trailers(trailers);
                 }
-                RecvState::Trailers(body) => {
-                    let status = match ready!(body.poll_trailers(cx)) {
-                        Ok(Some(trailers)) => {
-                            if let Err(status) = check_header_list(&trailers, self.header_limit) {
-                                return Poll::Ready(Err(self.end_locally(status)));
-                            }
-                            self.pushback = pushback_of(&trailers);
-                            let (status, metadata) = status_from_trailers(trailers);
-                            self.trailers = Some(metadata);
-                            status
-                        }
-                        Ok(None) => Status::new(
-                            Code::Internal,
-                            "server closed the stream without sending trailers",
-                        ),
-                        Err(e) => Status::from_h2(e),
-                    };
-                    return self.end_remotely(status);
+                RecvState::Done(outcome) => return Poll::Ready(outcome_of(outcome)),
+            }
+        }
+    }
+
+    /// Ready with what the retry driver handed over (the committed attempt's response, or the call's
+    /// status), taken from the shared state.
+    fn poll_hand_over(&mut self, cx: &Context<'_>) -> Poll<Result<AttemptResponse, Status>> {
+        let mut s = self.shared.lock();
+        let Some(handed) = s.handed.take() else {
+            s.receiver = Some(cx.waker().clone());
+            return Poll::Pending;
+        };
+        self.previous_attempts = s.previous_attempts;
+        Poll::Ready(handed.map(|response| *response))
+    }
+
+    /// The call finished before committing: the status of its last attempt (with that attempt's
+    /// Trailers-Only metadata) or one the state machine made.
+    fn end_before_commit(&mut self, status: Status) -> Poll<Result<Option<Frame>, Status>> {
+        self.headers.get_or_insert_with(MetadataMap::new);
+        self.previous_attempts = status.previous_rpc_attempts();
+        self.trailers = Some(status.metadata().clone());
+        self.end_remotely(status)
+    }
+
+    /// The trailers arrived (or the stream ended without them, or failed): the call's status.
+    fn on_trailers(
+        &mut self,
+        trailers: Result<Option<http::HeaderMap>, h2::Error>,
+    ) -> Poll<Result<Option<Frame>, Status>> {
+        let status = match trailers {
+            Ok(Some(trailers)) => {
+                if let Err(status) = check_header_list(&trailers, self.header_limit) {
+                    return Poll::Ready(Err(self.end_locally(status)));
                 }
+                self.pushback = pushback_of(&trailers);
+                let (status, metadata) = status_from_trailers(trailers);
+                self.trailers = Some(metadata);
+                status
+            }
+            Ok(None) => Status::new(
+                Code::Internal,
+                "server closed the stream without sending trailers",
+            ),
+            Err(e) => Status::from_h2(e),
+        };
+        self.end_remotely(status)
+    }
+}
+
+/// Reads the body until the next whole message, the end of the messages, or a failure.
+fn poll_messages(
+    body: &mut RecvStream,
+    deframer: &mut Deframer,
+    cx: &mut Context<'_>,
+) -> Poll<Messages> {
+    loop {
+        match deframer.next_frame() {
+            Ok(Some(frame)) => return Poll::Ready(Messages::Frame(frame)),
+            Ok(None) => {}
+            Err(e) => return Poll::Ready(Messages::Malformed(e)),
+        }
+        match ready!(body.poll_data(cx)) {
+            Some(Ok(chunk)) => {
+                let _ = body.flow_control().release_capacity(chunk.len());
+                deframer.push(chunk);
+            }
+            Some(Err(e)) => return Poll::Ready(Messages::Failed(e)),
+            None => {
+                return Poll::Ready(match deframer.finish() {
+                    Ok(()) => Messages::End,
+                    Err(e) => Messages::Malformed(e),
+                })
             }
         }
     }

@@ -28,8 +28,7 @@ use crate::wire::status::{Code, Status};
 /// At the hand-over (`s` is `shared`, locked): starts the task if the committed attempt left messages to
 /// write, so that they go out under flow control whether or not the application sends again.
 pub(super) fn start(shared: &SharedRef, s: &mut Shared) {
-    if s.needs_writer() {
-        s.writer = Writer::Running(None);
+    if s.claim_writer() {
         tokio::spawn(run(shared.clone()));
     }
 }
@@ -39,15 +38,15 @@ pub(super) async fn run(shared: SharedRef) {
     poll_fn(|cx| {
         let mut guard = shared.lock();
         let s = &mut *guard;
-        let Side::Direct(send) = &mut s.side else {
-            s.writer = Writer::Stopped;
+        let Side::Committed(c) = &mut s.side else {
             return Poll::Ready(());
         };
         if s.ended.is_some() {
-            s.writer = Writer::Stopped;
-            s.wake_blocked_sender();
+            c.writer = Writer::Stopped;
+            c.wake_blocked_sender();
             return Poll::Ready(());
         }
+        let send = &mut c.send;
         let queued_before = send.queued_bytes();
         let written = loop {
             match send.poll_write(cx, false) {
@@ -65,24 +64,24 @@ pub(super) async fn run(shared: SharedRef) {
         // loop while flow control holds the queue back.
         let queued = send.queued_bytes();
         if queued < queued_before && (queued <= SEND_AHEAD_LIMIT / 2 || queued == 0) {
-            s.wake_blocked_sender();
+            c.wake_blocked_sender();
         }
-        s.recount_unsent();
+        c.recount_unsent(&s.telemetry);
         match written {
             Err(status) => {
                 // The stream is over at h2: what is still queued will never go.
-                s.write_failed = Some(status);
-                s.writer = Writer::Stopped;
-                s.discard_unsent();
-                s.wake_blocked_sender();
+                c.write_failed = Some(status);
+                c.writer = Writer::Stopped;
+                c.discard_unsent(&s.telemetry);
+                c.wake_blocked_sender();
                 Poll::Ready(())
             }
             Ok(()) if half_closed => {
-                s.writer = Writer::Stopped;
+                c.writer = Writer::Stopped;
                 Poll::Ready(())
             }
             Ok(()) => {
-                match &mut s.writer {
+                match &mut c.writer {
                     Writer::Running(Some(w)) if w.will_wake(cx.waker()) => {}
                     writer => *writer = Writer::Running(Some(cx.waker().clone())),
                 }

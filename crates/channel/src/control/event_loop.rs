@@ -17,7 +17,8 @@
 //!
 //! The loop lets go of connections in three ways (at the end of this file): all at once (IDLE, shutdown),
 //! released (a routing resolver that failed) or retired (a policy switch). Not here: a connection's own
-//! task (`subchannel.rs`), what the loop shares with its handle (`shared.rs`).
+//! task (`subchannel.rs`), what the loop shares with its handle (`shared.rs`), and the loop's idleness and
+//! what it is started with (`activity.rs`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -25,14 +26,14 @@ use std::time::Duration;
 
 use grpc_lb::{
     Address, BackoffConfig, ConnectivityState, Health, LbAction, LbPolicy, OutlierDetectionConfig,
-    OutlierDetector, OutlierEvent, Picker, PickerSpec, PolicyConfig, SubchannelId,
-    DEFAULT_ATTEMPT_DELAY,
+    OutlierDetector, OutlierEvent, Picker, PickerSpec, SubchannelId, DEFAULT_ATTEMPT_DELAY,
 };
 use grpc_retry::SplitMix64;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use super::activity::{Activity, Policy, Setup};
 use super::health_watches::HealthWatches;
 use super::policy_choice::policy_choice;
 use super::shared::{ActiveCalls, Conn, Event, Handle, PlaneStats, Published};
@@ -46,59 +47,49 @@ use crate::control::resolver::Resolution;
 use crate::control::resolver_state::State;
 use crate::wire::status::Status;
 
-/// How long a channel leaving IDLE waits for a fresh resolution before it uses the last one.
-const FRESH_RESOLUTION_WAIT: Duration = Duration::from_secs(1);
-
 /// The control plane's event loop (see the module docs of `control`).
 pub(super) struct Loop {
-    pub(super) resolution: Arc<Resolution>,
-    pub(super) settings: Http2Settings,
+    resolution: Arc<Resolution>,
+    settings: Http2Settings,
     /// TLS for every connection, or plaintext.
-    pub(super) tls: Option<TlsConnector>,
+    tls: Option<TlsConnector>,
     /// Which connections go through an HTTP CONNECT proxy.
-    pub(super) route: Route,
-    pub(super) keepalive: Arc<Keepalive>,
-    pub(super) idle_timeout: Duration,
-    pub(super) events_tx: mpsc::UnboundedSender<Event>,
-    pub(super) published: watch::Sender<Arc<Published>>,
-    pub(super) policy: Option<LbPolicy>,
-    pub(super) policy_config: Option<PolicyConfig>,
-    pub(super) addresses: Vec<Address>,
-    pub(super) tasks: HashMap<SubchannelId, (u64, JoinHandle<()>)>,
+    route: Route,
+    keepalive: Arc<Keepalive>,
+    idle_timeout: Duration,
+    events_tx: mpsc::UnboundedSender<Event>,
+    published: watch::Sender<Arc<Published>>,
+    /// IDLE, or active with the policy and what goes with it.
+    activity: Activity,
+    addresses: Vec<Address>,
+    tasks: HashMap<SubchannelId, (u64, JoinHandle<()>)>,
     /// Each READY subchannel's connection, and the address it is connected to.
-    pub(super) conns: HashMap<SubchannelId, (Address, Conn)>,
-    pub(super) generation: u64,
-    pub(super) rng: SplitMix64,
-    pub(super) active: Arc<ActiveCalls>,
-    pub(super) idle_deadline: Option<Instant>,
-    pub(super) idle: bool,
-    pub(super) spec: (ConnectivityState, PickerSpec),
+    conns: HashMap<SubchannelId, (Address, Conn)>,
+    generation: u64,
+    rng: SplitMix64,
+    /// The calls in flight, which the idle timer reads.
+    calls: Arc<ActiveCalls>,
+    spec: (ConnectivityState, PickerSpec),
     /// The last routing (xDS) applied to the policy, published with each picker.
-    pub(super) routing_generation: u64,
+    routing_generation: u64,
     /// The last resolution routed calls (xDS): a failure then fails the channel whatever its addresses.
-    pub(super) routed: bool,
+    routed: bool,
     /// The previous policy's READY connections and picker, serving while a new policy connects.
-    pub(super) retired: Option<Retired>,
+    retired: Option<Retired>,
     /// The tasks of READY connections the policy let go of (`Disconnect`), finishing the calls they carry;
     /// those that ended are pruned when the list is full (so a `Disconnect` costs O(1) amortized, however
     /// many connections an address list drops), the others aborted when the channel closes.
-    pub(super) detached: Vec<JoinHandle<()>>,
-    /// The channel has left IDLE before (its resolution may be stale when it leaves IDLE again).
-    pub(super) was_active: bool,
-    /// Leaving IDLE, waiting until then for a fresh resolution.
-    pub(super) fresh_wait: Option<Instant>,
-    pub(super) last_failure: Option<Status>,
-    /// Outlier detection, when the config has it (dropped with the policy when the channel goes IDLE).
-    pub(super) outlier: Option<OutlierDetector>,
+    detached: Vec<JoinHandle<()>>,
+    last_failure: Option<Status>,
     /// Each address's call results while the detector has an algorithm (empty otherwise: picks then count
     /// nothing).
-    pub(super) results: HashMap<Address, Arc<CallResults>>,
+    results: HashMap<Address, Arc<CallResults>>,
     /// What `Channel::stats()` shows of the ejections and health.
-    pub(super) stats: Arc<PlaneStats>,
+    stats: Arc<PlaneStats>,
     /// When each ejected address was ejected, for the trace of its return.
-    pub(super) ejected_since: HashMap<Address, std::time::Instant>,
+    ejected_since: HashMap<Address, std::time::Instant>,
     /// The health watches (A17).
-    pub(super) health: HealthWatches,
+    health: HealthWatches,
 }
 
 impl Drop for Loop {
@@ -113,6 +104,47 @@ impl Drop for Loop {
 }
 
 impl Loop {
+    /// A loop for `setup`, which sends its events to itself through `events_tx`, publishes through
+    /// `published`, counts the channel's calls in `calls` and writes its stats into `stats`.
+    pub(super) fn new(
+        setup: Setup,
+        events_tx: mpsc::UnboundedSender<Event>,
+        published: watch::Sender<Arc<Published>>,
+        calls: Arc<ActiveCalls>,
+        stats: Arc<PlaneStats>,
+        seed: u64,
+    ) -> Loop {
+        Loop {
+            resolution: setup.resolution,
+            settings: setup.settings,
+            tls: setup.tls,
+            route: setup.route,
+            keepalive: setup.keepalive,
+            idle_timeout: setup.idle_timeout,
+            events_tx,
+            published,
+            activity: Activity::Idle {
+                resolved_before: false,
+            },
+            routing_generation: 0,
+            routed: false,
+            addresses: Vec::new(),
+            tasks: HashMap::new(),
+            conns: HashMap::new(),
+            generation: 0,
+            rng: SplitMix64::new(seed),
+            calls,
+            spec: (ConnectivityState::Idle, PickerSpec::Idle),
+            retired: None,
+            detached: Vec::new(),
+            last_failure: None,
+            results: HashMap::new(),
+            health: setup.health,
+            stats,
+            ejected_since: HashMap::new(),
+        }
+    }
+
     pub(super) async fn run(
         mut self,
         mut events: mpsc::UnboundedReceiver<Event>,
@@ -120,19 +152,7 @@ impl Loop {
     ) {
         let mut resolution: Option<watch::Receiver<State>> = None;
         loop {
-            let timer = [
-                self.policy
-                    .as_ref()
-                    .and_then(|p| p.poll_timeout().map(Instant::from_std)),
-                self.idle_deadline,
-                self.fresh_wait,
-                self.outlier
-                    .as_ref()
-                    .and_then(|d| d.poll_timeout().map(Instant::from_std)),
-            ]
-            .into_iter()
-            .flatten()
-            .min();
+            let timer = self.activity.next_timer();
             tokio::select! {
                 _ = &mut stop => break,
                 event = events.recv() => match event {
@@ -167,11 +187,10 @@ impl Loop {
                     }
                     self.on_timer();
                     // No fresh resolution in time: go on with the last one (a fresh one updates it later).
-                    if self.fresh_wait.is_some_and(|at| at <= Instant::now()) {
+                    if self.activity.fresh_wait_ran_out(Instant::now()) {
                         if let Some(state) = resolution.as_ref().map(|rx| rx.borrow().clone()) {
                             self.on_resolution(state);
                         }
-                        self.fresh_wait = None;
                     }
                 }
             }
@@ -188,7 +207,7 @@ impl Loop {
                     Err(status) => {
                         // The resolver cannot be set up: TRANSIENT_FAILURE, and not the CONNECTING that
                         // leaving IDLE would publish over it. The next call or `connect()` tries again.
-                        self.idle = false;
+                        self.activity.leave_idle(false);
                         self.fail_all(status.message());
                         self.arm_idle_timer();
                         return;
@@ -207,7 +226,7 @@ impl Loop {
         let now = self.now();
         match event {
             Event::Ready(id, generation, addr, conn) if self.is_current(id, generation) => {
-                if let Some(p) = self.policy.as_mut() {
+                if let Some(p) = self.activity.policy() {
                     p.subchannel_ready(id, now);
                     let seed = self.rng.next();
                     self.health
@@ -220,7 +239,7 @@ impl Loop {
                 self.health.stop(id);
                 let message = error.message().to_owned();
                 self.last_failure = Some(error);
-                if let Some(p) = self.policy.as_mut() {
+                if let Some(p) = self.activity.policy() {
                     p.subchannel_failed(id, message, now);
                 }
             }
@@ -228,7 +247,7 @@ impl Loop {
                 self.tasks.remove(&id);
                 self.health.stop(id);
                 self.conns.remove(&id);
-                if let Some(p) = self.policy.as_mut() {
+                if let Some(p) = self.activity.policy() {
                     p.subchannel_closed(id, now);
                 }
             }
@@ -243,35 +262,33 @@ impl Loop {
                 drop(self.tasks.remove(&id));
                 self.health.stop(id);
                 self.conns.remove(&id);
-                if let Some(p) = self.policy.as_mut() {
+                if let Some(p) = self.activity.policy() {
                     p.subchannel_closed(id, now);
                 }
             }
             Event::Ready(..) | Event::Failed(..) | Event::Closed(..) | Event::Draining(..) => {}
             Event::Health(id, serial, unimplemented) => {
                 self.health
-                    .on_report(self.policy.as_mut(), id, serial, unimplemented, now);
+                    .on_report(self.activity.policy(), id, serial, unimplemented, now);
             }
             Event::ExitIdle => {
+                if let Some(resolved_before) = self.activity.leave_idle(true) {
+                    // CONNECTING until the policy (or a resolution failure) says otherwise.
+                    self.publish(ConnectivityState::Connecting, PickerSpec::Queue);
+                    if resolved_before && self.resolution.has_resolver() {
+                        // Back from IDLE, the last resolution may be as old as the idle timeout: resolve
+                        // again and wait (briefly) for the fresh result rather than connect to old addresses.
+                        self.resolution.resolve_now();
+                        self.activity.wait_for_fresh_resolution();
+                    } else if let Some(state) = resolution.map(|rx| rx.borrow().clone()) {
+                        self.on_resolution(state);
+                    }
+                }
                 // Woken with no call in flight (`connect()`, or a call still resolving): the idle timeout runs
                 // from now, so a channel that is never used goes IDLE again. Calls disarm nothing: when the
                 // timer fires it checks for calls in flight and when the last one ended, and re-arms itself.
                 self.arm_idle_timer();
-                if self.idle {
-                    self.idle = false;
-                    // CONNECTING until the policy (or a resolution failure) says otherwise.
-                    self.publish(ConnectivityState::Connecting, PickerSpec::Queue);
-                    if self.was_active && self.resolution.has_resolver() {
-                        // Back from IDLE, the last resolution may be as old as the idle timeout: resolve
-                        // again and wait (briefly) for the fresh result rather than connect to old addresses.
-                        self.resolution.resolve_now();
-                        self.fresh_wait = Some(Instant::now() + FRESH_RESOLUTION_WAIT);
-                    } else if let Some(state) = resolution.map(|rx| rx.borrow().clone()) {
-                        self.on_resolution(state);
-                    }
-                    self.was_active = true;
-                }
-                if let Some(p) = self.policy.as_mut() {
+                if let Some(p) = self.activity.policy() {
                     p.exit_idle(now);
                 }
             }
@@ -282,7 +299,7 @@ impl Loop {
     /// Starts the idle timeout (a timeout too large to add to now means never). When it fires, the channel
     /// goes IDLE if no call is in flight and none ended within the timeout; otherwise it is re-armed.
     fn arm_idle_timer(&mut self) {
-        self.idle_deadline = Instant::now().checked_add(self.idle_timeout);
+        self.activity.arm_idle_timer(self.idle_timeout);
     }
 
     fn is_current(&self, id: SubchannelId, generation: u64) -> bool {
@@ -290,10 +307,10 @@ impl Loop {
     }
 
     fn on_resolution(&mut self, state: State) {
-        if self.idle {
+        if self.activity.is_idle() {
             return;
         }
-        self.fresh_wait = None;
+        self.activity.resolved();
         let now = self.now();
         match state {
             State::Pending => {}
@@ -305,8 +322,9 @@ impl Loop {
                     // cluster's connection); connecting attempts stop.
                     self.routed = false;
                     self.release_connections();
-                    self.policy = None;
-                    self.policy_config = None;
+                    if let Some(a) = self.activity.active() {
+                        a.policy = None;
+                    }
                     self.fail_all(status.message());
                 } else if self.addresses.is_empty() {
                     self.fail_all(status.message());
@@ -322,7 +340,11 @@ impl Loop {
                 let (wanted, outlier) = policy_choice(&config, routing.as_deref());
                 let health_service = self.health.wanted(config.health_check_service_name());
                 let mut restart_watches = self.health.set_service(health_service.clone());
-                if self.policy_config != Some(wanted) {
+                let current = self
+                    .activity
+                    .active()
+                    .and_then(|a| a.policy.as_ref().map(|p| p.config));
+                if current != Some(wanted) {
                     restart_watches = true;
                     // A graceful switch: while the new policy connects, the old one's READY connections keep
                     // serving (its last picker), and they close once the new policy is READY.
@@ -333,21 +355,21 @@ impl Loop {
                         min_connect_timeout: self.settings.connect_timeout,
                         ..BackoffConfig::default()
                     };
-                    self.policy = Some(LbPolicy::with(
+                    let mut lb = LbPolicy::with(
                         wanted,
                         backoff,
                         DEFAULT_ATTEMPT_DELAY,
                         Box::new(SplitMix64::new(self.rng.next())),
-                    ));
-                    self.policy_config = Some(wanted);
-                    // The new policy starts with the ejections in force.
-                    if let (Some(p), Some(d)) = (self.policy.as_mut(), self.outlier.as_ref()) {
-                        for address in d.ejected() {
-                            p.eject(address, now);
+                    );
+                    if let Some(a) = self.activity.active() {
+                        // The new policy starts with the ejections in force.
+                        for address in a.outlier.iter().flat_map(OutlierDetector::ejected) {
+                            lb.eject(address, now);
                         }
+                        a.policy = Some(Policy { lb, config: wanted });
                     }
                 }
-                if let Some(p) = self.policy.as_mut() {
+                if let Some(p) = self.activity.policy() {
                     p.set_health_checking(health_service.is_some(), now);
                 }
                 if restart_watches {
@@ -356,12 +378,12 @@ impl Loop {
                 self.addresses = endpoints.to_vec();
                 self.health.retain_addresses(&self.addresses);
                 self.update_outlier(outlier, now);
-                if let Some(d) = self.outlier.as_mut() {
+                if let Some(d) = self.activity.outlier() {
                     d.update_addresses(self.addresses.iter().cloned());
                 }
                 self.apply_outlier_events(now);
                 self.routed = routing.is_some();
-                if let Some(p) = self.policy.as_mut() {
+                if let Some(p) = self.activity.policy() {
                     match &routing {
                         Some(r) => {
                             p.update_clusters(r.clusters.clone(), now);
@@ -375,7 +397,7 @@ impl Loop {
                     // even if the policy's picker did not change.
                     self.routing_generation = r.generation;
                     self.drain_actions();
-                    if !self.idle {
+                    if !self.activity.is_idle() {
                         let (state, spec) = self.spec.clone();
                         self.publish(state, spec);
                     }
@@ -388,7 +410,7 @@ impl Loop {
     fn restart_health_watches(&mut self) {
         self.health.stop_all();
         let now = self.now();
-        let Some(p) = self.policy.as_mut() else {
+        let Some(p) = self.activity.policy() else {
             return;
         };
         // Answers about another service, or from before checking stopped, say nothing now (A17: a Watch
@@ -403,22 +425,15 @@ impl Loop {
         }
     }
 
+    /// What is due at the timer: going IDLE, the policy's timers, the outlier detector's sweep. An IDLE
+    /// channel has no timer.
     fn on_timer(&mut self) {
         let now = Instant::now();
-        if self.idle_deadline.is_some_and(|d| d <= now) {
-            match self.active.idle_at(now, self.idle_timeout) {
-                Some(at) if at <= now => {
-                    self.idle_deadline = None;
-                    self.enter_idle();
-                    return;
-                }
-                // The last call ended less than the timeout ago: check again when it will have.
-                Some(at) => self.idle_deadline = Some(at),
-                // Calls in flight: the earliest the channel can go idle is a timeout from now.
-                None => self.idle_deadline = now.checked_add(self.idle_timeout),
-            }
+        if self.activity.idle_due(now, &self.calls, self.idle_timeout) {
+            self.enter_idle();
+            return;
         }
-        if let Some(p) = self.policy.as_mut() {
+        if let Some(p) = self.activity.policy() {
             p.handle_timeout(now.into_std());
         }
         self.sweep(now.into_std());
@@ -427,13 +442,16 @@ impl Loop {
     /// A new outlier detection config (or none) at `now`: the detector is created, updated or dropped; the
     /// policy is left alone.
     fn update_outlier(&mut self, config: Option<OutlierDetectionConfig>, now: std::time::Instant) {
-        match (config, self.outlier.as_mut()) {
+        let Some(a) = self.activity.active() else {
+            return;
+        };
+        match (config, a.outlier.as_mut()) {
             (Some(config), Some(d)) => {
                 if *d.config() != config {
                     d.update_config(config, now);
                 }
             }
-            (Some(config), None) => self.outlier = Some(OutlierDetector::new(config, now)),
+            (Some(config), None) => a.outlier = Some(OutlierDetector::new(config, now)),
             (None, Some(_)) => self.drop_outlier(now),
             (None, None) => {}
         }
@@ -441,15 +459,17 @@ impl Loop {
 
     /// Outlier detection ends (no config, or the channel goes IDLE): every ejected address returns.
     fn drop_outlier(&mut self, now: std::time::Instant) {
-        if let Some(d) = self.outlier.take() {
-            for address in d.ejected() {
-                let ejected_for = self
-                    .ejected_since
-                    .get(address)
-                    .map(|since| now.saturating_duration_since(*since));
-                tracing::info!(%address, reason = "outlier detection is off", ?ejected_for, "outlier detection returns the address");
-                if let Some(p) = self.policy.as_mut() {
-                    p.uneject(address, now);
+        if let Some(a) = self.activity.active() {
+            if let Some(d) = a.outlier.take() {
+                for address in d.ejected() {
+                    let ejected_for = self
+                        .ejected_since
+                        .get(address)
+                        .map(|since| now.saturating_duration_since(*since));
+                    tracing::info!(%address, reason = "outlier detection is off", ?ejected_for, "outlier detection returns the address");
+                    if let Some(p) = &mut a.policy {
+                        p.lb.uneject(address, now);
+                    }
                 }
             }
         }
@@ -459,7 +479,7 @@ impl Loop {
 
     /// The detector's sweep, if due: the calls counted since the last one go in first.
     fn sweep(&mut self, now: std::time::Instant) {
-        let Some(d) = self.outlier.as_mut() else {
+        let Some(d) = self.activity.outlier() else {
             return;
         };
         if d.poll_timeout().is_none_or(|due| due > now) {
@@ -474,7 +494,10 @@ impl Loop {
 
     /// Gives the detector's ejections and un-ejections to the policy, tracing and the stats.
     fn apply_outlier_events(&mut self, now: std::time::Instant) {
-        let Some(d) = self.outlier.as_mut() else {
+        let Some(a) = self.activity.active() else {
+            return;
+        };
+        let Some(d) = a.outlier.as_mut() else {
             return;
         };
         while let Some(event) = d.poll_event() {
@@ -489,8 +512,8 @@ impl Loop {
                     tracing::info!(%address, ?cause, multiplier, ?duration, "outlier detection ejects the address");
                     self.stats.ejections.ejected(address.to_string());
                     self.ejected_since.insert(address.clone(), now);
-                    if let Some(p) = self.policy.as_mut() {
-                        p.eject(&address, now);
+                    if let Some(p) = &mut a.policy {
+                        p.lb.eject(&address, now);
                     }
                 }
                 OutlierEvent::Unejected { address, reason } => {
@@ -500,8 +523,8 @@ impl Loop {
                         .map(|since| now.saturating_duration_since(since));
                     tracing::info!(%address, ?reason, ?ejected_for, "outlier detection returns the address");
                     self.stats.ejections.unejected(&address.to_string());
-                    if let Some(p) = self.policy.as_mut() {
-                        p.uneject(&address, now);
+                    if let Some(p) = &mut a.policy {
+                        p.lb.uneject(&address, now);
                     }
                 }
             }
@@ -511,10 +534,7 @@ impl Loop {
     /// Keeps a call-results counter for each address while the detector counts (none otherwise), and
     /// publishes the picker again if that changed which handles count.
     fn sync_results(&mut self) {
-        let counting = self
-            .outlier
-            .as_ref()
-            .is_some_and(OutlierDetector::is_enabled);
+        let counting = self.activity.outlier().is_some_and(|d| d.is_enabled());
         let before = self.results.len();
         let mut changed = false;
         if counting {
@@ -535,22 +555,20 @@ impl Loop {
         // While a new policy connects (a graceful switch), the retired one's picker serves and the new one
         // publishes when it has something to show: publishing the current spec here would end the switch
         // early, with no connection to serve.
-        if changed && !self.idle && self.retired.is_none() {
+        if changed && !self.activity.is_idle() && self.retired.is_none() {
             let (state, spec) = self.spec.clone();
             self.publish(state, spec);
         }
     }
 
+    /// Goes IDLE: the connections, the policy and the outlier detector go.
     fn enter_idle(&mut self) {
         tracing::debug!("no calls for the idle timeout: the channel goes IDLE");
         self.drop_connections();
-        self.policy = None;
-        self.policy_config = None;
-        self.outlier = None;
+        self.activity.enter_idle();
         self.results.clear();
         self.stats.ejections.clear();
         self.ejected_since.clear();
-        self.idle = true;
         self.publish(ConnectivityState::Idle, PickerSpec::Idle);
     }
 
@@ -563,9 +581,11 @@ impl Loop {
 
     fn shutdown(&mut self) {
         self.drop_connections();
-        self.policy = None;
         // Nothing is ejected from a channel that is shut down.
-        self.outlier = None;
+        if let Some(a) = self.activity.active() {
+            a.policy = None;
+            a.outlier = None;
+        }
         self.results.clear();
         self.stats.ejections.clear();
         self.ejected_since.clear();
@@ -629,7 +649,7 @@ impl Loop {
     fn drain_actions(&mut self) {
         // Only the last picker of a batch is published: the ones before it were never current.
         let mut picker = None;
-        while let Some(action) = self.policy.as_mut().and_then(LbPolicy::poll_action) {
+        while let Some(action) = self.activity.policy().and_then(LbPolicy::poll_action) {
             match action {
                 LbAction::Connect { id, addr, deadline } => {
                     self.generation += 1;
@@ -639,7 +659,7 @@ impl Loop {
                         tls: self.tls.clone(),
                         route: self.route.clone(),
                         keepalive: self.keepalive.clone(),
-                        active: self.active.clone(),
+                        active: self.calls.clone(),
                         events: self.events_tx.clone(),
                     };
                     let task = tokio::spawn(connect_subchannel(
@@ -680,7 +700,7 @@ impl Loop {
             }
         }
         if let Some((state, spec)) = picker {
-            if !self.idle {
+            if !self.activity.is_idle() {
                 self.publish(state, spec);
             }
         }

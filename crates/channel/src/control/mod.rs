@@ -15,15 +15,14 @@
 //!
 //! The control layer, above `conn` (it makes connections) and below `call` (calls pick from it). Here:
 //! the handle calls use ([`ControlPlane`]) and what a pick gives ([`Picked`]); what the handle and the
-//! loop share (`shared.rs`); the event loop (`event_loop.rs`) and each subchannel connection's task
-//! (`subchannel.rs`); which policy a resolution asks for (`policy_choice.rs`); name resolution
+//! loop share (`shared.rs`); the event loop (`event_loop.rs`), its idleness and what it is started with
+//! (`activity.rs`), and each subchannel connection's task (`subchannel.rs`); which policy a resolution asks for (`policy_choice.rs`); name resolution
 //! ([`resolver`], running the channel's resolver, and [`resolver_state`], what it hands the channel);
 //! health checking (gRFC A17: [`health_stream`], one Watch stream, and `health_watches.rs`, which
 //! connections run one); and outlier detection's call results ([`outlier`], gRFC A50). The xDS resolver
 //! plugs in through [`resolver_state::StartResolver`] and lives in `xds/`, above: it runs its ADS stream
 //! on a `Channel`.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -32,11 +31,11 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use grpc_lb::{Address, ConnectivityState, PickRequest, PickResult, Picker, PickerSpec};
-use grpc_retry::SplitMix64;
 use grpc_service_config::Target;
 use h2::client::SendRequest;
 use tokio::sync::{mpsc, oneshot, watch};
 
+mod activity;
 mod event_loop;
 pub(crate) mod health_stream;
 mod health_watches;
@@ -47,8 +46,10 @@ pub(crate) mod resolver_state;
 mod shared;
 mod subchannel;
 
+use activity::Setup;
 use event_loop::Loop;
-pub(crate) use shared::{clock_seed, CallGuard};
+use health_watches::HealthWatches;
+pub(crate) use shared::{clock_seed, ActiveCallGuard};
 use shared::{ActiveCalls, Event, PlaneStats, Published};
 
 use crate::conn::connect::Http2Settings;
@@ -64,10 +65,23 @@ use crate::wire::status::{Code, Status};
 /// How long a channel with no calls keeps its connections (A62 recommends 30 minutes).
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 
-/// A pick that failed: its status, and whether the load balancer dropped the call.
-pub(crate) struct PickError {
-    pub(crate) status: Status,
-    pub(crate) dropped: bool,
+/// A pick that failed, and the call's status.
+pub(crate) enum PickError {
+    /// No connection for the call: the picker failed it (a call not waiting for ready), or the channel is
+    /// shut down.
+    Failed(Status),
+    /// The load balancer dropped the call (an xDS drop category, or its cluster's circuit breaker): never
+    /// retried.
+    Dropped(Status),
+}
+
+impl PickError {
+    /// The call's status.
+    pub(crate) fn into_status(self) -> Status {
+        match self {
+            PickError::Failed(status) | PickError::Dropped(status) => status,
+        }
+    }
 }
 
 /// A connection chosen for an attempt, and its address (a socket address, or a Unix socket path).
@@ -77,7 +91,7 @@ pub(crate) struct Picked {
     /// Where the attempt's result counts, while outlier detection is on.
     pub(crate) results: Option<Arc<CallResults>>,
     /// The attempt's place under its cluster's circuit breaker (xDS, gRFC A32), released when it goes.
-    pub(crate) breaker: Option<grpc_lb::CallGuard>,
+    pub(crate) breaker: Option<grpc_lb::BreakerClaim>,
 }
 
 pub(crate) type PickFuture = Pin<Box<dyn Future<Output = Result<Picked, PickError>> + Send>>;
@@ -126,39 +140,23 @@ impl ControlPlane {
         let seed = shared::clock_seed();
         let active = ActiveCalls::new();
         let stats = Arc::new(PlaneStats::default());
-        let lp = Loop {
+        let setup = Setup {
             resolution,
             settings,
             tls,
             route,
             keepalive,
             idle_timeout,
-            events_tx: events_tx.clone(),
-            published: published_tx,
-            policy: None,
-            policy_config: None,
-            routing_generation: 0,
-            routed: false,
-            addresses: Vec::new(),
-            tasks: HashMap::new(),
-            conns: HashMap::new(),
-            generation: 0,
-            rng: SplitMix64::new(seed),
-            active: active.clone(),
-            idle_deadline: None,
-            idle: true,
-            spec: (ConnectivityState::Idle, PickerSpec::Idle),
-            retired: None,
-            detached: Vec::new(),
-            was_active: false,
-            fresh_wait: None,
-            last_failure: None,
-            outlier: None,
-            results: HashMap::new(),
-            stats: stats.clone(),
-            ejected_since: HashMap::new(),
-            health: health_watches::HealthWatches::new(health_checks, stats.clone()),
+            health: HealthWatches::new(health_checks, stats.clone()),
         };
+        let lp = Loop::new(
+            setup,
+            events_tx.clone(),
+            published_tx,
+            active.clone(),
+            stats.clone(),
+            seed,
+        );
         tokio::spawn(lp.run(events_rx, stop_rx));
         ControlPlane {
             events: events_tx,
@@ -170,7 +168,7 @@ impl ControlPlane {
     }
 
     /// Registers a call; the guard ends it.
-    pub(crate) fn call_started(&self) -> CallGuard {
+    pub(crate) fn call_started(&self) -> ActiveCallGuard {
         self.active.call_started()
     }
 
@@ -321,15 +319,11 @@ impl ControlPlane {
         wait_for_ready: bool,
         avoid: &[Address],
     ) -> Result<Picked, PickError> {
-        let fail = |status| PickError {
-            status,
-            dropped: false,
-        };
         let mut rx = self.published.clone();
         loop {
             let published = rx.borrow_and_update().clone();
             if published.state == ConnectivityState::Shutdown {
-                return Err(fail(Status::new(
+                return Err(PickError::Failed(Status::new(
                     Code::Unavailable,
                     "the channel is shut down",
                 )));
@@ -370,21 +364,18 @@ impl ControlPlane {
                 }
                 PickResult::Fail(message) if !wait_for_ready => {
                     let status = Status::new(Code::Unavailable, message);
-                    return Err(fail(match &published.last_failure {
+                    return Err(PickError::Failed(match &published.last_failure {
                         Some(cause) => status.with_source(cause.clone()),
                         None => status,
                     }));
                 }
                 PickResult::Fail(_) => {}
                 PickResult::Drop(message) => {
-                    return Err(PickError {
-                        status: Status::new(Code::Unavailable, message),
-                        dropped: true,
-                    })
+                    return Err(PickError::Dropped(Status::new(Code::Unavailable, message)))
                 }
             }
             if rx.changed().await.is_err() {
-                return Err(fail(Status::new(
+                return Err(PickError::Failed(Status::new(
                     Code::Unavailable,
                     "the channel is shut down",
                 )));

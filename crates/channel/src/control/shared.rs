@@ -89,9 +89,9 @@ impl ActiveCalls {
     }
 
     /// Registers a call; the guard ends it.
-    pub(crate) fn call_started(self: &Arc<Self>) -> CallGuard {
+    pub(crate) fn call_started(self: &Arc<Self>) -> ActiveCallGuard {
         self.count.fetch_add(1, Ordering::AcqRel);
-        CallGuard(self.clone())
+        ActiveCallGuard(self.clone())
     }
 
     /// Whether a call is in flight.
@@ -118,9 +118,9 @@ impl ActiveCalls {
 }
 
 /// Held by a call while it runs.
-pub(crate) struct CallGuard(Arc<ActiveCalls>);
+pub(crate) struct ActiveCallGuard(Arc<ActiveCalls>);
 
-impl Drop for CallGuard {
+impl Drop for ActiveCallGuard {
     fn drop(&mut self) {
         let active = &self.0;
         // The end is noted before the count drops, so an idle timer that sees no call in flight sees every

@@ -241,8 +241,25 @@ struct Stream {
     writer: tokio::task::JoinHandle<()>,
 }
 
-/// What the current stream brought.
+/// The task's ADS stream through its life cycle: waiting (for the client's backoff and a watch), being
+/// opened, open; it waits again when opening fails or the open stream ends.
+// One per ADS task, as large as the `Option<Stream>` it replaces.
+#[allow(clippy::large_enum_variant)]
+enum AdsStream {
+    /// No stream: the next opens at the client's next stream start, once a watch exists.
+    Waiting,
+    /// A stream being opened.
+    Opening(Opening),
+    /// The stream.
+    Open(Stream),
+}
+
+/// What the stream brought.
+// Made per event and taken apart at once: boxing the opened halves would cost an allocation per stream.
+#[allow(clippy::large_enum_variant)]
 enum StreamEvent {
+    /// The stream being opened opened, or could not.
+    Opened(Result<Opened, Status>),
     Response(Result<Option<DiscoveryResponse>, Status>),
     Sent(String, Vec<String>),
 }
@@ -254,19 +271,13 @@ impl Drop for Stream {
 }
 
 /// A stream being opened (the channel getting READY, then the call starting).
-type Opening = Pin<
-    Box<
-        dyn Future<
-                Output = Result<
-                    (
-                        RequestSender<DiscoveryRequest>,
-                        Streaming<DiscoveryResponse>,
-                    ),
-                    Status,
-                >,
-            > + Send,
-    >,
->;
+type Opening = Pin<Box<dyn Future<Output = Result<Opened, Status>> + Send>>;
+
+/// An opened stream's two halves.
+type Opened = (
+    RequestSender<DiscoveryRequest>,
+    Streaming<DiscoveryResponse>,
+);
 
 /// The task's watchers: each watch's slot and wake-up by key, and the key of each of the client's watch
 /// ids. Should the task end while watches remain (it only ends by itself once every handle is gone, so
@@ -330,8 +341,7 @@ fn task_ended(slot: &watch::Sender<WatchState>, notify: &Notify) {
 async fn run(channel: Channel, node: core::Node, shared: SharedClient, mut commands: Commands) {
     let mut watchers = Watchers::default();
     let Watchers { slots, keys } = &mut watchers;
-    let mut stream: Option<Stream> = None;
-    let mut opening: Option<Opening> = None;
+    let mut stream = AdsStream::Waiting;
     loop {
         let now = Instant::now().into_std();
         let (queue_full, timer, next_start) = {
@@ -339,7 +349,7 @@ async fn run(channel: Channel, node: core::Node, shared: SharedClient, mut comma
             // Requests go into the stream's queue while it has room; the rest wait in the client.
             let mut queue_full = None;
             let mut closed = false;
-            if let Some(open) = &stream {
+            if let AdsStream::Open(open) = &stream {
                 loop {
                     match open.requests.try_reserve() {
                         Ok(permit) => match client.next_request() {
@@ -359,7 +369,7 @@ async fn run(channel: Channel, node: core::Node, shared: SharedClient, mut comma
             }
             if closed {
                 client.stream_ended(now, "the ADS stream stopped taking requests");
-                stream = None;
+                stream = AdsStream::Waiting;
             }
             while let Some((id, event)) = client.poll_event() {
                 if let Some((_, slot, notify)) = keys.get(&id).and_then(|k| slots.get(k)) {
@@ -368,9 +378,9 @@ async fn run(channel: Channel, node: core::Node, shared: SharedClient, mut comma
                 }
             }
             let timer = client.poll_timeout().map(Instant::from_std);
-            let next_start = match (&stream, &opening) {
-                (None, None) => client.next_stream_start().map(Instant::from_std),
-                _ => None,
+            let next_start = match &stream {
+                AdsStream::Waiting => client.next_stream_start().map(Instant::from_std),
+                AdsStream::Opening(_) | AdsStream::Open(_) => None,
             };
             (queue_full, timer, next_start)
         };
@@ -389,9 +399,21 @@ async fn run(channel: Channel, node: core::Node, shared: SharedClient, mut comma
                     }
                 }
             },
-            event = next_event(&mut stream), if stream.is_some() => {
+            event = next_event(&mut stream), if !matches!(stream, AdsStream::Waiting) => {
                 let now = Instant::now().into_std();
                 let response = match event {
+                    StreamEvent::Opened(opened) => {
+                        let mut client = shared.lock();
+                        client.stream_started(now);
+                        stream = match opened {
+                            Ok((requests, responses)) => AdsStream::Open(writer(requests, responses)),
+                            Err(status) => {
+                                client.stream_ended(now, &status.to_string());
+                                AdsStream::Waiting
+                            }
+                        };
+                        continue;
+                    }
                     StreamEvent::Sent(type_url, names) => {
                         shared.lock().request_sent(&type_url, &names, now);
                         continue;
@@ -414,11 +436,11 @@ async fn run(channel: Channel, node: core::Node, shared: SharedClient, mut comma
                     }
                     Ok(None) => {
                         shared.lock().stream_ended(now, "the server ended the stream");
-                        stream = None;
+                        stream = AdsStream::Waiting;
                     }
                     Err(status) => {
                         shared.lock().stream_ended(now, &status.to_string());
-                        stream = None;
+                        stream = AdsStream::Waiting;
                     }
                 }
             }
@@ -427,17 +449,7 @@ async fn run(channel: Channel, node: core::Node, shared: SharedClient, mut comma
                 shared.lock().handle_timeout(Instant::now().into_std());
             }
             () = sleep_until(next_start), if next_start.is_some() && !slots.is_empty() => {
-                opening = Some(open(channel.clone()));
-            }
-            opened = finish_opening(&mut opening), if opening.is_some() => {
-                opening = None;
-                let now = Instant::now().into_std();
-                let mut client = shared.lock();
-                client.stream_started(now);
-                match opened {
-                    Ok((requests, responses)) => stream = Some(writer(requests, responses)),
-                    Err(status) => client.stream_ended(now, &status.to_string()),
-                }
+                stream = AdsStream::Opening(open(channel.clone()));
             }
         }
     }
@@ -450,21 +462,6 @@ fn open(channel: Channel) -> Opening {
         channel.ready().await?;
         channel.streaming(ADS_PATH, Request::new(())).await
     })
-}
-
-async fn finish_opening(
-    opening: &mut Option<Opening>,
-) -> Result<
-    (
-        RequestSender<DiscoveryRequest>,
-        Streaming<DiscoveryResponse>,
-    ),
-    Status,
-> {
-    match opening {
-        Some(future) => future.await,
-        None => std::future::pending().await,
-    }
 }
 
 /// Starts the stream's writer task: it sends the queued requests in order, reports each once it has
@@ -506,9 +503,11 @@ async fn room(requests: Option<mpsc::Sender<DiscoveryRequest>>) {
     }
 }
 
-async fn next_event(stream: &mut Option<Stream>) -> StreamEvent {
+/// The next event of the stream being opened, or of the open stream; never while waiting.
+async fn next_event(stream: &mut AdsStream) -> StreamEvent {
     match stream {
-        Some(open) => {
+        AdsStream::Opening(opening) => StreamEvent::Opened(opening.await),
+        AdsStream::Open(open) => {
             let Stream {
                 responses, sent, ..
             } = open;
@@ -517,7 +516,7 @@ async fn next_event(stream: &mut Option<Stream>) -> StreamEvent {
                 response = responses.message() => StreamEvent::Response(response),
             }
         }
-        None => std::future::pending().await,
+        AdsStream::Waiting => std::future::pending().await,
     }
 }
 

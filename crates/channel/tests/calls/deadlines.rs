@@ -280,7 +280,7 @@ async fn streaming_wait_for_ready_ends_at_the_deadline() {
 /// Dropping the future of `streaming()` before it returns (a timeout around it, a `select!`) cancels the
 /// call: a wait-for-ready call without a deadline, given up on while nothing listens, opens no stream that is
 /// left unreset once the server comes up. The failure this guards against: the spawned driver went on
-/// picking after the caller gave up and opened a stream nobody owned (its `CallGuard` also kept the channel
+/// picking after the caller gave up and opened a stream nobody owned (its `ActiveCallGuard` also kept the channel
 /// from ever going idle).
 #[tokio::test(start_paused = true)]
 async fn abandoning_streaming_before_it_returns_cancels_the_call() {

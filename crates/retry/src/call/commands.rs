@@ -1,6 +1,7 @@
-//! Commands from the application (send, half-close, cancel) and the replay buffer: every message is kept
-//! for replay within the per-call and per-channel limits until the committed attempt has sent it; an
-//! overflow commits the call (A6 commit point 2).
+//! Commands from the application (send, half-close, cancel), and when the call's replay buffer
+//! (`buffer.rs`) keeps and releases messages: every message is kept for replay within the per-call and
+//! per-channel limits until the committed attempt has sent it; an overflow commits the call (A6 commit
+//! point 2).
 
 use std::time::Instant;
 
@@ -24,18 +25,7 @@ impl RetryCall {
         };
         let index = self.next_index;
         self.next_index += 1;
-        let len = message.len();
-        let fits = !commit_pending
-            && self.buffered_bytes + len <= self.per_call_limit
-            && self.limits.pool.try_reserve(len);
-        if fits {
-            self.buffered_bytes += len;
-            self.accounted += 1;
-            // Room for one message at first (a unary call's only one), then doubling as usual.
-            if self.messages.capacity() == 0 {
-                self.messages.reserve_exact(1);
-            }
-            self.messages.push(message.clone());
+        if !commit_pending && self.replay.push(&message) {
             for i in 0..self.attempts.len() {
                 if let Some(id) = self.live_at(i) {
                     self.queue_send(id, index, message.clone());
@@ -56,7 +46,7 @@ impl RetryCall {
                 if let Phase::BackingOff { next, .. } = &mut self.phase {
                     *next = NextAttempt::Committed;
                 }
-                self.messages.push(message);
+                self.replay.push_unbuffered(message);
             }
         }
         true
@@ -87,28 +77,10 @@ impl RetryCall {
         let Phase::Committed(c) = self.phase else {
             return;
         };
-        let upto = self.attempts[c.0 as usize].sent.min(self.messages.len());
-        // One release to the shared pool for the lot, not one atomic update per message.
-        let mut freed = 0;
-        while self.released < upto {
-            let i = self.released;
-            if i < self.accounted {
-                freed += self.messages[i].len();
-            }
-            self.messages[i] = Bytes::new();
-            self.released += 1;
-        }
-        if freed > 0 {
-            self.buffered_bytes -= freed;
-            self.limits.pool.release(freed);
-        }
+        self.replay.release_to(self.attempts[c.0 as usize].sent);
     }
 
     pub(super) fn release_all(&mut self) {
-        self.limits.pool.release(self.buffered_bytes);
-        self.buffered_bytes = 0;
-        self.messages.clear();
-        self.released = 0;
-        self.accounted = 0;
+        self.replay.clear();
     }
 }
