@@ -23,22 +23,96 @@ use std::path::{Path, PathBuf};
 /// not fail the check. An entry whose crate has no cycle left fails it, so that the entry goes too.
 const ALLOWED: &[(&str, &str)] = &[];
 
+/// A layer of a crate: the top-level folders of its `src/` whose modules it holds ("" for the files at the
+/// root, the crate root included) and what it is.
+pub(crate) struct Layer {
+    pub(crate) name: &'static str,
+    pub(crate) folders: &'static [&'static str],
+    pub(crate) what: &'static str,
+}
+
+/// The crates whose folders are layers: crate root → its layers, lowest first. A module may use only
+/// modules of its own layer or of the layers before it, and every module must be in a folder of the table.
+const LAYERED: &[(&str, &[Layer])] = &[("crates/channel/src/lib.rs", CHANNEL_LAYERS)];
+
+/// grpc-channel's layers, lowest first.
+const CHANNEL_LAYERS: &[Layer] = &[
+    Layer {
+        name: "wire",
+        folders: &["wire"],
+        what: "gRPC over HTTP/2 as bytes and headers: framing, codecs, compression, metadata, status, \
+               grpc-timeout, size limits, method URIs; no I/O",
+    },
+    Layer {
+        name: "request",
+        folders: &["request"],
+        what: "what a call carries: Request, Response, CallOptions, interceptors (the health Watch runs \
+               them too)",
+    },
+    Layer {
+        name: "conn",
+        folders: &["conn"],
+        what: "one HTTP/2 connection: connect, TLS, HTTP CONNECT proxies, GOAWAY sniffing, keepalive, \
+               build errors",
+    },
+    Layer {
+        name: "control",
+        folders: &["control"],
+        what: "the control plane: event loop, subchannel tasks, name resolution, policy choice, health \
+               watches, outlier counts, picks",
+    },
+    Layer {
+        name: "call",
+        folders: &["call"],
+        what: "one call: the retry driver and its attempts, the call's two halves, exactly-once ids, \
+               telemetry",
+    },
+    Layer {
+        name: "api",
+        folders: &["", "xds"],
+        what: "the API at the crate root (Channel, ChannelBuilder, tower, retry, ...) and xDS, whose ADS \
+               stream runs on a Channel",
+    },
+];
+
 /// Module → the modules it uses, each with the first path (as written) that made the edge.
 pub(crate) type Graph = BTreeMap<String, BTreeMap<String, String>>;
 
-/// `cargo xtask tidy`.
+/// `cargo xtask tidy [--verbose]`.
 pub(crate) fn tidy(root: &Path, args: &[String]) -> Result<bool, String> {
-    if let Some(arg) = args.first() {
-        return Err(format!("tidy takes no arguments (got {arg:?})"));
+    let mut verbose = false;
+    for arg in args {
+        match arg.as_str() {
+            "--verbose" | "-v" => verbose = true,
+            _ => return Err(format!("tidy takes only --verbose (got {arg:?})")),
+        }
     }
     let report = module_cycles(root)?;
     println!("{}", report.summary);
+    if verbose {
+        for table in &report.tables {
+            println!("\n{table}");
+        }
+    }
     for allowed in &report.allowed {
         println!("warning (allowed for now): {allowed}");
     }
+    if !report.layers.is_empty() {
+        for violation in &report.layers {
+            eprintln!("{violation}");
+        }
+        eprintln!(
+            "tidy: {} layer violation(s) (the layers: LAYERED in xtask/src/tidy.rs; \
+             `cargo xtask tidy --verbose` prints them)",
+            report.layers.len()
+        );
+        if report.cycles.is_empty() {
+            return Ok(false);
+        }
+    }
     if report.cycles.is_empty() {
         match report.allowed.len() {
-            0 => println!("tidy: no module cycle in any crate"),
+            0 => println!("tidy: no module cycle in any crate, every layered crate in its layers"),
             n => {
                 println!("tidy: no module cycle in any crate but the {n} allowed for now (ALLOWED)")
             }
@@ -62,6 +136,10 @@ pub(crate) struct CycleReport {
     pub(crate) cycles: Vec<String>,
     /// The cycles of the crates in [`ALLOWED`], printed the same way, with the reason.
     pub(crate) allowed: Vec<String>,
+    /// Each use of a higher layer, and each module in a folder of no layer, in the crates of [`LAYERED`].
+    pub(crate) layers: Vec<String>,
+    /// The layer table of each crate of [`LAYERED`], with each layer's modules, then every module's uses.
+    pub(crate) tables: Vec<String>,
 }
 
 /// Reads every crate root of the workspace at `root` and finds the module cycles in each.
@@ -69,6 +147,9 @@ pub(crate) fn module_cycles(root: &Path) -> Result<CycleReport, String> {
     let mut summary = Vec::new();
     let mut cycles = Vec::new();
     let mut allowed = Vec::new();
+    let mut layers = Vec::new();
+    let mut tables = Vec::new();
+    let mut layered_found = 0;
     for crate_root in crate_roots(root)? {
         let modules = read_crate(&crate_root)?;
         let graph = module_graph(&modules);
@@ -79,6 +160,22 @@ pub(crate) fn module_cycles(root: &Path) -> Result<CycleReport, String> {
             .display()
             .to_string();
         summary.push(format!("{name}: {} modules, {edges} edges", modules.len()));
+        if let Some((_, table)) = LAYERED
+            .iter()
+            .find(|(path, _)| Path::new(path) == Path::new(&name))
+        {
+            layered_found += 1;
+            let dirs = top_level_dirs(crate_root.parent().unwrap_or(Path::new(".")))?;
+            layers.extend(
+                layer_violations(&graph, table, &dirs)
+                    .into_iter()
+                    .map(|v| format!("{name}: {v}")),
+            );
+            tables.push(format!(
+                "{name}: layers, lowest first\n{}",
+                render_layers(&graph, table, &dirs)
+            ));
+        }
         let mut found = Vec::new();
         for parent in modules.keys() {
             let level = collapse(&graph, parent);
@@ -98,11 +195,122 @@ pub(crate) fn module_cycles(root: &Path) -> Result<CycleReport, String> {
             Some((_, why)) => allowed.extend(found.into_iter().map(|c| format!("{c}\n  ({why})"))),
         }
     }
+    if layered_found != LAYERED.len() {
+        layers.push("a crate of LAYERED in xtask/src/tidy.rs is not in the workspace".to_owned());
+    }
     Ok(CycleReport {
         summary: summary.join("\n"),
         cycles,
         allowed,
+        layers,
+        tables,
     })
+}
+
+/// The directories right under `src` (a crate's top-level folders).
+fn top_level_dirs(src: &Path) -> Result<BTreeSet<String>, String> {
+    Ok(list_dir(src)?
+        .into_iter()
+        .filter(|p| p.is_dir())
+        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect())
+}
+
+/// The top-level folder of `src/` a module's file is in: its first segment if that is a directory ("call"
+/// for `call`, `call::attempt`), "" for the crate root and the modules of the files at the root.
+fn folder_of<'a>(module: &'a str, dirs: &BTreeSet<String>) -> &'a str {
+    let first = module.split("::").next().unwrap_or("");
+    if dirs.contains(first) {
+        first
+    } else {
+        ""
+    }
+}
+
+/// The index in `layers` of a module's layer.
+fn layer_of(module: &str, layers: &[Layer], dirs: &BTreeSet<String>) -> Option<usize> {
+    let folder = folder_of(module, dirs);
+    layers.iter().position(|l| l.folders.contains(&folder))
+}
+
+/// Every use of a module of a higher layer (with the path that made it), every module in a folder of no
+/// layer, and every folder of the table that does not exist.
+pub(crate) fn layer_violations(
+    graph: &Graph,
+    layers: &[Layer],
+    dirs: &BTreeSet<String>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for layer in layers {
+        for folder in layer.folders {
+            if !folder.is_empty() && !dirs.contains(*folder) {
+                out.push(format!(
+                    "layer {}: there is no folder {folder}/",
+                    layer.name
+                ));
+            }
+        }
+    }
+    for (module, used) in graph {
+        let Some(from) = layer_of(module, layers, dirs) else {
+            out.push(format!(
+                "{} is in {}/, a folder of no layer (add it to the table)",
+                display(module),
+                folder_of(module, dirs)
+            ));
+            continue;
+        };
+        for (to, via) in used {
+            let Some(to_layer) = layer_of(to, layers, dirs) else {
+                continue;
+            };
+            if to_layer > from {
+                out.push(format!(
+                    "{} ({}) uses {} ({}): `{via}`",
+                    display(module),
+                    layers[from].name,
+                    display(to),
+                    layers[to_layer].name
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// The layer table, lowest layer first, with each layer's modules; then every module's uses.
+fn render_layers(graph: &Graph, layers: &[Layer], dirs: &BTreeSet<String>) -> String {
+    let mut out = String::from("layer     folders         what (modules)\n");
+    for (i, layer) in layers.iter().enumerate() {
+        let folders: Vec<String> = layer
+            .folders
+            .iter()
+            .map(|f| match *f {
+                "" => "src/*.rs".to_owned(),
+                f => format!("{f}/"),
+            })
+            .collect();
+        let modules: Vec<&str> = graph
+            .keys()
+            .filter(|m| layer_of(m, layers, dirs) == Some(i))
+            .map(|m| display(m))
+            .collect();
+        out.push_str(&format!(
+            "{}. {:<7} {:<15} {}\n   ({})\n",
+            i + 1,
+            layer.name,
+            folders.join(" "),
+            layer.what,
+            modules.join(" ")
+        ));
+    }
+    out.push('\n');
+    for (m, used) in graph {
+        let used: Vec<&str> = used.keys().map(|u| display(u)).collect();
+        out.push_str(format!("{}: {}", display(m), used.join(" ")).trim_end());
+        out.push('\n');
+    }
+    out
 }
 
 /// The graph among `parent` and its submodules, each submodule standing for itself and everything below
@@ -1186,7 +1394,7 @@ mod tests {
     }
 
     #[test]
-    fn the_workspace_has_no_module_cycle() {
+    fn the_workspace_has_no_module_cycle_and_keeps_its_layers() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"))
             .parent()
             .expect("xtask lies in the workspace");
@@ -1205,6 +1413,189 @@ mod tests {
             "module cycles:\n{}",
             report.cycles.join("\n")
         );
+        for table in &report.tables {
+            println!("\n{table}");
+        }
+        assert_eq!(
+            report.tables.len(),
+            LAYERED.len(),
+            "every layered crate was read"
+        );
+        assert!(
+            report.tables[0].lines().count() > 40,
+            "grpc-channel's modules were read: {}",
+            report.tables[0]
+        );
+        assert!(
+            report.layers.is_empty(),
+            "modules that use a higher layer, or in a folder of no layer:\n{}",
+            report.layers.join("\n")
+        );
+    }
+
+    /// grpc-channel's folders.
+    const DIRS: &[&str] = &["wire", "request", "conn", "control", "call", "xds"];
+
+    /// The layer check over a crate from inline sources, with grpc-channel's layers; `dirs` are the folders.
+    fn layer_check(files: &[(&str, &str)], dirs: &[&str]) -> Vec<String> {
+        let dirs: BTreeSet<String> = dirs.iter().map(|d| (*d).to_owned()).collect();
+        layer_violations(&module_graph(&modules(files)), CHANNEL_LAYERS, &dirs)
+    }
+
+    #[test]
+    fn the_layer_check_finds_uses_of_higher_layers_and_unplaced_folders() {
+        let base = [
+            ("", "mod wire;\nmod conn;\nmod call;\npub use call::Call;"),
+            ("wire", "pub struct Status;"),
+            (
+                "conn",
+                "use crate::wire::Status;\npub fn connect() -> Status { Status }",
+            ),
+            (
+                "call",
+                "pub struct Call;\nfn f() { crate::conn::connect(); crate::wire::Status; }",
+            ),
+        ];
+        let dirs = DIRS;
+        assert!(layer_check(&base, dirs).is_empty());
+        // The wire layer using a call (through the root's re-export): a violation.
+        let mut bad = base;
+        bad[1] = (
+            "wire",
+            "pub struct Status;\nfn f() -> crate::Call { todo!() }",
+        );
+        assert_eq!(
+            layer_check(&bad, dirs),
+            ["wire (wire) uses call (call): `crate::Call`"]
+        );
+        // A folder that is in no layer, and a layer's folder that does not exist.
+        let mut dirs_plus = dirs.to_vec();
+        dirs_plus.retain(|d| *d != "xds");
+        dirs_plus.push("extra");
+        let mut files = base.to_vec();
+        files[0] = ("", "mod wire;\nmod conn;\nmod call;\nmod extra;");
+        files.push(("extra", ""));
+        assert_eq!(
+            layer_check(&files, &dirs_plus),
+            [
+                "layer api: there is no folder xds/",
+                "extra is in extra/, a folder of no layer (add it to the table)"
+            ]
+        );
+    }
+
+    // The review's findings against grpc-channel's former layer check (its own reader): each let an
+    // upward import through; the tidy's reader sees them.
+
+    #[test]
+    fn code_after_an_inline_test_module_is_checked() {
+        let found = layer_check(
+            &[
+                ("", "mod wire;\nmod call;"),
+                (
+                    "wire",
+                    "#[cfg(test)]\nmod tests {}\nfn f() { crate::call::x(); }",
+                ),
+                ("call", "pub fn x() {}"),
+            ],
+            DIRS,
+        );
+        assert_eq!(found, ["wire (wire) uses call (call): `crate::call::x`"]);
+    }
+
+    #[test]
+    fn a_string_with_slashes_does_not_hide_code() {
+        let found = layer_check(
+            &[
+                ("", "mod wire;\nmod call;"),
+                ("wire", "fn f() { let s = \"http://x\"; crate::call::x(); }"),
+                ("call", "pub fn x() {}"),
+            ],
+            DIRS,
+        );
+        assert_eq!(found, ["wire (wire) uses call (call): `crate::call::x`"]);
+    }
+
+    #[test]
+    fn a_reexport_the_module_names_is_a_use() {
+        let files = [
+            ("", "mod wire;\nmod call;"),
+            (
+                "wire",
+                "pub(crate) use crate::call::RequestSender as S;\nfn f(_: &S<()>) {}",
+            ),
+            ("call", "pub struct RequestSender<T>(T);"),
+        ];
+        assert_eq!(
+            layer_check(&files, DIRS),
+            ["wire (wire) uses call (call): `crate::call::RequestSender`"]
+        );
+        // A re-export the module does not name itself is no use (a facade), and an enum variant of the
+        // same name does not name it.
+        let mut facade = files;
+        facade[1] = (
+            "wire",
+            "pub(crate) use crate::call::RequestSender as S;\nenum E { S, T(u8) }",
+        );
+        assert!(layer_check(&facade, DIRS).is_empty());
+    }
+
+    #[test]
+    fn a_path_attribute_names_the_module_file() {
+        let dir = std::env::temp_dir().join(format!("xtask-tidy-path-{}", std::process::id()));
+        let src = dir.join("src");
+        std::fs::create_dir_all(src.join("elsewhere")).expect("temp dir");
+        std::fs::write(
+            src.join("lib.rs"),
+            "#[path = \"elsewhere/b_impl.rs\"]\npub(crate) mod b;\nmod a;",
+        )
+        .expect("write");
+        std::fs::write(src.join("a.rs"), "pub fn f() { crate::b::g(); }").expect("write");
+        std::fs::write(src.join("elsewhere/b_impl.rs"), "mod c;\npub fn g() {}").expect("write");
+        std::fs::write(src.join("elsewhere/c.rs"), "fn h() { crate::a::f(); }").expect("write");
+        let read = read_crate(&src.join("lib.rs"));
+        std::fs::remove_dir_all(&dir).ok();
+        let modules = read.expect("the #[path] file is found");
+        let names: Vec<&str> = modules.keys().map(String::as_str).collect();
+        assert_eq!(names, ["", "a", "b", "b::c"]);
+        let graph = module_graph(&modules);
+        let found: Vec<Vec<String>> = find_cycles(&collapse(&graph, ""))
+            .into_iter()
+            .map(|(_, c)| c)
+            .collect();
+        assert_eq!(found, vec![strings(&["a", "b", "a"])]);
+    }
+
+    #[test]
+    fn a_path_through_a_reexport_counts_for_the_module_that_defines_the_item() {
+        // A child that uses its parent's items through `super::{..}` uses its parent; a path through a
+        // re-export counts for the module that defines the item, also through two re-exports.
+        let graph = module_graph(&modules(&[
+            (
+                "",
+                "mod p;\nmod q;\nmod r;\npub use p::{event, Api};\npub use event::Event;",
+            ),
+            (
+                "p",
+                "mod child;\npub mod event;\npub(crate) use event::Event;\npub struct Api;\n\
+                 fn start() { child::run(); }",
+            ),
+            ("p::child", "use super::{Api, Event};\npub fn run() {}"),
+            ("p::event", "pub struct Event;"),
+            ("q", "use crate::Api;\nuse crate::p::Event;"),
+            ("r", "fn f() { crate::Event::new(); }"),
+        ]));
+        let uses = |m: &str| graph[m].keys().map(String::as_str).collect::<Vec<_>>();
+        assert_eq!(uses(""), Vec::<&str>::new(), "re-exports are no uses");
+        assert_eq!(uses("p"), ["p::child"]);
+        assert_eq!(uses("p::child"), ["p", "p::event"]);
+        assert_eq!(uses("q"), ["p", "p::event"]);
+        assert_eq!(uses("r"), ["p::event"], "through two re-exports");
+        let found: Vec<Vec<String>> = find_cycles(&collapse(&graph, "p"))
+            .into_iter()
+            .map(|(_, c)| c)
+            .collect();
+        assert_eq!(found, vec![strings(&["p", "p::child", "p"])]);
     }
 
     #[test]
