@@ -1,20 +1,28 @@
-//! `cargo xtask tidy`: checks over the sources that no compiler or linter makes (rust-analyzer's `xtask tidy`
-//! is the model). One check so far: **no module cycle in any crate**.
+//! `cargo xtask tidy [--verbose]`: checks over the sources that no compiler or linter makes (rust-analyzer's
+//! `xtask tidy` is the model), on one reader of the module graph: **no module cycle in any crate**, and
+//! **layers by folder** in the crates of [`LAYERED`] (grpc-channel: wire < request < conn < control < call
+//! < api, the files at the root and `xds/`): a module uses only modules of its own layer or of lower ones,
+//! every module is in a folder of the table, and every folder of the table exists. `--verbose` prints each
+//! layered crate's table with each layer's modules, and every module's uses.
 //!
 //! Every crate of the workspace (each `lib.rs`, `main.rs` and `src/bin/*.rs` of the members in `Cargo.toml`)
-//! is read from its root, following `mod` declarations; test modules (`#[cfg(test)]` items) are left out, and
+//! is read from its root, following `mod` declarations (to `name.rs`, `name/mod.rs` or the file of a
+//! `#[path = "file"]`); test modules (`#[cfg(test)]` items, inline or not, and only them) are left out, and
 //! comments and literals are stripped first. A module *uses* another when its code names it or an item
 //! defined in it: `crate::a::B` paths, `use crate::{a, b::C}` groups, `super::` and `self::` paths (also
 //! `super::{Type, ..}` groups: an item of the parent module makes the parent a dependency), and a parent's
 //! paths into its own submodules (`child::Item`). A name is followed through the imports of the module that
-//! holds it, so `super::Type` where the parent only imports `Type` from a sibling is a use of that sibling,
-//! and `crate::Status` through the crate root's `pub use status::Status` is a use of `status`. Declaring a
-//! module (`mod a;`) and re-exporting from it (`pub use a::B;`, any `pub(..)`) are not uses: that is what a
-//! facade does. The crate root is a module like any other: an item defined in `lib.rs` is a use of the root.
+//! holds it, glob imports (`pub(crate) use self::y::*`) included, so `super::Type` where the parent only
+//! imports `Type` from a sibling is a use of that sibling, and `crate::Status` through the crate root's
+//! `pub use status::Status` is a use of `status`. Declaring a module (`mod a;`) and re-exporting from it
+//! (`pub use a::B;`, any `pub(..)` but `pub(self)`, which is private) are not uses: that is what a facade
+//! does; but a re-exported name that the module names in its own code (`pub(crate) use crate::b::Thing;`,
+//! then `Thing`) is a use too. The crate root is a module like any other: an item defined in `lib.rs` is a
+//! use of the root.
 //!
-//! The check fails, printing each cycle with the path that made each of its edges, if a crate's module
-//! graph has one. `xtask`'s unit tests run the same check over the workspace, so `cargo test --workspace`
-//! catches a cycle too.
+//! The check fails, printing each cycle with the path that made each of its edges, and each use of a
+//! higher layer with its path, if there is one. `xtask`'s unit tests run the same check over the workspace,
+//! so `cargo test --workspace` catches them too.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
