@@ -48,8 +48,10 @@
 //! * `examples`: builds `grpc-examples` and the interop server, starts two interop servers, runs every
 //!   example against them (hedging across both) and fails if any fails.
 //!
-//! * `tidy`: checks over the sources that no compiler or linter makes: no module cycle in any crate (see
-//!   `tidy.rs`). Also run by `xtask`'s unit tests, so `cargo test --workspace` fails on a cycle.
+//! * `tidy [--verbose]`: checks over the sources that no compiler or linter makes: no module cycle in any
+//!   crate, and grpc-channel's modules each use only their own layer or lower ones (see `tidy.rs`;
+//!   `--verbose` prints the layer table). Also run by `xtask`'s unit tests, so `cargo test --workspace`
+//!   fails on a cycle or an upward import.
 //!
 //! Plain `std::process`: no dependencies.
 
@@ -74,7 +76,7 @@ fn main() -> ExitCode {
         Some("examples") => examples(&args[1..]),
         Some("tidy") => tidy::tidy(&root(), &args[1..]),
         _ => Err(
-            "usage: cargo xtask interop [--peer ours|grpcio] [--tls] [--proxy] [--xds] [--test_case=a,b,...] [--service_config_json=JSON] | cargo xtask bench [--quick] | cargo xtask chaos [--quick] | cargo xtask fuzz [--time SECONDS] [TARGET...] | cargo xtask examples | cargo xtask tidy"
+            "usage: cargo xtask interop [--peer ours|grpcio] [--tls] [--proxy] [--xds] [--test_case=a,b,...] [--service_config_json=JSON] | cargo xtask bench [--quick] | cargo xtask chaos [--quick] | cargo xtask fuzz [--time SECONDS] [TARGET...] | cargo xtask examples | cargo xtask tidy [--verbose]"
                 .to_owned(),
         ),
     };
