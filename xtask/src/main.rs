@@ -49,7 +49,7 @@
 //!   example against them (hedging across both) and fails if any fails.
 //!
 //! * `tidy [--verbose]`: checks over the sources that no compiler or linter makes: no module cycle in any
-//!   crate, and grpc-channel's modules each use only their own layer or lower ones (see `tidy.rs`;
+//!   crate, and grpc-channel's modules each use only their own layer or lower ones (see `tidy/`;
 //!   `--verbose` prints the layer table). Also run by `xtask`'s unit tests, so `cargo test --workspace`
 //!   fails on a cycle or an upward import.
 //!
