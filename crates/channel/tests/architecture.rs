@@ -1,7 +1,7 @@
 //! What of the architecture needs no module graph: no source file in `crates/*/src` is over [`MAX_LINES`]
 //! lines.
 //!
-//! The module graph's rules are checked by `cargo xtask tidy` (`xtask/src/tidy.rs`), with one reader of the
+//! The module graph's rules are checked by `cargo xtask tidy` (`xtask/src/tidy/`), with one reader of the
 //! sources for every crate: no module cycle in any crate, and grpc-channel's **layers by folder** (every
 //! module belongs to the layer of its folder under `src/`: wire < request < conn < control < call < api,
 //! the files at the root and `xds/`; a module uses only modules of its own layer or of lower ones, and every
