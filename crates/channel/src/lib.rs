@@ -70,10 +70,10 @@
 //!
 //! Not here: ALTS, certificate revocation checks, HTTP/1 upgrades, server-side code.
 
-// The crate's layers, lowest first; a module uses only modules of its own layer or lower ones
-// (`cargo xtask tidy` checks it; its table: `LAYERED` in `xtask/src/tidy/mod.rs`): `wire` (gRPC's HTTP/2 format), `request` (what a call carries),
-// `conn` (one connection), `control` (the control plane), `call` (one call), then the API at this root
-// with `xds` (which runs its ADS stream on this crate's own `Channel`).
+// The crate's layers, lowest first; a module uses only modules of its own layer or lower ones (`cargo
+// xtask tidy` checks it; its table: `LAYERED` in `xtask/src/tidy/mod.rs`): `wire` (gRPC's HTTP/2 format),
+// `request` (what a call carries), `conn` (one connection), `control` (the control plane), `call` (one
+// call), then the API at this root with `xds` (which runs its ADS stream on this crate's own `Channel`).
 mod call;
 mod conn;
 mod control;
