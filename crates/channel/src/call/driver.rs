@@ -81,6 +81,28 @@ impl Slot {
             Slot::Ended(_) | Slot::Gone => None,
         }
     }
+
+    /// A live attempt, taken out (the slot is then `Gone`); any other slot is left as it is.
+    fn take_live(&mut self) -> Option<(Attempt, AttemptTelemetry)> {
+        match std::mem::replace(self, Slot::Gone) {
+            Slot::Live(attempt, telemetry) => Some((attempt, telemetry)),
+            other => {
+                *self = other;
+                None
+            }
+        }
+    }
+
+    /// An ended attempt's status, taken out (the slot is then `Gone`); any other slot is left as it is.
+    fn take_ended(&mut self) -> Option<Status> {
+        match std::mem::replace(self, Slot::Gone) {
+            Slot::Ended(status) => Some(status),
+            other => {
+                *self = other;
+                None
+            }
+        }
+    }
 }
 
 /// How driving a call ends: committed to an attempt (handed over with the state machine by
@@ -323,15 +345,15 @@ impl Driver {
     /// The machine finished the call: with an attempt's status, or one of its own.
     fn finish(&mut self, outcome: Outcome) -> Status {
         let status = match outcome {
-            Outcome::Attempt(a) => match self.attempts.get_mut(a.0 as usize) {
-                Some(slot @ Slot::Ended(_)) => match std::mem::replace(slot, Slot::Gone) {
-                    Slot::Ended(status) => status,
-                    _ => unreachable!("matched Ended above"),
-                },
-                // The machine finishes with the outcome of an attempt that reported its end, which the
-                // slot keeps: not reached.
-                _ => Status::new(Code::Internal, "the attempt ended without a status"),
-            },
+            // The machine finishes with the outcome of an attempt that reported its end, which the slot
+            // keeps; should grpc-retry ever break that rule, the call fails INTERNAL rather than panics.
+            Outcome::Attempt(a) => self
+                .attempts
+                .get_mut(a.0 as usize)
+                .and_then(Slot::take_ended)
+                .unwrap_or_else(|| {
+                    Status::new(Code::Internal, "the attempt ended without a status")
+                }),
             // Made by the client after the attempts so far: it follows the last one started.
             Outcome::Local(reason) => {
                 let stats = self.call.stats();
@@ -359,12 +381,14 @@ impl Driver {
     fn take_committed(&mut self) -> Option<DriveEnd> {
         let id = self.committed?;
         let slot = self.attempts.get_mut(id.0 as usize)?;
-        let attempt = slot.live()?;
+        if !slot.live()?.is_open() {
+            return None;
+        }
+        let (mut attempt, mut telemetry) = slot.take_live()?;
         let open = attempt.take_open()?;
         let previous_attempts = attempt.previous_attempts();
-        let Slot::Live(_, mut telemetry) = std::mem::replace(slot, Slot::Gone) else {
-            unreachable!("matched Live above")
-        };
+        // What is left of the attempt goes now; its stream went with `open`.
+        drop(attempt);
         // What the call now writes will never be replayed: free it.
         if let Some(last) = open.handed_over {
             self.call.handle_message_sent(id, last);
