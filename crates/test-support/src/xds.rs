@@ -91,14 +91,7 @@ pub fn publish(
         type_url::LISTENER,
         vec![named(NAME, type_url::LISTENER, &rds_listener(NAME, ROUTES))],
     );
-    server.set(
-        type_url::ROUTE,
-        vec![named(
-            ROUTES,
-            type_url::ROUTE,
-            &route_configuration(ROUTES, domains, routes),
-        )],
-    );
+    set_routes(server, domains, routes);
     set_clusters(server, clusters);
 }
 

@@ -24,7 +24,7 @@
 //! higher layer with its path, if there is one. `xtask`'s unit tests run the same check over the workspace,
 //! so `cargo test --workspace` catches them too.
 //!
-//! This module holds the command, the tables ([`ALLOWED`], [`LAYERED`]) and the report; it reads and parses
+//! This module holds the command, the table of layered crates ([`LAYERED`]) and the report; it reads and parses
 //! no code itself: the reading of a crate is in [`source`] (on the scanning helpers of [`lex`]), the paths a
 //! module uses in [`refs`], the module graph and its cycles in [`graph`], the layer check in [`layers`].
 
@@ -40,10 +40,6 @@ use std::path::Path;
 use graph::{collapse, find_cycles, module_graph, render_cycle};
 use layers::{layer_violations, render_layers, top_level_dirs, Layer};
 use source::{crate_roots, read_crate};
-
-/// Crate roots whose cycles are being removed by work in flight, with why: their cycles are printed but do
-/// not fail the check. An entry whose crate has no cycle left fails it, so that the entry goes too.
-const ALLOWED: &[(&str, &str)] = &[];
 
 /// The crates whose folders are layers: crate root → its layers, lowest first. A module may use only
 /// modules of its own layer or of the layers before it, and every module must be in a folder of the table.
@@ -105,48 +101,35 @@ pub(crate) fn tidy(root: &Path, args: &[String]) -> Result<bool, String> {
             println!("\n{table}");
         }
     }
-    for allowed in &report.allowed {
-        println!("warning (allowed for now): {allowed}");
+    for violation in &report.layers {
+        eprintln!("{violation}");
     }
     if !report.layers.is_empty() {
-        for violation in &report.layers {
-            eprintln!("{violation}");
-        }
         eprintln!(
             "tidy: {} layer violation(s) (the layers: LAYERED in xtask/src/tidy/mod.rs; \
              `cargo xtask tidy --verbose` prints them)",
             report.layers.len()
         );
-        if report.cycles.is_empty() {
-            return Ok(false);
-        }
     }
-    if report.cycles.is_empty() {
-        match report.allowed.len() {
-            0 => println!("tidy: no module cycle in any crate, every layered crate in its layers"),
-            n => {
-                println!("tidy: no module cycle in any crate but the {n} allowed for now (ALLOWED)")
-            }
-        }
-        Ok(true)
-    } else {
-        for cycle in &report.cycles {
-            eprintln!("{cycle}");
-        }
+    for cycle in &report.cycles {
+        eprintln!("{cycle}");
+    }
+    if !report.cycles.is_empty() {
         eprintln!("tidy: {} module cycle(s)", report.cycles.len());
-        Ok(false)
     }
+    let clean = report.layers.is_empty() && report.cycles.is_empty();
+    if clean {
+        println!("tidy: no module cycle in any crate, every layered crate in its layers");
+    }
+    Ok(clean)
 }
 
 /// What the cycle check found over a workspace.
 pub(crate) struct CycleReport {
     /// One line per crate read: its root and how many modules and edges it has.
     pub(crate) summary: String,
-    /// Each cycle, printed: the crate, then one line per edge with the path that made it (and each entry
-    /// of [`ALLOWED`] whose crate has no cycle left).
+    /// Each cycle, printed: the crate, then one line per edge with the path that made it.
     pub(crate) cycles: Vec<String>,
-    /// The cycles of the crates in [`ALLOWED`], printed the same way, with the reason.
-    pub(crate) allowed: Vec<String>,
     /// Each use of a higher layer, and each module in a folder of no layer, in the crates of [`LAYERED`].
     pub(crate) layers: Vec<String>,
     /// The layer table of each crate of [`LAYERED`], with each layer's modules, then every module's uses.
@@ -157,7 +140,6 @@ pub(crate) struct CycleReport {
 pub(crate) fn module_cycles(root: &Path) -> Result<CycleReport, String> {
     let mut summary = Vec::new();
     let mut cycles = Vec::new();
-    let mut allowed = Vec::new();
     let mut layers = Vec::new();
     let mut tables = Vec::new();
     let mut layered_found = 0;
@@ -187,23 +169,11 @@ pub(crate) fn module_cycles(root: &Path) -> Result<CycleReport, String> {
                 render_layers(&graph, table, &dirs)
             ));
         }
-        let mut found = Vec::new();
         for parent in modules.keys() {
             let level = collapse(&graph, parent);
             for (knot, cycle) in find_cycles(&level) {
-                found.push(render_cycle(&name, parent, &level, &knot, &cycle));
+                cycles.push(render_cycle(&name, parent, &level, &knot, &cycle));
             }
-        }
-        match ALLOWED
-            .iter()
-            .find(|(path, _)| Path::new(path) == Path::new(&name))
-        {
-            None => cycles.extend(found),
-            Some((_, why)) if found.is_empty() => cycles.push(format!(
-                "{name} has no module cycle any more: remove its entry from ALLOWED in \
-                 xtask/src/tidy/mod.rs ({why})"
-            )),
-            Some((_, why)) => allowed.extend(found.into_iter().map(|c| format!("{c}\n  ({why})"))),
         }
     }
     if layered_found != LAYERED.len() {
@@ -213,7 +183,6 @@ pub(crate) fn module_cycles(root: &Path) -> Result<CycleReport, String> {
     Ok(CycleReport {
         summary: summary.join("\n"),
         cycles,
-        allowed,
         layers,
         tables,
     })
