@@ -96,11 +96,10 @@ impl ResolverBuilder for FileResolverBuilder {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Two backends: --target=ipv4:A,B (what `cargo xtask examples` gives this example).
     let target = grpc_examples::target();
-    let list = target.strip_prefix("ipv4:").ok_or("give --target=ipv4:A,B")?;
-    let backends: Vec<SocketAddr> = list
-        .split(',')
-        .map(str::parse)
-        .collect::<Result<_, _>>()?;
+    let list = target
+        .strip_prefix("ipv4:")
+        .ok_or("give --target=ipv4:A,B")?;
+    let backends: Vec<SocketAddr> = list.split(',').map(str::parse).collect::<Result<_, _>>()?;
     let [first, second] = backends[..] else {
         return Err("give two backends: --target=ipv4:A,B".into());
     };

@@ -240,7 +240,10 @@ async fn a_process_wide_resolver_serves_every_channel_and_the_channels_own_wins(
         .resolver(own)
         .build()
         .expect("channel");
-    assert_eq!(which(&ch2).await.expect("call"), servers[1].addr.to_string());
+    assert_eq!(
+        which(&ch2).await.expect("call"),
+        servers[1].addr.to_string()
+    );
     assert_eq!(own_probe.builds.load(Ordering::SeqCst), 1);
     assert_eq!(global_probe.builds.load(Ordering::SeqCst), 1);
 
@@ -268,7 +271,9 @@ async fn a21_applies_to_a_resolvers_service_config() {
     assert_eq!(status.code(), Code::Unavailable, "{status:?}");
     let sink = probe.sink();
     assert!(matches!(
-        sink.update(ResolverUpdate::new(both.clone()).with_service_config(r#"{"methodConfig": 5}"#)),
+        sink.update(
+            ResolverUpdate::new(both.clone()).with_service_config(r#"{"methodConfig": 5}"#)
+        ),
         Err(UpdateError::Rejected(_))
     ));
     // A good one is used...
@@ -362,11 +367,17 @@ async fn a_panicking_resolve_now_drops_the_resolver_without_a_crash() {
     ch.connect();
     let deadline = Instant::now() + Duration::from_secs(60);
     while probe.drops.load(Ordering::SeqCst) == 0 {
-        assert!(Instant::now() < deadline, "resolve_now never reached the resolver");
+        assert!(
+            Instant::now() < deadline,
+            "resolve_now never reached the resolver"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(probe.resolve_now.load(Ordering::SeqCst) >= 1);
-    assert!(probe.sink().is_closed(), "the dropped resolver's sink is closed");
+    assert!(
+        probe.sink().is_closed(),
+        "the dropped resolver's sink is closed"
+    );
     let status = which(&ch).await.expect_err("nothing to reach");
     assert_eq!(status.code(), Code::Unavailable, "{status:?}");
     ch.close();
@@ -489,7 +500,10 @@ async fn pushed_endpoints_are_set_inserted_and_removed_by_the_application() {
     }
     assert!(only_third, "removed endpoints get no calls");
     // Removing the last one is an error result: the channel keeps it.
-    assert!(matches!(endpoints.remove("b"), Err(UpdateError::Rejected(_))));
+    assert!(matches!(
+        endpoints.remove("b"),
+        Err(UpdateError::Rejected(_))
+    ));
     assert_eq!(which(&ch).await.expect("call"), servers[2].addr.to_string());
 
     ch.close();

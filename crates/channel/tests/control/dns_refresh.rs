@@ -31,9 +31,12 @@ async fn setup() -> (ServerHandle, ServerHandle, TestDns) {
     let first = server::start("127.0.0.1:0".parse().expect("addr"))
         .await
         .expect("server");
-    let second = server::start(SocketAddr::from((Ipv4Addr::new(127, 0, 0, 2), first.addr.port())))
-        .await
-        .expect("second loopback address");
+    let second = server::start(SocketAddr::from((
+        Ipv4Addr::new(127, 0, 0, 2),
+        first.addr.port(),
+    )))
+    .await
+    .expect("second loopback address");
     let dns = TestDns::start().await.expect("dns");
     dns.add_a("svc.test", Ipv4Addr::new(127, 0, 0, 1)).await;
     dns.set_service_config(
@@ -57,7 +60,11 @@ fn channel(dns: &TestDns, port: u16, refresh: Option<Duration>) -> Channel {
 }
 
 /// Calls every 100 ms (virtual) for `span`; the time the second backend first answered, if it did.
-async fn second_seen_within(ch: &Channel, second: &ServerHandle, span: Duration) -> Option<Duration> {
+async fn second_seen_within(
+    ch: &Channel,
+    second: &ServerHandle,
+    span: Duration,
+) -> Option<Duration> {
     let start = Instant::now();
     while start.elapsed() < span {
         if which(ch).await.ok().as_deref() == Some(second.addr.to_string().as_str()) {
