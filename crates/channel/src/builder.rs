@@ -691,7 +691,9 @@ impl ChannelBuilder {
 
 impl Channel {
     /// A builder for a channel to `target` (`host:port`, `dns:///host:port`, `ipv4:...`, `ipv6:...`,
-    /// `unix:path`, `http://host:port`, `https://host:port`; see [`Target`]).
+    /// `unix:path`, `http://host:port`, `https://host:port`; see [`Target`]), or `scheme://authority/endpoint`
+    /// (also `scheme:endpoint`) of a resolver registered for `scheme` ([`ChannelBuilder::resolver`],
+    /// [`crate::resolver::register`]), looked up by `build()`.
     pub fn builder(target: impl Into<String>) -> ChannelBuilder {
         ChannelBuilder::new(target.into())
     }

@@ -386,27 +386,28 @@ async fn a_panicking_resolve_now_drops_the_resolver_without_a_crash() {
 
 #[tokio::test(start_paused = true)]
 async fn resolve_now_reaches_the_resolver_at_most_once_per_min_interval() {
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let dead = closed.local_addr().expect("addr");
-    drop(closed);
-    let (builder, probe) = TestBuilder::new("test-rate", vec![endpoint(dead)]);
-    let ch = Channel::builder("test-rate:///x")
-        .resolver(builder)
-        .resolver_options(ResolverOptions::default().with_min_interval(Duration::from_secs(10)))
-        .build()
-        .expect("channel");
-    ch.connect();
-    let start = Instant::now();
-    // Connection attempts fail over and over (backoff 1 s × 1.6 ...), each asking for a re-resolution.
-    tokio::time::sleep(Duration::from_secs(35)).await;
-    let n = probe.resolve_now.load(Ordering::SeqCst);
-    eprintln!("resolve_now reached the resolver {n} times");
-    assert!(
-        (2..=4).contains(&n),
-        "{n} ResolveNow in {:?}",
-        start.elapsed()
-    );
-    drop(ch);
+    /// How many ResolveNow reach a resolver whose one endpoint refuses connections, in 35 s.
+    async fn resolve_nows(min_interval: Duration) -> usize {
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let dead = closed.local_addr().expect("addr");
+        drop(closed);
+        let (builder, probe) = TestBuilder::new("test-rate", vec![endpoint(dead)]);
+        let ch = Channel::builder("test-rate:///x")
+            .resolver(builder)
+            .resolver_options(ResolverOptions::default().with_min_interval(min_interval))
+            .build()
+            .expect("channel");
+        ch.connect();
+        // Connection attempts fail over and over (backoff 1 s × 1.6 ...), each asking for a re-resolution.
+        tokio::time::sleep(Duration::from_secs(35)).await;
+        probe.resolve_now.load(Ordering::SeqCst)
+    }
+    // Every 10 s at most: at 0 (or the first failure), 10, 20, 30.
+    let limited = resolve_nows(Duration::from_secs(10)).await;
+    assert!((2..=4).contains(&limited), "{limited} ResolveNow");
+    // With a short interval the same failures ask more often: the limit above did the limiting.
+    let loose = resolve_nows(Duration::from_millis(100)).await;
+    assert!(loose > limited, "{loose} vs {limited}");
 }
 
 #[tokio::test]
