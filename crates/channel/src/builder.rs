@@ -597,7 +597,12 @@ impl ChannelBuilder {
                     options: self.resolver.clone(),
                     by_name: route.by_name(),
                 })),
-                Kind::Dns,
+                // Through a proxy with no TXT lookup there is nothing to look up again.
+                if route.by_name() && !self.resolver.txt_lookups {
+                    Kind::Plain
+                } else {
+                    Kind::Dns
+                },
             ),
             (None, Target::Addresses(addrs)) => (
                 SharedBuilder(Arc::new(FixedResolverBuilder {
