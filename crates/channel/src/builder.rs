@@ -54,6 +54,8 @@ pub struct ChannelBuilder {
     http2: Http2Settings,
     default_service_config: Option<String>,
     resolver: ResolverOptions,
+    /// The channel's own load-balancing policies (they win over the process-wide ones).
+    policies: grpc_lb::PolicyRegistry,
     /// The xDS bootstrap JSON given by the application (else the environment's).
     #[cfg(feature = "xds")]
     xds_bootstrap: Option<String>,
@@ -88,6 +90,7 @@ impl ChannelBuilder {
             http2: Http2Settings::default(),
             default_service_config: None,
             resolver: ResolverOptions::default(),
+            policies: grpc_lb::PolicyRegistry::default(),
             #[cfg(feature = "xds")]
             xds_bootstrap: None,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
@@ -336,6 +339,15 @@ impl ChannelBuilder {
         self
     }
 
+    /// Registers a load-balancing policy for this channel only, under its builder's name: a service
+    /// config's `loadBalancingConfig` (the default one, or one from the resolver) can then select it. It
+    /// wins over a policy registered process-wide under the same name (`grpc_channel::lb::register_policy`)
+    /// and over a built-in of that name. See [`crate::lb`].
+    pub fn lb_policy(mut self, builder: impl grpc_lb::LoadBalancerBuilder) -> Self {
+        self.policies.register(Arc::new(builder));
+        self
+    }
+
     /// The DNS resolver's options (minimum re-resolution interval, query timeout, `maxAttempts` cap, host
     /// name for `clientHostname`).
     pub fn resolver_options(mut self, options: ResolverOptions) -> Self {
@@ -418,7 +430,10 @@ impl ChannelBuilder {
     }
 
     /// Checks the options and builds the channel. Does not connect (see [`ChannelBuilder::connect`]).
-    pub fn build(self) -> Result<Channel, BuildError> {
+    pub fn build(mut self) -> Result<Channel, BuildError> {
+        // The channel's own policies join those the resolver options carry (and win over them): every
+        // service config of the channel is parsed with them.
+        self.resolver.parse.policies.extend(&self.policies);
         let target = Target::parse(&self.target).map_err(|e| BuildError::InvalidTarget {
             target: e.target,
             reason: e.reason,
@@ -438,7 +453,7 @@ impl ChannelBuilder {
         let default_config =
             match &self.default_service_config {
                 None => None,
-                Some(json) => Some(ServiceConfig::parse(json, self.resolver.parse).map_err(
+                Some(json) => Some(ServiceConfig::parse(json, self.resolver.parse.clone()).map_err(
                     |e| BuildError::InvalidOption {
                         option: "default_service_config",
                         reason: e.to_string(),
