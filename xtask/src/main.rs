@@ -482,6 +482,7 @@ const EXAMPLES: &[(&str, bool)] = &[
     ("dns_service_config", false),
     ("interceptor", false),
     ("tonic_over_tower", false),
+    ("least_in_flight", true),
 ];
 
 fn examples(args: &[String]) -> Result<bool, String> {

@@ -57,6 +57,8 @@ mod xds_clusters;
 mod xds_config;
 
 #[cfg(test)]
+mod api_tests;
+#[cfg(test)]
 mod incremental_tests;
 #[cfg(test)]
 mod ring_hash_tests;

@@ -217,3 +217,130 @@ pub(crate) fn parse_lb_policy_name(
         _ => Err(at.error(Rule::UnknownLbPolicy(name.to_owned()))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use grpc_lb::{
+        register_policy, BuildOptions, LbConfigError, LoadBalancer, LoadBalancerBuilder,
+        ParsedLbConfig, PolicyRegistry, RoundRobinBuilder,
+    };
+
+    use crate::{LbConfig, ParseOptions, Rule, ServiceConfig};
+
+    /// A policy whose config must be `{}` or `{"n": <number>}`; it is never built.
+    struct Named(&'static str);
+
+    impl LoadBalancerBuilder for Named {
+        fn name(&self) -> &str {
+            self.0
+        }
+
+        fn parse_config(
+            &self,
+            config: &serde_json::Value,
+        ) -> Result<ParsedLbConfig, LbConfigError> {
+            let obj = config
+                .as_object()
+                .ok_or_else(|| LbConfigError::invalid(self.0, "not an object"))?;
+            match obj.get("n") {
+                None => Ok(ParsedLbConfig::new(0u64)),
+                Some(n) => n
+                    .as_u64()
+                    .map(ParsedLbConfig::new)
+                    .ok_or_else(|| LbConfigError::invalid(self.0, "n is not a number")),
+            }
+        }
+
+        fn build(&self, options: BuildOptions) -> Box<dyn LoadBalancer> {
+            RoundRobinBuilder.build(options)
+        }
+    }
+
+    fn parse(entries: &str, policies: &PolicyRegistry) -> Result<LbConfig, Rule> {
+        let json = format!(r#"{{"loadBalancingConfig":[{entries}]}}"#);
+        ServiceConfig::parse(&json, ParseOptions::default().with_policies(policies.clone()))
+            .map(|c| c.lb_policy().clone())
+            .map_err(|e| e.rule)
+    }
+
+    fn name(config: &Result<LbConfig, Rule>) -> &str {
+        config.as_ref().map_or("(invalid)", |c| c.name())
+    }
+
+    #[test]
+    fn the_first_known_name_wins_and_unknown_names_are_skipped() {
+        let channel = PolicyRegistry::new().with(Named("sc_tests_mine"));
+        let got = parse(
+            r#"{"sc_tests_unknown":{}},{"sc_tests_mine":{"n":3}},{"round_robin":{}}"#,
+            &channel,
+        );
+        assert_eq!(name(&got), "sc_tests_mine");
+        let Ok(LbConfig::Registered(p)) = &got else {
+            panic!("{got:?}")
+        };
+        assert_eq!(p.config().downcast_ref::<u64>(), Some(&3));
+        assert_eq!(p.json(), &serde_json::json!({"n": 3}));
+        // Not in this parse's registry: skipped, the next known name is used.
+        let got = parse(
+            r#"{"sc_tests_mine":{"n":3}},{"round_robin":{}}"#,
+            &PolicyRegistry::new(),
+        );
+        assert_eq!(got, Ok(LbConfig::RoundRobin));
+        // A registered name before a built-in one wins; a null config is `{}`.
+        let got = parse(r#"{"sc_tests_mine":null},{"pick_first":{}}"#, &channel);
+        assert_eq!(name(&got), "sc_tests_mine");
+        // No known name at all: the config is invalid.
+        let got = parse(r#"{"sc_tests_unknown":{}}"#, &channel);
+        assert_eq!(
+            got,
+            Err(Rule::NoSupportedLbPolicy(vec!["sc_tests_unknown".into()]))
+        );
+    }
+
+    #[test]
+    fn a_config_its_builder_rejects_invalidates_the_service_config() {
+        let channel = PolicyRegistry::new().with(Named("sc_tests_strict"));
+        let got = parse(
+            r#"{"sc_tests_strict":{"n":"three"}},{"round_robin":{}}"#,
+            &channel,
+        );
+        assert_eq!(
+            got,
+            Err(Rule::BadLbConfig(
+                "invalid sc_tests_strict config: n is not a number".into()
+            ))
+        );
+        // Even after the chosen entry: every entry must be valid.
+        let got = parse(
+            r#"{"round_robin":{}},{"sc_tests_strict":[]}"#,
+            &channel,
+        );
+        assert!(matches!(got, Err(Rule::BadLbConfig(_))), "{got:?}");
+    }
+
+    #[test]
+    fn process_wide_policies_channel_overrides_and_outlier_detection_children() {
+        register_policy(Named("sc_tests_global"));
+        let got = parse(r#"{"sc_tests_global":{}}"#, &PolicyRegistry::new());
+        assert_eq!(name(&got), "sc_tests_global");
+        // The channel's own policy of a built-in's name replaces the built-in.
+        let channel = PolicyRegistry::new().with(Named("round_robin"));
+        let got = parse(r#"{"round_robin":{}}"#, &channel);
+        assert!(matches!(got, Ok(LbConfig::Registered(_))), "{got:?}");
+        // A user's policy as outlier detection's child.
+        let channel = PolicyRegistry::new().with(Named("sc_tests_child"));
+        let got = parse(
+            r#"{"outlier_detection_experimental":{"childPolicy":[{"sc_tests_child":{"n":1}}]}}"#,
+            &channel,
+        );
+        let Ok(LbConfig::OutlierDetection { child, .. }) = &got else {
+            panic!("{got:?}")
+        };
+        assert_eq!(child.name(), "sc_tests_child");
+        // loadBalancingPolicy names a registered policy too, with its default config.
+        let json = r#"{"loadBalancingPolicy":"SC_TESTS_CHILD"}"#;
+        let got = ServiceConfig::parse(json, ParseOptions::default().with_policies(channel))
+            .expect("valid");
+        assert_eq!(got.lb_policy().name(), "sc_tests_child");
+    }
+}
