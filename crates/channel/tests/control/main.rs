@@ -1,11 +1,12 @@
-//! The control plane: service config through DNS, load balancing, client-side health checking (gRFC A17) and
-//! outlier detection.
+//! The control plane: service config through DNS, load balancing (built-in policies and the application's
+//! own), client-side health checking (gRFC A17) and outlier detection.
 //!
 //! One test binary of grpc-channel's integration tests (rust-analyzer's `tests/slow-tests/main.rs` is the
 //! model): each module was a test binary of its own, and its tests keep their names under the module's.
 
 mod health_checking;
 mod health_edges;
+mod custom_policy;
 mod load_balancing;
 mod outlier_detection;
 mod service_config_dns;
