@@ -450,16 +450,17 @@ impl ChannelBuilder {
         let route = proxy::route(&target, &self.proxy, |name| {
             std::env::var_os(name).map(|v| v.to_string_lossy().into_owned())
         })?;
-        let default_config =
-            match &self.default_service_config {
-                None => None,
-                Some(json) => Some(ServiceConfig::parse(json, self.resolver.parse.clone()).map_err(
-                    |e| BuildError::InvalidOption {
+        let default_config = match &self.default_service_config {
+            None => None,
+            Some(json) => Some(
+                ServiceConfig::parse(json, self.resolver.parse.clone()).map_err(|e| {
+                    BuildError::InvalidOption {
                         option: "default_service_config",
                         reason: e.to_string(),
-                    },
-                )?),
-            };
+                    }
+                })?,
+            ),
+        };
         let authority_text = self.authority.clone().unwrap_or_else(|| target.authority());
         let authority = Authority::try_from(authority_text.as_str()).map_err(|e| {
             BuildError::InvalidOption {

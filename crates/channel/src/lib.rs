@@ -155,10 +155,10 @@ pub mod lb {
     pub use grpc_lb::{
         builtin_policy, register_policy, Address, AttributeValue, Attributes, BackoffConfig,
         BreakerClaim, BuildOptions, ConnectivityState, CustomPick, CustomPicker, Endpoint, Health,
-        InFlightCounter, LbAction, LbConfigError, LoadBalancer, LoadBalancerBuilder, ParsedLbConfig,
-        PickFirstBuilder, PickFirstConfig, PickGuard, PickRequest, PickerSpec, PolicyRegistry,
-        PolicyUpdate, Rng, RoundRobinBuilder, Subchannel, SubchannelId, SubchannelPicker,
-        Subchannels, TimerEvent, PICK_FIRST, ROUND_ROBIN,
+        InFlightCounter, LbAction, LbConfigError, LoadBalancer, LoadBalancerBuilder,
+        ParsedLbConfig, PickFirstBuilder, PickFirstConfig, PickGuard, PickRequest, PickerSpec,
+        PolicyRegistry, PolicyUpdate, Rng, RoundRobinBuilder, Subchannel, SubchannelId,
+        SubchannelPicker, Subchannels, TimerEvent, PICK_FIRST, ROUND_ROBIN,
     };
 }
 

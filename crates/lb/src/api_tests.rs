@@ -405,7 +405,10 @@ fn a_panicking_builder_or_picker_is_an_error_not_a_crash() {
     // A picker that panics drops the call with an error naming the panic.
     let spec = PickerSpec::Custom(CustomPicker::new(
         vec![(SubchannelId(1), addr(1))],
-        Arc::new(FewestPicker(vec![(SubchannelId(1), InFlightCounter::default())])),
+        Arc::new(FewestPicker(vec![(
+            SubchannelId(1),
+            InFlightCounter::default(),
+        )])),
     ));
     let picker: Picker<u64> = Picker::new(&spec, |id| Some(id.0), 0);
     match pick(&picker, "/panic") {
@@ -418,7 +421,10 @@ fn a_panicking_builder_or_picker_is_an_error_not_a_crash() {
     // A pick of a subchannel the picker was not given queues.
     let stray = PickerSpec::Custom(CustomPicker::new(
         vec![],
-        Arc::new(FewestPicker(vec![(SubchannelId(9), InFlightCounter::default())])),
+        Arc::new(FewestPicker(vec![(
+            SubchannelId(9),
+            InFlightCounter::default(),
+        )])),
     ));
     let picker: Picker<u64> = Picker::new(&stray, |id| Some(id.0), 0);
     assert_eq!(

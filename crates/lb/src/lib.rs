@@ -40,6 +40,7 @@ mod builtins;
 mod cluster_picker;
 mod health;
 mod outlier_detection;
+mod panics;
 mod pick;
 mod pick_first;
 mod picker;
@@ -78,9 +79,9 @@ pub use builtins::{
     PickFirstBuilder, PickFirstConfig, RoundRobinBuilder, XdsClusterManagerBuilder, PICK_FIRST,
     ROUND_ROBIN, XDS_CLUSTER_MANAGER,
 };
-pub use grpc_base::{Attributes, AttributeValue, Endpoint, Rng};
 pub use cluster_picker::{ClusterPick, ClusterPickerSpec, ReadyLocality};
 pub use grpc_base::Address;
+pub use grpc_base::{AttributeValue, Attributes, Endpoint, Rng};
 pub use health::{health_of_serving_status, Health, WatchEnd, WatchNext, WatchRetry};
 pub use outlier_detection::{
     AddressStats, CallCounts, EjectionCause, FailurePercentageEjection, OutlierDetectionConfig,
@@ -91,8 +92,8 @@ pub use pick::{BreakerClaim, InFlightCounter, PickGuard, PickRequest, PickResult
 pub use pick_first::{interleave_families, DEFAULT_ATTEMPT_DELAY};
 pub use picker::{CustomPick, CustomPicker, Picker, PickerSpec, SubchannelPicker};
 pub use policy::{LbPolicy, PolicyConfig};
-pub use registry::{builtin_policy, register_policy, PolicyRegistry};
 pub use priority::{DEACTIVATION_RETENTION, FAILOVER_TIMEOUT};
+pub use registry::{builtin_policy, register_policy, PolicyRegistry};
 pub use ring_hash::{xxh64, RING_SIZE_CAP};
 pub use ring_pick::RingPick;
 pub use state::{ConnectivityState, SubchannelId};

@@ -15,8 +15,8 @@ use std::sync::Arc;
 use grpc_base::Address;
 
 use crate::cluster_picker::{ClusterPickerSpec, ClustersPicker};
+use crate::panics::panic_message;
 use crate::pick::{PickGuard, PickRequest, PickResult, Rotation};
-use crate::policy::panic_message;
 use crate::state::SubchannelId;
 
 /// A policy's own picker ([`PickerSpec::Custom`]): answers each pick with one of the policy's

@@ -18,6 +18,7 @@ use crate::builtins::{
     XDS_CLUSTER_MANAGER,
 };
 use crate::health::Health;
+use crate::panics::panic_message;
 use crate::pick_first::DEFAULT_ATTEMPT_DELAY;
 use crate::picker::PickerSpec;
 use crate::state::{ConnectivityState, SubchannelId};
@@ -43,17 +44,6 @@ impl Default for PolicyConfig {
         PolicyConfig::PickFirst {
             shuffle_address_list: false,
         }
-    }
-}
-
-/// The text of a panic's payload.
-pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "(no message)".to_owned()
     }
 }
 
@@ -285,7 +275,9 @@ impl LbPolicy {
     /// Watch on each READY connection and report it with [`LbPolicy::set_health`]: a policy that uses
     /// health (round_robin) with health checking on; never pick_first nor (not yet) the xDS cluster manager.
     pub fn health_checking(&self) -> bool {
-        self.read(false, |p| p.uses_health() && p.subchannels().health_checking())
+        self.read(false, |p| {
+            p.uses_health() && p.subchannels().health_checking()
+        })
     }
 
     /// The health Watch on `addr`'s READY connection answered `health`. With health checking on, a READY

@@ -102,10 +102,7 @@ impl PartialEq for PolicyRegistry {
         self.local.len() == other.local.len()
             && self.local.iter().zip(other.local.iter()).all(|(a, b)| {
                 a.0 == b.0
-                    && std::ptr::eq(
-                        Arc::as_ptr(a.1) as *const u8,
-                        Arc::as_ptr(b.1) as *const u8,
-                    )
+                    && std::ptr::eq(Arc::as_ptr(a.1) as *const u8, Arc::as_ptr(b.1) as *const u8)
             })
     }
 }

@@ -139,7 +139,10 @@ fn parse_registered(
     }))
 }
 
-pub(crate) fn parse_lb_config(at: At<'_>, policies: &PolicyRegistry) -> Result<LbConfig, ParseError> {
+pub(crate) fn parse_lb_config(
+    at: At<'_>,
+    policies: &PolicyRegistry,
+) -> Result<LbConfig, ParseError> {
     let mut names = Vec::new();
     let entries = crate::json::each(&at, |entry| {
         let obj = entry.object()?;
@@ -258,9 +261,12 @@ mod tests {
 
     fn parse(entries: &str, policies: &PolicyRegistry) -> Result<LbConfig, Rule> {
         let json = format!(r#"{{"loadBalancingConfig":[{entries}]}}"#);
-        ServiceConfig::parse(&json, ParseOptions::default().with_policies(policies.clone()))
-            .map(|c| c.lb_policy().clone())
-            .map_err(|e| e.rule)
+        ServiceConfig::parse(
+            &json,
+            ParseOptions::default().with_policies(policies.clone()),
+        )
+        .map(|c| c.lb_policy().clone())
+        .map_err(|e| e.rule)
     }
 
     fn name(config: &Result<LbConfig, Rule>) -> &str {
@@ -311,10 +317,7 @@ mod tests {
             ))
         );
         // Even after the chosen entry: every entry must be valid.
-        let got = parse(
-            r#"{"round_robin":{}},{"sc_tests_strict":[]}"#,
-            &channel,
-        );
+        let got = parse(r#"{"round_robin":{}},{"sc_tests_strict":[]}"#, &channel);
         assert!(matches!(got, Err(Rule::BadLbConfig(_))), "{got:?}");
     }
 

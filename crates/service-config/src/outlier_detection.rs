@@ -345,7 +345,10 @@ mod tests {
                 }),
             })
         );
-        assert_eq!(got.as_ref().map(|c| c.name()), Ok("outlier_detection_experimental"));
+        assert_eq!(
+            got.as_ref().map(|c| c.name()),
+            Ok("outlier_detection_experimental")
+        );
         // No supported child, or an invalid one: the config is invalid (no fall-through to the next entry).
         assert_eq!(
             parse(

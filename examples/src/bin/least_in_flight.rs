@@ -282,10 +282,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         observed.updates.load(Ordering::Relaxed),
     );
     if picks < 10 {
-        return Err(format!("{NAME} picked {picks} calls of 10: it was not the policy in use").into());
+        return Err(
+            format!("{NAME} picked {picks} calls of 10: it was not the policy in use").into(),
+        );
     }
     if by_address.len() < 2 {
-        return Err(format!("{NAME} used {} backend(s); give it two or more", by_address.len()).into());
+        return Err(format!(
+            "{NAME} used {} backend(s); give it two or more",
+            by_address.len()
+        )
+        .into());
     }
     // Four slow calls over two or more backends, each sent to the least busy one: the later ones were
     // picked while the guards of the earlier ones counted them.

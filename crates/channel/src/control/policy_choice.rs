@@ -58,10 +58,7 @@ pub(super) fn policy_choice(
 /// another's `childPolicy` adds nothing: the outer one decides.
 fn policy_config(lb: &LbConfig) -> (Choice, Option<OutlierDetectionConfig>) {
     match lb {
-        LbConfig::RoundRobin => (
-            Choice::of(RoundRobinBuilder, ParsedLbConfig::empty()),
-            None,
-        ),
+        LbConfig::RoundRobin => (Choice::of(RoundRobinBuilder, ParsedLbConfig::empty()), None),
         LbConfig::PickFirst {
             shuffle_address_list,
         } => (

@@ -261,9 +261,9 @@ async fn a_policy_that_panics_fails_the_channel_with_unavailable() {
     let status = call(&ch).await.expect_err("the policy panicked");
     assert_eq!(status.code(), Code::Unavailable, "{status:?}");
     assert!(
-        status
-            .message()
-            .contains("load-balancing policy \"test_last_endpoint\" panicked: the test policy gives up"),
+        status.message().contains(
+            "load-balancing policy \"test_last_endpoint\" panicked: the test policy gives up"
+        ),
         "{status:?}"
     );
     assert_eq!(

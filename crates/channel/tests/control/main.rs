@@ -4,9 +4,9 @@
 //! One test binary of grpc-channel's integration tests (rust-analyzer's `tests/slow-tests/main.rs` is the
 //! model): each module was a test binary of its own, and its tests keep their names under the module's.
 
+mod custom_policy;
 mod health_checking;
 mod health_edges;
-mod custom_policy;
 mod load_balancing;
 mod outlier_detection;
 mod service_config_dns;
