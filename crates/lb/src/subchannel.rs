@@ -83,6 +83,16 @@ pub struct Subchannels {
     health_checking: bool,
 }
 
+impl std::fmt::Debug for Subchannels {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subchannels")
+            .field("len", &self.by_id.len())
+            .field("ejected", &self.ejected.len())
+            .field("health_checking", &self.health_checking)
+            .finish_non_exhaustive()
+    }
+}
+
 /// How many of a set of subchannels are in each state.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct StateCounts([usize; 5]);

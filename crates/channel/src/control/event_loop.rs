@@ -2,6 +2,13 @@
 //! applies resolution results, runs the idle timer, switches policies gracefully, and publishes each new
 //! picker. Started by [`super::ControlPlane::start`]; ends when the last handle is dropped or on `close()`.
 //!
+//! Every policy, built-in or the application's, is a `grpc_lb::LoadBalancer` made by the builder the
+//! service config names (`policy_choice.rs`) and driven through a `grpc_lb::LbPolicy`: a resolution that
+//! names the running policy gives it the new config and endpoints (one endpoint per address until
+//! resolvers deliver endpoints); another name starts a new one (a graceful switch). A policy that panics
+//! is gone: `LbPolicy` publishes a failing picker (UNAVAILABLE, "load-balancing policy ... panicked"), the
+//! loop lets go of its connections, and the next resolution builds a new one.
+//!
 //! Outlier detection (gRFC A50): with an `outlier_detection_experimental` config the loop owns a
 //! `grpc_lb::OutlierDetector` beside the child policy. The detector gets the same address lists as the
 //! policy; while it has an algorithm, every READY subchannel's picker handle carries its address's
@@ -632,6 +639,11 @@ impl Loop {
             PickerSpec::Ready(list) if !results.is_empty() => {
                 list.iter().map(|(id, addr)| (*id, addr)).collect()
             }
+            PickerSpec::Custom(custom) if !results.is_empty() => custom
+                .subchannels()
+                .iter()
+                .map(|(id, addr)| (*id, addr))
+                .collect(),
             _ => HashMap::new(),
         };
         let handle = |id| {

@@ -78,8 +78,8 @@ fn policy_config(lb: &LbConfig) -> (Choice, Option<OutlierDetectionConfig>) {
         LbConfig::OutlierDetection { config, child } => {
             (policy_config(child).0, Some(config.clone()))
         }
-        // No policy configured (or a kind this version does not know): pick_first.
-        _ => (
+        // No policy configured: pick_first.
+        LbConfig::Default => (
             Choice {
                 builder: builtin_policy(grpc_lb::PICK_FIRST)
                     .unwrap_or_else(|| Arc::new(PickFirstBuilder)),

@@ -1,10 +1,10 @@
 //! A load-balancing policy of the application's, registered on the channel builder and selected by the
 //! service config: it receives the resolver's endpoints from a real channel, connects real servers on
-//! loopback, and its own picker places the calls; a policy or picker that panics becomes a clean
-//! UNAVAILABLE error, not a crash.
+//! loopback, and its own picker places the calls; as outlier detection's child, a failing backend is
+//! ejected from it; a policy or picker that panics becomes a clean UNAVAILABLE error, not a crash.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -14,6 +14,7 @@ use grpc_channel::lb::{
     SubchannelId, SubchannelPicker, Subchannels, TimerEvent,
 };
 use grpc_channel::{Channel, Code, Request};
+use grpc_test_support as support;
 use interop::server::{self, ServerHandle};
 use interop_proto::{paths, SimpleRequest, SimpleResponse};
 
@@ -23,6 +24,14 @@ enum PanicIn {
     Nowhere,
     Ready,
     Pick,
+}
+
+/// The test policy's config.
+#[derive(Clone, Copy, Debug)]
+struct TestConfig {
+    panic_in: PanicIn,
+    /// Rotate over every READY endpoint instead of using the last one.
+    rotate: bool,
 }
 
 /// What the test policy saw.
@@ -56,7 +65,8 @@ impl LoadBalancerBuilder for LastBuilder {
                 ))
             }
         };
-        Ok(ParsedLbConfig::new(panic_in))
+        let rotate = config.get("rotate").and_then(|v| v.as_bool()) == Some(true);
+        Ok(ParsedLbConfig::new(TestConfig { panic_in, rotate }))
     }
 
     fn build(&self, options: BuildOptions) -> Box<dyn LoadBalancer> {
@@ -65,6 +75,7 @@ impl LoadBalancerBuilder for LastBuilder {
             order: Vec::new(),
             state: ConnectivityState::Idle,
             panic_in: PanicIn::Nowhere,
+            rotate: false,
             seen: self.seen.clone(),
         })
     }
@@ -75,44 +86,52 @@ struct Last {
     order: Vec<SubchannelId>,
     state: ConnectivityState,
     panic_in: PanicIn,
+    rotate: bool,
     seen: Arc<Seen>,
 }
 
-struct LastPicker {
-    id: SubchannelId,
+/// Picks the subchannels of its list in turn (the last endpoint's alone, unless rotating).
+struct TestPicker {
+    ids: Vec<SubchannelId>,
+    next: AtomicUsize,
     panic: bool,
     seen: Arc<Seen>,
 }
 
-impl SubchannelPicker for LastPicker {
+impl SubchannelPicker for TestPicker {
     fn pick(&self, _request: &PickRequest<'_>) -> CustomPick {
         assert!(!self.panic, "the test picker gives up");
         self.seen.picks.fetch_add(1, Ordering::Relaxed);
-        CustomPick::subchannel(self.id)
+        let turn = self.next.fetch_add(1, Ordering::Relaxed);
+        CustomPick::subchannel(self.ids[turn % self.ids.len()])
     }
 }
 
 impl Last {
     fn publish(&mut self) {
-        let last = self
-            .order
-            .last()
-            .and_then(|id| self.subs.get(*id))
-            .filter(|s| self.subs.state(s.id()) == ConnectivityState::Ready)
-            .map(|s| (s.id(), s.address().clone()));
-        let (state, picker) = match last {
-            Some((id, addr)) => (
+        let candidates: &[SubchannelId] = match (self.rotate, self.order.last()) {
+            (true, _) => &self.order,
+            (false, Some(last)) => std::slice::from_ref(last),
+            (false, None) => &[],
+        };
+        let ready: Vec<(SubchannelId, Address)> = candidates
+            .iter()
+            .filter(|id| self.subs.state(**id) == ConnectivityState::Ready)
+            .filter_map(|id| self.subs.get(*id).map(|s| (s.id(), s.address().clone())))
+            .collect();
+        let (state, picker) = if ready.is_empty() {
+            (ConnectivityState::Connecting, PickerSpec::Queue)
+        } else {
+            let picker = TestPicker {
+                ids: ready.iter().map(|(id, _)| *id).collect(),
+                next: AtomicUsize::new(0),
+                panic: self.panic_in == PanicIn::Pick,
+                seen: self.seen.clone(),
+            };
+            (
                 ConnectivityState::Ready,
-                PickerSpec::Custom(CustomPicker::new(
-                    vec![(id, addr)],
-                    Arc::new(LastPicker {
-                        id,
-                        panic: self.panic_in == PanicIn::Pick,
-                        seen: self.seen.clone(),
-                    }),
-                )),
-            ),
-            None => (ConnectivityState::Connecting, PickerSpec::Queue),
+                PickerSpec::Custom(CustomPicker::new(ready, Arc::new(picker))),
+            )
         };
         self.state = state;
         self.subs.publish(state, picker);
@@ -121,8 +140,9 @@ impl Last {
 
 impl LoadBalancer for Last {
     fn update(&mut self, update: PolicyUpdate<'_>, now: Instant) {
-        if let Some(p) = update.config.downcast_ref::<PanicIn>() {
-            self.panic_in = *p;
+        if let Some(c) = update.config.downcast_ref::<TestConfig>() {
+            self.panic_in = c.panic_in;
+            self.rotate = c.rotate;
         }
         if let Ok(mut seen) = self.seen.endpoints.lock() {
             seen.push(update.addresses());
@@ -294,4 +314,41 @@ async fn a_picker_that_panics_fails_the_call_with_unavailable() {
     );
     // The channel stays READY (its policy is fine); only the calls fail.
     assert_eq!(ch.state(), grpc_channel::ConnectivityState::Ready);
+}
+
+#[tokio::test(start_paused = true)]
+async fn under_outlier_detection_a_failing_backend_is_ejected_from_the_custom_policy() {
+    let (a, b) = (backends(1).await, backends(1).await);
+    let bad = support::faulty_server().await;
+    let addrs = [a[0].addr, b[0].addr, bad.addr];
+    let seen = Arc::new(Seen::default());
+    let ch = channel(
+        &addrs,
+        r#"{"loadBalancingConfig":[{"outlier_detection_experimental":{
+            "interval":"1s","baseEjectionTime":"30s","maxEjectionPercent":50,
+            "failurePercentageEjection":{"threshold":50,"enforcementPercentage":100,
+                                          "minimumHosts":3,"requestVolume":10},
+            "childPolicy":[{"test_last_endpoint":{"rotate":true}}]}}]}"#,
+        &seen,
+    );
+    // Rounds of 60 calls, each followed by a sweep, until the failing backend is ejected (bounded).
+    let mut failed_before = 0;
+    for _ in 0..5 {
+        for _ in 0..60 {
+            if call(&ch).await.is_err() {
+                failed_before += 1;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        if !ch.stats().ejected_addresses.is_empty() {
+            break;
+        }
+    }
+    assert!(failed_before > 0, "the failing backend took calls");
+    assert_eq!(ch.stats().ejected_addresses, [bad.addr.to_string()]);
+    // Ejected: the policy's picker leaves it out, and every call succeeds.
+    for _ in 0..30 {
+        call(&ch).await.expect("a healthy backend");
+    }
+    assert!(seen.picks.load(Ordering::Relaxed) >= 30);
 }
