@@ -46,7 +46,8 @@
 //!   non-zero if any target crashes (the input is left under `fuzz/artifacts/`). Needs a nightly toolchain.
 //!
 //! * `examples`: builds `grpc-examples` and the interop server, starts two interop servers, runs every
-//!   example against them (hedging across both) and fails if any fails.
+//!   example against them (hedging and the custom least_in_flight policy across both) and fails if any
+//!   fails.
 //!
 //! * `tidy [--verbose]`: checks over the sources that no compiler or linter makes: no module cycle in any
 //!   crate, and grpc-channel's modules each use only their own layer or lower ones (see `tidy/`;
@@ -483,6 +484,7 @@ const EXAMPLES: &[(&str, bool)] = &[
     ("interceptor", false),
     ("tonic_over_tower", false),
     ("custom_resolver", true),
+    ("least_in_flight", true),
 ];
 
 fn examples(args: &[String]) -> Result<bool, String> {

@@ -57,6 +57,8 @@ pub struct ChannelBuilder {
     http2: Http2Settings,
     default_service_config: Option<String>,
     resolver: ResolverOptions,
+    /// The channel's own load-balancing policies (they win over the process-wide ones).
+    policies: grpc_lb::PolicyRegistry,
     /// The xDS bootstrap JSON given by the application (else the environment's).
     #[cfg(feature = "xds")]
     xds_bootstrap: Option<String>,
@@ -93,6 +95,7 @@ impl ChannelBuilder {
             http2: Http2Settings::default(),
             default_service_config: None,
             resolver: ResolverOptions::default(),
+            policies: grpc_lb::PolicyRegistry::default(),
             #[cfg(feature = "xds")]
             xds_bootstrap: None,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
@@ -353,6 +356,15 @@ impl ChannelBuilder {
         self
     }
 
+    /// Registers a load-balancing policy for this channel only, under its builder's name: a service
+    /// config's `loadBalancingConfig` (the default one, or one from the resolver) can then select it. It
+    /// wins over a policy registered process-wide under the same name (`grpc_channel::lb::register_policy`)
+    /// and over a built-in of that name. See [`crate::lb`].
+    pub fn lb_policy(mut self, builder: impl grpc_lb::LoadBalancerBuilder) -> Self {
+        self.policies.register(Arc::new(builder));
+        self
+    }
+
     /// The DNS resolver's options (minimum re-resolution interval, query timeout, `maxAttempts` cap, host
     /// name for `clientHostname`).
     pub fn resolver_options(mut self, options: ResolverOptions) -> Self {
@@ -435,7 +447,10 @@ impl ChannelBuilder {
     }
 
     /// Checks the options and builds the channel. Does not connect (see [`ChannelBuilder::connect`]).
-    pub fn build(self) -> Result<Channel, BuildError> {
+    pub fn build(mut self) -> Result<Channel, BuildError> {
+        // The channel's own policies join those the resolver options carry (and win over them): every
+        // service config of the channel is parsed with them.
+        self.resolver.parse.policies.extend(&self.policies);
         // A registered resolver (the channel's own, then the process's) takes its scheme's targets first,
         // built-in schemes included; other targets are the built-in kinds.
         let written = ResolverTarget::parse(&self.target);
@@ -487,16 +502,17 @@ impl ChannelBuilder {
         let route = proxy::route(&target, &self.proxy, |name| {
             std::env::var_os(name).map(|v| v.to_string_lossy().into_owned())
         })?;
-        let default_config =
-            match &self.default_service_config {
-                None => None,
-                Some(json) => Some(ServiceConfig::parse(json, self.resolver.parse).map_err(
-                    |e| BuildError::InvalidOption {
+        let default_config = match &self.default_service_config {
+            None => None,
+            Some(json) => Some(
+                ServiceConfig::parse(json, self.resolver.parse.clone()).map_err(|e| {
+                    BuildError::InvalidOption {
                         option: "default_service_config",
                         reason: e.to_string(),
-                    },
-                )?),
-            };
+                    }
+                })?,
+            ),
+        };
         let mut authority_text = self.authority.clone().unwrap_or_else(|| target.authority());
         // A registered resolver's endpoint (`NAME` of `etcd://HOST:PORT/NAME`) need not be an authority.
         if matches!(target, Target::Custom { .. })

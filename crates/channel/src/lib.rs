@@ -150,6 +150,25 @@ pub mod service_config {
     };
 }
 
+/// The load-balancing policy API (`grpc-lb`'s), for writing a policy of one's own: implement
+/// [`LoadBalancer`](lb::LoadBalancer) and [`LoadBalancerBuilder`](lb::LoadBalancerBuilder), register the
+/// builder for one channel ([`ChannelBuilder::lb_policy`]) or for the process ([`register_policy`](lb::register_policy)),
+/// and select it by name in a service config's `loadBalancingConfig`. The built-in policies (pick_first,
+/// round_robin, the xDS cluster manager) are written with the same pieces: a [`Subchannels`](lb::Subchannels)
+/// registry (connection backoff, outlier detection's ejections, health) and pickers, built-in or the
+/// policy's own ([`SubchannelPicker`](lb::SubchannelPicker), whose picks may hand the call a
+/// [`PickGuard`](lb::PickGuard) dropped when the attempt ends).
+pub mod lb {
+    pub use grpc_lb::{
+        builtin_policy, register_policy, Address, AttributeValue, Attributes, BackoffConfig,
+        BreakerClaim, BuildOptions, ConnectivityState, CustomPick, CustomPicker, Endpoint, Health,
+        InFlightCounter, LbAction, LbConfigError, LoadBalancer, LoadBalancerBuilder,
+        ParsedLbConfig, PickFirstBuilder, PickFirstConfig, PickGuard, PickRequest, PickerSpec,
+        PolicyRegistry, PolicyUpdate, Rng, RoundRobinBuilder, Subchannel, SubchannelId,
+        SubchannelPicker, Subchannels, TimerEvent, PICK_FIRST, ROUND_ROBIN,
+    };
+}
+
 /// Includes the Rust code `grpc-build` generated for a protobuf package (messages and `<service>_client`
 /// modules), from `OUT_DIR`: `include_proto!("a.b.c")` includes `$OUT_DIR/a.b.c.rs`. Put it in a module tree
 /// that mirrors the package (`mod a { pub mod b { pub mod c { grpc_channel::include_proto!("a.b.c"); } } }`)

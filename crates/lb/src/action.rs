@@ -39,7 +39,7 @@ pub enum LbAction {
 
 /// A state change a timer caused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum TimerEvent {
+pub enum TimerEvent {
     /// The backoff ended: TRANSIENT_FAILURE → IDLE.
     BackoffOver(SubchannelId),
     /// The attempt's deadline passed: CONNECTING → TRANSIENT_FAILURE.

@@ -206,7 +206,7 @@ impl<T: Clone> ClustersPicker<T> {
                             Some(guard) => PickResult::Pick {
                                 handle,
                                 addr,
-                                guard: Some(guard),
+                                guard: Some(guard.into()),
                             },
                             None => PickResult::Drop("circuit breaker drop".to_owned()),
                         }
@@ -231,7 +231,7 @@ impl<T: Clone> ClustersPicker<T> {
                 PickResult::Pick {
                     handle: handle.clone(),
                     addr: addr.clone(),
-                    guard: Some(guard),
+                    guard: Some(guard.into()),
                 }
             }
         }

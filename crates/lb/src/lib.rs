@@ -5,7 +5,14 @@
 //! when; the channel does the ejecting), and the health overlay of client-side health checking (gRFC A17:
 //! [`Health`], reported with [`LbPolicy::set_health`]; round_robin uses it, pick_first does not).
 //!
-//! The channel drives an [`LbPolicy`]: it feeds address lists, subchannel events (ready, failed, closed) and
+//! Policies are pluggable: a policy implements [`LoadBalancer`] and its builder [`LoadBalancerBuilder`]
+//! (which parses its `loadBalancingConfig` JSON), registered by name process-wide ([`register_policy`]) or
+//! per channel ([`PolicyRegistry`]). It keeps its subchannels in a [`Subchannels`] registry (connection
+//! backoff, the ejection and health overlays) and may publish its own picker
+//! ([`PickerSpec::Custom`], a [`SubchannelPicker`] whose picks can hand the call a [`PickGuard`]). The
+//! built-ins are written with the same pieces and found by name the same way ([`builtin_policy`]).
+//!
+//! The channel drives every policy through an [`LbPolicy`] (which catches a policy's panic): it feeds endpoints, subchannel events (ready, failed, closed) and
 //! timers, and performs the [`LbAction`]s (connect, disconnect, re-resolve, publish a picker). Time arrives
 //! as `now` arguments and randomness through an injected `grpc_base::Rng`. This crate knows nothing of
 //! retries: it only honours the avoid hint of a [`PickRequest`]. Not here: the channel's event loop and
@@ -27,15 +34,19 @@
 #![cfg_attr(test, allow(clippy::disallowed_methods))]
 
 mod action;
+mod api;
 mod backoff;
+mod builtins;
 mod cluster_picker;
 mod health;
 mod outlier_detection;
+mod panics;
 mod pick;
 mod pick_first;
 mod picker;
 mod policy;
 mod priority;
+mod registry;
 mod ring_hash;
 mod ring_pick;
 mod round_robin;
@@ -47,6 +58,8 @@ mod xds_clusters;
 mod xds_config;
 
 #[cfg(test)]
+mod api_tests;
+#[cfg(test)]
 mod incremental_tests;
 #[cfg(test)]
 mod ring_hash_tests;
@@ -57,24 +70,34 @@ mod tests;
 #[cfg(test)]
 mod xds_tests;
 
-pub use action::LbAction;
+pub use action::{LbAction, TimerEvent};
+pub use api::{
+    BuildOptions, LbConfigError, LoadBalancer, LoadBalancerBuilder, ParsedLbConfig, PolicyUpdate,
+};
 pub use backoff::{BackoffConfig, ConnectionBackoff};
+pub use builtins::{
+    PickFirstBuilder, PickFirstConfig, RoundRobinBuilder, XdsClusterManagerBuilder, PICK_FIRST,
+    ROUND_ROBIN, XDS_CLUSTER_MANAGER,
+};
 pub use cluster_picker::{ClusterPick, ClusterPickerSpec, ReadyLocality};
 pub use grpc_base::Address;
+pub use grpc_base::{AttributeValue, Attributes, Endpoint, Rng};
 pub use health::{health_of_serving_status, Health, WatchEnd, WatchNext, WatchRetry};
 pub use outlier_detection::{
     AddressStats, CallCounts, EjectionCause, FailurePercentageEjection, OutlierDetectionConfig,
     OutlierDetector, OutlierEvent, Percentage, SuccessRateEjection, UnejectReason,
     MIN_SWEEP_INTERVAL,
 };
-pub use pick::{BreakerClaim, InFlightCounter, PickRequest, PickResult};
+pub use pick::{BreakerClaim, InFlightCounter, PickGuard, PickRequest, PickResult};
 pub use pick_first::{interleave_families, DEFAULT_ATTEMPT_DELAY};
-pub use picker::{Picker, PickerSpec};
+pub use picker::{CustomPick, CustomPicker, Picker, PickerSpec, SubchannelPicker};
 pub use policy::{LbPolicy, PolicyConfig};
 pub use priority::{DEACTIVATION_RETENTION, FAILOVER_TIMEOUT};
+pub use registry::{builtin_policy, register_policy, PolicyRegistry};
 pub use ring_hash::{xxh64, RING_SIZE_CAP};
 pub use ring_pick::RingPick;
 pub use state::{ConnectivityState, SubchannelId};
+pub use subchannel::{Subchannel, Subchannels};
 pub use xds_config::{
     ClusterConfig, ClusterLbConfig, DropOverload, LocalityConfig, PriorityConfig,
     XdsClustersConfig, DEFAULT_MAX_REQUESTS, MILLION,

@@ -35,10 +35,10 @@ pub enum PickResult<T> {
         handle: T,
         /// Its address.
         addr: Address,
-        /// The call's claim on its cluster's in-flight count (xDS circuit breaking, gRFC A32): the caller
-        /// keeps it until the call ends, and dropping it releases the claim. `None` from every picker but
-        /// the xDS cluster manager's.
-        guard: Option<BreakerClaim>,
+        /// What the call keeps until it ends, then drops: the xDS cluster manager's claim on its
+        /// cluster's in-flight count (circuit breaking, gRFC A32), or a custom picker's guard (e.g. a count
+        /// of calls in flight). `None` from the other built-in pickers.
+        guard: Option<PickGuard>,
     },
     /// Wait for the next picker (and, if `exit_idle`, ask the policy to connect).
     Queue {
@@ -163,13 +163,20 @@ fn avoided_indices<'a>(
 pub struct InFlightCounter(Arc<AtomicU64>);
 
 impl InFlightCounter {
+    /// A claim with no limit: counted until dropped (e.g. a custom picker's count of a subchannel's calls
+    /// in flight, handed out as a [`PickGuard`]).
+    pub fn claim(&self) -> BreakerClaim {
+        self.0.fetch_add(1, Ordering::AcqRel);
+        BreakerClaim(self.0.clone())
+    }
+
     /// The calls in flight now.
     pub fn in_flight(&self) -> u64 {
         self.0.load(Ordering::Acquire)
     }
 
     /// A claim, unless `limit` calls are in flight already.
-    pub(crate) fn try_claim(&self, limit: u32) -> Option<BreakerClaim> {
+    pub fn try_claim(&self, limit: u32) -> Option<BreakerClaim> {
         self.0
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n < u64::from(limit)).then_some(n + 1)
@@ -221,5 +228,63 @@ impl Eq for BreakerClaim {}
 impl fmt::Debug for BreakerClaim {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("BreakerClaim")
+    }
+}
+
+/// What a pick hands the call to keep for its whole life, dropped when the call ends (all its attempts
+/// included): a [`BreakerClaim`] (the xDS circuit breaker's, or any [`InFlightCounter`]'s), or any value a
+/// custom picker wants dropped then ([`PickGuard::new`]). Two guards are equal when they are the same
+/// claim or value.
+#[derive(Clone)]
+pub struct PickGuard(GuardKind);
+
+#[derive(Clone)]
+enum GuardKind {
+    Claim(BreakerClaim),
+    Custom(Arc<dyn Send + Sync>),
+}
+
+impl PickGuard {
+    /// A guard holding `value` until the call ends (a clone of the guard shares it: it is dropped with the
+    /// last clone).
+    pub fn new<T: Send + Sync + 'static>(value: T) -> PickGuard {
+        PickGuard(GuardKind::Custom(Arc::new(value)))
+    }
+
+    /// The in-flight claim this guard is, if it is one.
+    pub fn claim(&self) -> Option<&BreakerClaim> {
+        match &self.0 {
+            GuardKind::Claim(c) => Some(c),
+            GuardKind::Custom(_) => None,
+        }
+    }
+}
+
+impl From<BreakerClaim> for PickGuard {
+    fn from(claim: BreakerClaim) -> PickGuard {
+        PickGuard(GuardKind::Claim(claim))
+    }
+}
+
+impl PartialEq for PickGuard {
+    fn eq(&self, other: &PickGuard) -> bool {
+        match (&self.0, &other.0) {
+            (GuardKind::Claim(a), GuardKind::Claim(b)) => a == b,
+            (GuardKind::Custom(a), GuardKind::Custom(b)) => {
+                std::ptr::eq(Arc::as_ptr(a) as *const u8, Arc::as_ptr(b) as *const u8)
+            }
+            _ => false,
+        }
+    }
+}
+
+impl Eq for PickGuard {}
+
+impl fmt::Debug for PickGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            GuardKind::Claim(_) => f.write_str("PickGuard(BreakerClaim)"),
+            GuardKind::Custom(_) => f.write_str("PickGuard(..)"),
+        }
     }
 }

@@ -97,6 +97,11 @@ impl PickFirst {
             .push_back(LbAction::UpdatePicker { state, picker });
     }
 
+    /// Whether later address lists are shuffled (A62 `shuffleAddressList`).
+    pub(crate) fn set_shuffle(&mut self, shuffle: bool) {
+        self.shuffle = shuffle;
+    }
+
     pub(crate) fn update(&mut self, addresses: Vec<Address>, now: Instant) {
         let mut endpoints = addresses;
         if self.shuffle {

@@ -7,13 +7,108 @@
 //! in-flight claim with the pick ([`PickResult::Pick::guard`], a [`crate::BreakerClaim`]). What a pick asks and
 //! answers is in `pick.rs`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
 
 use grpc_base::Address;
 
 use crate::cluster_picker::{ClusterPickerSpec, ClustersPicker};
-use crate::pick::{PickRequest, PickResult, Rotation};
+use crate::panics::panic_message;
+use crate::pick::{PickGuard, PickRequest, PickResult, Rotation};
 use crate::state::SubchannelId;
+
+/// A policy's own picker ([`PickerSpec::Custom`]): answers each pick with one of the policy's
+/// subchannels, or queue, fail or drop. It runs on the calls' tasks, concurrently: it must be cheap and
+/// must not block. A panic in it fails the call (UNAVAILABLE, "load-balancing policy picker panicked"),
+/// never the channel.
+pub trait SubchannelPicker: Send + Sync + 'static {
+    /// Answers one pick.
+    fn pick(&self, request: &PickRequest<'_>) -> CustomPick;
+}
+
+/// A custom picker's answer.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum CustomPick {
+    /// Use this subchannel (one of [`CustomPicker::new`]'s list; another queues the call).
+    Pick {
+        /// The subchannel.
+        id: SubchannelId,
+        /// Kept by the call until it ends, then dropped (e.g. a count of calls in flight).
+        guard: Option<PickGuard>,
+    },
+    /// Wait for the next picker (and, if `exit_idle`, ask the policy to connect).
+    Queue {
+        /// The policy is IDLE and must be woken.
+        exit_idle: bool,
+    },
+    /// Fail a fail-fast call (UNAVAILABLE) with this message; a wait-for-ready call queues instead.
+    Fail(String),
+    /// Fail the call at once with UNAVAILABLE and this message, even if it is wait-for-ready.
+    Drop(String),
+}
+
+impl CustomPick {
+    /// Use subchannel `id`, with no guard.
+    pub fn subchannel(id: SubchannelId) -> CustomPick {
+        CustomPick::Pick { id, guard: None }
+    }
+
+    /// Use subchannel `id`; the call keeps `guard` until it ends.
+    pub fn subchannel_with_guard(id: SubchannelId, guard: PickGuard) -> CustomPick {
+        CustomPick::Pick {
+            id,
+            guard: Some(guard),
+        }
+    }
+}
+
+/// A custom picker with the subchannels it may answer (the policy's READY ones): the channel finds their
+/// connections when it builds the picker. Two are equal when they are the same picker and list.
+#[derive(Clone)]
+pub struct CustomPicker {
+    subchannels: Arc<[(SubchannelId, Address)]>,
+    picker: Arc<dyn SubchannelPicker>,
+}
+
+impl CustomPicker {
+    /// `picker`, answering with the subchannels of `subchannels`.
+    pub fn new(
+        subchannels: Vec<(SubchannelId, Address)>,
+        picker: Arc<dyn SubchannelPicker>,
+    ) -> CustomPicker {
+        CustomPicker {
+            subchannels: subchannels.into(),
+            picker,
+        }
+    }
+
+    /// The subchannels it may answer.
+    pub fn subchannels(&self) -> &[(SubchannelId, Address)] {
+        &self.subchannels
+    }
+}
+
+impl PartialEq for CustomPicker {
+    fn eq(&self, other: &CustomPicker) -> bool {
+        std::ptr::eq(
+            Arc::as_ptr(&self.picker) as *const u8,
+            Arc::as_ptr(&other.picker) as *const u8,
+        ) && self.subchannels == other.subchannels
+    }
+}
+
+impl Eq for CustomPicker {}
+
+impl fmt::Debug for CustomPicker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CustomPicker")
+            .field("subchannels", &self.subchannels)
+            .finish_non_exhaustive()
+    }
+}
 
 /// What a policy wants picks to do (the channel turns it into a [`Picker`] with connection handles).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -29,6 +124,8 @@ pub enum PickerSpec {
     /// The xDS cluster manager: what picks do for each cluster, by cluster name (the call's
     /// [`PickRequest::cluster`] chooses).
     Clusters(BTreeMap<String, ClusterPickerSpec>),
+    /// A policy's own picker.
+    Custom(CustomPicker),
 }
 
 enum Kind<T> {
@@ -37,6 +134,10 @@ enum Kind<T> {
     Fail(String),
     Ready(Rotation<T>),
     Clusters(ClustersPicker<T>),
+    Custom {
+        picker: Arc<dyn SubchannelPicker>,
+        handles: HashMap<SubchannelId, (Address, T)>,
+    },
 }
 
 /// An immutable picker.
@@ -69,6 +170,14 @@ impl<T: Clone> Picker<T> {
             PickerSpec::Clusters(clusters) => {
                 Kind::Clusters(ClustersPicker::new(clusters, &handle, start))
             }
+            PickerSpec::Custom(custom) => Kind::Custom {
+                picker: custom.picker.clone(),
+                handles: custom
+                    .subchannels
+                    .iter()
+                    .filter_map(|(id, addr)| handle(*id).map(|h| (*id, (addr.clone(), h))))
+                    .collect(),
+            },
         };
         Picker { kind }
     }
@@ -88,6 +197,27 @@ impl<T: Clone> Picker<T> {
                 }
             }
             Kind::Clusters(clusters) => clusters.pick(request),
+            Kind::Custom { picker, handles } => {
+                match catch_unwind(AssertUnwindSafe(|| picker.pick(request))) {
+                    Ok(CustomPick::Pick { id, guard }) => match handles.get(&id) {
+                        Some((addr, handle)) => PickResult::Pick {
+                            handle: handle.clone(),
+                            addr: addr.clone(),
+                            guard,
+                        },
+                        // Not one of its READY subchannels (or its connection is gone): wait for the next
+                        // picker.
+                        None => PickResult::Queue { exit_idle: false },
+                    },
+                    Ok(CustomPick::Queue { exit_idle }) => PickResult::Queue { exit_idle },
+                    Ok(CustomPick::Fail(m)) => PickResult::Fail(m),
+                    Ok(CustomPick::Drop(m)) => PickResult::Drop(m),
+                    Err(panic) => PickResult::Drop(format!(
+                        "load-balancing policy picker panicked: {}",
+                        panic_message(panic.as_ref())
+                    )),
+                }
+            }
         }
     }
 
@@ -96,6 +226,7 @@ impl<T: Clone> Picker<T> {
         match &self.kind {
             Kind::Ready(rotation) => rotation.addresses().cloned().collect(),
             Kind::Clusters(clusters) => clusters.ready_addresses(),
+            Kind::Custom { handles, .. } => handles.values().map(|(a, _)| a.clone()).collect(),
             _ => Vec::new(),
         }
     }

@@ -30,13 +30,14 @@ use grpc_base::{Address, Rng};
 use crate::action::{LbAction, TimerEvent};
 use crate::backoff::{BackoffConfig, ConnectionBackoff};
 use crate::health::Health;
+use crate::picker::PickerSpec;
 use crate::state::{ConnectivityState, SubchannelId};
 use crate::work::visit;
 
 /// One subchannel. Policies read its fields; only [`Subchannels`] writes them, keeping its timers and counts
 /// in step.
 #[derive(Debug)]
-pub(crate) struct Subchannel {
+pub struct Subchannel {
     pub(crate) id: SubchannelId,
     pub(crate) addr: Address,
     pub(crate) state: ConnectivityState,
@@ -50,14 +51,14 @@ pub(crate) struct Subchannel {
     pub(crate) health: Health,
 }
 
-/// The subchannels of one policy, and the actions they produce.
-/// The subchannels of one policy, and the actions they produce.
+/// The subchannels of one policy, and the actions they produce (the registry every policy, built-in or
+/// not, keeps its subchannels in).
 ///
 /// Every lookup and every event costs O(log n) in the number of subchannels: they are kept by id (in the
 /// order they were created), with an index by address, the pending timers in deadline order, and how many
 /// are in each state. A policy that balances over many subchannels asks which ones changed since it last
 /// looked ([`Subchannels::take_changed`]) rather than looking at them all.
-pub(crate) struct Subchannels {
+pub struct Subchannels {
     /// By id: in the order they were created.
     by_id: BTreeMap<SubchannelId, Subchannel>,
     /// Each address's subchannel (one per address).
@@ -80,6 +81,16 @@ pub(crate) struct Subchannels {
     ejected: HashSet<Address>,
     /// Whether the health overlay applies (only a policy that health checks turns it on).
     health_checking: bool,
+}
+
+impl std::fmt::Debug for Subchannels {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subchannels")
+            .field("len", &self.by_id.len())
+            .field("ejected", &self.ejected.len())
+            .field("health_checking", &self.health_checking)
+            .finish_non_exhaustive()
+    }
 }
 
 /// How many of a set of subchannels are in each state.
@@ -131,6 +142,31 @@ impl StateCounts {
 }
 
 impl Subchannel {
+    /// Its id.
+    pub fn id(&self) -> SubchannelId {
+        self.id
+    }
+
+    /// Its address.
+    pub fn address(&self) -> &Address {
+        &self.addr
+    }
+
+    /// Its real state, without the overlays ([`Subchannels::state`] has them).
+    pub fn real_state(&self) -> ConnectivityState {
+        self.state
+    }
+
+    /// Whether it failed since it was last READY.
+    pub fn failed_since_ready(&self) -> bool {
+        self.failed_since_ready
+    }
+
+    /// The health of its current connection ([`Health::Unknown`] unless READY and answered).
+    pub fn health(&self) -> Health {
+        self.health
+    }
+
     /// When its timer fires, if it has one.
     fn timer(&self) -> Option<Instant> {
         match self.state {
@@ -142,7 +178,8 @@ impl Subchannel {
 }
 
 impl Subchannels {
-    pub(crate) fn new(config: BackoffConfig, rng: Box<dyn Rng>) -> Subchannels {
+    /// An empty registry whose subchannels back off with `config`, drawing jitter from `rng`.
+    pub fn new(config: BackoffConfig, rng: Box<dyn Rng>) -> Subchannels {
         Subchannels {
             by_id: BTreeMap::new(),
             by_addr: HashMap::new(),
@@ -160,19 +197,55 @@ impl Subchannels {
         }
     }
 
+    /// Queues a new picker for the channel to publish, with the policy's connectivity state.
+    pub fn publish(&mut self, state: ConnectivityState, picker: PickerSpec) {
+        self.out.push_back(LbAction::UpdatePicker { state, picker });
+    }
+
+    /// Asks the channel to re-resolve (rate-limited by the resolver).
+    pub fn resolve_now(&mut self) {
+        self.out.push_back(LbAction::ResolveNow);
+    }
+
+    /// The policy's randomness.
+    pub fn rng(&mut self) -> &mut dyn Rng {
+        self.rng.as_mut()
+    }
+
+    /// The last error a subchannel saw (a failed attempt, an ejection, a health check), for a failing
+    /// picker's message.
+    pub fn last_error(&self) -> Option<&str> {
+        self.last_error.as_deref()
+    }
+
+    /// How many subchannels there are.
+    pub fn len(&self) -> usize {
+        self.by_id.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.by_id.is_empty()
+    }
+
+    /// The next action for the channel, until `None`.
+    pub fn poll_action(&mut self) -> Option<LbAction> {
+        self.out.pop_front()
+    }
+
     /// Keeps, from now on, which subchannels changed ([`Subchannels::take_changed`]).
-    pub(crate) fn track_changes(&mut self) {
+    pub fn track_changes(&mut self) {
         self.track_changes = true;
     }
 
     /// The subchannels whose state as a policy sees it (real state, ejection, health) may have changed
     /// since the last call, in id order; removed ones included.
-    pub(crate) fn take_changed(&mut self) -> BTreeSet<SubchannelId> {
+    pub fn take_changed(&mut self) -> BTreeSet<SubchannelId> {
         std::mem::take(&mut self.changed)
     }
 
     /// Records `ids` as changed again (a policy that has not shown their change everywhere yet).
-    pub(crate) fn mark_changed(&mut self, ids: BTreeSet<SubchannelId>) {
+    pub fn mark_changed(&mut self, ids: BTreeSet<SubchannelId>) {
         if self.track_changes {
             if self.changed.is_empty() {
                 self.changed = ids;
@@ -188,7 +261,8 @@ impl Subchannels {
         }
     }
 
-    pub(crate) fn get(&self, id: SubchannelId) -> Option<&Subchannel> {
+    /// Subchannel `id`, unless removed.
+    pub fn get(&self, id: SubchannelId) -> Option<&Subchannel> {
         visit(1);
         self.by_id.get(&id)
     }
@@ -223,13 +297,14 @@ impl Subchannels {
         self.mark(id);
     }
 
-    pub(crate) fn find(&self, addr: &Address) -> Option<SubchannelId> {
+    /// `addr`'s subchannel, if it has one.
+    pub fn find(&self, addr: &Address) -> Option<SubchannelId> {
         visit(1);
         self.by_addr.get(addr).copied()
     }
 
     /// `addr`'s subchannel, created (IDLE) if it has none.
-    pub(crate) fn find_or_add(&mut self, addr: &Address) -> SubchannelId {
+    pub fn find_or_add(&mut self, addr: &Address) -> SubchannelId {
         match self.find(addr) {
             Some(id) => id,
             None => self.add(addr.clone()),
@@ -237,14 +312,14 @@ impl Subchannels {
     }
 
     /// How many subchannels are in (real) state `state`.
-    pub(crate) fn count(&self, state: ConnectivityState) -> usize {
+    pub fn count(&self, state: ConnectivityState) -> usize {
         self.counts.count(state)
     }
 
     /// The state the policy sees: TRANSIENT_FAILURE while the subchannel's address is ejected; with health
     /// checking on, a READY subchannel not `Serving` looks CONNECTING (`Unknown`) or TRANSIENT_FAILURE
     /// (`NotServing`); its real state otherwise (SHUTDOWN once removed).
-    pub(crate) fn state(&self, id: SubchannelId) -> ConnectivityState {
+    pub fn state(&self, id: SubchannelId) -> ConnectivityState {
         match self.get(id) {
             None => ConnectivityState::Shutdown,
             Some(s) if self.ejected.contains(&s.addr) => ConnectivityState::TransientFailure,
@@ -260,13 +335,13 @@ impl Subchannels {
     }
 
     /// Whether the health overlay applies.
-    pub(crate) fn health_checking(&self) -> bool {
+    pub fn health_checking(&self) -> bool {
         self.health_checking
     }
 
     /// Turns the health overlay on or off; returns whether that changed anything (then every subchannel
     /// counts as changed).
-    pub(crate) fn set_health_checking(&mut self, enabled: bool) -> bool {
+    pub fn set_health_checking(&mut self, enabled: bool) -> bool {
         if self.health_checking == enabled {
             return false;
         }
@@ -279,7 +354,7 @@ impl Subchannels {
     }
 
     /// The health of `addr`'s subchannel's connection (`None` without a subchannel for it).
-    pub(crate) fn health(&self, addr: &Address) -> Option<Health> {
+    pub fn health(&self, addr: &Address) -> Option<Health> {
         self.find(addr)
             .and_then(|id| self.get(id))
             .map(|s| s.health)
@@ -288,7 +363,7 @@ impl Subchannels {
     /// Records the health of `addr`'s subchannel's connection. Ignored (returns false) without a subchannel
     /// for `addr` or if it is not READY (a late answer from a connection already gone); returns whether the
     /// health changed. A `NotServing` answer becomes the error the failing picker reports.
-    pub(crate) fn set_health(&mut self, addr: &Address, health: Health) -> bool {
+    pub fn set_health(&mut self, addr: &Address, health: Health) -> bool {
         let Some(id) = self.find(addr) else {
             return false;
         };
@@ -304,24 +379,24 @@ impl Subchannels {
     }
 
     /// The subchannel's real state, ejected or not (SHUTDOWN once removed).
-    pub(crate) fn real_state(&self, id: SubchannelId) -> ConnectivityState {
+    pub fn real_state(&self, id: SubchannelId) -> ConnectivityState {
         self.get(id)
             .map_or(ConnectivityState::Shutdown, |s| s.state)
     }
 
     /// Whether subchannel `id`'s address is ejected.
-    pub(crate) fn is_ejected(&self, id: SubchannelId) -> bool {
+    pub fn is_ejected(&self, id: SubchannelId) -> bool {
         self.get(id).is_some_and(|s| self.ejected.contains(&s.addr))
     }
 
     /// Whether `addr` is ejected.
-    pub(crate) fn is_address_ejected(&self, addr: &Address) -> bool {
+    pub fn is_address_ejected(&self, addr: &Address) -> bool {
         self.ejected.contains(addr)
     }
 
     /// Ejects `addr` (or lifts its ejection). Returns whether that changed anything. An ejection becomes
     /// the error the failing picker reports.
-    pub(crate) fn set_ejected(&mut self, addr: &Address, ejected: bool) -> bool {
+    pub fn set_ejected(&mut self, addr: &Address, ejected: bool) -> bool {
         let changed = if ejected {
             let changed = self.ejected.insert(addr.clone());
             if changed {
@@ -363,7 +438,7 @@ impl Subchannels {
 
     /// Makes the subchannels match `addresses` (in order, without duplicates): keeps those whose address
     /// stays, adds the new ones (IDLE), removes the rest. Returns the ids in order.
-    pub(crate) fn sync(&mut self, addresses: &[Address]) -> Vec<SubchannelId> {
+    pub fn sync(&mut self, addresses: &[Address]) -> Vec<SubchannelId> {
         let mut order = Vec::with_capacity(addresses.len());
         let mut kept = HashSet::with_capacity(addresses.len());
         for addr in addresses {
@@ -382,7 +457,7 @@ impl Subchannels {
     }
 
     /// Removes a subchannel, closing its connection or attempt.
-    pub(crate) fn remove(&mut self, id: SubchannelId) {
+    pub fn remove(&mut self, id: SubchannelId) {
         visit(1);
         let Some(s) = self.by_id.remove(&id) else {
             return;
@@ -402,7 +477,7 @@ impl Subchannels {
     }
 
     /// Closes a subchannel's connection but keeps it (IDLE), e.g. the losers of pick_first's race.
-    pub(crate) fn disconnect(&mut self, id: SubchannelId) {
+    pub fn disconnect(&mut self, id: SubchannelId) {
         let connected = self.get(id).is_some_and(|s| {
             matches!(
                 s.state,
@@ -420,7 +495,7 @@ impl Subchannels {
     }
 
     /// Starts an attempt if the subchannel is IDLE. Returns whether it did.
-    pub(crate) fn connect(&mut self, id: SubchannelId, now: Instant) -> bool {
+    pub fn connect(&mut self, id: SubchannelId, now: Instant) -> bool {
         visit(1);
         let Some(s) = self.by_id.get_mut(&id) else {
             return false;
@@ -440,7 +515,7 @@ impl Subchannels {
     }
 
     /// The server's SETTINGS arrived. Returns whether the subchannel was CONNECTING.
-    pub(crate) fn ready(&mut self, id: SubchannelId) -> bool {
+    pub fn ready(&mut self, id: SubchannelId) -> bool {
         if self.real_state(id) != ConnectivityState::Connecting {
             return false;
         }
@@ -456,7 +531,7 @@ impl Subchannels {
 
     /// The attempt failed: TRANSIENT_FAILURE until the attempt's backoff deadline. Returns whether it was
     /// CONNECTING.
-    pub(crate) fn failed(&mut self, id: SubchannelId, error: String, now: Instant) -> bool {
+    pub fn failed(&mut self, id: SubchannelId, error: String, now: Instant) -> bool {
         if self.real_state(id) != ConnectivityState::Connecting {
             return false;
         }
@@ -474,7 +549,7 @@ impl Subchannels {
     }
 
     /// The READY connection closed: IDLE. Returns whether it was READY.
-    pub(crate) fn closed(&mut self, id: SubchannelId) -> bool {
+    pub fn closed(&mut self, id: SubchannelId) -> bool {
         if self.real_state(id) != ConnectivityState::Ready {
             return false;
         }
@@ -485,12 +560,13 @@ impl Subchannels {
         true
     }
 
-    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+    /// When the earliest subchannel timer (a backoff's end, an attempt's deadline) fires.
+    pub fn poll_timeout(&self) -> Option<Instant> {
         self.timers.first().map(|(at, _)| *at)
     }
 
     /// Fires the subchannel timers due at `now`, in id order.
-    pub(crate) fn handle_timeout(&mut self, now: Instant) -> Vec<TimerEvent> {
+    pub fn handle_timeout(&mut self, now: Instant) -> Vec<TimerEvent> {
         let mut due: Vec<SubchannelId> = self
             .timers
             .range(..=(now, SubchannelId(u64::MAX)))
@@ -522,12 +598,12 @@ impl Subchannels {
     }
 
     /// Every subchannel's id, in id order: O(n), for the events that concern them all.
-    pub(crate) fn ids(&self) -> impl Iterator<Item = SubchannelId> + '_ {
+    pub fn ids(&self) -> impl Iterator<Item = SubchannelId> + '_ {
         self.by_id.keys().inspect(|_| visit(1)).copied()
     }
 
     /// Every subchannel, in id order: O(n), for the events that concern them all.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &Subchannel> {
+    pub fn iter(&self) -> impl Iterator<Item = &Subchannel> {
         self.by_id.values().inspect(|_| visit(1))
     }
 }

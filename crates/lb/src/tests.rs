@@ -52,7 +52,10 @@ impl Sim {
                         format!("READY [{}]", ids.join(","))
                     }
                     PickerSpec::Fail(_) => format!("{state:?}"),
-                    PickerSpec::Queue | PickerSpec::Idle | PickerSpec::Clusters(_) => {
+                    PickerSpec::Queue
+                    | PickerSpec::Idle
+                    | PickerSpec::Clusters(_)
+                    | PickerSpec::Custom(_) => {
                         format!("{state:?}")
                     }
                 },

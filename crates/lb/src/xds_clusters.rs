@@ -111,9 +111,6 @@ impl XdsClusters {
         self.refresh(now);
     }
 
-    /// The address list of a resolver: not used by this policy (its addresses come with the clusters).
-    pub(crate) fn update(&mut self, _addresses: Vec<Address>, _now: Instant) {}
-
     /// Leaves IDLE: ring_hash children connect an endpoint if none is connecting or connected (round_robin
     /// children connect every endpoint anyway).
     pub(crate) fn exit_idle(&mut self, now: Instant) {

@@ -563,7 +563,7 @@ fn the_circuit_breaker_drops_at_max_requests_until_a_call_ends() {
     let p = s.picker(0);
     let guard = |r: PickResult<u64>| -> BreakerClaim {
         match r {
-            PickResult::Pick { guard: Some(g), .. } => g,
+            PickResult::Pick { guard: Some(g), .. } => g.claim().cloned().expect("a claim"),
             other => panic!("{other:?}"),
         }
     };

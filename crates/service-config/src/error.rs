@@ -38,6 +38,9 @@ pub enum Rule {
     /// An unknown `loadBalancingPolicy`.
     #[error("unknown loadBalancingPolicy {0:?}")]
     UnknownLbPolicy(String),
+    /// A registered policy's builder rejected its config.
+    #[error("{0}")]
+    BadLbConfig(String),
     /// A `loadBalancingConfig` entry that is not an object with one key.
     #[error("each loadBalancingConfig entry must be an object with exactly one policy name")]
     BadLbEntry,

@@ -1,12 +1,19 @@
 //! The load-balancing policy a service config selects: `loadBalancingConfig` (first supported policy wins)
 //! or, only when that is absent, the deprecated `loadBalancingPolicy`. pick_first is the default.
 //!
-//! Supported: `pick_first` (A62 `shuffleAddressList`), `round_robin`, and `outlier_detection_experimental`
+//! Supported: every policy of the parse's [`grpc_lb::PolicyRegistry`] (the channel's own policies, then
+//! the process-wide ones, [`grpc_lb::register_policy`]), whose builder parses its JSON config; then the
+//! built-ins `pick_first` (A62 `shuffleAddressList`), `round_robin`, and `outlier_detection_experimental`
 //! (A50), whose required `childPolicy` is a list parsed with the same rules as `loadBalancingConfig` (the
-//! first supported entry wins; an invalid one invalidates the whole config). Its other fields are parsed in
-//! `outlier_detection.rs`.
+//! first supported entry wins; unknown names are skipped; an invalid entry, a registered policy's config
+//! its builder rejects included, invalidates the whole config). A registered policy of a built-in's name
+//! replaces the built-in. Outlier detection's other fields are parsed in `outlier_detection.rs`.
 
-use grpc_lb::OutlierDetectionConfig;
+use std::fmt;
+use std::sync::Arc;
+
+use grpc_lb::{LoadBalancerBuilder, OutlierDetectionConfig, ParsedLbConfig, PolicyRegistry};
+use serde_json::Value;
 
 use crate::error::{ParseError, Rule};
 use crate::json::{field, required, At};
@@ -31,6 +38,8 @@ pub enum LbConfig {
     },
     /// `round_robin`.
     RoundRobin,
+    /// A registered policy (the application's, or one registered under a built-in's name).
+    Registered(RegisteredPolicy),
     /// No policy configured: pick_first with its defaults.
     #[default]
     Default,
@@ -38,16 +47,102 @@ pub enum LbConfig {
 
 impl LbConfig {
     /// The policy's name.
-    pub fn name(&self) -> &'static str {
+    pub fn name(&self) -> &str {
         match self {
             LbConfig::PickFirst { .. } | LbConfig::Default => "pick_first",
             LbConfig::RoundRobin => "round_robin",
             LbConfig::OutlierDetection { .. } => "outlier_detection_experimental",
+            LbConfig::Registered(p) => p.name(),
         }
     }
 }
 
-pub(crate) fn parse_lb_config(at: At<'_>) -> Result<LbConfig, ParseError> {
+/// A registered policy a `loadBalancingConfig` selected: its builder, its JSON config and what the builder
+/// parsed from it. Two are equal when their names and JSON configs are (the channel then keeps the
+/// running policy and gives it the config).
+#[derive(Clone)]
+pub struct RegisteredPolicy {
+    name: String,
+    json: Value,
+    parsed: ParsedLbConfig,
+    builder: Arc<dyn LoadBalancerBuilder>,
+}
+
+impl RegisteredPolicy {
+    /// The policy's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Its JSON config, as the service config had it.
+    pub fn json(&self) -> &Value {
+        &self.json
+    }
+
+    /// Its config, as its builder parsed it.
+    pub fn config(&self) -> &ParsedLbConfig {
+        &self.parsed
+    }
+
+    /// Its builder.
+    pub fn builder(&self) -> &Arc<dyn LoadBalancerBuilder> {
+        &self.builder
+    }
+}
+
+impl PartialEq for RegisteredPolicy {
+    fn eq(&self, other: &RegisteredPolicy) -> bool {
+        self.name == other.name && self.json == other.json
+    }
+}
+
+impl Eq for RegisteredPolicy {}
+
+impl fmt::Debug for RegisteredPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RegisteredPolicy")
+            .field("name", &self.name)
+            .field("json", &self.json)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The entry `name` (at `entry`, with its object `obj`) for the registered policy of `builder`: parsed by
+/// it (a `null` config counts as `{}`).
+fn parse_registered(
+    entry: &At<'_>,
+    obj: &serde_json::Map<String, Value>,
+    name: &str,
+    builder: Arc<dyn LoadBalancerBuilder>,
+) -> Result<LbConfig, ParseError> {
+    let empty = Value::Object(serde_json::Map::new());
+    let parse = |cfg: At<'_>| {
+        builder
+            .parse_config(cfg.value)
+            .map(|parsed| (cfg.value.clone(), parsed))
+            .map_err(|e| cfg.error(Rule::BadLbConfig(e.to_string())))
+    };
+    let (json, parsed) = match field(entry, obj, name, parse)? {
+        Some(found) => found,
+        None => (
+            empty.clone(),
+            builder
+                .parse_config(&empty)
+                .map_err(|e| entry.error(Rule::BadLbConfig(e.to_string())))?,
+        ),
+    };
+    Ok(LbConfig::Registered(RegisteredPolicy {
+        name: name.to_owned(),
+        json,
+        parsed,
+        builder,
+    }))
+}
+
+pub(crate) fn parse_lb_config(
+    at: At<'_>,
+    policies: &PolicyRegistry,
+) -> Result<LbConfig, ParseError> {
     let mut names = Vec::new();
     let entries = crate::json::each(&at, |entry| {
         let obj = entry.object()?;
@@ -58,6 +153,10 @@ pub(crate) fn parse_lb_config(at: At<'_>) -> Result<LbConfig, ParseError> {
             .iter()
             .next()
             .ok_or_else(|| entry.error(Rule::BadLbEntry))?;
+        if let Some(builder) = policies.registered(name) {
+            names.push(name.clone());
+            return parse_registered(&entry, obj, name, builder).map(Some);
+        }
         let policy = match name.as_str() {
             "pick_first" => {
                 let shuffle = field(&entry, obj, "pick_first", |cfg| {
@@ -78,7 +177,9 @@ pub(crate) fn parse_lb_config(at: At<'_>) -> Result<LbConfig, ParseError> {
                 "outlier_detection_experimental",
                 |cfg| {
                     let config = parse_outlier_detection(&cfg)?;
-                    let child = required(&cfg, cfg.object()?, "childPolicy", parse_lb_config)?;
+                    let child = required(&cfg, cfg.object()?, "childPolicy", |child| {
+                        parse_lb_config(child, policies)
+                    })?;
                     Ok(LbConfig::OutlierDetection {
                         config,
                         child: Box::new(child),
@@ -97,13 +198,152 @@ pub(crate) fn parse_lb_config(at: At<'_>) -> Result<LbConfig, ParseError> {
         .ok_or_else(|| at.error(Rule::NoSupportedLbPolicy(names)))
 }
 
-pub(crate) fn parse_lb_policy_name(at: At<'_>) -> Result<LbConfig, ParseError> {
+pub(crate) fn parse_lb_policy_name(
+    at: At<'_>,
+    policies: &PolicyRegistry,
+) -> Result<LbConfig, ParseError> {
     let name = at.str()?;
-    match name.to_ascii_lowercase().as_str() {
+    let lower = name.to_ascii_lowercase();
+    if let Some(builder) = policies.registered(&lower) {
+        return Ok(LbConfig::Registered(RegisteredPolicy {
+            name: lower,
+            json: Value::Object(serde_json::Map::new()),
+            parsed: builder.default_config(),
+            builder,
+        }));
+    }
+    match lower.as_str() {
         "round_robin" => Ok(LbConfig::RoundRobin),
         "pick_first" => Ok(LbConfig::PickFirst {
             shuffle_address_list: false,
         }),
         _ => Err(at.error(Rule::UnknownLbPolicy(name.to_owned()))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use grpc_lb::{
+        register_policy, BuildOptions, LbConfigError, LoadBalancer, LoadBalancerBuilder,
+        ParsedLbConfig, PolicyRegistry, RoundRobinBuilder,
+    };
+
+    use crate::{LbConfig, ParseOptions, Rule, ServiceConfig};
+
+    /// A policy whose config must be `{}` or `{"n": <number>}`; it is never built.
+    struct Named(&'static str);
+
+    impl LoadBalancerBuilder for Named {
+        fn name(&self) -> &str {
+            self.0
+        }
+
+        fn parse_config(
+            &self,
+            config: &serde_json::Value,
+        ) -> Result<ParsedLbConfig, LbConfigError> {
+            let obj = config
+                .as_object()
+                .ok_or_else(|| LbConfigError::invalid(self.0, "not an object"))?;
+            match obj.get("n") {
+                None => Ok(ParsedLbConfig::new(0u64)),
+                Some(n) => n
+                    .as_u64()
+                    .map(ParsedLbConfig::new)
+                    .ok_or_else(|| LbConfigError::invalid(self.0, "n is not a number")),
+            }
+        }
+
+        fn build(&self, options: BuildOptions) -> Box<dyn LoadBalancer> {
+            RoundRobinBuilder.build(options)
+        }
+    }
+
+    fn parse(entries: &str, policies: &PolicyRegistry) -> Result<LbConfig, Rule> {
+        let json = format!(r#"{{"loadBalancingConfig":[{entries}]}}"#);
+        ServiceConfig::parse(
+            &json,
+            ParseOptions::default().with_policies(policies.clone()),
+        )
+        .map(|c| c.lb_policy().clone())
+        .map_err(|e| e.rule)
+    }
+
+    fn name(config: &Result<LbConfig, Rule>) -> &str {
+        config.as_ref().map_or("(invalid)", |c| c.name())
+    }
+
+    #[test]
+    fn the_first_known_name_wins_and_unknown_names_are_skipped() {
+        let channel = PolicyRegistry::new().with(Named("sc_tests_mine"));
+        let got = parse(
+            r#"{"sc_tests_unknown":{}},{"sc_tests_mine":{"n":3}},{"round_robin":{}}"#,
+            &channel,
+        );
+        assert_eq!(name(&got), "sc_tests_mine");
+        let Ok(LbConfig::Registered(p)) = &got else {
+            panic!("{got:?}")
+        };
+        assert_eq!(p.config().downcast_ref::<u64>(), Some(&3));
+        assert_eq!(p.json(), &serde_json::json!({"n": 3}));
+        // Not in this parse's registry: skipped, the next known name is used.
+        let got = parse(
+            r#"{"sc_tests_mine":{"n":3}},{"round_robin":{}}"#,
+            &PolicyRegistry::new(),
+        );
+        assert_eq!(got, Ok(LbConfig::RoundRobin));
+        // A registered name before a built-in one wins; a null config is `{}`.
+        let got = parse(r#"{"sc_tests_mine":null},{"pick_first":{}}"#, &channel);
+        assert_eq!(name(&got), "sc_tests_mine");
+        // No known name at all: the config is invalid.
+        let got = parse(r#"{"sc_tests_unknown":{}}"#, &channel);
+        assert_eq!(
+            got,
+            Err(Rule::NoSupportedLbPolicy(vec!["sc_tests_unknown".into()]))
+        );
+    }
+
+    #[test]
+    fn a_config_its_builder_rejects_invalidates_the_service_config() {
+        let channel = PolicyRegistry::new().with(Named("sc_tests_strict"));
+        let got = parse(
+            r#"{"sc_tests_strict":{"n":"three"}},{"round_robin":{}}"#,
+            &channel,
+        );
+        assert_eq!(
+            got,
+            Err(Rule::BadLbConfig(
+                "invalid sc_tests_strict config: n is not a number".into()
+            ))
+        );
+        // Even after the chosen entry: every entry must be valid.
+        let got = parse(r#"{"round_robin":{}},{"sc_tests_strict":[]}"#, &channel);
+        assert!(matches!(got, Err(Rule::BadLbConfig(_))), "{got:?}");
+    }
+
+    #[test]
+    fn process_wide_policies_channel_overrides_and_outlier_detection_children() {
+        register_policy(Named("sc_tests_global"));
+        let got = parse(r#"{"sc_tests_global":{}}"#, &PolicyRegistry::new());
+        assert_eq!(name(&got), "sc_tests_global");
+        // The channel's own policy of a built-in's name replaces the built-in.
+        let channel = PolicyRegistry::new().with(Named("round_robin"));
+        let got = parse(r#"{"round_robin":{}}"#, &channel);
+        assert!(matches!(got, Ok(LbConfig::Registered(_))), "{got:?}");
+        // A user's policy as outlier detection's child.
+        let channel = PolicyRegistry::new().with(Named("sc_tests_child"));
+        let got = parse(
+            r#"{"outlier_detection_experimental":{"childPolicy":[{"sc_tests_child":{"n":1}}]}}"#,
+            &channel,
+        );
+        let Ok(LbConfig::OutlierDetection { child, .. }) = &got else {
+            panic!("{got:?}")
+        };
+        assert_eq!(child.name(), "sc_tests_child");
+        // loadBalancingPolicy names a registered policy too, with its default config.
+        let json = r#"{"loadBalancingPolicy":"SC_TESTS_CHILD"}"#;
+        let got = ServiceConfig::parse(json, ParseOptions::default().with_policies(channel))
+            .expect("valid");
+        assert_eq!(got.lb_policy().name(), "sc_tests_child");
     }
 }

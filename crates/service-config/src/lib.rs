@@ -40,7 +40,7 @@ pub mod txt;
 mod tests;
 
 pub use error::{ParseError, Rule};
-pub use lb_config::LbConfig;
+pub use lb_config::{LbConfig, RegisteredPolicy};
 pub use method_config::MethodConfig;
 pub use resolver::{
     parse_default, system_hostname, Accept, DnsResolver, Resolution, ResolveError, ResolverHandle,

@@ -345,7 +345,10 @@ mod tests {
                 }),
             })
         );
-        assert_eq!(got.map(|c| c.name()), Ok("outlier_detection_experimental"));
+        assert_eq!(
+            got.as_ref().map(|c| c.name()),
+            Ok("outlier_detection_experimental")
+        );
         // No supported child, or an invalid one: the config is invalid (no fall-through to the next entry).
         assert_eq!(
             parse(
@@ -392,8 +395,8 @@ mod tests {
     fn an_unsupported_first_entry_falls_through_to_outlier_detection() {
         assert_eq!(
             parse(r#"{"xds_wrr_locality_experimental":{}},{"outlier_detection_experimental":{"childPolicy":[{"round_robin":{}}]}}"#)
-                .map(|c| c.name()),
-            Ok("outlier_detection_experimental")
+                .map(|c| c.name().to_owned()),
+            Ok("outlier_detection_experimental".to_owned())
         );
         // Unknown fields are ignored.
         assert!(od(r#""successRateEjection":{"unknown":1},"extra":true"#).is_ok());

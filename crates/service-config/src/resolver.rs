@@ -342,7 +342,7 @@ impl DnsResolver {
                     hostname: self.options.hostname.as_deref(),
                     rng,
                 };
-                match txt::select(&records, &mut ctx, self.options.parse) {
+                match txt::select(&records, &mut ctx, self.options.parse.clone()) {
                     Ok(Some(config)) => ConfigResult::Config(Arc::new(config)),
                     Ok(None) => ConfigResult::None,
                     Err(e) => ConfigResult::Invalid(e),

@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use grpc_lb::PolicyRegistry;
 use grpc_retry::{ThrottleConfig, DEFAULT_MAX_ATTEMPTS_CAP};
 use serde_json::Value;
 
@@ -17,18 +18,30 @@ use crate::lb_config::{parse_lb_config, parse_lb_policy_name, LbConfig};
 use crate::method_config::{parse_method_config, MethodConfig, Name};
 
 /// Options of the parser.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ParseOptions {
     /// The client's cap on `maxAttempts` (A6; default 5): larger values are clamped to it.
     pub max_attempts_cap: u32,
+    /// The load-balancing policies a `loadBalancingConfig` may name besides the built-ins: the channel's
+    /// own, then the process-wide ones (`grpc_lb::register_policy`).
+    pub policies: PolicyRegistry,
 }
 
 impl Default for ParseOptions {
     fn default() -> Self {
         ParseOptions {
             max_attempts_cap: DEFAULT_MAX_ATTEMPTS_CAP,
+            policies: PolicyRegistry::default(),
         }
+    }
+}
+
+impl ParseOptions {
+    /// These options with `policies` as the registry of load-balancing policies.
+    pub fn with_policies(mut self, policies: PolicyRegistry) -> ParseOptions {
+        self.policies = policies;
+        self
     }
 }
 
@@ -63,12 +76,16 @@ impl ServiceConfig {
         let root_path = Path::Root;
         let at = At::root(value, &root_path);
         let obj = at.object()?;
-        let lb_config = field(&at, obj, "loadBalancingConfig", parse_lb_config)?;
+        let policies = &options.policies;
+        let lb_config = field(&at, obj, "loadBalancingConfig", |a| {
+            parse_lb_config(a, policies)
+        })?;
         let lb_policy = match lb_config {
             Some(policy) => policy,
-            None => {
-                field(&at, obj, "loadBalancingPolicy", parse_lb_policy_name)?.unwrap_or_default()
-            }
+            None => field(&at, obj, "loadBalancingPolicy", |a| {
+                parse_lb_policy_name(a, policies)
+            })?
+            .unwrap_or_default(),
         };
         let retry_throttling = field(&at, obj, "retryThrottling", parse_throttling)?;
         let health_check_service_name =

@@ -554,6 +554,7 @@ fn attempts_cap_is_configurable() {
         &json,
         ParseOptions {
             max_attempts_cap: 7,
+            ..ParseOptions::default()
         },
     )
     .expect("valid");

@@ -82,7 +82,7 @@ pub(crate) struct OpenAttempt {
     /// Where the committed attempt's result counts (outlier detection), if anywhere.
     pub(crate) results: Option<Arc<CallResults>>,
     /// Its place under the cluster's circuit breaker (xDS), held until the call ends.
-    pub(crate) breaker: Option<grpc_lb::BreakerClaim>,
+    pub(crate) breaker: Option<grpc_lb::PickGuard>,
 }
 
 /// The response side of an open attempt.
@@ -126,7 +126,7 @@ pub(crate) struct Attempt {
     /// Where the attempt's result counts (outlier detection), from its pick until it is counted.
     results: Option<Arc<CallResults>>,
     /// Its place under the cluster's circuit breaker, held while the attempt lives.
-    breaker: Option<grpc_lb::BreakerClaim>,
+    breaker: Option<grpc_lb::PickGuard>,
 }
 
 impl Attempt {

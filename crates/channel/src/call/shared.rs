@@ -172,7 +172,7 @@ struct CommittedAttempt {
     /// Where the committed attempt's result counts (outlier detection).
     results: Option<Arc<CallResults>>,
     /// The call's place under its cluster's circuit breaker (xDS, gRFC A32), released when the call ends.
-    breaker: Option<grpc_lb::BreakerClaim>,
+    breaker: Option<grpc_lb::PickGuard>,
     /// The attempt's span and metrics.
     telemetry: AttemptTelemetry,
 }

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use grpc_lb::{LbPolicy, OutlierDetector, PolicyConfig};
+use grpc_lb::{LbPolicy, OutlierDetector};
 use tokio::time::Instant;
 
 use super::health_watches::HealthWatches;
@@ -70,10 +70,9 @@ pub(super) struct Active {
     resolved: bool,
 }
 
-/// The load-balancing policy, and the config it was made from.
+/// The load-balancing policy (built-in or registered, behind one trait object; its name says which).
 pub(super) struct Policy {
     pub(super) lb: LbPolicy,
-    pub(super) config: PolicyConfig,
 }
 
 impl Activity {

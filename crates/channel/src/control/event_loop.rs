@@ -2,6 +2,12 @@
 //! applies resolution results, runs the idle timer, switches policies gracefully, and publishes each new
 //! picker. Started by [`super::ControlPlane::start`]; ends when the last handle is dropped or on `close()`.
 //!
+//! Every policy, built-in or the application's, is a `grpc_lb::LoadBalancer` made by the builder the
+//! service config names (`policy_choice.rs`) and driven through a `grpc_lb::LbPolicy`: a resolution that
+//! names the running policy gives it the new config and endpoints; another name starts a new one (a graceful switch). A policy that panics
+//! is gone: `LbPolicy` publishes a failing picker (UNAVAILABLE, "load-balancing policy ... panicked"), the
+//! loop lets go of its connections, and the next resolution builds a new one.
+//!
 //! Outlier detection (gRFC A50): with an `outlier_detection_experimental` config the loop owns a
 //! `grpc_lb::OutlierDetector` beside the child policy. The detector gets the same address lists as the
 //! policy; while it has an algorithm, every READY subchannel's picker handle carries its address's
@@ -25,8 +31,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use grpc_lb::{
-    Address, BackoffConfig, ConnectivityState, Health, LbAction, LbPolicy, OutlierDetectionConfig,
-    OutlierDetector, OutlierEvent, Picker, PickerSpec, SubchannelId, DEFAULT_ATTEMPT_DELAY,
+    Address, BackoffConfig, BuildOptions, ConnectivityState, Endpoint, Health, LbAction, LbPolicy,
+    OutlierDetectionConfig, OutlierDetector, OutlierEvent, Picker, PickerSpec, SubchannelId,
 };
 use grpc_retry::SplitMix64;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -328,6 +334,8 @@ impl Loop {
                     self.fail_all(status.message());
                 } else if self.addresses.is_empty() {
                     self.fail_all(status.message());
+                } else if let Some(p) = self.activity.policy() {
+                    p.resolver_error(status.message(), now);
                 }
             }
             State::Ready {
@@ -340,11 +348,14 @@ impl Loop {
                 let (wanted, outlier) = policy_choice(&config, routing.as_deref());
                 let health_service = self.health.wanted(config.health_check_service_name());
                 let mut restart_watches = self.health.set_service(health_service.clone());
-                let current = self
+                // The running policy stays if the choice names it (and it did not panic): it gets the
+                // new config with the endpoints.
+                let keep = self
                     .activity
                     .active()
-                    .and_then(|a| a.policy.as_ref().map(|p| p.config));
-                if current != Some(wanted) {
+                    .and_then(|a| a.policy.as_ref())
+                    .is_some_and(|p| p.lb.name() == wanted.name() && p.lb.panicked().is_none());
+                if !keep {
                     restart_watches = true;
                     // A graceful switch: while the new policy connects, the old one's READY connections keep
                     // serving (its last picker), and they close once the new policy is READY.
@@ -355,18 +366,16 @@ impl Loop {
                         min_connect_timeout: self.settings.connect_timeout,
                         ..BackoffConfig::default()
                     };
-                    let mut lb = LbPolicy::with(
-                        wanted,
-                        backoff,
-                        DEFAULT_ATTEMPT_DELAY,
-                        Box::new(SplitMix64::new(self.rng.next())),
-                    );
+                    let options = BuildOptions::new(Box::new(SplitMix64::new(self.rng.next())))
+                        .with_backoff(backoff);
+                    let mut lb =
+                        LbPolicy::build(wanted.builder.as_ref(), wanted.config.clone(), options);
                     if let Some(a) = self.activity.active() {
                         // The new policy starts with the ejections in force.
                         for address in a.outlier.iter().flat_map(OutlierDetector::ejected) {
                             lb.eject(address, now);
                         }
-                        a.policy = Some(Policy { lb, config: wanted });
+                        a.policy = Some(Policy { lb });
                     }
                 }
                 if let Some(p) = self.activity.policy() {
@@ -388,12 +397,13 @@ impl Loop {
                 self.apply_outlier_events(now);
                 self.routed = routing.is_some();
                 if let Some(p) = self.activity.policy() {
-                    match &routing {
-                        Some(r) => {
-                            p.update_clusters(r.clusters.clone(), now);
-                        }
-                        None => p.update_addresses(self.addresses.clone(), now),
-                    }
+                    // The resolver's endpoints, attributes and all (the xDS cluster manager's come
+                    // with its config).
+                    let endpoints: &[Endpoint] = match &routing {
+                        Some(_) => &[],
+                        None => &endpoints,
+                    };
+                    p.update(endpoints, wanted.config, now);
                 }
                 self.sync_results();
                 if let Some(r) = &routing {
@@ -632,6 +642,11 @@ impl Loop {
             PickerSpec::Ready(list) if !results.is_empty() => {
                 list.iter().map(|(id, addr)| (*id, addr)).collect()
             }
+            PickerSpec::Custom(custom) if !results.is_empty() => custom
+                .subchannels()
+                .iter()
+                .map(|(id, addr)| (*id, addr))
+                .collect(),
             _ => HashMap::new(),
         };
         let handle = |id| {
@@ -706,6 +721,18 @@ impl Loop {
         if let Some((state, spec)) = picker {
             if !self.activity.is_idle() {
                 self.publish(state, spec);
+            }
+        }
+        // A policy that panicked is gone (its failing picker is published): its connections go too,
+        // finishing the calls they carry. The next resolution builds a new policy.
+        let panicked = self
+            .activity
+            .policy()
+            .and_then(|p| p.panicked().map(str::to_owned));
+        if let Some(message) = panicked {
+            if !self.tasks.is_empty() || !self.conns.is_empty() {
+                tracing::error!(%message, "the load-balancing policy panicked: its connections close");
+                self.release_connections();
             }
         }
     }

@@ -95,8 +95,9 @@ pub(crate) struct Picked {
     pub(crate) addr: Address,
     /// Where the attempt's result counts, while outlier detection is on.
     pub(crate) results: Option<Arc<CallResults>>,
-    /// The attempt's place under its cluster's circuit breaker (xDS, gRFC A32), released when it goes.
-    pub(crate) breaker: Option<grpc_lb::BreakerClaim>,
+    /// The pick's guard: the attempt's place under its cluster's circuit breaker (xDS, gRFC A32), or a
+    /// custom picker's guard (e.g. its count of calls in flight), released when the attempt goes.
+    pub(crate) breaker: Option<grpc_lb::PickGuard>,
 }
 
 pub(crate) type PickFuture = Pin<Box<dyn Future<Output = Result<Picked, PickError>> + Send>>;

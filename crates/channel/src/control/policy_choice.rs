@@ -1,21 +1,54 @@
-//! Which grpc-lb policy a resolution result asks for: the service config's `loadBalancingConfig` (with
-//! its outlier detection, gRFC A50, compared apart from the child policy), or the xDS cluster manager for a
-//! resolver that routes calls to clusters.
+//! Which load-balancing policy a resolution result asks for: the service config's `loadBalancingConfig`
+//! (with its outlier detection, gRFC A50, compared apart from the child policy), or the xDS cluster manager
+//! for a resolver that routes calls to clusters. Every policy, built-in or registered, comes out the same
+//! way: a builder and a parsed config ([`Choice`]).
 
-use grpc_lb::{OutlierDetectionConfig, PolicyConfig};
+use std::sync::Arc;
+
+use grpc_lb::{
+    builtin_policy, LoadBalancerBuilder, OutlierDetectionConfig, ParsedLbConfig, PickFirstBuilder,
+    PickFirstConfig, RoundRobinBuilder, XdsClusterManagerBuilder,
+};
 use grpc_service_config::{LbConfig, ServiceConfig};
 
 use crate::control::resolver_state::Routing;
+
+/// A policy to run: its builder and the config its updates carry. A running policy of the same name is
+/// kept (and given the config); another name replaces it.
+pub(super) struct Choice {
+    pub(super) builder: Arc<dyn LoadBalancerBuilder>,
+    pub(super) config: ParsedLbConfig,
+}
+
+impl Choice {
+    fn of(builder: impl LoadBalancerBuilder, config: ParsedLbConfig) -> Choice {
+        Choice {
+            builder: Arc::new(builder),
+            config,
+        }
+    }
+
+    /// The policy's name.
+    pub(super) fn name(&self) -> &str {
+        self.builder.name()
+    }
+}
 
 /// The policy for a resolution: the xDS cluster manager with `routing`, else what `config` selects.
 pub(super) fn policy_choice(
     config: &ServiceConfig,
     routing: Option<&Routing>,
-) -> (PolicyConfig, Option<OutlierDetectionConfig>) {
+) -> (Choice, Option<OutlierDetectionConfig>) {
     match routing {
         // A resolver that routes calls to clusters (xDS) picks through the cluster manager; its clusters'
         // endpoints replace the address list.
-        Some(_) => (PolicyConfig::XdsClusterManager, None),
+        Some(r) => (
+            Choice::of(
+                XdsClusterManagerBuilder,
+                ParsedLbConfig::new(r.clusters.clone()),
+            ),
+            None,
+        ),
         None => policy_config(config.lb_policy()),
     }
 }
@@ -23,21 +56,37 @@ pub(super) fn policy_choice(
 /// The policy a service config's `loadBalancingConfig` selects, and its outlier detection if it has one
 /// (the two are compared apart, so that a change of one keeps the other). An outlier detection nested in
 /// another's `childPolicy` adds nothing: the outer one decides.
-fn policy_config(lb: &LbConfig) -> (PolicyConfig, Option<OutlierDetectionConfig>) {
+fn policy_config(lb: &LbConfig) -> (Choice, Option<OutlierDetectionConfig>) {
     match lb {
-        LbConfig::RoundRobin => (PolicyConfig::RoundRobin, None),
+        LbConfig::RoundRobin => (Choice::of(RoundRobinBuilder, ParsedLbConfig::empty()), None),
         LbConfig::PickFirst {
             shuffle_address_list,
         } => (
-            PolicyConfig::PickFirst {
-                shuffle_address_list: *shuffle_address_list,
+            Choice::of(
+                PickFirstBuilder,
+                ParsedLbConfig::new(PickFirstConfig::new(*shuffle_address_list)),
+            ),
+            None,
+        ),
+        LbConfig::Registered(p) => (
+            Choice {
+                builder: p.builder().clone(),
+                config: p.config().clone(),
             },
             None,
         ),
-        LbConfig::Default => (PolicyConfig::default(), None),
         LbConfig::OutlierDetection { config, child } => {
             (policy_config(child).0, Some(config.clone()))
         }
+        // No policy configured: pick_first.
+        LbConfig::Default => (
+            Choice {
+                builder: builtin_policy(grpc_lb::PICK_FIRST)
+                    .unwrap_or_else(|| Arc::new(PickFirstBuilder)),
+                config: ParsedLbConfig::new(PickFirstConfig::default()),
+            },
+            None,
+        ),
     }
 }
 
@@ -46,7 +95,7 @@ mod tests {
     use super::*;
     use grpc_service_config::ParseOptions;
 
-    fn lb(json: &str) -> (PolicyConfig, Option<OutlierDetectionConfig>) {
+    fn lb(json: &str) -> (Choice, Option<OutlierDetectionConfig>) {
         let config = ServiceConfig::parse(json, ParseOptions::default()).expect("a valid config");
         policy_config(config.lb_policy())
     }
@@ -62,14 +111,17 @@ mod tests {
     fn the_policy_and_its_outlier_detection_are_compared_apart() {
         let (policy_a, od_a) = lb(&outlier("1s"));
         let (policy_b, od_b) = lb(&outlier("2s"));
-        assert_eq!(policy_a, PolicyConfig::RoundRobin);
+        assert_eq!(policy_a.name(), "round_robin");
         assert_eq!(
-            policy_a, policy_b,
+            policy_a.name(),
+            policy_b.name(),
             "a new outlier config alone keeps the child policy"
         );
         assert_ne!(od_a, od_b);
         assert!(od_a.is_some_and(|c| c.is_enabled()));
         let (plain, none) = lb(r#"{"loadBalancingConfig":[{"round_robin":{}}]}"#);
-        assert_eq!((plain, none), (PolicyConfig::RoundRobin, None));
+        assert_eq!((plain.name(), none), ("round_robin", None));
+        let (default, none) = lb("{}");
+        assert_eq!((default.name(), none), ("pick_first", None));
     }
 }

@@ -124,7 +124,12 @@ impl Resolution {
         }
         let closed = Arc::new(Closed::default());
         let (tx, rx) = watch::channel(State::Pending);
-        let sink = ResolverSink::new(tx, self.default_config.clone(), self.parse, closed.clone());
+        let sink = ResolverSink::new(
+            tx,
+            self.default_config.clone(),
+            self.parse.clone(),
+            closed.clone(),
+        );
         let weak = sink.downgrade();
         let scheme = self.target.scheme();
         let built = catch_unwind(AssertUnwindSafe(|| {

@@ -337,7 +337,7 @@ impl ResolverSink {
         }
         let config = match &update.service_config {
             None => ConfigResult::None,
-            Some(json) => match ServiceConfig::parse(json, self.shared.parse) {
+            Some(json) => match ServiceConfig::parse(json, self.shared.parse.clone()) {
                 Ok(config) => ConfigResult::Config(Arc::new(config)),
                 Err(e) => ConfigResult::Invalid(e),
             },
