@@ -40,6 +40,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::activity::{Activity, Policy, Setup};
+use super::graceful_switch::Retired;
 use super::health_watches::HealthWatches;
 use super::policy_choice::policy_choice;
 use super::shared::{ActiveCalls, Conn, Event, Handle, PlaneStats, Published};
@@ -616,15 +617,7 @@ impl Loop {
         if state != ConnectivityState::Connecting {
             self.drop_retired(false);
         } else if let Some(retired) = &self.retired {
-            let start = self.rng.next() as usize;
-            let conns = &retired.conns;
-            let handle = |id| {
-                conns.get(&id).map(|(_, conn)| Handle {
-                    conn: conn.send.clone(),
-                    results: None,
-                })
-            };
-            let picker = Picker::new(&retired.spec, handle, start);
+            let picker = retired.picker(self.rng.next() as usize);
             self.spec = (state, spec);
             let _ = self.published.send(Arc::new(Published {
                 state: ConnectivityState::Ready,
@@ -748,13 +741,6 @@ impl NextU64 for SplitMix64 {
     }
 }
 
-/// A replaced policy's connections, kept until the new policy is READY.
-pub(super) struct Retired {
-    spec: PickerSpec,
-    conns: HashMap<SubchannelId, (Address, Conn)>,
-    tasks: Vec<JoinHandle<()>>,
-}
-
 /// How the loop lets go of connections: all at once (IDLE, shutdown: every task aborted, those the policy
 /// already let go of too), released (a routing resolver that failed: READY connections finish the calls
 /// they carry, connecting ones stop), or retired (a policy switch: the old policy's READY connections keep
@@ -798,28 +784,14 @@ impl Loop {
         self.drop_retired(false);
         let tasks: Vec<JoinHandle<()>> = self.tasks.drain().map(|(_, (_, task))| task).collect();
         let conns = std::mem::take(&mut self.conns);
-        if self.spec.0 == ConnectivityState::Ready && !conns.is_empty() {
-            self.retired = Some(Retired {
-                spec: self.spec.1.clone(),
-                conns,
-                tasks,
-            });
-        } else {
-            for task in tasks {
-                task.abort();
-            }
-        }
+        self.retired = Retired::retire(&self.spec, conns, tasks);
     }
 
     /// Lets go of a retired policy's connections: closed at once (`abort`), or left to finish the calls
     /// they carry (h2 closes a connection whose handles are gone once its last stream ends).
     fn drop_retired(&mut self, abort: bool) {
         if let Some(retired) = self.retired.take() {
-            if abort {
-                for task in retired.tasks {
-                    task.abort();
-                }
-            }
+            retired.release(abort);
         }
     }
 }

@@ -40,6 +40,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 mod activity;
 pub(crate) mod builtin_resolvers;
 mod event_loop;
+mod graceful_switch;
 pub(crate) mod health_stream;
 mod health_watches;
 pub(crate) mod manual_resolver;
