@@ -20,6 +20,8 @@ pub mod chapters {
     pub struct InterceptorsAndObservability;
     #[doc = include_str!("../../../docs/guide/service-config.md")]
     pub struct ServiceConfig;
+    #[doc = include_str!("../../../docs/guide/service-discovery.md")]
+    pub struct ServiceDiscovery;
     #[doc = include_str!("../../../docs/guide/load-balancing.md")]
     pub struct LoadBalancing;
     #[doc = include_str!("../../../docs/guide/connections.md")]
