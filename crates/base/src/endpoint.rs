@@ -81,7 +81,11 @@ impl Attributes {
 
     /// These attributes with `name` set to `value` (replacing an earlier value).
     #[must_use]
-    pub fn with(mut self, name: impl Into<Arc<str>>, value: impl Into<AttributeValue>) -> Attributes {
+    pub fn with(
+        mut self,
+        name: impl Into<Arc<str>>,
+        value: impl Into<AttributeValue>,
+    ) -> Attributes {
         self.0.insert(name.into(), value.into());
         self
     }

@@ -15,6 +15,7 @@ use crate::conn::keepalive::{Keepalive, DEFAULT_KEEPALIVE_TIMEOUT};
 use crate::conn::proxy::{self, ProxyChoice};
 use crate::conn::tls::{server_name_host, TlsConfig};
 use crate::control::resolver::Resolution;
+use crate::control::resolver_api::{ResolverBuilder, SharedBuilder};
 use crate::control::DEFAULT_IDLE_TIMEOUT;
 use crate::request::interceptor::{Interceptor, Interceptors};
 use crate::wire::compression::{Encoding, EncodingSet};
@@ -72,6 +73,8 @@ pub struct ChannelBuilder {
     tls: Option<TlsConfig>,
     interceptors: Interceptors,
     exactly_once: bool,
+    /// The channel's own resolver builders (`resolver()`), by scheme; they win over the process-wide ones.
+    resolvers: Vec<SharedBuilder>,
 }
 
 impl ChannelBuilder {
@@ -105,7 +108,19 @@ impl ChannelBuilder {
             tls: None,
             interceptors: Interceptors::default(),
             exactly_once: false,
+            resolvers: Vec::new(),
         }
+    }
+
+    /// Resolves targets of `builder`'s scheme with it, for this channel (it wins over one registered
+    /// process-wide with [`resolver::register`](crate::resolver::register), and over a built-in one). A
+    /// later builder of the same scheme replaces an earlier one. See [`crate::resolver`].
+    pub fn resolver(mut self, builder: impl ResolverBuilder) -> Self {
+        let shared = SharedBuilder(Arc::new(builder));
+        let scheme = shared.scheme();
+        self.resolvers.retain(|b| b.scheme() != scheme);
+        self.resolvers.push(shared);
+        self
     }
 
     /// Makes every call exactly-once (off by default; a call's [`Request::with_exactly_once`](crate::Request::with_exactly_once) overrides it):

@@ -95,6 +95,8 @@ pub mod tower;
 
 // Public modules that live in a layer: reachable here, at the paths users know.
 pub use wire::{compression, error_details, metadata};
+// The public name resolver API (`control/resolver_api.rs`).
+pub use control::resolver_api as resolver;
 // Codec pieces the project's test servers, benchmarks and fuzz targets share: public only with the
 // `unstable` feature (no stability promise: see Cargo.toml), hidden from the documented API.
 #[cfg(feature = "unstable")]

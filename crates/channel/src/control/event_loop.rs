@@ -375,7 +375,11 @@ impl Loop {
                 if restart_watches {
                     self.restart_health_watches();
                 }
-                self.addresses = endpoints.to_vec();
+                // The policy takes addresses: each endpoint's, in order.
+                self.addresses = endpoints
+                    .iter()
+                    .flat_map(|e| e.addresses().iter().cloned())
+                    .collect();
                 self.health.retain_addresses(&self.addresses);
                 self.update_outlier(outlier, now);
                 if let Some(d) = self.activity.outlier() {

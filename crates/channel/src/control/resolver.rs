@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use grpc_lb::Address;
+use grpc_base::{Address, Endpoint};
 use grpc_retry::SplitMix64;
 use grpc_service_config::{
     Accept, ConfigSelector, Decision, DnsResolver, ResolverHandle, ResolverOptions, ResolverTask,
@@ -76,6 +76,7 @@ impl Resolution {
     /// A target whose endpoints are fixed (`ipv4:`, `ipv6:`, `unix:`): resolved at once, with the
     /// application's default service config or the empty one.
     fn fixed(&self, endpoints: Vec<Address>) -> Started {
+        let endpoints: Vec<Endpoint> = endpoints.into_iter().map(Endpoint::new).collect();
         let config = Arc::new(
             self.default_config
                 .clone()
@@ -164,11 +165,11 @@ impl Resolution {
                 ),
                 Decision::Use(config) | Decision::KeepPrevious(config, _) => State::Ready {
                     endpoints: match &name {
-                        Some(name) => vec![name.clone()].into(),
+                        Some(name) => vec![Endpoint::new(name.clone())].into(),
                         None => addrs
                             .iter()
                             .copied()
-                            .map(Address::Tcp)
+                            .map(|a| Endpoint::new(Address::Tcp(a)))
                             .collect::<Vec<_>>()
                             .into(),
                     },

@@ -11,7 +11,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use grpc_lb::{Address, XdsClustersConfig};
+use grpc_base::Endpoint;
+use grpc_lb::XdsClustersConfig;
 use grpc_service_config::{MethodConfig, ServiceConfig};
 
 use tokio::sync::watch;
@@ -27,7 +28,8 @@ pub(crate) enum State {
     /// Endpoints and the config to use, and for a resolver that routes calls to clusters (xDS), the
     /// clusters and their router.
     Ready {
-        endpoints: Arc<[Address]>,
+        /// Never empty for a resolver's result (the API rejects an empty one).
+        endpoints: Arc<[Endpoint]>,
         config: Arc<ServiceConfig>,
         routing: Option<Arc<Routing>>,
     },
@@ -36,7 +38,7 @@ pub(crate) enum State {
 }
 
 /// A resolution result a call uses: the endpoints, the service config, and the routing if any.
-pub(crate) type Resolved = (Arc<[Address]>, Arc<ServiceConfig>, Option<Arc<Routing>>);
+pub(crate) type Resolved = (Arc<[Endpoint]>, Arc<ServiceConfig>, Option<Arc<Routing>>);
 
 /// A running resolver started from outside this module graph's lower layers (the xDS resolver, which
 /// runs its own channel to the management server): it stops when dropped.

@@ -224,7 +224,10 @@ async fn run(
                     });
                     last = Some(routing.clone());
                     tx.send_replace(State::Ready {
-                        endpoints: endpoints.into(),
+                        endpoints: endpoints
+                            .into_iter()
+                            .map(grpc_base::Endpoint::new)
+                            .collect(),
                         config: config.clone(),
                         routing: Some(routing),
                     });

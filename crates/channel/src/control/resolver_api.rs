@@ -1,0 +1,466 @@
+//! The public name resolver API (`grpc_channel::resolver`): a [`ResolverBuilder`] registered by URI scheme,
+//! per channel ([`ChannelBuilder::resolver`](crate::ChannelBuilder::resolver)) or process-wide
+//! ([`register`]), starts a [`Resolver`] for a channel's [`ResolverTarget`]; the resolver reports endpoints,
+//! an optional service config and errors to its [`ResolverSink`]. grpc-go's `resolver.Builder`,
+//! `resolver.Register` and `resolver.ClientConn` are the model.
+//!
+//! The channel applies gRFC A21 to a resolver's service config exactly as to a DNS TXT record: an invalid
+//! config keeps the last good one; with none yet and no default config, calls fail and
+//! [`ResolverSink::update`] returns [`UpdateError::Rejected`] (a polling resolver retries with backoff). An
+//! update with no endpoints is an error result too (as in grpc-go and grpc-java), as is one larger than
+//! [`MAX_ENDPOINT_ADDRESSES`] addresses or [`MAX_SERVICE_CONFIG_BYTES`] of config. A resolver that panics
+//! (in `build`, `resolve_now` or its drop) becomes a channel error (UNAVAILABLE), never a crash; a
+//! resolver whose every sink is gone before a first result fails the calls waiting for one.
+//!
+//! Lookup order at [`ChannelBuilder::build`](crate::ChannelBuilder::build): the channel's own builders,
+//! then the process-wide ones, then the built-in `dns`, `ipv4`, `ipv6`, `unix` (and, with feature `xds`,
+//! `xds`) resolvers, which run on this same API. The xDS resolver also hands the channel its routing
+//! (clusters and the router of gRFC A28/A31) through a crate-private extension of the sink; that is the one
+//! thing a user's resolver cannot do.
+//!
+//! Not here: the channel's side of a resolution (`resolver.rs`: starting, stopping, rate-limiting
+//! ResolveNow), the built-in resolvers themselves, the pushed-endpoints resolver (`manual_resolver.rs`).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use grpc_service_config::{ConfigResult, ConfigSelector, Decision, ParseOptions, ServiceConfig};
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::{watch, Notify};
+
+use crate::control::resolver_state::State;
+use crate::wire::status::{Code, Status};
+
+pub use grpc_base::{Address, AttributeValue, Attributes, Endpoint};
+
+pub use crate::control::manual_resolver::{manual, ManualResolverBuilder, PushedEndpoints};
+
+/// The most addresses (over all endpoints) one update may carry; a larger update is rejected.
+pub const MAX_ENDPOINT_ADDRESSES: usize = 65_536;
+
+/// The longest service config text one update may carry, in bytes; a longer one is rejected.
+pub const MAX_SERVICE_CONFIG_BYTES: usize = 256 * 1024;
+
+/// Builds resolvers for one URI scheme.
+///
+/// ```
+/// use grpc_channel::resolver::{
+///     Address, Endpoint, Resolver, ResolverBuilder, ResolverError, ResolverSink, ResolverTarget,
+///     ResolverUpdate,
+/// };
+///
+/// /// `static:///HOST:PORT,HOST:PORT`: a fixed list.
+/// struct Static;
+/// struct Running;
+/// impl Resolver for Running {}
+///
+/// impl ResolverBuilder for Static {
+///     fn scheme(&self) -> &str {
+///         "static"
+///     }
+///     fn build(&self, target: &ResolverTarget, sink: ResolverSink) -> Result<Box<dyn Resolver>, ResolverError> {
+///         let endpoints = target
+///             .endpoint()
+///             .split(',')
+///             .map(|a| a.parse().map(|a| Endpoint::new(Address::Tcp(a))))
+///             .collect::<Result<Vec<_>, _>>()
+///             .map_err(|e| ResolverError::InvalidTarget {
+///                 target: target.as_str().to_owned(),
+///                 reason: format!("{e}"),
+///             })?;
+///         // Rejected only if the list is empty, which the parse above forbids.
+///         let _ = sink.update(ResolverUpdate::new(endpoints));
+///         Ok(Box::new(Running))
+///     }
+/// }
+/// ```
+pub trait ResolverBuilder: Send + Sync + 'static {
+    /// The scheme, lower case, without ':' (e.g. "etcd").
+    fn scheme(&self) -> &str;
+
+    /// Starts resolving `target`. Called once per channel, inside the tokio runtime of the channel's first
+    /// call (or `connect()`), so the resolver may `tokio::spawn`. Results go to `sink` (cheap to clone,
+    /// `Send + Sync`, usable from any task). An `Err` (or a panic) fails the channel's calls with
+    /// UNAVAILABLE and the error's text; the next call tries again.
+    fn build(
+        &self,
+        target: &ResolverTarget,
+        sink: ResolverSink,
+    ) -> Result<Box<dyn Resolver>, ResolverError>;
+}
+
+/// A running resolver: dropped when the channel closes or is dropped, which must stop everything it
+/// started (a task it spawned may also watch [`ResolverSink::closed`]).
+pub trait Resolver: Send + 'static {
+    /// A hint to resolve again soon (a connection failed, a GOAWAY arrived, the load balancer asked).
+    /// Must not block; the channel rate-limits it (at most once per
+    /// [`ResolverOptions::min_interval`](crate::ResolverOptions::min_interval), a request inside the
+    /// interval deferred to its end). Default: ignore.
+    fn resolve_now(&mut self) {}
+}
+
+/// A parsed target `scheme://authority/endpoint` (also `scheme:endpoint` and `scheme:///endpoint`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResolverTarget {
+    text: String,
+    scheme: String,
+    authority: String,
+    endpoint: String,
+}
+
+impl ResolverTarget {
+    /// Splits `target` as a URI: `None` when it has no scheme (RFC 3986: a letter, then letters, digits,
+    /// `+`, `-`, `.`, before the first `:`).
+    pub(crate) fn parse(target: &str) -> Option<ResolverTarget> {
+        let (scheme, rest) = target.split_once(':')?;
+        let valid = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+            && scheme
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b));
+        if !valid {
+            return None;
+        }
+        let (authority, endpoint) = match rest.strip_prefix("//") {
+            Some(with_authority) => match with_authority.split_once('/') {
+                Some((authority, path)) => (authority, path),
+                None => (with_authority, ""),
+            },
+            None => ("", rest.strip_prefix('/').unwrap_or(rest)),
+        };
+        Some(ResolverTarget {
+            text: target.to_owned(),
+            scheme: scheme.to_ascii_lowercase(),
+            authority: authority.to_owned(),
+            endpoint: endpoint.to_owned(),
+        })
+    }
+
+    /// The scheme, lower case.
+    pub fn scheme(&self) -> &str {
+        &self.scheme
+    }
+
+    /// The authority: `HOST:PORT` of `etcd://HOST:PORT/NAME`; `""` if none.
+    pub fn authority(&self) -> &str {
+        &self.authority
+    }
+
+    /// The path without its leading `/`: `NAME` of `etcd://HOST:PORT/NAME`.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// The target as the application wrote it.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+}
+
+impl fmt::Display for ResolverTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// What a resolver reports. One update replaces the whole endpoint list.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ResolverUpdate {
+    /// The endpoints, in the resolver's order (the load balancing policy may reorder them).
+    pub endpoints: Vec<Endpoint>,
+    /// The service config, as JSON text; `None` means none (the channel's default applies, else the empty
+    /// one).
+    pub service_config: Option<String>,
+}
+
+impl ResolverUpdate {
+    /// These endpoints, with no service config (the default one applies).
+    pub fn new(endpoints: Vec<Endpoint>) -> ResolverUpdate {
+        ResolverUpdate {
+            endpoints,
+            service_config: None,
+        }
+    }
+
+    /// This update with a service config (JSON text, parsed by the channel with gRFC A21's rules).
+    #[must_use]
+    pub fn with_service_config(mut self, json: impl Into<String>) -> ResolverUpdate {
+        self.service_config = Some(json.into());
+        self
+    }
+}
+
+/// Why a resolver could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ResolverError {
+    /// The target is not one this resolver understands.
+    #[error("invalid target {target:?}: {reason}")]
+    InvalidTarget {
+        /// The target as the application wrote it.
+        target: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// Anything else.
+    #[error("{0}")]
+    Other(String),
+}
+
+/// Why the channel did not take an update.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum UpdateError {
+    /// The channel is closed or dropped: the resolver should stop.
+    #[error("the channel is closed")]
+    Closed,
+    /// The channel could not use the update (no endpoints, too large, or an invalid service config with no
+    /// good one before it and no default): retry later, with backoff.
+    #[error("the channel rejected the update: {0}")]
+    Rejected(String),
+}
+
+/// Whether the channel behind a sink is gone: set once, by the channel's close or drop.
+#[derive(Debug, Default)]
+pub(crate) struct Closed {
+    closed: AtomicBool,
+    notify: Notify,
+}
+
+impl Closed {
+    /// Marks it closed and wakes [`ResolverSink::closed`].
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        self.notify.notify_waiters();
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+}
+
+/// The channel's side of a sink: where results go, and A21's memory of the last good config. Its drop
+/// (the last sink gone) drops the sender, which fails calls still waiting for a first result.
+struct SinkShared {
+    tx: watch::Sender<State>,
+    selector: Mutex<ConfigSelector>,
+    parse: ParseOptions,
+    closed: Arc<Closed>,
+}
+
+/// Where a resolver sends its results: cheap to clone, `Send + Sync`, usable from any task.
+#[derive(Clone)]
+pub struct ResolverSink {
+    shared: Arc<SinkShared>,
+}
+
+impl fmt::Debug for ResolverSink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResolverSink")
+            .field("closed", &self.is_closed())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ResolverSink {
+    /// A sink publishing to `tx`, with A21's default config, until `closed`.
+    pub(crate) fn new(
+        tx: watch::Sender<State>,
+        default_config: Option<ServiceConfig>,
+        parse: ParseOptions,
+        closed: Arc<Closed>,
+    ) -> ResolverSink {
+        ResolverSink {
+            shared: Arc::new(SinkShared {
+                tx,
+                selector: Mutex::new(ConfigSelector::new(default_config)),
+                parse,
+                closed,
+            }),
+        }
+    }
+
+    /// Publishes endpoints (and a service config, parsed with the same A21 rules as DNS TXT). `Err` when
+    /// the channel could not use it ([`UpdateError::Rejected`]: no endpoints, more than
+    /// [`MAX_ENDPOINT_ADDRESSES`] addresses, a config longer than [`MAX_SERVICE_CONFIG_BYTES`], or an
+    /// invalid config with no previous good one and no default; a polling resolver retries with backoff),
+    /// or when the channel is gone ([`UpdateError::Closed`]). A rejected update changes nothing the channel
+    /// uses, except that before any good result fail-fast calls fail UNAVAILABLE with its reason.
+    pub fn update(&self, update: ResolverUpdate) -> Result<(), UpdateError> {
+        if self.is_closed() {
+            return Err(UpdateError::Closed);
+        }
+        let addresses: usize = update.endpoints.iter().map(|e| e.addresses().len()).sum();
+        let too_much = if update.endpoints.is_empty() {
+            Some("the resolver returned no endpoints".to_owned())
+        } else if addresses > MAX_ENDPOINT_ADDRESSES {
+            Some(format!(
+                "the resolver returned {addresses} addresses, more than the {MAX_ENDPOINT_ADDRESSES} allowed"
+            ))
+        } else {
+            update
+                .service_config
+                .as_ref()
+                .filter(|c| c.len() > MAX_SERVICE_CONFIG_BYTES)
+                .map(|c| {
+                    format!(
+                        "the resolver's service config has {} bytes, more than the {MAX_SERVICE_CONFIG_BYTES} allowed",
+                        c.len()
+                    )
+                })
+        };
+        if let Some(reason) = too_much {
+            self.report_error(&reason);
+            return Err(UpdateError::Rejected(reason));
+        }
+        let config = match &update.service_config {
+            None => ConfigResult::None,
+            Some(json) => match ServiceConfig::parse(json, self.shared.parse) {
+                Ok(config) => ConfigResult::Config(Arc::new(config)),
+                Err(e) => ConfigResult::Invalid(e),
+            },
+        };
+        self.publish(update.endpoints.into(), config)
+    }
+
+    /// Publishes `endpoints` with a config result after A21 (the DNS resolver's way in, whose TXT answer
+    /// is parsed already).
+    pub(crate) fn publish(
+        &self,
+        endpoints: Arc<[Endpoint]>,
+        config: ConfigResult,
+    ) -> Result<(), UpdateError> {
+        if self.is_closed() {
+            return Err(UpdateError::Closed);
+        }
+        let decision = self.shared.selector.lock().update(config);
+        if let Decision::KeepPrevious(_, e) = &decision {
+            tracing::warn!(error = %e, "invalid service config from the resolver; keeping the previous one");
+        }
+        let (next, result) = match decision {
+            Decision::Fail(e) => {
+                let reason = format!("name resolution failed: {e}");
+                (
+                    State::Failed(Status::new(Code::Unavailable, reason.clone()).with_source(e)),
+                    Err(UpdateError::Rejected(reason)),
+                )
+            }
+            Decision::Use(config) | Decision::KeepPrevious(config, _) => (
+                State::Ready {
+                    endpoints,
+                    config,
+                    routing: None,
+                },
+                Ok(()),
+            ),
+        };
+        self.shared.tx.send_replace(next);
+        result
+    }
+
+    /// Publishes a state as it is (the xDS resolver's routing side-channel: its config and routing are
+    /// its own, after its own A21 handling).
+    pub(crate) fn publish_state(&self, state: State) -> Result<(), UpdateError> {
+        if self.is_closed() {
+            return Err(UpdateError::Closed);
+        }
+        self.shared.tx.send_replace(state);
+        Ok(())
+    }
+
+    /// The state last published.
+    pub(crate) fn current(&self) -> State {
+        self.shared.tx.borrow().clone()
+    }
+
+    /// Reports a failure. Endpoints already published stay in use (calls go on); before any, fail-fast
+    /// calls fail UNAVAILABLE with this message (wait-for-ready calls wait).
+    pub fn report_error(&self, error: impl fmt::Display) {
+        if self.is_closed() {
+            return;
+        }
+        let message = error.to_string();
+        self.shared.tx.send_if_modified(|state| match state {
+            State::Ready { .. } => false,
+            _ => {
+                *state = State::Failed(Status::new(Code::Unavailable, message));
+                true
+            }
+        });
+    }
+
+    /// Reports a failure with its status (kept as the source of the calls' status).
+    pub(crate) fn report_status(&self, status: Status) {
+        if self.is_closed() {
+            return;
+        }
+        self.shared.tx.send_if_modified(|state| match state {
+            State::Ready { .. } => false,
+            _ => {
+                *state = State::Failed(status);
+                true
+            }
+        });
+    }
+
+    /// Whether the channel is gone (its resolver should stop).
+    pub fn is_closed(&self) -> bool {
+        self.shared.closed.is_closed()
+    }
+
+    /// Completes when the channel is gone.
+    pub async fn closed(&self) {
+        loop {
+            let notified = self.shared.closed.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.is_closed() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// A registered builder, as the registries keep it.
+#[derive(Clone)]
+pub(crate) struct SharedBuilder(pub(crate) Arc<dyn ResolverBuilder>);
+
+impl fmt::Debug for SharedBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ResolverBuilder({:?})", self.0.scheme())
+    }
+}
+
+impl SharedBuilder {
+    /// The builder's scheme, lower case.
+    pub(crate) fn scheme(&self) -> String {
+        self.0.scheme().to_ascii_lowercase()
+    }
+}
+
+fn process_registry() -> &'static RwLock<BTreeMap<String, SharedBuilder>> {
+    static REGISTRY: OnceLock<RwLock<BTreeMap<String, SharedBuilder>>> = OnceLock::new();
+    REGISTRY.get_or_init(Default::default)
+}
+
+/// Registers `builder` for its scheme in this process (replacing an earlier one of that scheme): every
+/// channel built afterwards whose target has that scheme uses it, unless the channel has its own
+/// ([`ChannelBuilder::resolver`](crate::ChannelBuilder::resolver)). A registered scheme also overrides a
+/// built-in one (`dns`, ...). Channels already built keep theirs.
+pub fn register(builder: impl ResolverBuilder) {
+    let shared = SharedBuilder(Arc::new(builder));
+    process_registry().write().insert(shared.scheme(), shared);
+}
+
+/// The process-wide builder for `scheme` (lower case), if one is registered.
+pub(crate) fn registered(scheme: &str) -> Option<SharedBuilder> {
+    process_registry().read().get(scheme).cloned()
+}
+
+/// The schemes registered process-wide.
+pub(crate) fn registered_schemes() -> Vec<String> {
+    process_registry().read().keys().cloned().collect()
+}
