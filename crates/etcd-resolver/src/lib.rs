@@ -43,11 +43,11 @@
 //! password, service configs from etcd.
 
 mod backoff;
-//mod members;
+mod members;
 mod proto;
-//mod resolver;
+mod resolver;
 mod table;
 mod value;
 
-//pub use resolver::{EtcdResolverBuilder, KEY_ATTRIBUTE, METADATA_ATTRIBUTE};
+pub use resolver::{EtcdResolverBuilder, KEY_ATTRIBUTE, METADATA_ATTRIBUTE};
 pub use table::{MAX_ENDPOINTS, MAX_KEY_BYTES, MAX_VALUE_BYTES};

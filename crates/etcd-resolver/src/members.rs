@@ -102,7 +102,8 @@ async fn run(members: Vec<Member>, sink: ResolverSink, wake: Arc<Notify>) {
                 Member::Name(host, port) => {
                     match tokio::net::lookup_host((host.as_str(), *port)).await {
                         Ok(addrs) => {
-                            if let Some(endpoint) = Endpoint::from_addresses(addrs.map(Address::Tcp))
+                            if let Some(endpoint) =
+                                Endpoint::from_addresses(addrs.map(Address::Tcp))
                             {
                                 endpoints.push(endpoint);
                             }

@@ -140,18 +140,17 @@ impl EtcdResolverBuilder {
             target: target.as_str().to_owned(),
             reason: reason.to_owned(),
         };
-        let builder = match self.endpoints.as_slice() {
-            [] if target.authority().is_empty() => {
-                return Err(invalid(
+        let builder =
+            match self.endpoints.as_slice() {
+                [] if target.authority().is_empty() => return Err(invalid(
                     "no etcd endpoint: write etcd://HOST:PORT/NAME or give the builder endpoints",
-                ))
-            }
-            [] => Channel::builder(format!("dns:///{}", target.authority())),
-            [one] => Channel::builder(format!("dns:///{one}")),
-            several => Channel::builder(format!("{}:///etcd", crate::members::SCHEME))
-                .authority(several[0].clone())
-                .resolver(Members::new(several.to_vec())),
-        };
+                )),
+                [] => Channel::builder(format!("dns:///{}", target.authority())),
+                [one] => Channel::builder(format!("dns:///{one}")),
+                several => Channel::builder(format!("{}:///etcd", crate::members::SCHEME))
+                    .authority(several[0].clone())
+                    .resolver(Members::new(several.to_vec())),
+            };
         let mut builder = builder
             .service_config_lookup(false)
             .default_service_config(r#"{"loadBalancingConfig":[{"round_robin":{}}]}"#)
@@ -284,10 +283,8 @@ impl Watcher {
                 RoundEnd::Failed(error) => {
                     compacted_in_a_row = 0;
                     tracing::warn!(name = %self.name, %error, "etcd resolver: etcd failed; retrying after a backoff");
-                    self.sink.report_error(format!(
-                        "etcd resolver for {:?}: {error}",
-                        self.name
-                    ));
+                    self.sink
+                        .report_error(format!("etcd resolver for {:?}: {error}", self.name));
                 }
             }
             let delay = self.backoff.next_delay(&mut self.rng as &mut dyn Rng);
@@ -384,7 +381,10 @@ impl Watcher {
             };
             let response: proto::RangeResponse = self
                 .channel
-                .unary(proto::RANGE, Request::new(request).with_timeout(RANGE_TIMEOUT))
+                .unary(
+                    proto::RANGE,
+                    Request::new(request).with_timeout(RANGE_TIMEOUT),
+                )
                 .await?
                 .into_inner();
             if revision == 0 {
@@ -453,7 +453,10 @@ async fn lookup(host: &str, port: u16) -> Option<Endpoint> {
             None
         }
         Err(_) => {
-            tracing::warn!(host, "etcd resolver: a host name did not resolve in time; left out");
+            tracing::warn!(
+                host,
+                "etcd resolver: a host name did not resolve in time; left out"
+            );
             None
         }
     }
