@@ -14,12 +14,14 @@ use crate::conn::error::{BuildError, ConnectError};
 use crate::conn::keepalive::{Keepalive, DEFAULT_KEEPALIVE_TIMEOUT};
 use crate::conn::proxy::{self, ProxyChoice};
 use crate::conn::tls::{server_name_host, TlsConfig};
-use crate::control::resolver::Resolution;
-use crate::control::resolver_api::{ResolverBuilder, SharedBuilder};
+use crate::control::builtin_resolvers::{DnsResolverBuilder, FixedResolverBuilder};
+use crate::control::resolver::{Kind, Resolution};
+use crate::control::resolver_api::{self, ResolverBuilder, ResolverTarget, SharedBuilder};
 use crate::control::DEFAULT_IDLE_TIMEOUT;
 use crate::request::interceptor::{Interceptor, Interceptors};
 use crate::wire::compression::{Encoding, EncodingSet};
 use crate::wire::method_uris::MethodUris;
+use grpc_base::{Address, Endpoint};
 use grpc_retry::{
     AppRetryPolicy, BufferPool, Precedence, DEFAULT_PER_CALL_LIMIT, DEFAULT_PER_CHANNEL_LIMIT,
 };
@@ -434,10 +436,45 @@ impl ChannelBuilder {
 
     /// Checks the options and builds the channel. Does not connect (see [`ChannelBuilder::connect`]).
     pub fn build(self) -> Result<Channel, BuildError> {
-        let target = Target::parse(&self.target).map_err(|e| BuildError::InvalidTarget {
-            target: e.target,
-            reason: e.reason,
-        })?;
+        // A registered resolver (the channel's own, then the process's) takes its scheme's targets first,
+        // built-in schemes included; other targets are the built-in kinds.
+        let written = ResolverTarget::parse(&self.target);
+        let registered = written.as_ref().and_then(|t| {
+            self.resolvers
+                .iter()
+                .find(|b| b.scheme() == t.scheme())
+                .cloned()
+                .or_else(|| resolver_api::registered(t.scheme()))
+        });
+        let target = match (&written, &registered) {
+            (Some(t), Some(_)) => Target::Custom {
+                scheme: t.scheme().to_owned(),
+                authority: t.authority().to_owned(),
+                endpoint: t.endpoint().to_owned(),
+            },
+            _ => Target::parse(&self.target).map_err(|e| BuildError::InvalidTarget {
+                target: e.target,
+                reason: e.reason,
+            })?,
+        };
+        if let (Target::Custom { scheme, .. }, None) = (&target, &registered) {
+            let mut known: Vec<String> = self.resolvers.iter().map(SharedBuilder::scheme).collect();
+            known.extend(resolver_api::registered_schemes());
+            known.sort();
+            known.dedup();
+            let registered = if known.is_empty() {
+                "none".to_owned()
+            } else {
+                known.join(", ")
+            };
+            return Err(BuildError::InvalidTarget {
+                target: self.target.clone(),
+                reason: format!(
+                    "no resolver for scheme {scheme:?}: the built-in schemes are {} (a target without a scheme is a DNS name); registered: {registered}",
+                    grpc_service_config::SUPPORTED_SCHEMES.join(", ")
+                ),
+            });
+        }
         #[cfg(not(feature = "xds"))]
         if let Target::Xds { .. } = target {
             return Err(BuildError::InvalidTarget {
@@ -460,7 +497,14 @@ impl ChannelBuilder {
                     },
                 )?),
             };
-        let authority_text = self.authority.clone().unwrap_or_else(|| target.authority());
+        let mut authority_text = self.authority.clone().unwrap_or_else(|| target.authority());
+        // A registered resolver's endpoint (`NAME` of `etcd://HOST:PORT/NAME`) need not be an authority.
+        if matches!(target, Target::Custom { .. })
+            && self.authority.is_none()
+            && Authority::try_from(authority_text.as_str()).is_err()
+        {
+            authority_text = "localhost".to_owned();
+        }
         let authority = Authority::try_from(authority_text.as_str()).map_err(|e| {
             BuildError::InvalidOption {
                 option: "authority",
@@ -541,23 +585,71 @@ impl ChannelBuilder {
         );
         let telemetry = Telemetry::new(target.to_string());
         #[cfg(feature = "xds")]
-        let external = match &target {
-            Target::Xds { name } => Some(crate::xds::resolver::starter(
-                self.parsed_xds_bootstrap()?,
-                name.clone(),
-                self.authority.clone(),
-                default_config.clone(),
-            )),
-            _ => None,
+        let inspect: Option<crate::control::resolver_state::Inspect> =
+            matches!(target, Target::Xds { .. }).then(Default::default);
+        let (builder, kind): (SharedBuilder, Kind) = match (registered, &target) {
+            (Some(builder), _) => (builder, Kind::Plain),
+            (None, Target::Dns { server, host, port }) => (
+                SharedBuilder(Arc::new(DnsResolverBuilder {
+                    server: *server,
+                    host: host.clone(),
+                    port: *port,
+                    options: self.resolver.clone(),
+                    by_name: route.by_name(),
+                })),
+                Kind::Dns,
+            ),
+            (None, Target::Addresses(addrs)) => (
+                SharedBuilder(Arc::new(FixedResolverBuilder {
+                    scheme: if addrs.first().is_some_and(std::net::SocketAddr::is_ipv6) {
+                        "ipv6"
+                    } else {
+                        "ipv4"
+                    },
+                    endpoints: addrs
+                        .iter()
+                        .map(|a| Endpoint::new(Address::Tcp(*a)))
+                        .collect(),
+                })),
+                Kind::Plain,
+            ),
+            (None, Target::Unix(path)) => (
+                SharedBuilder(Arc::new(FixedResolverBuilder {
+                    scheme: "unix",
+                    endpoints: vec![Endpoint::new(Address::Unix(path.as_path().into()))],
+                })),
+                Kind::Plain,
+            ),
+            #[cfg(feature = "xds")]
+            (None, Target::Xds { name }) => (
+                SharedBuilder(Arc::new(crate::xds::resolver::XdsResolverBuilder {
+                    bootstrap: self.parsed_xds_bootstrap()?,
+                    name: name.clone(),
+                    authority: self.authority.clone(),
+                    default_config: default_config.clone(),
+                    inspect: inspect.clone().unwrap_or_default(),
+                })),
+                Kind::Plain,
+            ),
+            (None, other) => {
+                return Err(BuildError::InvalidTarget {
+                    target: self.target.clone(),
+                    reason: format!("no resolver for target {other}"),
+                })
+            }
         };
-        #[cfg(not(feature = "xds"))]
-        let external = None;
+        let resolver_target = written
+            .filter(|t| t.scheme() == builder.scheme())
+            .unwrap_or_else(|| ResolverTarget::of(&self.target, &target, builder.scheme()));
         let resolution = Arc::new(Resolution::new(
-            target.clone(),
-            self.resolver,
+            resolver_target,
+            builder,
+            kind,
             default_config,
-            route.by_name(),
-            external,
+            self.resolver.parse,
+            self.resolver.min_interval,
+            #[cfg(feature = "xds")]
+            inspect,
         ));
         Ok(Channel {
             inner: Arc::new(Inner {

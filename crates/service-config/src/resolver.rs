@@ -1,7 +1,8 @@
 //! The DNS resolver (gRFC A2, A10, `doc/naming.md`) on hickory-resolver: A and AAAA records for the
 //! addresses and, unless turned off, the TXT record `_grpc_config.<host>` for the service config, queried
 //! together. No TXT lookup for `localhost` or IP literals (A10). A [`ResolverTask`] re-resolves when asked, at
-//! most once per minimum interval, and retries failures with backoff ([`Schedule`]).
+//! most once per minimum interval, and (if set) every refresh interval, and retries failures with backoff
+//! ([`Schedule`]).
 //!
 //! This is the one module of the crate that does I/O.
 
@@ -29,8 +30,15 @@ use crate::txt::{self, ChoiceContext, CLIENT_LANGUAGE};
 pub struct ResolverOptions {
     /// Look up the `_grpc_config` TXT record (on by default; the application may turn it off).
     pub txt_lookups: bool,
-    /// The minimum interval between resolutions (30 s by default).
+    /// The minimum interval between resolutions (30 s by default, grpc-go's `MinResolutionInterval`,
+    /// C-core's `GRPC_ARG_DNS_MIN_TIME_BETWEEN_RESOLUTIONS_MS`): a re-resolution request (a connection
+    /// failed, a GOAWAY) within it of the last success waits for its end. The channel also spaces the
+    /// ResolveNow requests it passes to a registered resolver by it.
     pub min_interval: Duration,
+    /// Re-resolve DNS names by themselves this long after each success (`None`, the default: only when
+    /// the channel asks, as in every gRPC stack). Never sooner than `min_interval`. For a Kubernetes
+    /// headless Service, whose new pods are otherwise seen only when a connection fails.
+    pub refresh_interval: Option<Duration>,
     /// How long one DNS query may take before it is retried or fails.
     pub query_timeout: Duration,
     /// How the service config is parsed.
@@ -48,6 +56,7 @@ impl Default for ResolverOptions {
         ResolverOptions {
             txt_lookups: true,
             min_interval: DEFAULT_MIN_INTERVAL,
+            refresh_interval: None,
             query_timeout: Duration::from_secs(5),
             parse: ParseOptions::default(),
             hostname: None,
@@ -63,9 +72,16 @@ impl ResolverOptions {
         self
     }
 
-    /// The minimum interval between resolutions.
+    /// The minimum interval between resolutions (see [`ResolverOptions::min_interval`]).
     pub fn with_min_interval(mut self, interval: Duration) -> Self {
         self.min_interval = interval;
+        self
+    }
+
+    /// Re-resolves DNS names by themselves `interval` after each success, or (`None`, the default) only
+    /// when asked (see [`ResolverOptions::refresh_interval`]).
+    pub fn with_refresh_interval(mut self, interval: Option<Duration>) -> Self {
+        self.refresh_interval = interval;
         self
     }
 
@@ -383,8 +399,9 @@ impl ResolverTask {
         let notify = Arc::new(Notify::new());
         let resolve_now = notify.clone();
         let min_interval = resolver.options.min_interval;
+        let refresh = resolver.options.refresh_interval;
         tokio::spawn(async move {
-            let mut schedule = Schedule::new(min_interval);
+            let mut schedule = Schedule::new(min_interval).with_refresh(refresh);
             loop {
                 let now = tokio::time::Instant::now();
                 match schedule.next(now.into_std()) {

@@ -2,6 +2,10 @@
 //! (`resolve_now`), and no sooner than the minimum interval after the last success (30 s by default, as in
 //! C-core and grpc-go); after a failure, again by itself after a backoff of 1 s × 1.6 up to 120 s with ±20 %
 //! jitter (`doc/connection-backoff.md` numbers), reset by the next success.
+//!
+//! With a refresh interval (off by default, as in every gRPC stack), also by itself that long after the last
+//! success (never sooner than the minimum interval): a Kubernetes headless Service that gains pods is seen
+//! without waiting for a connection to fail.
 
 use std::time::{Duration, Instant};
 
@@ -24,6 +28,8 @@ pub struct Schedule {
     retry_at: Option<Instant>,
     backoff: Duration,
     first: bool,
+    /// Resolve again this long after a success, unasked.
+    refresh: Option<Duration>,
 }
 
 impl Schedule {
@@ -36,7 +42,16 @@ impl Schedule {
             retry_at: None,
             backoff: INITIAL_BACKOFF,
             first: true,
+            refresh: None,
         }
+    }
+
+    /// This schedule, resolving again by itself `interval` after each success (but never sooner than the
+    /// minimum interval); `None` (the default) only when asked.
+    #[must_use]
+    pub fn with_refresh(mut self, interval: Option<Duration>) -> Schedule {
+        self.refresh = interval;
+        self
     }
 
     /// The channel asks for a new resolution (connection failure, GOAWAY, all addresses failed).
@@ -50,11 +65,19 @@ impl Schedule {
             at
         } else if self.first {
             now
-        } else if self.requested {
-            self.last_success
-                .map_or(now, |last| last + self.min_interval)
         } else {
-            return None;
+            let requested = self
+                .requested
+                .then(|| self.last_success.map_or(now, |last| last + self.min_interval));
+            let refresh = self.refresh.map(|every| {
+                self.last_success
+                    .map_or(now, |last| last + every.max(self.min_interval))
+            });
+            match (requested, refresh) {
+                (Some(a), Some(b)) => a.min(b),
+                (Some(a), None) | (None, Some(a)) => a,
+                (None, None) => return None,
+            }
         };
         Some(due.max(now))
     }
@@ -107,6 +130,36 @@ mod tests {
         s.succeeded(t0 + Duration::from_secs(40));
         s.resolve_now();
         assert_eq!(s.next(t0), Some(t0 + Duration::from_secs(70)));
+    }
+
+    #[test]
+    fn a_refresh_interval_resolves_again_unasked_never_sooner_than_the_minimum_interval() {
+        let t0 = Instant::now();
+        let mut s =
+            Schedule::new(Duration::from_secs(30)).with_refresh(Some(Duration::from_secs(60)));
+        assert!(s.is_due(t0));
+        s.succeeded(t0);
+        assert_eq!(s.next(t0), Some(t0 + Duration::from_secs(60)));
+        assert!(!s.is_due(t0 + Duration::from_secs(59)));
+        assert!(s.is_due(t0 + Duration::from_secs(60)));
+        // A request comes sooner (the minimum interval), and a success restarts both.
+        s.resolve_now();
+        assert_eq!(s.next(t0), Some(t0 + Duration::from_secs(30)));
+        let t1 = t0 + Duration::from_secs(45);
+        s.succeeded(t1);
+        assert_eq!(s.next(t1), Some(t1 + Duration::from_secs(60)));
+        // A failure's backoff wins until the next success.
+        let mut rng = SplitMix64::new(1);
+        let wait = s.failed(t1, &mut rng);
+        assert_eq!(s.next(t1), Some(t1 + wait));
+        // A refresh shorter than the minimum interval is raised to it.
+        let mut s = Schedule::new(Duration::from_secs(30)).with_refresh(Some(Duration::from_secs(5)));
+        s.succeeded(t0);
+        assert_eq!(s.next(t0), Some(t0 + Duration::from_secs(30)));
+        // Off (the default): only when asked.
+        let mut s = Schedule::new(Duration::from_secs(30)).with_refresh(None);
+        s.succeeded(t0);
+        assert_eq!(s.next(t0 + Duration::from_secs(3600)), None);
     }
 
     #[test]

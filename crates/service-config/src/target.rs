@@ -7,9 +7,11 @@
 //! second TLS. A path other than `/`, a query or user information is refused.
 //!
 //! Schemes are case-insensitive (RFC 3986 §3.1): `DNS:///host` is `dns:///host`. A target of the form
-//! `scheme://...` whose scheme is not one of [`SUPPORTED_SCHEMES`] is refused with a message naming them
-//! (naming.md would fall back to DNS, which can only fail later with a confusing reason: `xds:///svc` is not a
-//! host name); `name:rest` without `//` stays a `host:port`.
+//! `scheme://authority/endpoint` whose scheme is not one of [`SUPPORTED_SCHEMES`] is a [`Target::Custom`]:
+//! the channel looks its scheme up among the resolvers registered (grpc-channel's resolver API) and refuses
+//! it with a message naming the known schemes when there is none (naming.md would fall back to DNS, which
+//! can only fail later with a confusing reason: `xds:///svc` is not a host name); `name:rest` without `//`
+//! stays a `host:port`.
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -25,7 +27,7 @@ pub struct TargetError {
     pub reason: String,
 }
 
-/// The schemes this crate resolves.
+/// The schemes this crate parses itself (others are [`Target::Custom`]).
 pub const SUPPORTED_SCHEMES: &[&str] = &["dns", "ipv4", "ipv6", "unix", "http", "https", "xds"];
 
 /// What a target's URL scheme says about the transport.
@@ -78,6 +80,16 @@ pub enum Target {
     Xds {
         /// The name after `xds:///`: the Listener's name, and the authority routes are matched against.
         name: String,
+    },
+    /// `scheme://authority/endpoint` with a scheme of none of the above, for a resolver registered by
+    /// the application.
+    Custom {
+        /// The scheme, lower case.
+        scheme: String,
+        /// The authority (`HOST:PORT` of `etcd://HOST:PORT/NAME`), `""` if none.
+        authority: String,
+        /// The path without its leading `/` (`NAME`).
+        endpoint: String,
     },
 }
 
@@ -199,13 +211,14 @@ impl Target {
         if scheme.as_deref() == Some("unix-abstract") {
             return Err(err("abstract unix sockets are not supported"));
         }
-        if let Some(other) = scheme.as_deref().filter(|_| rest.starts_with("//")) {
-            return Err(TargetError {
-                target: target.to_owned(),
-                reason: format!(
-                    "unsupported scheme {other:?}: the supported schemes are {} (a target without a scheme is a DNS name)",
-                    SUPPORTED_SCHEMES.join(", ")
-                ),
+        if let (Some(scheme), Some(with_authority)) = (scheme, rest.strip_prefix("//")) {
+            let (authority, endpoint) = with_authority
+                .split_once('/')
+                .unwrap_or((with_authority, ""));
+            return Ok(Target::Custom {
+                scheme,
+                authority: authority.to_owned(),
+                endpoint: endpoint.to_owned(),
             });
         }
         let (host, port) = split_host_port(target).map_err(err)?;
@@ -224,6 +237,7 @@ impl Target {
             Target::Addresses(addrs) => addrs.first().map(ToString::to_string).unwrap_or_default(),
             Target::Unix(_) => "localhost".to_owned(),
             Target::Xds { name } => name.clone(),
+            Target::Custom { endpoint, .. } => endpoint.clone(),
         }
     }
 }
@@ -237,6 +251,11 @@ impl fmt::Display for Target {
             } => write!(f, "dns://{s}/{}", self.authority()),
             Target::Unix(path) => write!(f, "unix:{}", path.display()),
             Target::Xds { name } => write!(f, "xds:///{name}"),
+            Target::Custom {
+                scheme,
+                authority,
+                endpoint,
+            } => write!(f, "{scheme}://{authority}/{endpoint}"),
             Target::Addresses(addrs) => {
                 let list: Vec<String> = addrs.iter().map(ToString::to_string).collect();
                 let scheme = if addrs.first().is_some_and(SocketAddr::is_ipv6) {
@@ -434,23 +453,24 @@ mod tests {
     }
 
     #[test]
-    fn unknown_schemes_name_the_supported_ones() {
-        for s in ["passthrough:///h:1", "ftp://h:1"] {
-            let e = Target::parse(s).expect_err(s).to_string();
-            assert!(
-                e.contains("unsupported scheme")
-                    && e.contains("dns, ipv4, ipv6, unix, http, https"),
-                "{s}: {e}"
-            );
-            assert!(
-                !e.contains("brackets") && !e.contains("invalid port"),
-                "{s}: {e}"
-            );
-        }
-        let e = Target::parse("PassThrough:///h:1")
-            .expect_err("passthrough")
-            .to_string();
-        assert!(e.contains("\"passthrough\""), "{e}");
+    fn unknown_schemes_are_custom_targets() {
+        let custom = |scheme: &str, authority: &str, endpoint: &str| Target::Custom {
+            scheme: scheme.to_owned(),
+            authority: authority.to_owned(),
+            endpoint: endpoint.to_owned(),
+        };
+        assert_eq!(
+            Target::parse("PassThrough:///h:1").expect("passthrough"),
+            custom("passthrough", "", "h:1")
+        );
+        let etcd = Target::parse("etcd://127.0.0.1:2379/svc/a").expect("etcd");
+        assert_eq!(etcd, custom("etcd", "127.0.0.1:2379", "svc/a"));
+        assert_eq!(etcd.authority(), "svc/a");
+        assert_eq!(etcd.to_string(), "etcd://127.0.0.1:2379/svc/a");
+        assert_eq!(
+            Target::parse("ftp://h:1").expect("ftp"),
+            custom("ftp", "h:1", "")
+        );
         // Still a host and a port, not a scheme.
         assert_eq!(
             Target::parse("svc:8080").expect("host:port"),

@@ -17,11 +17,13 @@
 //! the handle calls use ([`ControlPlane`]) and what a pick gives ([`Picked`]); what the handle and the
 //! loop share (`shared.rs`); the event loop (`event_loop.rs`), its idleness and what it is started with
 //! (`activity.rs`), and each subchannel connection's task (`subchannel.rs`); which policy a resolution asks for (`policy_choice.rs`); name resolution
-//! ([`resolver`], running the channel's resolver, and [`resolver_state`], what it hands the channel);
-//! health checking (gRFC A17: [`health_stream`], one Watch stream, and `health_watches.rs`, which
-//! connections run one); and outlier detection's call results ([`outlier`], gRFC A50). The xDS resolver
-//! plugs in through [`resolver_state::StartResolver`] and lives in `xds/`, above: it runs its ADS stream
-//! on a `Channel`.
+//! ([`resolver_api`], the public resolver API; [`resolver`], running the channel's resolver;
+//! [`builtin_resolvers`], `dns:` and the fixed lists; [`manual_resolver`], endpoints pushed by the
+//! application; [`resolver_state`], what a resolver hands the channel); health checking (gRFC A17:
+//! [`health_stream`], one Watch stream, and `health_watches.rs`, which connections run one); and outlier
+//! detection's call results ([`outlier`], gRFC A50). The xDS resolver is a [`resolver_api::ResolverBuilder`]
+//! too, in `xds/`, above: it runs its ADS stream on a `Channel`, and hands its routing through a
+//! crate-private extension of the sink.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -36,6 +38,7 @@ use h2::client::SendRequest;
 use tokio::sync::{mpsc, oneshot, watch};
 
 mod activity;
+pub(crate) mod builtin_resolvers;
 mod event_loop;
 pub(crate) mod health_stream;
 mod health_watches;

@@ -1,27 +1,32 @@
-//! Name resolution for a channel: the target's endpoints and the service config in use, per gRFC A21.
+//! Name resolution for a channel: the life cycle of its one [`Resolver`] (built by the [`ResolverBuilder`]
+//! the channel builder chose for the target's scheme: the channel's own, a process-wide one, or a built-in
+//! one) and the [`State`] it publishes through its [`ResolverSink`] (endpoints and the service config in
+//! use, per gRFC A21).
 //!
-//! Static targets (`ipv4:`, `ipv6:`, `unix:`) resolve at once, with the application's default service config
-//! or the empty one. DNS targets run a [`ResolverTask`] (hickory) that hands each
-//! resolution to the A21 [`ConfigSelector`] here, which publishes the result and tells the resolver whether the
-//! channel could use it: a first config that is invalid with no default is rejected, and the resolver retries
-//! with backoff until a valid one arrives. The task runs whether or not calls flow, and ends when the channel
-//! is closed ([`Resolution::stop`]) or dropped; so does the resolver of an `xds:` target (its watches, and
-//! its share of the ADS stream, go with it). Both start on the channel's first call, inside the
-//! caller's tokio runtime. A DNS target reached through an HTTP CONNECT proxy (gRFC A1) is not resolved
-//! here: its one endpoint is its name (`Address::Name`), which the proxy resolves; the resolver still looks
-//! up the service config.
+//! The resolver starts on the channel's first call (or `connect()`), inside the caller's tokio runtime,
+//! and runs whether or not calls flow until the channel is closed ([`Resolution::stop`]) or dropped, which
+//! drops it (a DNS task ends, an `xds:` resolver's watches go). A builder that fails or panics fails the
+//! waiting calls with UNAVAILABLE, and the next call tries again; a resolver that panics in `resolve_now`
+//! is dropped (its last endpoints stay in use) and its drop's panic is caught too. ResolveNow requests
+//! (connection failure, GOAWAY, the policy's) reach the resolver at most once per minimum interval, one
+//! inside the interval deferred to its end; the built-in DNS resolver limits them itself, by its own
+//! schedule (the interval since its last success).
+//!
+//! Not here: the API (`resolver_api.rs`), the built-in resolvers (`builtin_resolvers.rs`,
+//! `xds/resolver.rs`).
 
-use std::sync::Arc;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
 
-use grpc_base::{Address, Endpoint};
-use grpc_retry::SplitMix64;
-use grpc_service_config::{
-    Accept, ConfigSelector, Decision, DnsResolver, ResolverHandle, ResolverOptions, ResolverTask,
-    ServiceConfig, Target,
-};
+use grpc_service_config::{ParseOptions, ServiceConfig};
 use tokio::sync::{watch, OnceCell};
+use tokio::time::Instant;
 
-use crate::control::resolver_state::{ExternalTask, Resolved, StartResolver, State};
+use crate::control::resolver_api::{
+    Closed, Resolver, ResolverSink, ResolverTarget, SharedBuilder, WeakSink,
+};
+use crate::control::resolver_state::{Resolved, State};
 use crate::wire::status::{Code, Status};
 
 struct Started {
@@ -34,60 +39,82 @@ struct Started {
 struct Running {
     /// [`Resolution::stop`] was called: no resolver starts any more.
     stopped: bool,
-    /// The DNS resolver's handle: its task ends once the handle is gone (after a query in flight).
-    dns: Option<ResolverHandle>,
-    /// A resolver the builder started (xDS): its task stops when this is dropped.
-    external: Option<ExternalTask>,
+    resolver: Option<Box<dyn Resolver>>,
+    /// Tells the resolver's sinks that the channel is gone.
+    closed: Option<Arc<Closed>>,
+    /// The resolver's sink, to report its panics with (not kept alive by the channel).
+    sink: Option<WeakSink>,
+    /// When ResolveNow last reached the resolver, and whether a deferred one is due.
+    last_resolve_now: Option<Instant>,
+    deferred: bool,
+}
+
+/// What a channel's resolution needs to know of its builder beside the builder itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// Any resolver: ResolveNow rate-limited by the channel.
+    Plain,
+    /// The built-in DNS resolver: it rate-limits ResolveNow itself, and a request brings a fresh result
+    /// (the channel waits for it when leaving IDLE).
+    Dns,
 }
 
 pub(crate) struct Resolution {
-    target: Target,
-    /// The target's name goes to a proxy unresolved: the only endpoint is the name (gRFC A1).
-    by_name: bool,
-    options: ResolverOptions,
+    target: ResolverTarget,
+    builder: SharedBuilder,
+    kind: Kind,
     default_config: Option<ServiceConfig>,
-    /// What starts the resolver of an `xds:` target (given by the builder with feature `xds`).
-    external: Option<StartResolver>,
+    parse: ParseOptions,
+    /// The least time between two ResolveNow requests passed on.
+    min_interval: Duration,
     started: OnceCell<Started>,
     /// Taken for the whole of [`Resolution::start`] and by [`Resolution::stop`], so that no resolver
     /// starts after the channel closed.
     running: parking_lot::Mutex<Running>,
+    /// What the xDS resolver shows `Channel::xds_resources` while it runs.
+    #[cfg(feature = "xds")]
+    inspect: Option<crate::control::resolver_state::Inspect>,
+}
+
+/// A panic's message, if it has one.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".to_owned())
+}
+
+/// Drops a resolver, catching a panic of its drop.
+fn drop_resolver(resolver: Option<Box<dyn Resolver>>, scheme: &str) {
+    if let Err(panic) = catch_unwind(AssertUnwindSafe(move || drop(resolver))) {
+        tracing::warn!(scheme, panic = %panic_message(&*panic), "the resolver panicked while stopping");
+    }
 }
 
 impl Resolution {
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
-        target: Target,
-        options: ResolverOptions,
+        target: ResolverTarget,
+        builder: SharedBuilder,
+        kind: Kind,
         default_config: Option<ServiceConfig>,
-        by_name: bool,
-        external: Option<StartResolver>,
+        parse: ParseOptions,
+        min_interval: Duration,
+        #[cfg(feature = "xds")] inspect: Option<crate::control::resolver_state::Inspect>,
     ) -> Self {
         Resolution {
             target,
-            by_name,
-            options,
+            builder,
+            kind,
             default_config,
-            external,
+            parse,
+            min_interval,
             started: OnceCell::new(),
             running: parking_lot::Mutex::new(Running::default()),
+            #[cfg(feature = "xds")]
+            inspect,
         }
-    }
-
-    /// A target whose endpoints are fixed (`ipv4:`, `ipv6:`, `unix:`): resolved at once, with the
-    /// application's default service config or the empty one.
-    fn fixed(&self, endpoints: Vec<Address>) -> Started {
-        let endpoints: Vec<Endpoint> = endpoints.into_iter().map(Endpoint::new).collect();
-        let config = Arc::new(
-            self.default_config
-                .clone()
-                .unwrap_or_else(ServiceConfig::empty),
-        );
-        let (_tx, rx) = watch::channel(State::Ready {
-            endpoints: endpoints.into(),
-            config,
-            routing: None,
-        });
-        Started { state: rx }
     }
 
     fn start(&self) -> Result<Started, Status> {
@@ -95,120 +122,48 @@ impl Resolution {
         if running.stopped {
             return Err(Status::new(Code::Unavailable, "the channel is shut down"));
         }
-
-        let (server, host, port) = match &self.target {
-            Target::Addresses(addrs) => {
-                return Ok(self.fixed(addrs.iter().copied().map(Address::Tcp).collect()))
-            }
-            Target::Unix(path) => return Ok(self.fixed(vec![Address::Unix(path.as_path().into())])),
-            Target::Dns { server, host, port } => (server, host, port),
-            Target::Xds { .. } => return self.start_xds(&mut running),
-            // `Target` may grow schemes before this channel resolves them.
-            other => {
-                return Err(Status::new(
-                    Code::Unavailable,
-                    format!("no resolver for target {other}"),
-                ))
-            }
-        };
-        // Through a proxy with no TXT lookup, nothing needs DNS: the name is the one endpoint.
-        if self.by_name && !self.options.txt_lookups {
-            return Ok(self.fixed(vec![Address::Name {
-                host: host.as_str().into(),
-                port: *port,
-            }]));
-        }
-        let mut resolver = DnsResolver::new(host, *port, *server, self.options.clone())
-            .map_err(|e| Status::new(Code::Unavailable, e.to_string()).with_source(e))?;
-        // Through a proxy, the name is the one endpoint; DNS still gives the service config.
-        let name = self.by_name.then(|| Address::Name {
-            host: host.as_str().into(),
-            port: *port,
-        });
-        if name.is_some() {
-            resolver = resolver.without_address_lookups();
-        }
-        let seed = super::shared::clock_seed();
+        let closed = Arc::new(Closed::default());
         let (tx, rx) = watch::channel(State::Pending);
-        let mut selector = ConfigSelector::new(self.default_config.clone());
-        // Runs in the resolver task after each resolution: applies A21 and publishes the result. A first
-        // config that is invalid (with no default) is rejected, so the resolver retries it with backoff
-        // until the record is fixed (grpc-go: `UpdateState` returns `ErrBadResolverState`).
-        let accept: Accept = Box::new(move |resolution: &grpc_service_config::Resolution| {
-            let previous = tx.borrow().clone();
-            let addrs = match &resolution.addresses {
-                Ok(addrs) => addrs,
-                Err(e) => {
-                    // The name did not resolve, so its TXT answer ("no records" for a vanished name) says
-                    // nothing about the config: the selector is left alone, as the channel keeps what it has
-                    // (C-core returns both as errors when the addresses fail). Feeding it here made the
-                    // selector's "last good config" `{}` while the channel still used the old one.
-                    let next = match previous {
-                        ready @ State::Ready { .. } => ready,
-                        _ => State::Failed(
-                            Status::new(Code::Unavailable, e.to_string()).with_source(e.clone()),
-                        ),
-                    };
-                    tx.send_replace(next);
-                    return false;
-                }
-            };
-            let decision = selector.update(resolution.config.clone());
-            if let Decision::KeepPrevious(_, e) = &decision {
-                tracing::warn!(error = %e, "invalid service config from DNS; keeping the previous one");
+        let sink = ResolverSink::new(tx, self.default_config.clone(), self.parse, closed.clone());
+        let weak = sink.downgrade();
+        let scheme = self.target.scheme();
+        let built = catch_unwind(AssertUnwindSafe(|| {
+            self.builder.0.build(&self.target, sink)
+        }));
+        let failure = match built {
+            Ok(Ok(resolver)) => {
+                running.resolver = Some(resolver);
+                running.closed = Some(closed);
+                running.sink = Some(weak);
+                return Ok(Started { state: rx });
             }
-            let accepted = !matches!(decision, Decision::Fail(_));
-            let next = match decision {
-                Decision::Fail(e) => State::Failed(
-                    Status::new(Code::Unavailable, format!("name resolution failed: {e}"))
-                        .with_source(e),
-                ),
-                Decision::Use(config) | Decision::KeepPrevious(config, _) => State::Ready {
-                    endpoints: match &name {
-                        Some(name) => vec![Endpoint::new(name.clone())].into(),
-                        None => addrs
-                            .iter()
-                            .copied()
-                            .map(|a| Endpoint::new(Address::Tcp(a)))
-                            .collect::<Vec<_>>()
-                            .into(),
-                    },
-                    config,
-                    routing: None,
-                },
-            };
-            tx.send_replace(next);
-            accepted
-        });
-        let handle = ResolverTask::spawn_with(resolver, Box::new(SplitMix64::new(seed)), accept);
-        running.dns = Some(handle);
-        Ok(Started { state: rx })
+            Ok(Err(e)) => format!("the {scheme} resolver could not start: {e}"),
+            Err(panic) => format!(
+                "the {scheme} resolver panicked while starting: {}",
+                panic_message(&*panic)
+            ),
+        };
+        // Whatever it spawned before failing is told to stop.
+        closed.close();
+        Err(Status::new(Code::Unavailable, failure))
     }
 
-    /// An `xds:` target: the resolver the builder gave (feature `xds`) follows the management server.
-    fn start_xds(&self, running: &mut Running) -> Result<Started, Status> {
-        let Some(start) = &self.external else {
-            return Err(Status::unavailable(
-                "xds: targets need grpc-channel's feature `xds`",
-            ));
-        };
-        let (tx, rx) = watch::channel(State::Pending);
-        running.external = Some(start(tx)?);
-        Ok(Started { state: rx })
-    }
-
-    /// Stops the resolver for good (`Channel::close`): a DNS resolver asks no more (a query in flight
-    /// ends first), an `xds:` resolver's task stops and drops its watches (unsubscribing what no other
-    /// channel watches; the last channel of an ADS stream ends it), and none starts afterwards. Calls
-    /// still waiting for a first result fail UNAVAILABLE.
+    /// Stops the resolver for good (`Channel::close`): it is dropped (a DNS resolver asks no more, a
+    /// query in flight ends first; an `xds:` resolver's task stops and drops its watches), its sinks say
+    /// the channel is closed, and none starts afterwards. Calls still waiting for a first result fail
+    /// UNAVAILABLE.
     pub(crate) fn stop(&self) {
-        let (dns, external) = {
+        let (resolver, closed) = {
             let mut running = self.running.lock();
             running.stopped = true;
-            (running.dns.take(), running.external.take())
+            running.sink = None;
+            (running.resolver.take(), running.closed.take())
         };
+        if let Some(closed) = closed {
+            closed.close();
+        }
         // Dropped outside the lock.
-        drop((dns, external));
+        drop_resolver(resolver, self.target.scheme());
     }
 
     /// The resolution state, starting the resolver if needed.
@@ -223,11 +178,7 @@ impl Resolution {
     /// The endpoints and config to use, waiting for the first result (and, for wait-for-ready calls, through
     /// failures). The caller bounds the wait with the call's deadline.
     pub(crate) async fn wait(&self, wait_for_ready: bool) -> Result<Resolved, Status> {
-        let started = self
-            .started
-            .get_or_try_init(|| async { self.start() })
-            .await?;
-        let mut state = started.state.clone();
+        let mut state = self.subscribe().await?;
         loop {
             let current = state.borrow_and_update().clone();
             match current {
@@ -239,7 +190,13 @@ impl Resolution {
                 State::Failed(status) if !wait_for_ready => return Err(status),
                 State::Failed(_) | State::Pending => {
                     if state.changed().await.is_err() {
-                        return Err(Status::new(Code::Unavailable, "name resolution stopped"));
+                        return Err(Status::new(
+                            Code::Unavailable,
+                            format!(
+                                "name resolution stopped: the {} resolver ended without a result",
+                                self.target.scheme()
+                            ),
+                        ));
                     }
                 }
             }
@@ -263,25 +220,102 @@ impl Resolution {
         }
     }
 
-    /// `look` applied to the resolver the builder gave (xDS), while it runs (started, not stopped): for
-    /// its owner to look into.
+    /// `look` applied to what the xDS resolver shows, while it runs (started, not stopped).
     #[cfg(feature = "xds")]
     pub(crate) fn with_external<T>(
         &self,
         look: impl FnOnce(&(dyn std::any::Any + Send + Sync)) -> Option<T>,
     ) -> Option<T> {
-        look(self.running.lock().external.as_deref()?)
+        let running = self.running.lock();
+        running.resolver.as_ref()?;
+        let inspect = self.inspect.as_ref()?.lock();
+        look(inspect.as_deref()?)
     }
 
-    /// Whether a resolver runs (DNS targets), so that `resolve_now` brings a fresh result.
+    /// Whether a ResolveNow request brings a fresh result (a running DNS resolver), so that the channel
+    /// leaving IDLE waits for it.
     pub(crate) fn has_resolver(&self) -> bool {
-        self.running.lock().dns.is_some()
+        self.kind == Kind::Dns && self.running.lock().resolver.is_some()
     }
 
-    /// Asks the resolver for a fresh resolution (rate-limited by the resolver).
-    pub(crate) fn resolve_now(&self) {
-        if let Some(handle) = &self.running.lock().dns {
-            handle.resolve_now();
+    /// Asks the resolver for a fresh resolution: at most once per minimum interval (a request inside it is
+    /// deferred to its end; more collapse into that one), except for the DNS resolver, which limits
+    /// requests itself.
+    pub(crate) fn resolve_now(self: &Arc<Self>) {
+        let now = Instant::now();
+        let at = {
+            let mut running = self.running.lock();
+            if running.resolver.is_none() {
+                return;
+            }
+            let due = match (self.kind, running.last_resolve_now) {
+                (Kind::Dns, _) | (_, None) => now,
+                (Kind::Plain, Some(last)) => last + self.min_interval,
+            };
+            if due <= now {
+                running.last_resolve_now = Some(now);
+                None
+            } else if running.deferred {
+                return;
+            } else {
+                running.deferred = true;
+                Some(due)
+            }
+        };
+        match at {
+            None => self.pass_resolve_now(),
+            Some(at) => {
+                let weak: Weak<Resolution> = Arc::downgrade(self);
+                let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+                    return;
+                };
+                runtime.spawn(async move {
+                    tokio::time::sleep_until(at).await;
+                    if let Some(resolution) = weak.upgrade() {
+                        {
+                            let mut running = resolution.running.lock();
+                            running.deferred = false;
+                            running.last_resolve_now = Some(Instant::now());
+                        }
+                        resolution.pass_resolve_now();
+                    }
+                });
+            }
         }
+    }
+
+    /// Calls the resolver's `resolve_now`; a panic drops the resolver (the channel keeps its last
+    /// endpoints; before any, calls fail UNAVAILABLE).
+    fn pass_resolve_now(&self) {
+        let mut running = self.running.lock();
+        let Some(resolver) = running.resolver.as_mut() else {
+            return;
+        };
+        let Err(panic) = catch_unwind(AssertUnwindSafe(|| resolver.resolve_now())) else {
+            return;
+        };
+        let message = format!(
+            "the {} resolver panicked: {}",
+            self.target.scheme(),
+            panic_message(&*panic)
+        );
+        tracing::warn!(%message, "dropping the resolver");
+        let resolver = running.resolver.take();
+        let closed = running.closed.take();
+        let sink = running.sink.take().and_then(|s| s.upgrade());
+        drop(running);
+        if let Some(sink) = sink {
+            sink.report_error(&message);
+        }
+        if let Some(closed) = closed {
+            closed.close();
+        }
+        drop_resolver(resolver, self.target.scheme());
+    }
+}
+
+impl Drop for Resolution {
+    fn drop(&mut self) {
+        self.stop();
     }
 }

@@ -137,6 +137,21 @@ impl ResolverTarget {
         })
     }
 
+    /// A built-in target (`host:port`, `ipv4:...`) as its built-in resolver sees it: `text` as written,
+    /// under `scheme`, with the parsed target's authority as the endpoint.
+    pub(crate) fn of(
+        text: &str,
+        target: &grpc_service_config::Target,
+        scheme: String,
+    ) -> ResolverTarget {
+        ResolverTarget {
+            text: text.to_owned(),
+            scheme,
+            authority: String::new(),
+            endpoint: target.authority(),
+        }
+    }
+
     /// The scheme, lower case.
     pub fn scheme(&self) -> &str {
         &self.scheme
@@ -282,6 +297,11 @@ impl ResolverSink {
         }
     }
 
+    /// A reference that does not keep the sink's channel side alive.
+    pub(crate) fn downgrade(&self) -> WeakSink {
+        WeakSink(Arc::downgrade(&self.shared))
+    }
+
     /// Publishes endpoints (and a service config, parsed with the same A21 rules as DNS TXT). `Err` when
     /// the channel could not use it ([`UpdateError::Rejected`]: no endpoints, more than
     /// [`MAX_ENDPOINT_ADDRESSES`] addresses, a config longer than [`MAX_SERVICE_CONFIG_BYTES`], or an
@@ -362,17 +382,13 @@ impl ResolverSink {
 
     /// Publishes a state as it is (the xDS resolver's routing side-channel: its config and routing are
     /// its own, after its own A21 handling).
+    #[cfg_attr(not(feature = "xds"), allow(dead_code))]
     pub(crate) fn publish_state(&self, state: State) -> Result<(), UpdateError> {
         if self.is_closed() {
             return Err(UpdateError::Closed);
         }
         self.shared.tx.send_replace(state);
         Ok(())
-    }
-
-    /// The state last published.
-    pub(crate) fn current(&self) -> State {
-        self.shared.tx.borrow().clone()
     }
 
     /// Reports a failure. Endpoints already published stay in use (calls go on); before any, fail-fast
@@ -421,6 +437,16 @@ impl ResolverSink {
             }
             notified.await;
         }
+    }
+}
+
+/// A [`ResolverSink`] that does not keep it alive (the channel's, to report a resolver's panic).
+pub(crate) struct WeakSink(std::sync::Weak<SinkShared>);
+
+impl WeakSink {
+    /// The sink, while a resolver holds it.
+    pub(crate) fn upgrade(&self) -> Option<ResolverSink> {
+        self.0.upgrade().map(|shared| ResolverSink { shared })
     }
 }
 

@@ -5,8 +5,8 @@
 //! config of its route (A44's retry policy) and A31's cap on its deadline, and a reference to the cluster
 //! that the call keeps until it commits (A28: the resolver keeps a cluster while a call uses it).
 //!
-//! Not here: resolvers (`resolver.rs` for DNS and fixed targets, `xds/resolver.rs`), route matching
-//! (grpc-xds).
+//! Not here: resolvers (`resolver_api.rs`, `builtin_resolvers.rs`, `xds/resolver.rs`), their life cycle
+//! (`resolver.rs`), route matching (grpc-xds).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,8 +14,6 @@ use std::time::Duration;
 use grpc_base::Endpoint;
 use grpc_lb::XdsClustersConfig;
 use grpc_service_config::{MethodConfig, ServiceConfig};
-
-use tokio::sync::watch;
 
 use crate::wire::metadata::MetadataMap;
 use crate::wire::status::Status;
@@ -40,13 +38,10 @@ pub(crate) enum State {
 /// A resolution result a call uses: the endpoints, the service config, and the routing if any.
 pub(crate) type Resolved = (Arc<[Endpoint]>, Arc<ServiceConfig>, Option<Arc<Routing>>);
 
-/// A running resolver started from outside this module graph's lower layers (the xDS resolver, which
-/// runs its own channel to the management server): it stops when dropped.
-pub(crate) type ExternalTask = Box<dyn std::any::Any + Send + Sync>;
-
-/// Starts such a resolver, publishing its results to the sender.
-pub(crate) type StartResolver =
-    Box<dyn Fn(watch::Sender<State>) -> Result<ExternalTask, Status> + Send + Sync>;
+/// What a resolver of a layer above (the xDS resolver, which runs its own channel to the management
+/// server) shows the channel's API while it runs (`Channel::xds_resources`): set by the resolver.
+#[cfg_attr(not(feature = "xds"), allow(dead_code))]
+pub(crate) type Inspect = Arc<parking_lot::Mutex<Option<Box<dyn std::any::Any + Send + Sync>>>>;
 
 /// The clusters and the router of one resolution result.
 #[derive(Debug)]

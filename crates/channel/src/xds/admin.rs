@@ -11,7 +11,9 @@ use std::time::SystemTime;
 use grpc_xds::resource::ResourceType;
 use grpc_xds::{ResourceDump, ResourceStatus};
 
-use super::resolver::ResolverTask;
+use std::sync::Arc;
+
+use super::ads::AdsClient;
 use crate::channel::Channel;
 
 /// An xDS client's resources, from [`Channel::xds_resources`].
@@ -137,7 +139,7 @@ impl Channel {
     /// [`Channel::connect`]), and for a closed one (its watches are gone).
     pub fn xds_resources(&self) -> Option<XdsResources> {
         let (server_uri, dump) = self.inner.resolution.with_external(|task| {
-            let ads = task.downcast_ref::<ResolverTask>()?.ads();
+            let ads = task.downcast_ref::<Arc<AdsClient>>()?;
             Some((ads.server_uri().to_owned(), ads.dump()))
         })?;
         // The client's times are on tokio's clock (paused in tests): each becomes "now minus its age".

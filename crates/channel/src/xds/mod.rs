@@ -5,8 +5,9 @@
 //! crate.
 //!
 //! In the API layer, beside the crate root rather than under `control/`: the ADS stream runs on this crate's
-//! own [`Channel`](crate::Channel) (and its `RequestSender` and `Streaming`), and `builder.rs` starts the
-//! resolver, which plugs into the control plane through `control::resolver_state::StartResolver`.
+//! own [`Channel`](crate::Channel) (and its `RequestSender` and `Streaming`), and `builder.rs` gives the
+//! channel its resolver, a `ResolverBuilder` of the public resolver API (`control/resolver_api.rs`) whose
+//! routing goes through the sink's crate-private `publish_state`.
 
 pub(crate) mod admin;
 pub(crate) mod ads;

@@ -44,12 +44,13 @@ use grpc_xds::resource::{
 };
 use grpc_xds::{request_hash, route_call, Bootstrap, RouteOutcome};
 use parking_lot::Mutex;
-use tokio::sync::{watch, Notify};
+use tokio::sync::Notify;
 
 use super::ads::{AdsClient, ResourceWatch, WatchState};
-use crate::control::resolver_state::{
-    ClusterHold, ExternalTask, Routed, Router, Routing, StartResolver, State,
+use crate::control::resolver_api::{
+    Resolver, ResolverBuilder, ResolverError, ResolverSink, ResolverTarget,
 };
+use crate::control::resolver_state::{ClusterHold, Inspect, Routed, Router, Routing, State};
 use crate::wire::metadata::MetadataMap;
 use crate::wire::status::Status;
 
@@ -61,20 +62,13 @@ pub(crate) struct ResolverTask {
     ads: Arc<AdsClient>,
 }
 
-impl ResolverTask {
-    /// The ADS stream the resolver's watches use.
-    pub(crate) fn ads(&self) -> &AdsClient {
-        &self.ads
-    }
-}
-
 impl Drop for ResolverTask {
     fn drop(&mut self) {
         self.task.abort();
     }
 }
 
-/// Starts resolving `xds:///name`: results go to `tx`. Virtual hosts are matched against `authority` (the
+/// Starts resolving `xds:///name`: results go to `sink`. Virtual hosts are matched against `authority` (the
 /// channel's `:authority` override, A28's data-plane authority), else against `name`. Must be called
 /// inside a tokio runtime.
 pub(crate) fn start(
@@ -82,7 +76,7 @@ pub(crate) fn start(
     name: &str,
     authority: Option<&str>,
     default_config: Option<ServiceConfig>,
-    tx: watch::Sender<State>,
+    sink: ResolverSink,
 ) -> Result<ResolverTask, Status> {
     let listener = bootstrap
         .listener_name(None, name)
@@ -90,7 +84,7 @@ pub(crate) fn start(
     let ads = AdsClient::shared(&bootstrap)?;
     let config = Arc::new(default_config.unwrap_or_else(ServiceConfig::empty));
     let authority = authority.unwrap_or(name).to_owned();
-    let task = tokio::spawn(run(ads.clone(), listener, authority, config, tx));
+    let task = tokio::spawn(run(ads.clone(), listener, authority, config, sink));
     Ok(ResolverTask { task, ads })
 }
 
@@ -178,7 +172,7 @@ async fn run(
     listener_name: String,
     authority: String,
     config: Arc<ServiceConfig>,
-    tx: watch::Sender<State>,
+    sink: ResolverSink,
 ) {
     let notify = Arc::new(Notify::new());
     let listener = ads.watch(ResourceType::Listener, &listener_name, notify.clone());
@@ -205,7 +199,9 @@ async fn run(
                 last = None;
                 if failed.as_deref() != Some(status.message()) {
                     failed = Some(status.message().to_owned());
-                    tx.send_replace(State::Failed(status));
+                    if sink.publish_state(State::Failed(status)).is_err() {
+                        return;
+                    }
                 }
             }
             Outcome::Ready(clusters, mut router, endpoints) => {
@@ -223,7 +219,7 @@ async fn run(
                         router: Arc::new(*router),
                     });
                     last = Some(routing.clone());
-                    tx.send_replace(State::Ready {
+                    let published = sink.publish_state(State::Ready {
                         endpoints: endpoints
                             .into_iter()
                             .map(grpc_base::Endpoint::new)
@@ -231,12 +227,15 @@ async fn run(
                         config: config.clone(),
                         routing: Some(routing),
                     });
+                    if published.is_err() {
+                        return;
+                    }
                 }
             }
         }
         tokio::select! {
             () = notify.notified() => {}
-            () = tx.closed() => return,
+            () = sink.closed() => return,
         }
     }
 }
@@ -615,24 +614,55 @@ fn method_config(policy: &RetryPolicy) -> Option<Arc<MethodConfig>> {
     config.method_config("/any/method").cloned()
 }
 
-/// What the channel's resolution runs for `xds:///name`: [`start`] with this bootstrap (and the channel's
-/// authority override, if any).
-pub(crate) fn starter(
-    bootstrap: Bootstrap,
-    name: String,
-    authority: Option<String>,
-    default_config: Option<ServiceConfig>,
-) -> StartResolver {
-    Box::new(move |tx| {
+/// The resolver of `xds:///name` as a [`ResolverBuilder`]: [`start`] with this bootstrap (and the
+/// channel's authority override, if any). Built per channel; its running task's ADS stream shows in
+/// `inspect` (for `Channel::xds_resources`) while it runs.
+pub(crate) struct XdsResolverBuilder {
+    pub(crate) bootstrap: Bootstrap,
+    pub(crate) name: String,
+    pub(crate) authority: Option<String>,
+    pub(crate) default_config: Option<ServiceConfig>,
+    pub(crate) inspect: Inspect,
+}
+
+/// A running xDS resolver: its task stops when this is dropped.
+struct RunningXds {
+    _task: ResolverTask,
+    inspect: Inspect,
+}
+
+impl Resolver for RunningXds {}
+
+impl Drop for RunningXds {
+    fn drop(&mut self) {
+        *self.inspect.lock() = None;
+    }
+}
+
+impl ResolverBuilder for XdsResolverBuilder {
+    fn scheme(&self) -> &str {
+        "xds"
+    }
+
+    fn build(
+        &self,
+        _target: &ResolverTarget,
+        sink: ResolverSink,
+    ) -> Result<Box<dyn Resolver>, ResolverError> {
         let task = start(
-            bootstrap.clone(),
-            &name,
-            authority.as_deref(),
-            default_config.clone(),
-            tx,
-        )?;
-        Ok(Box::new(task) as ExternalTask)
-    })
+            self.bootstrap.clone(),
+            &self.name,
+            self.authority.as_deref(),
+            self.default_config.clone(),
+            sink,
+        )
+        .map_err(|status| ResolverError::Other(status.message().to_owned()))?;
+        *self.inspect.lock() = Some(Box::new(task.ads.clone()));
+        Ok(Box::new(RunningXds {
+            _task: task,
+            inspect: self.inspect.clone(),
+        }))
+    }
 }
 
 #[cfg(test)]
