@@ -79,6 +79,9 @@ pub struct EtcdResolverBuilder {
     backoff_initial: Duration,
     backoff_max: Duration,
     seed: Option<u64>,
+    /// Tests: each round waits for a permit between its full read and its watch.
+    #[cfg(test)]
+    pub(crate) hold_after_read: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 impl Default for EtcdResolverBuilder {
@@ -97,6 +100,8 @@ impl EtcdResolverBuilder {
             backoff_initial: Duration::from_secs(1),
             backoff_max: Duration::from_secs(30),
             seed: None,
+            #[cfg(test)]
+            hold_after_read: None,
         }
     }
 
@@ -195,6 +200,8 @@ impl ResolverBuilder for EtcdResolverBuilder {
             wake: wake.clone(),
             published: None,
             name: name.to_owned(),
+            #[cfg(test)]
+            hold_after_read: self.hold_after_read.clone(),
         };
         Ok(Box::new(EtcdResolver {
             task: tokio::spawn(task.run()),
@@ -250,6 +257,8 @@ struct Watcher {
     /// The last list published (`Some(empty)`: the empty prefix was reported).
     published: Option<Vec<Endpoint>>,
     name: String,
+    #[cfg(test)]
+    hold_after_read: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 impl Drop for Watcher {
@@ -305,6 +314,12 @@ impl Watcher {
         self.table.replace_all(revision, kvs);
         if let Some(end) = self.publish().await {
             return end;
+        }
+        #[cfg(test)]
+        if let Some(hold) = &self.hold_after_read {
+            if let Ok(permit) = hold.acquire().await {
+                permit.forget();
+            }
         }
         let (mut sender, mut responses) = match self
             .channel
@@ -461,3 +476,7 @@ async fn lookup(host: &str, port: u16) -> Option<Endpoint> {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "resolver_tests.rs"]
+mod tests;

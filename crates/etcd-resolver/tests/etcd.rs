@@ -31,7 +31,10 @@ async fn backends(n: usize) -> Vec<ServerHandle> {
 
 fn channel(etcd: &Etcd, name: &str) -> Channel {
     Channel::builder(format!("etcd://{}/{name}", etcd.addr))
-        .resolver(EtcdResolverBuilder::new().with_backoff(Duration::from_millis(100), Duration::from_secs(1)))
+        .resolver(
+            EtcdResolverBuilder::new()
+                .with_backoff(Duration::from_millis(100), Duration::from_secs(1)),
+        )
         .default_service_config(ROUND_ROBIN)
         .service_config_lookup(false)
         .build()
@@ -99,25 +102,38 @@ async fn both_formats_round_robin_and_garbage_and_other_prefixes_ignored() {
     let servers = backends(3).await;
     let (a, b, c) = (&servers[0], &servers[1], &servers[2]);
     // etcd ≥ 3.5's endpoints.Manager format, and 3.4's with Op 0.
-    kv.register(&format!("svc/{}", a.addr), a.addr).await.expect("put");
+    kv.register(&format!("svc/{}", a.addr), a.addr)
+        .await
+        .expect("put");
     kv.put(
         &format!("svc/{}", b.addr),
-        &format!(r#"{{"Op":0,"Addr":"{}","Metadata":{{"zone":"z1"}}}}"#, b.addr),
+        &format!(
+            r#"{{"Op":0,"Addr":"{}","Metadata":{{"zone":"z1"}}}}"#,
+            b.addr
+        ),
     )
     .await
     .expect("put");
     // Not endpoints of svc: garbage values, an Op 1, and keys of other names sharing the prefix "svc".
     kv.put("svc/garbage", "not json").await.expect("put");
-    kv.put("svc/no-addr", r#"{"Metadata":1}"#).await.expect("put");
+    kv.put("svc/no-addr", r#"{"Metadata":1}"#)
+        .await
+        .expect("put");
     kv.put("svc/deleted", &format!(r#"{{"Op":1,"Addr":"{}"}}"#, c.addr))
         .await
         .expect("put");
-    kv.register(&format!("svc-old/{}", c.addr), c.addr).await.expect("put");
+    kv.register(&format!("svc-old/{}", c.addr), c.addr)
+        .await
+        .expect("put");
     kv.register("svc", c.addr).await.expect("put");
 
     let channel = channel(&etcd, "svc");
     let seen = spread(&channel, 20).await;
-    assert_eq!(seen, ids(&[a, b]), "round_robin over both registrations only");
+    assert_eq!(
+        seen,
+        ids(&[a, b]),
+        "round_robin over both registrations only"
+    );
 
     // A garbage write later is ignored too; the channel goes on.
     kv.put("svc/garbage-2", "{\"Addr\":").await.expect("put");
@@ -148,7 +164,9 @@ async fn a_deleted_key_stops_and_an_added_key_starts_within_a_second() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_killed_calls_go_on_then_restarted_with_a_changed_set() {
-    let Some(mut etcd) = Etcd::start() else { return };
+    let Some(mut etcd) = Etcd::start() else {
+        return;
+    };
     let kv = EtcdKv::new(etcd.addr);
     let servers = backends(3).await;
     let (a, b, c) = (&servers[0], &servers[1], &servers[2]);
@@ -187,7 +205,13 @@ async fn an_empty_prefix_fails_calls_until_a_key_is_added() {
     assert!(status.message().contains("no endpoint"), "{status}");
     let start = Instant::now();
     kv.register("svc/a", servers[0].addr).await.expect("put");
-    converge(&channel, &ids(&[&servers[0]]), start, Duration::from_secs(5)).await;
+    converge(
+        &channel,
+        &ids(&[&servers[0]]),
+        start,
+        Duration::from_secs(5),
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
