@@ -229,3 +229,51 @@ async fn a_target_without_a_name_fails_the_calls() {
     assert_eq!(status.code(), grpc_channel::Code::Unavailable, "{status}");
     assert!(status.message().contains("NAME"), "{status}");
 }
+
+/// etcd's gauge of its watchers (`etcd_debugging_mvcc_watcher_total` on `/metrics`).
+fn etcd_watchers(etcd: &Etcd) -> Option<u64> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(etcd.addr).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        stream,
+        "GET /metrics HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+        etcd.addr
+    )
+    .ok()?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("etcd_debugging_mvcc_watcher_total "))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map(|v| v as u64)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_the_channel_stops_the_watch() {
+    let Some(etcd) = Etcd::start() else { return };
+    let kv = EtcdKv::new(etcd.addr);
+    let servers = backends(1).await;
+    kv.register("svc/a", servers[0].addr).await.expect("put");
+    let channel = channel(&etcd, "svc");
+    assert_eq!(spread(&channel, 2).await, ids(&[&servers[0]]));
+    let until = Instant::now() + Duration::from_secs(5);
+    while etcd_watchers(&etcd) != Some(1) {
+        assert!(
+            Instant::now() < until,
+            "no watcher in etcd: {:?}",
+            etcd_watchers(&etcd)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    channel.close();
+    let until = Instant::now() + Duration::from_secs(5);
+    while etcd_watchers(&etcd) != Some(0) {
+        assert!(
+            Instant::now() < until,
+            "the watch outlived the channel: {:?} watchers",
+            etcd_watchers(&etcd)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
