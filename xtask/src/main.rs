@@ -516,6 +516,7 @@ const EXAMPLES: &[(&str, bool)] = &[
     ("dns_service_config", false),
     ("interceptor", false),
     ("tonic_over_tower", false),
+    ("custom_resolver", true),
 ];
 
 fn examples(args: &[String]) -> Result<bool, String> {

@@ -597,7 +597,12 @@ impl ChannelBuilder {
                     options: self.resolver.clone(),
                     by_name: route.by_name(),
                 })),
-                Kind::Dns,
+                // Through a proxy with no TXT lookup there is nothing to look up again.
+                if route.by_name() && !self.resolver.txt_lookups {
+                    Kind::Plain
+                } else {
+                    Kind::Dns
+                },
             ),
             (None, Target::Addresses(addrs)) => (
                 SharedBuilder(Arc::new(FixedResolverBuilder {
@@ -691,7 +696,9 @@ impl ChannelBuilder {
 
 impl Channel {
     /// A builder for a channel to `target` (`host:port`, `dns:///host:port`, `ipv4:...`, `ipv6:...`,
-    /// `unix:path`, `http://host:port`, `https://host:port`; see [`Target`]).
+    /// `unix:path`, `http://host:port`, `https://host:port`; see [`Target`]), or `scheme://authority/endpoint`
+    /// (also `scheme:endpoint`) of a resolver registered for `scheme` ([`ChannelBuilder::resolver`],
+    /// [`crate::resolver::register`]), looked up by `build()`.
     pub fn builder(target: impl Into<String>) -> ChannelBuilder {
         ChannelBuilder::new(target.into())
     }

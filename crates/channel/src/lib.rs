@@ -46,7 +46,12 @@
 //!
 //! Targets resolve through `grpc-service-config`'s hickory resolver, which also reads the service config from
 //! DNS TXT records (gRFC A2) and applies A21's rules for bad ones; the method config's `timeout`,
-//! `waitForReady` and message size limits apply to each call.
+//! `waitForReady` and message size limits apply to each call. DNS names may also be re-resolved periodically
+//! ([`ResolverOptions::with_refresh_interval`], off by default). Other schemes plug in through the public
+//! resolver API, [`resolver`]: a [`resolver::ResolverBuilder`] registered per channel
+//! ([`ChannelBuilder::resolver`]) or process-wide ([`resolver::register`]); the built-in `dns:`, `ipv4:`,
+//! `ipv6:`, `unix:` and `xds:` resolvers run on it too, and [`resolver::manual`] lets the application push
+//! the endpoints itself.
 //!
 //! Calls are load-balanced by a per-channel control plane (`grpc-lb`: pick_first or round_robin, subchannels
 //! with connection backoff), with connectivity state, wait-for-ready, an idle timeout and `close()`.

@@ -66,9 +66,10 @@ impl Schedule {
         } else if self.first {
             now
         } else {
-            let requested = self
-                .requested
-                .then(|| self.last_success.map_or(now, |last| last + self.min_interval));
+            let requested = self.requested.then(|| {
+                self.last_success
+                    .map_or(now, |last| last + self.min_interval)
+            });
             let refresh = self.refresh.map(|every| {
                 self.last_success
                     .map_or(now, |last| last + every.max(self.min_interval))
@@ -153,7 +154,8 @@ mod tests {
         let wait = s.failed(t1, &mut rng);
         assert_eq!(s.next(t1), Some(t1 + wait));
         // A refresh shorter than the minimum interval is raised to it.
-        let mut s = Schedule::new(Duration::from_secs(30)).with_refresh(Some(Duration::from_secs(5)));
+        let mut s =
+            Schedule::new(Duration::from_secs(30)).with_refresh(Some(Duration::from_secs(5)));
         s.succeeded(t0);
         assert_eq!(s.next(t0), Some(t0 + Duration::from_secs(30)));
         // Off (the default): only when asked.

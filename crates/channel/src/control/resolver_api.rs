@@ -490,3 +490,50 @@ pub(crate) fn registered(scheme: &str) -> Option<SharedBuilder> {
 pub(crate) fn registered_schemes() -> Vec<String> {
     process_registry().read().keys().cloned().collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts(t: &str) -> Option<(String, String, String)> {
+        ResolverTarget::parse(t).map(|t| {
+            (
+                t.scheme().to_owned(),
+                t.authority().to_owned(),
+                t.endpoint().to_owned(),
+            )
+        })
+    }
+
+    fn p(s: &str, a: &str, e: &str) -> Option<(String, String, String)> {
+        Some((s.to_owned(), a.to_owned(), e.to_owned()))
+    }
+
+    #[test]
+    fn targets_split_into_scheme_authority_and_endpoint() {
+        assert_eq!(
+            parts("etcd://127.0.0.1:2379/svc/a"),
+            p("etcd", "127.0.0.1:2379", "svc/a")
+        );
+        assert_eq!(parts("Manual:///x"), p("manual", "", "x"));
+        assert_eq!(parts("manual:x"), p("manual", "", "x"));
+        assert_eq!(parts("manual:/x"), p("manual", "", "x"));
+        assert_eq!(parts("reg://host"), p("reg", "host", ""));
+        assert_eq!(parts("[::1]:80"), None);
+        assert_eq!(parts("1abc:x"), None);
+        assert_eq!(
+            ResolverTarget::parse("Manual:///x")
+                .expect("target")
+                .as_str(),
+            "Manual:///x"
+        );
+    }
+
+    #[test]
+    fn an_update_builds_with_a_config() {
+        let e = Endpoint::new(Address::Tcp(([127, 0, 0, 1], 1).into()));
+        let u = ResolverUpdate::new(vec![e.clone()]).with_service_config("{}");
+        assert_eq!(u.endpoints, vec![e]);
+        assert_eq!(u.service_config.as_deref(), Some("{}"));
+    }
+}

@@ -1,9 +1,11 @@
-//! The control plane: service config through DNS, load balancing, client-side health checking (gRFC A17) and
-//! outlier detection.
+//! The control plane: service config through DNS, load balancing, client-side health checking (gRFC A17),
+//! outlier detection, the public resolver API (custom and pushed endpoints) and DNS refresh.
 //!
 //! One test binary of grpc-channel's integration tests (rust-analyzer's `tests/slow-tests/main.rs` is the
 //! model): each module was a test binary of its own, and its tests keep their names under the module's.
 
+mod custom_resolvers;
+mod dns_refresh;
 mod health_checking;
 mod health_edges;
 mod load_balancing;

@@ -1,0 +1,108 @@
+//! DNS refresh for Kubernetes (`ResolverOptions::refresh_interval`): a name gains an address (a scaled-up
+//! headless Service); with refresh on, the new backend gets calls within the interval, with no failure;
+//! with refresh off (gRPC's default) it gets none until a connection fails. Real DNS (the in-process
+//! hickory server on loopback) and interop servers, on tokio's paused clock.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use grpc_channel::{Channel, Request, ResolverOptions};
+use interop::dns::TestDns;
+use interop::server::{self, ServerHandle};
+use interop_proto::{paths, SimpleRequest, SimpleResponse};
+use tokio::time::Instant;
+
+const ROUND_ROBIN: &str = r#"{"loadBalancingConfig":[{"round_robin":{}}]}"#;
+
+/// One call; the server that answered it.
+async fn which(ch: &Channel) -> Result<String, grpc_channel::Status> {
+    let req = SimpleRequest {
+        fill_server_id: true,
+        ..Default::default()
+    };
+    let r = ch
+        .unary::<_, SimpleResponse>(paths::UNARY_CALL, Request::new(req))
+        .await?;
+    Ok(r.into_message().server_id)
+}
+
+/// Two backends on one port of 127.0.0.1 and 127.0.0.2; DNS names only the first.
+async fn setup() -> (ServerHandle, ServerHandle, TestDns) {
+    let first = server::start("127.0.0.1:0".parse().expect("addr"))
+        .await
+        .expect("server");
+    let second = server::start(SocketAddr::from((
+        Ipv4Addr::new(127, 0, 0, 2),
+        first.addr.port(),
+    )))
+    .await
+    .expect("second loopback address");
+    let dns = TestDns::start().await.expect("dns");
+    dns.add_a("svc.test", Ipv4Addr::new(127, 0, 0, 1)).await;
+    dns.set_service_config(
+        "svc.test",
+        &format!(r#"[{{"serviceConfig":{ROUND_ROBIN}}}]"#),
+    )
+    .await;
+    (first, second, dns)
+}
+
+fn channel(dns: &TestDns, port: u16, refresh: Option<Duration>) -> Channel {
+    Channel::builder(format!("dns://{}/svc.test:{port}", dns.addr))
+        .resolver_options(
+            ResolverOptions::default()
+                .with_min_interval(Duration::from_secs(1))
+                .with_query_timeout(Duration::from_secs(2))
+                .with_refresh_interval(refresh),
+        )
+        .build()
+        .expect("channel")
+}
+
+/// Calls every 100 ms (virtual) for `span`; the time the second backend first answered, if it did.
+async fn second_seen_within(
+    ch: &Channel,
+    second: &ServerHandle,
+    span: Duration,
+) -> Option<Duration> {
+    let start = Instant::now();
+    while start.elapsed() < span {
+        if which(ch).await.ok().as_deref() == Some(second.addr.to_string().as_str()) {
+            return Some(start.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    None
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_refresh_a_new_address_gets_calls_within_the_interval() {
+    let (first, second, dns) = setup().await;
+    let ch = channel(&dns, first.addr.port(), Some(Duration::from_secs(5)));
+    assert_eq!(which(&ch).await.expect("call"), first.addr.to_string());
+    dns.add_a("svc.test", Ipv4Addr::new(127, 0, 0, 2)).await;
+    let seen = second_seen_within(&ch, &second, Duration::from_secs(8))
+        .await
+        .expect("the new backend got no call within the refresh interval");
+    // Added just after the first resolution: seen at the next refresh, 5 s after it (plus a connection).
+    assert!(seen <= Duration::from_millis(5500), "{seen:?}");
+    drop(first);
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_refresh_a_new_address_waits_for_a_failure() {
+    let (first, second, dns) = setup().await;
+    let ch = channel(&dns, first.addr.port(), None);
+    assert_eq!(which(&ch).await.expect("call"), first.addr.to_string());
+    dns.add_a("svc.test", Ipv4Addr::new(127, 0, 0, 2)).await;
+    assert_eq!(
+        second_seen_within(&ch, &second, Duration::from_secs(60)).await,
+        None,
+        "no re-resolution without a failure (gRPC's default)"
+    );
+    // The first backend goes away: the failure re-resolves, and the second gets calls.
+    first.shutdown();
+    second_seen_within(&ch, &second, Duration::from_secs(30))
+        .await
+        .expect("the failure's re-resolution found the new backend");
+}
