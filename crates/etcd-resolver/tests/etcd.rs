@@ -281,3 +281,25 @@ async fn closing_the_channel_stops_the_watch() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_etcd_endpoints_one_of_them_down() {
+    let Some(etcd) = Etcd::start() else { return };
+    let kv = EtcdKv::new(etcd.addr);
+    let servers = backends(2).await;
+    kv.register("svc/a", servers[0].addr).await.expect("put");
+    kv.register("svc/b", servers[1].addr).await.expect("put");
+    // A member that is down (nothing listens on port 1) and the live one by host name.
+    let resolver = EtcdResolverBuilder::new()
+        .with_endpoints([
+            "127.0.0.1:1".to_owned(),
+            format!("localhost:{}", etcd.addr.port()),
+        ])
+        .with_backoff(Duration::from_millis(100), Duration::from_secs(1));
+    let channel = Channel::builder("etcd:///svc")
+        .resolver(resolver)
+        .default_service_config(ROUND_ROBIN)
+        .build()
+        .expect("a channel to etcd:///svc");
+    assert_eq!(spread(&channel, 10).await, ids(&[&servers[0], &servers[1]]));
+}
