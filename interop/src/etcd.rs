@@ -13,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use grpc_channel::{Channel, Request, Status};
+use grpc_channel::{Channel, Request, Status, TlsConfig};
 
 /// A single-member etcd on loopback.
 pub struct Etcd {
@@ -23,6 +23,8 @@ pub struct Etcd {
     /// Its client address (127.0.0.1:PORT).
     pub addr: SocketAddr,
     peer_port: u16,
+    /// Serves clients over TLS with this certificate and key (PEM files in `dir`).
+    tls: bool,
 }
 
 impl Drop for Etcd {
@@ -55,6 +57,12 @@ fn free_port() -> u16 {
 impl Etcd {
     /// Starts etcd, or returns `None` after saying why it cannot (see the module docs).
     pub fn start() -> Option<Etcd> {
+        Etcd::start_with(None)
+    }
+
+    /// Like [`Etcd::start`], serving its clients over TLS with this certificate (`(cert_pem, key_pem)`)
+    /// when given.
+    pub fn start_with(tls: Option<(&str, &str)>) -> Option<Etcd> {
         let Some(binary) = binary() else {
             assert!(
                 std::env::var_os("ETCD_REQUIRED").is_none(),
@@ -70,20 +78,26 @@ impl Etcd {
         ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("a temporary directory");
+        if let Some((cert, key)) = tls {
+            std::fs::write(dir.join("server.pem"), cert).expect("the certificate file");
+            std::fs::write(dir.join("server.key"), key).expect("the key file");
+        }
         let mut etcd = Etcd {
             child: None,
             binary,
             dir,
             addr: SocketAddr::from(([127, 0, 0, 1], free_port())),
             peer_port: free_port(),
+            tls: tls.is_some(),
         };
         etcd.restart();
         Some(etcd)
     }
 
-    /// The client URL, `http://127.0.0.1:PORT`.
+    /// The client URL, `http://127.0.0.1:PORT` (`https://` with TLS).
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 
     /// Kills etcd (SIGKILL), as a crash would; its data stays.
@@ -103,7 +117,19 @@ impl Etcd {
             .append(true)
             .open(self.dir.join("etcd.log"))
             .expect("etcd's log file");
-        let child = Command::new(&self.binary)
+        let mut command = Command::new(&self.binary);
+        if self.tls {
+            command
+                .arg(format!(
+                    "--cert-file={}",
+                    self.dir.join("server.pem").display()
+                ))
+                .arg(format!(
+                    "--key-file={}",
+                    self.dir.join("server.key").display()
+                ));
+        }
+        let child = command
             .arg("--name=test")
             .arg(format!("--data-dir={}", self.dir.join("data").display()))
             .arg(format!("--listen-client-urls={}", self.url()))
@@ -189,10 +215,16 @@ pub struct EtcdKv {
 impl EtcdKv {
     /// A client of the etcd at `addr` (plaintext).
     pub fn new(addr: SocketAddr) -> EtcdKv {
-        let channel = Channel::builder(format!("ipv4:{addr}"))
-            .service_config_lookup(false)
-            .build()
-            .expect("a channel to etcd");
+        EtcdKv::with_tls(addr, None)
+    }
+
+    /// A client of the etcd at `addr`, over TLS with `tls` if given.
+    pub fn with_tls(addr: SocketAddr, tls: Option<TlsConfig>) -> EtcdKv {
+        let mut builder = Channel::builder(format!("ipv4:{addr}")).service_config_lookup(false);
+        if let Some(tls) = tls {
+            builder = builder.tls(tls);
+        }
+        let channel = builder.build().expect("a channel to etcd");
         EtcdKv { channel }
     }
 

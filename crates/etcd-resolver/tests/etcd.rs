@@ -303,3 +303,23 @@ async fn several_etcd_endpoints_one_of_them_down() {
         .expect("a channel to etcd:///svc");
     assert_eq!(spread(&channel, 10).await, ids(&[&servers[0], &servers[1]]));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_over_tls() {
+    let ca = interop::tls::TestCa::new("etcd test CA").expect("a CA");
+    let server = ca
+        .issue(&["localhost", "127.0.0.1"], interop::tls::Usage::Server)
+        .expect("a server certificate");
+    let Some(etcd) = Etcd::start_with(Some((&server.cert_pem, &server.key_pem))) else {
+        return;
+    };
+    let tls = || grpc_channel::TlsConfig::new().ca_certificate_pem(ca.cert_pem.clone());
+    let kv = EtcdKv::with_tls(etcd.addr, Some(tls().server_name("localhost")));
+    let servers = backends(1).await;
+    kv.register("svc/a", servers[0].addr).await.expect("put");
+    let channel = Channel::builder(format!("etcd://localhost:{}/svc", etcd.addr.port()))
+        .resolver(EtcdResolverBuilder::new().with_tls(tls()))
+        .build()
+        .expect("a channel");
+    assert_eq!(spread(&channel, 3).await, ids(&[&servers[0]]));
+}
