@@ -307,7 +307,7 @@ impl Watcher {
 
     /// Reads the prefix whole, publishes, then watches from the next revision until something fails.
     async fn round(&mut self) -> RoundEnd {
-        let (revision, kvs) = match self.read_all().await {
+        let (revision, kvs) = match read_prefix(&self.channel, self.table.prefix()).await {
             Ok(read) => read,
             Err(status) => return RoundEnd::Failed(format!("reading the prefix: {status}")),
         };
@@ -380,44 +380,6 @@ impl Watcher {
         }
     }
 
-    /// A linearizable read of every key under the prefix at one revision, page by page.
-    async fn read_all(&mut self) -> Result<(i64, Vec<(Vec<u8>, Vec<u8>)>), Status> {
-        let range_end = prefix_range_end(self.table.prefix());
-        let mut key = self.table.prefix().to_vec();
-        let mut revision = 0;
-        let mut kvs = Vec::new();
-        loop {
-            let request = RangeRequest {
-                key,
-                range_end: range_end.clone(),
-                limit: PAGE,
-                revision,
-                serializable: false,
-            };
-            let response: proto::RangeResponse = self
-                .channel
-                .unary(
-                    proto::RANGE,
-                    Request::new(request).with_timeout(RANGE_TIMEOUT),
-                )
-                .await?
-                .into_inner();
-            if revision == 0 {
-                revision = response.header.map_or(0, |h| h.revision);
-            }
-            let last = response.kvs.last().map(|kv| kv.key.clone());
-            kvs.extend(response.kvs.into_iter().map(|kv| (kv.key, kv.value)));
-            match last {
-                // Keys past the table's bound would be ignored: no need to read them.
-                Some(mut last) if response.more && kvs.len() <= MAX_ENDPOINTS => {
-                    last.push(0);
-                    key = last;
-                }
-                _ => return Ok((revision, kvs)),
-            }
-        }
-    }
-
     /// Publishes the table's endpoints if they changed; `Some` if the round must end.
     async fn publish(&mut self) -> Option<RoundEnd> {
         let mut endpoints = Vec::new();
@@ -454,6 +416,47 @@ impl Watcher {
                 tracing::warn!(name = %self.name, %error, "etcd resolver: the channel rejected the endpoints");
                 None
             }
+        }
+    }
+}
+
+/// A linearizable read of every key under `prefix` at one revision, page by page (at most
+/// [`MAX_ENDPOINTS`] keys and one page more: the table would ignore the rest).
+async fn read_prefix(
+    channel: &Channel,
+    prefix: &[u8],
+) -> Result<(i64, Vec<(Vec<u8>, Vec<u8>)>), Status> {
+    let range_end = prefix_range_end(prefix);
+    let mut key = prefix.to_vec();
+    let mut revision = 0;
+    let mut kvs = Vec::new();
+    loop {
+        let request = RangeRequest {
+            key,
+            range_end: range_end.clone(),
+            limit: PAGE,
+            revision,
+            serializable: false,
+        };
+        let response: proto::RangeResponse = channel
+            .unary(
+                proto::RANGE,
+                Request::new(request).with_timeout(RANGE_TIMEOUT),
+            )
+            .await?
+            .into_inner();
+        if revision == 0 {
+            // The later pages read at the first one's revision: one consistent snapshot.
+            revision = response.header.map_or(0, |h| h.revision);
+        }
+        let last = response.kvs.last().map(|kv| kv.key.clone());
+        kvs.extend(response.kvs.into_iter().map(|kv| (kv.key, kv.value)));
+        match last {
+            Some(mut last) if response.more && kvs.len() <= MAX_ENDPOINTS => {
+                last.push(0);
+                key = last;
+            }
+            _ => return Ok((revision, kvs)),
         }
     }
 }

@@ -92,3 +92,28 @@ async fn a_compacted_watch_revision_resyncs_with_a_full_read() {
         "exactly two rounds: one compacted, one watching"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_full_read_pages_through_the_prefix_at_one_revision() {
+    let Some(etcd) = Etcd::start() else { return };
+    let kv = EtcdKv::new(etcd.addr);
+    let keys = 2 * super::PAGE as usize + 7;
+    for i in 0..keys {
+        kv.put(&format!("svc/{i:04}"), "v").await.expect("put");
+    }
+    // Neighbours of the prefix: not read.
+    kv.put("svc", "v").await.expect("put");
+    kv.put("svc0", "v").await.expect("put");
+    let revision = kv.put("svc-old/x", "v").await.expect("put");
+    let channel = Channel::builder(format!("ipv4:{}", etcd.addr))
+        .build()
+        .expect("a channel");
+    let (read_at, kvs) = super::read_prefix(&channel, b"svc/").await.expect("a read");
+    assert_eq!(read_at, revision);
+    let read: Vec<String> = kvs
+        .iter()
+        .map(|(k, _)| String::from_utf8_lossy(k).into_owned())
+        .collect();
+    let want: Vec<String> = (0..keys).map(|i| format!("svc/{i:04}")).collect();
+    assert_eq!(read, want);
+}
