@@ -1,6 +1,7 @@
 //! The resolver's compaction resync against a real etcd: the watch's start revision is compacted between
 //! the full read and the watch (the test holds the task there), etcd cancels the watch with
-//! `compact_revision`, and the resolver reads again and follows from the new revision.
+//! `compact_revision`, and the resolver reads again and follows from the new revision; and the paged full
+//! read of a prefix larger than a page.
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
