@@ -8,6 +8,7 @@ pub mod client;
 pub mod counter;
 #[cfg(feature = "test-dns")]
 pub mod dns;
+pub mod etcd;
 pub mod faulty;
 pub mod flags;
 pub mod grpcio_peer;

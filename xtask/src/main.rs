@@ -1,6 +1,6 @@
 //! Project chores, run as `cargo xtask <command>`:
 //!
-//! * `interop [--peer ours|grpcio] [--tls] [--proxy] [--xds] [--test_case=LIST] [--service_config_json=JSON]`: builds the release interop
+//! * `interop [--peer ours|grpcio] [--tls] [--proxy] [--xds] [--etcd] [--test_case=LIST] [--service_config_json=JSON]`: builds the release interop
 //!   binaries, starts the chosen server on a free loopback port (ours, or Python grpcio installed into a
 //!   virtualenv under `target/`), runs every client case with a progress line each, stops the server, prints a
 //!   summary table and exits non-zero on any failure. `--service_config_json` is handed to the client (its
@@ -25,6 +25,11 @@
 //!   `GRPC_XDS_BOOTSTRAP` naming that file, as any gRPC application finds its control plane. After the
 //!   run, the control plane's output (one line per ADS request, kept in `target/interop-xds`) must show
 //!   an ACK of each of the four resources and a Listener subscription per client run, or the xtask fails.
+//!   With `--etcd` (alone of the three), an etcd (`/usr/bin/etcd`, the `PATH`, or `$ETCD`; `apt-get install
+//!   etcd-server`) is started on free loopback ports with its data under `target/interop-etcd`, the server
+//!   is registered under `ETCD_NAME/127.0.0.1:PORT` in the etcd naming format (`{"Addr":...}`, written
+//!   through etcd's JSON gateway), and the client runs with `--target=etcd://127.0.0.1:ETCD_PORT/ETCD_NAME`
+//!   (grpc-etcd-resolver): the only way it can find the server is through etcd.
 //!
 //! * `bench [--quick]`: builds the release interop server and `grpc-bench`, starts the interop server and a
 //!   tonic server (`grpc-bench tonic-server`) each in its own process on a free loopback port, pinned with
@@ -77,7 +82,7 @@ fn main() -> ExitCode {
         Some("examples") => examples(&args[1..]),
         Some("tidy") => tidy::tidy(&root(), &args[1..]),
         _ => Err(
-            "usage: cargo xtask interop [--peer ours|grpcio] [--tls] [--proxy] [--xds] [--test_case=a,b,...] [--service_config_json=JSON] | cargo xtask bench [--quick] | cargo xtask chaos [--quick] | cargo xtask fuzz [--time SECONDS] [TARGET...] | cargo xtask examples | cargo xtask tidy [--verbose]"
+            "usage: cargo xtask interop [--peer ours|grpcio] [--tls] [--proxy] [--xds] [--etcd] [--test_case=a,b,...] [--service_config_json=JSON] | cargo xtask bench [--quick] | cargo xtask chaos [--quick] | cargo xtask fuzz [--time SECONDS] [TARGET...] | cargo xtask examples | cargo xtask tidy [--verbose]"
                 .to_owned(),
         ),
     };
@@ -162,6 +167,8 @@ struct Pass {
     proxy: Option<String>,
     /// Through xDS: the bootstrap file for `GRPC_XDS_BOOTSTRAP`, the target being `xds:///XDS_NAME`.
     xds: Option<PathBuf>,
+    /// Through etcd: the target `etcd://127.0.0.1:PORT/ETCD_NAME`.
+    etcd: Option<String>,
 }
 
 /// What a pass printed and how it ended.
@@ -179,6 +186,7 @@ fn interop(args: &[String]) -> Result<bool, String> {
     let mut tls = false;
     let mut proxy = false;
     let mut xds = false;
+    let mut etcd = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         if a == "--tls" {
@@ -187,6 +195,8 @@ fn interop(args: &[String]) -> Result<bool, String> {
             proxy = true;
         } else if a == "--xds" {
             xds = true;
+        } else if a == "--etcd" {
+            etcd = true;
         } else if let Some(p) = a.strip_prefix("--peer=") {
             peer = p.to_owned();
         } else if a == "--peer" {
@@ -207,6 +217,9 @@ fn interop(args: &[String]) -> Result<bool, String> {
     }
     if xds && (tls || proxy) {
         return Err("--xds does not combine with --tls or --proxy".to_owned());
+    }
+    if etcd && (tls || proxy || xds) {
+        return Err("--etcd does not combine with --tls, --proxy or --xds".to_owned());
     }
     // Every run builds the interop binaries with xds-control-plane: one release build serves every
     // interop and chaos run (a build without the feature would be a second one, with tonic's server).
@@ -275,6 +288,17 @@ fn interop(args: &[String]) -> Result<bool, String> {
         over.push_str(" through xDS");
         suffix.push_str("-xds");
     }
+    // Started before the server, so that a missing etcd fails at once.
+    let etcd_server = if etcd {
+        over.push_str(" through etcd");
+        suffix.push_str("-etcd");
+        Some(EtcdServer::start()?)
+    } else {
+        None
+    };
+    let client_etcd = etcd_server
+        .as_ref()
+        .map(|e| format!("etcd://127.0.0.1:{}/{ETCD_NAME}", e.port));
     let mut passes = vec![Pass {
         title: format!("interop against {peer}{over}"),
         log: target_dir().join(format!("interop-{peer}{suffix}.log")),
@@ -282,6 +306,7 @@ fn interop(args: &[String]) -> Result<bool, String> {
         tls: client_tls.clone(),
         proxy: client_proxy.clone(),
         xds: client_xds.clone(),
+        etcd: client_etcd.clone(),
     }];
     // Against grpcio, the whole suite once more with a retry policy on every call: the retrying call paths
     // must pass the same cases against an independent server.
@@ -293,6 +318,7 @@ fn interop(args: &[String]) -> Result<bool, String> {
             tls: client_tls,
             proxy: client_proxy,
             xds: client_xds.clone(),
+            etcd: client_etcd,
         });
     }
     let (server, port) = start_server(server_cmd, &peer)?;
@@ -302,6 +328,10 @@ fn interop(args: &[String]) -> Result<bool, String> {
         Some(bootstrap) => Some(ControlPlane::start(&bin, &xds_dir, bootstrap, port, &peer)?),
         None => None,
     };
+    // The server's one registration, in the etcd naming format.
+    if let Some(etcd_server) = &etcd_server {
+        etcd_server.register(port)?;
+    }
     let mut results = Vec::new();
     for pass in &passes {
         if passes.len() > 1 {
@@ -314,6 +344,7 @@ fn interop(args: &[String]) -> Result<bool, String> {
         .as_ref()
         .map(|control_plane| control_plane.check_fetched(passes.len()));
     drop(control_plane);
+    drop(etcd_server);
     drop(server);
     // The calls must have gone through the proxy: its log names the server's port.
     let tunnels = tinyproxy.as_ref().map(|tinyproxy| {
@@ -377,7 +408,7 @@ fn interop(args: &[String]) -> Result<bool, String> {
         println!();
         println!("{}", fetched?);
     }
-    if passes.len() > 1 || proxy || xds {
+    if passes.len() > 1 || proxy || xds || etcd {
         // The closing line stays the last pass's bare summary, for tools that read it.
         if let Some(last) = results.last() {
             println!("{}", last.summary);
@@ -396,15 +427,18 @@ fn run_pass(
     pass: &Pass,
 ) -> Result<PassResult, String> {
     let mut client = Command::new(bin.join("interop-client"));
-    match &pass.xds {
+    match (&pass.xds, &pass.etcd) {
+        (_, Some(target)) => {
+            client.arg(format!("--target={target}"));
+        }
         // As any application gets its bootstrap: from the environment.
-        Some(bootstrap) => {
+        (Some(bootstrap), None) => {
             client
                 .arg(format!("--target=xds:///{XDS_NAME}"))
                 .env("GRPC_XDS_BOOTSTRAP", bootstrap)
                 .env_remove("GRPC_XDS_BOOTSTRAP_CONFIG");
         }
-        None => {
+        (None, None) => {
             client
                 .arg("--server_host=127.0.0.1")
                 .arg(format!("--server_port={port}"));
@@ -1016,6 +1050,161 @@ impl AdsRequest {
 
 /// tinyproxy, for `interop --proxy`: started on a free loopback port with a config written under
 /// `target/interop-proxy` (logging every CONNECT), killed when dropped.
+/// The service name the interop server is registered under in etcd (`--etcd`).
+const ETCD_NAME: &str = "interop-server";
+
+/// etcd for `--etcd`: one member on free loopback ports, its data and log under `target/interop-etcd`.
+struct EtcdServer {
+    _child: Server,
+    port: u16,
+}
+
+impl EtcdServer {
+    fn start() -> Result<EtcdServer, String> {
+        let binary = std::env::var_os("ETCD")
+            .map(PathBuf::from)
+            .or_else(|| {
+                let path = std::env::var_os("PATH").unwrap_or_default();
+                std::env::split_paths(&path)
+                    .chain([PathBuf::from("/usr/bin")])
+                    .map(|dir| dir.join("etcd"))
+                    .find(|p| p.is_file())
+            })
+            .ok_or("--etcd needs etcd on the PATH (apt-get install etcd-server, or set ETCD)")?;
+        let dir = target_dir().join("interop-etcd");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let free_port = || {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .map(|a| a.port())
+                .map_err(|e| format!("a free port: {e}"))
+        };
+        let (port, peer_port) = (free_port()?, free_port()?);
+        let client = format!("http://127.0.0.1:{port}");
+        let peer = format!("http://127.0.0.1:{peer_port}");
+        let log_path = dir.join("etcd.log");
+        let log =
+            std::fs::File::create(&log_path).map_err(|e| format!("{}: {e}", log_path.display()))?;
+        let child = Command::new(&binary)
+            .arg("--name=interop")
+            .arg(format!("--data-dir={}", dir.join("data").display()))
+            .arg(format!("--listen-client-urls={client}"))
+            .arg(format!("--advertise-client-urls={client}"))
+            .arg(format!("--listen-peer-urls={peer}"))
+            .arg(format!("--initial-advertise-peer-urls={peer}"))
+            .arg(format!("--initial-cluster=interop={peer}"))
+            .arg("--log-level=warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
+        let mut child = Server(child);
+        let until = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if let Ok(Some(status)) = child.0.try_wait() {
+                return Err(format!(
+                    "etcd exited at start ({status}); its log: {}",
+                    std::fs::read_to_string(&log_path).unwrap_or_default()
+                ));
+            }
+            if Instant::now() > until {
+                return Err(format!(
+                    "etcd did not listen on 127.0.0.1:{port} within 20 s"
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        eprintln!(
+            "xtask: etcd listening on 127.0.0.1:{port} (log: {})",
+            log_path.display()
+        );
+        Ok(EtcdServer {
+            _child: child,
+            port,
+        })
+    }
+
+    /// Registers the server at 127.0.0.1:`server_port` under `ETCD_NAME/`, with a Put through etcd's
+    /// JSON gateway (`POST /v3/kv/put`, key and value in base64), retried while etcd elects itself.
+    fn register(&self, server_port: u16) -> Result<(), String> {
+        let addr = format!("127.0.0.1:{server_port}");
+        let key = format!("{ETCD_NAME}/{addr}");
+        let value = format!(r#"{{"Addr":"{addr}","Metadata":null}}"#);
+        let body = format!(
+            r#"{{"key":"{}","value":"{}"}}"#,
+            base64(key.as_bytes()),
+            base64(value.as_bytes())
+        );
+        let until = Instant::now() + Duration::from_secs(20);
+        loop {
+            match http_post(self.port, "/v3/kv/put", &body) {
+                Ok((200, response)) if response.contains("\"header\"") => {
+                    eprintln!("xtask: registered {key} = {value} in etcd");
+                    return Ok(());
+                }
+                Ok((status, response)) if Instant::now() > until => {
+                    return Err(format!("etcd's put answered {status}: {response}"));
+                }
+                Err(e) if Instant::now() > until => return Err(format!("etcd's put: {e}")),
+                _ => std::thread::sleep(Duration::from_millis(100)),
+            }
+        }
+    }
+}
+
+/// A plain HTTP/1.1 POST of JSON to 127.0.0.1:`port`: the status and the body.
+fn http_post(port: u16, path: &str, body: &str) -> Result<(u16, String), String> {
+    use std::io::Read;
+    let mut stream =
+        std::net::TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(|e| e.to_string())?;
+    write!(
+        stream,
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .map_err(|e| e.to_string())?;
+    let mut response = String::new();
+    stream
+        .read_to_string(&mut response)
+        .map_err(|e| e.to_string())?;
+    let status = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("not an HTTP response: {response:?}"))?;
+    let body = response
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_owned();
+    Ok((status, body))
+}
+
+/// Standard base64 with padding.
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[(n >> (18 - 6 * i) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
 struct Tinyproxy {
     _child: Server,
     port: u16,
@@ -1150,6 +1339,15 @@ fn grpcio_venv() -> Result<PathBuf, String> {
 #[cfg(test)]
 mod tests {
     use super::AdsRequest;
+
+    #[test]
+    fn base64_pads_like_the_standard() {
+        assert_eq!(super::base64(b""), "");
+        assert_eq!(super::base64(b"f"), "Zg==");
+        assert_eq!(super::base64(b"fo"), "Zm8=");
+        assert_eq!(super::base64(b"foo"), "Zm9v");
+        assert_eq!(super::base64(b"interop/\xff"), "aW50ZXJvcC//");
+    }
 
     #[test]
     fn ads_request_lines_parse() {

@@ -2,7 +2,8 @@
 //! finishes (`name: passed` or `name: failed: reason`), then `N passed, N failed`; exits non-zero on any
 //! failure. `--target` takes any channel target, `xds:///name` included (grpc-channel's feature `xds`): the
 //! channel then finds its bootstrap as any gRPC client does, in `GRPC_XDS_BOOTSTRAP` (a file) or
-//! `GRPC_XDS_BOOTSTRAP_CONFIG` (the JSON).
+//! `GRPC_XDS_BOOTSTRAP_CONFIG` (the JSON); `etcd://HOST:PORT/NAME` follows the endpoints registered in that
+//! etcd under `NAME/` (grpc-etcd-resolver).
 
 use std::io::ErrorKind;
 use std::process::ExitCode;
@@ -19,7 +20,7 @@ const FLAGS: &[FlagSpec] = &[
         name: "target",
         value: "URI",
         default: "",
-        help: "channel target (host:port, dns:[//auth/]host[:port], ipv4:a:p[,b:p], ipv6:[::1]:p, unix:/path, xds:///name with the bootstrap file GRPC_XDS_BOOTSTRAP names, else the JSON of GRPC_XDS_BOOTSTRAP_CONFIG); overrides --server_host/--server_port",
+        help: "channel target (host:port, dns:[//auth/]host[:port], ipv4:a:p[,b:p], ipv6:[::1]:p, unix:/path, etcd://HOST:PORT/NAME (the endpoints etcd holds under NAME/), xds:///name with the bootstrap file GRPC_XDS_BOOTSTRAP names, else the JSON of GRPC_XDS_BOOTSTRAP_CONFIG); overrides --server_host/--server_port",
     },
     FlagSpec {
         name: "server_host",
@@ -351,6 +352,9 @@ fn print_help() -> ExitCode {
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    // `etcd://HOST:PORT/NAME` targets: the endpoints etcd holds under NAME/ (grpc-etcd-resolver, on the
+    // channel's public resolver API).
+    grpc_channel::resolver::register(grpc_etcd_resolver::EtcdResolverBuilder::new());
     let setup = settings(std::env::args().skip(1)).and_then(|s| s.map(context).transpose());
     let (ctx, cases, skip) = match setup {
         Ok(Some(s)) => s,

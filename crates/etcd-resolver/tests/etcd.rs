@@ -1,0 +1,325 @@
+//! The etcd resolver against a real etcd (`interop::etcd`: Debian's `etcd-server` on loopback with a
+//! temporary data directory) and real interop servers as backends, through a channel to
+//! `etcd://127.0.0.1:PORT/NAME` with round_robin: both value formats, garbage ignored, the prefix not
+//! leaking, a deleted key's traffic stopping and an added key's starting within a second, etcd killed
+//! mid-run with no failed call, then restarted with a changed set. Without etcd the tests say so and pass,
+//! unless `ETCD_REQUIRED` is set (CI). Every wait is bounded.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use grpc_channel::{Channel, Request, Status};
+use grpc_etcd_resolver::EtcdResolverBuilder;
+use interop::etcd::{Etcd, EtcdKv};
+use interop::server::ServerHandle;
+use interop_proto::paths;
+
+const ROUND_ROBIN: &str = r#"{"loadBalancingConfig":[{"round_robin":{}}]}"#;
+
+async fn backends(n: usize) -> Vec<ServerHandle> {
+    let mut servers = Vec::new();
+    for _ in 0..n {
+        servers.push(
+            interop::server::start(SocketAddr::from(([127, 0, 0, 1], 0)))
+                .await
+                .expect("an interop server"),
+        );
+    }
+    servers
+}
+
+fn channel(etcd: &Etcd, name: &str) -> Channel {
+    Channel::builder(format!("etcd://{}/{name}", etcd.addr))
+        .resolver(
+            EtcdResolverBuilder::new()
+                .with_backoff(Duration::from_millis(100), Duration::from_secs(1)),
+        )
+        .default_service_config(ROUND_ROBIN)
+        .service_config_lookup(false)
+        .build()
+        .expect("a channel to etcd://")
+}
+
+/// One call; the server that answered it.
+async fn call(channel: &Channel) -> Result<String, Status> {
+    let request = interop_proto::SimpleRequest {
+        fill_server_id: true,
+        ..interop_proto::SimpleRequest::default()
+    };
+    let response: grpc_channel::Response<interop_proto::SimpleResponse> = channel
+        .unary(
+            paths::UNARY_CALL,
+            Request::new(request).with_timeout(Duration::from_secs(5)),
+        )
+        .await?;
+    Ok(response.into_inner().server_id)
+}
+
+/// The servers `n` calls reached; every call must succeed.
+async fn spread(channel: &Channel, n: usize) -> BTreeSet<String> {
+    let mut seen = BTreeSet::new();
+    for i in 0..n {
+        match call(channel).await {
+            Ok(id) => {
+                seen.insert(id);
+            }
+            Err(status) => panic!("call {i} of {n} failed: {status}"),
+        }
+    }
+    seen
+}
+
+fn ids(servers: &[&ServerHandle]) -> BTreeSet<String> {
+    servers.iter().map(|s| s.addr.to_string()).collect()
+}
+
+/// Calls until `n` calls in a row reach exactly `want` (every call must succeed), within `limit` of
+/// `since`; returns how long it took.
+async fn converge(
+    channel: &Channel,
+    want: &BTreeSet<String>,
+    since: Instant,
+    limit: Duration,
+) -> Duration {
+    loop {
+        let seen = spread(channel, 2 * want.len()).await;
+        if &seen == want {
+            return since.elapsed();
+        }
+        assert!(
+            since.elapsed() < limit,
+            "after {:?} the calls still reach {seen:?}, not {want:?}",
+            since.elapsed()
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_formats_round_robin_and_garbage_and_other_prefixes_ignored() {
+    let Some(etcd) = Etcd::start() else { return };
+    let kv = EtcdKv::new(etcd.addr);
+    let servers = backends(3).await;
+    let (a, b, c) = (&servers[0], &servers[1], &servers[2]);
+    // etcd ≥ 3.5's endpoints.Manager format, and 3.4's with Op 0.
+    kv.register(&format!("svc/{}", a.addr), a.addr)
+        .await
+        .expect("put");
+    kv.put(
+        &format!("svc/{}", b.addr),
+        &format!(
+            r#"{{"Op":0,"Addr":"{}","Metadata":{{"zone":"z1"}}}}"#,
+            b.addr
+        ),
+    )
+    .await
+    .expect("put");
+    // Not endpoints of svc: garbage values, an Op 1, and keys of other names sharing the prefix "svc".
+    kv.put("svc/garbage", "not json").await.expect("put");
+    kv.put("svc/no-addr", r#"{"Metadata":1}"#)
+        .await
+        .expect("put");
+    kv.put("svc/deleted", &format!(r#"{{"Op":1,"Addr":"{}"}}"#, c.addr))
+        .await
+        .expect("put");
+    kv.register(&format!("svc-old/{}", c.addr), c.addr)
+        .await
+        .expect("put");
+    kv.register("svc", c.addr).await.expect("put");
+
+    let channel = channel(&etcd, "svc");
+    let seen = spread(&channel, 20).await;
+    assert_eq!(
+        seen,
+        ids(&[a, b]),
+        "round_robin over both registrations only"
+    );
+
+    // A garbage write later is ignored too; the channel goes on.
+    kv.put("svc/garbage-2", "{\"Addr\":").await.expect("put");
+    assert_eq!(spread(&channel, 10).await, ids(&[a, b]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_key_stops_and_an_added_key_starts_within_a_second() {
+    let Some(etcd) = Etcd::start() else { return };
+    let kv = EtcdKv::new(etcd.addr);
+    let servers = backends(3).await;
+    let (a, b, c) = (&servers[0], &servers[1], &servers[2]);
+    kv.register("svc/a", a.addr).await.expect("put");
+    kv.register("svc/b", b.addr).await.expect("put");
+    let channel = channel(&etcd, "svc");
+    assert_eq!(spread(&channel, 10).await, ids(&[a, b]));
+
+    let start = Instant::now();
+    kv.delete("svc/b").await.expect("delete");
+    let took = converge(&channel, &ids(&[a]), start, Duration::from_secs(1)).await;
+    eprintln!("the deleted key's traffic stopped after {took:?}");
+
+    let start = Instant::now();
+    kv.register("svc/c", c.addr).await.expect("put");
+    let took = converge(&channel, &ids(&[a, c]), start, Duration::from_secs(1)).await;
+    eprintln!("the added key's traffic started after {took:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_killed_calls_go_on_then_restarted_with_a_changed_set() {
+    let Some(mut etcd) = Etcd::start() else {
+        return;
+    };
+    let kv = EtcdKv::new(etcd.addr);
+    let servers = backends(3).await;
+    let (a, b, c) = (&servers[0], &servers[1], &servers[2]);
+    kv.register("svc/a", a.addr).await.expect("put");
+    kv.register("svc/b", b.addr).await.expect("put");
+    let channel = channel(&etcd, "svc");
+    assert_eq!(spread(&channel, 10).await, ids(&[a, b]));
+
+    // etcd crashes: the channel keeps its endpoints and no call fails, for longer than several backoffs.
+    etcd.kill();
+    let until = Instant::now() + Duration::from_secs(3);
+    let mut calls = 0;
+    while Instant::now() < until {
+        assert_eq!(spread(&channel, 10).await, ids(&[a, b]));
+        calls += 10;
+    }
+    eprintln!("{calls} calls while etcd was down, none failed");
+
+    // Back on the same data, with a changed set: the resolver resynchronises and follows it.
+    etcd.restart();
+    kv.delete("svc/a").await.expect("delete");
+    kv.register("svc/c", c.addr).await.expect("put");
+    let start = Instant::now();
+    let took = converge(&channel, &ids(&[b, c]), start, Duration::from_secs(15)).await;
+    eprintln!("the channel followed the changed set {took:?} after the writes");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_prefix_fails_calls_until_a_key_is_added() {
+    let Some(etcd) = Etcd::start() else { return };
+    let kv = EtcdKv::new(etcd.addr);
+    let servers = backends(1).await;
+    let channel = channel(&etcd, "svc");
+    let status = call(&channel).await.expect_err("no endpoint yet");
+    assert_eq!(status.code(), grpc_channel::Code::Unavailable, "{status}");
+    assert!(status.message().contains("no endpoint"), "{status}");
+    kv.register("svc/a", servers[0].addr).await.expect("put");
+    // Calls fail until the watch brings the key (milliseconds), then reach it.
+    let until = Instant::now() + Duration::from_secs(5);
+    loop {
+        match call(&channel).await {
+            Ok(id) => {
+                assert_eq!(id, servers[0].addr.to_string());
+                break;
+            }
+            Err(status) => assert!(Instant::now() < until, "still failing: {status}"),
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_without_a_name_fails_the_calls() {
+    let channel = Channel::builder("etcd://127.0.0.1:1/")
+        .resolver(EtcdResolverBuilder::new())
+        .build();
+    let status = match channel {
+        Err(error) => {
+            assert!(error.to_string().contains("NAME"), "{error}");
+            return;
+        }
+        Ok(channel) => call(&channel).await.expect_err("no name"),
+    };
+    assert_eq!(status.code(), grpc_channel::Code::Unavailable, "{status}");
+    assert!(status.message().contains("NAME"), "{status}");
+}
+
+/// etcd's gauge of its watchers (`etcd_debugging_mvcc_watcher_total` on `/metrics`).
+fn etcd_watchers(etcd: &Etcd) -> Option<u64> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(etcd.addr).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        stream,
+        "GET /metrics HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+        etcd.addr
+    )
+    .ok()?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("etcd_debugging_mvcc_watcher_total "))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map(|v| v as u64)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_the_channel_stops_the_watch() {
+    let Some(etcd) = Etcd::start() else { return };
+    let kv = EtcdKv::new(etcd.addr);
+    let servers = backends(1).await;
+    kv.register("svc/a", servers[0].addr).await.expect("put");
+    let channel = channel(&etcd, "svc");
+    assert_eq!(spread(&channel, 2).await, ids(&[&servers[0]]));
+    let until = Instant::now() + Duration::from_secs(5);
+    while etcd_watchers(&etcd) != Some(1) {
+        assert!(
+            Instant::now() < until,
+            "no watcher in etcd: {:?}",
+            etcd_watchers(&etcd)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    channel.close();
+    let until = Instant::now() + Duration::from_secs(5);
+    while etcd_watchers(&etcd) != Some(0) {
+        assert!(
+            Instant::now() < until,
+            "the watch outlived the channel: {:?} watchers",
+            etcd_watchers(&etcd)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_etcd_endpoints_one_of_them_down() {
+    let Some(etcd) = Etcd::start() else { return };
+    let kv = EtcdKv::new(etcd.addr);
+    let servers = backends(2).await;
+    kv.register("svc/a", servers[0].addr).await.expect("put");
+    kv.register("svc/b", servers[1].addr).await.expect("put");
+    // A member that is down (nothing listens on port 1) and the live one by host name.
+    let resolver = EtcdResolverBuilder::new()
+        .with_endpoints([
+            "127.0.0.1:1".to_owned(),
+            format!("localhost:{}", etcd.addr.port()),
+        ])
+        .with_backoff(Duration::from_millis(100), Duration::from_secs(1));
+    let channel = Channel::builder("etcd:///svc")
+        .resolver(resolver)
+        .default_service_config(ROUND_ROBIN)
+        .build()
+        .expect("a channel to etcd:///svc");
+    assert_eq!(spread(&channel, 10).await, ids(&[&servers[0], &servers[1]]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_over_tls() {
+    let ca = interop::tls::TestCa::new("etcd test CA").expect("a CA");
+    let server = ca
+        .issue(&["localhost", "127.0.0.1"], interop::tls::Usage::Server)
+        .expect("a server certificate");
+    let Some(etcd) = Etcd::start_with(Some((&server.cert_pem, &server.key_pem))) else {
+        return;
+    };
+    let tls = || grpc_channel::TlsConfig::new().ca_certificate_pem(ca.cert_pem.clone());
+    let kv = EtcdKv::with_tls(etcd.addr, Some(tls().server_name("localhost")));
+    let servers = backends(1).await;
+    kv.register("svc/a", servers[0].addr).await.expect("put");
+    let channel = Channel::builder(format!("etcd://localhost:{}/svc", etcd.addr.port()))
+        .resolver(EtcdResolverBuilder::new().with_tls(tls()))
+        .build()
+        .expect("a channel");
+    assert_eq!(spread(&channel, 3).await, ids(&[&servers[0]]));
+}
