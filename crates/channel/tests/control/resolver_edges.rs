@@ -604,3 +604,59 @@ async fn dns_refresh_is_never_sooner_than_the_min_interval_and_ends_with_the_cha
         "the DNS refresh outlived the channel"
     );
 }
+
+// ---------------------------------------------------------------------------------------------------
+// What a registry hands a resolver.
+
+/// A registry names its backends `host:port` (etcd's `Addr`, Consul, Kubernetes pod names): the public
+/// `Address::Name` carries that, and grpc-go dials such an address by resolving it. Here a name is only
+/// connected through a proxy; without one every connection attempt fails ("no proxy to resolve") and so
+/// does every call.
+#[tokio::test]
+async fn a_host_name_endpoint_from_a_resolver_is_connected_without_a_proxy() {
+    let servers = backends(1).await;
+    let name = Endpoint::new(Address::Name {
+        host: "localhost".into(),
+        port: servers[0].addr.port(),
+    });
+    let (builder, _probe) = Recording::new("names", vec![name]);
+    let ch = Channel::builder("names:///svc")
+        .resolver(builder)
+        .no_proxy()
+        .build()
+        .expect("channel");
+    match which(&ch).await {
+        Ok(id) => assert_eq!(id, servers[0].addr.to_string()),
+        Err(status) => panic!(
+            "a host:port endpoint from a resolver cannot be reached: {:?} {}",
+            status.code(),
+            status.message()
+        ),
+    }
+}
+
+/// A21 and grpc-go (`updateResolverStateAndUnlock`: `ret = balancer.ErrBadResolverState` whenever the
+/// config does not parse, the previous one kept or not): the resolver learns that its config was not
+/// used, so a polling resolver retries it with backoff. Here the update says `Ok` while the channel keeps
+/// the previous config.
+#[tokio::test]
+async fn an_invalid_config_after_a_good_one_is_reported_to_the_resolver() {
+    let servers = backends(2).await;
+    let (mut builder, probe) = Recording::new("bad-after-good", vec![endpoint(servers[0].addr)]);
+    builder.config = Some(ROUND_ROBIN);
+    let ch = Channel::builder("bad-after-good:///svc")
+        .resolver(builder)
+        .build()
+        .expect("channel");
+    which(&ch).await.expect("call");
+    let result = probe.sink().update(
+        ResolverUpdate::new(vec![endpoint(servers[0].addr), endpoint(servers[1].addr)])
+            .with_service_config(r#"{"loadBalancingConfig":[{"no_such_policy":{}}]}"#),
+    );
+    // The endpoints apply all the same (A21), under the previous config (round_robin).
+    until_all(&ch, &[servers[0].addr, servers[1].addr]).await;
+    assert!(
+        matches!(result, Err(UpdateError::Rejected(_))),
+        "the resolver is not told its config was not used: {result:?}"
+    );
+}
