@@ -660,3 +660,32 @@ async fn an_invalid_config_after_a_good_one_is_reported_to_the_resolver() {
         "the resolver is not told its config was not used: {result:?}"
     );
 }
+
+/// The channel's authority (and TLS server name) for `scheme:///NAME` is NAME, as in grpc-go; when NAME is
+/// no valid authority (`team/payments`, a common registry key) the channel quietly uses `localhost`, so a
+/// TLS channel verifies its backends as `localhost`: any certificate for `localhost` passes. grpc-go
+/// verifies `team/payments` (and fails); either refusing the target without an explicit authority or
+/// failing verification would be safe.
+#[tokio::test]
+async fn a_tls_channel_to_a_custom_target_does_not_verify_backends_as_localhost() {
+    use interop::tls::{server_config, TestCa, Usage};
+    let ca = TestCa::new("resolver edges CA").expect("CA");
+    let leaf = ca.issue(&["localhost"], Usage::Server).expect("leaf");
+    let config = server_config(&leaf, &[b"h2"], None).expect("server config");
+    let server = interop::server::start_tls("127.0.0.1:0".parse().expect("addr"), config)
+        .await
+        .expect("server");
+    let (builder, _probe) = Recording::new("tls-reg", vec![endpoint(server.addr)]);
+    let built = Channel::builder("tls-reg:///team/payments")
+        .resolver(builder)
+        .tls(grpc_channel::TlsConfig::new().ca_certificate_pem(ca.cert_pem.clone()))
+        .build();
+    let Ok(ch) = built else {
+        return; // Refused without an explicit authority: safe.
+    };
+    let result = which(&ch).await;
+    assert!(
+        result.is_err(),
+        "a backend with a certificate for localhost passed verification for tls-reg:///team/payments"
+    );
+}
