@@ -689,3 +689,39 @@ async fn a_tls_channel_to_a_custom_target_does_not_verify_backends_as_localhost(
         "a backend with a certificate for localhost passed verification for tls-reg:///team/payments"
     );
 }
+
+/// `close()` "stops the resolver: calls still waiting for a first result fail UNAVAILABLE". They do only
+/// when the last sink goes; a resolver's task that still holds a clone (blocked on its registry's watch,
+/// say, until the registry next speaks) keeps calls with no deadline waiting after the channel closed.
+#[tokio::test(start_paused = true)]
+async fn close_ends_calls_waiting_for_a_first_result_while_a_sink_clone_lives() {
+    let (builder, probe) = Recording::new("held-sink", Vec::new());
+    let ch = Channel::builder("held-sink:///svc")
+        .resolver(builder)
+        .build()
+        .expect("channel");
+    let call = |wait_for_ready: bool| {
+        let ch = ch.clone();
+        tokio::spawn(async move {
+            let req = Request::new(SimpleRequest::default()).with_wait_for_ready(wait_for_ready);
+            ch.unary::<_, SimpleResponse>(paths::UNARY_CALL, req).await
+        })
+    };
+    let (fail_fast, wait_for_ready) = (call(false), call(true));
+    while probe.builds.load(Ordering::SeqCst) == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // The test keeps the sink, as a resolver task blocked on its registry would.
+    let _held = probe.sink();
+    ch.close();
+    for (name, call) in [("fail-fast", fail_fast), ("wait-for-ready", wait_for_ready)] {
+        let ended = tokio::time::timeout(Duration::from_secs(5), call).await;
+        let status = ended
+            .unwrap_or_else(|_| {
+                panic!("a {name} call still waits for resolution 5 s after close()")
+            })
+            .expect("task")
+            .expect_err("closed");
+        assert_eq!(status.code(), Code::Unavailable, "{name}: {status:?}");
+    }
+}
