@@ -725,3 +725,32 @@ async fn close_ends_calls_waiting_for_a_first_result_while_a_sink_clone_lives() 
         assert_eq!(status.code(), Code::Unavailable, "{name}: {status:?}");
     }
 }
+
+/// A minimum interval the application sets very large ("never again", read from a config file as
+/// `u64::MAX` seconds): the channel computes `last + min_interval` for the second ResolveNow, which
+/// overflows `Instant` and panics in the channel's event loop. The channel must stay usable: a live
+/// backend pushed afterwards gets calls.
+#[tokio::test(start_paused = true)]
+async fn a_huge_min_interval_does_not_panic_the_channel() {
+    let servers = backends(1).await;
+    let (mut builder, probe) = Recording::new("huge-interval", vec![endpoint(dead_addr())]);
+    builder.config = Some(ROUND_ROBIN);
+    let ch = Channel::builder("huge-interval:///svc")
+        .resolver(builder)
+        .resolver_options(ResolverOptions::default().with_min_interval(Duration::MAX))
+        .build()
+        .expect("channel");
+    ch.connect();
+    // Connection attempts fail again and again (backoff 1 s, 1.6 s, ...), each asking for a ResolveNow.
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    assert!(probe.resolve_now.load(Ordering::SeqCst) >= 1);
+    probe
+        .sink()
+        .update(ResolverUpdate::new(vec![endpoint(servers[0].addr)]))
+        .expect("update");
+    let answered = tokio::time::timeout(Duration::from_secs(30), which(&ch)).await;
+    assert!(
+        matches!(&answered, Ok(Ok(id)) if *id == servers[0].addr.to_string()),
+        "the channel no longer works after the second ResolveNow: {answered:?}"
+    );
+}
