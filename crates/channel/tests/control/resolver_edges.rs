@@ -754,3 +754,57 @@ async fn a_huge_min_interval_does_not_panic_the_channel() {
         "the channel no longer works after the second ResolveNow: {answered:?}"
     );
 }
+
+/// The same overflow in DNS refresh: `with_refresh_interval(Some(Duration::MAX))` ("practically never")
+/// panics the DNS resolver's task right after its first success (`last + every`), after which the name is
+/// never resolved again: a failure's ResolveNow finds nobody, and a moved backend is never found.
+#[tokio::test(start_paused = true)]
+async fn a_huge_refresh_interval_does_not_kill_the_dns_resolver() {
+    assert!(
+        moved_backend_found(Some(Duration::MAX)).await,
+        "the DNS resolver never resolved again after its first success"
+    );
+}
+
+/// The same move without refresh: found through the failure's ResolveNow.
+#[tokio::test(start_paused = true)]
+async fn without_refresh_a_moved_backend_is_found_after_a_failure() {
+    assert!(moved_backend_found(None).await);
+}
+
+/// A DNS channel to a backend that moves from 127.0.0.1 to 127.0.0.2: whether calls reach the new one
+/// within 60 s.
+async fn moved_backend_found(refresh: Option<Duration>) -> bool {
+    let first = server::start("127.0.0.1:0".parse().expect("addr"))
+        .await
+        .expect("server");
+    let second = server::start(SocketAddr::from((
+        Ipv4Addr::new(127, 0, 0, 2),
+        first.addr.port(),
+    )))
+    .await
+    .expect("second loopback address");
+    let dns = TestDns::start().await.expect("dns");
+    dns.add_a("svc.test", Ipv4Addr::new(127, 0, 0, 1)).await;
+    let ch = Channel::builder(format!("dns://{}/svc.test:{}", dns.addr, first.addr.port()))
+        .resolver_options(
+            ResolverOptions::default()
+                .with_min_interval(Duration::from_secs(1))
+                .with_refresh_interval(refresh),
+        )
+        .build()
+        .expect("channel");
+    assert_eq!(which(&ch).await.expect("call"), first.addr.to_string());
+    // The backend moves: DNS names only the second, and the first goes away.
+    dns.remove("svc.test", interop::dns::RecordType::A).await;
+    dns.add_a("svc.test", Ipv4Addr::new(127, 0, 0, 2)).await;
+    first.shutdown();
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(60) {
+        if which(&ch).await.ok() == Some(second.addr.to_string()) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    false
+}
