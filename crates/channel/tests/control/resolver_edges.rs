@@ -1,10 +1,12 @@
 //! Edges of the public resolver API (`grpc_channel::resolver`), written from outside the crate with public
-//! items only: a per-channel override of `dns` and the bare `host:port` targets it should cover, gRFC A21
-//! on an oversized config (the endpoints still apply), gRFC A61 endpoints with several addresses under
-//! round_robin, target parsing (percent-encoding, a query, a scheme that is not a URI scheme), a GOAWAY
-//! reaching a custom resolver, a burst of ResolveNow collapsing, no resolver (or a task it spawned)
-//! outliving its channel, `update()` racing `close()`, and DNS refresh ending with the channel and never
-//! running sooner than the minimum interval.
+//! items only: a per-channel override of `dns` and the bare `host:port` targets it should cover, a scheme
+//! that is no URI scheme, gRFC A21 (an oversized config: the endpoints still apply; an invalid config after
+//! a good one told to the resolver), gRFC A61 endpoints with several addresses under round_robin, target
+//! parsing (percent-encoding, a query), a host-name endpoint, the authority and TLS server name of a custom
+//! target, a GOAWAY reaching a custom resolver, a burst of ResolveNow collapsing, very large intervals, no
+//! resolver (or a task it spawned) outliving its channel, `close()` and calls waiting for a first result,
+//! `update()` racing `close()`, and DNS refresh ending with the channel and never running sooner than the
+//! minimum interval.
 
 use grpc_test_support as support;
 
