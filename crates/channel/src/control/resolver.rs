@@ -254,8 +254,12 @@ impl Resolution {
                 return;
             }
             let due = match (self.kind, running.last_resolve_now) {
-                (Kind::Dns, _) | (_, None) => now,
-                (Kind::Plain, Some(last)) => last + self.min_interval,
+                (Kind::Dns, _) | (_, None) => Some(now),
+                // An interval too large for an `Instant` (`Duration::MAX`) means "never again".
+                (Kind::Plain, Some(last)) => last.checked_add(self.min_interval),
+            };
+            let Some(due) = due else {
+                return;
             };
             if due <= now {
                 running.last_resolve_now = Some(now);
