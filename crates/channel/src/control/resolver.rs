@@ -71,6 +71,8 @@ pub(crate) struct Resolution {
     /// Taken for the whole of [`Resolution::start`] and by [`Resolution::stop`], so that no resolver
     /// starts after the channel closed.
     running: parking_lot::Mutex<Running>,
+    /// Set by [`Resolution::stop`]: calls waiting for a result stop waiting, whatever sinks still live.
+    shut_down: Closed,
     /// What the xDS resolver shows `Channel::xds_resources` while it runs.
     #[cfg(feature = "xds")]
     inspect: Option<crate::control::resolver_state::Inspect>,
@@ -112,6 +114,7 @@ impl Resolution {
             min_interval,
             started: OnceCell::new(),
             running: parking_lot::Mutex::new(Running::default()),
+            shut_down: Closed::default(),
             #[cfg(feature = "xds")]
             inspect,
         }
@@ -164,6 +167,7 @@ impl Resolution {
             running.sink = None;
             (running.resolver.take(), running.closed.take())
         };
+        self.shut_down.close();
         if let Some(closed) = closed {
             closed.close();
         }
@@ -184,6 +188,7 @@ impl Resolution {
     /// failures). The caller bounds the wait with the call's deadline.
     pub(crate) async fn wait(&self, wait_for_ready: bool) -> Result<Resolved, Status> {
         let mut state = self.subscribe().await?;
+        let shut_down = || Status::new(Code::Unavailable, "the channel is shut down");
         loop {
             let current = state.borrow_and_update().clone();
             match current {
@@ -194,7 +199,15 @@ impl Resolution {
                 } => return Ok((endpoints, config, routing)),
                 State::Failed(status) if !wait_for_ready => return Err(status),
                 State::Failed(_) | State::Pending => {
-                    if state.changed().await.is_err() {
+                    if self.shut_down.is_closed() {
+                        return Err(shut_down());
+                    }
+                    // A sink a resolver's task still holds does not keep calls waiting after `close()`.
+                    let changed = tokio::select! {
+                        changed = state.changed() => changed,
+                        () = self.shut_down.wait() => return Err(shut_down()),
+                    };
+                    if changed.is_err() {
                         return Err(Status::new(
                             Code::Unavailable,
                             format!(

@@ -1,8 +1,7 @@
 //! Edges of the public resolver API (`grpc_channel::resolver`), written from outside the crate with public
 //! items only: a per-channel override of `dns` and the bare `host:port` targets it should cover, a scheme
 //! that is no URI scheme, gRFC A21 (an oversized config: the endpoints still apply; an invalid config after
-//! a good one told to the resolver), gRFC A61 endpoints with several addresses under round_robin, target
-//! parsing (percent-encoding, a query), a host-name endpoint, the authority and TLS server name of a custom
+//! a good one told to the resolver), target parsing (percent-encoding, a query), a host-name endpoint, the authority and TLS server name of a custom
 //! target, a GOAWAY reaching a custom resolver, a burst of ResolveNow collapsing, very large intervals, no
 //! resolver (or a task it spawned) outliving its channel, `close()` and calls waiting for a first result,
 //! `update()` racing `close()`, and DNS refresh ending with the channel and never running sooner than the
@@ -10,7 +9,7 @@
 
 use grpc_test_support as support;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -221,24 +220,25 @@ async fn a_dns_override_on_the_channel_also_resolves_bare_host_port_targets() {
     assert_eq!(answered.expect("call"), servers[0].addr.to_string());
 }
 
-/// A builder whose scheme can never match a target (not an RFC 3986 scheme: `_`) is accepted without a
-/// word, and the target of that scheme then fails as a bad `host:port`.
+/// A builder whose scheme can never match a target (not an RFC 3986 scheme: `_`) is refused with a
+/// reason naming it: per channel by `build()`, process-wide by `register`.
 #[tokio::test]
-async fn a_resolver_scheme_that_is_no_uri_scheme_is_refused_with_a_reason_or_works() {
-    let servers = backends(1).await;
-    let (builder, probe) = Recording::new("my_reg", vec![endpoint(servers[0].addr)]);
-    match Channel::builder("my_reg:///svc").resolver(builder).build() {
-        Ok(ch) => {
-            assert_eq!(which(&ch).await.expect("call"), servers[0].addr.to_string());
-            assert_eq!(probe.builds.load(Ordering::SeqCst), 1);
-        }
-        Err(e) => {
-            let text = e.to_string();
-            assert!(
-                text.contains("\"my_reg\"") && text.contains("scheme") && !text.contains("port"),
-                "a registered scheme that cannot be used: the error should say so, not: {text}"
-            );
-        }
+async fn a_resolver_scheme_that_is_no_uri_scheme_is_refused_with_a_reason() {
+    let (builder, probe) = Recording::new("my_reg", Vec::new());
+    let text = Channel::builder("my_reg:///svc")
+        .resolver(builder)
+        .build()
+        .expect_err("no target can name my_reg")
+        .to_string();
+    assert!(
+        text.contains("\"my_reg\"") && text.contains("scheme") && !text.contains("port"),
+        "a registered scheme that cannot be used: the error should say so, not: {text}"
+    );
+    assert_eq!(probe.builds.load(Ordering::SeqCst), 0);
+    let (builder, _probe) = Recording::new("my_reg", Vec::new());
+    match grpc_channel::resolver::register(builder) {
+        Err(ResolverError::InvalidScheme(scheme)) => assert_eq!(scheme, "my_reg"),
+        other => panic!("registered a scheme no target can name: {other:?}"),
     }
 }
 
@@ -258,6 +258,7 @@ async fn a_custom_targets_endpoint_is_percent_decoded() {
 async fn a_custom_targets_query_is_not_part_of_its_endpoint() {
     let t = target_seen("qry", "qry:///svc?region=eu").await;
     assert_eq!(t.endpoint(), "svc", "{t:?}");
+    assert_eq!(t.query(), "region=eu", "{t:?}");
 }
 
 #[tokio::test]
@@ -313,35 +314,6 @@ async fn an_oversized_config_keeps_the_last_good_one_but_the_new_endpoints_apply
     assert!(
         seen.contains(&servers[1].addr.to_string()) && !seen.contains(&servers[0].addr.to_string()),
         "the update's endpoints were dropped with its oversized config (update: {result:?}); calls went to {seen:?}"
-    );
-}
-
-/// gRFC A61: an endpoint is one backend; round_robin spreads over endpoints (one pick_first child each),
-/// not over addresses. Endpoint 1 = [s0, s1], endpoint 2 = [s2]: s2 takes half the calls, s1 none.
-#[tokio::test]
-async fn round_robin_spreads_over_endpoints_not_over_their_addresses() {
-    let servers = backends(3).await;
-    let first =
-        Endpoint::from_addresses([Address::Tcp(servers[0].addr), Address::Tcp(servers[1].addr)])
-            .expect("two addresses");
-    let (mut builder, _probe) = Recording::new("a61", vec![first, endpoint(servers[2].addr)]);
-    builder.config = Some(ROUND_ROBIN);
-    let ch = Channel::builder("a61:///svc")
-        .resolver(builder)
-        .build()
-        .expect("channel");
-    until_all(&ch, &[servers[0].addr, servers[2].addr]).await;
-    let mut counts: HashMap<String, usize> = HashMap::new();
-    for _ in 0..300 {
-        *counts.entry(which(&ch).await.expect("call")).or_default() += 1;
-    }
-    let of = |s: &ServerHandle| counts.get(&s.addr.to_string()).copied().unwrap_or(0);
-    assert!(
-        of(&servers[1]) == 0 && of(&servers[2]) >= 120,
-        "endpoint [s0, s1] counts as two backends: s0 {}, s1 {}, s2 {}",
-        of(&servers[0]),
-        of(&servers[1]),
-        of(&servers[2])
     );
 }
 
@@ -664,10 +636,9 @@ async fn an_invalid_config_after_a_good_one_is_reported_to_the_resolver() {
 }
 
 /// The channel's authority (and TLS server name) for `scheme:///NAME` is NAME, as in grpc-go; when NAME is
-/// no valid authority (`team/payments`, a common registry key) the channel quietly uses `localhost`, so a
-/// TLS channel verifies its backends as `localhost`: any certificate for `localhost` passes. grpc-go
-/// verifies `team/payments` (and fails); either refusing the target without an explicit authority or
-/// failing verification would be safe.
+/// no valid authority (`team/payments`, a common registry key) a TLS channel has no name to verify its
+/// backends against: it is refused unless the application names one (`ChannelBuilder::authority` or
+/// `TlsConfig::server_name`), never verified as a name the application did not give (`localhost`).
 #[tokio::test]
 async fn a_tls_channel_to_a_custom_target_does_not_verify_backends_as_localhost() {
     use interop::tls::{server_config, TestCa, Usage};
@@ -677,19 +648,40 @@ async fn a_tls_channel_to_a_custom_target_does_not_verify_backends_as_localhost(
     let server = interop::server::start_tls("127.0.0.1:0".parse().expect("addr"), config)
         .await
         .expect("server");
+    let tls = || grpc_channel::TlsConfig::new().ca_certificate_pem(ca.cert_pem.clone());
     let (builder, _probe) = Recording::new("tls-reg", vec![endpoint(server.addr)]);
-    let built = Channel::builder("tls-reg:///team/payments")
+    let refused = Channel::builder("tls-reg:///team/payments")
         .resolver(builder)
-        .tls(grpc_channel::TlsConfig::new().ca_certificate_pem(ca.cert_pem.clone()))
-        .build();
-    let Ok(ch) = built else {
-        return; // Refused without an explicit authority: safe.
-    };
-    let result = which(&ch).await;
+        .tls(tls())
+        .build()
+        .expect_err("no name to verify")
+        .to_string();
     assert!(
-        result.is_err(),
-        "a backend with a certificate for localhost passed verification for tls-reg:///team/payments"
+        refused.contains("team/payments") && refused.contains("authority"),
+        "{refused}"
     );
+    // A name the application gives is verified: a wrong one fails, the right one passes.
+    let (builder, _probe) = Recording::new("tls-reg", vec![endpoint(server.addr)]);
+    let ch = Channel::builder("tls-reg:///team/payments")
+        .resolver(builder)
+        .tls(tls())
+        .authority("payments.example:443")
+        .build()
+        .expect("an explicit authority");
+    assert!(which(&ch).await.is_err(), "verified as payments.example");
+    let (builder, _probe) = Recording::new("tls-reg", vec![endpoint(server.addr)]);
+    let ch = Channel::builder("tls-reg:///team/payments")
+        .resolver(builder)
+        .tls(tls().server_name("localhost"))
+        .build()
+        .expect("an explicit server name");
+    assert_eq!(which(&ch).await.expect("call"), server.addr.to_string());
+    // Plaintext keeps a harmless default.
+    let (builder, _probe) = Recording::new("plain-reg", vec![endpoint(server.addr)]);
+    Channel::builder("plain-reg:///team/payments")
+        .resolver(builder)
+        .build()
+        .expect("plaintext");
 }
 
 /// `close()` "stops the resolver: calls still waiting for a first result fail UNAVAILABLE". They do only
