@@ -78,6 +78,8 @@ pub(super) struct Loop {
     spec: (ConnectivityState, PickerSpec),
     /// The last routing (xDS) applied to the policy, published with each picker.
     routing_generation: u64,
+    /// How many resolver results the policy has applied (a lower bound), published with each picker.
+    resolutions: u64,
     /// The last resolution routed calls (xDS): a failure then fails the channel whatever its addresses.
     routed: bool,
     /// The previous policy's READY connections and picker, serving while a new policy connects.
@@ -133,6 +135,7 @@ impl Loop {
                 resolved_before: false,
             },
             routing_generation: 0,
+            resolutions: 0,
             routed: false,
             addresses: Vec::new(),
             tasks: HashMap::new(),
@@ -157,6 +160,7 @@ impl Loop {
         mut stop: oneshot::Receiver<()>,
     ) {
         let mut resolution: Option<watch::Receiver<State>> = None;
+        let count = self.resolution.published();
         loop {
             let timer = self.activity.next_timer();
             tokio::select! {
@@ -167,11 +171,12 @@ impl Loop {
                 },
                 changed = async {
                     match resolution.as_mut() {
-                        Some(rx) => rx.changed().await.map(|()| rx.borrow_and_update().clone()),
+                        // The count first: the state borrowed after it holds at least as much.
+                        Some(rx) => rx.changed().await.map(|()| (count.get(), rx.borrow_and_update().clone())),
                         None => std::future::pending().await,
                     }
                 } => match changed {
-                    Ok(state) => self.on_resolution(state),
+                    Ok((seen, state)) => self.on_resolution(state, seen),
                     Err(_) => resolution = None,
                 },
                 () = async {
@@ -194,8 +199,9 @@ impl Loop {
                     self.on_timer();
                     // No fresh resolution in time: go on with the last one (a fresh one updates it later).
                     if self.activity.fresh_wait_ran_out(Instant::now()) {
+                        let seen = count.get();
                         if let Some(state) = resolution.as_ref().map(|rx| rx.borrow().clone()) {
-                            self.on_resolution(state);
+                            self.on_resolution(state, seen);
                         }
                     }
                 }
@@ -286,8 +292,11 @@ impl Loop {
                         // again and wait (briefly) for the fresh result rather than connect to old addresses.
                         self.resolution.resolve_now();
                         self.activity.wait_for_fresh_resolution();
-                    } else if let Some(state) = resolution.map(|rx| rx.borrow().clone()) {
-                        self.on_resolution(state);
+                    } else {
+                        let seen = self.resolution.published().get();
+                        if let Some(state) = resolution.map(|rx| rx.borrow().clone()) {
+                            self.on_resolution(state, seen);
+                        }
                     }
                 }
                 // Woken with no call in flight (`connect()`, or a call still resolving): the idle timeout runs
@@ -312,10 +321,23 @@ impl Loop {
         self.tasks.get(&id).is_some_and(|(g, _)| *g == generation)
     }
 
-    fn on_resolution(&mut self, state: State) {
+    /// Applies a resolution state, read after the resolver's count said `seen`: every picker published
+    /// from here on says so, and one is published at the end even if the policy's did not change (a call
+    /// that started after the resolver published waits for that).
+    fn on_resolution(&mut self, state: State, seen: u64) {
         if self.activity.is_idle() {
             return;
         }
+        self.resolutions = self.resolutions.max(seen);
+        self.on_resolution_state(state);
+        self.drain_actions();
+        if !self.activity.is_idle() && self.published.borrow().resolutions < self.resolutions {
+            let (state, spec) = self.spec.clone();
+            self.publish(state, spec);
+        }
+    }
+
+    fn on_resolution_state(&mut self, state: State) {
         self.activity.resolved();
         let now = self.now();
         match state {
@@ -630,6 +652,7 @@ impl Loop {
                 state: ConnectivityState::Ready,
                 picker,
                 routing_generation: self.routing_generation,
+                resolutions: self.resolutions,
                 last_failure: self.last_failure.clone(),
             }));
             return;
@@ -661,6 +684,7 @@ impl Loop {
             state,
             picker,
             routing_generation: self.routing_generation,
+            resolutions: self.resolutions,
             last_failure: self.last_failure.clone(),
         }));
     }

@@ -64,6 +64,7 @@ use crate::conn::tls::TlsConnector;
 use crate::control::health_stream::WatchSetup;
 use crate::control::outlier::CallResults;
 use crate::control::resolver::Resolution;
+use crate::control::resolver_api::PublishCount;
 use crate::control::resolver_state::RoutedTo;
 use crate::wire::status::{Code, Status};
 
@@ -120,6 +121,8 @@ pub(crate) struct ControlPlane {
     active: Arc<ActiveCalls>,
     /// Ejections and health, as the event loop last wrote them.
     stats: Arc<PlaneStats>,
+    /// What the resolver published: a pick waits until the picker's policy has applied it all.
+    resolutions: Arc<PublishCount>,
     _stop: Arc<oneshot::Sender<()>>,
 }
 
@@ -139,8 +142,10 @@ impl ControlPlane {
             state: ConnectivityState::Idle,
             picker: Picker::new(&PickerSpec::Idle, |_| None, 0),
             routing_generation: 0,
+            resolutions: 0,
             last_failure: None,
         });
+        let resolutions = resolution.published();
         let (published_tx, published_rx) = watch::channel(initial);
         let (stop_tx, stop_rx) = oneshot::channel();
         let seed = shared::clock_seed();
@@ -169,6 +174,7 @@ impl ControlPlane {
             published: published_rx,
             active,
             stats,
+            resolutions,
             _stop: Arc::new(stop_tx),
         }
     }
@@ -237,7 +243,9 @@ impl ControlPlane {
     ) -> Option<Picked> {
         let picked = {
             let published = self.published.borrow();
-            if published.state == ConnectivityState::Shutdown || !published.applied(cluster) {
+            if published.state == ConnectivityState::Shutdown
+                || !published.applied(cluster, self.resolutions.get())
+            {
                 return None;
             }
             published.picker.pick(&PickRequest {
@@ -326,6 +334,9 @@ impl ControlPlane {
         avoid: &[Address],
     ) -> Result<Picked, PickError> {
         let mut rx = self.published.clone();
+        // What the resolver had published when the pick started (read once: a resolver publishing without
+        // pause must not starve it).
+        let resolutions = self.resolutions.get();
         loop {
             let published = rx.borrow_and_update().clone();
             if published.state == ConnectivityState::Shutdown {
@@ -334,15 +345,19 @@ impl ControlPlane {
                     "the channel is shut down",
                 )));
             }
-            // A call routed by a routing the load balancer has not applied yet waits for it.
-            let result = match published.applied(cluster) {
+            // A call routed by a routing the load balancer has not applied yet waits for it, and so does
+            // one that started after a resolver result the load balancer has not applied yet (an IDLE
+            // channel applies it when it leaves IDLE).
+            let result = match published.applied(cluster, resolutions) {
                 true => published.picker.pick(&PickRequest {
                     method,
                     avoid,
                     cluster: cluster.map(|c| &*c.cluster),
                     hash: cluster.and_then(|c| c.hash),
                 }),
-                false => PickResult::Queue { exit_idle: false },
+                false => PickResult::Queue {
+                    exit_idle: published.state == ConnectivityState::Idle,
+                },
             };
             match result {
                 PickResult::Pick {

@@ -24,7 +24,7 @@ use tokio::sync::{watch, OnceCell};
 use tokio::time::Instant;
 
 use crate::control::resolver_api::{
-    Closed, Resolver, ResolverSink, ResolverTarget, SharedBuilder, WeakSink,
+    Closed, PublishCount, Resolver, ResolverSink, ResolverTarget, SharedBuilder, WeakSink,
 };
 use crate::control::resolver_state::{Resolved, State};
 use crate::wire::status::{Code, Status};
@@ -73,6 +73,8 @@ pub(crate) struct Resolution {
     running: parking_lot::Mutex<Running>,
     /// Set by [`Resolution::stop`]: calls waiting for a result stop waiting, whatever sinks still live.
     shut_down: Closed,
+    /// How many results the resolver (any resolver this resolution started) has published.
+    published: Arc<PublishCount>,
     /// What the xDS resolver shows `Channel::xds_resources` while it runs.
     #[cfg(feature = "xds")]
     inspect: Option<crate::control::resolver_state::Inspect>,
@@ -115,6 +117,7 @@ impl Resolution {
             started: OnceCell::new(),
             running: parking_lot::Mutex::new(Running::default()),
             shut_down: Closed::default(),
+            published: Arc::default(),
             #[cfg(feature = "xds")]
             inspect,
         }
@@ -132,6 +135,7 @@ impl Resolution {
             self.default_config.clone(),
             self.parse.clone(),
             closed.clone(),
+            self.published.clone(),
         );
         let weak = sink.downgrade();
         let scheme = self.target.scheme();
@@ -173,6 +177,11 @@ impl Resolution {
         }
         // Dropped outside the lock.
         drop_resolver(resolver, self.target.scheme());
+    }
+
+    /// Counts the results published: read before the state, it is a lower bound of what the state holds.
+    pub(crate) fn published(&self) -> Arc<PublishCount> {
+        self.published.clone()
     }
 
     /// The resolution state, starting the resolver if needed.

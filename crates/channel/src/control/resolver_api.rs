@@ -312,6 +312,26 @@ struct SinkShared {
     selector: Mutex<ConfigSelector>,
     parse: ParseOptions,
     closed: Arc<Closed>,
+    /// Counts the results published, bumped after each is sent (see [`PublishCount`]).
+    published: Arc<PublishCount>,
+}
+
+/// How many results a channel's resolver has published: bumped after each is in the channel's state, so
+/// that a call can wait until the load balancer has applied everything published before it started
+/// (an `update()` that returned is seen by every call after it, as grpc-go's `UpdateState` returns once the
+/// balancer has it).
+#[derive(Debug, Default)]
+pub(crate) struct PublishCount(std::sync::atomic::AtomicU64);
+
+impl PublishCount {
+    /// The number published so far.
+    pub(crate) fn get(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    fn bump(&self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
 }
 
 /// Where a resolver sends its results: cheap to clone, `Send + Sync`, usable from any task.
@@ -335,6 +355,7 @@ impl ResolverSink {
         default_config: Option<ServiceConfig>,
         parse: ParseOptions,
         closed: Arc<Closed>,
+        published: Arc<PublishCount>,
     ) -> ResolverSink {
         ResolverSink {
             shared: Arc::new(SinkShared {
@@ -342,6 +363,7 @@ impl ResolverSink {
                 selector: Mutex::new(ConfigSelector::new(default_config)),
                 parse,
                 closed,
+                published,
             }),
         }
     }
@@ -455,6 +477,7 @@ impl ResolverSink {
             ),
         };
         self.shared.tx.send_replace(next);
+        self.shared.published.bump();
         result
     }
 
@@ -466,6 +489,7 @@ impl ResolverSink {
             return Err(UpdateError::Closed);
         }
         self.shared.tx.send_replace(state);
+        self.shared.published.bump();
         Ok(())
     }
 
