@@ -171,8 +171,11 @@ impl Loop {
                 },
                 changed = async {
                     match resolution.as_mut() {
-                        // The count first: the state borrowed after it holds at least as much.
-                        Some(rx) => rx.changed().await.map(|()| (count.get(), rx.borrow_and_update().clone())),
+                        // The count read while the state is borrowed is that state's.
+                        Some(rx) => rx.changed().await.map(|()| {
+                            let state = rx.borrow_and_update();
+                            (count.get(), state.clone())
+                        }),
                         None => std::future::pending().await,
                     }
                 } => match changed {
@@ -199,8 +202,11 @@ impl Loop {
                     self.on_timer();
                     // No fresh resolution in time: go on with the last one (a fresh one updates it later).
                     if self.activity.fresh_wait_ran_out(Instant::now()) {
-                        let seen = count.get();
-                        if let Some(state) = resolution.as_ref().map(|rx| rx.borrow().clone()) {
+                        if let Some(rx) = resolution.as_ref() {
+                            let (seen, state) = {
+                                let state = rx.borrow();
+                                (count.get(), state.clone())
+                            };
                             self.on_resolution(state, seen);
                         }
                     }
@@ -293,8 +299,11 @@ impl Loop {
                         self.resolution.resolve_now();
                         self.activity.wait_for_fresh_resolution();
                     } else {
-                        let seen = self.resolution.published().get();
-                        if let Some(state) = resolution.map(|rx| rx.borrow().clone()) {
+                        if let Some(rx) = resolution {
+                            let (seen, state) = {
+                                let state = rx.borrow();
+                                (self.resolution.published().get(), state.clone())
+                            };
                             self.on_resolution(state, seen);
                         }
                     }

@@ -179,7 +179,7 @@ impl Resolution {
         drop_resolver(resolver, self.target.scheme());
     }
 
-    /// Counts the results published: read before the state, it is a lower bound of what the state holds.
+    /// Counts the results published: read while the state is borrowed, it is the count of that state.
     pub(crate) fn published(&self) -> Arc<PublishCount> {
         self.published.clone()
     }

@@ -316,7 +316,7 @@ struct SinkShared {
     published: Arc<PublishCount>,
 }
 
-/// How many results a channel's resolver has published: bumped after each is in the channel's state, so
+/// How many results a channel's resolver has published: bumped with each, under the state's lock, so
 /// that a call can wait until the load balancer has applied everything published before it started
 /// (an `update()` that returned is seen by every call after it, as grpc-go's `UpdateState` returns once the
 /// balancer has it).
@@ -476,9 +476,17 @@ impl ResolverSink {
                 Ok(None),
             ),
         };
-        self.shared.tx.send_replace(next);
-        self.shared.published.bump();
+        self.send(next);
         result
+    }
+
+    /// Replaces the state and counts it, both under the state's lock (a reader holding it sees the count
+    /// of the state it reads).
+    fn send(&self, state: State) {
+        self.shared.tx.send_modify(|current| {
+            *current = state;
+            self.shared.published.bump();
+        });
     }
 
     /// Publishes a state as it is (the xDS resolver's routing side-channel: its config and routing are
@@ -488,8 +496,7 @@ impl ResolverSink {
         if self.is_closed() {
             return Err(UpdateError::Closed);
         }
-        self.shared.tx.send_replace(state);
-        self.shared.published.bump();
+        self.send(state);
         Ok(())
     }
 
