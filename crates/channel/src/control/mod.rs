@@ -17,7 +17,8 @@
 //! the handle calls use ([`ControlPlane`]) and what a pick gives ([`Picked`]); what the handle and the
 //! loop share (`shared.rs`); the event loop (`event_loop.rs`), its idleness and what it is started with
 //! (`activity.rs`), and each subchannel connection's task (`subchannel.rs`); which policy a resolution asks for (`policy_choice.rs`); name resolution
-//! ([`resolver_api`], the public resolver API; [`resolver`], running the channel's resolver;
+//! ([`resolver_api`], the public resolver API, and `resolver_testing.rs`, its sink for a resolver's unit
+//! tests; [`resolver`], running the channel's resolver;
 //! [`builtin_resolvers`], `dns:` and the fixed lists; [`manual_resolver`], endpoints pushed by the
 //! application; [`resolver_state`], what a resolver hands the channel); health checking (gRFC A17:
 //! [`health_stream`], one Watch stream, and `health_watches.rs`, which connections run one); and outlier
@@ -47,6 +48,7 @@ pub(crate) mod outlier;
 mod policy_choice;
 pub(crate) mod resolver;
 pub mod resolver_api;
+mod resolver_testing;
 pub(crate) mod resolver_state;
 mod shared;
 mod subchannel;

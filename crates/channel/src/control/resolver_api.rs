@@ -38,6 +38,7 @@ use crate::wire::status::{Code, Status};
 pub use grpc_base::{Address, AttributeValue, Attributes, Endpoint};
 
 pub use crate::control::manual_resolver::{manual, ManualResolverBuilder, PushedEndpoints};
+pub use crate::control::resolver_testing::{SinkObserver, SinkState};
 
 /// The most addresses (over all endpoints) one update may carry; a larger update is rejected.
 pub const MAX_ENDPOINT_ADDRESSES: usize = 65_536;
