@@ -71,10 +71,7 @@ impl Schedule {
                 None => Some(now),
                 Some(last) => last.checked_add(wait),
             };
-            let requested = self
-                .requested
-                .then(|| after(self.min_interval))
-                .flatten();
+            let requested = self.requested.then(|| after(self.min_interval)).flatten();
             let refresh = self
                 .refresh
                 .and_then(|every| after(every.max(self.min_interval)));
@@ -179,8 +176,7 @@ mod tests {
         s.resolve_now();
         assert_eq!(s.next(t0 + Duration::from_secs(3600)), None);
         // A huge refresh with an ordinary minimum interval: a request still comes after the interval.
-        let mut s =
-            Schedule::new(Duration::from_secs(1)).with_refresh(Some(Duration::MAX));
+        let mut s = Schedule::new(Duration::from_secs(1)).with_refresh(Some(Duration::MAX));
         s.succeeded(t0);
         assert_eq!(s.next(t0), None);
         s.resolve_now();

@@ -206,10 +206,7 @@ async fn connect_name(host: &str, port: u16) -> Result<TcpStream, Status> {
         }
     }
     Err(last.unwrap_or_else(|| {
-        Status::new(
-            Code::Unavailable,
-            format!("{host} resolved to no address"),
-        )
+        Status::new(Code::Unavailable, format!("{host} resolved to no address"))
     }))
 }
 

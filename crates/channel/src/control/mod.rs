@@ -48,8 +48,8 @@ pub(crate) mod outlier;
 mod policy_choice;
 pub(crate) mod resolver;
 pub mod resolver_api;
-mod resolver_testing;
 pub(crate) mod resolver_state;
+mod resolver_testing;
 mod shared;
 mod subchannel;
 

@@ -640,7 +640,10 @@ mod tests {
         assert_eq!(parts("reg:svc?x=1#frag"), p("reg", "", "svc"));
         let t = ResolverTarget::parse("reg:///svc?region=eu&a=%20#f").expect("target");
         assert_eq!(t.query(), "region=eu&a=%20");
-        assert_eq!(ResolverTarget::parse("reg:///svc").expect("target").query(), "");
+        assert_eq!(
+            ResolverTarget::parse("reg:///svc").expect("target").query(),
+            ""
+        );
         assert_eq!(
             ResolverTarget::parse("Manual:///x")
                 .expect("target")
