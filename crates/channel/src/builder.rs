@@ -491,7 +491,6 @@ impl ChannelBuilder {
         if registered.is_none()
             && matches!(target, Target::Dns { server: None, .. })
             && url_security(&self.target).is_none()
-            && !written.as_ref().is_some_and(|t| t.scheme() == "dns")
         {
             registered = find("dns");
         }
