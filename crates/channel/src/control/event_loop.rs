@@ -21,10 +21,12 @@
 //! off) turns the policy's health checking on; [`super::health_watches`] then runs a Watch on each of the
 //! policy's READY connections and gives the answers to the policy (`LbPolicy::set_health`).
 //!
-//! The loop lets go of connections in three ways (at the end of this file): all at once (IDLE, shutdown),
+//! The loop lets go of connections in three ways (`event_loop/release.rs`): all at once (IDLE, shutdown),
 //! released (a routing resolver that failed) or retired (a policy switch). Not here: a connection's own
 //! task (`subchannel.rs`), what the loop shares with its handle (`shared.rs`), and the loop's idleness and
 //! what it is started with (`activity.rs`).
+
+mod release;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -783,76 +785,7 @@ impl NextU64 for SplitMix64 {
 
 /// A replaced policy's connections, kept until the new policy is READY.
 pub(super) struct Retired {
-    spec: PickerSpec,
-    conns: HashMap<SubchannelId, (Address, Conn)>,
-    tasks: Vec<JoinHandle<()>>,
-}
-
-/// How the loop lets go of connections: all at once (IDLE, shutdown: every task aborted, those the policy
-/// already let go of too), released (a routing resolver that failed: READY connections finish the calls
-/// they carry, connecting ones stop), or retired (a policy switch: the old policy's READY connections keep
-/// serving its last picker until the new one is READY). A single connection the policy disconnects is
-/// `LbAction::Disconnect`, in `drain_actions`.
-impl Loop {
-    fn drop_connections(&mut self) {
-        self.health.stop_all();
-        self.drop_retired(true);
-        for (_, (_, task)) in self.tasks.drain() {
-            task.abort();
-        }
-        for task in self.detached.drain(..) {
-            task.abort();
-        }
-        self.conns.clear();
-    }
-
-    /// Lets go of every connection without cutting calls: a READY connection finishes the calls it
-    /// carries (then closes: its handles are gone), a connection still being made stops now, and the
-    /// retired policy's connections finish theirs too. `drop_connections` still aborts them all at close.
-    fn release_connections(&mut self) {
-        self.health.stop_all();
-        self.drop_retired(false);
-        self.detached.retain(|t| !t.is_finished());
-        for (id, (_, task)) in self.tasks.drain() {
-            if self.conns.contains_key(&id) {
-                self.detached.push(task);
-            } else {
-                task.abort();
-            }
-        }
-        self.conns.clear();
-    }
-
-    /// Keeps the current policy's connections serving its last picker (if it was READY) while a new
-    /// policy starts; otherwise closes them.
-    fn retire_policy(&mut self) {
-        // The retired connections serve as they are, unchecked, until the new policy is READY.
-        self.health.stop_all();
-        self.drop_retired(false);
-        let tasks: Vec<JoinHandle<()>> = self.tasks.drain().map(|(_, (_, task))| task).collect();
-        let conns = std::mem::take(&mut self.conns);
-        if self.spec.0 == ConnectivityState::Ready && !conns.is_empty() {
-            self.retired = Some(Retired {
-                spec: self.spec.1.clone(),
-                conns,
-                tasks,
-            });
-        } else {
-            for task in tasks {
-                task.abort();
-            }
-        }
-    }
-
-    /// Lets go of a retired policy's connections: closed at once (`abort`), or left to finish the calls
-    /// they carry (h2 closes a connection whose handles are gone once its last stream ends).
-    fn drop_retired(&mut self, abort: bool) {
-        if let Some(retired) = self.retired.take() {
-            if abort {
-                for task in retired.tasks {
-                    task.abort();
-                }
-            }
-        }
-    }
+    pub(super) spec: PickerSpec,
+    pub(super) conns: HashMap<SubchannelId, (Address, Conn)>,
+    pub(super) tasks: Vec<JoinHandle<()>>,
 }
