@@ -1,8 +1,8 @@
 //! [`Address`]: where a backend is, as the balancer connects to it and as a call's attempts avoid it.
 //!
 //! A backend is a TCP socket address (`ipv4:`, `ipv6:` and `dns:` targets), the path of a Unix-domain
-//! socket (`unix:` targets), or a host name the client does not resolve (a `dns:` target reached through
-//! an HTTP CONNECT proxy, which resolves it). The resolver produces them, `grpc-lb` keeps one subchannel per address and
+//! socket (`unix:` targets), or a host name and port (a `dns:` target reached through an HTTP CONNECT
+//! proxy, which resolves it; or a registry's `host:port`, which the channel resolves when it connects). The resolver produces them, `grpc-lb` keeps one subchannel per address and
 //! hands them to pickers, and `grpc-retry` remembers the ones a call used so that its next attempt can
 //! avoid them. Cloning is cheap: a TCP address is copied, a path is shared (`Arc<Path>`), so an address
 //! can travel with every pick without allocating.
@@ -23,7 +23,10 @@ pub enum Address {
     Tcp(SocketAddr),
     /// The path of a Unix-domain socket.
     Unix(Arc<Path>),
-    /// A host name and port that the client does not resolve: an HTTP CONNECT proxy does.
+    /// A host name and port ([`Address::name`]), as a registry names a backend (etcd's `Addr`, Consul, a
+    /// Kubernetes pod's name). Through an HTTP CONNECT proxy the proxy resolves it; without one the
+    /// channel looks it up (the system's resolver) each time it connects, and tries its addresses in
+    /// order within the connection deadline. To a load balancing policy it is one address.
     Name {
         /// The host name (or an IP literal without brackets).
         host: Arc<str>,
@@ -49,6 +52,15 @@ impl Address {
     /// The address of the Unix-domain socket at `path`.
     pub fn unix(path: impl Into<PathBuf>) -> Address {
         Address::Unix(Arc::from(path.into()))
+    }
+
+    /// The host name (or IP literal, without brackets) `host` on `port`: `Address::name("localhost",
+    /// 50051)`. See [`Address::Name`].
+    pub fn name(host: impl Into<Arc<str>>, port: u16) -> Address {
+        Address::Name {
+            host: host.into(),
+            port,
+        }
     }
 
     /// The address's family.
@@ -122,10 +134,14 @@ mod tests {
         assert_eq!(v6.to_string(), "[::1]:5");
         assert_eq!(Address::unix("/path").to_string(), "unix:/path");
         assert_eq!(Address::unix("rel/sock").to_string(), "unix:rel/sock");
-        let name = Address::Name {
-            host: "api.example.com".into(),
-            port: 443,
-        };
+        let name = Address::name("api.example.com", 443);
+        assert_eq!(
+            name,
+            Address::Name {
+                host: "api.example.com".into(),
+                port: 443
+            }
+        );
         assert_eq!(name.to_string(), "api.example.com:443");
         assert_eq!(name.family(), Family::Name);
         let literal = Address::Name {

@@ -118,8 +118,10 @@ impl ChannelBuilder {
     }
 
     /// Resolves targets of `builder`'s scheme with it, for this channel (it wins over one registered
-    /// process-wide with [`resolver::register`](crate::resolver::register), and over a built-in one). A
-    /// later builder of the same scheme replaces an earlier one. See [`crate::resolver`].
+    /// process-wide with [`resolver::register`](crate::resolver::register), and over a built-in one; a
+    /// `dns` builder also takes targets without a scheme, `host:port`). A later builder of the same scheme
+    /// replaces an earlier one. A builder whose scheme is no URI scheme (RFC 3986: a letter, then letters,
+    /// digits, `+`, `-`, `.`) makes [`ChannelBuilder::build`] fail. See [`crate::resolver`].
     pub fn resolver(mut self, builder: impl ResolverBuilder) -> Self {
         let shared = SharedBuilder(Arc::new(builder));
         let scheme = shared.scheme();
@@ -451,16 +453,28 @@ impl ChannelBuilder {
         // The channel's own policies join those the resolver options carry (and win over them): every
         // service config of the channel is parsed with them.
         self.resolver.parse.policies.extend(&self.policies);
+        if let Some(bad) = self
+            .resolvers
+            .iter()
+            .map(SharedBuilder::scheme)
+            .find(|s| !resolver_api::is_uri_scheme(s))
+        {
+            return Err(BuildError::InvalidOption {
+                option: "resolver",
+                reason: resolver_api::ResolverError::InvalidScheme(bad).to_string(),
+            });
+        }
         // A registered resolver (the channel's own, then the process's) takes its scheme's targets first,
         // built-in schemes included; other targets are the built-in kinds.
         let written = ResolverTarget::parse(&self.target);
-        let registered = written.as_ref().and_then(|t| {
+        let find = |scheme: &str| {
             self.resolvers
                 .iter()
-                .find(|b| b.scheme() == t.scheme())
+                .find(|b| b.scheme() == scheme)
                 .cloned()
-                .or_else(|| resolver_api::registered(t.scheme()))
-        });
+                .or_else(|| resolver_api::registered(scheme))
+        };
+        let mut registered = written.as_ref().and_then(|t| find(t.scheme()));
         let target = match (&written, &registered) {
             (Some(t), Some(_)) => Target::Custom {
                 scheme: t.scheme().to_owned(),
@@ -472,6 +486,14 @@ impl ChannelBuilder {
                 reason: e.reason,
             })?,
         };
+        // A target without a scheme (`host:port`) is a DNS name: a registered `dns` builder takes it too,
+        // as in grpc-go (its default scheme's builder is looked up in the registry). Not URL targets.
+        if registered.is_none()
+            && matches!(target, Target::Dns { server: None, .. })
+            && url_security(&self.target).is_none()
+        {
+            registered = find("dns");
+        }
         if let (Target::Custom { scheme, .. }, None) = (&target, &registered) {
             let mut known: Vec<String> = self.resolvers.iter().map(SharedBuilder::scheme).collect();
             known.extend(resolver_api::registered_schemes());
@@ -514,12 +536,28 @@ impl ChannelBuilder {
             ),
         };
         let mut authority_text = self.authority.clone().unwrap_or_else(|| target.authority());
-        // A registered resolver's endpoint (`NAME` of `etcd://HOST:PORT/NAME`) need not be an authority.
+        // A registered resolver's endpoint (`NAME` of `etcd://HOST:PORT/NAME`) is the default authority
+        // (grpc-go's) but need not be one (`team/payments`). A plaintext channel then sends `localhost`; a
+        // TLS channel never verifies its backends against a name the application did not give: it takes
+        // `TlsConfig::server_name` (as grpc-go's credentials' server name), else the channel is refused.
         if matches!(target, Target::Custom { .. })
             && self.authority.is_none()
             && Authority::try_from(authority_text.as_str()).is_err()
         {
-            authority_text = "localhost".to_owned();
+            let tls_name = self.tls.as_ref().map(TlsConfig::server_name_override);
+            authority_text = match tls_name {
+                None => "localhost".to_owned(),
+                Some(Some(name)) => name.to_owned(),
+                Some(None) => {
+                    return Err(BuildError::InvalidOption {
+                        option: "authority",
+                        reason: format!(
+                            "the endpoint {authority_text:?} of {:?} is not a valid :authority, so a TLS channel has no name to verify its servers against: set ChannelBuilder::authority or TlsConfig::server_name",
+                            self.target
+                        ),
+                    })
+                }
+            };
         }
         let authority = Authority::try_from(authority_text.as_str()).map_err(|e| {
             BuildError::InvalidOption {

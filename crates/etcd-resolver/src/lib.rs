@@ -7,7 +7,7 @@
 //! use grpc_etcd_resolver::EtcdResolverBuilder;
 //!
 //! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
-//! grpc_channel::resolver::register(EtcdResolverBuilder::new());
+//! grpc_channel::resolver::register(EtcdResolverBuilder::new()).expect("etcd is a URI scheme");
 //! let channel = Channel::new("etcd://127.0.0.1:2379/my-service")?;
 //! # Ok(()) }
 //! ```

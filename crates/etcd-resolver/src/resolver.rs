@@ -63,7 +63,7 @@ const LOOKUP_TIMEOUT: Duration = Duration::from_secs(5);
 ///
 /// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
 /// // Process-wide, for every channel:
-/// grpc_channel::resolver::register(EtcdResolverBuilder::new());
+/// grpc_channel::resolver::register(EtcdResolverBuilder::new()).expect("etcd is a URI scheme");
 /// let channel = Channel::new("etcd://127.0.0.1:2379/my-service")?;
 /// // Or for one channel, with three etcd members over TLS (the target's HOST:PORT is then ignored):
 /// let etcd = EtcdResolverBuilder::new()

@@ -66,14 +66,15 @@ impl Schedule {
         } else if self.first {
             now
         } else {
-            let requested = self.requested.then(|| {
-                self.last_success
-                    .map_or(now, |last| last + self.min_interval)
-            });
-            let refresh = self.refresh.map(|every| {
-                self.last_success
-                    .map_or(now, |last| last + every.max(self.min_interval))
-            });
+            // An interval too large for an `Instant` (`Duration::MAX`, "never") is never due.
+            let after = |wait: Duration| match self.last_success {
+                None => Some(now),
+                Some(last) => last.checked_add(wait),
+            };
+            let requested = self.requested.then(|| after(self.min_interval)).flatten();
+            let refresh = self
+                .refresh
+                .and_then(|every| after(every.max(self.min_interval)));
             match (requested, refresh) {
                 (Some(a), Some(b)) => a.min(b),
                 (Some(a), None) | (None, Some(a)) => a,
@@ -103,7 +104,8 @@ impl Schedule {
         self.requested = false;
         let base = self.backoff;
         let jittered = base.mul_f64(1.0 - JITTER + 2.0 * JITTER * rng.uniform());
-        self.retry_at = Some(now + jittered);
+        // At most 144 s: never past the end of `Instant` in practice, and "never" if it were.
+        self.retry_at = now.checked_add(jittered);
         self.backoff = base.mul_f64(MULTIPLIER).min(MAX_BACKOFF);
         jittered
     }
@@ -162,6 +164,23 @@ mod tests {
         let mut s = Schedule::new(Duration::from_secs(30)).with_refresh(None);
         s.succeeded(t0);
         assert_eq!(s.next(t0 + Duration::from_secs(3600)), None);
+    }
+
+    #[test]
+    fn intervals_too_large_for_an_instant_mean_never() {
+        let t0 = Instant::now();
+        let mut s = Schedule::new(Duration::MAX).with_refresh(Some(Duration::MAX));
+        assert!(s.is_due(t0));
+        s.succeeded(t0);
+        assert_eq!(s.next(t0), None);
+        s.resolve_now();
+        assert_eq!(s.next(t0 + Duration::from_secs(3600)), None);
+        // A huge refresh with an ordinary minimum interval: a request still comes after the interval.
+        let mut s = Schedule::new(Duration::from_secs(1)).with_refresh(Some(Duration::MAX));
+        s.succeeded(t0);
+        assert_eq!(s.next(t0), None);
+        s.resolve_now();
+        assert_eq!(s.next(t0), Some(t0 + Duration::from_secs(1)));
     }
 
     #[test]

@@ -354,7 +354,11 @@ fn print_help() -> ExitCode {
 async fn main() -> ExitCode {
     // `etcd://HOST:PORT/NAME` targets: the endpoints etcd holds under NAME/ (grpc-etcd-resolver, on the
     // channel's public resolver API).
-    grpc_channel::resolver::register(grpc_etcd_resolver::EtcdResolverBuilder::new());
+    if let Err(e) = grpc_channel::resolver::register(grpc_etcd_resolver::EtcdResolverBuilder::new())
+    {
+        eprintln!("{e}");
+        return ExitCode::FAILURE;
+    }
     let setup = settings(std::env::args().skip(1)).and_then(|s| s.map(context).transpose());
     let (ctx, cases, skip) = match setup {
         Ok(Some(s)) => s,

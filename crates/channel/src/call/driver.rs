@@ -528,6 +528,8 @@ impl Driver {
 
 /// How a call whose one request message is known up front starts (`Channel::start_with_request`): a
 /// future, ready at once unless the call waits for name resolution.
+// Built once per call and polled at once: boxing the ready side would cost an allocation per call.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Start<Resp, F> {
     /// Started, or failed, without waiting.
     Now(std::future::Ready<Result<Started<Resp>, Status>>),

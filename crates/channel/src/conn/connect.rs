@@ -1,6 +1,7 @@
 //! Connection setup, the one path every subchannel connection takes: the socket (TCP with TCP_NODELAY and
 //! kernel keepalive; to an HTTP CONNECT proxy and through its tunnel when the channel's [`Route`] says so,
-//! gRFC A1), TLS when the channel has it (for the target's name, inside the tunnel), the HTTP/2 handshake with prior knowledge, a task that
+//! gRFC A1; a host-name address without a proxy is looked up here with the system's resolver and its
+//! addresses tried in order, within the attempt's deadline), TLS when the channel has it (for the target's name, inside the tunnel), the HTTP/2 handshake with prior knowledge, a task that
 //! drives the connection, and a PING whose answer proves the server's SETTINGS arrived (READY). A server
 //! that answers and sends GOAWAY before that PING comes back gave no usable connection: a failure (with
 //! backoff), named as such.
@@ -122,6 +123,7 @@ pub(crate) async fn connect(
     let socket = match (addr, proxy) {
         (_, Some(_)) => "TCP connection to the proxy",
         (Address::Unix(_), None) => "Unix socket connection",
+        (Address::Name { .. }, None) => "name lookup and TCP connection",
         _ => "TCP connection",
     };
     let phases = [
@@ -166,11 +168,13 @@ pub(crate) async fn connect(
                     .map_err(|e| Status::from_io(&format!("connect to {peer}"), e))?;
                 handshakes(unix, settings, tls, &peer, &phase).await
             }
-            // Names are only made for a proxy to resolve.
-            (Address::Name { .. }, None) => Err(Status::new(
-                Code::Internal,
-                format!("no proxy to resolve {peer}"),
-            )),
+            // A host name with no proxy (a registry's `host:port`): resolved here (the system's resolver),
+            // its addresses tried in order, all within the attempt's deadline.
+            (Address::Name { host, port }, None) => {
+                let tcp = connect_name(host, *port).await?;
+                tcp_options(&tcp, settings)?;
+                handshakes(tcp, settings, tls, &peer, &phase).await
+            }
         }
     };
     match tokio::time::timeout_at(deadline, attempt).await {
@@ -184,6 +188,26 @@ pub(crate) async fn connect(
             ),
         )),
     }
+}
+
+/// A TCP connection to `host:port` without a proxy: the name is looked up with the system's resolver
+/// (an IP literal is itself) and its addresses are tried in the order given, the first that connects
+/// winning. The caller bounds the whole with the attempt's deadline.
+async fn connect_name(host: &str, port: u16) -> Result<TcpStream, Status> {
+    let addrs: Vec<std::net::SocketAddr> = tokio::net::lookup_host((host, port))
+        .await
+        .map_err(|e| Status::from_io(&format!("resolve {host}"), e))?
+        .collect();
+    let mut last = None;
+    for addr in addrs {
+        match TcpStream::connect(addr).await {
+            Ok(tcp) => return Ok(tcp),
+            Err(e) => last = Some(Status::from_io(&format!("connect to {addr}"), e)),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        Status::new(Code::Unavailable, format!("{host} resolved to no address"))
+    }))
 }
 
 /// What a CONNECT request names for `addr`: `host:port`.

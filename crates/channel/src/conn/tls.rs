@@ -159,6 +159,11 @@ impl TlsConfig {
         self
     }
 
+    /// The server name set with [`TlsConfig::server_name`], if any.
+    pub(crate) fn server_name_override(&self) -> Option<&str> {
+        self.server_name.as_deref()
+    }
+
     /// Builds the connector for a channel whose authority host is `default_name`.
     pub(crate) fn connector(&self, default_name: &str) -> Result<TlsConnector, BuildError> {
         let name_text = self.server_name.as_deref().unwrap_or(default_name);

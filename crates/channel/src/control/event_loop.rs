@@ -21,10 +21,12 @@
 //! off) turns the policy's health checking on; [`super::health_watches`] then runs a Watch on each of the
 //! policy's READY connections and gives the answers to the policy (`LbPolicy::set_health`).
 //!
-//! The loop lets go of connections in three ways (at the end of this file): all at once (IDLE, shutdown),
+//! The loop lets go of connections in three ways (`event_loop/release.rs`): all at once (IDLE, shutdown),
 //! released (a routing resolver that failed) or retired (a policy switch). Not here: a connection's own
 //! task (`subchannel.rs`), what the loop shares with its handle (`shared.rs`), and the loop's idleness and
 //! what it is started with (`activity.rs`).
+
+mod release;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -79,6 +81,8 @@ pub(super) struct Loop {
     spec: (ConnectivityState, PickerSpec),
     /// The last routing (xDS) applied to the policy, published with each picker.
     routing_generation: u64,
+    /// How many resolver results the policy has applied (a lower bound), published with each picker.
+    resolutions: u64,
     /// The last resolution routed calls (xDS): a failure then fails the channel whatever its addresses.
     routed: bool,
     /// The previous policy's READY connections and picker, serving while a new policy connects.
@@ -134,6 +138,7 @@ impl Loop {
                 resolved_before: false,
             },
             routing_generation: 0,
+            resolutions: 0,
             routed: false,
             addresses: Vec::new(),
             tasks: HashMap::new(),
@@ -158,6 +163,7 @@ impl Loop {
         mut stop: oneshot::Receiver<()>,
     ) {
         let mut resolution: Option<watch::Receiver<State>> = None;
+        let count = self.resolution.published();
         loop {
             let timer = self.activity.next_timer();
             tokio::select! {
@@ -168,11 +174,15 @@ impl Loop {
                 },
                 changed = async {
                     match resolution.as_mut() {
-                        Some(rx) => rx.changed().await.map(|()| rx.borrow_and_update().clone()),
+                        // The count read while the state is borrowed is that state's.
+                        Some(rx) => rx.changed().await.map(|()| {
+                            let state = rx.borrow_and_update();
+                            (count.get(), state.clone())
+                        }),
                         None => std::future::pending().await,
                     }
                 } => match changed {
-                    Ok(state) => self.on_resolution(state),
+                    Ok((seen, state)) => self.on_resolution(state, seen),
                     Err(_) => resolution = None,
                 },
                 () = async {
@@ -195,8 +205,12 @@ impl Loop {
                     self.on_timer();
                     // No fresh resolution in time: go on with the last one (a fresh one updates it later).
                     if self.activity.fresh_wait_ran_out(Instant::now()) {
-                        if let Some(state) = resolution.as_ref().map(|rx| rx.borrow().clone()) {
-                            self.on_resolution(state);
+                        if let Some(rx) = resolution.as_ref() {
+                            let (seen, state) = {
+                                let state = rx.borrow();
+                                (count.get(), state.clone())
+                            };
+                            self.on_resolution(state, seen);
                         }
                     }
                 }
@@ -287,8 +301,14 @@ impl Loop {
                         // again and wait (briefly) for the fresh result rather than connect to old addresses.
                         self.resolution.resolve_now();
                         self.activity.wait_for_fresh_resolution();
-                    } else if let Some(state) = resolution.map(|rx| rx.borrow().clone()) {
-                        self.on_resolution(state);
+                    } else {
+                        if let Some(rx) = resolution {
+                            let (seen, state) = {
+                                let state = rx.borrow();
+                                (self.resolution.published().get(), state.clone())
+                            };
+                            self.on_resolution(state, seen);
+                        }
                     }
                 }
                 // Woken with no call in flight (`connect()`, or a call still resolving): the idle timeout runs
@@ -313,10 +333,23 @@ impl Loop {
         self.tasks.get(&id).is_some_and(|(g, _)| *g == generation)
     }
 
-    fn on_resolution(&mut self, state: State) {
+    /// Applies a resolution state, read after the resolver's count said `seen`: every picker published
+    /// from here on says so, and one is published at the end even if the policy's did not change (a call
+    /// that started after the resolver published waits for that).
+    fn on_resolution(&mut self, state: State, seen: u64) {
         if self.activity.is_idle() {
             return;
         }
+        self.resolutions = self.resolutions.max(seen);
+        self.on_resolution_state(state);
+        self.drain_actions();
+        if !self.activity.is_idle() && self.published.borrow().resolutions < self.resolutions {
+            let (state, spec) = self.spec.clone();
+            self.publish(state, spec);
+        }
+    }
+
+    fn on_resolution_state(&mut self, state: State) {
         self.activity.resolved();
         let now = self.now();
         match state {
@@ -623,6 +656,7 @@ impl Loop {
                 state: ConnectivityState::Ready,
                 picker,
                 routing_generation: self.routing_generation,
+                resolutions: self.resolutions,
                 last_failure: self.last_failure.clone(),
             }));
             return;
@@ -654,6 +688,7 @@ impl Loop {
             state,
             picker,
             routing_generation: self.routing_generation,
+            resolutions: self.resolutions,
             last_failure: self.last_failure.clone(),
         }));
     }
@@ -738,60 +773,5 @@ trait NextU64 {
 impl NextU64 for SplitMix64 {
     fn next(&mut self) -> u64 {
         grpc_retry::Rng::next_u64(self)
-    }
-}
-
-/// How the loop lets go of connections: all at once (IDLE, shutdown: every task aborted, those the policy
-/// already let go of too), released (a routing resolver that failed: READY connections finish the calls
-/// they carry, connecting ones stop), or retired (a policy switch: the old policy's READY connections keep
-/// serving its last picker until the new one is READY). A single connection the policy disconnects is
-/// `LbAction::Disconnect`, in `drain_actions`.
-impl Loop {
-    fn drop_connections(&mut self) {
-        self.health.stop_all();
-        self.drop_retired(true);
-        for (_, (_, task)) in self.tasks.drain() {
-            task.abort();
-        }
-        for task in self.detached.drain(..) {
-            task.abort();
-        }
-        self.conns.clear();
-    }
-
-    /// Lets go of every connection without cutting calls: a READY connection finishes the calls it
-    /// carries (then closes: its handles are gone), a connection still being made stops now, and the
-    /// retired policy's connections finish theirs too. `drop_connections` still aborts them all at close.
-    fn release_connections(&mut self) {
-        self.health.stop_all();
-        self.drop_retired(false);
-        self.detached.retain(|t| !t.is_finished());
-        for (id, (_, task)) in self.tasks.drain() {
-            if self.conns.contains_key(&id) {
-                self.detached.push(task);
-            } else {
-                task.abort();
-            }
-        }
-        self.conns.clear();
-    }
-
-    /// Keeps the current policy's connections serving its last picker (if it was READY) while a new
-    /// policy starts; otherwise closes them.
-    fn retire_policy(&mut self) {
-        // The retired connections serve as they are, unchecked, until the new policy is READY.
-        self.health.stop_all();
-        self.drop_retired(false);
-        let tasks: Vec<JoinHandle<()>> = self.tasks.drain().map(|(_, (_, task))| task).collect();
-        let conns = std::mem::take(&mut self.conns);
-        self.retired = Retired::retire(&self.spec, conns, tasks);
-    }
-
-    /// Lets go of a retired policy's connections: closed at once (`abort`), or left to finish the calls
-    /// they carry (h2 closes a connection whose handles are gone once its last stream ends).
-    fn drop_retired(&mut self, abort: bool) {
-        if let Some(retired) = self.retired.take() {
-            retired.release(abort);
-        }
     }
 }

@@ -17,7 +17,8 @@
 //! the handle calls use ([`ControlPlane`]) and what a pick gives ([`Picked`]); what the handle and the
 //! loop share (`shared.rs`); the event loop (`event_loop.rs`), its idleness and what it is started with
 //! (`activity.rs`), and each subchannel connection's task (`subchannel.rs`); which policy a resolution asks for (`policy_choice.rs`); name resolution
-//! ([`resolver_api`], the public resolver API; [`resolver`], running the channel's resolver;
+//! ([`resolver_api`], the public resolver API, and `resolver_testing.rs`, its sink for a resolver's unit
+//! tests; [`resolver`], running the channel's resolver;
 //! [`builtin_resolvers`], `dns:` and the fixed lists; [`manual_resolver`], endpoints pushed by the
 //! application; [`resolver_state`], what a resolver hands the channel); health checking (gRFC A17:
 //! [`health_stream`], one Watch stream, and `health_watches.rs`, which connections run one); and outlier
@@ -49,6 +50,7 @@ mod policy_choice;
 pub(crate) mod resolver;
 pub mod resolver_api;
 pub(crate) mod resolver_state;
+mod resolver_testing;
 mod shared;
 mod subchannel;
 
@@ -65,6 +67,7 @@ use crate::conn::tls::TlsConnector;
 use crate::control::health_stream::WatchSetup;
 use crate::control::outlier::CallResults;
 use crate::control::resolver::Resolution;
+use crate::control::resolver_api::PublishCount;
 use crate::control::resolver_state::RoutedTo;
 use crate::wire::status::{Code, Status};
 
@@ -121,6 +124,8 @@ pub(crate) struct ControlPlane {
     active: Arc<ActiveCalls>,
     /// Ejections and health, as the event loop last wrote them.
     stats: Arc<PlaneStats>,
+    /// What the resolver published: a pick waits until the picker's policy has applied it all.
+    resolutions: Arc<PublishCount>,
     _stop: Arc<oneshot::Sender<()>>,
 }
 
@@ -140,8 +145,10 @@ impl ControlPlane {
             state: ConnectivityState::Idle,
             picker: Picker::new(&PickerSpec::Idle, |_| None, 0),
             routing_generation: 0,
+            resolutions: 0,
             last_failure: None,
         });
+        let resolutions = resolution.published();
         let (published_tx, published_rx) = watch::channel(initial);
         let (stop_tx, stop_rx) = oneshot::channel();
         let seed = shared::clock_seed();
@@ -170,6 +177,7 @@ impl ControlPlane {
             published: published_rx,
             active,
             stats,
+            resolutions,
             _stop: Arc::new(stop_tx),
         }
     }
@@ -238,7 +246,9 @@ impl ControlPlane {
     ) -> Option<Picked> {
         let picked = {
             let published = self.published.borrow();
-            if published.state == ConnectivityState::Shutdown || !published.applied(cluster) {
+            if published.state == ConnectivityState::Shutdown
+                || !published.applied(cluster, self.resolutions.get())
+            {
                 return None;
             }
             published.picker.pick(&PickRequest {
@@ -327,6 +337,9 @@ impl ControlPlane {
         avoid: &[Address],
     ) -> Result<Picked, PickError> {
         let mut rx = self.published.clone();
+        // What the resolver had published when the pick started (read once: a resolver publishing without
+        // pause must not starve it).
+        let resolutions = self.resolutions.get();
         loop {
             let published = rx.borrow_and_update().clone();
             if published.state == ConnectivityState::Shutdown {
@@ -335,15 +348,19 @@ impl ControlPlane {
                     "the channel is shut down",
                 )));
             }
-            // A call routed by a routing the load balancer has not applied yet waits for it.
-            let result = match published.applied(cluster) {
+            // A call routed by a routing the load balancer has not applied yet waits for it, and so does
+            // one that started after a resolver result the load balancer has not applied yet (an IDLE
+            // channel applies it when it leaves IDLE).
+            let result = match published.applied(cluster, resolutions) {
                 true => published.picker.pick(&PickRequest {
                     method,
                     avoid,
                     cluster: cluster.map(|c| &*c.cluster),
                     hash: cluster.and_then(|c| c.hash),
                 }),
-                false => PickResult::Queue { exit_idle: false },
+                false => PickResult::Queue {
+                    exit_idle: published.state == ConnectivityState::Idle,
+                },
             };
             match result {
                 PickResult::Pick {

@@ -24,7 +24,7 @@ use tokio::sync::{watch, OnceCell};
 use tokio::time::Instant;
 
 use crate::control::resolver_api::{
-    Closed, Resolver, ResolverSink, ResolverTarget, SharedBuilder, WeakSink,
+    Closed, PublishCount, Resolver, ResolverSink, ResolverTarget, SharedBuilder, WeakSink,
 };
 use crate::control::resolver_state::{Resolved, State};
 use crate::wire::status::{Code, Status};
@@ -71,6 +71,10 @@ pub(crate) struct Resolution {
     /// Taken for the whole of [`Resolution::start`] and by [`Resolution::stop`], so that no resolver
     /// starts after the channel closed.
     running: parking_lot::Mutex<Running>,
+    /// Set by [`Resolution::stop`]: calls waiting for a result stop waiting, whatever sinks still live.
+    shut_down: Closed,
+    /// How many results the resolver (any resolver this resolution started) has published.
+    published: Arc<PublishCount>,
     /// What the xDS resolver shows `Channel::xds_resources` while it runs.
     #[cfg(feature = "xds")]
     inspect: Option<crate::control::resolver_state::Inspect>,
@@ -112,6 +116,8 @@ impl Resolution {
             min_interval,
             started: OnceCell::new(),
             running: parking_lot::Mutex::new(Running::default()),
+            shut_down: Closed::default(),
+            published: Arc::default(),
             #[cfg(feature = "xds")]
             inspect,
         }
@@ -129,6 +135,7 @@ impl Resolution {
             self.default_config.clone(),
             self.parse.clone(),
             closed.clone(),
+            self.published.clone(),
         );
         let weak = sink.downgrade();
         let scheme = self.target.scheme();
@@ -164,11 +171,17 @@ impl Resolution {
             running.sink = None;
             (running.resolver.take(), running.closed.take())
         };
+        self.shut_down.close();
         if let Some(closed) = closed {
             closed.close();
         }
         // Dropped outside the lock.
         drop_resolver(resolver, self.target.scheme());
+    }
+
+    /// Counts the results published: read while the state is borrowed, it is the count of that state.
+    pub(crate) fn published(&self) -> Arc<PublishCount> {
+        self.published.clone()
     }
 
     /// The resolution state, starting the resolver if needed.
@@ -184,6 +197,7 @@ impl Resolution {
     /// failures). The caller bounds the wait with the call's deadline.
     pub(crate) async fn wait(&self, wait_for_ready: bool) -> Result<Resolved, Status> {
         let mut state = self.subscribe().await?;
+        let shut_down = || Status::new(Code::Unavailable, "the channel is shut down");
         loop {
             let current = state.borrow_and_update().clone();
             match current {
@@ -194,7 +208,15 @@ impl Resolution {
                 } => return Ok((endpoints, config, routing)),
                 State::Failed(status) if !wait_for_ready => return Err(status),
                 State::Failed(_) | State::Pending => {
-                    if state.changed().await.is_err() {
+                    if self.shut_down.is_closed() {
+                        return Err(shut_down());
+                    }
+                    // A sink a resolver's task still holds does not keep calls waiting after `close()`.
+                    let changed = tokio::select! {
+                        changed = state.changed() => changed,
+                        () = self.shut_down.wait() => return Err(shut_down()),
+                    };
+                    if changed.is_err() {
                         return Err(Status::new(
                             Code::Unavailable,
                             format!(
@@ -254,8 +276,12 @@ impl Resolution {
                 return;
             }
             let due = match (self.kind, running.last_resolve_now) {
-                (Kind::Dns, _) | (_, None) => now,
-                (Kind::Plain, Some(last)) => last + self.min_interval,
+                (Kind::Dns, _) | (_, None) => Some(now),
+                // An interval too large for an `Instant` (`Duration::MAX`) means "never again".
+                (Kind::Plain, Some(last)) => last.checked_add(self.min_interval),
+            };
+            let Some(due) = due else {
+                return;
             };
             if due <= now {
                 running.last_resolve_now = Some(now);

@@ -26,7 +26,9 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use grpc_service_config::{ConfigResult, ConfigSelector, Decision, ParseOptions, ServiceConfig};
+use grpc_service_config::{
+    ConfigResult, ConfigSelector, Decision, ParseError, ParseOptions, Rule, ServiceConfig,
+};
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::{watch, Notify};
 
@@ -36,6 +38,7 @@ use crate::wire::status::{Code, Status};
 pub use grpc_base::{Address, AttributeValue, Attributes, Endpoint};
 
 pub use crate::control::manual_resolver::{manual, ManualResolverBuilder, PushedEndpoints};
+pub use crate::control::resolver_testing::{SinkObserver, SinkState};
 
 /// The most addresses (over all endpoints) one update may carry; a larger update is rejected.
 pub const MAX_ENDPOINT_ADDRESSES: usize = 65_536;
@@ -101,39 +104,50 @@ pub trait Resolver: Send + 'static {
     fn resolve_now(&mut self) {}
 }
 
-/// A parsed target `scheme://authority/endpoint` (also `scheme:endpoint` and `scheme:///endpoint`).
+/// A parsed target `scheme://authority/endpoint?query` (also `scheme:endpoint` and
+/// `scheme:///endpoint`), split as a URI (RFC 3986) the way grpc-go's `resolver.Target` is.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ResolverTarget {
     text: String,
     scheme: String,
     authority: String,
     endpoint: String,
+    query: String,
 }
 
 impl ResolverTarget {
     /// Splits `target` as a URI: `None` when it has no scheme (RFC 3986: a letter, then letters, digits,
-    /// `+`, `-`, `.`, before the first `:`).
-    pub(crate) fn parse(target: &str) -> Option<ResolverTarget> {
+    /// `+`, `-`, `.`, before the first `:`). The path (the endpoint) is percent-decoded (a broken escape
+    /// is kept as written, bytes that are no UTF-8 become U+FFFD); the query (after `?`) is kept apart,
+    /// as written, and a fragment (after `#`) is dropped. For a resolver's unit tests, too:
+    ///
+    /// ```
+    /// use grpc_channel::resolver::ResolverTarget;
+    /// let t = ResolverTarget::parse("etcd://127.0.0.1:2379/team%2Fsvc?region=eu").expect("a URI");
+    /// assert_eq!((t.scheme(), t.authority(), t.endpoint(), t.query()), ("etcd", "127.0.0.1:2379", "team/svc", "region=eu"));
+    /// ```
+    pub fn parse(target: &str) -> Option<ResolverTarget> {
         let (scheme, rest) = target.split_once(':')?;
-        let valid = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
-            && scheme
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b));
-        if !valid {
+        if !is_uri_scheme(scheme) {
             return None;
         }
-        let (authority, endpoint) = match rest.strip_prefix("//") {
+        let rest = rest.split_once('#').map_or(rest, |(before, _)| before);
+        let (hier, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let (authority, path) = match hier.strip_prefix("//") {
             Some(with_authority) => match with_authority.split_once('/') {
                 Some((authority, path)) => (authority, path),
                 None => (with_authority, ""),
             },
-            None => ("", rest.strip_prefix('/').unwrap_or(rest)),
+            None => ("", hier.strip_prefix('/').unwrap_or(hier)),
         };
         Some(ResolverTarget {
             text: target.to_owned(),
             scheme: scheme.to_ascii_lowercase(),
             authority: authority.to_owned(),
-            endpoint: endpoint.to_owned(),
+            endpoint: percent_encoding::percent_decode_str(path)
+                .decode_utf8_lossy()
+                .into_owned(),
+            query: query.to_owned(),
         })
     }
 
@@ -149,6 +163,7 @@ impl ResolverTarget {
             scheme,
             authority: String::new(),
             endpoint: target.authority(),
+            query: String::new(),
         }
     }
 
@@ -162,9 +177,16 @@ impl ResolverTarget {
         &self.authority
     }
 
-    /// The path without its leading `/`: `NAME` of `etcd://HOST:PORT/NAME`.
+    /// The path without its leading `/`, percent-decoded: `NAME` of `etcd://HOST:PORT/NAME`, `team/svc`
+    /// of `reg:///team%2Fsvc` (grpc-go's `Target.Endpoint()`). Without the query.
     pub fn endpoint(&self) -> &str {
         &self.endpoint
+    }
+
+    /// The query, after `?`, as written (not decoded): `region=eu` of `reg:///svc?region=eu`; `""` if
+    /// none (grpc-go's `Target.URL.RawQuery`).
+    pub fn query(&self) -> &str {
+        &self.query
     }
 
     /// The target as the application wrote it.
@@ -177,6 +199,15 @@ impl fmt::Display for ResolverTarget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.text)
     }
+}
+
+/// Whether `scheme` is a URI scheme (RFC 3986: `ALPHA *( ALPHA / DIGIT / "+" / "-" / "." )`), the only
+/// kind a target can name.
+pub(crate) fn is_uri_scheme(scheme: &str) -> bool {
+    scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+        && scheme
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b))
 }
 
 /// What a resolver reports. One update replaces the whole endpoint list.
@@ -219,6 +250,10 @@ pub enum ResolverError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A builder's scheme is no URI scheme (RFC 3986: a letter, then letters, digits, `+`, `-`, `.`), so
+    /// no target can name it: [`register`] refuses it.
+    #[error("the resolver scheme {0:?} is not a URI scheme (RFC 3986: a letter, then letters, digits, '+', '-' or '.')")]
+    InvalidScheme(String),
     /// Anything else.
     #[error("{0}")]
     Other(String),
@@ -231,8 +266,9 @@ pub enum UpdateError {
     /// The channel is closed or dropped: the resolver should stop.
     #[error("the channel is closed")]
     Closed,
-    /// The channel could not use the update (no endpoints, too large, or an invalid service config with no
-    /// good one before it and no default): retry later, with backoff.
+    /// The channel could not use (all of) the update: no endpoints, too many addresses, or an invalid (or
+    /// too long) service config, whose endpoints still apply when a good config is kept (see
+    /// [`ResolverSink::update`]). Retry later, with backoff.
     #[error("the channel rejected the update: {0}")]
     Rejected(String),
 }
@@ -251,8 +287,22 @@ impl Closed {
         self.notify.notify_waiters();
     }
 
-    fn is_closed(&self) -> bool {
+    /// Whether it is closed.
+    pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::SeqCst)
+    }
+
+    /// Completes once it is closed.
+    pub(crate) async fn wait(&self) {
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.is_closed() {
+                return;
+            }
+            notified.await;
+        }
     }
 }
 
@@ -263,6 +313,26 @@ struct SinkShared {
     selector: Mutex<ConfigSelector>,
     parse: ParseOptions,
     closed: Arc<Closed>,
+    /// Counts the results published, bumped after each is sent (see [`PublishCount`]).
+    published: Arc<PublishCount>,
+}
+
+/// How many results a channel's resolver has published: bumped with each, under the state's lock, so
+/// that a call can wait until the load balancer has applied everything published before it started
+/// (an `update()` that returned is seen by every call after it, as grpc-go's `UpdateState` returns once the
+/// balancer has it).
+#[derive(Debug, Default)]
+pub(crate) struct PublishCount(std::sync::atomic::AtomicU64);
+
+impl PublishCount {
+    /// The number published so far.
+    pub(crate) fn get(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    fn bump(&self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
 }
 
 /// Where a resolver sends its results: cheap to clone, `Send + Sync`, usable from any task.
@@ -286,6 +356,7 @@ impl ResolverSink {
         default_config: Option<ServiceConfig>,
         parse: ParseOptions,
         closed: Arc<Closed>,
+        published: Arc<PublishCount>,
     ) -> ResolverSink {
         ResolverSink {
             shared: Arc::new(SinkShared {
@@ -293,6 +364,7 @@ impl ResolverSink {
                 selector: Mutex::new(ConfigSelector::new(default_config)),
                 parse,
                 closed,
+                published,
             }),
         }
     }
@@ -303,11 +375,13 @@ impl ResolverSink {
     }
 
     /// Publishes endpoints (and a service config, parsed with the same A21 rules as DNS TXT). `Err` when
-    /// the channel could not use it ([`UpdateError::Rejected`]: no endpoints, more than
-    /// [`MAX_ENDPOINT_ADDRESSES`] addresses, a config longer than [`MAX_SERVICE_CONFIG_BYTES`], or an
-    /// invalid config with no previous good one and no default; a polling resolver retries with backoff),
-    /// or when the channel is gone ([`UpdateError::Closed`]). A rejected update changes nothing the channel
-    /// uses, except that before any good result fail-fast calls fail UNAVAILABLE with its reason.
+    /// the channel could not use all of it ([`UpdateError::Rejected`]; a polling resolver retries with
+    /// backoff), or when the channel is gone ([`UpdateError::Closed`]):
+    /// * no endpoints, or more than [`MAX_ENDPOINT_ADDRESSES`] addresses: nothing changes, except that
+    ///   before any good result fail-fast calls fail UNAVAILABLE with the reason;
+    /// * an invalid config, or one longer than [`MAX_SERVICE_CONFIG_BYTES`] (A21): after a good one (or
+    ///   with a default config) the endpoints apply under that config, and the update is still
+    ///   `Rejected` (grpc-go's `ErrBadResolverState`); with none, calls fail UNAVAILABLE.
     pub fn update(&self, update: ResolverUpdate) -> Result<(), UpdateError> {
         if self.is_closed() {
             return Err(UpdateError::Closed);
@@ -320,45 +394,59 @@ impl ResolverSink {
                 "the resolver returned {addresses} addresses, more than the {MAX_ENDPOINT_ADDRESSES} allowed"
             ))
         } else {
-            update
-                .service_config
-                .as_ref()
-                .filter(|c| c.len() > MAX_SERVICE_CONFIG_BYTES)
-                .map(|c| {
-                    format!(
-                        "the resolver's service config has {} bytes, more than the {MAX_SERVICE_CONFIG_BYTES} allowed",
-                        c.len()
-                    )
-                })
+            None
         };
         if let Some(reason) = too_much {
             self.report_error(&reason);
             return Err(UpdateError::Rejected(reason));
         }
+        // A config over the limit is not parsed: it is an invalid config (A21), so the endpoints still
+        // apply under the last good config.
         let config = match &update.service_config {
             None => ConfigResult::None,
+            Some(json) if json.len() > MAX_SERVICE_CONFIG_BYTES => {
+                ConfigResult::Invalid(ParseError {
+                    path: "$".to_owned(),
+                    rule: Rule::OutOfRange(format!(
+                        "the resolver's service config has {} bytes, more than the {MAX_SERVICE_CONFIG_BYTES} allowed",
+                        json.len()
+                    )),
+                })
+            }
             Some(json) => match ServiceConfig::parse(json, self.shared.parse.clone()) {
                 Ok(config) => ConfigResult::Config(Arc::new(config)),
                 Err(e) => ConfigResult::Invalid(e),
             },
         };
-        self.publish(update.endpoints.into(), config)
+        // grpc-go's `ErrBadResolverState`: the resolver learns its config was not used, even when the
+        // channel kept the previous one (and took the endpoints).
+        match self.apply(update.endpoints.into(), config)? {
+            None => Ok(()),
+            Some(kept) => Err(UpdateError::Rejected(kept)),
+        }
     }
 
     /// Publishes `endpoints` with a config result after A21 (the DNS resolver's way in, whose TXT answer
-    /// is parsed already).
+    /// is parsed already). An invalid config after a good one keeps the good one and counts as taken.
     pub(crate) fn publish(
         &self,
         endpoints: Arc<[Endpoint]>,
         config: ConfigResult,
     ) -> Result<(), UpdateError> {
+        self.apply(endpoints, config).map(|_| ())
+    }
+
+    /// Applies A21 to `config` and publishes the result: `Ok(Some(reason))` when the config was invalid
+    /// and the previous one is kept (the endpoints apply), `Err` when nothing could be used.
+    fn apply(
+        &self,
+        endpoints: Arc<[Endpoint]>,
+        config: ConfigResult,
+    ) -> Result<Option<String>, UpdateError> {
         if self.is_closed() {
             return Err(UpdateError::Closed);
         }
         let decision = self.shared.selector.lock().update(config);
-        if let Decision::KeepPrevious(_, e) = &decision {
-            tracing::warn!(error = %e, "invalid service config from the resolver; keeping the previous one");
-        }
         let (next, result) = match decision {
             Decision::Fail(e) => {
                 let reason = format!("name resolution failed: {e}");
@@ -367,17 +455,39 @@ impl ResolverSink {
                     Err(UpdateError::Rejected(reason)),
                 )
             }
-            Decision::Use(config) | Decision::KeepPrevious(config, _) => (
+            Decision::KeepPrevious(config, e) => {
+                tracing::warn!(error = %e, "invalid service config from the resolver; keeping the previous one");
+                (
+                    State::Ready {
+                        endpoints,
+                        config,
+                        routing: None,
+                    },
+                    Ok(Some(format!(
+                        "{e}; the previous service config stays in use, with the new endpoints"
+                    ))),
+                )
+            }
+            Decision::Use(config) => (
                 State::Ready {
                     endpoints,
                     config,
                     routing: None,
                 },
-                Ok(()),
+                Ok(None),
             ),
         };
-        self.shared.tx.send_replace(next);
+        self.send(next);
         result
+    }
+
+    /// Replaces the state and counts it, both under the state's lock (a reader holding it sees the count
+    /// of the state it reads).
+    fn send(&self, state: State) {
+        self.shared.tx.send_modify(|current| {
+            *current = state;
+            self.shared.published.bump();
+        });
     }
 
     /// Publishes a state as it is (the xDS resolver's routing side-channel: its config and routing are
@@ -387,7 +497,7 @@ impl ResolverSink {
         if self.is_closed() {
             return Err(UpdateError::Closed);
         }
-        self.shared.tx.send_replace(state);
+        self.send(state);
         Ok(())
     }
 
@@ -428,15 +538,7 @@ impl ResolverSink {
 
     /// Completes when the channel is gone.
     pub async fn closed(&self) {
-        loop {
-            let notified = self.shared.closed.notify.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if self.is_closed() {
-                return;
-            }
-            notified.await;
-        }
+        self.shared.closed.wait().await;
     }
 }
 
@@ -475,10 +577,21 @@ fn process_registry() -> &'static RwLock<BTreeMap<String, SharedBuilder>> {
 /// Registers `builder` for its scheme in this process (replacing an earlier one of that scheme): every
 /// channel built afterwards whose target has that scheme uses it, unless the channel has its own
 /// ([`ChannelBuilder::resolver`](crate::ChannelBuilder::resolver)). A registered scheme also overrides a
-/// built-in one (`dns`, ...). Channels already built keep theirs.
-pub fn register(builder: impl ResolverBuilder) {
+/// built-in one (`dns`, ...; a `dns` builder also takes targets without a scheme, `host:port`). Channels
+/// already built keep theirs.
+///
+/// # Errors
+///
+/// [`ResolverError::InvalidScheme`] when the builder's scheme is no URI scheme (RFC 3986: a letter, then
+/// letters, digits, `+`, `-`, `.`; `my_reg` is not one): no target could ever name it.
+pub fn register(builder: impl ResolverBuilder) -> Result<(), ResolverError> {
     let shared = SharedBuilder(Arc::new(builder));
-    process_registry().write().insert(shared.scheme(), shared);
+    let scheme = shared.scheme();
+    if !is_uri_scheme(&scheme) {
+        return Err(ResolverError::InvalidScheme(scheme));
+    }
+    process_registry().write().insert(scheme, shared);
+    Ok(())
 }
 
 /// The process-wide builder for `scheme` (lower case), if one is registered.
@@ -521,6 +634,16 @@ mod tests {
         assert_eq!(parts("reg://host"), p("reg", "host", ""));
         assert_eq!(parts("[::1]:80"), None);
         assert_eq!(parts("1abc:x"), None);
+        assert_eq!(parts("reg://h:1/a%2Fb%20c"), p("reg", "h:1", "a/b c"));
+        assert_eq!(parts("reg:///svc%zz%"), p("reg", "", "svc%zz%"));
+        assert_eq!(parts("reg://h?x=1"), p("reg", "h", ""));
+        assert_eq!(parts("reg:svc?x=1#frag"), p("reg", "", "svc"));
+        let t = ResolverTarget::parse("reg:///svc?region=eu&a=%20#f").expect("target");
+        assert_eq!(t.query(), "region=eu&a=%20");
+        assert_eq!(
+            ResolverTarget::parse("reg:///svc").expect("target").query(),
+            ""
+        );
         assert_eq!(
             ResolverTarget::parse("Manual:///x")
                 .expect("target")

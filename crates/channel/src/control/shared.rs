@@ -45,14 +45,19 @@ pub(crate) struct Published {
     pub(super) picker: Picker<Handle>,
     /// The last routing (xDS) the picker's policy has applied ([`super::resolver_state::Routing::generation`]).
     pub(super) routing_generation: u64,
+    /// How many resolver results the picker's policy has applied (a lower bound), against the
+    /// resolution's [`PublishCount`](crate::control::resolver_api::PublishCount).
+    pub(super) resolutions: u64,
     /// The last connection failure, kept as the source of the statuses of failed picks.
     pub(super) last_failure: Option<Status>,
 }
 
 impl Published {
-    /// Whether the picker's policy has applied the routing that chose `cluster` (always, without one).
-    pub(super) fn applied(&self, cluster: Option<&RoutedTo>) -> bool {
+    /// Whether the picker's policy has applied the routing that chose `cluster` (always, without one) and
+    /// the `resolutions` resolver results published so far.
+    pub(super) fn applied(&self, cluster: Option<&RoutedTo>, resolutions: u64) -> bool {
         cluster.is_none_or(|c| c.generation <= self.routing_generation)
+            && resolutions <= self.resolutions
     }
 }
 

@@ -230,7 +230,7 @@ async fn a_resolver_registered_on_the_channel_gives_its_endpoints_and_config() {
 async fn a_process_wide_resolver_serves_every_channel_and_the_channels_own_wins() {
     let servers = backends(2).await;
     let (global, global_probe) = TestBuilder::new("test-global", vec![endpoint(servers[0].addr)]);
-    resolver::register(global);
+    resolver::register(global).expect("a URI scheme");
     let ch = Channel::new("test-global:///x").expect("channel");
     assert_eq!(which(&ch).await.expect("call"), servers[0].addr.to_string());
     assert_eq!(global_probe.builds.load(Ordering::SeqCst), 1);
@@ -280,9 +280,12 @@ async fn a21_applies_to_a_resolvers_service_config() {
     sink.update(ResolverUpdate::new(both.clone()).with_service_config(ROUND_ROBIN))
         .expect("valid");
     until_all(&ch, &[&servers[0], &servers[1]]).await;
-    // ...and a bad one after it keeps it (round_robin still spreads): accepted, as grpc-go does.
-    sink.update(ResolverUpdate::new(both).with_service_config("[]"))
-        .expect("the last good config stays");
+    // ...and a bad one after it keeps it (round_robin still spreads, the endpoints apply), and the
+    // resolver is told its config was not used (grpc-go's `ErrBadResolverState`).
+    assert!(matches!(
+        sink.update(ResolverUpdate::new(both).with_service_config("[]")),
+        Err(UpdateError::Rejected(_))
+    ));
     let seen = answered(&ch, 20).await;
     assert_eq!(seen.len(), 2, "{seen:?}");
 }

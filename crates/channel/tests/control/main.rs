@@ -12,4 +12,5 @@ mod health_checking;
 mod health_edges;
 mod load_balancing;
 mod outlier_detection;
+mod resolver_edges;
 mod service_config_dns;
