@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 
 use grpc_channel::lb::{
     Address, BuildOptions, ConnectivityState, CustomPick, CustomPicker, InFlightCounter,
-    LbConfigError, LoadBalancer, LoadBalancerBuilder, ParsedLbConfig, PickGuard,
-    PickRequest, PickerSpec, PolicyRegistry, PolicyUpdate, SubchannelId, SubchannelPicker,
-    Subchannels, TimerEvent,
+    LbConfigError, LoadBalancer, LoadBalancerBuilder, ParsedLbConfig, PickGuard, PickRequest,
+    PickerSpec, PolicyRegistry, PolicyUpdate, SubchannelId, SubchannelPicker, Subchannels,
+    TimerEvent,
 };
 use grpc_channel::resolver::{
     manual, Endpoint, Resolver, ResolverBuilder, ResolverError, ResolverSink, ResolverTarget,
@@ -35,6 +35,8 @@ struct Faults {
     panic_first_ready: Option<Arc<AtomicBool>>,
     /// The guard its picker hands each call panics when the call drops it.
     guard_panics: bool,
+    /// Its pickers' `Drop` panics.
+    picker_drop_panics: bool,
 }
 
 /// "Fewest calls in flight", written with public items only; `parse_config` panics on `{"explode":true}`
@@ -117,6 +119,15 @@ impl Drop for PanickyGuard {
 struct Fewest {
     backends: Vec<(SubchannelId, InFlightCounter)>,
     guard_panics: bool,
+    drop_panics: bool,
+}
+
+impl Drop for Fewest {
+    fn drop(&mut self) {
+        if self.drop_panics && !std::thread::panicking() {
+            panic!("the edge picker's drop blew up");
+        }
+    }
 }
 
 impl SubchannelPicker for Fewest {
@@ -156,6 +167,7 @@ impl Edge {
             let picker = Fewest {
                 backends,
                 guard_panics: self.faults.guard_panics,
+                drop_panics: self.faults.picker_drop_panics,
             };
             (
                 ConnectivityState::Ready,
@@ -185,7 +197,10 @@ impl LoadBalancer for Edge {
 
     fn subchannel_ready(&mut self, id: SubchannelId, _now: Instant) {
         if let Some(flag) = &self.faults.panic_first_ready {
-            assert!(flag.swap(true, Ordering::SeqCst), "the edge policy blew up once");
+            assert!(
+                flag.swap(true, Ordering::SeqCst),
+                "the edge policy blew up once"
+            );
         }
         if self.subs.ready(id) {
             self.publish();
@@ -294,56 +309,91 @@ async fn a_config_parser_that_panics_is_an_invalid_config_not_a_panic() {
     call(&ch).await.expect("the previous config still serves");
 }
 
-/// A policy whose `Drop` panics, switched away by a new service config (a graceful switch to
-/// round_robin): the event loop drops it unguarded and the loop's task dies. Calls seem fine at first (the
-/// dead loop's last picker and the retired connections live on), but the channel follows nothing any more:
-/// a new endpoint list is never applied.
-#[tokio::test]
-async fn a_policy_whose_drop_panics_does_not_kill_the_channel_on_a_switch() {
+/// Two backends behind the edge policy with `faults` (named `name`); then, if `switch`, a service config
+/// that switches to round_robin; then the third backend alone. Whether calls reach it (bounded), else
+/// what answered them.
+async fn follows_a_new_endpoint_list(
+    name: &'static str,
+    faults: Faults,
+    switch: bool,
+) -> Result<(), String> {
     let servers = backends(3).await;
-    let (resolver, endpoints) = manual("edgedrop");
+    let (resolver, endpoints) = manual(name.replace('_', ""));
     endpoints
         .set(vec![endpoint(servers[0].addr), endpoint(servers[1].addr)])
         .expect("kept");
     endpoints
-        .set_service_config(Some(config("edge_drop", "{}")))
+        .set_service_config(Some(config(name, "{}")))
         .expect("kept");
-    let faults = Faults {
-        panic_on_drop: true,
-        ..Faults::default()
-    };
-    let ch = Channel::builder("edgedrop:///x")
+    let ch = Channel::builder(format!("{}:///x", name.replace('_', "")))
         .resolver(resolver)
-        .lb_policy(EdgeBuilder::new("edge_drop", faults))
+        .lb_policy(EdgeBuilder::new(name, faults))
         .build()
         .expect("channel");
-    call(&ch).await.expect("the edge policy serves");
-    endpoints
-        .set_service_config(Some(config("round_robin", "{}")))
-        .expect("a valid config");
-    // Then the third server alone.
+    if let Err(s) = call(&ch).await {
+        return Err(format!(
+            "the first call failed: {:?}: {}, channel state {:?}",
+            s.code(),
+            s.message(),
+            ch.state()
+        ));
+    }
+    if switch {
+        endpoints
+            .set_service_config(Some(config("round_robin", "{}")))
+            .expect("a valid config");
+    }
     endpoints
         .set(vec![endpoint(servers[2].addr)])
         .expect("a valid update");
     let want = servers[2].addr.to_string();
     let mut answers = Vec::new();
     for _ in 0..50 {
-        let got = call(&ch).await.map_err(|s| format!("{:?}: {}", s.code(), s.message()));
-        let done = got.as_ref().is_ok_and(|id| *id == want);
-        answers.push(got);
-        if done {
-            break;
+        let got = call(&ch)
+            .await
+            .map_err(|s| format!("{:?}: {}", s.code(), s.message()));
+        if got.as_ref().is_ok_and(|id| *id == want) {
+            return Ok(());
         }
+        answers.push(got);
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(
-        answers.last().is_some_and(|a| a.as_ref().is_ok_and(|id| *id == want)),
-        "after the switch away from a policy whose drop panics, the new endpoint list is never applied: \
-         {} calls answered by {:?} (want {want}), channel state {:?}",
+    Err(format!(
+        "the new endpoint list is never applied: {} calls answered by {:?} (want {want}), channel state {:?}",
         answers.len(),
         answers.iter().collect::<std::collections::BTreeSet<_>>(),
         ch.state()
+    ))
+}
+
+/// A policy whose `Drop` panics, switched away by a new service config (a graceful switch to
+/// round_robin): the event loop drops it unguarded and the loop's task dies. Calls seem fine (the dead
+/// loop's last picker and the retired connections live on, the state says READY), but the channel follows
+/// nothing any more: a new endpoint list is never applied.
+#[tokio::test]
+async fn a_policy_whose_drop_panics_does_not_kill_the_channel_on_a_switch() {
+    let faults = Faults {
+        panic_on_drop: true,
+        ..Faults::default()
+    };
+    let followed = follows_a_new_endpoint_list("edge_drop", faults, true).await;
+    assert_eq!(
+        followed,
+        Ok(()),
+        "after a switch away from a policy whose drop panics"
     );
+}
+
+/// The same with a picker whose `Drop` panics: the loop drops the previous picker when it publishes the
+/// next one, unguarded.
+#[tokio::test]
+async fn a_picker_whose_drop_panics_does_not_kill_the_channel() {
+    let faults = Faults {
+        picker_drop_panics: true,
+        ..Faults::default()
+    };
+    let followed = follows_a_new_endpoint_list("edge_picker_drop", faults, false).await;
+    assert_eq!(followed, Ok(()), "with a picker whose drop panics");
 }
 
 /// A guard (the picker's, handed to the call) whose `Drop` panics: the call drops it on the caller's task,
@@ -505,7 +555,11 @@ fn only_the_chosen_load_balancing_config_entry_is_parsed() {
     let parsed = ServiceConfig::parse(json, ParseOptions::default().with_policies(registry))
         .map(|c| c.lb_policy().name().to_owned());
     assert_eq!(parsed, Ok("round_robin".to_owned()));
-    assert_eq!(parses.load(Ordering::SeqCst), 0, "the unchosen entry was parsed");
+    assert_eq!(
+        parses.load(Ordering::SeqCst),
+        0,
+        "the unchosen entry was parsed"
+    );
 }
 
 /// Holds (a check of A21 with a user's policy): a registered policy's config its parser rejects makes the
@@ -534,7 +588,11 @@ async fn a_rejected_config_of_a_registered_policy_keeps_the_last_good_one() {
     for _ in 0..5 {
         call(&ch).await.expect("call");
     }
-    assert_eq!(builds.load(Ordering::SeqCst), 1, "the running policy stayed");
+    assert_eq!(
+        builds.load(Ordering::SeqCst),
+        1,
+        "the running policy stayed"
+    );
     // Nested under outlier detection, the same rejection is an invalid config too.
     let nested = r#"{"loadBalancingConfig":[{"outlier_detection_experimental":{"childPolicy":[{"edge_reject":{"n":"x"}}]}}]}"#;
     let registry = PolicyRegistry::new().with(EdgeBuilder::new("edge_reject", Faults::default()));
