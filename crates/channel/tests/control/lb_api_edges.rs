@@ -278,6 +278,16 @@ async fn call(ch: &Channel) -> Result<String, grpc_channel::Status> {
     Ok(r.into_message().server_id)
 }
 
+/// A call on its own task: a panic that escapes into the calling task is an error here.
+async fn spawned_call(ch: &Channel) -> Result<String, String> {
+    let ch = ch.clone();
+    match tokio::spawn(async move { call(&ch).await }).await {
+        Ok(Ok(id)) => Ok(id),
+        Ok(Err(s)) => Err(format!("{:?}: {}", s.code(), s.message())),
+        Err(e) => Err(format!("the calling task panicked: {e}")),
+    }
+}
+
 fn config(name: &str, json: &str) -> String {
     format!(r#"{{"loadBalancingConfig":[{{"{name}":{json}}}]}}"#)
 }
@@ -317,6 +327,23 @@ async fn follows_a_new_endpoint_list(
     faults: Faults,
     switch: bool,
 ) -> Result<(), String> {
+    let mut channel = None;
+    let result = follows(name, faults, switch, &mut channel).await;
+    // Dropping the channel drops its last picker here, on the application's task.
+    let dropped = catch_unwind(AssertUnwindSafe(move || drop(channel)));
+    match (result, dropped) {
+        (result, Ok(())) => result,
+        (Ok(()), Err(_)) => Err("dropping the channel panicked".to_owned()),
+        (Err(e), Err(_)) => Err(format!("{e}; dropping the channel panicked too")),
+    }
+}
+
+async fn follows(
+    name: &'static str,
+    faults: Faults,
+    switch: bool,
+    channel: &mut Option<Channel>,
+) -> Result<(), String> {
     let servers = backends(3).await;
     let (resolver, endpoints) = manual(name.replace('_', ""));
     endpoints
@@ -325,16 +352,16 @@ async fn follows_a_new_endpoint_list(
     endpoints
         .set_service_config(Some(config(name, "{}")))
         .expect("kept");
-    let ch = Channel::builder(format!("{}:///x", name.replace('_', "")))
+    let built = Channel::builder(format!("{}:///x", name.replace('_', "")))
         .resolver(resolver)
         .lb_policy(EdgeBuilder::new(name, faults))
         .build()
         .expect("channel");
-    if let Err(s) = call(&ch).await {
+    *channel = Some(built.clone());
+    let ch = built;
+    if let Err(e) = spawned_call(&ch).await {
         return Err(format!(
-            "the first call failed: {:?}: {}, channel state {:?}",
-            s.code(),
-            s.message(),
+            "the first call failed: {e}, channel state {:?}",
             ch.state()
         ));
     }
@@ -349,9 +376,7 @@ async fn follows_a_new_endpoint_list(
     let want = servers[2].addr.to_string();
     let mut answers = Vec::new();
     for _ in 0..50 {
-        let got = call(&ch)
-            .await
-            .map_err(|s| format!("{:?}: {}", s.code(), s.message()));
+        let got = spawned_call(&ch).await;
         if got.as_ref().is_ok_and(|id| *id == want) {
             return Ok(());
         }
