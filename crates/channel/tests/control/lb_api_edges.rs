@@ -654,3 +654,55 @@ async fn the_channels_policy_wins_over_the_process_wide_one() {
     call(&ch).await.expect("call");
     assert_eq!(global_builds.load(Ordering::SeqCst), 1);
 }
+
+/// Holds: a graceful switch from the user's policy to round_robin and back, with a new endpoint list each
+/// time (no policy panics).
+#[tokio::test]
+async fn a_switch_between_a_users_policy_and_a_built_in_follows_the_endpoints() {
+    let followed = follows_a_new_endpoint_list("edge_switch", Faults::default(), true).await;
+    assert_eq!(followed, Ok(()));
+}
+
+/// gRFC A61: round_robin is a petiole policy, one pick_first child per *endpoint* (its addresses are one
+/// backend's, tried in order). The resolver API now delivers multi-address endpoints, but the channel and
+/// round_robin flatten them into addresses: the second address of an endpoint whose first one is up takes
+/// calls, and an endpoint's share grows with its address count.
+#[tokio::test]
+async fn round_robin_balances_over_endpoints_not_their_addresses() {
+    let servers = backends(3).await;
+    let (resolver, endpoints) = manual("edgeendpoints");
+    let two =
+        Endpoint::from_addresses([Address::Tcp(servers[0].addr), Address::Tcp(servers[1].addr)])
+            .expect("two addresses");
+    endpoints
+        .set(vec![two, endpoint(servers[2].addr)])
+        .expect("kept");
+    endpoints
+        .set_service_config(Some(config("round_robin", "{}")))
+        .expect("kept");
+    let ch = Channel::builder("edgeendpoints:///x")
+        .resolver(resolver)
+        .build()
+        .expect("channel");
+    // Until all are connected (bounded), then count.
+    for _ in 0..50 {
+        call(&ch).await.expect("call");
+    }
+    let mut counts = std::collections::BTreeMap::new();
+    for _ in 0..40 {
+        *counts.entry(call(&ch).await.expect("call")).or_insert(0u32) += 1;
+    }
+    let second = counts
+        .get(&servers[1].addr.to_string())
+        .copied()
+        .unwrap_or(0);
+    let single = counts
+        .get(&servers[2].addr.to_string())
+        .copied()
+        .unwrap_or(0);
+    assert!(
+        second == 0 && single == 20,
+        "the second address of a two-address endpoint took {second} calls and the one-address endpoint \
+         {single} of 40 (want 0 and 20): {counts:?}"
+    );
+}
