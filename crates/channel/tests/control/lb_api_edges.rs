@@ -37,6 +37,8 @@ struct Faults {
     guard_panics: bool,
     /// Its pickers' `Drop` panics.
     picker_drop_panics: bool,
+    /// Its picker's list pairs each subchannel with the next one's address (a stale id-to-address map).
+    mislabel: bool,
 }
 
 /// "Fewest calls in flight", written with public items only; `parse_config` panics on `{"explode":true}`
@@ -120,6 +122,8 @@ struct Fewest {
     backends: Vec<(SubchannelId, InFlightCounter)>,
     guard_panics: bool,
     drop_panics: bool,
+    /// Ties go round the list.
+    next: AtomicUsize,
 }
 
 impl Drop for Fewest {
@@ -132,7 +136,12 @@ impl Drop for Fewest {
 
 impl SubchannelPicker for Fewest {
     fn pick(&self, _request: &PickRequest<'_>) -> CustomPick {
-        let Some((id, counter)) = self.backends.iter().min_by_key(|(_, c)| c.in_flight()) else {
+        let n = self.backends.len();
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        let Some((id, counter)) = (0..n)
+            .map(|i| &self.backends[(start + i) % n])
+            .min_by_key(|(_, c)| c.in_flight())
+        else {
             return CustomPick::Queue { exit_idle: false };
         };
         if self.guard_panics {
@@ -168,7 +177,16 @@ impl Edge {
                 backends,
                 guard_panics: self.faults.guard_panics,
                 drop_panics: self.faults.picker_drop_panics,
+                next: AtomicUsize::new(0),
             };
+            let mut ready = ready;
+            if self.faults.mislabel && ready.len() > 1 {
+                let mut addresses: Vec<Address> = ready.iter().map(|(_, a)| a.clone()).collect();
+                addresses.rotate_left(1);
+                for ((_, a), b) in ready.iter_mut().zip(addresses) {
+                    *a = b;
+                }
+            }
             (
                 ConnectivityState::Ready,
                 PickerSpec::Custom(CustomPicker::new(ready, Arc::new(picker))),
@@ -704,5 +722,49 @@ async fn round_robin_balances_over_endpoints_not_their_addresses() {
         second == 0 && single == 20,
         "the second address of a two-address endpoint took {second} calls and the one-address endpoint \
          {single} of 40 (want 0 and 20): {counts:?}"
+    );
+}
+
+/// A custom picker's list pairs each subchannel id with an address, and the channel trusts the address
+/// (for outlier detection's counts, the pick's address) although the id already names one: a policy whose
+/// list is off by one (a stale id-to-address map) makes outlier detection eject a healthy backend, and the
+/// failing one keeps its calls. The channel has each connection's real address.
+#[tokio::test(start_paused = true)]
+async fn outlier_detection_counts_calls_against_the_connections_address() {
+    let ok = backends(2).await;
+    let bad = grpc_test_support::faulty_server().await;
+    let addrs = [ok[0].addr, ok[1].addr, bad.addr];
+    let faults = Faults {
+        mislabel: true,
+        ..Faults::default()
+    };
+    let list: Vec<String> = addrs.iter().map(ToString::to_string).collect();
+    let ch = Channel::builder(format!("ipv4:{}", list.join(",")))
+        .lb_policy(EdgeBuilder::new("edge_mislabel", faults))
+        .default_service_config(
+            r#"{"loadBalancingConfig":[{"outlier_detection_experimental":{
+                "interval":"1s","baseEjectionTime":"30s","maxEjectionPercent":50,
+                "failurePercentageEjection":{"threshold":50,"enforcementPercentage":100,
+                                              "minimumHosts":3,"requestVolume":10},
+                "childPolicy":[{"edge_mislabel":{}}]}}]}"#,
+        )
+        .build()
+        .expect("channel");
+    for _ in 0..5 {
+        for _ in 0..60 {
+            let _ = call(&ch).await;
+        }
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        if !ch.stats().ejected_addresses.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(
+        ch.stats().ejected_addresses,
+        [bad.addr.to_string()],
+        "the failing backend is {}; the healthy ones {} and {}",
+        bad.addr,
+        ok[0].addr,
+        ok[1].addr
     );
 }
