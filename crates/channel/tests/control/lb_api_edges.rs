@@ -1,8 +1,10 @@
 //! Edges of the public load-balancing policy API, from outside the crate (public items only): a user's
-//! "fewest calls in flight" policy whose code panics in the places the channel does not guard (its config
-//! parser, its `Drop`, a pick guard's `Drop`), a policy that panicked once and should recover, the
-//! registered policy of a built-in's name when no service config names one, and which
-//! `loadBalancingConfig` entries are parsed.
+//! "fewest calls in flight" policy whose code panics where the channel does not guard it (its config
+//! parser, its `Drop`, its picker's `Drop`, a pick guard's `Drop`); a policy that panicked once and should
+//! recover; the registered policy of a built-in's name as the default; which `loadBalancingConfig` entries
+//! are parsed; round_robin over multi-address endpoints (A61); outlier detection's counts with a custom
+//! picker's list; and what holds (A21 with a rejected user config, the channel's policy over the
+//! process-wide one, a graceful switch between a user's policy and round_robin).
 
 use std::net::SocketAddr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
