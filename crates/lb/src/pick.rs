@@ -11,6 +11,8 @@ use std::sync::Arc;
 
 use grpc_base::Address;
 
+use crate::panics::DropCaught;
+
 /// What a call wants from a pick.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct PickRequest<'a> {
@@ -35,9 +37,9 @@ pub enum PickResult<T> {
         handle: T,
         /// Its address.
         addr: Address,
-        /// What the call keeps until it ends, then drops: the xDS cluster manager's claim on its
-        /// cluster's in-flight count (circuit breaking, gRFC A32), or a custom picker's guard (e.g. a count
-        /// of calls in flight). `None` from the other built-in pickers.
+        /// What the attempt this pick is for keeps until it ends, then drops (see [`PickGuard`]): the xDS
+        /// cluster manager's claim on its cluster's in-flight count (circuit breaking, gRFC A32), or a
+        /// custom picker's guard (e.g. a count of calls in flight). `None` from the other built-in pickers.
         guard: Option<PickGuard>,
     },
     /// Wait for the next picker (and, if `exit_idle`, ask the policy to connect).
@@ -231,24 +233,28 @@ impl fmt::Debug for BreakerClaim {
     }
 }
 
-/// What a pick hands the call to keep for its whole life, dropped when the call ends (all its attempts
-/// included): a [`BreakerClaim`] (the xDS circuit breaker's, or any [`InFlightCounter`]'s), or any value a
-/// custom picker wants dropped then ([`PickGuard::new`]). Two guards are equal when they are the same
-/// claim or value.
+/// What a pick hands the attempt it is for, dropped when that attempt ends: a [`BreakerClaim`] (the xDS
+/// circuit breaker's, or any [`InFlightCounter`]'s), or any value a custom picker wants dropped then
+/// ([`PickGuard::new`]). Each attempt of a call picks (a retry or a hedge picks again, and gets its own
+/// guard): an attempt that fails, loses a hedge or is never sent drops its guard when it ends; the attempt
+/// that commits keeps its guard until the call ends (its status received, or the call cancelled or
+/// dropped). A panic in the value's `Drop` is caught and forgotten, never the caller's. Two guards are
+/// equal when they are the same claim or value.
 #[derive(Clone)]
 pub struct PickGuard(GuardKind);
 
 #[derive(Clone)]
 enum GuardKind {
     Claim(BreakerClaim),
-    Custom(Arc<dyn Send + Sync>),
+    /// The application's value, whose `Drop` (when the attempt ends) may panic: caught, never the call's.
+    Custom(DropCaught<Arc<dyn Send + Sync>>),
 }
 
 impl PickGuard {
-    /// A guard holding `value` until the call ends (a clone of the guard shares it: it is dropped with the
-    /// last clone).
+    /// A guard holding `value` until the attempt ends (a clone of the guard shares it: it is dropped with
+    /// the last clone).
     pub fn new<T: Send + Sync + 'static>(value: T) -> PickGuard {
-        PickGuard(GuardKind::Custom(Arc::new(value)))
+        PickGuard(GuardKind::Custom(DropCaught::new(Arc::new(value))))
     }
 
     /// The in-flight claim this guard is, if it is one.
@@ -270,9 +276,10 @@ impl PartialEq for PickGuard {
     fn eq(&self, other: &PickGuard) -> bool {
         match (&self.0, &other.0) {
             (GuardKind::Claim(a), GuardKind::Claim(b)) => a == b,
-            (GuardKind::Custom(a), GuardKind::Custom(b)) => {
-                std::ptr::eq(Arc::as_ptr(a) as *const u8, Arc::as_ptr(b) as *const u8)
-            }
+            (GuardKind::Custom(a), GuardKind::Custom(b)) => std::ptr::eq(
+                Arc::as_ptr(&**a) as *const u8,
+                Arc::as_ptr(&**b) as *const u8,
+            ),
             _ => false,
         }
     }
