@@ -126,6 +126,7 @@ pub(crate) struct ControlPlane {
 
 impl ControlPlane {
     /// Starts the control plane on the current runtime.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn start(
         resolution: Arc<Resolution>,
         settings: Http2Settings,
@@ -134,6 +135,7 @@ impl ControlPlane {
         tls: Option<TlsConnector>,
         route: Route,
         health_checks: Option<WatchSetup>,
+        policies: grpc_lb::PolicyRegistry,
     ) -> ControlPlane {
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let initial = Arc::new(Published {
@@ -155,6 +157,7 @@ impl ControlPlane {
             keepalive,
             idle_timeout,
             health: HealthWatches::new(health_checks, stats.clone()),
+            policies,
         };
         let lp = Loop::new(
             setup,
