@@ -13,8 +13,9 @@ use grpc_base::Address;
 
 use crate::panics::DropCaught;
 
-/// What a call wants from a pick.
+/// What a call wants from a pick (made with [`PickRequest::new`] and its `with_` methods; it may grow).
 #[derive(Clone, Copy, Debug, Default)]
+#[non_exhaustive]
 pub struct PickRequest<'a> {
     /// The full method name.
     pub method: &'a str,
@@ -28,8 +29,37 @@ pub struct PickRequest<'a> {
     pub hash: Option<u64>,
 }
 
+impl<'a> PickRequest<'a> {
+    /// A pick for a call of `method` (the full method name), with no hints.
+    pub fn new(method: &'a str) -> PickRequest<'a> {
+        PickRequest {
+            method,
+            ..PickRequest::default()
+        }
+    }
+
+    /// This request avoiding `avoid` (the addresses the call already used).
+    pub fn with_avoid(mut self, avoid: &'a [Address]) -> PickRequest<'a> {
+        self.avoid = avoid;
+        self
+    }
+
+    /// This request for the xDS cluster `cluster`.
+    pub fn with_cluster(mut self, cluster: Option<&'a str>) -> PickRequest<'a> {
+        self.cluster = cluster;
+        self
+    }
+
+    /// This request with the request hash `hash` (gRFC A42).
+    pub fn with_hash(mut self, hash: Option<u64>) -> PickRequest<'a> {
+        self.hash = hash;
+        self
+    }
+}
+
 /// The result of a pick.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PickResult<T> {
     /// Use this connection.
     Pick {

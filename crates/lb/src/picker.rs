@@ -139,6 +139,7 @@ impl fmt::Debug for CustomPicker {
 
 /// What a policy wants picks to do (the channel turns it into a [`Picker`] with connection handles).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PickerSpec {
     /// The policy is idle: queue the call and ask the policy to leave IDLE.
     Idle,

@@ -720,6 +720,8 @@ impl Loop {
                     state,
                     picker: spec,
                 } => picker = Some((state, spec)),
+                // An action this channel does not know yet.
+                _ => {}
             }
         }
         if let Some((state, spec)) = picker {

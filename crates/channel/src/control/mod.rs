@@ -244,12 +244,12 @@ impl ControlPlane {
             if published.state == ConnectivityState::Shutdown || !published.applied(cluster) {
                 return None;
             }
-            published.picker.pick(&PickRequest {
-                method,
-                avoid,
-                cluster: cluster.map(|c| &*c.cluster),
-                hash: cluster.and_then(|c| c.hash),
-            })
+            published.picker.pick(
+                &PickRequest::new(method)
+                    .with_avoid(avoid)
+                    .with_cluster(cluster.map(|c| &*c.cluster))
+                    .with_hash(cluster.and_then(|c| c.hash)),
+            )
         };
         match picked {
             PickResult::Pick {
@@ -340,12 +340,12 @@ impl ControlPlane {
             }
             // A call routed by a routing the load balancer has not applied yet waits for it.
             let result = match published.applied(cluster) {
-                true => published.picker.pick(&PickRequest {
-                    method,
-                    avoid,
-                    cluster: cluster.map(|c| &*c.cluster),
-                    hash: cluster.and_then(|c| c.hash),
-                }),
+                true => published.picker.pick(
+                    &PickRequest::new(method)
+                        .with_avoid(avoid)
+                        .with_cluster(cluster.map(|c| &*c.cluster))
+                        .with_hash(cluster.and_then(|c| c.hash)),
+                ),
                 false => PickResult::Queue { exit_idle: false },
             };
             match result {
@@ -367,10 +367,8 @@ impl ControlPlane {
                         tracing::debug!(%addr, error = %e, "picked connection is gone; waiting for a new picker")
                     }
                 },
-                PickResult::Queue { exit_idle } => {
-                    if exit_idle {
-                        let _ = self.events.send(Event::ExitIdle);
-                    }
+                PickResult::Queue { exit_idle: true } => {
+                    let _ = self.events.send(Event::ExitIdle);
                 }
                 PickResult::Fail(message) if !wait_for_ready => {
                     let status = Status::new(Code::Unavailable, message);
@@ -383,6 +381,9 @@ impl ControlPlane {
                 PickResult::Drop(message) => {
                     return Err(PickError::Dropped(Status::new(Code::Unavailable, message)))
                 }
+                // Queued (the policy is awake), or a kind of result this channel does not know yet: wait
+                // for the next picker.
+                _ => {}
             }
             if rx.changed().await.is_err() {
                 return Err(PickError::Failed(Status::new(
