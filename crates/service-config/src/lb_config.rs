@@ -42,7 +42,8 @@ pub enum LbConfig {
     RoundRobin,
     /// A registered policy (the application's, or one registered under a built-in's name).
     Registered(RegisteredPolicy),
-    /// No policy configured: pick_first with its defaults.
+    /// No policy configured: pick_first with its defaults (the channel runs a registered `pick_first`, with
+    /// its builder's default config, if there is one).
     #[default]
     Default,
 }
