@@ -457,12 +457,7 @@ fn hedge_pick_cost(backends: usize) -> f64 {
 
 fn timed_picks(picker: &grpc_lb::Picker<u32>, avoid: &[grpc_lb::Address]) -> f64 {
     const N: u32 = 2_000_000;
-    let request = grpc_lb::PickRequest {
-        method: paths::UNARY_CALL,
-        avoid,
-        cluster: None,
-        hash: None,
-    };
+    let request = grpc_lb::PickRequest::new(paths::UNARY_CALL).with_avoid(avoid);
     let mut best = f64::MAX;
     for _ in 0..3 {
         let start = Instant::now();

@@ -52,7 +52,7 @@ impl Loop {
             match action {
                 LbAction::Connect { id, addr, .. } => self.connects.push_back((id, addr)),
                 LbAction::UpdatePicker { picker, .. } => spec = Some(picker),
-                LbAction::Disconnect { .. } | LbAction::ResolveNow => {}
+                _ => {}
             }
         }
         // Only the last picker of a batch is built, as the loop does.

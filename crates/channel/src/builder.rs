@@ -700,6 +700,8 @@ impl ChannelBuilder {
         let resolver_target = written
             .filter(|t| t.scheme() == builder.scheme())
             .unwrap_or_else(|| ResolverTarget::of(&self.target, &target, builder.scheme()));
+        // The default policy (no `loadBalancingConfig`) is looked up here too.
+        let policies = self.resolver.parse.policies.clone();
         let resolution = Arc::new(Resolution::new(
             resolver_target,
             builder,
@@ -726,6 +728,7 @@ impl ChannelBuilder {
                 send_compression: self.send_compression,
                 accept: self.accept,
                 resolution,
+                policies,
                 control: std::sync::OnceLock::new(),
                 closed: std::sync::atomic::AtomicBool::new(false),
                 http2: self.http2,

@@ -84,6 +84,8 @@ pub(crate) struct Inner {
     /// What every call advertises in `grpc-accept-encoding` (and so decodes).
     pub(crate) accept: EncodingSet,
     pub(crate) resolution: Arc<Resolution>,
+    /// The channel's load-balancing policies (its own, then the process-wide ones, then the built-ins).
+    pub(crate) policies: grpc_lb::PolicyRegistry,
     pub(crate) control: std::sync::OnceLock<ControlPlane>,
     /// [`Channel::close`] was called (perhaps before the control plane started).
     pub(crate) closed: std::sync::atomic::AtomicBool,
@@ -161,6 +163,7 @@ impl Channel {
                 self.inner.tls.clone(),
                 self.inner.route.clone(),
                 self.health_watch_setup(),
+                self.inner.policies.clone(),
             )
         })
     }

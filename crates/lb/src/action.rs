@@ -10,6 +10,7 @@ use crate::state::{ConnectivityState, SubchannelId};
 
 /// What the channel must do for the policy.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum LbAction {
     /// Start a connection attempt to `addr` for subchannel `id`; give up at `deadline`, and report the result
     /// with `subchannel_ready` (once the server's SETTINGS arrived) or `subchannel_failed`.
@@ -39,6 +40,7 @@ pub enum LbAction {
 
 /// A state change a timer caused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TimerEvent {
     /// The backoff ended: TRANSIENT_FAILURE → IDLE.
     BackoffOver(SubchannelId),

@@ -162,8 +162,9 @@ pub trait LoadBalancerBuilder: Send + Sync + 'static {
     /// The name a `loadBalancingConfig` entry selects the policy by, e.g. `"round_robin"`.
     fn name(&self) -> &str;
 
-    /// Parses the policy's JSON config (the value of its `loadBalancingConfig` entry). An error makes the
-    /// whole service config invalid (the channel keeps its last good one, gRFC A21).
+    /// Parses the policy's JSON config (the value of its `loadBalancingConfig` entry, when that entry is
+    /// the one chosen: the first the client supports). An error makes the whole service config invalid (the
+    /// channel keeps its last good one, gRFC A21); so does a panic, which the channel catches.
     fn parse_config(&self, config: &serde_json::Value) -> Result<ParsedLbConfig, LbConfigError>;
 
     /// The config used when the policy is selected without one (e.g. as a default).
@@ -184,9 +185,11 @@ pub trait LoadBalancerBuilder: Send + Sync + 'static {
 /// publishes pickers ([`Subchannels::publish`]). Every call that may change what it shows should publish
 /// (the channel publishes only the last picker of a batch).
 ///
-/// The channel catches a policy's panic: the policy is then dropped, its connections closed, and the
-/// channel goes TRANSIENT_FAILURE with an UNAVAILABLE "load-balancing policy ... panicked" error until the
-/// next resolution builds a new one.
+/// The channel catches a policy's panic (its `Drop`'s and its pickers' included): the policy is then
+/// dropped, its connections closed, and the channel goes TRANSIENT_FAILURE with an UNAVAILABLE
+/// "load-balancing policy ... panicked" error; it asks the resolver to resolve again (ResolveNow, within
+/// the resolver's rate limit), and the next resolution, even one identical to the last, builds a new
+/// policy.
 pub trait LoadBalancer: Send {
     /// New endpoints (and config) from the resolver.
     fn update(&mut self, update: PolicyUpdate<'_>, now: Instant);

@@ -451,3 +451,101 @@ fn a_custom_guard_is_dropped_with_the_call() {
     drop(copy);
     assert!(dropped.load(Ordering::SeqCst));
 }
+
+/// The application's `Drop`s (a policy's, a picker's, a pick guard's) may panic: each is caught where the
+/// channel drops it, never unwinding into the channel or a call.
+#[test]
+fn panics_in_the_applications_drops_are_caught() {
+    struct Boom;
+    impl Drop for Boom {
+        fn drop(&mut self) {
+            if !std::thread::panicking() {
+                panic!("drop boom");
+            }
+        }
+    }
+    struct BoomPicker(#[allow(dead_code)] Boom);
+    impl SubchannelPicker for BoomPicker {
+        fn pick(&self, _: &PickRequest<'_>) -> CustomPick {
+            CustomPick::Queue { exit_idle: false }
+        }
+    }
+    struct BoomPolicy(Subchannels, #[allow(dead_code)] Boom);
+    impl LoadBalancer for BoomPolicy {
+        fn update(&mut self, _: PolicyUpdate<'_>, _: Instant) {}
+        fn exit_idle(&mut self, _: Instant) {}
+        fn subchannel_ready(&mut self, _: SubchannelId, _: Instant) {}
+        fn subchannel_failed(&mut self, _: SubchannelId, _: String, _: Instant) {}
+        fn subchannel_closed(&mut self, _: SubchannelId, _: Instant) {}
+        fn ejection_changed(&mut self, _: &Address, _: Instant) {}
+        fn handle_timeout(&mut self, _: Instant) {}
+        fn state(&self) -> ConnectivityState {
+            ConnectivityState::Idle
+        }
+        fn subchannels(&self) -> &Subchannels {
+            &self.0
+        }
+        fn subchannels_mut(&mut self) -> &mut Subchannels {
+            &mut self.0
+        }
+    }
+    struct BoomBuilder;
+    impl LoadBalancerBuilder for BoomBuilder {
+        fn name(&self) -> &str {
+            "api_tests_boom"
+        }
+        fn parse_config(&self, _: &serde_json::Value) -> Result<ParsedLbConfig, LbConfigError> {
+            Ok(ParsedLbConfig::empty())
+        }
+        fn build(&self, options: BuildOptions) -> Box<dyn LoadBalancer> {
+            Box::new(BoomPolicy(options.into_subchannels(), Boom))
+        }
+    }
+    let dropped = std::panic::catch_unwind(|| {
+        let policy = LbPolicy::build(
+            &BoomBuilder,
+            ParsedLbConfig::empty(),
+            BuildOptions::new(Box::new(SplitMix64::new(1))),
+        );
+        drop(policy);
+        let custom = CustomPicker::new(Vec::new(), Arc::new(BoomPicker(Boom)));
+        let picker: Picker<u64> = Picker::new(&PickerSpec::Custom(custom.clone()), |_| None, 0);
+        drop(custom);
+        drop(picker);
+        drop(PickGuard::new(Boom));
+    });
+    assert!(dropped.is_ok(), "a Drop's panic escaped");
+}
+
+/// A custom picker's list pairs ids with addresses; the channel uses each subchannel's own address (a
+/// stale pairing cannot make a call count against another backend), and leaves out unknown ids.
+#[test]
+fn a_custom_pickers_addresses_are_the_subchannels_own() {
+    let mut lb = build("api_tests_relabel", "{}");
+    let endpoints = [Endpoint::new(addr(1)), Endpoint::new(addr(2))];
+    let now = Instant::now();
+    lb.update(&endpoints, ParsedLbConfig::empty(), now);
+    let ids: Vec<SubchannelId> = lb.subchannels().iter().map(|s| s.0).collect();
+    for id in &ids {
+        lb.subchannel_ready(*id, now);
+    }
+    drain(&mut lb);
+    let custom = CustomPicker::new(
+        vec![
+            (ids[0], addr(2)),
+            (ids[1], addr(1)),
+            (SubchannelId(9999), addr(3)),
+        ],
+        Arc::new(FewestPicker(Vec::new())),
+    );
+    let fixed = custom.with_addresses(|id| {
+        lb.subchannels()
+            .into_iter()
+            .find(|s| s.0 == id)
+            .map(|s| s.1)
+    });
+    assert_eq!(
+        fixed.subchannels(),
+        [(ids[0], addr(1)), (ids[1], addr(2))].as_slice()
+    );
+}

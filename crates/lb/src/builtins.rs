@@ -178,7 +178,13 @@ impl LoadBalancer for PickFirst {
 
 impl LoadBalancer for RoundRobin {
     fn update(&mut self, update: PolicyUpdate<'_>, now: Instant) {
-        RoundRobin::update(self, update.addresses(), now);
+        // A61: one backend per endpoint, which uses its addresses in order.
+        let endpoints = update
+            .endpoints
+            .iter()
+            .map(|e| e.addresses().to_vec())
+            .collect();
+        RoundRobin::update(self, endpoints, now);
     }
 
     fn exit_idle(&mut self, now: Instant) {

@@ -120,7 +120,7 @@ fn rr_event(
             let n = below(rng, 9);
             let addresses: Vec<Address> = (0..n).map(|_| addr(1 + below(rng, pool))).collect();
             let d = format!("update {addresses:?}");
-            rr.update(addresses.clone(), *now);
+            rr.update(addresses.iter().map(|a| vec![a.clone()]).collect(), *now);
             list.clear();
             for a in &addresses {
                 if let Some(id) = rr.subs.find(a) {
@@ -261,7 +261,7 @@ fn round_robin_random_events_agree_with_a_recount_from_scratch() {
 fn round_robin_backend_changed_twice_between_looks_stays_in_the_picker() {
     let now = Instant::now();
     let mut rr = RoundRobin::new(subs(1));
-    rr.update(vec![addr(1), addr(2)], now);
+    rr.update(vec![vec![addr(1)], vec![addr(2)]], now);
     let ids: Vec<SubchannelId> = rr.subs.ids().collect();
     for id in &ids {
         rr.subchannel_ready(*id, now);
@@ -292,6 +292,60 @@ fn round_robin_backend_changed_twice_between_looks_stays_in_the_picker() {
     drain(&mut rr.subs, &mut last);
     assert!(
         matches!(&last, Some((Ready, PickerSpec::Ready(l))) if l == &vec![(ids[1], addr(2))]),
+        "{last:?}"
+    );
+}
+
+/// The connection attempts among the actions, which it drains (the last picker goes to `last`).
+fn connects(
+    subs: &mut Subchannels,
+    last: &mut Option<(ConnectivityState, PickerSpec)>,
+) -> Vec<Address> {
+    let mut out = Vec::new();
+    while let Some(a) = subs.out.pop_front() {
+        match a {
+            LbAction::Connect { addr, .. } => out.push(addr),
+            LbAction::UpdatePicker { state, picker } => *last = Some((state, picker)),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// A61: round_robin balances over endpoints. A two-address endpoint is one backend that connects its first
+/// address, after a failure its next, and whose READY address takes its picks; a failed address's backoff
+/// ending does not reconnect it while another address serves the endpoint.
+#[test]
+fn round_robin_uses_an_endpoints_addresses_in_order() {
+    let now = Instant::now();
+    let mut rr = RoundRobin::new(subs(3));
+    rr.update(vec![vec![addr(1), addr(2)], vec![addr(3)]], now);
+    let mut last = None;
+    assert_eq!(connects(&mut rr.subs, &mut last), [addr(1), addr(3)]);
+    let id = |rr: &RoundRobin, n| rr.subs.find(&addr(n)).expect("a subchannel");
+    // The first address fails: the endpoint goes on to its second.
+    rr.subchannel_failed(id(&rr, 1), "refused".into(), now);
+    assert_eq!(connects(&mut rr.subs, &mut last), [addr(2)]);
+    rr.subchannel_ready(id(&rr, 2), now);
+    rr.subchannel_ready(id(&rr, 3), now);
+    connects(&mut rr.subs, &mut last);
+    assert_eq!(
+        last,
+        Some((
+            Ready,
+            PickerSpec::Ready(vec![(id(&rr, 2), addr(2)), (id(&rr, 3), addr(3))])
+        ))
+    );
+    // The first address's backoff ends: it stays idle while the second serves the endpoint.
+    let later = now + Duration::from_secs(300);
+    rr.handle_timeout(later);
+    assert_eq!(connects(&mut rr.subs, &mut last), Vec::<Address>::new());
+    assert_eq!(rr.subs.real_state(id(&rr, 1)), Idle);
+    // A new list with the same endpoints keeps the READY address in use.
+    rr.update(vec![vec![addr(1), addr(2)], vec![addr(3)]], later);
+    assert_eq!(connects(&mut rr.subs, &mut last), Vec::<Address>::new());
+    assert!(
+        matches!(&last, Some((Ready, PickerSpec::Ready(l))) if l.len() == 2),
         "{last:?}"
     );
 }

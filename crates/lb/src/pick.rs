@@ -11,8 +11,11 @@ use std::sync::Arc;
 
 use grpc_base::Address;
 
-/// What a call wants from a pick.
+use crate::panics::DropCaught;
+
+/// What a call wants from a pick (made with [`PickRequest::new`] and its `with_` methods; it may grow).
 #[derive(Clone, Copy, Debug, Default)]
+#[non_exhaustive]
 pub struct PickRequest<'a> {
     /// The full method name.
     pub method: &'a str,
@@ -26,8 +29,37 @@ pub struct PickRequest<'a> {
     pub hash: Option<u64>,
 }
 
+impl<'a> PickRequest<'a> {
+    /// A pick for a call of `method` (the full method name), with no hints.
+    pub fn new(method: &'a str) -> PickRequest<'a> {
+        PickRequest {
+            method,
+            ..PickRequest::default()
+        }
+    }
+
+    /// This request avoiding `avoid` (the addresses the call already used).
+    pub fn with_avoid(mut self, avoid: &'a [Address]) -> PickRequest<'a> {
+        self.avoid = avoid;
+        self
+    }
+
+    /// This request for the xDS cluster `cluster`.
+    pub fn with_cluster(mut self, cluster: Option<&'a str>) -> PickRequest<'a> {
+        self.cluster = cluster;
+        self
+    }
+
+    /// This request with the request hash `hash` (gRFC A42).
+    pub fn with_hash(mut self, hash: Option<u64>) -> PickRequest<'a> {
+        self.hash = hash;
+        self
+    }
+}
+
 /// The result of a pick.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PickResult<T> {
     /// Use this connection.
     Pick {
@@ -35,9 +67,9 @@ pub enum PickResult<T> {
         handle: T,
         /// Its address.
         addr: Address,
-        /// What the call keeps until it ends, then drops: the xDS cluster manager's claim on its
-        /// cluster's in-flight count (circuit breaking, gRFC A32), or a custom picker's guard (e.g. a count
-        /// of calls in flight). `None` from the other built-in pickers.
+        /// What the attempt this pick is for keeps until it ends, then drops (see [`PickGuard`]): the xDS
+        /// cluster manager's claim on its cluster's in-flight count (circuit breaking, gRFC A32), or a
+        /// custom picker's guard (e.g. a count of calls in flight). `None` from the other built-in pickers.
         guard: Option<PickGuard>,
     },
     /// Wait for the next picker (and, if `exit_idle`, ask the policy to connect).
@@ -231,24 +263,28 @@ impl fmt::Debug for BreakerClaim {
     }
 }
 
-/// What a pick hands the call to keep for its whole life, dropped when the call ends (all its attempts
-/// included): a [`BreakerClaim`] (the xDS circuit breaker's, or any [`InFlightCounter`]'s), or any value a
-/// custom picker wants dropped then ([`PickGuard::new`]). Two guards are equal when they are the same
-/// claim or value.
+/// What a pick hands the attempt it is for, dropped when that attempt ends: a [`BreakerClaim`] (the xDS
+/// circuit breaker's, or any [`InFlightCounter`]'s), or any value a custom picker wants dropped then
+/// ([`PickGuard::new`]). Each attempt of a call picks (a retry or a hedge picks again, and gets its own
+/// guard): an attempt that fails, loses a hedge or is never sent drops its guard when it ends; the attempt
+/// that commits keeps its guard until the call ends (its status received, or the call cancelled or
+/// dropped). A panic in the value's `Drop` is caught and forgotten, never the caller's. Two guards are
+/// equal when they are the same claim or value.
 #[derive(Clone)]
 pub struct PickGuard(GuardKind);
 
 #[derive(Clone)]
 enum GuardKind {
     Claim(BreakerClaim),
-    Custom(Arc<dyn Send + Sync>),
+    /// The application's value, whose `Drop` (when the attempt ends) may panic: caught, never the call's.
+    Custom(DropCaught<Arc<dyn Send + Sync>>),
 }
 
 impl PickGuard {
-    /// A guard holding `value` until the call ends (a clone of the guard shares it: it is dropped with the
-    /// last clone).
+    /// A guard holding `value` until the attempt ends (a clone of the guard shares it: it is dropped with
+    /// the last clone).
     pub fn new<T: Send + Sync + 'static>(value: T) -> PickGuard {
-        PickGuard(GuardKind::Custom(Arc::new(value)))
+        PickGuard(GuardKind::Custom(DropCaught::new(Arc::new(value))))
     }
 
     /// The in-flight claim this guard is, if it is one.
@@ -270,9 +306,10 @@ impl PartialEq for PickGuard {
     fn eq(&self, other: &PickGuard) -> bool {
         match (&self.0, &other.0) {
             (GuardKind::Claim(a), GuardKind::Claim(b)) => a == b,
-            (GuardKind::Custom(a), GuardKind::Custom(b)) => {
-                std::ptr::eq(Arc::as_ptr(a) as *const u8, Arc::as_ptr(b) as *const u8)
-            }
+            (GuardKind::Custom(a), GuardKind::Custom(b)) => std::ptr::eq(
+                Arc::as_ptr(&**a) as *const u8,
+                Arc::as_ptr(&**b) as *const u8,
+            ),
             _ => false,
         }
     }

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use grpc_base::Address;
 
 use crate::cluster_picker::{ClusterPickerSpec, ClustersPicker};
-use crate::panics::panic_message;
+use crate::panics::{panic_message, DropCaught};
 use crate::pick::{PickGuard, PickRequest, PickResult, Rotation};
 use crate::state::SubchannelId;
 
@@ -36,7 +36,8 @@ pub enum CustomPick {
     Pick {
         /// The subchannel.
         id: SubchannelId,
-        /// Kept by the call until it ends, then dropped (e.g. a count of calls in flight).
+        /// Kept by the attempt until it ends, then dropped (e.g. a count of calls in flight; see
+        /// [`PickGuard`]).
         guard: Option<PickGuard>,
     },
     /// Wait for the next picker (and, if `exit_idle`, ask the policy to connect).
@@ -56,7 +57,8 @@ impl CustomPick {
         CustomPick::Pick { id, guard: None }
     }
 
-    /// Use subchannel `id`; the call keeps `guard` until it ends.
+    /// Use subchannel `id`; the attempt keeps `guard` until it ends (the committed attempt's until the call
+    /// ends; see [`PickGuard`]).
     pub fn subchannel_with_guard(id: SubchannelId, guard: PickGuard) -> CustomPick {
         CustomPick::Pick {
             id,
@@ -66,22 +68,27 @@ impl CustomPick {
 }
 
 /// A custom picker with the subchannels it may answer (the policy's READY ones): the channel finds their
-/// connections when it builds the picker. Two are equal when they are the same picker and list.
+/// connections when it builds the picker. The address paired with each id is informative only: the
+/// channel uses the address it has for that subchannel (where outlier detection counts the calls, and the
+/// pick's address), and leaves out an id that is not one of the policy's subchannels. Two are equal when
+/// they are the same picker and list.
 #[derive(Clone)]
 pub struct CustomPicker {
     subchannels: Arc<[(SubchannelId, Address)]>,
-    picker: Arc<dyn SubchannelPicker>,
+    /// The application's picker, whose `Drop` (when the channel lets go of its last clone) may panic.
+    picker: DropCaught<Arc<dyn SubchannelPicker>>,
 }
 
 impl CustomPicker {
-    /// `picker`, answering with the subchannels of `subchannels`.
+    /// `picker`, answering with the subchannels of `subchannels` (their addresses as the channel has them:
+    /// a listed address that is not the subchannel's is replaced).
     pub fn new(
         subchannels: Vec<(SubchannelId, Address)>,
         picker: Arc<dyn SubchannelPicker>,
     ) -> CustomPicker {
         CustomPicker {
             subchannels: subchannels.into(),
-            picker,
+            picker: DropCaught::new(picker),
         }
     }
 
@@ -89,13 +96,33 @@ impl CustomPicker {
     pub fn subchannels(&self) -> &[(SubchannelId, Address)] {
         &self.subchannels
     }
+
+    /// This picker with each subchannel's address as `address` says (the channel's own record), and
+    /// without the subchannels it does not know. The same picker when nothing changes.
+    pub(crate) fn with_addresses(
+        &self,
+        address: impl Fn(SubchannelId) -> Option<Address>,
+    ) -> CustomPicker {
+        let fixed: Vec<(SubchannelId, Address)> = self
+            .subchannels
+            .iter()
+            .filter_map(|(id, _)| address(*id).map(|a| (*id, a)))
+            .collect();
+        if *fixed == *self.subchannels {
+            return self.clone();
+        }
+        CustomPicker {
+            subchannels: fixed.into(),
+            picker: self.picker.clone(),
+        }
+    }
 }
 
 impl PartialEq for CustomPicker {
     fn eq(&self, other: &CustomPicker) -> bool {
         std::ptr::eq(
-            Arc::as_ptr(&self.picker) as *const u8,
-            Arc::as_ptr(&other.picker) as *const u8,
+            Arc::as_ptr(&*self.picker) as *const u8,
+            Arc::as_ptr(&*other.picker) as *const u8,
         ) && self.subchannels == other.subchannels
     }
 }
@@ -112,6 +139,7 @@ impl fmt::Debug for CustomPicker {
 
 /// What a policy wants picks to do (the channel turns it into a [`Picker`] with connection handles).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PickerSpec {
     /// The policy is idle: queue the call and ask the policy to leave IDLE.
     Idle,
@@ -135,7 +163,7 @@ enum Kind<T> {
     Ready(Rotation<T>),
     Clusters(ClustersPicker<T>),
     Custom {
-        picker: Arc<dyn SubchannelPicker>,
+        picker: DropCaught<Arc<dyn SubchannelPicker>>,
         handles: HashMap<SubchannelId, (Address, T)>,
     },
 }

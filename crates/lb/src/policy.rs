@@ -18,7 +18,7 @@ use crate::builtins::{
     XDS_CLUSTER_MANAGER,
 };
 use crate::health::Health;
-use crate::panics::panic_message;
+use crate::panics::{drop_caught, panic_message};
 use crate::pick_first::DEFAULT_ATTEMPT_DELAY;
 use crate::picker::PickerSpec;
 use crate::state::{ConnectivityState, SubchannelId};
@@ -157,7 +157,7 @@ impl LbPolicy {
                 .failed(&self.name, panic.as_ref());
                 let old = std::mem::replace(&mut self.inner, failed);
                 // Dropping the policy may panic too: that is caught and forgotten.
-                let _ = catch_unwind(AssertUnwindSafe(move || drop(old)));
+                drop_caught(old);
                 R::default()
             }
         }
@@ -309,10 +309,28 @@ impl LbPolicy {
         self.call(|p| p.handle_timeout(now));
     }
 
-    /// The next action, until `None`.
+    /// The next action, until `None`. A custom picker's list carries each subchannel's own address (the
+    /// one its connection is made to), whatever address the policy paired with its id.
     pub fn poll_action(&mut self) -> Option<LbAction> {
         match &mut self.inner {
-            Inner::Running(_) => self.call(|p| p.subchannels_mut().poll_action()),
+            Inner::Running(_) => self.call(|p| {
+                let action = p.subchannels_mut().poll_action();
+                match action {
+                    Some(LbAction::UpdatePicker {
+                        state,
+                        picker: PickerSpec::Custom(custom),
+                    }) => {
+                        let subs = p.subchannels();
+                        let custom =
+                            custom.with_addresses(|id| subs.get(id).map(|s| s.address().clone()));
+                        Some(LbAction::UpdatePicker {
+                            state,
+                            picker: PickerSpec::Custom(custom),
+                        })
+                    }
+                    other => other,
+                }
+            }),
             Inner::Panicked { out, .. } => out.pop_front(),
         }
     }
@@ -332,6 +350,20 @@ impl LbPolicy {
                 .map(|s| (s.id, s.addr.clone(), s.state))
                 .collect()
         })
+    }
+}
+
+/// A policy's `Drop` is the application's code too: a panic in it (on a policy switch, when the channel
+/// goes IDLE or closes) is caught and forgotten, never the channel's event loop's.
+impl Drop for LbPolicy {
+    fn drop(&mut self) {
+        let gone = Inner::Panicked {
+            message: String::new(),
+            out: VecDeque::new(),
+        };
+        if let Inner::Running(policy) = std::mem::replace(&mut self.inner, gone) {
+            drop_caught(policy);
+        }
     }
 }
 

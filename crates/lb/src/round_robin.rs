@@ -1,5 +1,10 @@
-//! round_robin: a subchannel per address, every one kept connected (reconnecting as soon as its backoff
-//! ends), picks rotating over the READY ones from a random start. The aggregate state is READY if any is
+//! round_robin: a backend per endpoint (gRFC A61: round_robin balances over endpoints, not over their
+//! addresses), every one kept connected (reconnecting as soon as its backoff ends), picks rotating over the
+//! READY ones from a random start. Each address has its subchannel (outlier detection and health are per
+//! address), and a backend uses its endpoint's addresses in order, as pick_first would: it connects the
+//! first, and after a failure the next (wrapping round); the one that is READY takes the endpoint's picks,
+//! and only one address of an endpoint is connected or connecting at a time. A single-address endpoint is
+//! one subchannel, as before. The aggregate state is READY if any is
 //! READY, else CONNECTING if any is, else IDLE if any is, else TRANSIENT_FAILURE; a subchannel that failed
 //! since it was last READY counts as TRANSIENT_FAILURE while it reconnects (A61's sticky children).
 //! A failed or lost connection asks for re-resolution.
@@ -36,13 +41,30 @@ struct Counted {
     connected: bool,
 }
 
+/// One endpoint: its addresses' subchannels, which one it uses, and how that one counted.
+#[derive(Debug)]
+struct Backend {
+    /// The endpoint's subchannels, in its address order (one for a single-address endpoint).
+    subchannels: Vec<(SubchannelId, Address)>,
+    /// The one in use (`subchannels[active]`): the first, then the next after a failure.
+    active: usize,
+    /// How the one in use counted.
+    counted: Counted,
+}
+
+impl Backend {
+    fn id(&self) -> SubchannelId {
+        self.subchannels[self.active].0
+    }
+}
+
 pub(crate) struct RoundRobin {
     pub(crate) subs: Subchannels,
-    /// The backends in address-list order, each as last counted: an event looks at the subchannels it
-    /// changed only, so that its work does not grow with the number of backends (a new picker, built when
-    /// the READY backends change, is the exception).
-    backends: Vec<(SubchannelId, Address, Counted)>,
-    /// Each backend's index in `backends`.
+    /// The backends (endpoints) in the resolver's order, each as last counted: an event looks at the
+    /// subchannels it changed only, so that its work does not grow with the number of backends (a new
+    /// picker, built when the READY backends change, is the exception).
+    backends: Vec<Backend>,
+    /// Each subchannel's backend (its index in `backends`).
     index: HashMap<SubchannelId, usize>,
     /// How many backends count in each state.
     states: StateCounts,
@@ -98,8 +120,8 @@ impl RoundRobin {
         self.connected = 0;
         for i in 0..self.backends.len() {
             visit(1);
-            let c = self.count_of(self.backends[i].0);
-            self.backends[i].2 = c;
+            let c = self.count_of(self.backends[i].id());
+            self.backends[i].counted = c;
             self.add(c);
         }
         self.ready_changed = true;
@@ -112,19 +134,48 @@ impl RoundRobin {
             let Some(&i) = self.index.get(&id) else {
                 continue;
             };
-            let old = self.backends[i].2;
-            let new = self.count_of(id);
-            if new != old {
-                self.subtract(old);
-                self.add(new);
-                self.backends[i].2 = new;
-                if (old.state == ConnectivityState::Ready)
-                    != (new.state == ConnectivityState::Ready)
-                {
-                    self.ready_changed = true;
-                }
+            // An address of the endpoint that is not in use counts for nothing.
+            if self.backends[i].id() == id {
+                self.recount(i);
             }
         }
+    }
+
+    /// Counts backend `i` again (its subchannel in use).
+    fn recount(&mut self, i: usize) {
+        let old = self.backends[i].counted;
+        let new = self.count_of(self.backends[i].id());
+        if new != old {
+            self.subtract(old);
+            self.add(new);
+            self.backends[i].counted = new;
+            if (old.state == ConnectivityState::Ready) != (new.state == ConnectivityState::Ready) {
+                self.ready_changed = true;
+            }
+        }
+    }
+
+    /// Subchannel `id` failed (or its attempt timed out): if it is the one its multi-address endpoint
+    /// uses, the endpoint goes on to its next address, connected now (or when its backoff ends).
+    fn next_address(&mut self, id: SubchannelId, now: Instant) {
+        let Some(&i) = self.index.get(&id) else {
+            return;
+        };
+        let b = &mut self.backends[i];
+        if b.subchannels.len() < 2 || b.id() != id {
+            return;
+        }
+        b.active = (b.active + 1) % b.subchannels.len();
+        let next = b.id();
+        self.subs.connect(next, now);
+        self.recount(i);
+    }
+
+    /// Whether `id` is the subchannel its endpoint uses (the only one round_robin connects).
+    fn in_use(&self, id: SubchannelId) -> bool {
+        self.index
+            .get(&id)
+            .is_some_and(|&i| self.backends[i].id() == id)
     }
 
     fn recompute(&mut self) {
@@ -142,8 +193,8 @@ impl RoundRobin {
                 let ready: Vec<(SubchannelId, Address)> = self
                     .backends
                     .iter()
-                    .filter(|(_, _, c)| c.state == ConnectivityState::Ready)
-                    .map(|(id, addr, _)| (*id, addr.clone()))
+                    .filter(|b| b.counted.state == ConnectivityState::Ready)
+                    .map(|b| b.subchannels[b.active].clone())
                     .collect();
                 PickerSpec::Ready(ready)
             }
@@ -174,34 +225,63 @@ impl RoundRobin {
         }
     }
 
-    /// Connects every backend that is IDLE.
+    /// Connects every backend that is IDLE (the subchannel it uses).
     fn connect_idle(&mut self, now: Instant) {
         if self.subs.count(ConnectivityState::Idle) == 0 {
             return;
         }
         for i in 0..self.backends.len() {
             visit(1);
-            let id = self.backends[i].0;
+            let id = self.backends[i].id();
             self.subs.connect(id, now);
         }
     }
 
-    pub(crate) fn update(&mut self, addresses: Vec<Address>, now: Instant) {
-        let ids = self.subs.sync(&addresses);
+    /// New endpoints, each its addresses in order. An address in two endpoints belongs to the first; an
+    /// endpoint left with none is skipped. An endpoint keeps using an address that is connected or
+    /// connecting; otherwise it starts at its first.
+    pub(crate) fn update(&mut self, endpoints: Vec<Vec<Address>>, now: Instant) {
+        let all: Vec<Address> = endpoints.iter().flatten().cloned().collect();
+        self.subs.sync(&all);
         let unknown = Counted {
             state: ConnectivityState::Shutdown,
             connected: false,
         };
-        self.backends = ids
-            .into_iter()
-            .filter_map(|id| self.subs.get(id).map(|s| (id, s.addr.clone(), unknown)))
-            .collect();
-        self.index = self
-            .backends
-            .iter()
-            .enumerate()
-            .map(|(i, (id, _, _))| (*id, i))
-            .collect();
+        let mut index = HashMap::with_capacity(all.len());
+        let mut backends = Vec::with_capacity(endpoints.len());
+        for addresses in endpoints {
+            let i = backends.len();
+            let subchannels: Vec<(SubchannelId, Address)> = addresses
+                .into_iter()
+                .filter_map(|addr| self.subs.find(&addr).map(|id| (id, addr)))
+                .filter(|(id, _)| match index.entry(*id) {
+                    std::collections::hash_map::Entry::Occupied(_) => false,
+                    std::collections::hash_map::Entry::Vacant(v) => {
+                        v.insert(i);
+                        true
+                    }
+                })
+                .collect();
+            if subchannels.is_empty() {
+                continue;
+            }
+            let active = subchannels
+                .iter()
+                .position(|(id, _)| {
+                    matches!(
+                        self.subs.real_state(*id),
+                        ConnectivityState::Ready | ConnectivityState::Connecting
+                    )
+                })
+                .unwrap_or(0);
+            backends.push(Backend {
+                subchannels,
+                active,
+                counted: unknown,
+            });
+        }
+        self.backends = backends;
+        self.index = index;
         self.connect_idle(now);
         self.count_all();
         self.recompute();
@@ -221,6 +301,7 @@ impl RoundRobin {
     pub(crate) fn subchannel_failed(&mut self, id: SubchannelId, error: String, now: Instant) {
         if self.subs.failed(id, error, now) {
             self.subs.out.push_back(LbAction::ResolveNow);
+            self.next_address(id, now);
             self.recompute();
         }
     }
@@ -228,7 +309,9 @@ impl RoundRobin {
     pub(crate) fn subchannel_closed(&mut self, id: SubchannelId, now: Instant) {
         if self.subs.closed(id) {
             self.subs.out.push_back(LbAction::ResolveNow);
-            self.subs.connect(id, now);
+            if self.in_use(id) {
+                self.subs.connect(id, now);
+            }
             self.recompute();
         }
     }
@@ -251,9 +334,14 @@ impl RoundRobin {
         for event in self.subs.handle_timeout(now) {
             match event {
                 TimerEvent::BackoffOver(id) => {
-                    self.subs.connect(id, now);
+                    if self.in_use(id) {
+                        self.subs.connect(id, now);
+                    }
                 }
-                TimerEvent::ConnectTimedOut(_) => self.subs.out.push_back(LbAction::ResolveNow),
+                TimerEvent::ConnectTimedOut(id) => {
+                    self.subs.out.push_back(LbAction::ResolveNow);
+                    self.next_address(id, now);
+                }
             }
         }
         self.recompute();

@@ -5,9 +5,11 @@
 //! the process-wide ones, [`grpc_lb::register_policy`]), whose builder parses its JSON config; then the
 //! built-ins `pick_first` (A62 `shuffleAddressList`), `round_robin`, and `outlier_detection_experimental`
 //! (A50), whose required `childPolicy` is a list parsed with the same rules as `loadBalancingConfig` (the
-//! first supported entry wins; unknown names are skipped; an invalid entry, a registered policy's config
-//! its builder rejects included, invalidates the whole config). A registered policy of a built-in's name
-//! replaces the built-in. Outlier detection's other fields are parsed in `outlier_detection.rs`.
+//! first supported entry wins; unknown names before it are skipped; the chosen entry, if invalid (a
+//! registered policy's config its builder rejects, or whose parser panics, included), invalidates the
+//! whole config; the entries after it are not looked at, as in grpc-go, C-core and grpc-java, so a
+//! policy's parser runs only on the entry chosen). A registered policy of a built-in's name replaces the
+//! built-in. Outlier detection's other fields are parsed in `outlier_detection.rs`.
 
 use std::fmt;
 use std::sync::Arc;
@@ -40,7 +42,8 @@ pub enum LbConfig {
     RoundRobin,
     /// A registered policy (the application's, or one registered under a built-in's name).
     Registered(RegisteredPolicy),
-    /// No policy configured: pick_first with its defaults.
+    /// No policy configured: pick_first with its defaults (the channel runs a registered `pick_first`, with
+    /// its builder's default config, if there is one).
     #[default]
     Default,
 }
@@ -107,6 +110,43 @@ impl fmt::Debug for RegisteredPolicy {
     }
 }
 
+/// `builder`'s parse of `config`, the application's code: a panic in it is a config it rejects (A21: the
+/// service config is invalid), never a panic in whoever parses (a resolver's task, the application's
+/// `set_service_config`).
+fn parse_caught(
+    builder: &dyn LoadBalancerBuilder,
+    config: &Value,
+) -> Result<ParsedLbConfig, String> {
+    caught(builder, || {
+        builder.parse_config(config).map_err(|e| e.to_string())
+    })
+}
+
+/// Runs `f`, the application's code of `builder`: a panic is an error.
+fn caught<R>(
+    builder: &dyn LoadBalancerBuilder,
+    f: impl FnOnce() -> Result<R, String>,
+) -> Result<R, String> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(result) => result,
+        Err(panic) => {
+            let message = if let Some(s) = panic.downcast_ref::<&str>() {
+                (*s).to_owned()
+            } else if let Some(s) = panic.downcast_ref::<String>() {
+                s.clone()
+            } else {
+                "(no message)".to_owned()
+            };
+            // The payload's own drop could panic too: forget it.
+            std::mem::forget(panic);
+            Err(format!(
+                "the {} config parser panicked: {message}",
+                builder.name()
+            ))
+        }
+    }
+}
+
 /// The entry `name` (at `entry`, with its object `obj`) for the registered policy of `builder`: parsed by
 /// it (a `null` config counts as `{}`).
 fn parse_registered(
@@ -117,18 +157,16 @@ fn parse_registered(
 ) -> Result<LbConfig, ParseError> {
     let empty = Value::Object(serde_json::Map::new());
     let parse = |cfg: At<'_>| {
-        builder
-            .parse_config(cfg.value)
+        parse_caught(builder.as_ref(), cfg.value)
             .map(|parsed| (cfg.value.clone(), parsed))
-            .map_err(|e| cfg.error(Rule::BadLbConfig(e.to_string())))
+            .map_err(|e| cfg.error(Rule::BadLbConfig(e)))
     };
     let (json, parsed) = match field(entry, obj, name, parse)? {
         Some(found) => found,
         None => (
             empty.clone(),
-            builder
-                .parse_config(&empty)
-                .map_err(|e| entry.error(Rule::BadLbConfig(e.to_string())))?,
+            parse_caught(builder.as_ref(), &empty)
+                .map_err(|e| entry.error(Rule::BadLbConfig(e)))?,
         ),
     };
     Ok(LbConfig::Registered(RegisteredPolicy {
@@ -144,7 +182,13 @@ pub(crate) fn parse_lb_config(
     policies: &PolicyRegistry,
 ) -> Result<LbConfig, ParseError> {
     let mut names = Vec::new();
+    // The first supported entry is the choice, and the entries after it are not looked at (neither
+    // validated nor given to a policy's parser), as grpc-go, C-core and grpc-java do.
+    let mut chosen = false;
     let entries = crate::json::each(&at, |entry| {
+        if chosen {
+            return Ok(None);
+        }
         let obj = entry.object()?;
         if obj.len() != 1 {
             return Err(entry.error(Rule::BadLbEntry));
@@ -155,6 +199,7 @@ pub(crate) fn parse_lb_config(
             .ok_or_else(|| entry.error(Rule::BadLbEntry))?;
         if let Some(builder) = policies.registered(name) {
             names.push(name.clone());
+            chosen = true;
             return parse_registered(&entry, obj, name, builder).map(Some);
         }
         let policy = match name.as_str() {
@@ -189,6 +234,7 @@ pub(crate) fn parse_lb_config(
             _ => None,
         };
         names.push(name.clone());
+        chosen = policy.is_some();
         Ok(policy)
     })?;
     entries
@@ -208,7 +254,8 @@ pub(crate) fn parse_lb_policy_name(
         return Ok(LbConfig::Registered(RegisteredPolicy {
             name: lower,
             json: Value::Object(serde_json::Map::new()),
-            parsed: builder.default_config(),
+            parsed: caught(builder.as_ref(), || Ok(builder.default_config()))
+                .map_err(|e| at.error(Rule::BadLbConfig(e)))?,
             builder,
         }));
     }
@@ -316,9 +363,57 @@ mod tests {
                 "invalid sc_tests_strict config: n is not a number".into()
             ))
         );
-        // Even after the chosen entry: every entry must be valid.
-        let got = parse(r#"{"round_robin":{}},{"sc_tests_strict":[]}"#, &channel);
-        assert!(matches!(got, Err(Rule::BadLbConfig(_))), "{got:?}");
+        // After the chosen entry nothing is looked at (grpc-go, C-core and grpc-java stop at the first
+        // supported entry): an entry there its builder would reject, or that is not even an entry, is not
+        // parsed.
+        let got = parse(
+            r#"{"round_robin":{}},{"sc_tests_strict":[]},"not an entry""#,
+            &channel,
+        );
+        assert_eq!(got, Ok(LbConfig::RoundRobin));
+    }
+
+    /// A parser that panics.
+    struct Explodes;
+
+    impl LoadBalancerBuilder for Explodes {
+        fn name(&self) -> &str {
+            "sc_tests_explodes"
+        }
+
+        fn parse_config(&self, _: &serde_json::Value) -> Result<ParsedLbConfig, LbConfigError> {
+            panic!("boom")
+        }
+
+        fn default_config(&self) -> ParsedLbConfig {
+            panic!("boom by default")
+        }
+
+        fn build(&self, options: BuildOptions) -> Box<dyn LoadBalancer> {
+            RoundRobinBuilder.build(options)
+        }
+    }
+
+    #[test]
+    fn a_parser_that_panics_makes_an_invalid_config() {
+        let channel = PolicyRegistry::new().with(Explodes);
+        let got = parse(r#"{"sc_tests_explodes":{}}"#, &channel);
+        assert_eq!(
+            got,
+            Err(Rule::BadLbConfig(
+                "the sc_tests_explodes config parser panicked: boom".into()
+            ))
+        );
+        let json = r#"{"loadBalancingPolicy":"sc_tests_explodes"}"#;
+        let got = ServiceConfig::parse(json, ParseOptions::default().with_policies(channel));
+        assert!(
+            matches!(&got, Err(e) if matches!(e.rule, Rule::BadLbConfig(_))),
+            "{got:?}"
+        );
+        // Not chosen, not run.
+        let channel = PolicyRegistry::new().with(Explodes);
+        let got = parse(r#"{"pick_first":{}},{"sc_tests_explodes":{}}"#, &channel);
+        assert!(matches!(got, Ok(LbConfig::PickFirst { .. })), "{got:?}");
     }
 
     #[test]

@@ -179,6 +179,8 @@ impl LoadBalancer for LeastInFlight {
                     self.subs.connect(id, now);
                 }
                 TimerEvent::ConnectTimedOut(_) => self.subs.resolve_now(),
+                // `TimerEvent` may grow (it is `#[non_exhaustive]`).
+                _ => {}
             }
         }
         self.publish();

@@ -81,7 +81,8 @@ pub(crate) struct OpenAttempt {
     pub(crate) handed_over: Option<usize>,
     /// Where the committed attempt's result counts (outlier detection), if anywhere.
     pub(crate) results: Option<Arc<CallResults>>,
-    /// Its place under the cluster's circuit breaker (xDS), held until the call ends.
+    /// The pick's guard (its place under the cluster's circuit breaker, xDS, or a custom picker's guard),
+    /// held until the call ends.
     pub(crate) breaker: Option<grpc_lb::PickGuard>,
 }
 
@@ -125,7 +126,7 @@ pub(crate) struct Attempt {
     flushed_up_front: Option<usize>,
     /// Where the attempt's result counts (outlier detection), from its pick until it is counted.
     results: Option<Arc<CallResults>>,
-    /// Its place under the cluster's circuit breaker, held while the attempt lives.
+    /// The pick's guard, held while the attempt lives (and handed to the call if it commits).
     breaker: Option<grpc_lb::PickGuard>,
 }
 

@@ -34,6 +34,9 @@ pub(super) struct Setup {
     pub(super) idle_timeout: Duration,
     /// The health watches (A17).
     pub(super) health: HealthWatches,
+    /// Where the default policy (no `loadBalancingConfig`) is looked up: a registered `pick_first`
+    /// replaces the built-in there too.
+    pub(super) policies: grpc_lb::PolicyRegistry,
 }
 
 /// Whether the channel is IDLE (gRFC A62: no call for the idle timeout), and what exists only while it is

@@ -4,9 +4,11 @@
 //!
 //! Every policy, built-in or the application's, is a `grpc_lb::LoadBalancer` made by the builder the
 //! service config names (`policy_choice.rs`) and driven through a `grpc_lb::LbPolicy`: a resolution that
-//! names the running policy gives it the new config and endpoints; another name starts a new one (a graceful switch). A policy that panics
-//! is gone: `LbPolicy` publishes a failing picker (UNAVAILABLE, "load-balancing policy ... panicked"), the
-//! loop lets go of its connections, and the next resolution builds a new one.
+//! names the running policy gives it the new config and endpoints; another name starts a new one (a
+//! graceful switch). A policy that panics is gone: `LbPolicy` publishes a failing picker (UNAVAILABLE,
+//! "load-balancing policy ... panicked"), the loop lets go of the policy and its connections and asks the
+//! resolver to resolve again, and the resolution that answers builds a new one. The policy's `Drop`, its
+//! pickers' and its pick guards' are caught by `grpc_lb` (a panic there is forgotten).
 //!
 //! Outlier detection (gRFC A50): with an `outlier_detection_experimental` config the loop owns a
 //! `grpc_lb::OutlierDetector` beside the child policy. The detector gets the same address lists as the
@@ -101,8 +103,13 @@ pub(super) struct Loop {
     ejected_since: HashMap<Address, std::time::Instant>,
     /// The health watches (A17).
     health: HealthWatches,
+    /// Where the default policy is looked up (`policy_choice.rs`).
+    policies: grpc_lb::PolicyRegistry,
 }
 
+/// However the loop ends (its task returned, panicked or was cancelled), every connection task stops: the
+/// policy's, those it let go of, and a retired policy's. This runs before the fields drop (the policy and
+/// the pickers, whose `Drop` is the application's code and caught by `grpc_lb`).
 impl Drop for Loop {
     fn drop(&mut self) {
         for (_, (_, task)) in self.tasks.drain() {
@@ -110,6 +117,9 @@ impl Drop for Loop {
         }
         for task in self.detached.drain(..) {
             task.abort();
+        }
+        if let Some(retired) = self.retired.take() {
+            retired.release(true);
         }
     }
 }
@@ -152,6 +162,7 @@ impl Loop {
             last_failure: None,
             results: HashMap::new(),
             health: setup.health,
+            policies: setup.policies,
             stats,
             ejected_since: HashMap::new(),
         }
@@ -379,7 +390,7 @@ impl Loop {
             } => {
                 // A resolver that routes calls to clusters (xDS) picks through the cluster manager; its
                 // clusters' endpoints replace the address list.
-                let (wanted, outlier) = policy_choice(&config, routing.as_deref());
+                let (wanted, outlier) = policy_choice(&config, routing.as_deref(), &self.policies);
                 let health_service = self.health.wanted(config.health_check_service_name());
                 let mut restart_watches = self.health.set_service(health_service.clone());
                 // The running policy stays if the choice names it (and it did not panic): it gets the
@@ -744,6 +755,8 @@ impl Loop {
                     state,
                     picker: spec,
                 } => picker = Some((state, spec)),
+                // An action this channel does not know yet.
+                _ => {}
             }
         }
         if let Some((state, spec)) = picker {
@@ -752,16 +765,21 @@ impl Loop {
             }
         }
         // A policy that panicked is gone (its failing picker is published): its connections go too,
-        // finishing the calls they carry. The next resolution builds a new policy.
+        // finishing the calls they carry, and the loop lets go of it. Recovery: ask the resolver to
+        // resolve again (within its rate limit; a resolver that only answers when asked, such as DNS,
+        // would otherwise leave the channel failing for good); the resolution that answers, even one
+        // identical to the last, builds a new policy, since there is none to keep.
         let panicked = self
             .activity
             .policy()
             .and_then(|p| p.panicked().map(str::to_owned));
         if let Some(message) = panicked {
-            if !self.tasks.is_empty() || !self.conns.is_empty() {
-                tracing::error!(%message, "the load-balancing policy panicked: its connections close");
-                self.release_connections();
+            tracing::error!(%message, "the load-balancing policy panicked: its connections close, and the resolver is asked to resolve again");
+            self.release_connections();
+            if let Some(a) = self.activity.active() {
+                a.policy = None;
             }
+            self.resolution.resolve_now();
         }
     }
 }

@@ -131,6 +131,7 @@ pub(crate) struct ControlPlane {
 
 impl ControlPlane {
     /// Starts the control plane on the current runtime.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn start(
         resolution: Arc<Resolution>,
         settings: Http2Settings,
@@ -139,6 +140,7 @@ impl ControlPlane {
         tls: Option<TlsConnector>,
         route: Route,
         health_checks: Option<WatchSetup>,
+        policies: grpc_lb::PolicyRegistry,
     ) -> ControlPlane {
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let initial = Arc::new(Published {
@@ -162,6 +164,7 @@ impl ControlPlane {
             keepalive,
             idle_timeout,
             health: HealthWatches::new(health_checks, stats.clone()),
+            policies,
         };
         let lp = Loop::new(
             setup,
@@ -251,12 +254,12 @@ impl ControlPlane {
             {
                 return None;
             }
-            published.picker.pick(&PickRequest {
-                method,
-                avoid,
-                cluster: cluster.map(|c| &*c.cluster),
-                hash: cluster.and_then(|c| c.hash),
-            })
+            published.picker.pick(
+                &PickRequest::new(method)
+                    .with_avoid(avoid)
+                    .with_cluster(cluster.map(|c| &*c.cluster))
+                    .with_hash(cluster.and_then(|c| c.hash)),
+            )
         };
         match picked {
             PickResult::Pick {
@@ -352,12 +355,12 @@ impl ControlPlane {
             // one that started after a resolver result the load balancer has not applied yet (an IDLE
             // channel applies it when it leaves IDLE).
             let result = match published.applied(cluster, resolutions) {
-                true => published.picker.pick(&PickRequest {
-                    method,
-                    avoid,
-                    cluster: cluster.map(|c| &*c.cluster),
-                    hash: cluster.and_then(|c| c.hash),
-                }),
+                true => published.picker.pick(
+                    &PickRequest::new(method)
+                        .with_avoid(avoid)
+                        .with_cluster(cluster.map(|c| &*c.cluster))
+                        .with_hash(cluster.and_then(|c| c.hash)),
+                ),
                 false => PickResult::Queue {
                     exit_idle: published.state == ConnectivityState::Idle,
                 },
@@ -381,10 +384,8 @@ impl ControlPlane {
                         tracing::debug!(%addr, error = %e, "picked connection is gone; waiting for a new picker")
                     }
                 },
-                PickResult::Queue { exit_idle } => {
-                    if exit_idle {
-                        let _ = self.events.send(Event::ExitIdle);
-                    }
+                PickResult::Queue { exit_idle: true } => {
+                    let _ = self.events.send(Event::ExitIdle);
                 }
                 PickResult::Fail(message) if !wait_for_ready => {
                     let status = Status::new(Code::Unavailable, message);
@@ -397,6 +398,9 @@ impl ControlPlane {
                 PickResult::Drop(message) => {
                     return Err(PickError::Dropped(Status::new(Code::Unavailable, message)))
                 }
+                // Queued (the policy is awake), or a kind of result this channel does not know yet: wait
+                // for the next picker.
+                _ => {}
             }
             if rx.changed().await.is_err() {
                 return Err(PickError::Failed(Status::new(

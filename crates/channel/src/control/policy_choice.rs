@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use grpc_lb::{
-    builtin_policy, LoadBalancerBuilder, OutlierDetectionConfig, ParsedLbConfig, PickFirstBuilder,
-    PickFirstConfig, RoundRobinBuilder, XdsClusterManagerBuilder,
+    LoadBalancerBuilder, OutlierDetectionConfig, ParsedLbConfig, PickFirstBuilder, PickFirstConfig,
+    PolicyRegistry, RoundRobinBuilder, XdsClusterManagerBuilder,
 };
 use grpc_service_config::{LbConfig, ServiceConfig};
 
@@ -34,10 +34,12 @@ impl Choice {
     }
 }
 
-/// The policy for a resolution: the xDS cluster manager with `routing`, else what `config` selects.
+/// The policy for a resolution: the xDS cluster manager with `routing`, else what `config` selects (the
+/// default, pick_first, looked up in `policies`).
 pub(super) fn policy_choice(
     config: &ServiceConfig,
     routing: Option<&Routing>,
+    policies: &PolicyRegistry,
 ) -> (Choice, Option<OutlierDetectionConfig>) {
     match routing {
         // A resolver that routes calls to clusters (xDS) picks through the cluster manager; its clusters'
@@ -49,14 +51,17 @@ pub(super) fn policy_choice(
             ),
             None,
         ),
-        None => policy_config(config.lb_policy()),
+        None => policy_config(config.lb_policy(), policies),
     }
 }
 
 /// The policy a service config's `loadBalancingConfig` selects, and its outlier detection if it has one
 /// (the two are compared apart, so that a change of one keeps the other). An outlier detection nested in
 /// another's `childPolicy` adds nothing: the outer one decides.
-fn policy_config(lb: &LbConfig) -> (Choice, Option<OutlierDetectionConfig>) {
+fn policy_config(
+    lb: &LbConfig,
+    policies: &PolicyRegistry,
+) -> (Choice, Option<OutlierDetectionConfig>) {
     match lb {
         LbConfig::RoundRobin => (Choice::of(RoundRobinBuilder, ParsedLbConfig::empty()), None),
         LbConfig::PickFirst {
@@ -76,17 +81,33 @@ fn policy_config(lb: &LbConfig) -> (Choice, Option<OutlierDetectionConfig>) {
             None,
         ),
         LbConfig::OutlierDetection { config, child } => {
-            (policy_config(child).0, Some(config.clone()))
+            (policy_config(child, policies).0, Some(config.clone()))
         }
-        // No policy configured: pick_first.
-        LbConfig::Default => (
-            Choice {
-                builder: builtin_policy(grpc_lb::PICK_FIRST)
-                    .unwrap_or_else(|| Arc::new(PickFirstBuilder)),
-                config: ParsedLbConfig::new(PickFirstConfig::default()),
-            },
-            None,
-        ),
+        // No policy configured: pick_first, the registered one if there is one (with its default config;
+        // the built-in if that panics).
+        LbConfig::Default => {
+            let registered = policies.registered(grpc_lb::PICK_FIRST).and_then(|builder| {
+                let config = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    builder.default_config()
+                }));
+                match config {
+                    Ok(config) => Some(Choice { builder, config }),
+                    Err(panic) => {
+                        // Its payload's drop could panic too: forget it.
+                        std::mem::forget(panic);
+                        tracing::warn!("the registered pick_first's default_config panicked: the built-in pick_first runs");
+                        None
+                    }
+                }
+            });
+            let choice = registered.unwrap_or_else(|| {
+                Choice::of(
+                    PickFirstBuilder,
+                    ParsedLbConfig::new(PickFirstConfig::default()),
+                )
+            });
+            (choice, None)
+        }
     }
 }
 
@@ -97,7 +118,7 @@ mod tests {
 
     fn lb(json: &str) -> (Choice, Option<OutlierDetectionConfig>) {
         let config = ServiceConfig::parse(json, ParseOptions::default()).expect("a valid config");
-        policy_config(config.lb_policy())
+        policy_config(config.lb_policy(), &PolicyRegistry::new())
     }
 
     fn outlier(interval: &str) -> String {

@@ -10,6 +10,7 @@ mod custom_resolvers;
 mod dns_refresh;
 mod health_checking;
 mod health_edges;
+mod lb_api_edges;
 mod load_balancing;
 mod outlier_detection;
 mod resolver_edges;
