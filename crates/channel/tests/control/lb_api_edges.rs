@@ -1,10 +1,11 @@
 //! Edges of the public load-balancing policy API, from outside the crate (public items only): a user's
-//! "fewest calls in flight" policy whose code panics where the channel does not guard it (its config
-//! parser, its `Drop`, its picker's `Drop`, a pick guard's `Drop`); a policy that panicked once and should
-//! recover; the registered policy of a built-in's name as the default; which `loadBalancingConfig` entries
-//! are parsed; round_robin over multi-address endpoints (A61); outlier detection's counts with a custom
-//! picker's list; and what holds (A21 with a rejected user config, the channel's policy over the
-//! process-wide one, a graceful switch between a user's policy and round_robin).
+//! "fewest calls in flight" policy whose code panics in every place a user's code runs (its config parser,
+//! its `Drop`, its picker's `Drop`, a pick guard's `Drop`) and the channel goes on; a policy that panicked
+//! once recovers through a re-resolution; a registered policy of a built-in's name is the default too; only
+//! the chosen `loadBalancingConfig` entry is parsed; round_robin over multi-address endpoints (A61);
+//! outlier detection counts a custom picker's calls against the connection's real address; A21 with a
+//! rejected user config, the channel's policy over the process-wide one, a graceful switch between a
+//! user's policy and round_robin.
 
 use std::net::SocketAddr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -20,7 +21,7 @@ use grpc_channel::lb::{
 };
 use grpc_channel::resolver::{
     manual, Endpoint, Resolver, ResolverBuilder, ResolverError, ResolverSink, ResolverTarget,
-    ResolverUpdate,
+    ResolverUpdate, UpdateError,
 };
 use grpc_channel::service_config::{ParseOptions, ServiceConfig};
 use grpc_channel::{Channel, Code, Request, ResolverOptions};
@@ -633,9 +634,13 @@ async fn a_rejected_config_of_a_registered_policy_keeps_the_last_good_one() {
         .build()
         .expect("channel");
     call(&ch).await.expect("call");
-    endpoints
-        .set_service_config(Some(config("edge_reject", r#"{"n":"x"}"#)))
-        .expect("A21: the previous config stays");
+    // A21: the invalid config is reported to the resolver (grpc-go's ErrBadResolverState), and the
+    // previous config stays in use.
+    let rejected = endpoints.set_service_config(Some(config("edge_reject", r#"{"n":"x"}"#)));
+    assert!(
+        matches!(rejected, Err(UpdateError::Rejected(_))),
+        "{rejected:?}"
+    );
     for _ in 0..5 {
         call(&ch).await.expect("call");
     }
