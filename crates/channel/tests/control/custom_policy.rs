@@ -13,10 +13,10 @@ use grpc_channel::lb::{
     LoadBalancer, LoadBalancerBuilder, ParsedLbConfig, PickRequest, PickerSpec, PolicyUpdate,
     SubchannelId, SubchannelPicker, Subchannels, TimerEvent,
 };
-use grpc_channel::{Channel, Code, Request};
+use grpc_channel::{Channel, Code};
 use grpc_test_support as support;
-use interop::server::{self, ServerHandle};
-use interop_proto::{paths, SimpleRequest, SimpleResponse};
+
+use super::plugins::{backends, which_within};
 
 /// Where the test policy panics, if anywhere.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -202,18 +202,6 @@ impl LoadBalancer for Last {
     }
 }
 
-async fn backends(n: usize) -> Vec<ServerHandle> {
-    let mut out = Vec::new();
-    for _ in 0..n {
-        out.push(
-            server::start("127.0.0.1:0".parse().expect("addr"))
-                .await
-                .expect("server"),
-        );
-    }
-    out
-}
-
 fn channel(addrs: &[SocketAddr], config: &str, seen: &Arc<Seen>) -> Channel {
     let list: Vec<String> = addrs.iter().map(ToString::to_string).collect();
     Channel::builder(format!("ipv4:{}", list.join(",")))
@@ -223,18 +211,9 @@ fn channel(addrs: &[SocketAddr], config: &str, seen: &Arc<Seen>) -> Channel {
         .expect("channel")
 }
 
+/// One call (10 s deadline); the server that answered it.
 async fn call(ch: &Channel) -> Result<String, grpc_channel::Status> {
-    let req = SimpleRequest {
-        fill_server_id: true,
-        ..Default::default()
-    };
-    let r = ch
-        .unary::<_, SimpleResponse>(
-            paths::UNARY_CALL,
-            Request::new(req).with_timeout(Duration::from_secs(10)),
-        )
-        .await?;
-    Ok(r.into_message().server_id)
+    which_within(ch, Duration::from_secs(10)).await
 }
 
 #[tokio::test]

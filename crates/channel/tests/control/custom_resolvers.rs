@@ -6,49 +6,17 @@
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use grpc_channel::resolver::{
-    self, manual, Address, Endpoint, Resolver, ResolverBuilder, ResolverError, ResolverSink,
-    ResolverTarget, ResolverUpdate, UpdateError, MAX_ENDPOINT_ADDRESSES,
+    self, manual, Endpoint, ResolverUpdate, UpdateError, MAX_ENDPOINT_ADDRESSES,
 };
 use grpc_channel::{BuildError, Channel, Code, Request, ResolverOptions};
-use interop::server::{self, ServerHandle};
 use interop_proto::{paths, SimpleRequest, SimpleResponse};
-use parking_lot::Mutex;
 use tokio::time::Instant;
 
-const ROUND_ROBIN: &str = r#"{"loadBalancingConfig":[{"round_robin":{}}]}"#;
-
-async fn backends(n: usize) -> Vec<ServerHandle> {
-    let mut out = Vec::new();
-    for _ in 0..n {
-        out.push(
-            server::start("127.0.0.1:0".parse().expect("addr"))
-                .await
-                .expect("server"),
-        );
-    }
-    out
-}
-
-fn endpoint(addr: SocketAddr) -> Endpoint {
-    Endpoint::new(Address::Tcp(addr))
-}
-
-/// One call; the server that answered it.
-async fn which(ch: &Channel) -> Result<String, grpc_channel::Status> {
-    let req = SimpleRequest {
-        fill_server_id: true,
-        ..Default::default()
-    };
-    let r = ch
-        .unary::<_, SimpleResponse>(paths::UNARY_CALL, Request::new(req))
-        .await?;
-    Ok(r.into_message().server_id)
-}
+use super::plugins::{backends, endpoint, until_all, which, Behaviour, Recording, ROUND_ROBIN};
 
 /// The servers that answered `n` calls (failed calls count as "error").
 async fn answered(ch: &Channel, n: usize) -> HashSet<String> {
@@ -59,149 +27,10 @@ async fn answered(ch: &Channel, n: usize) -> HashSet<String> {
     seen
 }
 
-/// Calls until the servers in `want` all answered (bounded).
-async fn until_all(ch: &Channel, want: &[&ServerHandle]) {
-    let want: HashSet<String> = want.iter().map(|s| s.addr.to_string()).collect();
-    let mut seen = HashSet::new();
-    for _ in 0..500 {
-        if let Ok(id) = which(ch).await {
-            seen.insert(id);
-        }
-        if want.is_subset(&seen) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("never reached all of {want:?}: {seen:?}");
-}
-
-/// What a test resolver saw, and the sink it was given.
-#[derive(Default)]
-struct Probe {
-    builds: AtomicUsize,
-    resolve_now: AtomicUsize,
-    drops: AtomicUsize,
-    sink: Mutex<Option<ResolverSink>>,
-    target: Mutex<Option<ResolverTarget>>,
-}
-
-impl Probe {
-    fn sink(&self) -> ResolverSink {
-        self.sink.lock().clone().expect("the resolver was built")
-    }
-}
-
-#[derive(Clone, Copy, PartialEq)]
-enum Behaviour {
-    /// Publishes `first` at once, keeps the sink for the test.
-    Publish,
-    /// Panics in `build`.
-    PanicInBuild,
-    /// Panics in `resolve_now` and in its drop.
-    PanicLater,
-    /// Drops its sink without any update.
-    Vanish,
-}
-
-struct TestBuilder {
-    scheme: &'static str,
-    first: Vec<Endpoint>,
-    config: Option<&'static str>,
-    behaviour: Behaviour,
-    probe: Arc<Probe>,
-}
-
-impl TestBuilder {
-    fn new(scheme: &'static str, first: Vec<Endpoint>) -> (TestBuilder, Arc<Probe>) {
-        let probe = Arc::new(Probe::default());
-        (
-            TestBuilder {
-                scheme,
-                first,
-                config: None,
-                behaviour: Behaviour::Publish,
-                probe: probe.clone(),
-            },
-            probe,
-        )
-    }
-
-    fn behaving(mut self, behaviour: Behaviour) -> Self {
-        self.behaviour = behaviour;
-        self
-    }
-
-    fn config(mut self, json: &'static str) -> Self {
-        self.config = Some(json);
-        self
-    }
-}
-
-struct TestResolver {
-    probe: Arc<Probe>,
-    behaviour: Behaviour,
-}
-
-impl Resolver for TestResolver {
-    fn resolve_now(&mut self) {
-        self.probe.resolve_now.fetch_add(1, Ordering::SeqCst);
-        if self.behaviour == Behaviour::PanicLater {
-            panic!("resolve_now blew up");
-        }
-    }
-}
-
-impl Drop for TestResolver {
-    fn drop(&mut self) {
-        self.probe.drops.fetch_add(1, Ordering::SeqCst);
-        if self.behaviour == Behaviour::PanicLater {
-            panic!("drop blew up");
-        }
-    }
-}
-
-impl ResolverBuilder for TestBuilder {
-    fn scheme(&self) -> &str {
-        self.scheme
-    }
-
-    fn build(
-        &self,
-        target: &ResolverTarget,
-        sink: ResolverSink,
-    ) -> Result<Box<dyn Resolver>, ResolverError> {
-        self.probe.builds.fetch_add(1, Ordering::SeqCst);
-        *self.probe.target.lock() = Some(target.clone());
-        match self.behaviour {
-            Behaviour::PanicInBuild => panic!("build blew up"),
-            Behaviour::Vanish => {
-                drop(sink);
-                return Ok(Box::new(TestResolver {
-                    probe: self.probe.clone(),
-                    behaviour: self.behaviour,
-                }));
-            }
-            Behaviour::Publish | Behaviour::PanicLater => {}
-        }
-        if !self.first.is_empty() {
-            let mut update = ResolverUpdate::new(self.first.clone());
-            if let Some(c) = self.config {
-                update = update.with_service_config(c);
-            }
-            let _ = sink.update(update);
-        }
-        *self.probe.sink.lock() = Some(sink);
-        Ok(Box::new(TestResolver {
-            probe: self.probe.clone(),
-            behaviour: self.behaviour,
-        }))
-    }
-}
-
 #[tokio::test]
 async fn a_resolver_registered_on_the_channel_gives_its_endpoints_and_config() {
     let servers = backends(2).await;
-    let (builder, probe) = TestBuilder::new("test-a", vec![endpoint(servers[0].addr)]);
+    let (builder, probe) = Recording::new("test-a", vec![endpoint(servers[0].addr)]);
     let ch = Channel::builder("TEST-A://registry:7/svc/x")
         .resolver(builder)
         .build()
@@ -222,20 +51,20 @@ async fn a_resolver_registered_on_the_channel_gives_its_endpoints_and_config() {
                 .with_service_config(ROUND_ROBIN),
         )
         .expect("accepted");
-    until_all(&ch, &[&servers[0], &servers[1]]).await;
+    until_all(&ch, &[servers[0].addr, servers[1].addr], None).await;
     assert_eq!(probe.builds.load(Ordering::SeqCst), 1);
 }
 
 #[tokio::test]
 async fn a_process_wide_resolver_serves_every_channel_and_the_channels_own_wins() {
     let servers = backends(2).await;
-    let (global, global_probe) = TestBuilder::new("test-global", vec![endpoint(servers[0].addr)]);
+    let (global, global_probe) = Recording::new("test-global", vec![endpoint(servers[0].addr)]);
     resolver::register(global).expect("a URI scheme");
     let ch = Channel::new("test-global:///x").expect("channel");
     assert_eq!(which(&ch).await.expect("call"), servers[0].addr.to_string());
     assert_eq!(global_probe.builds.load(Ordering::SeqCst), 1);
 
-    let (own, own_probe) = TestBuilder::new("test-global", vec![endpoint(servers[1].addr)]);
+    let (own, own_probe) = Recording::new("test-global", vec![endpoint(servers[1].addr)]);
     let ch2 = Channel::builder("test-global:///x")
         .resolver(own)
         .build()
@@ -262,7 +91,7 @@ async fn a21_applies_to_a_resolvers_service_config() {
     let servers = backends(2).await;
     let both = vec![endpoint(servers[0].addr), endpoint(servers[1].addr)];
     // An invalid first config with no default: rejected, and calls fail UNAVAILABLE.
-    let (builder, probe) = TestBuilder::new("test-a21", both.clone());
+    let (builder, probe) = Recording::new("test-a21", both.clone());
     let ch = Channel::builder("test-a21:///x")
         .resolver(builder.config("{not json"))
         .build()
@@ -279,7 +108,7 @@ async fn a21_applies_to_a_resolvers_service_config() {
     // A good one is used...
     sink.update(ResolverUpdate::new(both.clone()).with_service_config(ROUND_ROBIN))
         .expect("valid");
-    until_all(&ch, &[&servers[0], &servers[1]]).await;
+    until_all(&ch, &[servers[0].addr, servers[1].addr], None).await;
     // ...and a bad one after it keeps it (round_robin still spreads, the endpoints apply), and the
     // resolver is told its config was not used (grpc-go's `ErrBadResolverState`).
     assert!(matches!(
@@ -293,7 +122,7 @@ async fn a21_applies_to_a_resolvers_service_config() {
 #[tokio::test]
 async fn garbage_updates_are_rejected_and_fail_calls_cleanly() {
     let servers = backends(1).await;
-    let (builder, probe) = TestBuilder::new("test-garbage", Vec::new());
+    let (builder, probe) = Recording::new("test-garbage", Vec::new());
     let ch = Channel::builder("test-garbage:///x")
         .resolver(builder)
         .build()
@@ -340,7 +169,7 @@ async fn garbage_updates_are_rejected_and_fail_calls_cleanly() {
 
 #[tokio::test]
 async fn a_panicking_builder_is_a_clean_unavailable_and_the_next_call_tries_again() {
-    let (builder, probe) = TestBuilder::new("test-panic-build", Vec::new());
+    let (builder, probe) = Recording::new("test-panic-build", Vec::new());
     let ch = Channel::builder("test-panic-build:///x")
         .resolver(builder.behaving(Behaviour::PanicInBuild))
         .build()
@@ -362,7 +191,7 @@ async fn a_panicking_resolve_now_drops_the_resolver_without_a_crash() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let dead = closed.local_addr().expect("addr");
     drop(closed);
-    let (builder, probe) = TestBuilder::new("test-panic-now", vec![endpoint(dead)]);
+    let (builder, probe) = Recording::new("test-panic-now", vec![endpoint(dead)]);
     let ch = Channel::builder("test-panic-now:///x")
         .resolver(builder.behaving(Behaviour::PanicLater))
         .build()
@@ -394,7 +223,7 @@ async fn resolve_now_reaches_the_resolver_at_most_once_per_min_interval() {
         let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         let dead = closed.local_addr().expect("addr");
         drop(closed);
-        let (builder, probe) = TestBuilder::new("test-rate", vec![endpoint(dead)]);
+        let (builder, probe) = Recording::new("test-rate", vec![endpoint(dead)]);
         let ch = Channel::builder("test-rate:///x")
             .resolver(builder)
             .resolver_options(ResolverOptions::default().with_min_interval(min_interval))
@@ -415,7 +244,7 @@ async fn resolve_now_reaches_the_resolver_at_most_once_per_min_interval() {
 
 #[tokio::test]
 async fn a_resolver_that_stops_without_a_result_fails_waiting_calls() {
-    let (builder, _probe) = TestBuilder::new("test-vanish", Vec::new());
+    let (builder, _probe) = Recording::new("test-vanish", Vec::new());
     let ch = Channel::builder("test-vanish:///x")
         .resolver(builder.behaving(Behaviour::Vanish))
         .build()
@@ -435,7 +264,7 @@ async fn a_resolver_that_stops_without_a_result_fails_waiting_calls() {
 #[tokio::test]
 async fn closing_or_dropping_the_channel_drops_its_resolver() {
     let servers = backends(1).await;
-    let (builder, probe) = TestBuilder::new("test-close", vec![endpoint(servers[0].addr)]);
+    let (builder, probe) = Recording::new("test-close", vec![endpoint(servers[0].addr)]);
     let ch = Channel::builder("test-close:///x")
         .resolver(builder)
         .build()
@@ -454,7 +283,7 @@ async fn closing_or_dropping_the_channel_drops_its_resolver() {
         Err(UpdateError::Closed)
     );
 
-    let (builder, probe) = TestBuilder::new("test-close", vec![endpoint(servers[0].addr)]);
+    let (builder, probe) = Recording::new("test-close", vec![endpoint(servers[0].addr)]);
     let ch = Channel::builder("test-close:///x")
         .resolver(builder)
         .build()
@@ -489,7 +318,7 @@ async fn pushed_endpoints_are_set_inserted_and_removed_by_the_application() {
     endpoints
         .insert("b", endpoint(servers[1].addr))
         .expect("insert");
-    until_all(&ch, &[&servers[0], &servers[1]]).await;
+    until_all(&ch, &[servers[0].addr, servers[1].addr], None).await;
     // Replacing a key in place, then removing the first (keyed by its address).
     endpoints
         .insert("b", endpoint(servers[2].addr))
@@ -497,7 +326,7 @@ async fn pushed_endpoints_are_set_inserted_and_removed_by_the_application() {
     endpoints
         .remove(&servers[0].addr.to_string())
         .expect("remove");
-    until_all(&ch, &[&servers[2]]).await;
+    until_all(&ch, &[servers[2].addr], None).await;
     let mut only_third = true;
     for _ in 0..20 {
         only_third &= which(&ch).await.expect("call") == servers[2].addr.to_string();

@@ -6,25 +6,12 @@
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-use grpc_channel::{Channel, Request, ResolverOptions};
+use grpc_channel::{Channel, ResolverOptions};
 use interop::dns::TestDns;
 use interop::server::{self, ServerHandle};
-use interop_proto::{paths, SimpleRequest, SimpleResponse};
 use tokio::time::Instant;
 
-const ROUND_ROBIN: &str = r#"{"loadBalancingConfig":[{"round_robin":{}}]}"#;
-
-/// One call; the server that answered it.
-async fn which(ch: &Channel) -> Result<String, grpc_channel::Status> {
-    let req = SimpleRequest {
-        fill_server_id: true,
-        ..Default::default()
-    };
-    let r = ch
-        .unary::<_, SimpleResponse>(paths::UNARY_CALL, Request::new(req))
-        .await?;
-    Ok(r.into_message().server_id)
-}
+use super::plugins::{which, ROUND_ROBIN};
 
 /// Two backends on one port of 127.0.0.1 and 127.0.0.2; DNS names only the first.
 async fn setup() -> (ServerHandle, ServerHandle, TestDns) {

@@ -7,7 +7,6 @@
 //! rejected user config, the channel's policy over the process-wide one, a graceful switch between a
 //! user's policy and round_robin.
 
-use std::net::SocketAddr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -24,10 +23,10 @@ use grpc_channel::resolver::{
     ResolverUpdate, UpdateError,
 };
 use grpc_channel::service_config::{ParseOptions, ServiceConfig};
-use grpc_channel::{Channel, Code, Request, ResolverOptions};
-use interop::server::{self, ServerHandle};
-use interop_proto::{paths, SimpleRequest, SimpleResponse};
+use grpc_channel::{Channel, Code, ResolverOptions};
 use parking_lot::Mutex;
+
+use super::plugins::{backends, endpoint, which_within};
 
 /// Where the edge policy misbehaves.
 #[derive(Clone, Default)]
@@ -269,34 +268,9 @@ impl LoadBalancer for Edge {
     }
 }
 
-async fn backends(n: usize) -> Vec<ServerHandle> {
-    let mut out = Vec::new();
-    for _ in 0..n {
-        out.push(
-            server::start("127.0.0.1:0".parse().expect("addr"))
-                .await
-                .expect("server"),
-        );
-    }
-    out
-}
-
-fn endpoint(addr: SocketAddr) -> Endpoint {
-    Endpoint::new(Address::Tcp(addr))
-}
-
+/// One call (5 s deadline); the server that answered it.
 async fn call(ch: &Channel) -> Result<String, grpc_channel::Status> {
-    let req = SimpleRequest {
-        fill_server_id: true,
-        ..Default::default()
-    };
-    let r = ch
-        .unary::<_, SimpleResponse>(
-            paths::UNARY_CALL,
-            Request::new(req).with_timeout(Duration::from_secs(5)),
-        )
-        .await?;
-    Ok(r.into_message().server_id)
+    which_within(ch, Duration::from_secs(5)).await
 }
 
 /// A call on its own task: a panic that escapes into the calling task is an error here.

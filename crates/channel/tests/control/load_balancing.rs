@@ -14,25 +14,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use grpc_channel::{Channel, Code, ConnectivityState, Request, ResolverOptions};
 use interop::dns::TestDns;
-use interop::server::{self, ServerHandle};
+use interop::server::{self};
 use interop_proto::{paths, SimpleRequest, SimpleResponse};
 use support::h2_server::{defaults, handler, H2Server};
 use tokio::time::Instant;
 
-const ROUND_ROBIN: &str = r#"{"loadBalancingConfig":[{"round_robin":{}}]}"#;
-const PICK_FIRST: &str = r#"{"loadBalancingConfig":[{"pick_first":{}}]}"#;
-
-async fn backends(n: usize) -> Vec<ServerHandle> {
-    let mut out = Vec::new();
-    for _ in 0..n {
-        out.push(
-            server::start("127.0.0.1:0".parse().expect("addr"))
-                .await
-                .expect("server"),
-        );
-    }
-    out
-}
+use super::plugins::{backends, which, PICK_FIRST, ROUND_ROBIN};
 
 fn channel_to(addrs: &[SocketAddr], config: &str) -> Channel {
     let list: Vec<String> = addrs.iter().map(ToString::to_string).collect();
@@ -40,18 +27,6 @@ fn channel_to(addrs: &[SocketAddr], config: &str) -> Channel {
         .default_service_config(config)
         .build()
         .expect("channel")
-}
-
-/// One call; the server that answered it.
-async fn which(ch: &Channel) -> Result<String, grpc_channel::Status> {
-    let req = SimpleRequest {
-        fill_server_id: true,
-        ..Default::default()
-    };
-    let r = ch
-        .unary::<_, SimpleResponse>(paths::UNARY_CALL, Request::new(req))
-        .await?;
-    Ok(r.into_message().server_id)
 }
 
 /// Calls until `pred` holds for a call's server (bounded), returning how many calls it took.

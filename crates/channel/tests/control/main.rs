@@ -13,5 +13,6 @@ mod health_edges;
 mod lb_api_edges;
 mod load_balancing;
 mod outlier_detection;
+mod plugins;
 mod resolver_edges;
 mod service_config_dns;

@@ -11,42 +11,25 @@ use grpc_test_support as support;
 
 use std::collections::HashSet;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use grpc_channel::resolver::{
-    Address, Endpoint, Resolver, ResolverBuilder, ResolverError, ResolverSink, ResolverTarget,
-    ResolverUpdate, UpdateError,
+    Address, Endpoint, ResolverError, ResolverTarget, ResolverUpdate, UpdateError,
 };
 use grpc_channel::{Channel, Code, Request, ResolverOptions};
 use interop::dns::TestDns;
-use interop::server::{self, ServerHandle};
+use interop::server::{self};
 use interop_proto::{paths, SimpleRequest, SimpleResponse};
-use parking_lot::Mutex;
 use support::h2_server::{defaults, handler, H2Server};
 use tokio::net::UdpSocket;
 use tokio::time::Instant;
 
-const ROUND_ROBIN: &str = r#"{"loadBalancingConfig":[{"round_robin":{}}]}"#;
-const PICK_FIRST: &str = r#"{"loadBalancingConfig":[{"pick_first":{}}]}"#;
-
-async fn backends(n: usize) -> Vec<ServerHandle> {
-    let mut out = Vec::new();
-    for _ in 0..n {
-        out.push(
-            server::start("127.0.0.1:0".parse().expect("addr"))
-                .await
-                .expect("server"),
-        );
-    }
-    out
-}
-
-fn endpoint(addr: SocketAddr) -> Endpoint {
-    Endpoint::new(Address::Tcp(addr))
-}
+use super::plugins::{
+    backends, endpoint, until_all, which_within, Behaviour, Recording, PICK_FIRST, ROUND_ROBIN,
+};
 
 /// A port nothing listens on.
 fn dead_addr() -> SocketAddr {
@@ -58,134 +41,15 @@ fn dead_addr() -> SocketAddr {
 
 /// One call (5 s deadline); the server that answered it.
 async fn which(ch: &Channel) -> Result<String, grpc_channel::Status> {
-    let req = SimpleRequest {
-        fill_server_id: true,
-        ..Default::default()
-    };
-    let r = ch
-        .unary::<_, SimpleResponse>(
-            paths::UNARY_CALL,
-            Request::new(req).with_timeout(Duration::from_secs(5)),
-        )
-        .await?;
-    Ok(r.into_message().server_id)
+    which_within(ch, DEADLINE).await
 }
 
-/// Calls until every server in `want` answered (bounded).
-async fn until_all(ch: &Channel, want: &[SocketAddr]) {
-    let want: HashSet<String> = want.iter().map(ToString::to_string).collect();
-    let mut seen = HashSet::new();
-    for _ in 0..500 {
-        if let Ok(id) = which(ch).await {
-            seen.insert(id);
-        }
-        if want.is_subset(&seen) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("never reached all of {want:?}: {seen:?}");
-}
-
-/// What a recording resolver saw.
-#[derive(Default)]
-struct Probe {
-    builds: AtomicUsize,
-    resolve_now: AtomicUsize,
-    /// Resolvers and tasks they spawned that are still alive.
-    live: AtomicIsize,
-    sink: Mutex<Option<ResolverSink>>,
-    target: Mutex<Option<ResolverTarget>>,
-}
-
-impl Probe {
-    fn sink(&self) -> ResolverSink {
-        self.sink.lock().clone().expect("the resolver was built")
-    }
-}
-
-/// A resolver builder of public items only: publishes `first` (if any) with `config`, keeps its sink,
-/// spawns a task that lives until the sink says the channel is gone, counts everything.
-struct Recording {
-    scheme: &'static str,
-    first: Vec<Endpoint>,
-    config: Option<&'static str>,
-    fail_build: bool,
-    probe: Arc<Probe>,
-}
-
-impl Recording {
-    fn new(scheme: &'static str, first: Vec<Endpoint>) -> (Recording, Arc<Probe>) {
-        let probe = Arc::new(Probe::default());
-        (
-            Recording {
-                scheme,
-                first,
-                config: None,
-                fail_build: false,
-                probe: probe.clone(),
-            },
-            probe,
-        )
-    }
-}
-
-struct Running {
-    probe: Arc<Probe>,
-}
-
-impl Resolver for Running {
-    fn resolve_now(&mut self) {
-        self.probe.resolve_now.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.probe.live.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-impl ResolverBuilder for Recording {
-    fn scheme(&self) -> &str {
-        self.scheme
-    }
-
-    fn build(
-        &self,
-        target: &ResolverTarget,
-        sink: ResolverSink,
-    ) -> Result<Box<dyn Resolver>, ResolverError> {
-        self.probe.builds.fetch_add(1, Ordering::SeqCst);
-        *self.probe.target.lock() = Some(target.clone());
-        if self.fail_build {
-            return Err(ResolverError::Other("recorded the target".to_owned()));
-        }
-        if !self.first.is_empty() {
-            let mut update = ResolverUpdate::new(self.first.clone());
-            if let Some(c) = self.config {
-                update = update.with_service_config(c);
-            }
-            let _ = sink.update(update);
-        }
-        // A task of the resolver's own, ending when the channel is gone.
-        self.probe.live.fetch_add(2, Ordering::SeqCst);
-        let (task_sink, task_probe) = (sink.clone(), self.probe.clone());
-        tokio::spawn(async move {
-            task_sink.closed().await;
-            task_probe.live.fetch_sub(1, Ordering::SeqCst);
-        });
-        *self.probe.sink.lock() = Some(sink);
-        Ok(Box::new(Running {
-            probe: self.probe.clone(),
-        }))
-    }
-}
+const DEADLINE: Duration = Duration::from_secs(5);
 
 /// The target a resolver is built with for `text` (its build fails, so nothing waits).
 async fn target_seen(scheme: &'static str, text: &str) -> ResolverTarget {
-    let (mut builder, probe) = Recording::new(scheme, Vec::new());
-    builder.fail_build = true;
+    let (builder, probe) = Recording::new(scheme, Vec::new());
+    let builder = builder.behaving(Behaviour::FailBuild);
     let ch = Channel::builder(text)
         .resolver(builder)
         .build()
@@ -338,8 +202,8 @@ async fn a_goaway_reaches_a_custom_resolver_as_resolve_now() {
         .expect("bind");
     let addr = listener.local_addr().expect("addr");
     let backend = named_backend(listener, "a");
-    let (mut builder, probe) = Recording::new("goaway", vec![endpoint(addr)]);
-    builder.config = Some(PICK_FIRST);
+    let (builder, probe) = Recording::new("goaway", vec![endpoint(addr)]);
+    let builder = builder.config(PICK_FIRST);
     let ch = Channel::builder("goaway:///svc")
         .resolver(builder)
         .build()
@@ -368,8 +232,8 @@ async fn a_goaway_reaches_a_custom_resolver_as_resolve_now() {
 #[tokio::test(start_paused = true)]
 async fn a_burst_of_resolve_now_collapses_within_the_min_interval() {
     let dead: Vec<Endpoint> = (0..40).map(|_| endpoint(dead_addr())).collect();
-    let (mut builder, probe) = Recording::new("burst", dead);
-    builder.config = Some(ROUND_ROBIN);
+    let (builder, probe) = Recording::new("burst", dead);
+    let builder = builder.config(ROUND_ROBIN);
     let ch = Channel::builder("burst:///svc")
         .resolver(builder)
         .resolver_options(ResolverOptions::default().with_min_interval(Duration::from_secs(10)))
@@ -616,8 +480,8 @@ async fn a_host_name_endpoint_from_a_resolver_is_connected_without_a_proxy() {
 #[tokio::test]
 async fn an_invalid_config_after_a_good_one_is_reported_to_the_resolver() {
     let servers = backends(2).await;
-    let (mut builder, probe) = Recording::new("bad-after-good", vec![endpoint(servers[0].addr)]);
-    builder.config = Some(ROUND_ROBIN);
+    let (builder, probe) = Recording::new("bad-after-good", vec![endpoint(servers[0].addr)]);
+    let builder = builder.config(ROUND_ROBIN);
     let ch = Channel::builder("bad-after-good:///svc")
         .resolver(builder)
         .build()
@@ -628,7 +492,7 @@ async fn an_invalid_config_after_a_good_one_is_reported_to_the_resolver() {
             .with_service_config(r#"{"loadBalancingConfig":[{"no_such_policy":{}}]}"#),
     );
     // The endpoints apply all the same (A21), under the previous config (round_robin).
-    until_all(&ch, &[servers[0].addr, servers[1].addr]).await;
+    until_all(&ch, &[servers[0].addr, servers[1].addr], Some(DEADLINE)).await;
     assert!(
         matches!(result, Err(UpdateError::Rejected(_))),
         "the resolver is not told its config was not used: {result:?}"
@@ -727,8 +591,8 @@ async fn close_ends_calls_waiting_for_a_first_result_while_a_sink_clone_lives() 
 #[tokio::test(start_paused = true)]
 async fn a_huge_min_interval_does_not_panic_the_channel() {
     let servers = backends(1).await;
-    let (mut builder, probe) = Recording::new("huge-interval", vec![endpoint(dead_addr())]);
-    builder.config = Some(ROUND_ROBIN);
+    let (builder, probe) = Recording::new("huge-interval", vec![endpoint(dead_addr())]);
+    let builder = builder.config(ROUND_ROBIN);
     let ch = Channel::builder("huge-interval:///svc")
         .resolver(builder)
         .resolver_options(ResolverOptions::default().with_min_interval(Duration::MAX))
