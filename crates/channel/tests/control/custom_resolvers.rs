@@ -16,7 +16,9 @@ use grpc_channel::{BuildError, Channel, Code, Request, ResolverOptions};
 use interop_proto::{paths, SimpleRequest, SimpleResponse};
 use tokio::time::Instant;
 
-use super::plugins::{backends, endpoint, until_all, which, Behaviour, Recording, ROUND_ROBIN};
+use super::plugins::{
+    backends, channel_with, endpoint, until_all, which, Behaviour, Recording, ROUND_ROBIN,
+};
 
 /// The servers that answered `n` calls (failed calls count as "error").
 async fn answered(ch: &Channel, n: usize) -> HashSet<String> {
@@ -31,10 +33,7 @@ async fn answered(ch: &Channel, n: usize) -> HashSet<String> {
 async fn a_resolver_registered_on_the_channel_gives_its_endpoints_and_config() {
     let servers = backends(2).await;
     let (builder, probe) = Recording::new("test-a", vec![endpoint(servers[0].addr)]);
-    let ch = Channel::builder("TEST-A://registry:7/svc/x")
-        .resolver(builder)
-        .build()
-        .expect("channel");
+    let ch = channel_with("TEST-A://registry:7/svc/x", builder);
     assert_eq!(which(&ch).await.expect("call"), servers[0].addr.to_string());
     let target = probe.target.lock().clone().expect("built");
     assert_eq!(
@@ -65,10 +64,7 @@ async fn a_process_wide_resolver_serves_every_channel_and_the_channels_own_wins(
     assert_eq!(global_probe.builds.load(Ordering::SeqCst), 1);
 
     let (own, own_probe) = Recording::new("test-global", vec![endpoint(servers[1].addr)]);
-    let ch2 = Channel::builder("test-global:///x")
-        .resolver(own)
-        .build()
-        .expect("channel");
+    let ch2 = channel_with("test-global:///x", own);
     assert_eq!(
         which(&ch2).await.expect("call"),
         servers[1].addr.to_string()
@@ -123,10 +119,7 @@ async fn a21_applies_to_a_resolvers_service_config() {
 async fn garbage_updates_are_rejected_and_fail_calls_cleanly() {
     let servers = backends(1).await;
     let (builder, probe) = Recording::new("test-garbage", Vec::new());
-    let ch = Channel::builder("test-garbage:///x")
-        .resolver(builder)
-        .build()
-        .expect("channel");
+    let ch = channel_with("test-garbage:///x", builder);
     ch.connect();
     // Wait for the build (connect starts the resolver).
     for _ in 0..100 {
@@ -265,10 +258,7 @@ async fn a_resolver_that_stops_without_a_result_fails_waiting_calls() {
 async fn closing_or_dropping_the_channel_drops_its_resolver() {
     let servers = backends(1).await;
     let (builder, probe) = Recording::new("test-close", vec![endpoint(servers[0].addr)]);
-    let ch = Channel::builder("test-close:///x")
-        .resolver(builder)
-        .build()
-        .expect("channel");
+    let ch = channel_with("test-close:///x", builder);
     which(&ch).await.expect("call");
     let sink = probe.sink();
     assert!(!sink.is_closed());
@@ -284,10 +274,7 @@ async fn closing_or_dropping_the_channel_drops_its_resolver() {
     );
 
     let (builder, probe) = Recording::new("test-close", vec![endpoint(servers[0].addr)]);
-    let ch = Channel::builder("test-close:///x")
-        .resolver(builder)
-        .build()
-        .expect("channel");
+    let ch = channel_with("test-close:///x", builder);
     which(&ch).await.expect("call");
     let sink = probe.sink();
     drop(ch);
@@ -308,10 +295,7 @@ async fn pushed_endpoints_are_set_inserted_and_removed_by_the_application() {
     endpoints
         .set_service_config(Some(ROUND_ROBIN.to_owned()))
         .expect("kept");
-    let ch = Channel::builder("pushed:///backends")
-        .resolver(builder)
-        .build()
-        .expect("channel");
+    let ch = channel_with("pushed:///backends", builder);
     assert_eq!(which(&ch).await.expect("call"), servers[0].addr.to_string());
     assert_eq!(endpoints.channels(), 1);
 

@@ -3,36 +3,15 @@
 //! with refresh off (gRPC's default) it gets none until a connection fails. Real DNS (the in-process
 //! hickory server on loopback) and interop servers, on tokio's paused clock.
 
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use grpc_channel::{Channel, ResolverOptions};
 use interop::dns::TestDns;
-use interop::server::{self, ServerHandle};
+use interop::server::ServerHandle;
 use tokio::time::Instant;
 
-use super::plugins::{which, ROUND_ROBIN};
-
-/// Two backends on one port of 127.0.0.1 and 127.0.0.2; DNS names only the first.
-async fn setup() -> (ServerHandle, ServerHandle, TestDns) {
-    let first = server::start("127.0.0.1:0".parse().expect("addr"))
-        .await
-        .expect("server");
-    let second = server::start(SocketAddr::from((
-        Ipv4Addr::new(127, 0, 0, 2),
-        first.addr.port(),
-    )))
-    .await
-    .expect("second loopback address");
-    let dns = TestDns::start().await.expect("dns");
-    dns.add_a("svc.test", Ipv4Addr::new(127, 0, 0, 1)).await;
-    dns.set_service_config(
-        "svc.test",
-        &format!(r#"[{{"serviceConfig":{ROUND_ROBIN}}}]"#),
-    )
-    .await;
-    (first, second, dns)
-}
+use super::plugins::{two_loopbacks_one_name, which, ROUND_ROBIN};
 
 fn channel(dns: &TestDns, port: u16, refresh: Option<Duration>) -> Channel {
     Channel::builder(format!("dns://{}/svc.test:{port}", dns.addr))
@@ -64,7 +43,7 @@ async fn second_seen_within(
 
 #[tokio::test(start_paused = true)]
 async fn with_refresh_a_new_address_gets_calls_within_the_interval() {
-    let (first, second, dns) = setup().await;
+    let (first, second, dns) = two_loopbacks_one_name(Some(ROUND_ROBIN)).await;
     let ch = channel(&dns, first.addr.port(), Some(Duration::from_secs(5)));
     assert_eq!(which(&ch).await.expect("call"), first.addr.to_string());
     dns.add_a("svc.test", Ipv4Addr::new(127, 0, 0, 2)).await;
@@ -78,7 +57,7 @@ async fn with_refresh_a_new_address_gets_calls_within_the_interval() {
 
 #[tokio::test(start_paused = true)]
 async fn without_refresh_a_new_address_waits_for_a_failure() {
-    let (first, second, dns) = setup().await;
+    let (first, second, dns) = two_loopbacks_one_name(Some(ROUND_ROBIN)).await;
     let ch = channel(&dns, first.addr.port(), None);
     assert_eq!(which(&ch).await.expect("call"), first.addr.to_string());
     dns.add_a("svc.test", Ipv4Addr::new(127, 0, 0, 2)).await;

@@ -26,7 +26,7 @@ use grpc_channel::service_config::{ParseOptions, ServiceConfig};
 use grpc_channel::{Channel, Code, ResolverOptions};
 use parking_lot::Mutex;
 
-use super::plugins::{backends, endpoint, which_within};
+use super::plugins::{backends, channel_with, endpoint, which_within};
 
 /// Where the edge policy misbehaves.
 #[derive(Clone, Default)]
@@ -685,10 +685,7 @@ async fn round_robin_balances_over_endpoints_not_their_addresses() {
     endpoints
         .set_service_config(Some(config("round_robin", "{}")))
         .expect("kept");
-    let ch = Channel::builder("edgeendpoints:///x")
-        .resolver(resolver)
-        .build()
-        .expect("channel");
+    let ch = channel_with("edgeendpoints:///x", resolver);
     // Until all are connected (bounded), then count.
     for _ in 0..50 {
         call(&ch).await.expect("call");

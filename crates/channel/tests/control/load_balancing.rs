@@ -19,7 +19,7 @@ use interop_proto::{paths, SimpleRequest, SimpleResponse};
 use support::h2_server::{defaults, handler, H2Server};
 use tokio::time::Instant;
 
-use super::plugins::{backends, which, PICK_FIRST, ROUND_ROBIN};
+use super::plugins::{backends, two_loopbacks_one_name, which, PICK_FIRST, ROUND_ROBIN};
 
 fn channel_to(addrs: &[SocketAddr], config: &str) -> Channel {
     let list: Vec<String> = addrs.iter().map(ToString::to_string).collect();
@@ -172,20 +172,8 @@ async fn fail_fast_and_wait_for_ready_calls_while_no_backend_is_up() {
 #[tokio::test(start_paused = true)]
 async fn the_channel_picks_up_a_new_address_list_without_calls() {
     // Two backends on the same port of two loopback addresses; DNS moves from the first to the second.
-    let first = server::start("127.0.0.1:0".parse().expect("addr"))
-        .await
-        .expect("server");
+    let (first, second, dns) = two_loopbacks_one_name(Some(ROUND_ROBIN)).await;
     let port = first.addr.port();
-    let second = server::start(SocketAddr::from((Ipv4Addr::new(127, 0, 0, 2), port)))
-        .await
-        .expect("second loopback address");
-    let dns = TestDns::start().await.expect("dns");
-    dns.add_a("svc.test", Ipv4Addr::new(127, 0, 0, 1)).await;
-    dns.set_service_config(
-        "svc.test",
-        &format!(r#"[{{"serviceConfig":{ROUND_ROBIN}}}]"#),
-    )
-    .await;
     let ch = Channel::builder(format!("dns://{}/svc.test:{port}", dns.addr))
         .resolver_options(
             ResolverOptions::default()

@@ -1,11 +1,12 @@
 //! What the control tests of the public resolver and load-balancing APIs share: interop backends on
-//! loopback, an endpoint of an address, one call and the server that answered it, calls until a set of
-//! servers answered, the service configs that select the built-in policies, and a recording resolver of
-//! public items only (`Recording`, with its `Probe`). The test policies stay with the tests that exercise
-//! them: each is shaped by what its tests break.
+//! loopback (and two on one port of two loopback addresses behind a DNS name), an endpoint of an address,
+//! one call and the server that answered it, calls until a set of servers answered, a channel with a
+//! resolver of its own, the service configs that select the built-in policies, and a recording resolver
+//! of public items only (`Recording`, with its `Probe`). The test policies stay with the tests that
+//! exercise them: each is shaped by what its tests break.
 
 use std::collections::HashSet;
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,6 +16,7 @@ use grpc_channel::resolver::{
     ResolverUpdate,
 };
 use grpc_channel::{Channel, Request, Status};
+use interop::dns::TestDns;
 use interop::server::{self, ServerHandle};
 use interop_proto::{paths, SimpleRequest, SimpleResponse};
 use parking_lot::Mutex;
@@ -37,9 +39,40 @@ pub(crate) async fn backends(n: usize) -> Vec<ServerHandle> {
     out
 }
 
+/// Two interop servers on one port of 127.0.0.1 and 127.0.0.2, and a DNS server on loopback that names
+/// only the first as `svc.test` (with `service_config`, if any, in its TXT record): a backend to move.
+pub(crate) async fn two_loopbacks_one_name(
+    service_config: Option<&str>,
+) -> (ServerHandle, ServerHandle, TestDns) {
+    let first = server::start("127.0.0.1:0".parse().expect("addr"))
+        .await
+        .expect("server");
+    let second = server::start(SocketAddr::from((
+        Ipv4Addr::new(127, 0, 0, 2),
+        first.addr.port(),
+    )))
+    .await
+    .expect("second loopback address");
+    let dns = TestDns::start().await.expect("dns");
+    dns.add_a("svc.test", Ipv4Addr::new(127, 0, 0, 1)).await;
+    if let Some(config) = service_config {
+        dns.set_service_config("svc.test", &format!(r#"[{{"serviceConfig":{config}}}]"#))
+            .await;
+    }
+    (first, second, dns)
+}
+
 /// The endpoint of one TCP address.
 pub(crate) fn endpoint(addr: SocketAddr) -> Endpoint {
     Endpoint::new(Address::Tcp(addr))
+}
+
+/// A channel to `target` with `resolver` registered on it.
+pub(crate) fn channel_with(target: impl Into<String>, resolver: impl ResolverBuilder) -> Channel {
+    Channel::builder(target)
+        .resolver(resolver)
+        .build()
+        .expect("channel")
 }
 
 /// One call with no deadline of its own; the server that answered it.

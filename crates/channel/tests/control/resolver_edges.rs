@@ -28,7 +28,8 @@ use tokio::net::UdpSocket;
 use tokio::time::Instant;
 
 use super::plugins::{
-    backends, endpoint, until_all, which_within, Behaviour, Recording, PICK_FIRST, ROUND_ROBIN,
+    backends, channel_with, endpoint, two_loopbacks_one_name, until_all, which_within, Behaviour,
+    Recording, PICK_FIRST, ROUND_ROBIN,
 };
 
 /// A port nothing listens on.
@@ -161,10 +162,7 @@ async fn custom_target_forms_and_an_unknown_schemes_error() {
 async fn an_oversized_config_keeps_the_last_good_one_but_the_new_endpoints_apply() {
     let servers = backends(2).await;
     let (builder, probe) = Recording::new("big-config", vec![endpoint(servers[0].addr)]);
-    let ch = Channel::builder("big-config:///svc")
-        .resolver(builder)
-        .build()
-        .expect("channel");
+    let ch = channel_with("big-config:///svc", builder);
     assert_eq!(which(&ch).await.expect("call"), servers[0].addr.to_string());
     let huge = format!(r#"{{"x":"{}"}}"#, "a".repeat(300 * 1024));
     let result = probe
@@ -204,10 +202,7 @@ async fn a_goaway_reaches_a_custom_resolver_as_resolve_now() {
     let backend = named_backend(listener, "a");
     let (builder, probe) = Recording::new("goaway", vec![endpoint(addr)]);
     let builder = builder.config(PICK_FIRST);
-    let ch = Channel::builder("goaway:///svc")
-        .resolver(builder)
-        .build()
-        .expect("channel");
+    let ch = channel_with("goaway:///svc", builder);
     let r = ch
         .unary_raw(
             "/goaway.Svc/Unary",
@@ -267,10 +262,7 @@ async fn no_resolver_or_task_it_spawned_outlives_its_channel() {
             Vec::new()
         };
         let (builder, probe) = Recording::new("leak", first);
-        let ch = Channel::builder("leak:///svc")
-            .resolver(builder)
-            .build()
-            .expect("channel");
+        let ch = channel_with("leak:///svc", builder);
         match i % 4 {
             0 => {
                 which(&ch).await.expect("call");
@@ -321,10 +313,7 @@ async fn update_racing_close_ends_in_closed() {
     let servers = backends(2).await;
     for _ in 0..10 {
         let (builder, probe) = Recording::new("race", vec![endpoint(servers[0].addr)]);
-        let ch = Channel::builder("race:///svc")
-            .resolver(builder)
-            .build()
-            .expect("channel");
+        let ch = channel_with("race:///svc", builder);
         which(&ch).await.expect("call");
         let sink = probe.sink();
         let stop = Arc::new(AtomicBool::new(false));
@@ -482,10 +471,7 @@ async fn an_invalid_config_after_a_good_one_is_reported_to_the_resolver() {
     let servers = backends(2).await;
     let (builder, probe) = Recording::new("bad-after-good", vec![endpoint(servers[0].addr)]);
     let builder = builder.config(ROUND_ROBIN);
-    let ch = Channel::builder("bad-after-good:///svc")
-        .resolver(builder)
-        .build()
-        .expect("channel");
+    let ch = channel_with("bad-after-good:///svc", builder);
     which(&ch).await.expect("call");
     let result = probe.sink().update(
         ResolverUpdate::new(vec![endpoint(servers[0].addr), endpoint(servers[1].addr)])
@@ -554,10 +540,7 @@ async fn a_tls_channel_to_a_custom_target_does_not_verify_backends_as_localhost(
 #[tokio::test(start_paused = true)]
 async fn close_ends_calls_waiting_for_a_first_result_while_a_sink_clone_lives() {
     let (builder, probe) = Recording::new("held-sink", Vec::new());
-    let ch = Channel::builder("held-sink:///svc")
-        .resolver(builder)
-        .build()
-        .expect("channel");
+    let ch = channel_with("held-sink:///svc", builder);
     let call = |wait_for_ready: bool| {
         let ch = ch.clone();
         tokio::spawn(async move {
@@ -633,17 +616,7 @@ async fn without_refresh_a_moved_backend_is_found_after_a_failure() {
 /// A DNS channel to a backend that moves from 127.0.0.1 to 127.0.0.2: whether calls reach the new one
 /// within 60 s.
 async fn moved_backend_found(refresh: Option<Duration>) -> bool {
-    let first = server::start("127.0.0.1:0".parse().expect("addr"))
-        .await
-        .expect("server");
-    let second = server::start(SocketAddr::from((
-        Ipv4Addr::new(127, 0, 0, 2),
-        first.addr.port(),
-    )))
-    .await
-    .expect("second loopback address");
-    let dns = TestDns::start().await.expect("dns");
-    dns.add_a("svc.test", Ipv4Addr::new(127, 0, 0, 1)).await;
+    let (first, second, dns) = two_loopbacks_one_name(None).await;
     let ch = Channel::builder(format!("dns://{}/svc.test:{}", dns.addr, first.addr.port()))
         .resolver_options(
             ResolverOptions::default()
