@@ -11,12 +11,12 @@ use std::time::{Duration, Instant};
 use grpc_channel::lb::{
     Address, BuildOptions, ConnectivityState, CustomPick, CustomPicker, LbConfigError,
     LoadBalancer, LoadBalancerBuilder, ParsedLbConfig, PickRequest, PickerSpec, PolicyUpdate,
-    SubchannelId, SubchannelPicker, Subchannels, TimerEvent,
+    SubchannelId, SubchannelPicker, Subchannels,
 };
 use grpc_channel::{Channel, Code};
 use grpc_test_support as support;
 
-use super::plugins::{backends, which_within};
+use super::plugins::{backends, reconnect_after_backoff, which_within};
 
 /// Where the test policy panics, if anywhere.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -182,11 +182,7 @@ impl LoadBalancer for Last {
     }
 
     fn handle_timeout(&mut self, now: Instant) {
-        for event in self.subs.handle_timeout(now) {
-            if let TimerEvent::BackoffOver(id) = event {
-                self.subs.connect(id, now);
-            }
-        }
+        reconnect_after_backoff(&mut self.subs, now);
     }
 
     fn state(&self) -> ConnectivityState {

@@ -88,10 +88,7 @@ async fn a21_applies_to_a_resolvers_service_config() {
     let both = vec![endpoint(servers[0].addr), endpoint(servers[1].addr)];
     // An invalid first config with no default: rejected, and calls fail UNAVAILABLE.
     let (builder, probe) = Recording::new("test-a21", both.clone());
-    let ch = Channel::builder("test-a21:///x")
-        .resolver(builder.config("{not json"))
-        .build()
-        .expect("channel");
+    let ch = channel_with("test-a21:///x", builder.config("{not json"));
     let status = which(&ch).await.expect_err("no config yet");
     assert_eq!(status.code(), Code::Unavailable, "{status:?}");
     let sink = probe.sink();
@@ -163,10 +160,10 @@ async fn garbage_updates_are_rejected_and_fail_calls_cleanly() {
 #[tokio::test]
 async fn a_panicking_builder_is_a_clean_unavailable_and_the_next_call_tries_again() {
     let (builder, probe) = Recording::new("test-panic-build", Vec::new());
-    let ch = Channel::builder("test-panic-build:///x")
-        .resolver(builder.behaving(Behaviour::PanicInBuild))
-        .build()
-        .expect("channel");
+    let ch = channel_with(
+        "test-panic-build:///x",
+        builder.behaving(Behaviour::PanicInBuild),
+    );
     for attempt in 1..=2 {
         let status = which(&ch).await.expect_err("no resolver");
         assert_eq!(status.code(), Code::Unavailable, "{status:?}");
@@ -185,10 +182,10 @@ async fn a_panicking_resolve_now_drops_the_resolver_without_a_crash() {
     let dead = closed.local_addr().expect("addr");
     drop(closed);
     let (builder, probe) = Recording::new("test-panic-now", vec![endpoint(dead)]);
-    let ch = Channel::builder("test-panic-now:///x")
-        .resolver(builder.behaving(Behaviour::PanicLater))
-        .build()
-        .expect("channel");
+    let ch = channel_with(
+        "test-panic-now:///x",
+        builder.behaving(Behaviour::PanicLater),
+    );
     ch.connect();
     let deadline = Instant::now() + Duration::from_secs(60);
     while probe.drops.load(Ordering::SeqCst) == 0 {
@@ -238,10 +235,7 @@ async fn resolve_now_reaches_the_resolver_at_most_once_per_min_interval() {
 #[tokio::test]
 async fn a_resolver_that_stops_without_a_result_fails_waiting_calls() {
     let (builder, _probe) = Recording::new("test-vanish", Vec::new());
-    let ch = Channel::builder("test-vanish:///x")
-        .resolver(builder.behaving(Behaviour::Vanish))
-        .build()
-        .expect("channel");
+    let ch = channel_with("test-vanish:///x", builder.behaving(Behaviour::Vanish));
     let req = Request::new(SimpleRequest::default()).with_wait_for_ready(true);
     let status = tokio::time::timeout(
         Duration::from_secs(10),

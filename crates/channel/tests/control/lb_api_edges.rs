@@ -16,7 +16,6 @@ use grpc_channel::lb::{
     Address, BuildOptions, ConnectivityState, CustomPick, CustomPicker, InFlightCounter,
     LbConfigError, LoadBalancer, LoadBalancerBuilder, ParsedLbConfig, PickGuard, PickRequest,
     PickerSpec, PolicyRegistry, PolicyUpdate, SubchannelId, SubchannelPicker, Subchannels,
-    TimerEvent,
 };
 use grpc_channel::resolver::{
     manual, Endpoint, Resolver, ResolverBuilder, ResolverError, ResolverSink, ResolverTarget,
@@ -26,7 +25,7 @@ use grpc_channel::service_config::{ParseOptions, ServiceConfig};
 use grpc_channel::{Channel, Code, ResolverOptions};
 use parking_lot::Mutex;
 
-use super::plugins::{backends, channel_with, endpoint, which_within};
+use super::plugins::{backends, channel_with, endpoint, reconnect_after_backoff, which_within};
 
 /// Where the edge policy misbehaves.
 #[derive(Clone, Default)]
@@ -247,11 +246,7 @@ impl LoadBalancer for Edge {
     }
 
     fn handle_timeout(&mut self, now: Instant) {
-        for event in self.subs.handle_timeout(now) {
-            if let TimerEvent::BackoffOver(id) = event {
-                self.subs.connect(id, now);
-            }
-        }
+        reconnect_after_backoff(&mut self.subs, now);
         self.publish();
     }
 

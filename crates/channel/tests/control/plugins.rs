@@ -1,9 +1,9 @@
 //! What the control tests of the public resolver and load-balancing APIs share: interop backends on
 //! loopback (and two on one port of two loopback addresses behind a DNS name), an endpoint of an address,
 //! one call and the server that answered it, calls until a set of servers answered, a channel with a
-//! resolver of its own, the service configs that select the built-in policies, and a recording resolver
-//! of public items only (`Recording`, with its `Probe`). The test policies stay with the tests that
-//! exercise them: each is shaped by what its tests break.
+//! resolver of its own, the service configs that select the built-in policies, a test policy's reconnection
+//! after backoff, and a recording resolver of public items only (`Recording`, with its `Probe`). The test
+//! policies stay with the tests that exercise them: each is shaped by what its tests break.
 
 use std::collections::HashSet;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use grpc_channel::lb::{Subchannels, TimerEvent};
 use grpc_channel::resolver::{
     Address, Endpoint, Resolver, ResolverBuilder, ResolverError, ResolverSink, ResolverTarget,
     ResolverUpdate,
@@ -114,6 +115,15 @@ pub(crate) async fn until_all(ch: &Channel, want: &[SocketAddr], deadline: Optio
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     panic!("never reached all of {want:?}: {seen:?}");
+}
+
+/// What a test policy does on a timer: connects again each subchannel whose backoff is over.
+pub(crate) fn reconnect_after_backoff(subs: &mut Subchannels, now: std::time::Instant) {
+    for event in subs.handle_timeout(now) {
+        if let TimerEvent::BackoffOver(id) = event {
+            subs.connect(id, now);
+        }
+    }
 }
 
 /// What a recording resolver saw, and the sink it was given.
