@@ -16,7 +16,9 @@ use grpc_channel::lb::{
 use grpc_channel::{Channel, Code};
 use grpc_test_support as support;
 
-use super::plugins::{backends, reconnect_after_backoff, which_within};
+use super::plugins::{
+    backends, connect_all, ready_with_addresses, reconnect_after_backoff, which_within,
+};
 
 /// Where the test policy panics, if anywhere.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -114,11 +116,7 @@ impl Last {
             (false, Some(last)) => std::slice::from_ref(last),
             (false, None) => &[],
         };
-        let ready: Vec<(SubchannelId, Address)> = candidates
-            .iter()
-            .filter(|id| self.subs.state(**id) == ConnectivityState::Ready)
-            .filter_map(|id| self.subs.get(*id).map(|s| (s.id(), s.address().clone())))
-            .collect();
+        let ready = ready_with_addresses(&self.subs, candidates);
         let (state, picker) = if ready.is_empty() {
             (ConnectivityState::Connecting, PickerSpec::Queue)
         } else {
@@ -148,9 +146,7 @@ impl LoadBalancer for Last {
             seen.push(update.addresses());
         }
         self.order = self.subs.sync(&update.addresses());
-        for id in self.order.clone() {
-            self.subs.connect(id, now);
-        }
+        connect_all(&mut self.subs, &self.order, now);
         self.publish();
     }
 

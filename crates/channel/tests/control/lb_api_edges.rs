@@ -25,7 +25,10 @@ use grpc_channel::service_config::{ParseOptions, ServiceConfig};
 use grpc_channel::{Channel, Code, ResolverOptions};
 use parking_lot::Mutex;
 
-use super::plugins::{backends, channel_with, endpoint, reconnect_after_backoff, which_within};
+use super::plugins::{
+    backends, channel_with, connect_all, endpoint, ready_with_addresses, reconnect_after_backoff,
+    which_within,
+};
 
 /// Where the edge policy misbehaves.
 #[derive(Clone, Default)]
@@ -154,12 +157,7 @@ impl SubchannelPicker for Fewest {
 
 impl Edge {
     fn publish(&mut self) {
-        let ready: Vec<(SubchannelId, Address)> = self
-            .order
-            .iter()
-            .filter(|id| self.subs.state(**id) == ConnectivityState::Ready)
-            .filter_map(|id| self.subs.get(*id).map(|s| (*id, s.address().clone())))
-            .collect();
+        let ready = ready_with_addresses(&self.subs, &self.order);
         let (state, picker) = if ready.is_empty() {
             let states = self.order.iter().map(|id| self.subs.state(*id));
             match ConnectivityState::aggregate(states) {
@@ -201,16 +199,12 @@ impl Edge {
 impl LoadBalancer for Edge {
     fn update(&mut self, update: PolicyUpdate<'_>, now: Instant) {
         self.order = self.subs.sync(&update.addresses());
-        for id in self.order.clone() {
-            self.subs.connect(id, now);
-        }
+        connect_all(&mut self.subs, &self.order, now);
         self.publish();
     }
 
     fn exit_idle(&mut self, now: Instant) {
-        for id in self.order.clone() {
-            self.subs.connect(id, now);
-        }
+        connect_all(&mut self.subs, &self.order, now);
         self.publish();
     }
 

@@ -1,8 +1,8 @@
 //! What the control tests of the public resolver and load-balancing APIs share: interop backends on
 //! loopback (and two on one port of two loopback addresses behind a DNS name), an endpoint of an address,
 //! one call and the server that answered it, calls until a set of servers answered, a channel with a
-//! resolver of its own, the service configs that select the built-in policies, a test policy's reconnection
-//! after backoff, and a recording resolver of public items only (`Recording`, with its `Probe`). The test
+//! resolver of its own, the service configs that select the built-in policies, a test policy's READY
+//! subchannels, connections and reconnection after backoff, and a recording resolver of public items only (`Recording`, with its `Probe`). The test
 //! policies stay with the tests that exercise them: each is shaped by what its tests break.
 
 use std::collections::HashSet;
@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use grpc_channel::lb::{Subchannels, TimerEvent};
+use grpc_channel::lb::{ConnectivityState, SubchannelId, Subchannels, TimerEvent};
 use grpc_channel::resolver::{
     Address, Endpoint, Resolver, ResolverBuilder, ResolverError, ResolverSink, ResolverTarget,
     ResolverUpdate,
@@ -115,6 +115,24 @@ pub(crate) async fn until_all(ch: &Channel, want: &[SocketAddr], deadline: Optio
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     panic!("never reached all of {want:?}: {seen:?}");
+}
+
+/// The READY subchannels among `ids`, in order, each with its address: a custom picker's list.
+pub(crate) fn ready_with_addresses(
+    subs: &Subchannels,
+    ids: &[SubchannelId],
+) -> Vec<(SubchannelId, Address)> {
+    ids.iter()
+        .filter(|id| subs.state(**id) == ConnectivityState::Ready)
+        .filter_map(|id| subs.get(*id).map(|s| (*id, s.address().clone())))
+        .collect()
+}
+
+/// Starts connecting every subchannel of `ids`.
+pub(crate) fn connect_all(subs: &mut Subchannels, ids: &[SubchannelId], now: std::time::Instant) {
+    for id in ids {
+        subs.connect(*id, now);
+    }
 }
 
 /// What a test policy does on a timer: connects again each subchannel whose backoff is over.
