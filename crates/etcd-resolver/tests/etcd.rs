@@ -618,3 +618,58 @@ async fn several_members_over_tls_each_verified_by_its_own_name() {
         .expect("a channel to etcd:///svc");
     reaches_within(&channel, &ids(&[&servers[0]]), Duration::from_secs(10)).await;
 }
+
+/// The watch asks for `prev_kv` (unused: a DELETE is applied by its key) so that one ranged delete of a
+/// few large values sends etcd's previous values back in one response past the resolver's 8 MiB limit:
+/// the watch fails and the next change waits out a backoff (5 s here) instead of arriving at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_large_values_does_not_break_the_watch() {
+    let Some(etcd) = Etcd::start() else { return };
+    let kv = EtcdKv::new(etcd.addr);
+    let servers = backends(2).await;
+    let (a, b) = (&servers[0], &servers[1]);
+    kv.register("svc/a", a.addr).await.expect("put");
+    let channel = Channel::builder(format!("etcd://{}/svc", etcd.addr))
+        .resolver(
+            EtcdResolverBuilder::new().with_backoff(Duration::from_secs(5), Duration::from_secs(5)),
+        )
+        .default_service_config(ROUND_ROBIN)
+        .service_config_lookup(false)
+        .build()
+        .expect("a channel");
+    reaches_within(&channel, &ids(&[a]), Duration::from_secs(5)).await;
+    let big = "x".repeat(1400 * 1024);
+    for i in 0..7 {
+        kv.put(&format!("svc/big-{i}"), &big).await.expect("a large put");
+    }
+    delete_range(&etcd, "svc/big-", "svc/big.").await;
+    kv.register("svc/b", b.addr).await.expect("put");
+    reaches_within(&channel, &ids(&[a, b]), Duration::from_secs(1)).await;
+}
+
+/// "An address that several keys name listed once": a key naming a backend by host name and another
+/// by IP are one backend, which round_robin must not weigh twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_backend_by_ip_and_by_host_name_is_listed_once() {
+    let Some(etcd) = Etcd::start() else { return };
+    let kv = EtcdKv::new(etcd.addr);
+    let servers = backends(2).await;
+    let (a, b) = (&servers[0], &servers[1]);
+    kv.register("svc/a", a.addr).await.expect("put");
+    kv.put(
+        "svc/a-by-name",
+        &format!(r#"{{"Addr":"localhost:{}"}}"#, a.addr.port()),
+    )
+    .await
+    .expect("put");
+    kv.register("svc/b", b.addr).await.expect("put");
+    let channel = channel(&etcd, "svc");
+    reaches_within(&channel, &ids(&[a, b]), Duration::from_secs(5)).await;
+    let mut to_a = 0;
+    for _ in 0..60 {
+        if call(&channel).await.expect("a call") == a.addr.to_string() {
+            to_a += 1;
+        }
+    }
+    assert_eq!(to_a, 30, "{to_a} of 60 calls went to the backend two keys name");
+}
