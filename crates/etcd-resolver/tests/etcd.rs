@@ -434,7 +434,6 @@ fn registration(addr: SocketAddr) -> String {
 /// calls are retried (the channel may not know an endpoint yet). Panics with what it saw last.
 async fn reaches_within(channel: &Channel, want: &BTreeSet<String>, limit: Duration) {
     let start = Instant::now();
-    let mut last = String::new();
     loop {
         let mut seen = BTreeSet::new();
         let mut failed = None;
@@ -449,11 +448,11 @@ async fn reaches_within(channel: &Channel, want: &BTreeSet<String>, limit: Durat
                 }
             }
         }
-        match failed {
+        let last = match failed {
             None if &seen == want => return,
-            None => last = format!("the calls reach {seen:?}"),
-            Some(status) => last = format!("a call failed: {status}"),
-        }
+            None => format!("the calls reach {seen:?}"),
+            Some(status) => format!("a call failed: {status}"),
+        };
         assert!(
             start.elapsed() < limit,
             "after {:?}, not {want:?}: {last}",
@@ -510,7 +509,9 @@ async fn large_values_under_the_prefix_do_not_hide_the_valid_ones() {
     let servers = backends(1).await;
     let big = "x".repeat(1400 * 1024);
     for i in 0..7 {
-        kv.put(&format!("svc/big-{i}"), &big).await.expect("a large put");
+        kv.put(&format!("svc/big-{i}"), &big)
+            .await
+            .expect("a large put");
     }
     kv.register("svc/z", servers[0].addr).await.expect("put");
     let channel = channel(&etcd, "svc");
@@ -574,7 +575,11 @@ async fn dropping_the_channel_stops_the_watch() {
     assert_eq!(spread(&channel, 2).await, ids(&[&servers[0]]));
     let until = Instant::now() + Duration::from_secs(5);
     while etcd_watchers(&etcd) != Some(1) {
-        assert!(Instant::now() < until, "no watcher: {:?}", etcd_watchers(&etcd));
+        assert!(
+            Instant::now() < until,
+            "no watcher: {:?}",
+            etcd_watchers(&etcd)
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     drop(channel);
@@ -640,7 +645,9 @@ async fn deleting_large_values_does_not_break_the_watch() {
     reaches_within(&channel, &ids(&[a]), Duration::from_secs(5)).await;
     let big = "x".repeat(1400 * 1024);
     for i in 0..7 {
-        kv.put(&format!("svc/big-{i}"), &big).await.expect("a large put");
+        kv.put(&format!("svc/big-{i}"), &big)
+            .await
+            .expect("a large put");
     }
     delete_range(&etcd, "svc/big-", "svc/big.").await;
     kv.register("svc/b", b.addr).await.expect("put");
@@ -671,5 +678,8 @@ async fn one_backend_by_ip_and_by_host_name_is_listed_once() {
             to_a += 1;
         }
     }
-    assert_eq!(to_a, 30, "{to_a} of 60 calls went to the backend two keys name");
+    assert_eq!(
+        to_a, 30,
+        "{to_a} of 60 calls went to the backend two keys name"
+    );
 }
