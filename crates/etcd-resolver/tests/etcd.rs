@@ -683,3 +683,49 @@ async fn one_backend_by_ip_and_by_host_name_is_listed_once() {
         "{to_a} of 60 calls went to the backend two keys name"
     );
 }
+
+/// The data directory of the etcd serving `etcd.addr` (read from its command line in /proc).
+fn etcd_data_dir(etcd: &Etcd) -> Option<std::path::PathBuf> {
+    let listen = format!("--listen-client-urls={}", etcd.url());
+    for entry in std::fs::read_dir("/proc").ok()? {
+        let Ok(cmdline) = std::fs::read(entry.ok()?.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        if args.iter().any(|a| *a == listen) {
+            return args
+                .iter()
+                .find_map(|a| a.strip_prefix("--data-dir="))
+                .map(Into::into);
+        }
+    }
+    None
+}
+
+/// etcd comes back as a new cluster (its data lost) on the same address: its revision starts again
+/// far below the one the resolver followed, and the resolver follows the new store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_back_as_a_new_cluster_with_a_lower_revision() {
+    let Some(mut etcd) = Etcd::start() else {
+        return;
+    };
+    let kv = EtcdKv::new(etcd.addr);
+    let servers = backends(2).await;
+    let (a, b) = (&servers[0], &servers[1]);
+    for i in 0..50 {
+        kv.put(&format!("other/{i}"), "v").await.expect("put");
+    }
+    kv.register("svc/a", a.addr).await.expect("put");
+    let channel = channel(&etcd, "svc");
+    reaches_within(&channel, &ids(&[a]), Duration::from_secs(5)).await;
+    let data = etcd_data_dir(&etcd).expect("etcd's data directory");
+    etcd.kill();
+    std::fs::remove_dir_all(&data).expect("etcd's data removed");
+    etcd.restart();
+    let revision = kv.register("svc/b", b.addr).await.expect("put");
+    assert!(revision < 10, "a new store: revision {revision}");
+    reaches_within(&channel, &ids(&[b]), Duration::from_secs(10)).await;
+}
