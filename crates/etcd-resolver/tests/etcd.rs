@@ -695,7 +695,7 @@ fn etcd_data_dir(etcd: &Etcd) -> Option<std::path::PathBuf> {
             .split(|b| *b == 0)
             .map(|a| String::from_utf8_lossy(a).into_owned())
             .collect();
-        if args.iter().any(|a| *a == listen) {
+        if args.contains(&listen) {
             return args
                 .iter()
                 .find_map(|a| a.strip_prefix("--data-dir="))
