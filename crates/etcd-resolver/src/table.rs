@@ -292,6 +292,29 @@ mod tests {
         assert!(read.endpoints().is_empty());
     }
 
+    /// etcd gives every change of one transaction the same revision: `endpoints.Manager::Update` commits
+    /// all its ops in one `Txn`, and a prefix delete (`etcdctl del --prefix svc/`) removes every key at
+    /// one revision. Every event of that revision must apply, not only the first.
+    #[test]
+    fn events_of_one_revision_all_apply() {
+        let mut table = Table::new("s");
+        table.replace_all(1, [kv("s/a", "10.0.0.1:1"), kv("s/b", "10.0.0.2:1")]);
+        // One DeleteRange of the prefix at revision 5.
+        assert_eq!(table.delete(5, b"s/a"), Applied::Changed);
+        assert_eq!(
+            table.delete(5, b"s/b"),
+            Applied::Changed,
+            "the second delete of revision 5 was taken for a stale event"
+        );
+        assert!(addrs(&table).is_empty(), "left: {:?}", addrs(&table));
+        // One Txn of two puts at revision 6.
+        let (k, v) = kv("s/c", "10.0.0.3:1");
+        assert_eq!(table.put(6, k, &v), Applied::Changed);
+        let (k, v) = kv("s/d", "10.0.0.4:1");
+        assert_eq!(table.put(6, k, &v), Applied::Changed);
+        assert_eq!(addrs(&table), ["10.0.0.3:1", "10.0.0.4:1"]);
+    }
+
     #[test]
     fn stale_events_are_ignored() {
         let mut table = Table::new("s");

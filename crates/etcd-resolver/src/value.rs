@@ -181,6 +181,19 @@ mod tests {
         ));
     }
 
+    /// etcd 3.4's writer is Go: `encoding/json` leaves `Op` at its zero value (0, add) for `"Op":null`,
+    /// so the etcd project's own decoders read such a value as an add.
+    #[test]
+    fn op_null_is_an_add_as_in_go() {
+        assert_eq!(
+            decode(br#"{"Op":null,"Addr":"10.0.0.1:1"}"#),
+            Ok(Value::Add {
+                addr: socket("10.0.0.1:1"),
+                metadata: None
+            })
+        );
+    }
+
     #[test]
     fn rejects_what_is_not_the_convention() {
         for garbage in [
