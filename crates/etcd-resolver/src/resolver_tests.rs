@@ -100,7 +100,8 @@ async fn the_full_read_pages_through_the_prefix_at_one_revision() {
     let kv = EtcdKv::new(etcd.addr);
     let keys = 2 * super::PAGE as usize + 7;
     for i in 0..keys {
-        kv.put(&format!("svc/{i:04}"), "v").await.expect("put");
+        let value = format!(r#"{{"Addr":"10.0.{}.{}:1"}}"#, i >> 8, i & 0xff);
+        kv.put(&format!("svc/{i:04}"), &value).await.expect("put");
     }
     // Neighbours of the prefix: not read.
     kv.put("svc", "v").await.expect("put");
@@ -109,11 +110,12 @@ async fn the_full_read_pages_through_the_prefix_at_one_revision() {
     let channel = Channel::builder(format!("ipv4:{}", etcd.addr))
         .build()
         .expect("a channel");
-    let (read_at, kvs) = super::read_prefix(&channel, b"svc/").await.expect("a read");
+    let table = crate::table::Table::new("svc");
+    let (read_at, snapshot) = super::read_prefix(&channel, &table).await.expect("a read");
     assert_eq!(read_at, revision);
-    let read: Vec<String> = kvs
-        .iter()
-        .map(|(k, _)| String::from_utf8_lossy(k).into_owned())
+    let read: Vec<String> = snapshot
+        .keys()
+        .map(|k| String::from_utf8_lossy(k).into_owned())
         .collect();
     let want: Vec<String> = (0..keys).map(|i| format!("svc/{i:04}")).collect();
     assert_eq!(read, want);
