@@ -140,6 +140,8 @@ impl EtcdResolverBuilder {
     }
 
     /// The reconnect backoff: the first delay after a failure, growing by 1.6 up to `max` (±20 % jitter).
+    /// An `initial` below 10 ms is raised to 10 ms (a zero backoff would retry in a tight loop), and `max`
+    /// below `initial` to `initial`.
     #[must_use]
     pub fn with_backoff(mut self, initial: Duration, max: Duration) -> EtcdResolverBuilder {
         self.backoff_initial = initial;
@@ -346,11 +348,7 @@ impl Watcher {
                 }
             }
             // A resolve_now given while a round ran (a permit left in `wake`) must not cut this backoff.
-            tokio::select! {
-                biased;
-                () = self.wake.notified() => {}
-                () = std::future::ready(()) => {}
-            }
+            drop_stale_permit(&self.wake).await;
             let delay = self.backoff.next_delay(&mut self.rng as &mut dyn Rng);
             tokio::select! {
                 () = tokio::time::sleep(delay) => {}
@@ -575,6 +573,15 @@ async fn read_prefix(channel: &Channel, table: &Table) -> Result<(i64, Snapshot)
             }
             _ => return Ok((revision, snapshot)),
         }
+    }
+}
+
+/// Takes the permit a `notify_one` left in `wake` while nobody waited, if any.
+async fn drop_stale_permit(wake: &Notify) {
+    tokio::select! {
+        biased;
+        () = wake.notified() => {}
+        () = std::future::ready(()) => {}
     }
 }
 

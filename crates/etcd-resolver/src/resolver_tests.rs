@@ -120,3 +120,19 @@ async fn the_full_read_pages_through_the_prefix_at_one_revision() {
     let want: Vec<String> = (0..keys).map(|i| format!("svc/{i:04}")).collect();
     assert_eq!(read, want);
 }
+
+#[tokio::test]
+async fn a_stale_resolve_now_permit_does_not_cut_the_next_backoff() {
+    let wake = tokio::sync::Notify::new();
+    // resolve_now during a round: nobody waits, a permit is stored.
+    wake.notify_one();
+    super::drop_stale_permit(&wake).await;
+    let cut = tokio::select! {
+        biased;
+        () = wake.notified() => true,
+        () = std::future::ready(()) => false,
+    };
+    assert!(!cut, "the stale permit would have cut the backoff short");
+    // Without a permit, nothing is waited for.
+    super::drop_stale_permit(&wake).await;
+}
