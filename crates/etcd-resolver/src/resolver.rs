@@ -401,8 +401,7 @@ impl Watcher {
             let message = tokio::select! {
                 message = responses.message() => message,
                 () = self.wake.notified() => {
-                    // resolve_now: look the host names up again.
-                    self.published = None;
+                    // resolve_now: look the host names up again (published if they changed).
                     if let Some(end) = self.publish().await {
                         return end;
                     }
@@ -412,7 +411,7 @@ impl Watcher {
             let response = match message {
                 Ok(Some(response)) => response,
                 Ok(None) => return RoundEnd::Failed("the watch stream ended".to_owned()),
-                Err(status) if status.code() == Code::ResourceExhausted => {
+                Err(status) if too_large(&status) => {
                     return RoundEnd::TooLarge(format!("the watch: {status}"))
                 }
                 Err(status) => return RoundEnd::Failed(format!("the watch: {status}")),
@@ -512,11 +511,11 @@ async fn read_prefix(channel: &Channel, table: &Table) -> Result<(i64, Snapshot)
         };
         let response = match range(channel, request).await {
             Ok(response) => response,
-            Err(status) if status.code() == Code::ResourceExhausted && page > 1 => {
+            Err(status) if too_large(&status) && page > 1 => {
                 page /= 2;
                 continue;
             }
-            Err(status) if status.code() == Code::ResourceExhausted => {
+            Err(status) if too_large(&status) => {
                 // One value alone is larger than a response may be: skip its key.
                 let request = RangeRequest {
                     key: key.clone(),
@@ -574,6 +573,12 @@ async fn read_prefix(channel: &Channel, table: &Table) -> Result<(i64, Snapshot)
             _ => return Ok((revision, snapshot)),
         }
     }
+}
+
+/// Whether `status` is this side's receive limit refusing a response (not etcd's own RESOURCE_EXHAUSTED,
+/// "too many requests", which is a failure to retry after a backoff).
+fn too_large(status: &Status) -> bool {
+    status.code() == Code::ResourceExhausted && status.message().contains("larger than the limit")
 }
 
 /// Takes the permit a `notify_one` left in `wake` while nobody waited, if any.

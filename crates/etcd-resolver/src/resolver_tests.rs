@@ -136,3 +136,19 @@ async fn a_stale_resolve_now_permit_does_not_cut_the_next_backoff() {
     // Without a permit, nothing is waited for.
     super::drop_stale_permit(&wake).await;
 }
+
+#[test]
+fn only_the_receive_limit_counts_as_too_large() {
+    use grpc_channel::{Code, Status};
+    let limit = Status::new(
+        Code::ResourceExhausted,
+        "response message larger than the limit (9000000 vs. 8388608 bytes: the channel's)",
+    );
+    assert!(super::too_large(&limit));
+    let busy = Status::new(Code::ResourceExhausted, "etcdserver: too many requests");
+    assert!(!super::too_large(&busy));
+    assert!(!super::too_large(&Status::new(
+        Code::Unavailable,
+        "larger than the limit"
+    )));
+}
