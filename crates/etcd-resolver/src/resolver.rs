@@ -213,6 +213,7 @@ impl ResolverBuilder for EtcdResolverBuilder {
         let task = Watcher {
             channels,
             member: 0,
+            members_failed: 0,
             table: Table::new(name),
             sink,
             backoff: Backoff::new(self.backoff_initial, self.backoff_max),
@@ -275,6 +276,8 @@ struct Watcher {
     channels: Vec<Channel>,
     /// The member in use.
     member: usize,
+    /// How many members failed in a row (the task backs off once all did).
+    members_failed: usize,
     table: Table,
     sink: ResolverSink,
     backoff: Backoff,
@@ -299,7 +302,6 @@ impl Watcher {
     async fn run(mut self) {
         let sink = self.sink.clone();
         let mut resyncs_in_a_row = 0u32;
-        let mut members_failed = 0usize;
         loop {
             let end = tokio::select! {
                 end = self.round() => end,
@@ -313,7 +315,7 @@ impl Watcher {
                         revision,
                         "etcd resolver: the watch's revision was compacted; reading the endpoints again"
                     );
-                    members_failed = 0;
+                    self.members_failed = 0;
                     resyncs_in_a_row += 1;
                     if resyncs_in_a_row == 1 {
                         continue;
@@ -325,7 +327,7 @@ impl Watcher {
                         %error,
                         "etcd resolver: a watch response was too large; reading the endpoints again"
                     );
-                    members_failed = 0;
+                    self.members_failed = 0;
                     resyncs_in_a_row += 1;
                     if resyncs_in_a_row == 1 {
                         continue;
@@ -336,12 +338,12 @@ impl Watcher {
                     // The next member at once, until every member failed in a row; then the error is
                     // reported and the task backs off.
                     self.member = (self.member + 1) % self.channels.len();
-                    members_failed += 1;
-                    if members_failed < self.channels.len() {
+                    self.members_failed += 1;
+                    if self.members_failed < self.channels.len() {
                         tracing::warn!(name = %self.name, %error, "etcd resolver: an etcd member failed; trying the next");
                         continue;
                     }
-                    members_failed = 0;
+                    self.members_failed = 0;
                     tracing::warn!(name = %self.name, %error, "etcd resolver: etcd failed; retrying after a backoff");
                     self.sink
                         .report_error(format!("etcd resolver for {:?}: {error}", self.name));
@@ -428,6 +430,7 @@ impl Watcher {
             if response.created {
                 // etcd is reached and followed again.
                 self.backoff.reset();
+                self.members_failed = 0;
             }
             for event in response.events {
                 let Some(kv) = event.kv else { continue };
