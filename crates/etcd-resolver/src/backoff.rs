@@ -8,6 +8,8 @@ use grpc_base::Rng;
 
 const MULTIPLIER: f64 = 1.6;
 const JITTER: f64 = 0.2;
+/// The shortest delay: a zero backoff would retry a failing etcd in a tight loop.
+pub(crate) const MIN_DELAY: Duration = Duration::from_millis(10);
 
 /// Delays between attempts to reach etcd.
 #[derive(Clone, Debug)]
@@ -18,8 +20,9 @@ pub(crate) struct Backoff {
 }
 
 impl Backoff {
-    /// From `initial` up to `max` (`max` raised to `initial` if lower).
+    /// From `initial` up to `max` (`initial` raised to [`MIN_DELAY`] and `max` to `initial` if lower).
     pub(crate) fn new(initial: Duration, max: Duration) -> Backoff {
+        let initial = initial.max(MIN_DELAY);
         Backoff {
             initial,
             max: max.max(initial),
@@ -62,5 +65,16 @@ mod tests {
         backoff.reset();
         let d = backoff.next_delay(&mut rng).as_secs_f64();
         assert!((0.8..=1.2).contains(&d), "{d}");
+    }
+
+    #[test]
+    fn a_zero_backoff_is_clamped() {
+        let mut backoff = Backoff::new(Duration::ZERO, Duration::ZERO);
+        let mut rng = SplitMix64::new(7);
+        for _ in 0..5 {
+            let d = backoff.next_delay(&mut rng);
+            assert!(d >= MIN_DELAY.mul_f64(0.8), "{d:?}");
+            assert!(d <= MIN_DELAY.mul_f64(1.2), "{d:?}");
+        }
     }
 }

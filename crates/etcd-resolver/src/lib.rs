@@ -20,30 +20,38 @@
 //!   JSON and rides with the endpoint as the [`METADATA_ATTRIBUTE`] attribute (JSON text);
 //! - while etcd is unreachable the channel keeps its last endpoints and calls go on; the watch reconnects
 //!   with backoff and resynchronises with a full read, also after a compaction of its revision;
-//! - the table is bounded: [`MAX_ENDPOINTS`] keys, [`MAX_VALUE_BYTES`] per value, [`MAX_KEY_BYTES`] per
-//!   key.
+//! - the table is bounded: [`MAX_ENDPOINTS`] endpoints (keys whose values are not endpoints take no
+//!   place), [`MAX_VALUE_BYTES`] per value, [`MAX_KEY_BYTES`] per key; a full read asks for pages of at most
+//!   8 MiB (fewer keys while a page is larger; a single larger value is skipped) and reads at most
+//!   64 × [`MAX_ENDPOINTS`] keys.
 //!
-//! An empty prefix is reported to the channel as a resolution error rather than published as an empty
-//! list: before any endpoint is known calls fail UNAVAILABLE; after, the last endpoints stay in use.
+//! **Deleting the last key does not stop the traffic.** An empty prefix is reported to the channel as a
+//! resolution error rather than published as an empty list (gRPC's rule: no addresses is an error; grpc-go's
+//! and grpc-java's balancers likewise keep their endpoints on a resolver's empty list). Before any endpoint
+//! is known calls fail UNAVAILABLE; after, the channel keeps the last endpoints and calls go on to them,
+//! until a key is registered again (then followed as usual). To move traffic off a backend, register its
+//! replacement first, or stop the backend.
+//!
+//! Over TLS with several etcd members ([`EtcdResolverBuilder::with_endpoints`]) the resolver opens a channel
+//! to each member, so that each is verified by its own host name (grpc-channel has no per-address server
+//! name); it uses one member at a time and fails over to the next.
 //!
 //! **Why through grpc-channel rather than the `etcd-client` crate.** etcd speaks gRPC, so this crate calls
 //! `etcdserverpb.KV/Range` and `etcdserverpb.Watch/Watch` through a `grpc-channel` `Channel` of its own,
 //! with hand-written prost messages of the few fields it needs (`proto.rs`). That keeps one gRPC stack in
 //! an application's dependency tree (`etcd-client` brings tonic, its own hyper and tower stack), gives the
-//! etcd connection this channel's keepalive, reconnect backoff, TLS and load balancing over several etcd
-//! members, and exercises the channel itself against a real gRPC server. It uses grpc-channel's public
+//! etcd connection this channel's keepalive, reconnect backoff and TLS, and exercises the channel itself against a real gRPC server. It uses grpc-channel's public
 //! resolver API only ([`grpc_channel::resolver`]), like any user's resolver would.
 //!
 //! The crate's files: `value.rs` (one value's JSON), `table.rs` (the sans-IO key → endpoint table),
 //! `backoff.rs` (reconnect delays), `proto.rs` (the etcd messages), `resolver.rs` (the builder and the
-//! task that reads and watches etcd), `members.rs` (the resolver of several etcd members).
+//! task that reads and watches etcd).
 //!
 //! Not here: registering endpoints in etcd (a server does that with etcd's own client, e.g. `endpoints.
 //! Manager` in Go, or any `Put` of the JSON above, best with a lease), etcd authentication by user name and
 //! password, service configs from etcd.
 
 mod backoff;
-mod members;
 mod proto;
 mod resolver;
 mod table;

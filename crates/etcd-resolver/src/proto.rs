@@ -1,6 +1,6 @@
 //! The few etcd v3 messages this crate sends and reads (`etcdserverpb` of etcd's `api/etcdserverpb/rpc.proto`
 //! and `mvccpb` of `api/mvccpb/kv.proto`), written by hand with only the fields it uses: a prefix `Range`,
-//! a prefix `Watch` with `prev_kv` and progress notifications. Unknown fields of etcd's responses are
+//! a prefix `Watch` with progress notifications and fragments (no `prev_kv`: a DELETE's key is all the resolver needs). Unknown fields of etcd's responses are
 //! skipped by prost, so newer etcd versions decode as well.
 //!
 //! Not here: writing keys (`Put`, `DeleteRange`, `Txn`), leases, authentication.
@@ -28,6 +28,9 @@ pub(crate) struct RangeRequest {
     /// Member-local read (false: linearizable).
     #[prost(bool, tag = "7")]
     pub(crate) serializable: bool,
+    /// Keys without their values.
+    #[prost(bool, tag = "8")]
+    pub(crate) keys_only: bool,
 }
 
 /// `etcdserverpb.ResponseHeader`.
@@ -81,9 +84,9 @@ pub(crate) struct WatchCreateRequest {
     /// Periodic event-less responses carrying the current revision.
     #[prost(bool, tag = "4")]
     pub(crate) progress_notify: bool,
-    /// Events carry the key's previous value.
-    #[prost(bool, tag = "6")]
-    pub(crate) prev_kv: bool,
+    /// etcd splits a revision larger than its request limit into several responses.
+    #[prost(bool, tag = "8")]
+    pub(crate) fragment: bool,
 }
 
 /// `etcdserverpb.WatchRequest` (only its `create_request` arm).
@@ -108,9 +111,6 @@ pub(crate) struct Event {
     /// The key as it is after the event (a DELETE: the key, no value).
     #[prost(message, optional, tag = "2")]
     pub(crate) kv: Option<KeyValue>,
-    /// The key as it was before (asked for with `prev_kv`).
-    #[prost(message, optional, tag = "3")]
-    pub(crate) prev_kv: Option<KeyValue>,
 }
 
 /// `etcdserverpb.WatchResponse`.
@@ -134,6 +134,9 @@ pub(crate) struct WatchResponse {
     /// Why the watcher was canceled.
     #[prost(string, tag = "6")]
     pub(crate) cancel_reason: String,
+    /// More responses of the same revision follow (asked for with `fragment`).
+    #[prost(bool, tag = "7")]
+    pub(crate) fragment: bool,
     /// The events, in revision order.
     #[prost(message, repeated, tag = "11")]
     pub(crate) events: Vec<Event>,

@@ -1,25 +1,30 @@
 //! The `etcd` scheme's resolver: [`EtcdResolverBuilder`] (registered with the channel) and the task each
 //! channel's resolver runs, which follows the keys `NAME/...` of etcd through a [`Table`].
 //!
-//! The task reads the prefix whole (a linearizable `Range`, paged), publishes the endpoints, then watches
-//! the prefix from the read's revision + 1 (with `prev_kv` and progress notifications), applying each event
-//! and publishing when the endpoints change. On any error (etcd unreachable, the watch canceled, a stream
-//! ended) the endpoints already published stay (calls go on), the error is reported to the channel, and the
-//! task tries again after a backoff (1 s growing by 1.6 up to 30 s, ±20 % jitter, by default), starting over
-//! with a full read; a compacted revision (the watch canceled with `compact_revision`) starts over at once.
-//! `resolve_now` cuts a backoff short. Dropping the resolver (the channel closed) ends the task and with it
-//! its own channel to etcd.
+//! The task reads the prefix whole (a linearizable `Range`, paged by keys and, through RESOURCE_EXHAUSTED,
+//! by bytes), publishes the endpoints, then watches the prefix from the read's revision + 1 (progress
+//! notifications and fragments on, no `prev_kv`), applying each event and publishing when the endpoints
+//! change. On any error (etcd unreachable, the watch canceled, a stream ended) the endpoints already
+//! published stay (calls go on), the error is reported to the channel, and the task tries the next etcd
+//! member at once, then, every member having failed, again after a backoff (1 s growing by 1.6 up to 30 s,
+//! ±20 % jitter, by default), starting over with a full read; a compacted revision (the watch canceled with
+//! `compact_revision`) or a watch response too large for the channel starts over at once (once in a row;
+//! then after a backoff). `resolve_now` cuts a backoff short and, during a watch, looks the host names up
+//! again. Dropping the resolver (the channel closed) ends the task and with it its channels to etcd.
 //!
-//! An empty prefix is not published as an empty list: it is reported as an error (gRPC treats "no
-//! addresses" as a resolution error), so that calls fail UNAVAILABLE before any endpoint was known and go on
-//! with the last known endpoints after (a registry emptied by a bad deploy or a lease storm does not take
-//! the traffic down with it).
+//! **No endpoint left.** An empty prefix (the last key deleted, or none ever registered) is not published
+//! as an empty list: it is reported as an error, as gRPC treats "no addresses" (grpc-go's and grpc-java's
+//! balancers keep their endpoints on a resolver's empty list the same way). Before any endpoint was known
+//! calls fail UNAVAILABLE; after, the channel keeps the last endpoints and calls go on to them (a registry
+//! emptied by a bad deploy or a lease storm does not take the traffic down with it), until a key is
+//! registered again, which is followed as usual. To stop traffic to a backend, register its replacement
+//! before deleting its key, or stop the backend.
 //!
 //! Host names in `Addr` are resolved (the system resolver, `tokio::net::lookup_host`) each time the list is
 //! published; a name that does not resolve is left out and logged.
 //!
 //! Not here: the table and the values (`table.rs`, `value.rs`), the messages (`proto.rs`), the reconnect
-//! delays (`backoff.rs`), the resolver of several etcd members (`members.rs`).
+//! delays (`backoff.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,14 +34,13 @@ use grpc_channel::resolver::{
     Address, Attributes, Endpoint, Resolver, ResolverBuilder, ResolverError, ResolverSink,
     ResolverTarget, ResolverUpdate, UpdateError,
 };
-use grpc_channel::{Channel, Request, Status, TlsConfig};
+use grpc_channel::{Channel, Code, Request, Status, TlsConfig};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use crate::backoff::Backoff;
-use crate::members::Members;
 use crate::proto::{self, prefix_range_end, RangeRequest, WatchCreateRequest, WatchRequest};
-use crate::table::{Applied, Table, MAX_ENDPOINTS};
+use crate::table::{Applied, Snapshot, Table, MAX_ENDPOINTS};
 use crate::value::Addr;
 
 /// The attribute that carries an endpoint's `Metadata`, as JSON text (absent when `null` or missing).
@@ -44,10 +48,19 @@ pub const METADATA_ATTRIBUTE: &str = "etcd.metadata";
 /// The attribute that carries the etcd key that registered the endpoint.
 pub const KEY_ATTRIBUTE: &str = "etcd.key";
 
-/// How many keys one `Range` page asks for.
+/// How many keys one `Range` page asks for at most (halved while a page is larger than
+/// [`MAX_RESPONSE_BYTES`], grown back after).
 const PAGE: i64 = 256;
-/// The largest etcd response the resolver's channel accepts: a page of the largest keys and values.
+/// The largest etcd response the resolver's channels accept. etcd's values are at most its request limit
+/// (`--max-request-bytes`, 1.5 MiB by default), so a page of a few keys fits; a larger page fails with
+/// RESOURCE_EXHAUSTED and is asked for again at half as many keys, down to one key; a single value
+/// larger than this (a raised `--max-request-bytes`) is skipped, its key read with `keys_only`. A watch
+/// response (fragmented by etcd at its request limit) larger than this ends the watch and resyncs with a
+/// full read.
 const MAX_RESPONSE_BYTES: usize = 8 << 20;
+/// The most keys one full read scans, endpoints or not (keys whose values are not endpoints do not count
+/// against [`MAX_ENDPOINTS`], but a read stops after this many keys).
+const MAX_KEYS_SCANNED: usize = 64 * MAX_ENDPOINTS;
 /// How long a `Range` may take.
 const RANGE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long resolving one host name may take.
@@ -105,8 +118,10 @@ impl EtcdResolverBuilder {
         }
     }
 
-    /// Talks to these etcd client endpoints (`host:port` each; the resolver's channel balances over them
-    /// and fails over) instead of the target's `HOST:PORT`, which may then be left out (`etcd:///NAME`).
+    /// Talks to these etcd client endpoints (`host:port` each, a channel to each member; the resolver uses
+    /// one at a time and fails over to the next) instead of the target's `HOST:PORT`, which may then be
+    /// left out (`etcd:///NAME`). Over TLS each member is verified by its own host name (unless
+    /// [`TlsConfig::server_name`] sets one name for all).
     #[must_use]
     pub fn with_endpoints(
         mut self,
@@ -125,6 +140,8 @@ impl EtcdResolverBuilder {
     }
 
     /// The reconnect backoff: the first delay after a failure, growing by 1.6 up to `max` (±20 % jitter).
+    /// An `initial` below 10 ms is raised to 10 ms (a zero backoff would retry in a tight loop), and `max`
+    /// below `initial` to `initial`.
     #[must_use]
     pub fn with_backoff(mut self, initial: Duration, max: Duration) -> EtcdResolverBuilder {
         self.backoff_initial = initial;
@@ -139,35 +156,37 @@ impl EtcdResolverBuilder {
         self
     }
 
-    /// The resolver's channel to etcd.
-    fn etcd_channel(&self, target: &ResolverTarget) -> Result<Channel, ResolverError> {
+    /// The resolver's channels to etcd, one per member (so that over TLS each member is verified by its own
+    /// host name: grpc-channel has no per-address server name).
+    fn etcd_channels(&self, target: &ResolverTarget) -> Result<Vec<Channel>, ResolverError> {
         let invalid = |reason: &str| ResolverError::InvalidTarget {
             target: target.as_str().to_owned(),
             reason: reason.to_owned(),
         };
-        let builder =
+        let members: Vec<&str> =
             match self.endpoints.as_slice() {
                 [] if target.authority().is_empty() => return Err(invalid(
                     "no etcd endpoint: write etcd://HOST:PORT/NAME or give the builder endpoints",
                 )),
-                [] => Channel::builder(format!("dns:///{}", target.authority())),
-                [one] => Channel::builder(format!("dns:///{one}")),
-                several => Channel::builder(format!("{}:///etcd", crate::members::SCHEME))
-                    .authority(several[0].clone())
-                    .resolver(Members::new(several.to_vec())),
+                [] => vec![target.authority()],
+                several => several.iter().map(String::as_str).collect(),
             };
-        let mut builder = builder
-            .service_config_lookup(false)
-            .default_service_config(r#"{"loadBalancingConfig":[{"round_robin":{}}]}"#)
-            .keepalive_time(Duration::from_secs(30))
-            .keepalive_timeout(Duration::from_secs(10))
-            .max_receive_message_size(MAX_RESPONSE_BYTES);
-        if let Some(tls) = &self.tls {
-            builder = builder.tls(tls.clone());
-        }
-        builder
-            .build()
-            .map_err(|e| ResolverError::Other(format!("the channel to etcd: {e}")))
+        members
+            .into_iter()
+            .map(|member| {
+                let mut builder = Channel::builder(format!("dns:///{member}"))
+                    .service_config_lookup(false)
+                    .keepalive_time(Duration::from_secs(30))
+                    .keepalive_timeout(Duration::from_secs(10))
+                    .max_receive_message_size(MAX_RESPONSE_BYTES);
+                if let Some(tls) = &self.tls {
+                    builder = builder.tls(tls.clone());
+                }
+                builder.build().map_err(|e| {
+                    ResolverError::Other(format!("the channel to etcd member {member:?}: {e}"))
+                })
+            })
+            .collect()
     }
 }
 
@@ -188,11 +207,13 @@ impl ResolverBuilder for EtcdResolverBuilder {
                 reason: "no service name: write etcd://HOST:PORT/NAME".to_owned(),
             });
         }
-        let channel = self.etcd_channel(target)?;
+        let channels = self.etcd_channels(target)?;
         let wake = Arc::new(Notify::new());
         let seed = self.seed.unwrap_or_else(clock_seed);
         let task = Watcher {
-            channel,
+            channels,
+            member: 0,
+            members_failed: 0,
             table: Table::new(name),
             sink,
             backoff: Backoff::new(self.backoff_initial, self.backoff_max),
@@ -225,7 +246,7 @@ struct EtcdResolver {
 
 impl Resolver for EtcdResolver {
     fn resolve_now(&mut self) {
-        // Only a task waiting out a backoff listens: a running watch already has everything.
+        // A task waiting out a backoff tries again at once; a running watch looks its host names up again.
         self.wake.notify_one();
     }
 }
@@ -240,6 +261,9 @@ impl Drop for EtcdResolver {
 enum RoundEnd {
     /// The watch's start revision was compacted: read again at once.
     Compacted(i64),
+    /// A watch response was larger than [`MAX_RESPONSE_BYTES`]: read again at once (the new watch starts
+    /// past it).
+    TooLarge(String),
     /// etcd failed or could not be reached.
     Failed(String),
     /// The channel is gone.
@@ -248,7 +272,12 @@ enum RoundEnd {
 
 /// The task of one resolver.
 struct Watcher {
-    channel: Channel,
+    /// A channel per etcd member.
+    channels: Vec<Channel>,
+    /// The member in use.
+    member: usize,
+    /// How many members failed in a row (the task backs off once all did).
+    members_failed: usize,
     table: Table,
     sink: ResolverSink,
     backoff: Backoff,
@@ -263,14 +292,16 @@ struct Watcher {
 
 impl Drop for Watcher {
     fn drop(&mut self) {
-        self.channel.close();
+        for channel in &self.channels {
+            channel.close();
+        }
     }
 }
 
 impl Watcher {
     async fn run(mut self) {
         let sink = self.sink.clone();
-        let mut compacted_in_a_row = 0u32;
+        let mut resyncs_in_a_row = 0u32;
         loop {
             let end = tokio::select! {
                 end = self.round() => end,
@@ -284,18 +315,42 @@ impl Watcher {
                         revision,
                         "etcd resolver: the watch's revision was compacted; reading the endpoints again"
                     );
-                    compacted_in_a_row += 1;
-                    if compacted_in_a_row == 1 {
+                    self.members_failed = 0;
+                    resyncs_in_a_row += 1;
+                    if resyncs_in_a_row == 1 {
+                        continue;
+                    }
+                }
+                RoundEnd::TooLarge(error) => {
+                    tracing::warn!(
+                        name = %self.name,
+                        %error,
+                        "etcd resolver: a watch response was too large; reading the endpoints again"
+                    );
+                    self.members_failed = 0;
+                    resyncs_in_a_row += 1;
+                    if resyncs_in_a_row == 1 {
                         continue;
                     }
                 }
                 RoundEnd::Failed(error) => {
-                    compacted_in_a_row = 0;
+                    resyncs_in_a_row = 0;
+                    // The next member at once, until every member failed in a row; then the error is
+                    // reported and the task backs off.
+                    self.member = (self.member + 1) % self.channels.len();
+                    self.members_failed += 1;
+                    if self.members_failed < self.channels.len() {
+                        tracing::warn!(name = %self.name, %error, "etcd resolver: an etcd member failed; trying the next");
+                        continue;
+                    }
+                    self.members_failed = 0;
                     tracing::warn!(name = %self.name, %error, "etcd resolver: etcd failed; retrying after a backoff");
                     self.sink
                         .report_error(format!("etcd resolver for {:?}: {error}", self.name));
                 }
             }
+            // A resolve_now given while a round ran (a permit left in `wake`) must not cut this backoff.
+            drop_stale_permit(&self.wake).await;
             let delay = self.backoff.next_delay(&mut self.rng as &mut dyn Rng);
             tokio::select! {
                 () = tokio::time::sleep(delay) => {}
@@ -307,11 +362,12 @@ impl Watcher {
 
     /// Reads the prefix whole, publishes, then watches from the next revision until something fails.
     async fn round(&mut self) -> RoundEnd {
-        let (revision, kvs) = match read_prefix(&self.channel, self.table.prefix()).await {
+        let channel = self.channels[self.member].clone();
+        let (revision, snapshot) = match read_prefix(&channel, &self.table).await {
             Ok(read) => read,
             Err(status) => return RoundEnd::Failed(format!("reading the prefix: {status}")),
         };
-        self.table.replace_all(revision, kvs);
+        self.table.replace(revision, snapshot);
         if let Some(end) = self.publish().await {
             return end;
         }
@@ -321,8 +377,7 @@ impl Watcher {
                 permit.forget();
             }
         }
-        let (mut sender, mut responses) = match self
-            .channel
+        let (mut sender, mut responses) = match channel
             .streaming::<WatchRequest, proto::WatchResponse>(proto::WATCH, Request::new(()))
             .await
         {
@@ -336,17 +391,31 @@ impl Watcher {
                 key: prefix,
                 start_revision: revision + 1,
                 progress_notify: true,
-                prev_kv: true,
+                fragment: true,
             }),
         };
         if let Err(status) = sender.send(create).await {
             return RoundEnd::Failed(format!("starting the watch: {status}"));
         }
         // `sender` stays open for the whole watch: etcd ends a watch stream whose client half-closed.
+        let mut changed = false;
         loop {
-            let response = match responses.message().await {
+            let message = tokio::select! {
+                message = responses.message() => message,
+                () = self.wake.notified() => {
+                    // resolve_now: look the host names up again (published if they changed).
+                    if let Some(end) = self.publish().await {
+                        return end;
+                    }
+                    continue;
+                }
+            };
+            let response = match message {
                 Ok(Some(response)) => response,
                 Ok(None) => return RoundEnd::Failed("the watch stream ended".to_owned()),
+                Err(status) if too_large(&status) => {
+                    return RoundEnd::TooLarge(format!("the watch: {status}"))
+                }
                 Err(status) => return RoundEnd::Failed(format!("the watch: {status}")),
             };
             if response.canceled {
@@ -361,10 +430,11 @@ impl Watcher {
             if response.created {
                 // etcd is reached and followed again.
                 self.backoff.reset();
+                self.members_failed = 0;
             }
-            let mut changed = false;
             for event in response.events {
                 let Some(kv) = event.kv else { continue };
+                // A DELETE carries its key, all the table needs (no `prev_kv`).
                 let applied = match event.r#type {
                     proto::EVENT_PUT => self.table.put(kv.mod_revision, kv.key, &kv.value),
                     proto::EVENT_DELETE => self.table.delete(kv.mod_revision, &kv.key),
@@ -372,7 +442,9 @@ impl Watcher {
                 };
                 changed |= applied == Applied::Changed;
             }
-            if changed {
+            // A revision split in fragments is published whole, after its last fragment.
+            if changed && !response.fragment {
+                changed = false;
                 if let Some(end) = self.publish().await {
                     return end;
                 }
@@ -420,45 +492,116 @@ impl Watcher {
     }
 }
 
-/// A linearizable read of every key under `prefix` at one revision, page by page (at most
-/// [`MAX_ENDPOINTS`] keys and one page more: the table would ignore the rest).
-async fn read_prefix(
-    channel: &Channel,
-    prefix: &[u8],
-) -> Result<(i64, Vec<(Vec<u8>, Vec<u8>)>), Status> {
-    let range_end = prefix_range_end(prefix);
-    let mut key = prefix.to_vec();
+/// A linearizable read of every key under the table's prefix at one revision, page by page, each page
+/// decoded into a [`Snapshot`] as it comes (at most [`MAX_ENDPOINTS`] endpoints; at most
+/// [`MAX_KEYS_SCANNED`] keys read; a page at most [`MAX_RESPONSE_BYTES`], fewer keys asked for while it is
+/// larger).
+async fn read_prefix(channel: &Channel, table: &Table) -> Result<(i64, Snapshot), Status> {
+    let range_end = prefix_range_end(table.prefix());
+    let mut key = table.prefix().to_vec();
     let mut revision = 0;
-    let mut kvs = Vec::new();
+    let mut snapshot = Snapshot::default();
+    let mut page = PAGE;
+    let mut scanned = 0usize;
     loop {
         let request = RangeRequest {
-            key,
+            key: key.clone(),
             range_end: range_end.clone(),
-            limit: PAGE,
+            limit: page,
             revision,
             serializable: false,
+            keys_only: false,
         };
-        let response: proto::RangeResponse = channel
-            .unary(
-                proto::RANGE,
-                Request::new(request).with_timeout(RANGE_TIMEOUT),
-            )
-            .await?
-            .into_inner();
+        let response = match range(channel, request).await {
+            Ok(response) => response,
+            Err(status) if too_large(&status) && page > 1 => {
+                page /= 2;
+                continue;
+            }
+            Err(status) if too_large(&status) => {
+                // One value alone is larger than a response may be: skip its key.
+                let request = RangeRequest {
+                    key: key.clone(),
+                    range_end: range_end.clone(),
+                    limit: 1,
+                    revision,
+                    serializable: false,
+                    keys_only: true,
+                };
+                let mut response = range(channel, request).await?;
+                if revision == 0 {
+                    revision = response.header.map_or(0, |h| h.revision);
+                }
+                let Some(kv) = response.kvs.pop() else {
+                    return Ok((revision, snapshot));
+                };
+                tracing::warn!(
+                    key = %String::from_utf8_lossy(&kv.key),
+                    "etcd resolver: a value larger than {MAX_RESPONSE_BYTES} bytes; ignored"
+                );
+                scanned += 1;
+                if !response.more || scanned >= MAX_KEYS_SCANNED {
+                    return Ok((revision, snapshot));
+                }
+                key = kv.key;
+                key.push(0);
+                continue;
+            }
+            Err(status) => return Err(status),
+        };
         if revision == 0 {
             // The later pages read at the first one's revision: one consistent snapshot.
             revision = response.header.map_or(0, |h| h.revision);
         }
+        let more = response.more;
         let last = response.kvs.last().map(|kv| kv.key.clone());
-        kvs.extend(response.kvs.into_iter().map(|kv| (kv.key, kv.value)));
+        scanned += response.kvs.len();
+        for kv in response.kvs {
+            if !table.add_to(&mut snapshot, kv.key, &kv.value) {
+                return Ok((revision, snapshot));
+            }
+        }
+        page = (page * 2).min(PAGE);
         match last {
-            Some(mut last) if response.more && kvs.len() <= MAX_ENDPOINTS => {
+            Some(_) if more && scanned >= MAX_KEYS_SCANNED => {
+                tracing::warn!(
+                    "etcd resolver: more than {MAX_KEYS_SCANNED} keys under the prefix; ignoring the rest"
+                );
+                return Ok((revision, snapshot));
+            }
+            Some(mut last) if more => {
                 last.push(0);
                 key = last;
             }
-            _ => return Ok((revision, kvs)),
+            _ => return Ok((revision, snapshot)),
         }
     }
+}
+
+/// Whether `status` is this side's receive limit refusing a response (not etcd's own RESOURCE_EXHAUSTED,
+/// "too many requests", which is a failure to retry after a backoff).
+fn too_large(status: &Status) -> bool {
+    status.code() == Code::ResourceExhausted && status.message().contains("larger than the limit")
+}
+
+/// Takes the permit a `notify_one` left in `wake` while nobody waited, if any.
+async fn drop_stale_permit(wake: &Notify) {
+    tokio::select! {
+        biased;
+        () = wake.notified() => {}
+        () = std::future::ready(()) => {}
+    }
+}
+
+/// One `Range` call.
+async fn range(channel: &Channel, request: RangeRequest) -> Result<proto::RangeResponse, Status> {
+    Ok(channel
+        .unary(
+            proto::RANGE,
+            Request::new(request).with_timeout(RANGE_TIMEOUT),
+        )
+        .await?
+        .into_inner())
 }
 
 /// One endpoint of every address `host` resolves to, or `None` (logged).

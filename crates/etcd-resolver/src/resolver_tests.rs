@@ -100,7 +100,8 @@ async fn the_full_read_pages_through_the_prefix_at_one_revision() {
     let kv = EtcdKv::new(etcd.addr);
     let keys = 2 * super::PAGE as usize + 7;
     for i in 0..keys {
-        kv.put(&format!("svc/{i:04}"), "v").await.expect("put");
+        let value = format!(r#"{{"Addr":"10.0.{}.{}:1"}}"#, i >> 8, i & 0xff);
+        kv.put(&format!("svc/{i:04}"), &value).await.expect("put");
     }
     // Neighbours of the prefix: not read.
     kv.put("svc", "v").await.expect("put");
@@ -109,12 +110,45 @@ async fn the_full_read_pages_through_the_prefix_at_one_revision() {
     let channel = Channel::builder(format!("ipv4:{}", etcd.addr))
         .build()
         .expect("a channel");
-    let (read_at, kvs) = super::read_prefix(&channel, b"svc/").await.expect("a read");
+    let table = crate::table::Table::new("svc");
+    let (read_at, snapshot) = super::read_prefix(&channel, &table).await.expect("a read");
     assert_eq!(read_at, revision);
-    let read: Vec<String> = kvs
-        .iter()
-        .map(|(k, _)| String::from_utf8_lossy(k).into_owned())
+    let read: Vec<String> = snapshot
+        .keys()
+        .map(|k| String::from_utf8_lossy(k).into_owned())
         .collect();
     let want: Vec<String> = (0..keys).map(|i| format!("svc/{i:04}")).collect();
     assert_eq!(read, want);
+}
+
+#[tokio::test]
+async fn a_stale_resolve_now_permit_does_not_cut_the_next_backoff() {
+    let wake = tokio::sync::Notify::new();
+    // resolve_now during a round: nobody waits, a permit is stored.
+    wake.notify_one();
+    super::drop_stale_permit(&wake).await;
+    let cut = tokio::select! {
+        biased;
+        () = wake.notified() => true,
+        () = std::future::ready(()) => false,
+    };
+    assert!(!cut, "the stale permit would have cut the backoff short");
+    // Without a permit, nothing is waited for.
+    super::drop_stale_permit(&wake).await;
+}
+
+#[test]
+fn only_the_receive_limit_counts_as_too_large() {
+    use grpc_channel::{Code, Status};
+    let limit = Status::new(
+        Code::ResourceExhausted,
+        "response message larger than the limit (9000000 vs. 8388608 bytes: the channel's)",
+    );
+    assert!(super::too_large(&limit));
+    let busy = Status::new(Code::ResourceExhausted, "etcdserver: too many requests");
+    assert!(!super::too_large(&busy));
+    assert!(!super::too_large(&Status::new(
+        Code::Unavailable,
+        "larger than the limit"
+    )));
 }

@@ -8,14 +8,15 @@
 //! whole or followed event by event. An `Op` 1 value (etcd 3.4's delete) removes the key's endpoint like a
 //! DELETE does.
 //!
-//! Bounds, so that a registry cannot make the table grow without limit: at most [`MAX_ENDPOINTS`] keys (the
-//! first ones in key order of a full read; a PUT of a new key into a full table is ignored and logged until
-//! the next full read), values of at most [`MAX_VALUE_BYTES`] and keys of at most [`MAX_KEY_BYTES`] (longer
+//! Bounds, so that a registry cannot make the table grow without limit: at most [`MAX_ENDPOINTS`] endpoints
+//! (the first ones in key order of a full read, keys whose values are not endpoints taking no place; a PUT
+//! of a new key into a full table is ignored and logged until the next full read), values of at most [`MAX_VALUE_BYTES`] and keys of at most [`MAX_KEY_BYTES`] (longer
 //! ones are ignored and logged).
 //!
 //! [`Table::endpoints`] lists them in key order, an address that several keys name listed once (for its
-//! first key). The table remembers the revision it reflects and ignores events at or below it (a watch
-//! started from `revision + 1` sends none; a restarted one might).
+//! first key). The table remembers the revision of its last full read and ignores events at or below it (a
+//! watch started from `revision + 1` sends none; a restarted one might); events above it all apply, several
+//! of one revision (a `Txn`, a ranged delete) included.
 //!
 //! Not here: talking to etcd, name resolution of host names, what to do with an empty list (`resolver.rs`).
 
@@ -63,7 +64,30 @@ pub(crate) enum Applied {
 pub(crate) struct Table {
     prefix: Vec<u8>,
     entries: BTreeMap<Vec<u8>, Entry>,
+    /// The revision of the last full read: events at or below it are already in the table.
+    read_revision: i64,
+    /// The newest revision the table reflects (the full read's, or a later event's).
     revision: i64,
+}
+
+/// A full read being decoded, page by page (so that only endpoints are kept, never the raw values), before
+/// it replaces the table ([`Table::replace`]).
+#[derive(Debug, Default)]
+pub(crate) struct Snapshot {
+    entries: BTreeMap<Vec<u8>, Entry>,
+}
+
+impl Snapshot {
+    /// Whether the snapshot holds [`MAX_ENDPOINTS`] endpoints already (the rest of the read is ignored).
+    pub(crate) fn is_full(&self) -> bool {
+        self.entries.len() >= MAX_ENDPOINTS
+    }
+
+    /// The keys read so far, in key order.
+    #[cfg(test)]
+    pub(crate) fn keys(&self) -> impl Iterator<Item = &[u8]> {
+        self.entries.keys().map(Vec::as_slice)
+    }
 }
 
 impl Table {
@@ -74,6 +98,7 @@ impl Table {
         Table {
             prefix,
             entries: BTreeMap::new(),
+            read_revision: 0,
             revision: 0,
         }
     }
@@ -89,24 +114,42 @@ impl Table {
     }
 
     /// Replaces everything with a full read of the prefix at `revision` (key-value pairs in key order).
+    #[cfg(test)]
     pub(crate) fn replace_all(
         &mut self,
         revision: i64,
         kvs: impl IntoIterator<Item = (Vec<u8>, Vec<u8>)>,
     ) -> Applied {
-        let before = std::mem::take(&mut self.entries);
+        let mut snapshot = Snapshot::default();
         for (key, value) in kvs {
-            if let Some(entry) = self.entry_for(&key, &value) {
-                if self.entries.len() >= MAX_ENDPOINTS && !self.entries.contains_key(&key) {
-                    tracing::warn!(
-                        key = %String::from_utf8_lossy(&key),
-                        "etcd resolver: more than {MAX_ENDPOINTS} keys under the prefix; ignoring the rest"
-                    );
-                    break;
-                }
-                self.entries.insert(key, entry);
+            if !self.add_to(&mut snapshot, key, &value) {
+                break;
             }
         }
+        self.replace(revision, snapshot)
+    }
+
+    /// Decodes one key of a full read into `snapshot`; `false` once the snapshot is full (the key and
+    /// those after it are ignored, logged). Keys whose values are not endpoints take no place.
+    pub(crate) fn add_to(&self, snapshot: &mut Snapshot, key: Vec<u8>, value: &[u8]) -> bool {
+        let Some(entry) = self.entry_for(&key, value) else {
+            return true;
+        };
+        if snapshot.is_full() && !snapshot.entries.contains_key(&key) {
+            tracing::warn!(
+                key = %String::from_utf8_lossy(&key),
+                "etcd resolver: more than {MAX_ENDPOINTS} endpoints under the prefix; ignoring the rest"
+            );
+            return false;
+        }
+        snapshot.entries.insert(key, entry);
+        true
+    }
+
+    /// Replaces everything with a full read at `revision`.
+    pub(crate) fn replace(&mut self, revision: i64, snapshot: Snapshot) -> Applied {
+        let before = std::mem::replace(&mut self.entries, snapshot.entries);
+        self.read_revision = revision;
         self.revision = revision;
         if before == self.entries {
             Applied::Unchanged
@@ -160,12 +203,13 @@ impl Table {
             .collect()
     }
 
-    /// Whether an event at `revision` is newer than the table; if so, the table moves to it.
+    /// Whether an event at `revision` is newer than the last full read (several events of one revision,
+    /// a `Txn` or a ranged delete, all are); if so, the table's revision moves to it.
     fn fresh(&mut self, revision: i64) -> bool {
-        if revision <= self.revision {
+        if revision <= self.read_revision {
             return false;
         }
-        self.revision = revision;
+        self.revision = self.revision.max(revision);
         true
     }
 
@@ -290,6 +334,29 @@ mod tests {
             ],
         );
         assert!(read.endpoints().is_empty());
+    }
+
+    /// etcd gives every change of one transaction the same revision: `endpoints.Manager::Update` commits
+    /// all its ops in one `Txn`, and a prefix delete (`etcdctl del --prefix svc/`) removes every key at
+    /// one revision. Every event of that revision must apply, not only the first.
+    #[test]
+    fn events_of_one_revision_all_apply() {
+        let mut table = Table::new("s");
+        table.replace_all(1, [kv("s/a", "10.0.0.1:1"), kv("s/b", "10.0.0.2:1")]);
+        // One DeleteRange of the prefix at revision 5.
+        assert_eq!(table.delete(5, b"s/a"), Applied::Changed);
+        assert_eq!(
+            table.delete(5, b"s/b"),
+            Applied::Changed,
+            "the second delete of revision 5 was taken for a stale event"
+        );
+        assert!(addrs(&table).is_empty(), "left: {:?}", addrs(&table));
+        // One Txn of two puts at revision 6.
+        let (k, v) = kv("s/c", "10.0.0.3:1");
+        assert_eq!(table.put(6, k, &v), Applied::Changed);
+        let (k, v) = kv("s/d", "10.0.0.4:1");
+        assert_eq!(table.put(6, k, &v), Applied::Changed);
+        assert_eq!(addrs(&table), ["10.0.0.3:1", "10.0.0.4:1"]);
     }
 
     #[test]

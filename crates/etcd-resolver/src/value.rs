@@ -1,6 +1,6 @@
 //! One etcd value as the naming convention writes it: the JSON object of etcd ≥ 3.5's `endpoints.Manager`,
 //! `{"Addr":"10.0.0.1:50051","Metadata":...}`, and etcd 3.4's `clientv3/naming` (grpc-go ≤ 1.29's
-//! `naming.Update`), which adds `"Op"`: 0 adds the address, 1 deletes it.
+//! `naming.Update`), which adds `"Op"`: 0 (or `null`, as Go reads it) adds the address, 1 deletes it.
 //!
 //! A value decodes into [`Value`] or a [`ValueError`] that says what is wrong with it; the table decides what
 //! a bad value means. `Addr` is an IP literal with its port (`10.0.0.1:50051`, `[::1]:50051`) or a host
@@ -74,7 +74,8 @@ pub(crate) fn decode(value: &[u8]) -> Result<Value, ValueError> {
         return Err(ValueError::NotAnObject(format!("a JSON {}", kind(&json))));
     };
     match object.get("Op") {
-        None => {}
+        // Go's `encoding/json` leaves `Op` at its zero value (add) for `null`.
+        None | Some(serde_json::Value::Null) => {}
         Some(op) => match op.as_u64() {
             Some(0) => {}
             Some(1) => return Ok(Value::Delete),
@@ -179,6 +180,19 @@ mod tests {
             decode(br#"{"Op":"0","Addr":"10.0.0.1:1"}"#),
             Err(ValueError::BadOp(_))
         ));
+    }
+
+    /// etcd 3.4's writer is Go: `encoding/json` leaves `Op` at its zero value (0, add) for `"Op":null`,
+    /// so the etcd project's own decoders read such a value as an add.
+    #[test]
+    fn op_null_is_an_add_as_in_go() {
+        assert_eq!(
+            decode(br#"{"Op":null,"Addr":"10.0.0.1:1"}"#),
+            Ok(Value::Add {
+                addr: socket("10.0.0.1:1"),
+                metadata: None
+            })
+        );
     }
 
     #[test]

@@ -323,3 +323,411 @@ async fn etcd_over_tls() {
         .expect("a channel");
     assert_eq!(spread(&channel, 3).await, ids(&[&servers[0]]));
 }
+
+// ---------------------------------------------------------------------------------------------------
+// Writes the tests above do not make: a Txn (what `endpoints.Manager::Update` commits) and a ranged
+// DeleteRange (`etcdctl del --prefix`), each of several keys at one revision.
+
+/// `etcdserverpb.PutRequest`.
+#[derive(Clone, PartialEq, prost::Message)]
+struct PutRequest {
+    #[prost(bytes = "vec", tag = "1")]
+    key: Vec<u8>,
+    #[prost(bytes = "vec", tag = "2")]
+    value: Vec<u8>,
+}
+
+/// `etcdserverpb.DeleteRangeRequest`.
+#[derive(Clone, PartialEq, prost::Message)]
+struct DeleteRangeRequest {
+    #[prost(bytes = "vec", tag = "1")]
+    key: Vec<u8>,
+    #[prost(bytes = "vec", tag = "2")]
+    range_end: Vec<u8>,
+}
+
+/// `etcdserverpb.RequestOp` (its put arm).
+#[derive(Clone, PartialEq, prost::Message)]
+struct RequestOp {
+    #[prost(message, optional, tag = "2")]
+    request_put: Option<PutRequest>,
+}
+
+/// `etcdserverpb.TxnRequest` (no compares: the success ops always run).
+#[derive(Clone, PartialEq, prost::Message)]
+struct TxnRequest {
+    #[prost(message, repeated, tag = "2")]
+    success: Vec<RequestOp>,
+}
+
+/// `etcdserverpb.ResponseHeader` (revision).
+#[derive(Clone, PartialEq, prost::Message)]
+struct Header {
+    #[prost(int64, tag = "3")]
+    revision: i64,
+}
+
+/// Any etcd response: its header.
+#[derive(Clone, PartialEq, prost::Message)]
+struct WithHeader {
+    #[prost(message, optional, tag = "1")]
+    header: Option<Header>,
+}
+
+fn etcd_client(etcd: &Etcd) -> Channel {
+    Channel::builder(format!("ipv4:{}", etcd.addr))
+        .service_config_lookup(false)
+        .build()
+        .expect("a channel to etcd")
+}
+
+/// Puts every `(key, value)` in one Txn (one revision), as `endpoints.Manager::Update` does.
+async fn txn_put(etcd: &Etcd, kvs: &[(String, String)]) -> i64 {
+    let request = TxnRequest {
+        success: kvs
+            .iter()
+            .map(|(k, v)| RequestOp {
+                request_put: Some(PutRequest {
+                    key: k.as_bytes().to_vec(),
+                    value: v.as_bytes().to_vec(),
+                }),
+            })
+            .collect(),
+    };
+    let response: WithHeader = etcd_client(etcd)
+        .unary(
+            "/etcdserverpb.KV/Txn",
+            Request::new(request)
+                .with_timeout(Duration::from_secs(10))
+                .with_wait_for_ready(true),
+        )
+        .await
+        .expect("a txn")
+        .into_inner();
+    response.header.map_or(0, |h| h.revision)
+}
+
+/// Deletes the keys in `[key, range_end)` (one revision).
+async fn delete_range(etcd: &Etcd, key: &str, range_end: &str) -> i64 {
+    let request = DeleteRangeRequest {
+        key: key.as_bytes().to_vec(),
+        range_end: range_end.as_bytes().to_vec(),
+    };
+    let response: WithHeader = etcd_client(etcd)
+        .unary(
+            "/etcdserverpb.KV/DeleteRange",
+            Request::new(request)
+                .with_timeout(Duration::from_secs(10))
+                .with_wait_for_ready(true),
+        )
+        .await
+        .expect("a delete")
+        .into_inner();
+    response.header.map_or(0, |h| h.revision)
+}
+
+fn registration(addr: SocketAddr) -> String {
+    format!(r#"{{"Addr":"{addr}","Metadata":null}}"#)
+}
+
+/// Calls until `2 * want.len()` calls in a row succeed and reach exactly `want`, within `limit`; failed
+/// calls are retried (the channel may not know an endpoint yet). Panics with what it saw last.
+async fn reaches_within(channel: &Channel, want: &BTreeSet<String>, limit: Duration) {
+    let start = Instant::now();
+    loop {
+        let mut seen = BTreeSet::new();
+        let mut failed = None;
+        for _ in 0..2 * want.len() {
+            match call(channel).await {
+                Ok(id) => {
+                    seen.insert(id);
+                }
+                Err(status) => {
+                    failed = Some(status);
+                    break;
+                }
+            }
+        }
+        let last = match failed {
+            None if &seen == want => return,
+            None => format!("the calls reach {seen:?}"),
+            Some(status) => format!("a call failed: {status}"),
+        };
+        assert!(
+            start.elapsed() < limit,
+            "after {:?}, not {want:?}: {last}",
+            start.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// `endpoints.Manager::Update` adds several endpoints in one Txn: one revision, several PUT events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_txn_adding_two_endpoints_adds_both() {
+    let Some(etcd) = Etcd::start() else { return };
+    let kv = EtcdKv::new(etcd.addr);
+    let servers = backends(3).await;
+    let (a, b, c) = (&servers[0], &servers[1], &servers[2]);
+    kv.register("svc/a", a.addr).await.expect("put");
+    let channel = channel(&etcd, "svc");
+    reaches_within(&channel, &ids(&[a]), Duration::from_secs(5)).await;
+    txn_put(
+        &etcd,
+        &[
+            ("svc/b".to_owned(), registration(b.addr)),
+            ("svc/c".to_owned(), registration(c.addr)),
+        ],
+    )
+    .await;
+    reaches_within(&channel, &ids(&[a, b, c]), Duration::from_secs(1)).await;
+}
+
+/// `etcdctl del --prefix`-like: one DeleteRange removes two keys at one revision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ranged_delete_of_two_keys_removes_both() {
+    let Some(etcd) = Etcd::start() else { return };
+    let kv = EtcdKv::new(etcd.addr);
+    let servers = backends(3).await;
+    let (a, b, c) = (&servers[0], &servers[1], &servers[2]);
+    kv.register("svc/a", a.addr).await.expect("put");
+    kv.register("svc/b", b.addr).await.expect("put");
+    kv.register("svc/c", c.addr).await.expect("put");
+    let channel = channel(&etcd, "svc");
+    reaches_within(&channel, &ids(&[a, b, c]), Duration::from_secs(5)).await;
+    // [svc/a, svc/c): svc/a and svc/b, at one revision.
+    delete_range(&etcd, "svc/a", "svc/c").await;
+    reaches_within(&channel, &ids(&[c]), Duration::from_secs(1)).await;
+}
+
+/// Values past `MAX_VALUE_BYTES` are "ignored and logged": a few of etcd's largest values (1.5 MiB
+/// requests by default) must not stop the resolver from reading the valid key beside them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_values_under_the_prefix_do_not_hide_the_valid_ones() {
+    let Some(etcd) = Etcd::start() else { return };
+    let kv = EtcdKv::new(etcd.addr);
+    let servers = backends(1).await;
+    let big = "x".repeat(1400 * 1024);
+    for i in 0..7 {
+        kv.put(&format!("svc/big-{i}"), &big)
+            .await
+            .expect("a large put");
+    }
+    kv.register("svc/z", servers[0].addr).await.expect("put");
+    let channel = channel(&etcd, "svc");
+    reaches_within(&channel, &ids(&[&servers[0]]), Duration::from_secs(5)).await;
+}
+
+/// Keys whose values are not endpoints hold no place in the table, and the table is "a function of
+/// what etcd holds under the prefix, whether it was read whole or followed event by event": so a valid
+/// key after many garbage keys is one of the endpoints after a full read too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_keys_do_not_hide_a_valid_key_from_the_full_read() {
+    let Some(etcd) = Etcd::start() else { return };
+    let kv = EtcdKv::new(etcd.addr);
+    let servers = backends(1).await;
+    let garbage = grpc_etcd_resolver::MAX_ENDPOINTS + 300;
+    let keys: Vec<(String, String)> = (0..garbage)
+        .map(|i| (format!("svc/g{i:05}"), "not json".to_owned()))
+        .collect();
+    for chunk in keys.chunks(128) {
+        txn_put(&etcd, chunk).await;
+    }
+    kv.register("svc/z", servers[0].addr).await.expect("put");
+    let channel = channel(&etcd, "svc");
+    reaches_within(&channel, &ids(&[&servers[0]]), Duration::from_secs(5)).await;
+}
+
+/// Deleting the last key keeps the documented gRPC behaviour: an empty set is an error result, the
+/// channel keeps its last endpoints (as grpc-go's and grpc-java's balancers do on a resolver's empty
+/// list), so calls go on to the last endpoint; a key registered again is followed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_the_last_key_keeps_the_last_endpoint_until_a_key_is_registered_again() {
+    let Some(etcd) = Etcd::start() else { return };
+    let kv = EtcdKv::new(etcd.addr);
+    let servers = backends(2).await;
+    let (a, b) = (&servers[0], &servers[1]);
+    kv.register("svc/a", a.addr).await.expect("put");
+    let channel = channel(&etcd, "svc");
+    reaches_within(&channel, &ids(&[a]), Duration::from_secs(5)).await;
+    kv.delete("svc/a").await.expect("delete");
+    // Past the time a change takes to arrive, calls still reach the last endpoint.
+    let until = Instant::now() + Duration::from_millis(500);
+    while Instant::now() < until {
+        assert_eq!(
+            call(&channel)
+                .await
+                .expect("a call after the last key's delete"),
+            a.addr.to_string()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    kv.register("svc/b", b.addr).await.expect("put");
+    reaches_within(&channel, &ids(&[b]), Duration::from_secs(1)).await;
+}
+
+/// Dropping the channel (no `close`) ends the resolver's watch in etcd too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_the_channel_stops_the_watch() {
+    let Some(etcd) = Etcd::start() else { return };
+    let kv = EtcdKv::new(etcd.addr);
+    let servers = backends(1).await;
+    kv.register("svc/a", servers[0].addr).await.expect("put");
+    let channel = channel(&etcd, "svc");
+    assert_eq!(spread(&channel, 2).await, ids(&[&servers[0]]));
+    let until = Instant::now() + Duration::from_secs(5);
+    while etcd_watchers(&etcd) != Some(1) {
+        assert!(
+            Instant::now() < until,
+            "no watcher: {:?}",
+            etcd_watchers(&etcd)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(channel);
+    let until = Instant::now() + Duration::from_secs(5);
+    while etcd_watchers(&etcd) != Some(0) {
+        assert!(
+            Instant::now() < until,
+            "the watch outlived the dropped channel: {:?} watchers",
+            etcd_watchers(&etcd)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Several members over TLS: each member is verified against its own host name (as etcd's clientv3
+/// does), not all against the first member's. The certificate names `localhost` only; the first
+/// member (down) is `127.0.0.1:1`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_members_over_tls_each_verified_by_its_own_name() {
+    let ca = interop::tls::TestCa::new("etcd test CA").expect("a CA");
+    let server = ca
+        .issue(&["localhost"], interop::tls::Usage::Server)
+        .expect("a server certificate");
+    let Some(etcd) = Etcd::start_with(Some((&server.cert_pem, &server.key_pem))) else {
+        return;
+    };
+    let tls = || grpc_channel::TlsConfig::new().ca_certificate_pem(ca.cert_pem.clone());
+    let kv = EtcdKv::with_tls(etcd.addr, Some(tls().server_name("localhost")));
+    let servers = backends(1).await;
+    kv.register("svc/a", servers[0].addr).await.expect("put");
+    let resolver = EtcdResolverBuilder::new()
+        .with_endpoints([
+            "127.0.0.1:1".to_owned(),
+            format!("localhost:{}", etcd.addr.port()),
+        ])
+        .with_tls(tls())
+        .with_backoff(Duration::from_millis(100), Duration::from_secs(1));
+    let channel = Channel::builder("etcd:///svc")
+        .resolver(resolver)
+        .build()
+        .expect("a channel to etcd:///svc");
+    reaches_within(&channel, &ids(&[&servers[0]]), Duration::from_secs(10)).await;
+}
+
+/// The watch asks for `prev_kv` (unused: a DELETE is applied by its key) so that one ranged delete of a
+/// few large values sends etcd's previous values back in one response past the resolver's 8 MiB limit:
+/// the watch fails and the next change waits out a backoff (5 s here) instead of arriving at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_large_values_does_not_break_the_watch() {
+    let Some(etcd) = Etcd::start() else { return };
+    let kv = EtcdKv::new(etcd.addr);
+    let servers = backends(2).await;
+    let (a, b) = (&servers[0], &servers[1]);
+    kv.register("svc/a", a.addr).await.expect("put");
+    let channel = Channel::builder(format!("etcd://{}/svc", etcd.addr))
+        .resolver(
+            EtcdResolverBuilder::new().with_backoff(Duration::from_secs(5), Duration::from_secs(5)),
+        )
+        .default_service_config(ROUND_ROBIN)
+        .service_config_lookup(false)
+        .build()
+        .expect("a channel");
+    reaches_within(&channel, &ids(&[a]), Duration::from_secs(5)).await;
+    let big = "x".repeat(1400 * 1024);
+    for i in 0..7 {
+        kv.put(&format!("svc/big-{i}"), &big)
+            .await
+            .expect("a large put");
+    }
+    delete_range(&etcd, "svc/big-", "svc/big.").await;
+    kv.register("svc/b", b.addr).await.expect("put");
+    reaches_within(&channel, &ids(&[a, b]), Duration::from_secs(1)).await;
+}
+
+/// "An address that several keys name listed once": a key naming a backend by host name and another
+/// by IP are one backend, which round_robin must not weigh twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_backend_by_ip_and_by_host_name_is_listed_once() {
+    let Some(etcd) = Etcd::start() else { return };
+    let kv = EtcdKv::new(etcd.addr);
+    let servers = backends(2).await;
+    let (a, b) = (&servers[0], &servers[1]);
+    kv.register("svc/a", a.addr).await.expect("put");
+    kv.put(
+        "svc/a-by-name",
+        &format!(r#"{{"Addr":"localhost:{}"}}"#, a.addr.port()),
+    )
+    .await
+    .expect("put");
+    kv.register("svc/b", b.addr).await.expect("put");
+    let channel = channel(&etcd, "svc");
+    reaches_within(&channel, &ids(&[a, b]), Duration::from_secs(5)).await;
+    let mut to_a = 0;
+    for _ in 0..60 {
+        if call(&channel).await.expect("a call") == a.addr.to_string() {
+            to_a += 1;
+        }
+    }
+    assert_eq!(
+        to_a, 30,
+        "{to_a} of 60 calls went to the backend two keys name"
+    );
+}
+
+/// The data directory of the etcd serving `etcd.addr` (read from its command line in /proc).
+fn etcd_data_dir(etcd: &Etcd) -> Option<std::path::PathBuf> {
+    let listen = format!("--listen-client-urls={}", etcd.url());
+    for entry in std::fs::read_dir("/proc").ok()? {
+        let Ok(cmdline) = std::fs::read(entry.ok()?.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        if args.contains(&listen) {
+            return args
+                .iter()
+                .find_map(|a| a.strip_prefix("--data-dir="))
+                .map(Into::into);
+        }
+    }
+    None
+}
+
+/// etcd comes back as a new cluster (its data lost) on the same address: its revision starts again
+/// far below the one the resolver followed, and the resolver follows the new store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_back_as_a_new_cluster_with_a_lower_revision() {
+    let Some(mut etcd) = Etcd::start() else {
+        return;
+    };
+    let kv = EtcdKv::new(etcd.addr);
+    let servers = backends(2).await;
+    let (a, b) = (&servers[0], &servers[1]);
+    for i in 0..50 {
+        kv.put(&format!("other/{i}"), "v").await.expect("put");
+    }
+    kv.register("svc/a", a.addr).await.expect("put");
+    let channel = channel(&etcd, "svc");
+    reaches_within(&channel, &ids(&[a]), Duration::from_secs(5)).await;
+    let data = etcd_data_dir(&etcd).expect("etcd's data directory");
+    etcd.kill();
+    std::fs::remove_dir_all(&data).expect("etcd's data removed");
+    etcd.restart();
+    let revision = kv.register("svc/b", b.addr).await.expect("put");
+    assert!(revision < 10, "a new store: revision {revision}");
+    reaches_within(&channel, &ids(&[b]), Duration::from_secs(10)).await;
+}
