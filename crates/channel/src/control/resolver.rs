@@ -47,6 +47,9 @@ struct Running {
     /// When ResolveNow last reached the resolver, and whether a deferred one is due.
     last_resolve_now: Option<Instant>,
     deferred: bool,
+    /// The task that passes a deferred ResolveNow on at the end of the interval: stopped with the
+    /// resolver, so that a closed or dropped channel leaves no task sleeping behind it.
+    deferred_task: Option<tokio::task::JoinHandle<()>>,
 }
 
 /// What a channel's resolution needs to know of its builder beside the builder itself.
@@ -169,6 +172,9 @@ impl Resolution {
             let mut running = self.running.lock();
             running.stopped = true;
             running.sink = None;
+            if let Some(task) = running.deferred_task.take() {
+                task.abort();
+            }
             (running.resolver.take(), running.closed.take())
         };
         self.shut_down.close();
@@ -300,7 +306,7 @@ impl Resolution {
                 let Ok(runtime) = tokio::runtime::Handle::try_current() else {
                     return;
                 };
-                runtime.spawn(async move {
+                let task = runtime.spawn(async move {
                     tokio::time::sleep_until(at).await;
                     if let Some(resolution) = weak.upgrade() {
                         {
@@ -311,6 +317,13 @@ impl Resolution {
                         resolution.pass_resolve_now();
                     }
                 });
+                let mut running = self.running.lock();
+                if running.stopped {
+                    task.abort();
+                } else {
+                    // The one before has run (only one is deferred at a time): its handle goes.
+                    running.deferred_task = Some(task);
+                }
             }
         }
     }

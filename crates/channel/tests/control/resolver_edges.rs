@@ -639,3 +639,33 @@ async fn moved_backend_found(refresh: Option<Duration>) -> bool {
     }
     false
 }
+
+/// A ResolveNow the channel defers to the end of the minimum interval waits in a task of the channel's;
+/// closing or dropping the channel stops it (it did not: the chaos soak counted one task per dropped
+/// channel, asleep for the rest of the 30 s interval).
+#[tokio::test(start_paused = true)]
+async fn dropping_the_channel_stops_a_deferred_resolve_now() {
+    let runtime = tokio::runtime::Handle::current();
+    let before = runtime.metrics().num_alive_tasks();
+    // round_robin reconnects after each backoff, and each failure asks for a re-resolution: the first
+    // goes through, the next ones inside the 30 s interval are deferred.
+    let ch = Channel::builder(format!("ipv4:{}", dead_addr()))
+        .default_service_config(r#"{"loadBalancingConfig":[{"round_robin":{}}]}"#)
+        .build()
+        .expect("channel");
+    ch.connect();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    drop(ch);
+    let mut alive = runtime.metrics().num_alive_tasks();
+    for _ in 0..50 {
+        if alive <= before {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        alive = runtime.metrics().num_alive_tasks();
+    }
+    assert!(
+        alive <= before,
+        "{alive} tasks 5 s after the channel was dropped, {before} before it was built"
+    );
+}
