@@ -64,6 +64,7 @@ async fn duration_max_on_a_unix_target() {
         .expect("channel");
     unary_ok(&ch, Some(Duration::MAX)).await;
     let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_dir(&dir);
 }
 
 #[tokio::test(start_paused = true)]
