@@ -300,6 +300,7 @@ async fn a_unix_socket_target() {
         .expect("call over a unix socket");
     assert_eq!(r.message().payload.as_ref().map(|p| p.body.len()), Some(10));
     let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_dir(&dir);
 }
 
 /// A server stream of two messages, the second a minute after the first.

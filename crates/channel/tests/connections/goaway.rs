@@ -128,6 +128,7 @@ async fn a_graceful_goaway_on_a_unix_target_drains_too() {
         .await
         .expect("no hang");
     let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_dir(&dir);
 }
 
 fn far() -> tokio::time::Instant {
