@@ -192,6 +192,20 @@ struct CompactionRequest {
     physical: bool,
 }
 
+/// `etcdserverpb.RequestOp` (its put arm).
+#[derive(Clone, PartialEq, prost::Message)]
+struct RequestOp {
+    #[prost(message, optional, tag = "2")]
+    request_put: Option<PutRequest>,
+}
+
+/// `etcdserverpb.TxnRequest` (no compares: the success ops always run).
+#[derive(Clone, PartialEq, prost::Message)]
+struct TxnRequest {
+    #[prost(message, repeated, tag = "2")]
+    success: Vec<RequestOp>,
+}
+
 /// `etcdserverpb.ResponseHeader` (revision).
 #[derive(Clone, PartialEq, prost::Message)]
 struct ResponseHeader {
@@ -256,6 +270,33 @@ impl EtcdKv {
         let request = DeleteRangeRequest {
             key: key.as_bytes().to_vec(),
             range_end: Vec::new(),
+        };
+        self.call("/etcdserverpb.KV/DeleteRange", request).await
+    }
+
+    /// Puts every `(key, value)` in one Txn (one revision), as etcd's `endpoints.Manager::Update` does;
+    /// returns the new revision.
+    pub async fn txn_put(&self, kvs: &[(String, String)]) -> Result<i64, Status> {
+        let request = TxnRequest {
+            success: kvs
+                .iter()
+                .map(|(k, v)| RequestOp {
+                    request_put: Some(PutRequest {
+                        key: k.as_bytes().to_vec(),
+                        value: v.as_bytes().to_vec(),
+                    }),
+                })
+                .collect(),
+        };
+        self.call("/etcdserverpb.KV/Txn", request).await
+    }
+
+    /// Deletes the keys in `[key, range_end)` (one revision, as `etcdctl del --prefix` does); returns
+    /// the new revision.
+    pub async fn delete_range(&self, key: &str, range_end: &str) -> Result<i64, Status> {
+        let request = DeleteRangeRequest {
+            key: key.as_bytes().to_vec(),
+            range_end: range_end.as_bytes().to_vec(),
         };
         self.call("/etcdserverpb.KV/DeleteRange", request).await
     }

@@ -234,6 +234,15 @@ async fn a_target_without_a_name_fails_the_calls() {
     assert!(status.message().contains("NAME"), "{status}");
 }
 
+/// Waits (5 s at most) until etcd counts `n` watchers; panics with `what` (given the count seen) if not.
+async fn watchers_become(etcd: &Etcd, n: u64, what: &str) {
+    let until = Instant::now() + Duration::from_secs(5);
+    while etcd_watchers(etcd) != Some(n) {
+        assert!(Instant::now() < until, "{what}: {:?}", etcd_watchers(etcd));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// etcd's gauge of its watchers (`etcd_debugging_mvcc_watcher_total` on `/metrics`).
 fn etcd_watchers(etcd: &Etcd) -> Option<u64> {
     use std::io::{Read, Write};
@@ -261,25 +270,9 @@ async fn closing_the_channel_stops_the_watch() {
     kv.register("svc/a", servers[0].addr).await.expect("put");
     let channel = channel(&etcd, "svc");
     assert_eq!(spread(&channel, 2).await, ids(&[&servers[0]]));
-    let until = Instant::now() + Duration::from_secs(5);
-    while etcd_watchers(&etcd) != Some(1) {
-        assert!(
-            Instant::now() < until,
-            "no watcher in etcd: {:?}",
-            etcd_watchers(&etcd)
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    watchers_become(&etcd, 1, "no watcher in etcd").await;
     channel.close();
-    let until = Instant::now() + Duration::from_secs(5);
-    while etcd_watchers(&etcd) != Some(0) {
-        assert!(
-            Instant::now() < until,
-            "the watch outlived the channel: {:?} watchers",
-            etcd_watchers(&etcd)
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    watchers_become(&etcd, 0, "the watch outlived the channel, watchers").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -328,104 +321,6 @@ async fn etcd_over_tls() {
 // Writes the tests above do not make: a Txn (what `endpoints.Manager::Update` commits) and a ranged
 // DeleteRange (`etcdctl del --prefix`), each of several keys at one revision.
 
-/// `etcdserverpb.PutRequest`.
-#[derive(Clone, PartialEq, prost::Message)]
-struct PutRequest {
-    #[prost(bytes = "vec", tag = "1")]
-    key: Vec<u8>,
-    #[prost(bytes = "vec", tag = "2")]
-    value: Vec<u8>,
-}
-
-/// `etcdserverpb.DeleteRangeRequest`.
-#[derive(Clone, PartialEq, prost::Message)]
-struct DeleteRangeRequest {
-    #[prost(bytes = "vec", tag = "1")]
-    key: Vec<u8>,
-    #[prost(bytes = "vec", tag = "2")]
-    range_end: Vec<u8>,
-}
-
-/// `etcdserverpb.RequestOp` (its put arm).
-#[derive(Clone, PartialEq, prost::Message)]
-struct RequestOp {
-    #[prost(message, optional, tag = "2")]
-    request_put: Option<PutRequest>,
-}
-
-/// `etcdserverpb.TxnRequest` (no compares: the success ops always run).
-#[derive(Clone, PartialEq, prost::Message)]
-struct TxnRequest {
-    #[prost(message, repeated, tag = "2")]
-    success: Vec<RequestOp>,
-}
-
-/// `etcdserverpb.ResponseHeader` (revision).
-#[derive(Clone, PartialEq, prost::Message)]
-struct Header {
-    #[prost(int64, tag = "3")]
-    revision: i64,
-}
-
-/// Any etcd response: its header.
-#[derive(Clone, PartialEq, prost::Message)]
-struct WithHeader {
-    #[prost(message, optional, tag = "1")]
-    header: Option<Header>,
-}
-
-fn etcd_client(etcd: &Etcd) -> Channel {
-    Channel::builder(format!("ipv4:{}", etcd.addr))
-        .service_config_lookup(false)
-        .build()
-        .expect("a channel to etcd")
-}
-
-/// Puts every `(key, value)` in one Txn (one revision), as `endpoints.Manager::Update` does.
-async fn txn_put(etcd: &Etcd, kvs: &[(String, String)]) -> i64 {
-    let request = TxnRequest {
-        success: kvs
-            .iter()
-            .map(|(k, v)| RequestOp {
-                request_put: Some(PutRequest {
-                    key: k.as_bytes().to_vec(),
-                    value: v.as_bytes().to_vec(),
-                }),
-            })
-            .collect(),
-    };
-    let response: WithHeader = etcd_client(etcd)
-        .unary(
-            "/etcdserverpb.KV/Txn",
-            Request::new(request)
-                .with_timeout(Duration::from_secs(10))
-                .with_wait_for_ready(true),
-        )
-        .await
-        .expect("a txn")
-        .into_inner();
-    response.header.map_or(0, |h| h.revision)
-}
-
-/// Deletes the keys in `[key, range_end)` (one revision).
-async fn delete_range(etcd: &Etcd, key: &str, range_end: &str) -> i64 {
-    let request = DeleteRangeRequest {
-        key: key.as_bytes().to_vec(),
-        range_end: range_end.as_bytes().to_vec(),
-    };
-    let response: WithHeader = etcd_client(etcd)
-        .unary(
-            "/etcdserverpb.KV/DeleteRange",
-            Request::new(request)
-                .with_timeout(Duration::from_secs(10))
-                .with_wait_for_ready(true),
-        )
-        .await
-        .expect("a delete")
-        .into_inner();
-    response.header.map_or(0, |h| h.revision)
-}
-
 fn registration(addr: SocketAddr) -> String {
     format!(r#"{{"Addr":"{addr}","Metadata":null}}"#)
 }
@@ -472,14 +367,12 @@ async fn a_txn_adding_two_endpoints_adds_both() {
     kv.register("svc/a", a.addr).await.expect("put");
     let channel = channel(&etcd, "svc");
     reaches_within(&channel, &ids(&[a]), Duration::from_secs(5)).await;
-    txn_put(
-        &etcd,
-        &[
-            ("svc/b".to_owned(), registration(b.addr)),
-            ("svc/c".to_owned(), registration(c.addr)),
-        ],
-    )
-    .await;
+    kv.txn_put(&[
+        ("svc/b".to_owned(), registration(b.addr)),
+        ("svc/c".to_owned(), registration(c.addr)),
+    ])
+    .await
+    .expect("a txn");
     reaches_within(&channel, &ids(&[a, b, c]), Duration::from_secs(1)).await;
 }
 
@@ -496,7 +389,7 @@ async fn a_ranged_delete_of_two_keys_removes_both() {
     let channel = channel(&etcd, "svc");
     reaches_within(&channel, &ids(&[a, b, c]), Duration::from_secs(5)).await;
     // [svc/a, svc/c): svc/a and svc/b, at one revision.
-    delete_range(&etcd, "svc/a", "svc/c").await;
+    kv.delete_range("svc/a", "svc/c").await.expect("a delete");
     reaches_within(&channel, &ids(&[c]), Duration::from_secs(1)).await;
 }
 
@@ -531,7 +424,7 @@ async fn garbage_keys_do_not_hide_a_valid_key_from_the_full_read() {
         .map(|i| (format!("svc/g{i:05}"), "not json".to_owned()))
         .collect();
     for chunk in keys.chunks(128) {
-        txn_put(&etcd, chunk).await;
+        kv.txn_put(chunk).await.expect("a txn");
     }
     kv.register("svc/z", servers[0].addr).await.expect("put");
     let channel = channel(&etcd, "svc");
@@ -575,25 +468,9 @@ async fn dropping_the_channel_stops_the_watch() {
     kv.register("svc/a", servers[0].addr).await.expect("put");
     let channel = channel(&etcd, "svc");
     assert_eq!(spread(&channel, 2).await, ids(&[&servers[0]]));
-    let until = Instant::now() + Duration::from_secs(5);
-    while etcd_watchers(&etcd) != Some(1) {
-        assert!(
-            Instant::now() < until,
-            "no watcher: {:?}",
-            etcd_watchers(&etcd)
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    watchers_become(&etcd, 1, "no watcher").await;
     drop(channel);
-    let until = Instant::now() + Duration::from_secs(5);
-    while etcd_watchers(&etcd) != Some(0) {
-        assert!(
-            Instant::now() < until,
-            "the watch outlived the dropped channel: {:?} watchers",
-            etcd_watchers(&etcd)
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    watchers_become(&etcd, 0, "the watch outlived the dropped channel, watchers").await;
 }
 
 /// Several members over TLS: each member is verified against its own host name (as etcd's clientv3
@@ -651,7 +528,9 @@ async fn deleting_large_values_does_not_break_the_watch() {
             .await
             .expect("a large put");
     }
-    delete_range(&etcd, "svc/big-", "svc/big.").await;
+    kv.delete_range("svc/big-", "svc/big.")
+        .await
+        .expect("a delete");
     kv.register("svc/b", b.addr).await.expect("put");
     reaches_within(&channel, &ids(&[a, b]), Duration::from_secs(1)).await;
 }
