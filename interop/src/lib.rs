@@ -2,6 +2,9 @@
 //! API (with the standard health service), a fault-injecting server for tests, and a raw-frame HTTP/2 server
 //! for what h2 cannot send. The binaries `interop-client` and `interop-server` wrap them with the standard
 //! flags (`shared/spec/interop.md`).
+//!
+//! Cargo features: `test-dns` adds the in-process DNS server tests resolve through (`dns`); `xds-server` adds
+//! the test xDS management server (`xds_server`, `xds_resources`) and the `xds-control-plane` binary.
 
 pub mod chaos;
 pub mod client;

@@ -1,12 +1,17 @@
-//! A gRPC client channel over HTTP/2, on h2 and tokio.
+//! A gRPC client channel over HTTP/2, on h2 and tokio: calls of every shape, name resolution and service
+//! config (DNS TXT, gRFC A2), load balancing, health checking, outlier detection, gRFC A6 retries and hedging,
+//! TLS, proxies, keepalive, xDS (feature `xds`), and what it all did in spans, metrics and statistics.
+//!
+//! # Calls
 //!
 //! This crate implements the client side of gRPC over HTTP/2 (`doc/PROTOCOL-HTTP2.md`), in plaintext with
-//! prior knowledge or over TLS (rustls, ALPN `h2`; see [`TlsConfig`]): request headers (`grpc-timeout`, `grpc-encoding`, metadata with base64
-//! `-bin` values), Length-Prefixed-Message framing, per-message compression (gzip, deflate and tonic's zstd;
-//! see [`ChannelBuilder::send_compressed`] and [`ChannelBuilder::accept_compressed`]), responses with
-//! headers, messages and trailers (and Trailers-Only), the HTTP-status and RST_STREAM status tables,
-//! deadlines, cancellation, and message size limits (grpc-go's model: a call's own limit replaces the
-//! channel's, the service config caps both; every limit error names the limit it hit).
+//! prior knowledge or over TLS (rustls, ALPN `h2`; see [`TlsConfig`]): request headers (`grpc-timeout`,
+//! `grpc-encoding`, metadata with base64 `-bin` values), Length-Prefixed-Message framing, per-message
+//! compression (gzip, deflate and tonic's zstd; see [`ChannelBuilder::send_compressed`] and
+//! [`ChannelBuilder::accept_compressed`]), responses with headers, messages and trailers (and Trailers-Only),
+//! the HTTP-status and RST_STREAM status tables, deadlines, cancellation, and message size limits (grpc-go's
+//! model: a call's own limit replaces the channel's, the service config caps both; every limit error names
+//! the limit it hit).
 //!
 //! Applications call through clients that `grpc-build` generates from `.proto` files, shaped like tonic's
 //! (here the interop suite's `grpc.testing` package):
@@ -42,19 +47,43 @@
 //! Generated clients are included with [`include_proto!`], or with [`include_clients!`] beside messages
 //! generated elsewhere (e.g. by tonic, for a server in the same crate); their methods take [`IntoRequest`]
 //! or [`IntoStreamingRequest`] and run on [`Channel::unary`], [`Channel::server_streaming`],
-//! [`Channel::client_streaming`] and [`Channel::bidi_streaming`].
+//! [`Channel::client_streaming`] and [`Channel::bidi_streaming`]. Interceptors ([`Interceptor`]) see and
+//! change each call's method, metadata and options, per channel or per client.
 //!
-//! Targets resolve through `grpc-service-config`'s hickory resolver, which also reads the service config from
-//! DNS TXT records (gRFC A2) and applies A21's rules for bad ones; the method config's `timeout`,
-//! `waitForReady` and message size limits apply to each call. DNS names may also be re-resolved periodically
-//! ([`ResolverOptions::with_refresh_interval`], off by default). Other schemes plug in through the public
-//! resolver API, [`resolver`]: a [`resolver::ResolverBuilder`] registered per channel
-//! ([`ChannelBuilder::resolver`]) or process-wide ([`resolver::register`]); the built-in `dns:`, `ipv4:`,
-//! `ipv6:`, `unix:` and `xds:` resolvers run on it too, and [`resolver::manual`] lets the application push
-//! the endpoints itself.
+//! # Targets and name resolution
 //!
-//! Calls are load-balanced by a per-channel control plane (`grpc-lb`: pick_first or round_robin, subchannels
-//! with connection backoff), with connectivity state, wait-for-ready, an idle timeout and `close()`.
+//! A target names the backends; its scheme picks the resolver (`doc/naming.md`):
+//!
+//! | target | resolves to |
+//! |---|---|
+//! | `host:port`, `dns:[//dns-server:port/]host[:port]` | every address of a DNS name (hickory, `/etc/resolv.conf`), and the service config in its `_grpc_config.` TXT record (gRFC A2) |
+//! | `http://host[:port]`, `https://host[:port]` | a DNS name as tonic users write it: plaintext (port 80) or TLS (port 443) |
+//! | `ipv4:10.0.0.1:50051,10.0.0.2:50051` | those IPv4 addresses (port 443 when left out) |
+//! | `ipv6:[::1]:50051,[::2]:50051` | those IPv6 addresses, in brackets with a port |
+//! | `unix:relative/path`, `unix:///absolute/path` | a Unix socket |
+//! | `xds:///name` (feature `xds`) | an xDS control plane's listener, routes, clusters and endpoints |
+//! | `scheme://authority/endpoint` | a resolver registered for `scheme` (e.g. `etcd://...` with `grpc-etcd-resolver`) |
+//!
+//! DNS names may also be re-resolved periodically ([`ResolverOptions::with_refresh_interval`], off by
+//! default). Other schemes plug in through the public resolver API, [`resolver`]: a
+//! [`resolver::ResolverBuilder`] registered per channel ([`ChannelBuilder::resolver`]) or process-wide
+//! ([`resolver::register`]); the built-in resolvers run on it too, and [`resolver::manual`] lets the
+//! application push the endpoints itself. A service config may also come from the application
+//! ([`ChannelBuilder::default_service_config`]); the method config's `timeout`, `waitForReady` and message
+//! size limits apply to each call, and an invalid config keeps the last good one (gRFC A21).
+//!
+//! # Load balancing, health checking, outlier detection
+//!
+//! Calls are load-balanced by a per-channel control plane (`grpc-lb`), with connectivity state,
+//! wait-for-ready, an idle timeout and `close()`. **Without a service config the policy is `pick_first`**:
+//! every call goes to the first address that connects, as in every gRPC implementation (tonic's
+//! `balance_list` spreads calls instead); `{"loadBalancingConfig": [{"round_robin": {}}]}` spreads them over
+//! every endpoint (gRFC A61). A service config's `healthCheckConfig` (gRFC A17) runs the standard health
+//! service's Watch on every connection under round_robin (pick_first does not health check; the channel warns
+//! when a config asks it to), and `outlier_detection_experimental` (gRFC A50) ejects addresses whose calls
+//! fail more than the others'. Policies of one's own plug in through [`lb`].
+//!
+//! # Retries and hedging
 //!
 //! Every call, whatever its shape and whether or not its method config has a `retryPolicy` or
 //! `hedgingPolicy`, runs through `grpc-retry`'s A6 state machine: retries, hedging (hedges avoid the
@@ -67,11 +96,31 @@
 //! an attempt that has no response headers in time; see the user guide (`docs/guide/retries.md` in the
 //! repository).
 //!
-//! Connections drain on GOAWAY (a new one takes new calls at once), keepalive (gRFC A8) finds a peer that
-//! stopped answering, and every deadline and duration holds whatever the server sends.
+//! # Connections
 //!
-//! With the `xds` feature, `xds:` targets follow an xDS control plane (gRFC A27, A28, A31, A42, A44; see the
-//! user guide, `docs/guide/xds.md`).
+//! Connections drain on GOAWAY (a new one takes new calls at once), keepalive (gRFC A8:
+//! [`ChannelBuilder::keepalive_time`], tonic's `http2_keep_alive_interval`) finds a peer that stopped
+//! answering, HTTP CONNECT proxies come from the environment (`grpc_proxy`, `https_proxy`, `http_proxy`, with
+//! `no_grpc_proxy`/`no_proxy`) or [`ChannelBuilder::proxy`], and
+//! every deadline and duration holds whatever the server sends.
+//!
+//! # Observability
+//!
+//! Each call has a `grpc.call` tracing span with a `grpc.attempt` span per attempt; with the feature
+//! `metrics` the channel records gRFC A66/A96 instruments through the `metrics` facade; [`Channel::stats`]
+//! needs neither. The names, fields and labels are in [`observability`].
+//!
+//! # Cargo features
+//!
+//! | feature | what it adds |
+//! |---|---|
+//! | `tower` | [`tower::ChannelService`]: a `tower::Service<http::Request<_>>` over a channel, for clients generated by tonic-build |
+//! | `tonic` | `From` conversions between this crate's [`Status`] and [`Code`] and tonic's, so a tonic handler forwards a backend's failure with `?` |
+//! | `metrics` | gRFC A66/A96 instruments through the `metrics` facade ([`observability`]) |
+//! | `xds` | `xds:` targets: the channel follows an xDS control plane (gRFC A27, A28, A31, A42, A44; see the user guide, `docs/guide/xds.md`) |
+//! | `unstable` | codec internals the project's own servers, benchmarks and fuzz targets share: hidden, no stability promise |
+//!
+//! None is on by default.
 //!
 //! Not here: ALTS, certificate revocation checks, HTTP/1 upgrades, server-side code.
 
@@ -93,6 +142,7 @@ mod channel;
 #[cfg(feature = "unstable")]
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod observability;
 mod pump;
 pub mod retry;
 #[cfg(feature = "tower")]

@@ -2,8 +2,9 @@
 //! `xtask tidy` is the model), on one reader of the module graph: **no module cycle in any crate**, and
 //! **layers by folder** in the crates of [`LAYERED`] (grpc-channel: wire < request < conn < control < call
 //! < api, the files at the root and `xds/`): a module uses only modules of its own layer or of lower ones,
-//! every module is in a folder of the table, and every folder of the table exists. `--verbose` prints each
-//! layered crate's table with each layer's modules, and every module's uses.
+//! every module is in a folder of the table, and every folder of the table exists; and **every cargo feature
+//! of a library crate named in its root docs** ([`features`]). `--verbose` prints each layered crate's table
+//! with each layer's modules, and every module's uses.
 //!
 //! Every crate of the workspace (each `lib.rs`, `main.rs` and `src/bin/*.rs` of the members in `Cargo.toml`)
 //! is read from its root, following `mod` declarations (to `name.rs`, `name/mod.rs` or the file of a
@@ -28,6 +29,7 @@
 //! no code itself: the reading of a crate is in [`source`] (on the scanning helpers of [`lex`]), the paths a
 //! module uses in [`refs`], the module graph and its cycles in [`graph`], the layer check in [`layers`].
 
+mod features;
 mod graph;
 mod layers;
 mod lex;
@@ -117,9 +119,16 @@ pub(crate) fn tidy(root: &Path, args: &[String]) -> Result<bool, String> {
     if !report.cycles.is_empty() {
         eprintln!("tidy: {} module cycle(s)", report.cycles.len());
     }
-    let clean = report.layers.is_empty() && report.cycles.is_empty();
+    let undocumented = features::feature_violations(root, &crate_roots(root)?)?;
+    for line in &undocumented {
+        eprintln!("{line}");
+    }
+    let clean = report.layers.is_empty() && report.cycles.is_empty() && undocumented.is_empty();
     if clean {
-        println!("tidy: no module cycle in any crate, every layered crate in its layers");
+        println!(
+            "tidy: no module cycle in any crate, every layered crate in its layers, every cargo feature \
+             named in its crate's docs"
+        );
     }
     Ok(clean)
 }

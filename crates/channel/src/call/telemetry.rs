@@ -1,27 +1,8 @@
 //! What a channel tells about its calls: `tracing` spans, gRFC A66/A96 metrics through the `metrics`
 //! facade (feature `metrics`), and [`Channel::stats`](crate::Channel::stats) without any exporter.
 //!
-//! Spans (at `INFO`, so a subscriber filtering them out costs a callsite check):
-//! * `grpc.call` per call, from its very start (before interceptors and resolution, so a call that fails
-//!   before any attempt has one too), fields `grpc.method`, `grpc.target`, `retry.policy` (the policy the
-//!   call runs, once its method config is known: `service_config`, `application` or `none`), for a call an
-//!   xDS route took `xds.route` (the route's `name`, else `virtual host name/index` with the route's place
-//!   in its virtual host) and `xds.cluster` (both empty on other channels), and at its end `grpc.status`
-//!   and `grpc.attempts` (0 for a call that never made one); debug events inside it: `call routed` (xDS,
-//!   with the route and cluster) and `call started`, when the first attempt is about to start;
-//! * `grpc.attempt` per attempt, a child of its call's span: `grpc.attempt` (1, 2, ...), `grpc.transparent`,
-//!   `grpc.delay_ms` (how long the call had no attempt in flight before this one: a retry's backoff, 0 for a
-//!   hedge or the first attempt), `grpc.peer` once picked, `grpc.committed` (true) when the call commits to
-//!   it, and at its end, once, `grpc.outcome` (a status code, or `cancelled` for an attempt the call
-//!   cancelled).
-//!
-//! Metrics, with the instrument names and labels of gRFC A66 and A96 (`grpc.method` as A66 writes it,
-//! `package.Service/Method` without the leading slash, `grpc.target`, and `grpc.status` where A66 has it).
-//! The channel cannot tell a generated client's methods from arbitrary paths, so it labels every method by
-//! its name rather than A66's `other` for unregistered ones; applications calling unbounded paths through
-//! `unary_raw` should keep that in mind for label cardinality. The instruments: `grpc.client.attempt.started`, `grpc.client.attempt.duration`,
-//! `grpc.client.call.duration`, `grpc.client.call.retries`, `grpc.client.call.transparent_retries`,
-//! `grpc.client.call.hedges` (each only when non-zero, as A96 says) and `grpc.client.call.retry_delay`.
+//! The span names and fields, the metric instruments and their labels are documented for users in the public
+//! `observability` module (`crates/channel/src/observability.rs`): a change to them here changes that page.
 //! Not here: A66's per-attempt message size instruments.
 
 use std::collections::HashMap;

@@ -1,0 +1,88 @@
+//! What a channel tells about its calls and itself: `tracing` spans and events, gRFC A66/A96 metrics through
+//! the `metrics` facade (cargo feature `metrics`), and [`Channel::stats`](crate::Channel::stats), which needs
+//! no exporter. This module holds only documentation: the names below are what dashboards and log queries
+//! match on, and they are kept stable.
+//!
+//! # Spans
+//!
+//! Both at `INFO`, so a subscriber that filters them out costs a callsite check per call.
+//!
+//! * **`grpc.call`**, one per call, from its very start (before interceptors and name resolution, so a call
+//!   that fails before any attempt has one too). Fields: `grpc.method` (`/package.Service/Method`),
+//!   `grpc.target`, `retry.policy` (the policy the call runs, once its method config is known:
+//!   `service_config`, `application` or `none`), for a call an xDS route took `xds.route` (the route's
+//!   `name`, else `virtual host name/index`) and `xds.cluster` (both empty on other channels), and at its end
+//!   `grpc.status` (the code) and `grpc.attempts` (0 for a call that never made one). Debug events inside it:
+//!   `call routed` (xDS, with the route and cluster) and `call started`, when the first attempt is about to
+//!   start.
+//! * **`grpc.attempt`**, one per attempt, a child of its call's span. Fields: `grpc.attempt` (1, 2, ...),
+//!   `grpc.transparent` (a transparent retry), `grpc.delay_ms` (how long the call had no attempt in flight
+//!   before this one: a retry's backoff; 0 for a hedge or the first attempt), `grpc.peer` (the address, once
+//!   picked), `grpc.committed` (true when the call commits to this attempt), and at its end, once,
+//!   `grpc.outcome` (a status code, or `cancelled` for an attempt the call cancelled).
+//!
+//! # Events
+//!
+//! Outside the call spans, the channel logs what changes its connections and choices, with the address
+//! (`addr` or `address`) as a field:
+//!
+//! * `WARN`: a service config the resolver sent is invalid and the previous one is kept (gRFC A21); a
+//!   proxy environment variable is ignored; the server sent GOAWAY `too_many_pings` and the keepalive time
+//!   doubled.
+//! * `INFO`: outlier detection ejects an address (with the cause, the multiplier and the ejection time) or
+//!   returns it; a health check finds an address not serving, or serving again; a connection closes.
+//! * `ERROR`: a load-balancing policy panicked (its connections close and the resolver is asked again); a
+//!   server has no health service while health checking is on (it is used as healthy).
+//! * `DEBUG`: GOAWAY received (last stream id, error code, debug data); a picked connection was gone; the
+//!   channel went IDLE; a health Watch failed and will be retried.
+//!
+//! # Metrics (feature `metrics`)
+//!
+//! The instrument names and labels of gRFC A66 and A96, recorded through the `metrics` facade, so any
+//! `metrics` recorder or exporter (Prometheus, OpenTelemetry, StatsD...) sees them once installed:
+//!
+//! | instrument | kind | labels |
+//! |---|---|---|
+//! | `grpc.client.attempt.started` | counter | `grpc.method`, `grpc.target` |
+//! | `grpc.client.attempt.duration` | histogram (s) | `grpc.method`, `grpc.target`, `grpc.status` |
+//! | `grpc.client.call.duration` | histogram (s) | `grpc.method`, `grpc.target`, `grpc.status` |
+//! | `grpc.client.call.retries` | histogram | `grpc.method`, `grpc.target` |
+//! | `grpc.client.call.transparent_retries` | histogram | `grpc.method`, `grpc.target` |
+//! | `grpc.client.call.hedges` | histogram | `grpc.method`, `grpc.target` |
+//! | `grpc.client.call.retry_delay` | histogram (s) | `grpc.method`, `grpc.target` |
+//!
+//! `grpc.method` is written as A66 writes it, `package.Service/Method` without the leading slash. The
+//! retry, transparent-retry and hedge histograms record only non-zero values, as A96 says. The channel
+//! cannot tell a generated client's methods from arbitrary paths, so it labels every method by its name
+//! rather than A66's `other` for unregistered ones: an application calling unbounded paths through
+//! [`Channel::unary_raw`](crate::Channel::unary_raw) should mind the label cardinality. Not recorded: A66's
+//! per-attempt message size instruments.
+//!
+//! A recorder sees every channel's instruments once installed (here `metrics-util`'s debugging recorder; an
+//! exporter's `install()` works the same way):
+//!
+//! ```no_run
+//! # #[cfg(feature = "metrics")]
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! use metrics_util::debugging::DebuggingRecorder;
+//!
+//! let recorder = DebuggingRecorder::new();
+//! let snapshotter = recorder.snapshotter();
+//! recorder.install()?; // process-wide: every channel's calls record into it from now on
+//!
+//! let channel = grpc_channel::Channel::new("dns:///backend.internal:50051")?;
+//! // ... calls on `channel` ...
+//! for (key, _unit, _description, value) in snapshotter.snapshot().into_vec() {
+//!     println!("{} {:?} = {value:?}", key.key().name(), key.key().labels().collect::<Vec<_>>());
+//! }
+//! # let _ = channel;
+//! # Ok(()) }
+//! ```
+//!
+//! # Channel statistics
+//!
+//! [`Channel::stats`](crate::Channel::stats) returns a [`ChannelStats`](crate::ChannelStats) snapshot at any
+//! time, without any recorder: calls started, succeeded and failed; attempts; per method gRFC A6's retry and
+//! hedging statistics; the addresses outlier detection ejected and how often; the addresses health checking
+//! finds not serving; for xDS channels the calls per cluster; and the request bytes committed calls still
+//! hold.

@@ -1,0 +1,123 @@
+//! The feature check of `cargo xtask tidy`: every cargo feature a library crate of the workspace declares is
+//! named in that crate's root documentation (the `//!` lines of its `lib.rs`), in backticks, so docs.rs's front
+//! page of each crate tells a user every switch it has. A feature is named when `` `name` `` appears in those
+//! lines. `default` and features whose name starts with `_` (private plumbing) are left out.
+//!
+//! Cargo.toml is read line by line (the `[features]` table up to the next table header); xtask has no TOML
+//! parser, and the workspace's manifests keep one feature per line. Not here: checking what the docs say about
+//! each feature (a reader's job), or features of binaries.
+
+use std::path::{Path, PathBuf};
+
+/// The feature names a manifest declares in its `[features]` table, in order, `default` and `_`-prefixed ones
+/// left out.
+pub(super) fn declared_features(manifest: &str) -> Vec<String> {
+    let mut in_features = false;
+    let mut out = Vec::new();
+    for line in manifest.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_features = line == "[features]";
+            continue;
+        }
+        if !in_features || line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let Some((name, _)) = line.split_once('=') else {
+            continue;
+        };
+        let name = name.trim().trim_matches('"');
+        if name != "default" && !name.starts_with('_') && !name.is_empty() {
+            out.push(name.to_owned());
+        }
+    }
+    out
+}
+
+/// The crate-level documentation of a crate root: its leading `//!` lines (and `#![doc = "..."]` lines) joined.
+pub(super) fn root_docs(source: &str) -> String {
+    source
+        .lines()
+        .map(str::trim_start)
+        .filter_map(|line| {
+            line.strip_prefix("//!")
+                .or_else(|| line.strip_prefix("#![doc = "))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The features of `manifest` that `docs` does not name in backticks.
+pub(super) fn undocumented(manifest: &str, docs: &str) -> Vec<String> {
+    declared_features(manifest)
+        .into_iter()
+        .filter(|name| !docs.contains(&format!("`{name}`")))
+        .collect()
+}
+
+/// One line per undocumented feature of every library crate among `roots` (crate root files).
+pub(super) fn feature_violations(root: &Path, roots: &[PathBuf]) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    for lib in roots.iter().filter(|r| r.ends_with("src/lib.rs")) {
+        let Some(dir) = lib.parent().and_then(Path::parent) else {
+            continue;
+        };
+        let manifest = std::fs::read_to_string(dir.join("Cargo.toml"))
+            .map_err(|e| format!("reading {}: {e}", dir.join("Cargo.toml").display()))?;
+        let source =
+            std::fs::read_to_string(lib).map_err(|e| format!("reading {}: {e}", lib.display()))?;
+        let name = lib.strip_prefix(root).unwrap_or(lib).display().to_string();
+        for feature in undocumented(&manifest, &root_docs(&source)) {
+            out.push(format!(
+                "{name}: the crate's documentation does not name its cargo feature `{feature}` (write it in \
+                 backticks in the `//!` docs)"
+            ));
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MANIFEST: &str = r#"
+[package]
+name = "x"
+
+[features]
+# a comment = not a feature
+default = ["tower"]
+tower = ["dep:tower-service"]
+"metrics" = []
+__private = []
+xds = ["dep:grpc-xds", "dep:envoy-types"]
+
+[dev-dependencies]
+serde = "1"
+"#;
+
+    #[test]
+    fn the_features_table_is_read_up_to_the_next_table() {
+        assert_eq!(declared_features(MANIFEST), ["tower", "metrics", "xds"]);
+        assert!(declared_features("[package]\nname = \"x\"\n").is_empty());
+    }
+
+    #[test]
+    fn a_feature_counts_as_named_only_in_backticks_in_the_root_docs() {
+        let source = "//! With the `tower` feature, ...\n//! metrics and `xds`.\n// `metrics` in a plain comment\nfn f() {}\n";
+        assert_eq!(undocumented(MANIFEST, &root_docs(source)), ["metrics"]);
+        let all = "//! `tower`, `metrics`, `xds`\n";
+        assert!(undocumented(MANIFEST, &root_docs(all)).is_empty());
+    }
+
+    #[test]
+    fn every_library_crate_of_the_workspace_names_its_features() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("the workspace");
+        let roots = super::super::source::crate_roots(root).expect("crate roots");
+        let violations = feature_violations(root, &roots).expect("read");
+        assert!(violations.is_empty(), "{}", violations.join("\n"));
+    }
+}
