@@ -102,7 +102,8 @@ impl From<tonic::Status> for Status {
                 },
             };
         }
-        let details = (!status.details().is_empty()).then(|| Bytes::copy_from_slice(status.details()));
+        let details =
+            (!status.details().is_empty()).then(|| Bytes::copy_from_slice(status.details()));
         let mut converted = Status::new(Code::from(status.code()), status.message())
             .with_metadata(metadata)
             .with_details_bin(details);
