@@ -9,9 +9,10 @@
 //! * the metadata: this crate's [`Status::metadata`] is the call's trailers (or the Trailers-Only response
 //!   headers); tonic's `Status::metadata` is one map too, which a tonic server sends as the trailers. The
 //!   response headers of a call that then failed are not in either direction's map: tonic's own client
-//!   adds them to a failed unary call's status (a key in both keeps the header's values), this crate keeps
-//!   them on the call ([`Streaming::metadata`](crate::Streaming::metadata)) as grpc-go and grpc-java do, so
-//!   a handler that forwards with `?` forwards the backend's trailers. Entries this crate's
+//!   adds them to a failed unary call's status (a key in both keeps the header's values), this crate
+//!   leaves them out of the status as grpc-go and grpc-java do (a streaming call keeps them:
+//!   [`Streaming::metadata`](crate::Streaming::metadata)), so a handler that forwards with `?` forwards the
+//!   backend's trailers. Entries this crate's
 //!   [`MetadataMap`] could not hold are left out of a converted tonic status: `grpc-*` keys, the headers
 //!   the channel sets (`content-type`, `user-agent`, `te`...), ASCII values outside printable ASCII, and
 //!   `-bin` values that are not base64. Towards tonic, `grpc-*` keys are left out
