@@ -45,6 +45,7 @@ use crate::channel::{Channel, Inner};
 /// # let _ = channel;
 /// # Ok(()) }
 /// ```
+#[doc(alias = "Endpoint")]
 #[derive(Clone, Debug)]
 pub struct ChannelBuilder {
     target: String,
@@ -153,6 +154,7 @@ impl ChannelBuilder {
     /// configuration; see [`TlsConfig`] for the roots, client certificates and the server name. An
     /// `https://` target uses TLS with the platform's roots without this; an `http://` target cannot have
     /// it. Works with every target kind: each subchannel makes its own TLS session.
+    #[doc(alias = "tls_config")]
     pub fn tls(mut self, config: TlsConfig) -> Self {
         self.tls = Some(config);
         self
@@ -162,13 +164,16 @@ impl ChannelBuilder {
     /// server, the client sends a PING, and closes the connection if it is not answered within the
     /// keepalive timeout (its calls fail UNAVAILABLE, the channel reconnects). Values under 10 s are raised
     /// to 10 s. A server that answers GOAWAY "too_many_pings" doubles the time for the channel's later
-    /// connections.
+    /// connections. (tonic's `Endpoint::http2_keep_alive_interval`.)
+    #[doc(alias = "http2_keep_alive_interval")]
     pub fn keepalive_time(mut self, time: Duration) -> Self {
         self.keepalive_time = Some(time);
         self
     }
 
-    /// How long a keepalive PING may go unanswered before the connection is closed (20 s by default).
+    /// How long a keepalive PING may go unanswered before the connection is closed (20 s by default;
+    /// tonic's `Endpoint::keep_alive_timeout`).
+    #[doc(alias = "keep_alive_timeout")]
     pub fn keepalive_timeout(mut self, timeout: Duration) -> Self {
         self.keepalive_timeout = timeout;
         self
@@ -176,7 +181,9 @@ impl ChannelBuilder {
 
     /// Whether keepalive PINGs are sent while no stream is open: no call of the channel in flight and no
     /// health Watch (gRFC A17) open on the connection (off by default; servers usually refuse pings
-    /// without streams). A connection whose health Watch is open is pinged either way.
+    /// without streams). A connection whose health Watch is open is pinged either way. (tonic's
+    /// `Endpoint::keep_alive_while_idle`.)
+    #[doc(alias = "keep_alive_while_idle")]
     pub fn keepalive_permit_without_calls(mut self, permit: bool) -> Self {
         self.keepalive_permit_without_calls = permit;
         self
@@ -226,7 +233,9 @@ impl ChannelBuilder {
 
     /// Overrides the `:authority` sent with every call (by default the target's `host:port`). On an
     /// `xds:` channel it is also the name the route configuration's virtual hosts are matched against
-    /// (gRFC A28's data-plane authority) instead of the target's name.
+    /// (gRFC A28's data-plane authority) instead of the target's name. (tonic's `Endpoint::origin` sets it
+    /// the same way.)
+    #[doc(alias = "origin")]
     pub fn authority(mut self, authority: impl Into<String>) -> Self {
         self.authority = Some(authority.into());
         self
@@ -413,7 +422,15 @@ impl ChannelBuilder {
         self
     }
 
-    /// The HTTP/2 settings (windows, frame sizes); the defaults are documented on [`Http2Settings`].
+    /// The HTTP/2 settings (windows, frame sizes); the defaults are documented on [`Http2Settings`]. tonic's
+    /// `Endpoint::initial_stream_window_size`, `initial_connection_window_size`, `max_frame_size` and
+    /// `http2_max_header_list_size` are its fields.
+    #[doc(alias(
+        "initial_stream_window_size",
+        "initial_connection_window_size",
+        "http2_max_header_list_size",
+        "max_frame_size"
+    ))]
     pub fn http2_settings(mut self, settings: Http2Settings) -> Self {
         self.http2 = settings;
         self
@@ -448,7 +465,9 @@ impl ChannelBuilder {
         })
     }
 
-    /// Checks the options and builds the channel. Does not connect (see [`ChannelBuilder::connect`]).
+    /// Checks the options and builds the channel. Does not connect (see [`ChannelBuilder::connect`]): tonic's
+    /// `Endpoint::connect_lazy`.
+    #[doc(alias = "connect_lazy")]
     pub fn build(mut self) -> Result<Channel, BuildError> {
         // The channel's own policies join those the resolver options carry (and win over them): every
         // service config of the channel is parsed with them.
@@ -756,11 +775,14 @@ impl Channel {
     /// `unix:path`, `http://host:port`, `https://host:port`; see [`Target`]), or `scheme://authority/endpoint`
     /// (also `scheme:endpoint`) of a resolver registered for `scheme` ([`ChannelBuilder::resolver`],
     /// [`crate::resolver::register`]), looked up by `build()`.
+    #[doc(alias("Endpoint", "from_static", "from_shared", "balance_list"))]
     pub fn builder(target: impl Into<String>) -> ChannelBuilder {
         ChannelBuilder::new(target.into())
     }
 
-    /// A channel to `target` with default options.
+    /// A channel to `target` with default options. Lazy: it connects on the first call (tonic's
+    /// `Endpoint::connect_lazy`).
+    #[doc(alias = "connect_lazy")]
     pub fn new(target: impl Into<String>) -> Result<Channel, BuildError> {
         Channel::builder(target).build()
     }

@@ -1,10 +1,16 @@
 //! The gRPC status code (`doc/statuscodes.md`): the one vocabulary shared by every crate of the workspace, from
 //! the service config's `retryableStatusCodes` to the retry state machine and the channel's `Status`.
 //!
-//! This crate has no dependencies and does no I/O. The tables that turn HTTP statuses and HTTP/2 error codes
-//! into codes belong to the transport (`grpc-channel`), not here.
+//! This crate does no I/O and, without features, has no dependencies. The tables that turn HTTP statuses and
+//! HTTP/2 error codes into codes belong to the transport (`grpc-channel`), not here.
+//!
+//! With the `tonic` feature, [`Code`] converts to and from `tonic::Code` (`tonic::Code::from(code)`,
+//! `Code::from(tonic_code)`), in `tonic_code.rs`; the conversions of whole statuses are `grpc-channel`'s.
 
 use std::fmt;
+
+#[cfg(feature = "tonic")]
+mod tonic_code;
 
 /// A gRPC status code (`doc/statuscodes.md`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -46,7 +52,8 @@ pub enum Code {
     Unauthenticated = 16,
 }
 
-const ALL_CODES: [Code; 17] = [
+/// Every code, in number order.
+pub(crate) const ALL_CODES: [Code; 17] = [
     Code::Ok,
     Code::Cancelled,
     Code::Unknown,

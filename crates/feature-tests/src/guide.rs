@@ -1,7 +1,7 @@
 //! The user guide (`docs/guide/*.md`) and the README, checked: every Rust example of the guide compiles as a
 //! doctest (`cargo test -p grpc-feature-tests --doc`; this crate's dev-dependencies give the examples
-//! grpc-channel with `tower`, `metrics` and `xds`, `interop-proto`, `bytes`, `tokio` and `tokio-stream`),
-//! and every relative link of the README and the guide names a file that exists and, with a `#fragment`, a
+//! grpc-channel with `tower`, `metrics`, `xds` and `tonic`, `interop-proto`, `bytes`, `tokio` and
+//! `tokio-stream`), and every relative link of the README and the guide names a file that exists and, with a `#fragment`, a
 //! heading of that file (`cargo test -p grpc-feature-tests --lib`). The README's first program is checked
 //! by `tests/tonic_way.rs`, which runs it.
 

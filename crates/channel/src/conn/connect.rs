@@ -51,8 +51,10 @@ use crate::wire::status::{Code, Status};
 #[non_exhaustive]
 pub struct Http2Settings {
     /// SETTINGS_INITIAL_WINDOW_SIZE: how much one stream may receive before the client reads it.
+    #[doc(alias = "initial_stream_window_size")]
     pub stream_window: u32,
     /// The connection-level receive window.
+    #[doc(alias = "initial_connection_window_size")]
     pub connection_window: u32,
     /// h2's budget for unread small DATA frames (see the module docs).
     pub data_frame_budget: usize,
@@ -60,6 +62,7 @@ pub struct Http2Settings {
     pub max_frame_size: u32,
     /// The largest response header list (headers or trailers, RFC 7541 sizes) a call accepts; a larger one
     /// ends the call RESOURCE_EXHAUSTED. 16 KiB by default.
+    #[doc(alias = "http2_max_header_list_size")]
     pub max_header_list_size: u32,
     /// How long one connection attempt may take at least (MIN_CONNECT_TIMEOUT; see
     /// [`ChannelBuilder::connect_timeout`](crate::ChannelBuilder::connect_timeout)).

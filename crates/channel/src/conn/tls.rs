@@ -88,6 +88,7 @@ struct Identity {
 /// let channel = Channel::builder("dns:///localhost:50051").tls(tls).build()?;
 /// # Ok(()) }
 /// ```
+#[doc(alias("ClientTlsConfig", "tls_config"))]
 #[derive(Clone, Debug, Default)]
 pub struct TlsConfig {
     roots: Vec<Roots>,

@@ -31,6 +31,7 @@ use crate::control::resolver_api::{
 /// # let _ = channel;
 /// # Ok(()) }
 /// ```
+#[doc(alias("balance_channel", "balance_list"))]
 pub fn manual(scheme: impl Into<String>) -> (ManualResolverBuilder, PushedEndpoints) {
     let shared = Arc::new(Mutex::new(Pushed::default()));
     (

@@ -3,7 +3,8 @@
 //! codecs ([`codec`]), per-message compression ([`compression`]), custom metadata ([`metadata`]), statuses
 //! and their tables ([`status`], [`error_details`], the `grpc-message` percent codec [`percent`]), how a
 //! response's headers and trailers become a status ([`response`]), the `grpc-timeout` header ([`timeout`]),
-//! message size limits ([`limits`]) and each method's request URI ([`method_uris`]).
+//! message size limits ([`limits`]) and each method's request URI ([`method_uris`]); with the `tonic` feature,
+//! statuses to and from tonic's (`tonic_status`).
 //!
 //! The lowest layer: it uses no other module of the crate. Not here: streams, connections and calls
 //! (`conn`, `call`).
@@ -25,3 +26,5 @@ pub(crate) mod status;
 // Public only with `unstable`, as `framing`.
 #[cfg_attr(not(feature = "unstable"), allow(unreachable_pub, dead_code))]
 pub mod timeout;
+#[cfg(feature = "tonic")]
+mod tonic_status;

@@ -63,6 +63,9 @@ pub(crate) fn code_from_h2_reason(reason: h2::Reason) -> Code {
 /// }
 /// assert_eq!(explain(&Status::new(Code::DeadlineExceeded, "")), "too slow");
 /// ```
+///
+/// With the `tonic` feature, a `Status` converts to and from `tonic::Status` (`From` both ways: code,
+/// message, metadata, details and source), so a tonic handler forwards this channel's failures with `?`.
 #[derive(Clone)]
 pub struct Status(Box<Inner>);
 
@@ -272,6 +275,12 @@ impl Status {
             }
         }
         h
+    }
+
+    /// The error that caused this status, shared (the tonic conversion hands tonic the same one).
+    #[cfg(feature = "tonic")]
+    pub(crate) fn source_arc(&self) -> Option<&Arc<dyn StdError + Send + Sync + 'static>> {
+        self.0.source.as_ref()
     }
 
     /// Attaches the error that caused this status.
