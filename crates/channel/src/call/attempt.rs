@@ -150,6 +150,11 @@ impl Attempt {
         }
     }
 
+    /// Whether the attempt is still waiting for a connection (its pick has not answered).
+    pub(crate) fn is_picking(&self) -> bool {
+        matches!(self.state, State::Picking(..))
+    }
+
     /// Whether the attempt's HEADERS were handed to the connection, as last seen: it may have reached the
     /// server (not still picking, nor held in h2's local queue behind the server's
     /// `MAX_CONCURRENT_STREAMS`).

@@ -63,6 +63,10 @@ pub(crate) struct Shared {
     /// How many attempts preceded the committed one once the call committed; before, the most any started
     /// attempt had (what a status the client makes reports).
     pub(super) previous_attempts: u32,
+    /// Set when an attempt had to wait for its pick (the control plane, and whether the call is
+    /// wait-for-ready): a deadline that passes before any attempt opened a stream names what it waited for
+    /// ([`waiting_for_connection`]).
+    pub(super) picking: Option<(crate::control::ControlPlane, bool)>,
 }
 
 /// How the call ended, for the sending half.
@@ -269,7 +273,59 @@ pub(crate) enum Input {
     Cancel,
 }
 
+/// The status of a call whose deadline passed while it waited for a connection: it names what it waited
+/// for and the last connection error, as grpc-go's "context deadline exceeded while waiting for
+/// connections to become ready" does (that error, if any, is also the status's source, and its text is cut
+/// to [`MAX_CAUSE_LEN`] bytes).
+pub(super) fn waiting_for_connection(
+    control: &crate::control::ControlPlane,
+    wait_for_ready: bool,
+) -> Status {
+    let what = match wait_for_ready {
+        true => "deadline exceeded while waiting for connections to become ready (wait-for-ready)",
+        false => "deadline exceeded while waiting for a connection to become ready",
+    };
+    match control.last_failure() {
+        Some(cause) => Status::new(
+            Code::DeadlineExceeded,
+            format!(
+                "{what}; last connection error: {}",
+                bounded(cause.message(), MAX_CAUSE_LEN)
+            ),
+        )
+        .with_source(cause),
+        None => Status::new(Code::DeadlineExceeded, what),
+    }
+}
+
+/// The most bytes of a connection error's text quoted in a call's DEADLINE_EXCEEDED message (the error
+/// comes from a peer, a proxy or the system: its length is not ours to trust).
+pub(super) const MAX_CAUSE_LEN: usize = 256;
+
+/// `text`, cut to at most `max` bytes on a character boundary, with "…" when cut.
+fn bounded(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if text.len() <= max {
+        return text.into();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end]).into()
+}
+
 impl Shared {
+    /// The status of the call's deadline, now passed: naming the connection it waited for if no attempt
+    /// opened a stream while one waited for its pick, plain "deadline exceeded" otherwise.
+    pub(super) fn deadline_status(&self) -> Status {
+        match &self.picking {
+            Some((control, wait_for_ready)) if !self.started => {
+                waiting_for_connection(control, *wait_for_ready)
+            }
+            _ => Status::deadline_passed(),
+        }
+    }
+
     /// A call whose attempts the retry driver runs until it commits; routed (xDS), it keeps `cluster`, its
     /// reference to its cluster, until it commits (every attempt of the call goes there).
     pub(crate) fn driving(
@@ -293,6 +349,7 @@ impl Shared {
             telemetry,
             exactly_once: None,
             previous_attempts: 0,
+            picking: None,
         }))
     }
 

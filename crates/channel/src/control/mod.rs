@@ -195,6 +195,12 @@ impl ControlPlane {
         self.published.borrow().state
     }
 
+    /// The last connection failure the control plane saw (kept until the next one), for the message of a
+    /// call whose deadline passed while it waited for a connection.
+    pub(crate) fn last_failure(&self) -> Option<Status> {
+        self.published.borrow().last_failure.clone()
+    }
+
     /// The addresses outlier detection ejected now, and how often each address was ejected.
     pub(crate) fn ejections(&self) -> (Vec<String>, std::collections::BTreeMap<String, u64>) {
         self.stats.ejections.snapshot()
