@@ -44,6 +44,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::activity::{Activity, Policy, Setup};
+use super::config_notes::ConfigNotes;
 use super::graceful_switch::Retired;
 use super::health_watches::HealthWatches;
 use super::policy_choice::policy_choice;
@@ -105,6 +106,8 @@ pub(super) struct Loop {
     health: HealthWatches,
     /// Where the default policy is looked up (`policy_choice.rs`).
     policies: grpc_lb::PolicyRegistry,
+    /// What the loop said about the last service config it applied (`config_notes.rs`).
+    notes: ConfigNotes,
 }
 
 /// However the loop ends (its task returned, panicked or was cancelled), every connection task stops: the
@@ -165,6 +168,7 @@ impl Loop {
             policies: setup.policies,
             stats,
             ejected_since: HashMap::new(),
+            notes: ConfigNotes::default(),
         }
     }
 
@@ -425,6 +429,14 @@ impl Loop {
                 }
                 if let Some(p) = self.activity.policy() {
                     p.set_health_checking(health_service.is_some(), now);
+                    let (name, uses_health) = (p.name().to_owned(), p.uses_health());
+                    self.notes.applied(
+                        &config,
+                        health_service.as_deref(),
+                        &name,
+                        uses_health,
+                        routing.is_some(),
+                    );
                 }
                 if restart_watches {
                     self.restart_health_watches();

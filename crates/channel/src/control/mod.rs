@@ -39,6 +39,7 @@ use h2::client::SendRequest;
 use tokio::sync::{mpsc, oneshot, watch};
 
 mod activity;
+mod config_notes;
 pub(crate) mod builtin_resolvers;
 mod event_loop;
 mod graceful_switch;
