@@ -54,7 +54,7 @@ use crate::conn::connect::Http2Settings;
 use crate::conn::keepalive::Keepalive;
 use crate::conn::proxy::Route;
 use crate::conn::tls::TlsConnector;
-use crate::control::outlier::CallResults;
+use crate::control::outlier::{trace_not_ejected, CallResults};
 use crate::control::resolver::Resolution;
 use crate::control::resolver_state::State;
 use crate::wire::status::Status;
@@ -560,6 +560,9 @@ impl Loop {
             d.record_counts(address, results.take());
         }
         d.handle_timeout(now, &mut self.rng);
+        while let Some(note) = d.poll_not_ejected() {
+            trace_not_ejected(&note);
+        }
         self.apply_outlier_events(now);
     }
 

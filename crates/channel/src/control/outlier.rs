@@ -38,7 +38,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use grpc_lb::CallCounts;
+use grpc_lb::{CallCounts, NotEjected, NotEjectedReason};
 use parking_lot::Mutex;
 
 use crate::wire::status::Code;
@@ -128,6 +128,75 @@ impl EjectionStats {
     pub(crate) fn snapshot(&self) -> (Vec<String>, BTreeMap<String, u64>) {
         let inner = self.inner.lock();
         (inner.ejected.clone(), inner.ejections.clone())
+    }
+}
+
+/// Logs (DEBUG) why a sweep left an address with failures in service: one event per address per sweep,
+/// naming each configured algorithm's reason (`grpc_lb::NotEjectedReason`), so that a backend failing
+/// every call that stays in service has an explanation (most often: `requestVolume` is per address per
+/// interval, and the address carried fewer calls than that).
+pub(crate) fn trace_not_ejected(note: &NotEjected) {
+    let why = |algorithm: &str, reason: &Option<NotEjectedReason>| {
+        reason.as_ref().map(|r| format!("{algorithm}: {}", explain(r)))
+    };
+    let reasons: Vec<String> = [
+        why("successRateEjection", &note.success_rate),
+        why("failurePercentageEjection", &note.failure_percentage),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    tracing::debug!(
+        address = %note.address,
+        failures = note.counts.failures,
+        calls = note.counts.total(),
+        "outlier detection did not eject the address: {}",
+        reasons.join("; ")
+    );
+}
+
+/// One algorithm's reason, in words.
+fn explain(reason: &NotEjectedReason) -> String {
+    match reason {
+        NotEjectedReason::BelowRequestVolume {
+            calls,
+            request_volume,
+        } => format!(
+            "{calls} calls in the interval, below requestVolume {request_volume} (requestVolume counts \
+             one address's calls per interval)"
+        ),
+        NotEjectedReason::BelowMinimumHosts {
+            hosts,
+            minimum_hosts,
+        } => format!(
+            "{hosts} addresses had requestVolume calls in the interval, fewer than minimumHosts \
+             {minimum_hosts}: the algorithm did not run"
+        ),
+        NotEjectedReason::MaxEjectionPercent {
+            ejected,
+            total,
+            max_ejection_percent,
+        } => format!(
+            "an outlier, but {ejected} of {total} addresses are ejected: maxEjectionPercent \
+             {max_ejection_percent} reached"
+        ),
+        NotEjectedReason::EnforcementDraw {
+            enforcement_percentage,
+        } => format!(
+            "an outlier, spared by the random draw against enforcementPercentage \
+             {enforcement_percentage}"
+        ),
+        NotEjectedReason::SuccessRateNotBelowThreshold {
+            threshold: Some(threshold),
+        } => format!("its success rate is not below the sweep's threshold {threshold:.3}"),
+        NotEjectedReason::SuccessRateNotBelowThreshold { threshold: None } => {
+            "every address with enough calls has the same success rate: no outlier".to_owned()
+        }
+        NotEjectedReason::FailurePercentageNotAboveThreshold { threshold } => {
+            format!("its failures are not above threshold {threshold} % of its calls")
+        }
+        // A reason this channel does not know yet.
+        other => format!("{other:?}"),
     }
 }
 
