@@ -110,6 +110,7 @@ pub use wire::{framing, percent, timeout};
 
 pub use builder::ChannelBuilder;
 pub use call::telemetry::{ChannelStats, ClusterCallStats};
+pub use control::address_stats::AddressStats;
 pub use call::{RequestSender, Streaming};
 pub use channel::Channel;
 pub use compression::{Encoding, EncodingSet};
@@ -145,8 +146,8 @@ pub mod service_config {
         CodeSet, HedgingPolicy, MaxAttempts, Policy, RetryPolicy, ThrottleConfig,
     };
     pub use grpc_service_config::{
-        LbConfig, MethodConfig, ParseError, ParseOptions, ResolverOptions, Rule, ServiceConfig,
-        Target, TargetError, UrlSecurity,
+        Clamp, ClampKind, LbConfig, MethodConfig, ParseError, ParseOptions, ResolverOptions, Rule,
+        ServiceConfig, Target, TargetError, UrlSecurity, MAX_CLAMPS,
     };
 }
 

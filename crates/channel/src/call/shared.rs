@@ -18,7 +18,7 @@ use grpc_retry::{AttemptEnd, AttemptId, FailurePlace, Pushback, RetryCall};
 use crate::call::attempt::{AttemptResponse, OpenAttempt};
 use crate::call::send_stream::{OnError, SendHalf};
 use crate::call::telemetry::{AttemptTelemetry, CallTelemetry};
-use crate::control::outlier::{AttemptResult, CallResults};
+use crate::control::outlier::{AttemptCount, AttemptResult};
 use crate::wire::status::{Code, Status};
 
 /// The attempt a call committed to.
@@ -173,8 +173,8 @@ struct CommittedAttempt {
     /// The call's retry state machine, told how the committed attempt ended (throttle).
     call: Box<RetryCall>,
     id: AttemptId,
-    /// Where the committed attempt's result counts (outlier detection).
-    results: Option<Arc<CallResults>>,
+    /// Where the committed attempt's result counts (outlier detection, the address's stats).
+    results: Option<AttemptCount>,
     /// The call's place under its cluster's circuit breaker (xDS, gRFC A32), released when the call ends.
     breaker: Option<grpc_lb::PickGuard>,
     /// The attempt's span and metrics.
@@ -286,14 +286,18 @@ pub(super) fn waiting_for_connection(
         false => "deadline exceeded while waiting for a connection to become ready",
     };
     match control.last_failure() {
-        Some(cause) => Status::new(
-            Code::DeadlineExceeded,
-            format!(
-                "{what}; last connection error: {}",
-                bounded(cause.message(), MAX_CAUSE_LEN)
-            ),
-        )
-        .with_source(cause),
+        Some((cause, address)) => {
+            let to = address.map(|a| format!(" (to {a})")).unwrap_or_default();
+            Status::new(
+                Code::DeadlineExceeded,
+                format!(
+                    "{what}; last connection error{}: {}",
+                    bounded(&to, MAX_CAUSE_LEN),
+                    bounded(cause.message(), MAX_CAUSE_LEN)
+                ),
+            )
+            .with_source(cause)
+        }
         None => Status::new(Code::DeadlineExceeded, what),
     }
 }

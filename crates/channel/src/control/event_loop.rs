@@ -95,8 +95,9 @@ pub(super) struct Loop {
     /// many connections an address list drops), the others aborted when the channel closes.
     detached: Vec<JoinHandle<()>>,
     last_failure: Option<Status>,
-    /// Each address's call results while the detector has an algorithm (empty otherwise: picks then count
-    /// nothing).
+    last_failure_address: Option<Address>,
+    /// Each address's call results, for every address in the list: the per-address stats, and outlier
+    /// detection's counts while it has an algorithm.
     results: HashMap<Address, Arc<CallResults>>,
     /// What `Channel::stats()` shows of the ejections and health.
     stats: Arc<PlaneStats>,
@@ -108,6 +109,12 @@ pub(super) struct Loop {
     policies: grpc_lb::PolicyRegistry,
     /// What the loop said about the last service config it applied (`config_notes.rs`).
     notes: ConfigNotes,
+    /// The address of each subchannel the policy asked to connect, until it lets go of it (for the
+    /// per-address states of `Channel::stats()`).
+    subchannel_addresses: HashMap<SubchannelId, Address>,
+    /// Whether outlier detection counted at the last `sync_results` (its counts start from zero when it
+    /// starts counting).
+    outlier_counting: bool,
 }
 
 /// However the loop ends (its task returned, panicked or was cancelled), every connection task stops: the
@@ -163,12 +170,15 @@ impl Loop {
             retired: None,
             detached: Vec::new(),
             last_failure: None,
+            last_failure_address: None,
             results: HashMap::new(),
             health: setup.health,
             policies: setup.policies,
             stats,
             ejected_since: HashMap::new(),
             notes: ConfigNotes::default(),
+            subchannel_addresses: HashMap::new(),
+            outlier_counting: false,
         }
     }
 
@@ -262,6 +272,7 @@ impl Loop {
         let now = self.now();
         match event {
             Event::Ready(id, generation, addr, conn) if self.is_current(id, generation) => {
+                self.stats.addresses.set_state(&addr, ConnectivityState::Ready);
                 if let Some(p) = self.activity.policy() {
                     p.subchannel_ready(id, now);
                     let seed = self.rng.next();
@@ -271,15 +282,18 @@ impl Loop {
                 self.conns.insert(id, (addr, conn));
             }
             Event::Failed(id, generation, error) if self.is_current(id, generation) => {
+                self.set_subchannel_state(id, ConnectivityState::TransientFailure);
                 self.tasks.remove(&id);
                 self.health.stop(id);
                 let message = error.message().to_owned();
                 self.last_failure = Some(error);
+                self.last_failure_address = self.subchannel_addresses.get(&id).cloned();
                 if let Some(p) = self.activity.policy() {
                     p.subchannel_failed(id, message, now);
                 }
             }
             Event::Closed(id, generation) if self.is_current(id, generation) => {
+                self.set_subchannel_state(id, ConnectivityState::Idle);
                 self.tasks.remove(&id);
                 self.health.stop(id);
                 self.conns.remove(&id);
@@ -306,6 +320,11 @@ impl Loop {
             Event::Health(id, serial, unimplemented) => {
                 self.health
                     .on_report(self.activity.policy(), id, serial, unimplemented, now);
+                if let (Some((addr, _)), Some(p)) = (self.conns.get(&id), self.activity.policy()) {
+                    if let Some(health) = p.health(addr) {
+                        self.stats.addresses.set_health(addr, health);
+                    }
+                }
             }
             Event::ExitIdle => {
                 if let Some(resolved_before) = self.activity.leave_idle(true) {
@@ -429,6 +448,9 @@ impl Loop {
                 }
                 if let Some(p) = self.activity.policy() {
                     p.set_health_checking(health_service.is_some(), now);
+                    self.stats
+                        .addresses
+                        .set_health_checking(p.health_checking());
                     let (name, uses_health) = (p.name().to_owned(), p.uses_health());
                     self.notes.applied(
                         &config,
@@ -605,27 +627,35 @@ impl Loop {
         }
     }
 
-    /// Keeps a call-results counter for each address while the detector counts (none otherwise), and
-    /// publishes the picker again if that changed which handles count.
+    /// Keeps a call-results counter for each address in the list (the per-address stats count into it;
+    /// outlier detection takes its counts while it has an algorithm, and starts from zero when it gets
+    /// one), and publishes the picker again if that changed which handles count.
     fn sync_results(&mut self) {
         let counting = self.activity.outlier().is_some_and(|d| d.is_enabled());
+        if counting && !self.outlier_counting {
+            // What was counted before detection started is no interval's.
+            for results in self.results.values() {
+                results.take();
+            }
+        }
+        self.outlier_counting = counting;
         let before = self.results.len();
         let mut changed = false;
-        if counting {
-            let current: std::collections::HashSet<&Address> = self.addresses.iter().collect();
-            self.results.retain(|a, _| current.contains(a));
-            changed |= self.results.len() != before;
-            for address in &self.addresses {
-                if !self.results.contains_key(address) {
-                    self.results
-                        .insert(address.clone(), Arc::new(CallResults::default()));
-                    changed = true;
-                }
+        let current: std::collections::HashSet<&Address> = self.addresses.iter().collect();
+        self.results.retain(|a, _| current.contains(a));
+        changed |= self.results.len() != before;
+        for address in &self.addresses {
+            if !self.results.contains_key(address) {
+                self.results
+                    .insert(address.clone(), Arc::new(CallResults::default()));
+                changed = true;
             }
-        } else if before > 0 {
-            self.results.clear();
-            changed = true;
         }
+        self.stats.addresses.sync(&self.results);
+        // Subchannels of a policy that is gone (a switch, a panic) say nothing more.
+        let (tasks, conns) = (&self.tasks, &self.conns);
+        self.subchannel_addresses
+            .retain(|id, _| tasks.contains_key(id) || conns.contains_key(id));
         // While a new policy connects (a graceful switch), the retired one's picker serves and the new one
         // publishes when it has something to show: publishing the current spec here would end the switch
         // early, with no connection to serve.
@@ -635,12 +665,22 @@ impl Loop {
         }
     }
 
+    /// The subchannel `id` is now in `state`, as `Channel::stats()` shows its address.
+    fn set_subchannel_state(&self, id: SubchannelId, state: ConnectivityState) {
+        if let Some(addr) = self.subchannel_addresses.get(&id) {
+            self.stats.addresses.set_state(addr, state);
+        }
+    }
+
     /// Goes IDLE: the connections, the policy and the outlier detector go.
     fn enter_idle(&mut self) {
         tracing::debug!("no calls for the idle timeout: the channel goes IDLE");
         self.drop_connections();
         self.activity.enter_idle();
-        self.results.clear();
+        // The counters stay (the per-address stats go on counting); outlier detection starts afresh.
+        self.outlier_counting = false;
+        self.subchannel_addresses.clear();
+        self.stats.addresses.all_idle();
         self.stats.ejections.clear();
         self.ejected_since.clear();
         self.publish(ConnectivityState::Idle, PickerSpec::Idle);
@@ -660,7 +700,9 @@ impl Loop {
             a.policy = None;
             a.outlier = None;
         }
-        self.results.clear();
+        self.outlier_counting = false;
+        self.subchannel_addresses.clear();
+        self.stats.addresses.all_idle();
         self.stats.ejections.clear();
         self.ejected_since.clear();
         self.publish(
@@ -684,6 +726,7 @@ impl Loop {
                 routing_generation: self.routing_generation,
                 resolutions: self.resolutions,
                 last_failure: self.last_failure.clone(),
+                last_failure_address: self.last_failure_address.clone(),
             }));
             return;
         }
@@ -716,6 +759,7 @@ impl Loop {
             routing_generation: self.routing_generation,
             resolutions: self.resolutions,
             last_failure: self.last_failure.clone(),
+            last_failure_address: self.last_failure_address.clone(),
         }));
     }
 
@@ -725,6 +769,10 @@ impl Loop {
         while let Some(action) = self.activity.policy().and_then(LbPolicy::poll_action) {
             match action {
                 LbAction::Connect { id, addr, deadline } => {
+                    self.stats
+                        .addresses
+                        .set_state(&addr, ConnectivityState::Connecting);
+                    self.subchannel_addresses.insert(id, addr.clone());
                     self.generation += 1;
                     let generation = self.generation;
                     let channel = ChannelParts {
@@ -747,6 +795,9 @@ impl Loop {
                     }
                 }
                 LbAction::Disconnect { id } => {
+                    if let Some(addr) = self.subchannel_addresses.remove(&id) {
+                        self.stats.addresses.set_state(&addr, ConnectivityState::Idle);
+                    }
                     if let Some((_, task)) = self.tasks.remove(&id) {
                         // A READY connection finishes the calls it carries (h2 closes it once its handles
                         // are gone and its last stream ended: an endpoint update never cuts a call); an

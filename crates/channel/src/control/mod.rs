@@ -39,6 +39,7 @@ use h2::client::SendRequest;
 use tokio::sync::{mpsc, oneshot, watch};
 
 mod activity;
+pub(crate) mod address_stats;
 mod config_notes;
 pub(crate) mod builtin_resolvers;
 mod event_loop;
@@ -150,6 +151,7 @@ impl ControlPlane {
             routing_generation: 0,
             resolutions: 0,
             last_failure: None,
+            last_failure_address: None,
         });
         let resolutions = resolution.published();
         let (published_tx, published_rx) = watch::channel(initial);
@@ -196,10 +198,21 @@ impl ControlPlane {
         self.published.borrow().state
     }
 
-    /// The last connection failure the control plane saw (kept until the next one), for the message of a
-    /// call whose deadline passed while it waited for a connection.
-    pub(crate) fn last_failure(&self) -> Option<Status> {
-        self.published.borrow().last_failure.clone()
+    /// The last connection failure the control plane saw (kept until the next one) and the address it was
+    /// to, for the message of a call whose deadline passed while it waited for a connection.
+    pub(crate) fn last_failure(&self) -> Option<(Status, Option<Address>)> {
+        let published = self.published.borrow();
+        published
+            .last_failure
+            .clone()
+            .map(|s| (s, published.last_failure_address.clone()))
+    }
+
+    /// Each address's attempts and its subchannel's state (`address_stats.rs`).
+    pub(crate) fn address_stats(
+        &self,
+    ) -> std::collections::HashMap<String, address_stats::AddressStats> {
+        self.stats.addresses.snapshot()
     }
 
     /// The addresses outlier detection ejected now, and how often each address was ejected.

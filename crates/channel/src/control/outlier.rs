@@ -37,17 +37,66 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use grpc_lb::{CallCounts, NotEjected, NotEjectedReason};
 use parking_lot::Mutex;
 
 use crate::wire::status::Code;
 
-/// One address's call results since the control plane last took them.
+/// One address's call results: what outlier detection counts since the control plane last took them, and
+/// the attempts `Channel::stats()` shows for the address (started, succeeded, failed; never reset). Each
+/// address in the list has one, shared by the handles of its READY connections; an attempt reaches it
+/// through its pick ([`AttemptCount`]), so counting takes no lock and no map lookup.
 #[derive(Debug, Default)]
 pub(crate) struct CallResults {
     successes: AtomicU64,
     failures: AtomicU64,
+    /// Attempts that got a connection to the address from a pick.
+    started: AtomicU64,
+    /// Of those, the attempts that ended OK.
+    succeeded: AtomicU64,
+    /// Of those, the attempts that ended otherwise (cancelled ones included, as channelz counts them).
+    failed: AtomicU64,
+}
+
+/// One attempt's place in its address's [`CallResults`], from its pick to its end: counted as started
+/// when made, as succeeded or failed once ([`AttemptCount::record`]), and as failed if dropped unrecorded
+/// (an attempt cancelled, or cut before it was counted).
+#[derive(Debug)]
+pub(crate) struct AttemptCount {
+    results: Option<Arc<CallResults>>,
+}
+
+impl AttemptCount {
+    /// An attempt picked a connection to the address of `results`: one more started.
+    pub(crate) fn start(results: Arc<CallResults>) -> AttemptCount {
+        results.started.fetch_add(1, Ordering::Relaxed);
+        AttemptCount {
+            results: Some(results),
+        }
+    }
+
+    /// The attempt ended: counted for outlier detection by its rules ([`CallResults::record`]) and in
+    /// the address's stats (OK a success, anything else, a cancel included, a failure).
+    pub(crate) fn record(mut self, result: AttemptResult) {
+        if let Some(results) = self.results.take() {
+            results.record(result);
+            let counter = match result {
+                AttemptResult::Ended(Code::Ok) => &results.succeeded,
+                _ => &results.failed,
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Drop for AttemptCount {
+    fn drop(&mut self) {
+        if let Some(results) = self.results.take() {
+            results.failed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
 }
 
 /// Why an attempt ended, as far as counting goes.
@@ -60,14 +109,23 @@ pub(crate) enum AttemptResult {
 }
 
 impl CallResults {
-    /// Counts one attempt's end.
-    pub(crate) fn record(&self, result: AttemptResult) {
+    /// Counts one attempt's end for outlier detection.
+    fn record(&self, result: AttemptResult) {
         let counter = match result {
             AttemptResult::Ended(Code::Ok) => &self.successes,
             AttemptResult::Ended(_) => &self.failures,
             AttemptResult::Cancelled => return,
         };
         counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The attempts started, succeeded and failed on the address, as `Channel::stats()` shows them.
+    pub(crate) fn attempts(&self) -> (u64, u64, u64) {
+        (
+            self.started.load(Ordering::Relaxed),
+            self.succeeded.load(Ordering::Relaxed),
+            self.failed.load(Ordering::Relaxed),
+        )
     }
 
     /// Takes the counts so far, leaving zero.
@@ -221,6 +279,27 @@ mod tests {
             }
         );
         assert_eq!(results.take(), CallCounts::default(), "taken");
+    }
+
+    #[test]
+    fn attempt_counts_start_at_the_pick_and_end_once() {
+        let results = Arc::new(CallResults::default());
+        AttemptCount::start(results.clone()).record(AttemptResult::Ended(Code::Ok));
+        AttemptCount::start(results.clone()).record(AttemptResult::Ended(Code::Unavailable));
+        AttemptCount::start(results.clone()).record(AttemptResult::Cancelled);
+        drop(AttemptCount::start(results.clone()));
+        let in_flight = AttemptCount::start(results.clone());
+        assert_eq!(results.attempts(), (5, 1, 3));
+        assert_eq!(
+            results.take(),
+            CallCounts {
+                successes: 1,
+                failures: 1
+            },
+            "outlier detection counts neither the cancel nor the drop"
+        );
+        drop(in_flight);
+        assert_eq!(results.attempts(), (5, 1, 4));
     }
 
     #[test]

@@ -174,11 +174,12 @@ async fn wait_for_ready_call_ends_at_its_deadline() {
     let message = status.message();
     assert!(
         message.starts_with(
-            "deadline exceeded while waiting for connections to become ready (wait-for-ready); last connection error: "
+            "deadline exceeded while waiting for connections to become ready (wait-for-ready); last connection error"
         ),
         "{message}"
     );
     assert!(message.contains("refused"), "{message}");
+    assert!(message.contains(&format!("(to {addr})")), "{message}");
     assert!(message.len() < 600, "{message}");
     let elapsed = start.elapsed();
     assert!(
