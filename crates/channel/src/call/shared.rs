@@ -703,6 +703,17 @@ mod tests {
     use crate::wire::framing;
     use std::future::Future;
 
+    #[test]
+    fn a_quoted_connection_error_is_bounded_on_a_character_boundary() {
+        assert_eq!(bounded("short", MAX_CAUSE_LEN), "short");
+        let long = "é".repeat(MAX_CAUSE_LEN);
+        let cut = bounded(&long, MAX_CAUSE_LEN);
+        assert!(cut.len() <= MAX_CAUSE_LEN + "…".len(), "{}", cut.len());
+        assert!(cut.ends_with('…'));
+        let odd = format!("a{long}");
+        assert!(bounded(&odd, MAX_CAUSE_LEN).len() <= MAX_CAUSE_LEN + "…".len());
+    }
+
     /// Counts its wake-ups.
     #[derive(Default)]
     struct Wakes(std::sync::atomic::AtomicUsize);

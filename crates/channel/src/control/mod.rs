@@ -22,7 +22,9 @@
 //! [`builtin_resolvers`], `dns:` and the fixed lists; [`manual_resolver`], endpoints pushed by the
 //! application; [`resolver_state`], what a resolver hands the channel); health checking (gRFC A17:
 //! [`health_stream`], one Watch stream, and `health_watches.rs`, which connections run one); and outlier
-//! detection's call results ([`outlier`], gRFC A50). The xDS resolver is a [`resolver_api::ResolverBuilder`]
+//! detection's call results ([`outlier`], gRFC A50); the per-address figures of `Channel::stats()`
+//! ([`address_stats`]); and what the loop says about a service config it applies (`config_notes.rs`:
+//! health checking the policy does not run, the default pick_first, clamped values). The xDS resolver is a [`resolver_api::ResolverBuilder`]
 //! too, in `xds/`, above: it runs its ADS stream on a `Channel`, and hands its routing through a
 //! crate-private extension of the sink.
 

@@ -1,8 +1,8 @@
-//! Outlier detection (gRFC A50), the part calls touch: each address's call results, counted with two atomics
-//! that the picked connection's handle shares with the control plane, and what `Channel::stats()` shows of
-//! the ejections. The decisions are `grpc_lb::OutlierDetector`'s, run by the control plane's event loop,
+//! Outlier detection (gRFC A50), the part calls touch: each address's call results, counted with atomics
+//! that the picked connection's handle shares with the control plane, what `Channel::stats()` shows of
+//! the ejections, and the DEBUG event that says why a sweep left an address with failures in service. The decisions are `grpc_lb::OutlierDetector`'s, run by the control plane's event loop,
 //! which takes these counts into it before each sweep (`control/event_loop.rs`): a call never messages the
-//! loop, and counting costs it two relaxed atomic adds at most, no allocation.
+//! loop, and counting costs it a few relaxed atomic adds per attempt, no allocation.
 //!
 //! Which results count (A50: "OK is a success, anything else a failure"): every attempt that got a
 //! connection from a pick counts once, when it ends, on the address it picked: the committed attempt with
@@ -25,8 +25,12 @@
 //! counts every cancelled attempt as a failure: a hedge that lost the race says nothing about its backend
 //! (hedging exists to race healthy backends against each other, and counting the losers would eject the
 //! slower half of a healthy fleet), and a backend that never answers is still found out by the hedges
-//! `perAttemptRecvTimeout` cuts there, or by the deadlines it causes. Counting happens only while the
-//! detector has an algorithm configured: otherwise picks carry no counter at all.
+//! `perAttemptRecvTimeout` cuts there, or by the deadlines it causes. The detector takes these counts
+//! only while it has an algorithm configured, and starts from zero when it gets one.
+//!
+//! The same atomics also count each address's attempts for `Channel::stats()` (`address_stats.rs`) by
+//! channelz's rule, which is simpler: every attempt that got a connection from a pick is started, and ends
+//! succeeded (OK) or failed (anything else, cancelled hedges and the application's cancels included).
 //!
 //! Ejection state does not survive IDLE: a channel that goes IDLE (no call for its idle timeout) drops
 //! its policy and its `OutlierDetector` with its connections, and the policy it builds when it leaves IDLE
