@@ -110,7 +110,6 @@ pub use wire::{framing, percent, timeout};
 
 pub use builder::ChannelBuilder;
 pub use call::telemetry::{ChannelStats, ClusterCallStats};
-pub use control::address_stats::AddressStats;
 pub use call::{RequestSender, Streaming};
 pub use channel::Channel;
 pub use compression::{Encoding, EncodingSet};
@@ -119,6 +118,7 @@ pub use conn::error::{BuildError, ConnectError};
 pub use conn::keepalive::{DEFAULT_KEEPALIVE_TIMEOUT, MIN_KEEPALIVE_TIME};
 pub use conn::proxy::ProxyError;
 pub use conn::tls::TlsConfig;
+pub use control::address_stats::AddressStats;
 pub use control::DEFAULT_IDLE_TIMEOUT;
 pub use error_details::ErrorDetails;
 pub use grpc_lb::ConnectivityState;

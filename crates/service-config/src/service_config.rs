@@ -12,10 +12,10 @@ use grpc_lb::PolicyRegistry;
 use grpc_retry::{ThrottleConfig, DEFAULT_MAX_ATTEMPTS_CAP};
 use serde_json::Value;
 
+use crate::clamp::{Clamp, ClampKind, Clamps};
 use crate::error::{ParseError, Rule};
 use crate::json::{each, field, required, At, Path};
 use crate::lb_config::{parse_lb_config, parse_lb_policy_name, LbConfig};
-use crate::clamp::{Clamp, ClampKind, Clamps};
 use crate::method_config::{parse_method_config, MethodConfig, Name};
 
 /// Options of the parser.

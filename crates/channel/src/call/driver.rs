@@ -35,10 +35,10 @@ use bytes::Bytes;
 
 use crate::call::attempt::{Attempt, AttemptEvent, AttemptSetup, OpenAttempt};
 use crate::call::send_stream::COALESCE_LIMIT;
+use crate::call::shared::waiting_for_connection;
 use crate::call::telemetry::AttemptTelemetry;
 use crate::call::{Committed, Input, ReceiveRules, SharedRef, Streaming};
 use crate::control::outlier::AttemptResult;
-use crate::call::shared::waiting_for_connection;
 use crate::control::{ControlPlane, Pick};
 use crate::request::Response;
 use crate::wire::status::{Code, Status};
@@ -618,4 +618,3 @@ pub(crate) async fn single_response<Resp>(
     let (metadata, trailers) = receiver.take_metadata();
     Ok(Response::new(message, metadata, trailers, compressed))
 }
-

@@ -163,12 +163,18 @@ mod tests {
             table.snapshot()["10.0.0.1:443"].health,
             Some(Health::Serving)
         );
-        assert_eq!(table.snapshot()["10.0.0.2:443"].state, ConnectivityState::Idle);
+        assert_eq!(
+            table.snapshot()["10.0.0.2:443"].state,
+            ConnectivityState::Idle
+        );
         // The list shrinks: rows go with it, so the table never holds more than the list.
         results.retain(|a, _| *a == addr(1));
         table.sync(&results);
         assert_eq!(table.snapshot().len(), 1);
         table.all_idle();
-        assert_eq!(table.snapshot()["10.0.0.1:443"].state, ConnectivityState::Idle);
+        assert_eq!(
+            table.snapshot()["10.0.0.1:443"].state,
+            ConnectivityState::Idle
+        );
     }
 }

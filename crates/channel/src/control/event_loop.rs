@@ -273,7 +273,9 @@ impl Loop {
         let now = self.now();
         match event {
             Event::Ready(id, generation, addr, conn) if self.is_current(id, generation) => {
-                self.stats.addresses.set_state(&addr, ConnectivityState::Ready);
+                self.stats
+                    .addresses
+                    .set_state(&addr, ConnectivityState::Ready);
                 if let Some(p) = self.activity.policy() {
                     p.subchannel_ready(id, now);
                     let seed = self.rng.next();
@@ -797,7 +799,9 @@ impl Loop {
                 }
                 LbAction::Disconnect { id } => {
                     if let Some(addr) = self.subchannel_addresses.remove(&id) {
-                        self.stats.addresses.set_state(&addr, ConnectivityState::Idle);
+                        self.stats
+                            .addresses
+                            .set_state(&addr, ConnectivityState::Idle);
                     }
                     if let Some((_, task)) = self.tasks.remove(&id) {
                         // A READY connection finishes the calls it carries (h2 closes it once its handles

@@ -42,8 +42,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 mod activity;
 pub(crate) mod address_stats;
-mod config_notes;
 pub(crate) mod builtin_resolvers;
+mod config_notes;
 mod event_loop;
 mod graceful_switch;
 pub(crate) mod health_stream;

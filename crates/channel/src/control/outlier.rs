@@ -199,7 +199,9 @@ impl EjectionStats {
 /// interval, and the address carried fewer calls than that).
 pub(crate) fn trace_not_ejected(note: &NotEjected) {
     let why = |algorithm: &str, reason: &Option<NotEjectedReason>| {
-        reason.as_ref().map(|r| format!("{algorithm}: {}", explain(r)))
+        reason
+            .as_ref()
+            .map(|r| format!("{algorithm}: {}", explain(r)))
     };
     let reasons: Vec<String> = [
         why("successRateEjection", &note.success_rate),

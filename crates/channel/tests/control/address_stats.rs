@@ -46,11 +46,14 @@ async fn per_address_calls_and_states_over_three_backends_and_one_down() {
     let up: Vec<String> = addrs.iter().map(ToString::to_string).collect();
     let down = down.to_string();
     until(&ch, |s| {
-        up.iter()
-            .all(|a| s.addresses.get(a).is_some_and(|a| a.state == ConnectivityState::Ready))
-            && s.addresses
-                .get(&down)
-                .is_some_and(|a| a.state == ConnectivityState::TransientFailure)
+        up.iter().all(|a| {
+            s.addresses
+                .get(a)
+                .is_some_and(|a| a.state == ConnectivityState::Ready)
+        }) && s
+            .addresses
+            .get(&down)
+            .is_some_and(|a| a.state == ConnectivityState::TransientFailure)
     })
     .await;
     for _ in 0..30 {
@@ -69,7 +72,10 @@ async fn per_address_calls_and_states_over_three_backends_and_one_down() {
         assert_eq!(s.health, None, "no health checking");
     }
     let d = &stats.addresses[&down];
-    assert_eq!((d.calls_started, d.calls_succeeded, d.calls_failed), (0, 0, 0));
+    assert_eq!(
+        (d.calls_started, d.calls_succeeded, d.calls_failed),
+        (0, 0, 0)
+    );
     assert_ne!(d.state, ConnectivityState::Ready);
     assert_eq!(stats.calls_started, 30);
 

@@ -71,7 +71,8 @@ async fn health_checking_under_pick_first_warns_once_per_config() {
         .expect("config");
     tokio::time::sleep(Duration::from_millis(10)).await;
     call(&ch).await;
-    let round_robin = r#"{"healthCheckConfig":{"serviceName":""},"loadBalancingConfig":[{"round_robin":{}}]}"#;
+    let round_robin =
+        r#"{"healthCheckConfig":{"serviceName":""},"loadBalancingConfig":[{"round_robin":{}}]}"#;
     pushed
         .set_service_config(Some(round_robin.to_owned()))
         .expect("config");

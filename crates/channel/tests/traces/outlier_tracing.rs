@@ -95,7 +95,11 @@ async fn a_sweep_says_why_a_failing_address_was_not_ejected() {
     }
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let notes = capture.lines_containing("did not eject");
-    assert_eq!(notes.len(), 1, "one event, for the failing address: {notes:#?}");
+    assert_eq!(
+        notes.len(),
+        1,
+        "one event, for the failing address: {notes:#?}"
+    );
     let note = &notes[0];
     let bad = bad.addr.to_string();
     assert!(note.contains(&format!("address={bad}")), "{note}");

@@ -101,7 +101,10 @@ pub(super) fn success_rate_outliers(
 
 /// The success-rate threshold of a sweep over `samples`: `None` when the algorithm does not run (too few
 /// candidates) or every candidate has the same rate (no outlier).
-pub(super) fn success_rate_threshold(config: &SuccessRateEjection, samples: &[Sample]) -> Option<f64> {
+pub(super) fn success_rate_threshold(
+    config: &SuccessRateEjection,
+    samples: &[Sample],
+) -> Option<f64> {
     let list = candidates(samples, config.request_volume, config.minimum_hosts)?;
     threshold_of(config, &list)
 }

@@ -651,5 +651,9 @@ fn not_ejected_notes_are_bounded_by_the_address_list() {
     let mut all: Vec<(u8, u64)> = (1..=200).map(|n| (n, 1)).collect();
     all.push((1, 1));
     let _ = sim.interval(5, &all);
-    assert_eq!(sim.not_ejected().len(), 200, "one per address, the last sweep's only");
+    assert_eq!(
+        sim.not_ejected().len(),
+        200,
+        "one per address, the last sweep's only"
+    );
 }
