@@ -34,8 +34,8 @@ use tokio::time::{Instant, Sleep};
 use bytes::Bytes;
 
 use crate::call::attempt::{Attempt, AttemptEvent, AttemptSetup, OpenAttempt};
+use crate::call::connection_wait::waiting_for_connection;
 use crate::call::send_stream::COALESCE_LIMIT;
-use crate::call::shared::waiting_for_connection;
 use crate::call::telemetry::AttemptTelemetry;
 use crate::call::{Committed, Input, ReceiveRules, SharedRef, Streaming};
 use crate::control::outlier::AttemptResult;

@@ -65,7 +65,7 @@ pub(crate) struct Shared {
     pub(super) previous_attempts: u32,
     /// Set when an attempt had to wait for its pick (the control plane, and whether the call is
     /// wait-for-ready): a deadline that passes before any attempt opened a stream names what it waited for
-    /// ([`waiting_for_connection`]).
+    /// (`connection_wait.rs`).
     pub(super) picking: Option<(crate::control::ControlPlane, bool)>,
 }
 
@@ -273,58 +273,13 @@ pub(crate) enum Input {
     Cancel,
 }
 
-/// The status of a call whose deadline passed while it waited for a connection: it names what it waited
-/// for and the last connection error, as grpc-go's "context deadline exceeded while waiting for
-/// connections to become ready" does (that error, if any, is also the status's source, and its text is cut
-/// to [`MAX_CAUSE_LEN`] bytes).
-pub(super) fn waiting_for_connection(
-    control: &crate::control::ControlPlane,
-    wait_for_ready: bool,
-) -> Status {
-    let what = match wait_for_ready {
-        true => "deadline exceeded while waiting for connections to become ready (wait-for-ready)",
-        false => "deadline exceeded while waiting for a connection to become ready",
-    };
-    match control.last_failure() {
-        Some((cause, address)) => {
-            let to = address.map(|a| format!(" (to {a})")).unwrap_or_default();
-            Status::new(
-                Code::DeadlineExceeded,
-                format!(
-                    "{what}; last connection error{}: {}",
-                    bounded(&to, MAX_CAUSE_LEN),
-                    bounded(cause.message(), MAX_CAUSE_LEN)
-                ),
-            )
-            .with_source(cause)
-        }
-        None => Status::new(Code::DeadlineExceeded, what),
-    }
-}
-
-/// The most bytes of a connection error's text quoted in a call's DEADLINE_EXCEEDED message (the error
-/// comes from a peer, a proxy or the system: its length is not ours to trust).
-pub(super) const MAX_CAUSE_LEN: usize = 256;
-
-/// `text`, cut to at most `max` bytes on a character boundary, with "…" when cut.
-fn bounded(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
-    if text.len() <= max {
-        return text.into();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end]).into()
-}
-
 impl Shared {
     /// The status of the call's deadline, now passed: naming the connection it waited for if no attempt
     /// opened a stream while one waited for its pick, plain "deadline exceeded" otherwise.
     pub(super) fn deadline_status(&self) -> Status {
         match &self.picking {
             Some((control, wait_for_ready)) if !self.started => {
-                waiting_for_connection(control, *wait_for_ready)
+                crate::call::connection_wait::waiting_for_connection(control, *wait_for_ready)
             }
             _ => Status::deadline_passed(),
         }
@@ -702,17 +657,6 @@ mod tests {
     use crate::wire::codec::Codec;
     use crate::wire::framing;
     use std::future::Future;
-
-    #[test]
-    fn a_quoted_connection_error_is_bounded_on_a_character_boundary() {
-        assert_eq!(bounded("short", MAX_CAUSE_LEN), "short");
-        let long = "é".repeat(MAX_CAUSE_LEN);
-        let cut = bounded(&long, MAX_CAUSE_LEN);
-        assert!(cut.len() <= MAX_CAUSE_LEN + "…".len(), "{}", cut.len());
-        assert!(cut.ends_with('…'));
-        let odd = format!("a{long}");
-        assert!(bounded(&odd, MAX_CAUSE_LEN).len() <= MAX_CAUSE_LEN + "…".len());
-    }
 
     /// Counts its wake-ups.
     #[derive(Default)]

@@ -24,11 +24,13 @@
 //! off) turns the policy's health checking on; [`super::health_watches`] then runs a Watch on each of the
 //! policy's READY connections and gives the answers to the policy (`LbPolicy::set_health`).
 //!
-//! The loop lets go of connections in three ways (`event_loop/release.rs`): all at once (IDLE, shutdown),
+//! Outlier detection's driving and the per-address counters are in `event_loop/call_results.rs`. The loop
+//! lets go of connections in three ways (`event_loop/release.rs`): all at once (IDLE, shutdown),
 //! released (a routing resolver that failed) or retired (a policy switch). Not here: a connection's own
 //! task (`subchannel.rs`), what the loop shares with its handle (`shared.rs`), and the loop's idleness and
 //! what it is started with (`activity.rs`).
 
+mod call_results;
 mod release;
 
 use std::collections::HashMap;
@@ -37,7 +39,7 @@ use std::time::Duration;
 
 use grpc_lb::{
     Address, BackoffConfig, BuildOptions, ConnectivityState, Endpoint, Health, LbAction, LbPolicy,
-    OutlierDetectionConfig, OutlierDetector, OutlierEvent, Picker, PickerSpec, SubchannelId,
+    OutlierDetector, Picker, PickerSpec, SubchannelId,
 };
 use grpc_retry::SplitMix64;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -55,7 +57,7 @@ use crate::conn::connect::Http2Settings;
 use crate::conn::keepalive::Keepalive;
 use crate::conn::proxy::Route;
 use crate::conn::tls::TlsConnector;
-use crate::control::outlier::{trace_not_ejected, CallResults};
+use crate::control::outlier::CallResults;
 use crate::control::resolver::Resolution;
 use crate::control::resolver_state::State;
 use crate::wire::status::Status;
@@ -533,146 +535,6 @@ impl Loop {
             p.handle_timeout(now.into_std());
         }
         self.sweep(now.into_std());
-    }
-
-    /// A new outlier detection config (or none) at `now`: the detector is created, updated or dropped; the
-    /// policy is left alone.
-    fn update_outlier(&mut self, config: Option<OutlierDetectionConfig>, now: std::time::Instant) {
-        let Some(a) = self.activity.active() else {
-            return;
-        };
-        match (config, a.outlier.as_mut()) {
-            (Some(config), Some(d)) => {
-                if *d.config() != config {
-                    d.update_config(config, now);
-                }
-            }
-            (Some(config), None) => a.outlier = Some(OutlierDetector::new(config, now)),
-            (None, Some(_)) => self.drop_outlier(now),
-            (None, None) => {}
-        }
-    }
-
-    /// Outlier detection ends (no config, or the channel goes IDLE): every ejected address returns.
-    fn drop_outlier(&mut self, now: std::time::Instant) {
-        if let Some(a) = self.activity.active() {
-            if let Some(d) = a.outlier.take() {
-                for address in d.ejected() {
-                    let ejected_for = self
-                        .ejected_since
-                        .get(address)
-                        .map(|since| now.saturating_duration_since(*since));
-                    tracing::info!(%address, reason = "outlier detection is off", ?ejected_for, "outlier detection returns the address");
-                    if let Some(p) = &mut a.policy {
-                        p.lb.uneject(address, now);
-                    }
-                }
-            }
-        }
-        self.stats.ejections.clear();
-        self.ejected_since.clear();
-    }
-
-    /// The detector's sweep, if due: the calls counted since the last one go in first.
-    fn sweep(&mut self, now: std::time::Instant) {
-        let Some(d) = self.activity.outlier() else {
-            return;
-        };
-        if d.poll_timeout().is_none_or(|due| due > now) {
-            return;
-        }
-        for (address, results) in &self.results {
-            d.record_counts(address, results.take());
-        }
-        d.handle_timeout(now, &mut self.rng);
-        while let Some(note) = d.poll_not_ejected() {
-            trace_not_ejected(&note);
-        }
-        self.apply_outlier_events(now);
-    }
-
-    /// Gives the detector's ejections and un-ejections to the policy, tracing and the stats.
-    fn apply_outlier_events(&mut self, now: std::time::Instant) {
-        let Some(a) = self.activity.active() else {
-            return;
-        };
-        let Some(d) = a.outlier.as_mut() else {
-            return;
-        };
-        while let Some(event) = d.poll_event() {
-            match event {
-                OutlierEvent::Ejected {
-                    address,
-                    cause,
-                    multiplier,
-                    until,
-                } => {
-                    let duration = until.map(|until| until.saturating_duration_since(now));
-                    tracing::info!(%address, ?cause, multiplier, ?duration, "outlier detection ejects the address");
-                    self.stats.ejections.ejected(address.to_string());
-                    self.ejected_since.insert(address.clone(), now);
-                    if let Some(p) = &mut a.policy {
-                        p.lb.eject(&address, now);
-                    }
-                }
-                OutlierEvent::Unejected { address, reason } => {
-                    let ejected_for = self
-                        .ejected_since
-                        .remove(&address)
-                        .map(|since| now.saturating_duration_since(since));
-                    tracing::info!(%address, ?reason, ?ejected_for, "outlier detection returns the address");
-                    self.stats.ejections.unejected(&address.to_string());
-                    if let Some(p) = &mut a.policy {
-                        p.lb.uneject(&address, now);
-                    }
-                }
-            }
-        }
-    }
-
-    /// Keeps a call-results counter for each address in the list (the per-address stats count into it;
-    /// outlier detection takes its counts while it has an algorithm, and starts from zero when it gets
-    /// one), and publishes the picker again if that changed which handles count.
-    fn sync_results(&mut self) {
-        let counting = self.activity.outlier().is_some_and(|d| d.is_enabled());
-        if counting && !self.outlier_counting {
-            // What was counted before detection started is no interval's.
-            for results in self.results.values() {
-                results.take();
-            }
-        }
-        self.outlier_counting = counting;
-        let before = self.results.len();
-        let mut changed = false;
-        let current: std::collections::HashSet<&Address> = self.addresses.iter().collect();
-        self.results.retain(|a, _| current.contains(a));
-        changed |= self.results.len() != before;
-        for address in &self.addresses {
-            if !self.results.contains_key(address) {
-                self.results
-                    .insert(address.clone(), Arc::new(CallResults::default()));
-                changed = true;
-            }
-        }
-        self.stats.addresses.sync(&self.results);
-        // Subchannels of a policy that is gone (a switch, a panic) say nothing more.
-        let (tasks, conns) = (&self.tasks, &self.conns);
-        self.subchannel_addresses
-            .retain(|id, _| tasks.contains_key(id) || conns.contains_key(id));
-        // While a new policy connects (a graceful switch), the retired one's picker serves and the new one
-        // publishes when it has something to show: publishing the current spec here would end the switch
-        // early, with no connection to serve.
-        if changed && !self.activity.is_idle() && self.retired.is_none() {
-            let (state, spec) = self.spec.clone();
-            self.publish(state, spec);
-        }
-    }
-
-    /// The subchannel `id` is now in `state`, as `Channel::stats()` shows its address.
-    fn set_subchannel_state(&self, id: SubchannelId, state: ConnectivityState) {
-        if let Some(addr) = self.subchannel_addresses.get(&id) {
-            self.stats.addresses.set_state(addr, state);
-        }
     }
 
     /// Goes IDLE: the connections, the policy and the outlier detector go.
