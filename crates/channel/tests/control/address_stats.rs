@@ -1,12 +1,14 @@
 //! Per-address figures in `Channel::stats()` (issue 35, "where did my calls go?"): round_robin over an
 //! `ipv4:` list of three interop servers and an address where nothing listens; the attempts each address
-//! carried, and each subchannel's state.
+//! carried, and each subchannel's state; with health checking, each address's health.
 
 use grpc_test_support as support;
 
 use std::time::Duration;
 
+use grpc_channel::lb::Health;
 use grpc_channel::{Channel, Code, ConnectivityState, Request};
+use interop::health::ServingStatus;
 use interop_proto::{paths, Empty};
 use support::guards::guarded;
 
@@ -94,4 +96,52 @@ async fn per_address_calls_and_states_over_three_backends_and_one_down() {
     let failed: u64 = stats.addresses.values().map(|s| s.calls_failed).sum();
     let started: u64 = stats.addresses.values().map(|s| s.calls_started).sum();
     assert_eq!((started, failed), (31, 1), "{:#?}", stats.addresses);
+}
+
+/// With round_robin and a `healthCheckConfig`, each address shows its health; a backend that stops serving
+/// shows NotServing and stays READY; a backend killed leaves READY.
+#[tokio::test(start_paused = true)]
+async fn per_address_health_and_a_killed_backend() {
+    const SVC: &str = "grpc.testing.TestService";
+    let servers = [
+        support::interop_server_handle().await,
+        support::interop_server_handle().await,
+    ];
+    for s in &servers {
+        s.health().set(SVC, ServingStatus::Serving);
+    }
+    let addrs: Vec<_> = servers.iter().map(|s| s.addr).collect();
+    let config = format!(
+        r#"{{"healthCheckConfig":{{"serviceName":"{SVC}"}},
+            "loadBalancingConfig":[{{"round_robin":{{}}}}]}}"#
+    );
+    let ch = support::channel_with_config(&support::ipv4_target(&addrs), config);
+    ch.connect();
+    let [a, b] = [addrs[0].to_string(), addrs[1].to_string()];
+    until(&ch, |s| {
+        [&a, &b].iter().all(|x| {
+            s.addresses.get(*x).is_some_and(|x| {
+                x.state == ConnectivityState::Ready && x.health == Some(Health::Serving)
+            })
+        })
+    })
+    .await;
+    servers[1].health().set(SVC, ServingStatus::NotServing);
+    until(&ch, |s| {
+        s.addresses
+            .get(&b)
+            .is_some_and(|x| x.health == Some(Health::NotServing))
+    })
+    .await;
+    assert_eq!(ch.stats().addresses[&b].state, ConnectivityState::Ready);
+    let [first, second] = servers;
+    first.shutdown();
+    until(&ch, |s| {
+        s.addresses
+            .get(&a)
+            .is_some_and(|x| x.state != ConnectivityState::Ready)
+    })
+    .await;
+    assert_eq!(ch.stats().addresses[&a].health, Some(Health::Unknown));
+    drop(second);
 }
