@@ -1,5 +1,6 @@
 //! The values a service config's parser changed instead of rejecting them (gRFC A6: a `maxAttempts` above
-//! the client's cap is clamped, not an error), kept on the parsed config as [`Clamp`]s so that the channel
+//! the client's cap is clamped, not an error; a `tokenRatio` keeps three decimals; outlier detection's
+//! `interval` has a floor of 1 ms and its `maxEjectionTime` one of `baseEjectionTime`), kept on the parsed config as [`Clamp`]s so that the channel
 //! can say so when it applies the config. The parser stays sans-IO: it logs nothing itself.
 //!
 //! Not here: the rules themselves (each lives where its field is parsed: `method_config.rs`,
@@ -44,6 +45,15 @@ pub enum ClampKind {
         /// The client's cap, which applies.
         applied: u32,
     },
+    /// A duration that applies otherwise than written: an outlier detection `interval` below 1 ms (sweeps
+    /// run at most once a millisecond), or a `maxEjectionTime` below `baseEjectionTime` (A50: an ejection
+    /// may last up to the larger of the two).
+    Duration {
+        /// The value in the config.
+        requested: std::time::Duration,
+        /// The value that applies.
+        applied: std::time::Duration,
+    },
     /// `retryThrottling.tokenRatio` with more than three decimals: the channel keeps three (A6), truncated.
     TokenRatio {
         /// The value in the config.
@@ -59,6 +69,11 @@ impl fmt::Display for Clamp {
             ClampKind::MaxAttempts { requested, applied } => write!(
                 f,
                 "{}: maxAttempts {requested} is above the client's cap; {applied} attempts apply (gRFC A6)",
+                self.path
+            ),
+            ClampKind::Duration { requested, applied } => write!(
+                f,
+                "{}: {requested:?} applies as {applied:?} (gRFC A50)",
                 self.path
             ),
             ClampKind::TokenRatio {
@@ -134,6 +149,23 @@ mod tests {
             method(0, RETRY5)
         ));
         assert!(plain.clamps().is_empty(), "{:?}", plain.clamps());
+    }
+
+    #[test]
+    fn outlier_detection_durations_applied_otherwise_are_noted() {
+        let config = parse(
+            r#"{"loadBalancingConfig":[{"outlier_detection_experimental":{
+                "interval":"0s","baseEjectionTime":"30s","maxEjectionTime":"10s",
+                "childPolicy":[{"round_robin":{}}]}}]}"#,
+        );
+        let shown: Vec<String> = config.clamps().iter().map(ToString::to_string).collect();
+        assert_eq!(
+            shown,
+            [
+                "$.loadBalancingConfig[0].outlier_detection_experimental.interval: 0ns applies as 1ms (gRFC A50)",
+                "$.loadBalancingConfig[0].outlier_detection_experimental.maxEjectionTime: 10s applies as 30s (gRFC A50)",
+            ]
+        );
     }
 
     #[test]

@@ -80,8 +80,9 @@ impl ServiceConfig {
         let at = At::root(value, &root_path);
         let obj = at.object()?;
         let policies = &options.policies;
+        let mut clamps = Clamps::default();
         let lb_config = field(&at, obj, "loadBalancingConfig", |a| {
-            parse_lb_config(a, policies)
+            parse_lb_config(a, policies, &mut clamps)
         })?;
         let lb_policy = match lb_config {
             Some(policy) => policy,
@@ -90,7 +91,6 @@ impl ServiceConfig {
             })?
             .unwrap_or_default(),
         };
-        let mut clamps = Clamps::default();
         let retry_throttling = field(&at, obj, "retryThrottling", |t| {
             parse_throttling(t, &mut clamps)
         })?;
