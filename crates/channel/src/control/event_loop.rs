@@ -307,6 +307,7 @@ impl Loop {
                 }
             }
             Event::Draining(id, generation, goaway) if self.is_current(id, generation) => {
+                self.set_subchannel_state(id, ConnectivityState::Idle);
                 tracing::debug!(
                     last_stream_id = goaway.last_stream_id,
                     error_code = goaway.error_code,
