@@ -56,8 +56,8 @@ use std::time::{Duration, Instant};
 use grpc_base::{Address, Rng};
 
 use algorithms::{
-    enforced, failure_percentage_outliers, may_eject, not_outlier_reason, success_rate_outliers,
-    success_rate_threshold, Outlier, Sample,
+    enforced, failure_percentage_outliers, hosts_with_volume, may_eject, not_outlier_reason,
+    success_rate_outliers, success_rate_threshold, Outlier, Sample,
 };
 use counter::CallBuckets;
 
@@ -386,14 +386,15 @@ impl OutlierDetector {
                 now,
                 rng,
             );
+            let hosts = hosts_with_volume(&samples, config.request_volume);
             for (i, sample) in samples.iter().enumerate() {
                 if sample.ejected || sample.counts.failures == 0 {
                     continue;
                 }
                 let reason = refused.get(&i).copied().unwrap_or_else(|| {
                     not_outlier_reason(
-                        &samples,
-                        i,
+                        sample.counts.total(),
+                        hosts,
                         config.request_volume,
                         config.minimum_hosts,
                         NotEjectedReason::SuccessRateNotBelowThreshold { threshold },
@@ -411,14 +412,15 @@ impl OutlierDetector {
                 now,
                 rng,
             );
+            let hosts = hosts_with_volume(&samples, config.request_volume);
             for (i, sample) in samples.iter().enumerate() {
                 if sample.ejected || sample.counts.failures == 0 {
                     continue;
                 }
                 let reason = refused.get(&i).copied().unwrap_or_else(|| {
                     not_outlier_reason(
-                        &samples,
-                        i,
+                        sample.counts.total(),
+                        hosts,
                         config.request_volume,
                         config.minimum_hosts,
                         NotEjectedReason::FailurePercentageNotAboveThreshold {

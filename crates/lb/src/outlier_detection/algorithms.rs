@@ -128,27 +128,32 @@ fn threshold_of(config: &SuccessRateEjection, list: &[(usize, CallCounts, f64)])
     Some(mean - variance.sqrt() * (f64::from(config.stdev_factor) / 1000.0))
 }
 
-/// Why an algorithm with `request_volume` and `minimum_hosts` did not find the address at `index` an
-/// outlier: too few calls of its own, too few addresses with enough calls, or else `otherwise` (its rate
-/// was not an outlier's).
+/// The addresses with at least `request_volume` calls (and one) in the interval: what `minimumHosts`
+/// counts. Computed once per algorithm and sweep.
+pub(super) fn hosts_with_volume(samples: &[Sample], request_volume: u32) -> usize {
+    samples
+        .iter()
+        .filter(|s| s.counts.total() >= u64::from(request_volume) && s.counts.total() > 0)
+        .count()
+}
+
+/// Why an algorithm with `request_volume` and `minimum_hosts` did not find an address with `calls` in
+/// the interval an outlier, `hosts` addresses having had enough calls ([`hosts_with_volume`]): too few
+/// calls of its own, too few addresses with enough calls, or else `otherwise` (its rate was not an
+/// outlier's). O(1), so a sweep's reasons cost O(n) in all.
 pub(super) fn not_outlier_reason(
-    samples: &[Sample],
-    index: usize,
+    calls: u64,
+    hosts: usize,
     request_volume: u32,
     minimum_hosts: u32,
     otherwise: NotEjectedReason,
 ) -> NotEjectedReason {
-    let calls = samples.get(index).map_or(0, |s| s.counts.total());
     if calls < u64::from(request_volume) {
         return NotEjectedReason::BelowRequestVolume {
             calls,
             request_volume,
         };
     }
-    let hosts = samples
-        .iter()
-        .filter(|s| s.counts.total() >= u64::from(request_volume) && s.counts.total() > 0)
-        .count();
     if (hosts as u64) < u64::from(minimum_hosts) {
         return NotEjectedReason::BelowMinimumHosts {
             hosts,
