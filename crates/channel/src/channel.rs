@@ -431,9 +431,13 @@ impl Channel {
         let wait = inner.resolution.wait(resolving.api_wait());
         let resolved = match resolving.api_deadline {
             None => wait.await,
-            Some(d) => tokio::time::timeout_at(d, wait)
-                .await
-                .unwrap_or_else(|_| Err(Status::deadline_passed())),
+            // The deadline passed before the resolver's first answer: the message says what the call
+            // waited for (as a call that waits for a connection does).
+            Some(d) => tokio::time::timeout_at(d, wait).await.unwrap_or_else(|_| {
+                Err(Status::deadline_exceeded(
+                    "deadline exceeded while waiting for name resolution",
+                ))
+            }),
         };
         match resolved
             .and_then(|(_, config, routing)| resolving.prepared(inner, path, config, routing))
