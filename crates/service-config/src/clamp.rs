@@ -1,7 +1,8 @@
-//! The values a service config's parser changed instead of rejecting them (gRFC A6: a `maxAttempts` above
-//! the client's cap is clamped, not an error; a `tokenRatio` keeps three decimals; outlier detection's
-//! `interval` has a floor of 1 ms and its `maxEjectionTime` one of `baseEjectionTime`), kept on the parsed config as [`Clamp`]s so that the channel
-//! can say so when it applies the config. The parser stays sans-IO: it logs nothing itself.
+//! The values a service config's parser changed instead of rejecting them (gRFC A6: a `maxAttempts` above the
+//! client's cap is clamped, not an error; a `tokenRatio` keeps three decimals; outlier detection's `interval`
+//! has a floor of 1 ms and its `maxEjectionTime` one of `baseEjectionTime`), kept on the parsed config as
+//! [`Clamp`]s so that the channel can say so when it applies the config. The parser stays sans-IO: it logs
+//! nothing itself.
 //!
 //! Not here: the rules themselves (each lives where its field is parsed: `method_config.rs`,
 //! `service_config.rs`), and the tracing event (grpc-channel's control plane emits it).

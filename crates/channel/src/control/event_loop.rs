@@ -12,13 +12,13 @@
 //!
 //! Outlier detection (gRFC A50): with an `outlier_detection_experimental` config the loop owns a
 //! `grpc_lb::OutlierDetector` beside the child policy. The detector gets the same address lists as the
-//! policy; every READY subchannel's picker handle carries its address's [`CallResults`], which calls
-//! count into (for the per-address stats too) and, while the detector has an algorithm, the loop takes into
-//! it just before each sweep (its timer is one of the loop's, its randomness the loop's rng). After a
-//! sweep, the loop logs why each address with failures was not ejected (DEBUG). An ejection or un-ejection goes to the policy
-//! (`LbPolicy::eject`, `uneject`: the subchannel looks TRANSIENT_FAILURE, its connection stays), to
-//! tracing, and to the channel's stats. The policy and the detector are compared and replaced
-//! separately: a new outlier config alone keeps the child policy and its connections.
+//! policy; every READY subchannel's picker handle carries its address's [`CallResults`], which calls count
+//! into (for the per-address stats too) and, while the detector has an algorithm, the loop takes into it just
+//! before each sweep (its timer is one of the loop's, its randomness the loop's rng). After a sweep, the loop
+//! logs why each address with failures was not ejected (DEBUG). An ejection or un-ejection goes to the policy
+//! (`LbPolicy::eject`, `uneject`: the subchannel looks TRANSIENT_FAILURE, its connection stays), to tracing,
+//! and to the channel's stats. The policy and the detector are compared and replaced separately: a new
+//! outlier config alone keeps the child policy and its connections.
 //!
 //! Health checking (gRFC A17): the service config's `healthCheckConfig` (unless the application turned it
 //! off) turns the policy's health checking on; [`super::health_watches`] then runs a Watch on each of the

@@ -13,20 +13,20 @@
 //! * With no call for the idle timeout (30 min by default), the channel drops its connections and goes IDLE;
 //!   `close()` (or dropping every handle) makes it SHUTDOWN.
 //!
-//! The control layer, above `conn` (it makes connections) and below `call` (calls pick from it). Here:
-//! the handle calls use ([`ControlPlane`]) and what a pick gives ([`Picked`]); what the handle and the
-//! loop share (`shared.rs`); the event loop (`event_loop.rs`), its idleness and what it is started with
-//! (`activity.rs`), and each subchannel connection's task (`subchannel.rs`); which policy a resolution asks for (`policy_choice.rs`); name resolution
-//! ([`resolver_api`], the public resolver API, and `resolver_testing.rs`, its sink for a resolver's unit
-//! tests; [`resolver`], running the channel's resolver;
+//! The control layer, above `conn` (it makes connections) and below `call` (calls pick from it). Here: the
+//! handle calls use ([`ControlPlane`]) and what a pick gives ([`Picked`]); what the handle and the loop share
+//! (`shared.rs`); the event loop (`event_loop.rs`), its idleness and what it is started with (`activity.rs`),
+//! and each subchannel connection's task (`subchannel.rs`); which policy a resolution asks for
+//! (`policy_choice.rs`); name resolution ([`resolver_api`], the public resolver API, and
+//! `resolver_testing.rs`, its sink for a resolver's unit tests; [`resolver`], running the channel's resolver;
 //! [`builtin_resolvers`], `dns:` and the fixed lists; [`manual_resolver`], endpoints pushed by the
 //! application; [`resolver_state`], what a resolver hands the channel); health checking (gRFC A17:
 //! [`health_stream`], one Watch stream, and `health_watches.rs`, which connections run one); and outlier
 //! detection's call results ([`outlier`], gRFC A50); the per-address figures of `Channel::stats()`
-//! ([`address_stats`]); and what the loop says about a service config it applies (`config_notes.rs`:
-//! health checking the policy does not run, the default pick_first, clamped values). The xDS resolver is a [`resolver_api::ResolverBuilder`]
-//! too, in `xds/`, above: it runs its ADS stream on a `Channel`, and hands its routing through a
-//! crate-private extension of the sink.
+//! ([`address_stats`]); and what the loop says about a service config it applies (`config_notes.rs`: health
+//! checking the policy does not run, the default pick_first, clamped values). The xDS resolver is a
+//! [`resolver_api::ResolverBuilder`] too, in `xds/`, above: it runs its ADS stream on a `Channel`, and hands
+//! its routing through a crate-private extension of the sink.
 
 use std::future::Future;
 use std::pin::Pin;

@@ -1,8 +1,9 @@
-//! Outlier detection (gRFC A50), the part calls touch: each address's call results, counted with atomics
-//! that the picked connection's handle shares with the control plane, what `Channel::stats()` shows of
-//! the ejections, and the DEBUG event that says why a sweep left an address with failures in service. The decisions are `grpc_lb::OutlierDetector`'s, run by the control plane's event loop,
-//! which takes these counts into it before each sweep (`control/event_loop.rs`): a call never messages the
-//! loop, and counting costs it a few relaxed atomic adds per attempt, no allocation.
+//! Outlier detection (gRFC A50), the part calls touch: each address's call results, counted with atomics that
+//! the picked connection's handle shares with the control plane, what `Channel::stats()` shows of the
+//! ejections, and the DEBUG event that says why a sweep left an address with failures in service. The
+//! decisions are `grpc_lb::OutlierDetector`'s, run by the control plane's event loop, which takes these
+//! counts into it before each sweep (`control/event_loop.rs`): a call never messages the loop, and counting
+//! costs it a few relaxed atomic adds per attempt, no allocation.
 //!
 //! Which results count (A50: "OK is a success, anything else a failure"): every attempt that got a
 //! connection from a pick counts once, when it ends, on the address it picked: the committed attempt with
