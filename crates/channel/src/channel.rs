@@ -129,7 +129,8 @@ impl std::fmt::Debug for Channel {
 impl Channel {
     /// A snapshot of the channel's calls: started, succeeded and failed, attempts started, per method
     /// gRFC A6's retry statistics and A96's histograms, per xDS cluster its calls; and outlier detection's
-    /// ejections (A50): the addresses ejected now and each one's ejection count. It needs no metrics
+    /// ejections (A50): the addresses ejected now and each one's ejection count; and per address, its
+    /// attempts and its subchannel's connectivity and health state. It needs no metrics
     /// exporter (with the `metrics` feature, the call figures also go to the `metrics` facade).
     pub fn stats(&self) -> ChannelStats {
         let mut stats = self.inner.telemetry.snapshot();
@@ -138,6 +139,7 @@ impl Channel {
             stats.ejected_addresses = ejected;
             stats.ejections = counts.into_iter().collect();
             stats.not_serving_addresses = control.not_serving();
+            stats.addresses = control.address_stats();
         }
         stats
     }
@@ -429,9 +431,13 @@ impl Channel {
         let wait = inner.resolution.wait(resolving.api_wait());
         let resolved = match resolving.api_deadline {
             None => wait.await,
-            Some(d) => tokio::time::timeout_at(d, wait)
-                .await
-                .unwrap_or_else(|_| Err(Status::deadline_passed())),
+            // The deadline passed before the resolver's first answer: the message says what the call
+            // waited for (as a call that waits for a connection does).
+            Some(d) => tokio::time::timeout_at(d, wait).await.unwrap_or_else(|_| {
+                Err(Status::deadline_exceeded(
+                    "deadline exceeded while waiting for name resolution",
+                ))
+            }),
         };
         match resolved
             .and_then(|(_, config, routing)| resolving.prepared(inner, path, config, routing))

@@ -168,6 +168,7 @@ pub use conn::error::{BuildError, ConnectError};
 pub use conn::keepalive::{DEFAULT_KEEPALIVE_TIMEOUT, MIN_KEEPALIVE_TIME};
 pub use conn::proxy::ProxyError;
 pub use conn::tls::TlsConfig;
+pub use control::address_stats::AddressStats;
 pub use control::DEFAULT_IDLE_TIMEOUT;
 pub use error_details::ErrorDetails;
 pub use grpc_lb::ConnectivityState;
@@ -195,8 +196,8 @@ pub mod service_config {
         CodeSet, HedgingPolicy, MaxAttempts, Policy, RetryPolicy, ThrottleConfig,
     };
     pub use grpc_service_config::{
-        LbConfig, MethodConfig, ParseError, ParseOptions, ResolverOptions, Rule, ServiceConfig,
-        Target, TargetError, UrlSecurity,
+        Clamp, ClampKind, LbConfig, MethodConfig, ParseError, ParseOptions, ResolverOptions, Rule,
+        ServiceConfig, Target, TargetError, UrlSecurity, MAX_CLAMPS,
     };
 }
 

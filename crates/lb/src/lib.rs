@@ -84,9 +84,9 @@ pub use grpc_base::Address;
 pub use grpc_base::{AttributeValue, Attributes, Endpoint, Rng};
 pub use health::{health_of_serving_status, Health, WatchEnd, WatchNext, WatchRetry};
 pub use outlier_detection::{
-    AddressStats, CallCounts, EjectionCause, FailurePercentageEjection, OutlierDetectionConfig,
-    OutlierDetector, OutlierEvent, Percentage, SuccessRateEjection, UnejectReason,
-    MIN_SWEEP_INTERVAL,
+    AddressStats, CallCounts, EjectionCause, FailurePercentageEjection, NotEjected,
+    NotEjectedReason, OutlierDetectionConfig, OutlierDetector, OutlierEvent, Percentage,
+    SuccessRateEjection, UnejectReason, MIN_SWEEP_INTERVAL,
 };
 pub use pick::{BreakerClaim, InFlightCounter, PickGuard, PickRequest, PickResult};
 pub use pick_first::{interleave_families, DEFAULT_ATTEMPT_DELAY};

@@ -25,7 +25,9 @@
 //! 4. After each of these, drain [`OutlierDetector::poll_event`]: an [`OutlierEvent::Ejected`] address's
 //!    subchannels report TRANSIENT_FAILURE to the child policy (connections stay open), an
 //!    [`OutlierEvent::Unejected`] one's report their real state again. [`OutlierDetector::is_ejected`]
-//!    answers for a subchannel created later.
+//!    answers for a subchannel created later. After a sweep, [`OutlierDetector::poll_not_ejected`] says
+//!    why each address that had failures stayed in service (below `requestVolume`, below `minimumHosts`,
+//!    `maxEjectionPercent` reached, the enforcement draw, or a rate that is no outlier's), for the log.
 //!
 //! The sweep follows A50: note the time; swap every counter's buckets; run success rate, then failure
 //! percentage (each only if configured); then for every address, decay the multiplier of an included one
@@ -43,6 +45,7 @@
 mod algorithms;
 mod config;
 mod counter;
+mod spared;
 
 #[cfg(test)]
 mod tests;
@@ -53,7 +56,8 @@ use std::time::{Duration, Instant};
 use grpc_base::{Address, Rng};
 
 use algorithms::{
-    enforced, failure_percentage_outliers, may_eject, success_rate_outliers, Outlier, Sample,
+    enforced, failure_percentage_outliers, hosts_with_volume, may_eject, not_outlier_reason,
+    success_rate_outliers, success_rate_threshold, Outlier, Sample,
 };
 use counter::CallBuckets;
 
@@ -62,6 +66,7 @@ pub use config::{
     FailurePercentageEjection, OutlierDetectionConfig, Percentage, SuccessRateEjection,
 };
 pub use counter::CallCounts;
+pub use spared::{NotEjected, NotEjectedReason};
 
 /// The shortest time between two sweeps, whatever `interval` says. A50 allows `interval: "0s"`, which read
 /// literally runs the sweep back to back and spins the channel's event loop; a floor of 1 ms keeps a sweep
@@ -180,6 +185,8 @@ pub struct OutlierDetector {
     index: HashMap<Address, usize>,
     timer: Timer,
     events: VecDeque<OutlierEvent>,
+    /// The last sweep's addresses with failures that stayed in service (at most one per address).
+    not_ejected: VecDeque<NotEjected>,
 }
 
 impl OutlierDetector {
@@ -191,6 +198,7 @@ impl OutlierDetector {
             index: HashMap::new(),
             timer: Timer::Stopped,
             events: VecDeque::new(),
+            not_ejected: VecDeque::new(),
         };
         detector.update_config(config, now);
         detector
@@ -317,6 +325,13 @@ impl OutlierDetector {
         self.events.pop_front()
     }
 
+    /// The next address the last sweep left in service although it had failures, with the reasons, until
+    /// `None`: at most one per address per sweep, and only the last sweep's (a sweep drops what was not
+    /// drained of the one before), so never more than the address list.
+    pub fn poll_not_ejected(&mut self) -> Option<NotEjected> {
+        self.not_ejected.pop_front()
+    }
+
     /// Whether `address` is ejected (an unknown address is not).
     pub fn is_ejected(&self, address: &Address) -> bool {
         self.entry(address).is_some_and(Entry::is_ejected)
@@ -358,25 +373,77 @@ impl OutlierDetector {
                 ejected: e.is_ejected(),
             })
             .collect();
+        self.not_ejected.clear();
+        // Why each address was not ejected, by algorithm: [success rate, failure percentage].
+        let mut spared: HashMap<usize, [Option<NotEjectedReason>; 2]> = HashMap::new();
         if let Some(config) = self.config.success_rate {
             let outliers = success_rate_outliers(&config, &samples);
-            self.eject(
+            let threshold = success_rate_threshold(&config, &samples);
+            let refused = self.eject(
                 outliers,
                 config.enforcement_percentage,
                 &mut samples,
                 now,
                 rng,
             );
+            let hosts = hosts_with_volume(&samples, config.request_volume);
+            for (i, sample) in samples.iter().enumerate() {
+                if sample.ejected || sample.counts.failures == 0 {
+                    continue;
+                }
+                let reason = refused.get(&i).copied().unwrap_or_else(|| {
+                    not_outlier_reason(
+                        sample.counts.total(),
+                        hosts,
+                        config.request_volume,
+                        config.minimum_hosts,
+                        NotEjectedReason::SuccessRateNotBelowThreshold { threshold },
+                    )
+                });
+                spared.entry(i).or_default()[0] = Some(reason);
+            }
         }
         if let Some(config) = self.config.failure_percentage {
             let outliers = failure_percentage_outliers(&config, &samples);
-            self.eject(
+            let refused = self.eject(
                 outliers,
                 config.enforcement_percentage,
                 &mut samples,
                 now,
                 rng,
             );
+            let hosts = hosts_with_volume(&samples, config.request_volume);
+            for (i, sample) in samples.iter().enumerate() {
+                if sample.ejected || sample.counts.failures == 0 {
+                    continue;
+                }
+                let reason = refused.get(&i).copied().unwrap_or_else(|| {
+                    not_outlier_reason(
+                        sample.counts.total(),
+                        hosts,
+                        config.request_volume,
+                        config.minimum_hosts,
+                        NotEjectedReason::FailurePercentageNotAboveThreshold {
+                            threshold: config.threshold.get(),
+                        },
+                    )
+                });
+                spared.entry(i).or_default()[1] = Some(reason);
+            }
+        }
+        // In address-list order; an address the second algorithm ejected is not listed.
+        for (i, (entry, sample)) in self.entries.iter().zip(&samples).enumerate() {
+            if sample.ejected {
+                continue;
+            }
+            if let Some([success_rate, failure_percentage]) = spared.remove(&i) {
+                self.not_ejected.push_back(NotEjected::new(
+                    entry.address.clone(),
+                    sample.counts,
+                    success_rate,
+                    failure_percentage,
+                ));
+            }
         }
         for entry in &mut self.entries {
             match entry.ejection {
@@ -403,7 +470,8 @@ impl OutlierDetector {
     }
 
     /// Ejects `outliers` in order, each if `maxEjectionPercent` still allows one more and the draw passes;
-    /// the first refusal by the limit ends the algorithm (A50's "stop").
+    /// the first refusal by the limit ends the algorithm (A50's "stop"). Returns the outliers left in
+    /// service, by index, with the reason (the limit, or the draw).
     fn eject(
         &mut self,
         outliers: Vec<Outlier>,
@@ -411,14 +479,31 @@ impl OutlierDetector {
         samples: &mut [Sample],
         now: Instant,
         rng: &mut dyn Rng,
-    ) {
+    ) -> HashMap<usize, NotEjectedReason> {
         let total = self.entries.len();
         let mut ejected = samples.iter().filter(|s| s.ejected).count();
+        let mut refused = HashMap::new();
+        let mut limit_reached = false;
         for outlier in outliers {
-            if !may_eject(ejected, total, self.config.max_ejection_percent) {
-                break;
+            if limit_reached || !may_eject(ejected, total, self.config.max_ejection_percent) {
+                limit_reached = true;
+                refused.insert(
+                    outlier.index,
+                    NotEjectedReason::MaxEjectionPercent {
+                        ejected,
+                        total,
+                        max_ejection_percent: self.config.max_ejection_percent.get(),
+                    },
+                );
+                continue;
             }
             if !enforced(enforcement, rng) {
+                refused.insert(
+                    outlier.index,
+                    NotEjectedReason::EnforcementDraw {
+                        enforcement_percentage: enforcement.get(),
+                    },
+                );
                 continue;
             }
             let (Some(entry), Some(sample)) = (
@@ -438,5 +523,6 @@ impl OutlierDetector {
                 until: now.checked_add(self.config.ejection_duration(entry.multiplier)),
             });
         }
+        refused
     }
 }

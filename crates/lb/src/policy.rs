@@ -271,6 +271,13 @@ impl LbPolicy {
         });
     }
 
+    /// Whether this policy runs health checking (gRFC A17) when the service config asks for it
+    /// ([`LoadBalancer::uses_health`]: round_robin does; pick_first never does, A61). The channel warns
+    /// when a config asks for health checking under a policy that does not.
+    pub fn uses_health(&self) -> bool {
+        self.read(false, |p| p.uses_health())
+    }
+
     /// Whether this policy health checks its subchannels, i.e. whether the channel should run a health
     /// Watch on each READY connection and report it with [`LbPolicy::set_health`]: a policy that uses
     /// health (round_robin) with health checking on; never pick_first nor (not yet) the xDS cluster manager.

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use grpc_lb::{LoadBalancerBuilder, OutlierDetectionConfig, ParsedLbConfig, PolicyRegistry};
 use serde_json::Value;
 
+use crate::clamp::Clamps;
 use crate::error::{ParseError, Rule};
 use crate::json::{field, required, At};
 use crate::outlier_detection::parse_outlier_detection;
@@ -180,6 +181,7 @@ fn parse_registered(
 pub(crate) fn parse_lb_config(
     at: At<'_>,
     policies: &PolicyRegistry,
+    clamps: &mut Clamps,
 ) -> Result<LbConfig, ParseError> {
     let mut names = Vec::new();
     // The first supported entry is the choice, and the entries after it are not looked at (neither
@@ -221,9 +223,9 @@ pub(crate) fn parse_lb_config(
                 obj,
                 "outlier_detection_experimental",
                 |cfg| {
-                    let config = parse_outlier_detection(&cfg)?;
+                    let config = parse_outlier_detection(&cfg, clamps)?;
                     let child = required(&cfg, cfg.object()?, "childPolicy", |child| {
-                        parse_lb_config(child, policies)
+                        parse_lb_config(child, policies, clamps)
                     })?;
                     Ok(LbConfig::OutlierDetection {
                         config,

@@ -20,6 +20,7 @@
 // Unit tests read the clock: they stand in for grpc-channel (clippy.toml bans it in the library).
 #![cfg_attr(test, allow(clippy::disallowed_methods))]
 
+mod clamp;
 mod duration;
 mod error;
 mod json;
@@ -39,6 +40,7 @@ pub mod txt;
 #[cfg(test)]
 mod tests;
 
+pub use clamp::{Clamp, ClampKind, MAX_CLAMPS};
 pub use error::{ParseError, Rule};
 pub use lb_config::{LbConfig, RegisteredPolicy};
 pub use method_config::MethodConfig;

@@ -7,6 +7,7 @@ use std::time::Duration;
 use grpc_retry::{CodeSet, HedgingPolicy, MaxAttempts, Policy, RetryPolicy};
 use serde_json::{Map, Value};
 
+use crate::clamp::{Clamp, ClampKind, Clamps};
 use crate::error::{ParseError, Rule};
 use crate::json::{each, field, required, At};
 
@@ -36,6 +37,7 @@ pub(crate) enum Name {
 pub(crate) fn parse_method_config(
     at: At<'_>,
     attempts_cap: u32,
+    clamps: &mut Clamps,
 ) -> Result<(Vec<Name>, MethodConfig), ParseError> {
     let obj = at.object()?;
     let names = field(&at, obj, "name", |names| each(&names, parse_name))?.unwrap_or_default();
@@ -44,10 +46,10 @@ pub(crate) fn parse_method_config(
     let max_request_message_bytes = field(&at, obj, "maxRequestMessageBytes", u32_field)?;
     let max_response_message_bytes = field(&at, obj, "maxResponseMessageBytes", u32_field)?;
     let retry = field(&at, obj, "retryPolicy", |p| {
-        parse_retry_policy(p, attempts_cap)
+        parse_retry_policy(p, attempts_cap, clamps)
     })?;
     let hedging = field(&at, obj, "hedgingPolicy", |p| {
-        parse_hedging_policy(p, attempts_cap)
+        parse_hedging_policy(p, attempts_cap, clamps)
     })?;
     let policy = match (retry, hedging) {
         (Some(_), Some(_)) => return Err(at.error(Rule::BothPolicies)),
@@ -89,10 +91,21 @@ fn max_attempts(
     at: &At<'_>,
     obj: &Map<String, Value>,
     cap: u32,
+    clamps: &mut Clamps,
 ) -> Result<MaxAttempts, ParseError> {
     required(at, obj, "maxAttempts", |m| {
         let n = m.uint()?;
-        MaxAttempts::new(n, cap).map_err(|e| m.error(Rule::Policy(e)))
+        let applied = MaxAttempts::new(n, cap).map_err(|e| m.error(Rule::Policy(e)))?;
+        if u64::from(applied.get()) < n {
+            clamps.push(Clamp::new(
+                m.path(),
+                ClampKind::MaxAttempts {
+                    requested: n,
+                    applied: applied.get(),
+                },
+            ));
+        }
+        Ok(applied)
     })
 }
 
@@ -114,9 +127,13 @@ fn positive(name: &'static str) -> impl Fn(At<'_>) -> Result<Duration, ParseErro
     }
 }
 
-fn parse_retry_policy(at: At<'_>, cap: u32) -> Result<RetryPolicy, ParseError> {
+fn parse_retry_policy(
+    at: At<'_>,
+    cap: u32,
+    clamps: &mut Clamps,
+) -> Result<RetryPolicy, ParseError> {
     let obj = at.object()?;
-    let max_attempts = max_attempts(&at, obj, cap)?;
+    let max_attempts = max_attempts(&at, obj, cap, clamps)?;
     // The gRFC A44 extension: with it, retryableStatusCodes may be empty.
     let recv_timeout = field(
         &at,
@@ -153,9 +170,13 @@ fn parse_retry_policy(at: At<'_>, cap: u32) -> Result<RetryPolicy, ParseError> {
     .map_err(|e| at.error(Rule::Policy(e)))
 }
 
-fn parse_hedging_policy(at: At<'_>, cap: u32) -> Result<HedgingPolicy, ParseError> {
+fn parse_hedging_policy(
+    at: At<'_>,
+    cap: u32,
+    clamps: &mut Clamps,
+) -> Result<HedgingPolicy, ParseError> {
     let obj = at.object()?;
-    let max_attempts = max_attempts(&at, obj, cap)?;
+    let max_attempts = max_attempts(&at, obj, cap, clamps)?;
     let delay = field(&at, obj, "hedgingDelay", |d| d.duration())?.unwrap_or(Duration::ZERO);
     let non_fatal = field(&at, obj, "nonFatalStatusCodes", codes)?.unwrap_or_default();
     let recv_timeout = field(

@@ -14,20 +14,55 @@
 //! [`ParseError`] at the field's path, and the whole service config is refused (A21 keeps the last good
 //! one). Not here: the xDS mapping of Envoy's `OutlierDetection` message.
 
-use grpc_lb::{FailurePercentageEjection, OutlierDetectionConfig, Percentage, SuccessRateEjection};
+use grpc_lb::{
+    FailurePercentageEjection, OutlierDetectionConfig, Percentage, SuccessRateEjection,
+    MIN_SWEEP_INTERVAL,
+};
 
+use crate::clamp::{Clamp, ClampKind, Clamps};
 use crate::error::{ParseError, Rule};
 use crate::json::{field, At};
 
 /// The policy's fields other than `childPolicy`.
-pub(crate) fn parse_outlier_detection(at: &At<'_>) -> Result<OutlierDetectionConfig, ParseError> {
+///
+/// Two values are kept as written but applied otherwise, and noted in `clamps`: an `interval` below
+/// [`MIN_SWEEP_INTERVAL`] (sweeps run at most that often) and a `maxEjectionTime` below
+/// `baseEjectionTime` (A50: ejections last up to `max(base, max)`).
+pub(crate) fn parse_outlier_detection(
+    at: &At<'_>,
+    clamps: &mut Clamps,
+) -> Result<OutlierDetectionConfig, ParseError> {
     let obj = at.object()?;
-    let interval = field(at, obj, "interval", |d| d.duration())?
-        .unwrap_or(OutlierDetectionConfig::DEFAULT_INTERVAL);
+    let interval = field(at, obj, "interval", |d| {
+        let interval = d.duration()?;
+        if interval < MIN_SWEEP_INTERVAL {
+            clamps.push(Clamp::new(
+                d.path(),
+                ClampKind::Duration {
+                    requested: interval,
+                    applied: MIN_SWEEP_INTERVAL,
+                },
+            ));
+        }
+        Ok(interval)
+    })?
+    .unwrap_or(OutlierDetectionConfig::DEFAULT_INTERVAL);
     let base_ejection_time = field(at, obj, "baseEjectionTime", |d| d.duration())?
         .unwrap_or(OutlierDetectionConfig::DEFAULT_BASE_EJECTION_TIME);
-    let max_ejection_time = field(at, obj, "maxEjectionTime", |d| d.duration())?
-        .unwrap_or_else(|| OutlierDetectionConfig::default_max_ejection_time(base_ejection_time));
+    let max_ejection_time = field(at, obj, "maxEjectionTime", |d| {
+        let max = d.duration()?;
+        if max < base_ejection_time {
+            clamps.push(Clamp::new(
+                d.path(),
+                ClampKind::Duration {
+                    requested: max,
+                    applied: base_ejection_time,
+                },
+            ));
+        }
+        Ok(max)
+    })?
+    .unwrap_or_else(|| OutlierDetectionConfig::default_max_ejection_time(base_ejection_time));
     let max_ejection_percent = field(at, obj, "maxEjectionPercent", percentage)?
         .unwrap_or(OutlierDetectionConfig::DEFAULT_MAX_EJECTION_PERCENT);
     let success_rate = field(at, obj, "successRateEjection", parse_success_rate)?;

@@ -12,6 +12,7 @@ use grpc_lb::PolicyRegistry;
 use grpc_retry::{ThrottleConfig, DEFAULT_MAX_ATTEMPTS_CAP};
 use serde_json::Value;
 
+use crate::clamp::{Clamp, ClampKind, Clamps};
 use crate::error::{ParseError, Rule};
 use crate::json::{each, field, required, At, Path};
 use crate::lb_config::{parse_lb_config, parse_lb_policy_name, LbConfig};
@@ -54,6 +55,8 @@ pub struct ServiceConfig {
     services: HashMap<String, Arc<MethodConfig>>,
     default_method: Option<Arc<MethodConfig>>,
     health_check_service_name: Option<String>,
+    /// The values the parser changed rather than rejected (bounded: [`crate::clamp::MAX_CLAMPS`]).
+    clamps: Clamps,
 }
 
 impl ServiceConfig {
@@ -77,8 +80,9 @@ impl ServiceConfig {
         let at = At::root(value, &root_path);
         let obj = at.object()?;
         let policies = &options.policies;
+        let mut clamps = Clamps::default();
         let lb_config = field(&at, obj, "loadBalancingConfig", |a| {
-            parse_lb_config(a, policies)
+            parse_lb_config(a, policies, &mut clamps)
         })?;
         let lb_policy = match lb_config {
             Some(policy) => policy,
@@ -87,7 +91,9 @@ impl ServiceConfig {
             })?
             .unwrap_or_default(),
         };
-        let retry_throttling = field(&at, obj, "retryThrottling", parse_throttling)?;
+        let retry_throttling = field(&at, obj, "retryThrottling", |t| {
+            parse_throttling(t, &mut clamps)
+        })?;
         let health_check_service_name =
             field(&at, obj, "healthCheckConfig", parse_health_check)?.flatten();
         let mut config = ServiceConfig {
@@ -98,7 +104,8 @@ impl ServiceConfig {
         };
         let entries = field(&at, obj, "methodConfig", |list| {
             each(&list, |entry| {
-                let (names, mc) = parse_method_config(entry, options.max_attempts_cap)?;
+                let (names, mc) =
+                    parse_method_config(entry, options.max_attempts_cap, &mut clamps)?;
                 Ok((entry.path(), names, mc))
             })
         })?
@@ -124,7 +131,21 @@ impl ServiceConfig {
                 }
             }
         }
+        config.clamps = clamps;
         Ok(config)
+    }
+
+    /// The values the parser changed rather than rejected (a `maxAttempts` above the client's cap, a
+    /// `tokenRatio` with more than three decimals), in the order met; at most
+    /// [`MAX_CLAMPS`](crate::MAX_CLAMPS), the rest counted by [`ServiceConfig::clamps_omitted`]. The channel
+    /// logs them at debug level when it applies the config.
+    pub fn clamps(&self) -> &[Clamp] {
+        &self.clamps.list
+    }
+
+    /// How many clamps were left out of [`ServiceConfig::clamps`] (beyond its bound).
+    pub fn clamps_omitted(&self) -> usize {
+        self.clamps.omitted
     }
 
     /// The load-balancing policy.
@@ -163,7 +184,7 @@ fn parse_health_check(at: At<'_>) -> Result<Option<String>, ParseError> {
     })
 }
 
-fn parse_throttling(at: At<'_>) -> Result<ThrottleConfig, ParseError> {
+fn parse_throttling(at: At<'_>, clamps: &mut Clamps) -> Result<ThrottleConfig, ParseError> {
     let obj = at.object()?;
     let max_tokens = required(&at, obj, "maxTokens", |m| {
         let n = m.number()?;
@@ -181,6 +202,20 @@ fn parse_throttling(at: At<'_>) -> Result<ThrottleConfig, ParseError> {
             return Err(r.error(Rule::OutOfRange(format!(
                 "tokenRatio must be greater than zero with three decimals kept, got {x}"
             ))));
+        }
+        // Digits past the third decimal of the shortest decimal form (what `milli_tokens` drops).
+        let text = format!("{x}");
+        let dropped = text
+            .split_once('.')
+            .is_some_and(|(_, frac)| frac.chars().skip(3).any(|c| c != '0'));
+        if dropped {
+            clamps.push(Clamp::new(
+                r.path(),
+                ClampKind::TokenRatio {
+                    requested: x,
+                    applied_milli_tokens: milli,
+                },
+            ));
         }
         Ok(milli)
     })?;

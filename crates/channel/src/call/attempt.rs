@@ -23,7 +23,7 @@ use http::{HeaderMap, HeaderValue};
 use tokio::time::Instant;
 
 use crate::call::send_stream::{OnError, Outbox, SendHalf, WriteError, Written};
-use crate::control::outlier::{AttemptResult, CallResults};
+use crate::control::outlier::{AttemptCount, AttemptResult};
 use crate::control::{Pick, PickError, Picked};
 use crate::wire::compression::{Encoding, EncodingSet, ReceivedEncoding};
 use crate::wire::metadata::names::{
@@ -79,8 +79,8 @@ pub(crate) struct OpenAttempt {
     /// The last message the attempt had queued at the hand-over, which the call now writes (or h2 has): the
     /// state machine frees its replay copies up to it (gRFC A6: a committed call keeps no retry buffer).
     pub(crate) handed_over: Option<usize>,
-    /// Where the committed attempt's result counts (outlier detection), if anywhere.
-    pub(crate) results: Option<Arc<CallResults>>,
+    /// Where the committed attempt's result counts (outlier detection, the address's stats), if anywhere.
+    pub(crate) results: Option<AttemptCount>,
     /// The pick's guard (its place under the cluster's circuit breaker, xDS, or a custom picker's guard),
     /// held until the call ends.
     pub(crate) breaker: Option<grpc_lb::PickGuard>,
@@ -125,7 +125,7 @@ pub(crate) struct Attempt {
     /// The last message written together with the HEADERS, not yet reported.
     flushed_up_front: Option<usize>,
     /// Where the attempt's result counts (outlier detection), from its pick until it is counted.
-    results: Option<Arc<CallResults>>,
+    results: Option<AttemptCount>,
     /// The pick's guard, held while the attempt lives (and handed to the call if it commits).
     breaker: Option<grpc_lb::PickGuard>,
 }
@@ -148,6 +148,11 @@ impl Attempt {
         if let Some(results) = self.results.take() {
             results.record(result);
         }
+    }
+
+    /// Whether the attempt is still waiting for a connection (its pick has not answered).
+    pub(crate) fn is_picking(&self) -> bool {
+        matches!(self.state, State::Picking(..))
     }
 
     /// Whether the attempt's HEADERS were handed to the connection, as last seen: it may have reached the
@@ -267,7 +272,7 @@ impl Attempt {
                 return Poll::Ready(ended(place, status));
             }
         };
-        self.results = results;
+        self.results = results.map(AttemptCount::start);
         self.breaker = breaker;
         // The time left goes out as `grpc-timeout`, a positive integer: with none left the attempt is
         // never sent, and the call ends here with DEADLINE_EXCEEDED.

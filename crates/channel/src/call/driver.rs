@@ -28,17 +28,18 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use grpc_retry::{Action, AttemptDetails, AttemptId, Outcome, RetryCall};
+use grpc_retry::{Action, AttemptDetails, AttemptId, LocalReason, Outcome, RetryCall};
 use tokio::time::{Instant, Sleep};
 
 use bytes::Bytes;
 
 use crate::call::attempt::{Attempt, AttemptEvent, AttemptSetup, OpenAttempt};
+use crate::call::connection_wait::waiting_for_connection;
 use crate::call::send_stream::COALESCE_LIMIT;
 use crate::call::telemetry::AttemptTelemetry;
 use crate::call::{Committed, Input, ReceiveRules, SharedRef, Streaming};
 use crate::control::outlier::AttemptResult;
-use crate::control::ControlPlane;
+use crate::control::{ControlPlane, Pick};
 use crate::request::Response;
 use crate::wire::status::{Code, Status};
 
@@ -303,6 +304,10 @@ impl Driver {
             .unwrap_or_default();
         let mut shared = self.shared.lock();
         shared.attempt_started(previous_attempts);
+        if matches!(pick, Pick::Later(_)) && shared.picking.is_none() {
+            // Kept for the message of a deadline that passes while the call waits (the slow path only).
+            shared.picking = Some((self.control.clone(), self.setup.wait_for_ready));
+        }
         let telemetry = shared.telemetry.attempt(attempt.0 + 1, transparent, delay);
         drop(shared);
         self.attempts[index] = Slot::Live(
@@ -358,8 +363,16 @@ impl Driver {
             Outcome::Local(reason) => {
                 let stats = self.call.stats();
                 let policy_attempts = stats.attempts.saturating_sub(stats.transparent_retries);
-                Status::new(reason.code(), reason.message())
-                    .with_previous_rpc_attempts(policy_attempts.saturating_sub(1))
+                let waiting = reason == LocalReason::DeadlineExceeded
+                    && self.attempts.iter().any(|s| match s {
+                        Slot::Live(a, _) => a.is_picking(),
+                        _ => false,
+                    });
+                let status = match waiting {
+                    true => waiting_for_connection(&self.control, self.setup.wait_for_ready),
+                    false => Status::new(reason.code(), reason.message()),
+                };
+                status.with_previous_rpc_attempts(policy_attempts.saturating_sub(1))
             }
         };
         let deadline_passed = self.deadline_passed();

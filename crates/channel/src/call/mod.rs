@@ -12,7 +12,8 @@
 //! * a compressed message under `identity`, under an encoding the call did not advertise in
 //!   `grpc-accept-encoding`, or under one this crate lacks: INTERNAL (`doc/compression.md`).
 //!
-//! A call cancelled locally ends CANCELLED, or DEADLINE_EXCEEDED once its deadline has passed.
+//! A call cancelled locally ends CANCELLED, or DEADLINE_EXCEEDED once its deadline has passed (naming the
+//! connection it waited for and the last connection error, if it never got one: `connection_wait.rs`).
 //!
 //! The call layer, above `control` (its attempts pick from the control plane): before commit the call's
 //! [`driver`] runs grpc-retry's A6 state machine over [`attempt`]s, each writing its request through
@@ -22,6 +23,7 @@
 //! Not here: setting a call up (interceptors, resolution, method config: `channel.rs`, above).
 
 pub(crate) mod attempt;
+mod connection_wait;
 pub(crate) mod driver;
 pub(crate) mod exactly_once;
 pub(crate) mod send_stream;

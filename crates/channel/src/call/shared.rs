@@ -18,7 +18,7 @@ use grpc_retry::{AttemptEnd, AttemptId, FailurePlace, Pushback, RetryCall};
 use crate::call::attempt::{AttemptResponse, OpenAttempt};
 use crate::call::send_stream::{OnError, SendHalf};
 use crate::call::telemetry::{AttemptTelemetry, CallTelemetry};
-use crate::control::outlier::{AttemptResult, CallResults};
+use crate::control::outlier::{AttemptCount, AttemptResult};
 use crate::wire::status::{Code, Status};
 
 /// The attempt a call committed to.
@@ -63,6 +63,10 @@ pub(crate) struct Shared {
     /// How many attempts preceded the committed one once the call committed; before, the most any started
     /// attempt had (what a status the client makes reports).
     pub(super) previous_attempts: u32,
+    /// Set when an attempt had to wait for its pick (the control plane, and whether the call is
+    /// wait-for-ready): a deadline that passes before any attempt opened a stream names what it waited for
+    /// (`connection_wait.rs`).
+    pub(super) picking: Option<(crate::control::ControlPlane, bool)>,
 }
 
 /// How the call ended, for the sending half.
@@ -169,8 +173,8 @@ struct CommittedAttempt {
     /// The call's retry state machine, told how the committed attempt ended (throttle).
     call: Box<RetryCall>,
     id: AttemptId,
-    /// Where the committed attempt's result counts (outlier detection).
-    results: Option<Arc<CallResults>>,
+    /// Where the committed attempt's result counts (outlier detection, the address's stats).
+    results: Option<AttemptCount>,
     /// The call's place under its cluster's circuit breaker (xDS, gRFC A32), released when the call ends.
     breaker: Option<grpc_lb::PickGuard>,
     /// The attempt's span and metrics.
@@ -270,6 +274,17 @@ pub(crate) enum Input {
 }
 
 impl Shared {
+    /// The status of the call's deadline, now passed: naming the connection it waited for if no attempt
+    /// opened a stream while one waited for its pick, plain "deadline exceeded" otherwise.
+    pub(super) fn deadline_status(&self) -> Status {
+        match &self.picking {
+            Some((control, wait_for_ready)) if !self.started => {
+                crate::call::connection_wait::waiting_for_connection(control, *wait_for_ready)
+            }
+            _ => Status::deadline_passed(),
+        }
+    }
+
     /// A call whose attempts the retry driver runs until it commits; routed (xDS), it keeps `cluster`, its
     /// reference to its cluster, until it commits (every attempt of the call goes there).
     pub(crate) fn driving(
@@ -293,6 +308,7 @@ impl Shared {
             telemetry,
             exactly_once: None,
             previous_attempts: 0,
+            picking: None,
         }))
     }
 

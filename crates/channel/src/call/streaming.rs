@@ -346,7 +346,8 @@ impl<T> Streaming<T> {
             return Poll::Pending;
         };
         ready!(sleep.as_mut().poll(cx));
-        Poll::Ready(self.end_locally(Status::deadline_passed()))
+        let status = self.shared.lock().deadline_status();
+        Poll::Ready(self.end_locally(status))
     }
 
     /// Ends the call on the client's side: resets the stream and records the outcome.

@@ -15,6 +15,7 @@ use parking_lot::Mutex;
 #[cfg(feature = "metrics")]
 use tokio::time::Instant;
 
+use crate::control::address_stats::AddressStats;
 use crate::control::resolver_state::RoutedTo;
 use crate::wire::status::{Code, Status};
 
@@ -70,6 +71,12 @@ pub struct ChannelStats {
     /// until they are written or the call ends (then they are dropped, whether or not the application still
     /// holds the call's halves). A call's `send` waits while its own share is 64 KiB or more.
     pub unsent_request_bytes: u64,
+    /// Per address in the channel's address list (`ip:port`, or a Unix socket path): the attempts it
+    /// carried (started, succeeded, failed: counted per attempt on the subchannel it went to, as channelz
+    /// counts a subchannel's calls, so retries and hedges count where they went) and its subchannel's
+    /// connectivity and health state. An address leaves the map, with its counts, when it leaves the list.
+    /// Empty for an xDS channel, whose addresses are its clusters'.
+    pub addresses: HashMap<String, AddressStats>,
 }
 
 /// The channel's side: counters, per-method statistics and per-cluster call counts.
@@ -106,6 +113,7 @@ impl Telemetry {
             not_serving_addresses: Vec::new(),
             clusters: self.clusters.lock().clone(),
             unsent_request_bytes: self.unsent_request_bytes.load(Ordering::Relaxed),
+            addresses: HashMap::new(),
         }
     }
 

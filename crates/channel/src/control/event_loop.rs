@@ -12,22 +12,25 @@
 //!
 //! Outlier detection (gRFC A50): with an `outlier_detection_experimental` config the loop owns a
 //! `grpc_lb::OutlierDetector` beside the child policy. The detector gets the same address lists as the
-//! policy; while it has an algorithm, every READY subchannel's picker handle carries its address's
-//! [`CallResults`], which calls count into and the loop takes into the detector just before each sweep (its
-//! timer is one of the loop's, its randomness the loop's rng). An ejection or un-ejection goes to the policy
-//! (`LbPolicy::eject`, `uneject`: the subchannel looks TRANSIENT_FAILURE, its connection stays), to
-//! tracing, and to the channel's stats. The policy and the detector are compared and replaced
-//! separately: a new outlier config alone keeps the child policy and its connections.
+//! policy; every READY subchannel's picker handle carries its address's [`CallResults`], which calls count
+//! into (for the per-address stats too) and, while the detector has an algorithm, the loop takes into it just
+//! before each sweep (its timer is one of the loop's, its randomness the loop's rng). After a sweep, the loop
+//! logs why each address with failures was not ejected (DEBUG). An ejection or un-ejection goes to the policy
+//! (`LbPolicy::eject`, `uneject`: the subchannel looks TRANSIENT_FAILURE, its connection stays), to tracing,
+//! and to the channel's stats. The policy and the detector are compared and replaced separately: a new
+//! outlier config alone keeps the child policy and its connections.
 //!
 //! Health checking (gRFC A17): the service config's `healthCheckConfig` (unless the application turned it
 //! off) turns the policy's health checking on; [`super::health_watches`] then runs a Watch on each of the
 //! policy's READY connections and gives the answers to the policy (`LbPolicy::set_health`).
 //!
-//! The loop lets go of connections in three ways (`event_loop/release.rs`): all at once (IDLE, shutdown),
+//! Outlier detection's driving and the per-address counters are in `event_loop/call_results.rs`. The loop
+//! lets go of connections in three ways (`event_loop/release.rs`): all at once (IDLE, shutdown),
 //! released (a routing resolver that failed) or retired (a policy switch). Not here: a connection's own
 //! task (`subchannel.rs`), what the loop shares with its handle (`shared.rs`), and the loop's idleness and
 //! what it is started with (`activity.rs`).
 
+mod call_results;
 mod release;
 
 use std::collections::HashMap;
@@ -36,7 +39,7 @@ use std::time::Duration;
 
 use grpc_lb::{
     Address, BackoffConfig, BuildOptions, ConnectivityState, Endpoint, Health, LbAction, LbPolicy,
-    OutlierDetectionConfig, OutlierDetector, OutlierEvent, Picker, PickerSpec, SubchannelId,
+    OutlierDetector, Picker, PickerSpec, SubchannelId,
 };
 use grpc_retry::SplitMix64;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -44,6 +47,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::activity::{Activity, Policy, Setup};
+use super::config_notes::ConfigNotes;
 use super::graceful_switch::Retired;
 use super::health_watches::HealthWatches;
 use super::policy_choice::policy_choice;
@@ -94,8 +98,9 @@ pub(super) struct Loop {
     /// many connections an address list drops), the others aborted when the channel closes.
     detached: Vec<JoinHandle<()>>,
     last_failure: Option<Status>,
-    /// Each address's call results while the detector has an algorithm (empty otherwise: picks then count
-    /// nothing).
+    last_failure_address: Option<Address>,
+    /// Each address's call results, for every address in the list: the per-address stats, and outlier
+    /// detection's counts while it has an algorithm.
     results: HashMap<Address, Arc<CallResults>>,
     /// What `Channel::stats()` shows of the ejections and health.
     stats: Arc<PlaneStats>,
@@ -105,6 +110,14 @@ pub(super) struct Loop {
     health: HealthWatches,
     /// Where the default policy is looked up (`policy_choice.rs`).
     policies: grpc_lb::PolicyRegistry,
+    /// What the loop said about the last service config it applied (`config_notes.rs`).
+    notes: ConfigNotes,
+    /// The address of each subchannel the policy asked to connect, until it lets go of it (for the
+    /// per-address states of `Channel::stats()`).
+    subchannel_addresses: HashMap<SubchannelId, Address>,
+    /// Whether outlier detection counted at the last `sync_results` (its counts start from zero when it
+    /// starts counting).
+    outlier_counting: bool,
 }
 
 /// However the loop ends (its task returned, panicked or was cancelled), every connection task stops: the
@@ -160,11 +173,15 @@ impl Loop {
             retired: None,
             detached: Vec::new(),
             last_failure: None,
+            last_failure_address: None,
             results: HashMap::new(),
             health: setup.health,
             policies: setup.policies,
             stats,
             ejected_since: HashMap::new(),
+            notes: ConfigNotes::default(),
+            subchannel_addresses: HashMap::new(),
+            outlier_counting: false,
         }
     }
 
@@ -258,6 +275,9 @@ impl Loop {
         let now = self.now();
         match event {
             Event::Ready(id, generation, addr, conn) if self.is_current(id, generation) => {
+                self.stats
+                    .addresses
+                    .set_state(&addr, ConnectivityState::Ready);
                 if let Some(p) = self.activity.policy() {
                     p.subchannel_ready(id, now);
                     let seed = self.rng.next();
@@ -267,15 +287,18 @@ impl Loop {
                 self.conns.insert(id, (addr, conn));
             }
             Event::Failed(id, generation, error) if self.is_current(id, generation) => {
+                self.set_subchannel_state(id, ConnectivityState::TransientFailure);
                 self.tasks.remove(&id);
                 self.health.stop(id);
                 let message = error.message().to_owned();
                 self.last_failure = Some(error);
+                self.last_failure_address = self.subchannel_addresses.get(&id).cloned();
                 if let Some(p) = self.activity.policy() {
                     p.subchannel_failed(id, message, now);
                 }
             }
             Event::Closed(id, generation) if self.is_current(id, generation) => {
+                self.set_subchannel_state(id, ConnectivityState::Idle);
                 self.tasks.remove(&id);
                 self.health.stop(id);
                 self.conns.remove(&id);
@@ -284,6 +307,7 @@ impl Loop {
                 }
             }
             Event::Draining(id, generation, goaway) if self.is_current(id, generation) => {
+                self.set_subchannel_state(id, ConnectivityState::Idle);
                 tracing::debug!(
                     last_stream_id = goaway.last_stream_id,
                     error_code = goaway.error_code,
@@ -302,6 +326,11 @@ impl Loop {
             Event::Health(id, serial, unimplemented) => {
                 self.health
                     .on_report(self.activity.policy(), id, serial, unimplemented, now);
+                if let (Some((addr, _)), Some(p)) = (self.conns.get(&id), self.activity.policy()) {
+                    if let Some(health) = p.health(addr) {
+                        self.stats.addresses.set_health(addr, health);
+                    }
+                }
             }
             Event::ExitIdle => {
                 if let Some(resolved_before) = self.activity.leave_idle(true) {
@@ -425,6 +454,17 @@ impl Loop {
                 }
                 if let Some(p) = self.activity.policy() {
                     p.set_health_checking(health_service.is_some(), now);
+                    self.stats
+                        .addresses
+                        .set_health_checking(p.health_checking());
+                    let (name, uses_health) = (p.name().to_owned(), p.uses_health());
+                    self.notes.applied(
+                        &config,
+                        health_service.as_deref(),
+                        &name,
+                        uses_health,
+                        routing.is_some(),
+                    );
                 }
                 if restart_watches {
                     self.restart_health_watches();
@@ -498,134 +538,15 @@ impl Loop {
         self.sweep(now.into_std());
     }
 
-    /// A new outlier detection config (or none) at `now`: the detector is created, updated or dropped; the
-    /// policy is left alone.
-    fn update_outlier(&mut self, config: Option<OutlierDetectionConfig>, now: std::time::Instant) {
-        let Some(a) = self.activity.active() else {
-            return;
-        };
-        match (config, a.outlier.as_mut()) {
-            (Some(config), Some(d)) => {
-                if *d.config() != config {
-                    d.update_config(config, now);
-                }
-            }
-            (Some(config), None) => a.outlier = Some(OutlierDetector::new(config, now)),
-            (None, Some(_)) => self.drop_outlier(now),
-            (None, None) => {}
-        }
-    }
-
-    /// Outlier detection ends (no config, or the channel goes IDLE): every ejected address returns.
-    fn drop_outlier(&mut self, now: std::time::Instant) {
-        if let Some(a) = self.activity.active() {
-            if let Some(d) = a.outlier.take() {
-                for address in d.ejected() {
-                    let ejected_for = self
-                        .ejected_since
-                        .get(address)
-                        .map(|since| now.saturating_duration_since(*since));
-                    tracing::info!(%address, reason = "outlier detection is off", ?ejected_for, "outlier detection returns the address");
-                    if let Some(p) = &mut a.policy {
-                        p.lb.uneject(address, now);
-                    }
-                }
-            }
-        }
-        self.stats.ejections.clear();
-        self.ejected_since.clear();
-    }
-
-    /// The detector's sweep, if due: the calls counted since the last one go in first.
-    fn sweep(&mut self, now: std::time::Instant) {
-        let Some(d) = self.activity.outlier() else {
-            return;
-        };
-        if d.poll_timeout().is_none_or(|due| due > now) {
-            return;
-        }
-        for (address, results) in &self.results {
-            d.record_counts(address, results.take());
-        }
-        d.handle_timeout(now, &mut self.rng);
-        self.apply_outlier_events(now);
-    }
-
-    /// Gives the detector's ejections and un-ejections to the policy, tracing and the stats.
-    fn apply_outlier_events(&mut self, now: std::time::Instant) {
-        let Some(a) = self.activity.active() else {
-            return;
-        };
-        let Some(d) = a.outlier.as_mut() else {
-            return;
-        };
-        while let Some(event) = d.poll_event() {
-            match event {
-                OutlierEvent::Ejected {
-                    address,
-                    cause,
-                    multiplier,
-                    until,
-                } => {
-                    let duration = until.map(|until| until.saturating_duration_since(now));
-                    tracing::info!(%address, ?cause, multiplier, ?duration, "outlier detection ejects the address");
-                    self.stats.ejections.ejected(address.to_string());
-                    self.ejected_since.insert(address.clone(), now);
-                    if let Some(p) = &mut a.policy {
-                        p.lb.eject(&address, now);
-                    }
-                }
-                OutlierEvent::Unejected { address, reason } => {
-                    let ejected_for = self
-                        .ejected_since
-                        .remove(&address)
-                        .map(|since| now.saturating_duration_since(since));
-                    tracing::info!(%address, ?reason, ?ejected_for, "outlier detection returns the address");
-                    self.stats.ejections.unejected(&address.to_string());
-                    if let Some(p) = &mut a.policy {
-                        p.lb.uneject(&address, now);
-                    }
-                }
-            }
-        }
-    }
-
-    /// Keeps a call-results counter for each address while the detector counts (none otherwise), and
-    /// publishes the picker again if that changed which handles count.
-    fn sync_results(&mut self) {
-        let counting = self.activity.outlier().is_some_and(|d| d.is_enabled());
-        let before = self.results.len();
-        let mut changed = false;
-        if counting {
-            let current: std::collections::HashSet<&Address> = self.addresses.iter().collect();
-            self.results.retain(|a, _| current.contains(a));
-            changed |= self.results.len() != before;
-            for address in &self.addresses {
-                if !self.results.contains_key(address) {
-                    self.results
-                        .insert(address.clone(), Arc::new(CallResults::default()));
-                    changed = true;
-                }
-            }
-        } else if before > 0 {
-            self.results.clear();
-            changed = true;
-        }
-        // While a new policy connects (a graceful switch), the retired one's picker serves and the new one
-        // publishes when it has something to show: publishing the current spec here would end the switch
-        // early, with no connection to serve.
-        if changed && !self.activity.is_idle() && self.retired.is_none() {
-            let (state, spec) = self.spec.clone();
-            self.publish(state, spec);
-        }
-    }
-
     /// Goes IDLE: the connections, the policy and the outlier detector go.
     fn enter_idle(&mut self) {
         tracing::debug!("no calls for the idle timeout: the channel goes IDLE");
         self.drop_connections();
         self.activity.enter_idle();
-        self.results.clear();
+        // The counters stay (the per-address stats go on counting); outlier detection starts afresh.
+        self.outlier_counting = false;
+        self.subchannel_addresses.clear();
+        self.stats.addresses.all_idle();
         self.stats.ejections.clear();
         self.ejected_since.clear();
         self.publish(ConnectivityState::Idle, PickerSpec::Idle);
@@ -645,7 +566,9 @@ impl Loop {
             a.policy = None;
             a.outlier = None;
         }
-        self.results.clear();
+        self.outlier_counting = false;
+        self.subchannel_addresses.clear();
+        self.stats.addresses.all_idle();
         self.stats.ejections.clear();
         self.ejected_since.clear();
         self.publish(
@@ -669,6 +592,7 @@ impl Loop {
                 routing_generation: self.routing_generation,
                 resolutions: self.resolutions,
                 last_failure: self.last_failure.clone(),
+                last_failure_address: self.last_failure_address.clone(),
             }));
             return;
         }
@@ -701,6 +625,7 @@ impl Loop {
             routing_generation: self.routing_generation,
             resolutions: self.resolutions,
             last_failure: self.last_failure.clone(),
+            last_failure_address: self.last_failure_address.clone(),
         }));
     }
 
@@ -710,6 +635,10 @@ impl Loop {
         while let Some(action) = self.activity.policy().and_then(LbPolicy::poll_action) {
             match action {
                 LbAction::Connect { id, addr, deadline } => {
+                    self.stats
+                        .addresses
+                        .set_state(&addr, ConnectivityState::Connecting);
+                    self.subchannel_addresses.insert(id, addr.clone());
                     self.generation += 1;
                     let generation = self.generation;
                     let channel = ChannelParts {
@@ -732,6 +661,11 @@ impl Loop {
                     }
                 }
                 LbAction::Disconnect { id } => {
+                    if let Some(addr) = self.subchannel_addresses.remove(&id) {
+                        self.stats
+                            .addresses
+                            .set_state(&addr, ConnectivityState::Idle);
+                    }
                     if let Some((_, task)) = self.tasks.remove(&id) {
                         // A READY connection finishes the calls it carries (h2 closes it once its handles
                         // are gone and its last stream ended: an endpoint update never cuts a call); an

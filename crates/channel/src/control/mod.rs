@@ -13,18 +13,20 @@
 //! * With no call for the idle timeout (30 min by default), the channel drops its connections and goes IDLE;
 //!   `close()` (or dropping every handle) makes it SHUTDOWN.
 //!
-//! The control layer, above `conn` (it makes connections) and below `call` (calls pick from it). Here:
-//! the handle calls use ([`ControlPlane`]) and what a pick gives ([`Picked`]); what the handle and the
-//! loop share (`shared.rs`); the event loop (`event_loop.rs`), its idleness and what it is started with
-//! (`activity.rs`), and each subchannel connection's task (`subchannel.rs`); which policy a resolution asks for (`policy_choice.rs`); name resolution
-//! ([`resolver_api`], the public resolver API, and `resolver_testing.rs`, its sink for a resolver's unit
-//! tests; [`resolver`], running the channel's resolver;
+//! The control layer, above `conn` (it makes connections) and below `call` (calls pick from it). Here: the
+//! handle calls use ([`ControlPlane`]) and what a pick gives ([`Picked`]); what the handle and the loop share
+//! (`shared.rs`); the event loop (`event_loop.rs`), its idleness and what it is started with (`activity.rs`),
+//! and each subchannel connection's task (`subchannel.rs`); which policy a resolution asks for
+//! (`policy_choice.rs`); name resolution ([`resolver_api`], the public resolver API, and
+//! `resolver_testing.rs`, its sink for a resolver's unit tests; [`resolver`], running the channel's resolver;
 //! [`builtin_resolvers`], `dns:` and the fixed lists; [`manual_resolver`], endpoints pushed by the
 //! application; [`resolver_state`], what a resolver hands the channel); health checking (gRFC A17:
 //! [`health_stream`], one Watch stream, and `health_watches.rs`, which connections run one); and outlier
-//! detection's call results ([`outlier`], gRFC A50). The xDS resolver is a [`resolver_api::ResolverBuilder`]
-//! too, in `xds/`, above: it runs its ADS stream on a `Channel`, and hands its routing through a
-//! crate-private extension of the sink.
+//! detection's call results ([`outlier`], gRFC A50); the per-address figures of `Channel::stats()`
+//! ([`address_stats`]); and what the loop says about a service config it applies (`config_notes.rs`: health
+//! checking the policy does not run, the default pick_first, clamped values). The xDS resolver is a
+//! [`resolver_api::ResolverBuilder`] too, in `xds/`, above: it runs its ADS stream on a `Channel`, and hands
+//! its routing through a crate-private extension of the sink.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -39,7 +41,9 @@ use h2::client::SendRequest;
 use tokio::sync::{mpsc, oneshot, watch};
 
 mod activity;
+pub(crate) mod address_stats;
 pub(crate) mod builtin_resolvers;
+mod config_notes;
 mod event_loop;
 mod graceful_switch;
 pub(crate) mod health_stream;
@@ -149,6 +153,7 @@ impl ControlPlane {
             routing_generation: 0,
             resolutions: 0,
             last_failure: None,
+            last_failure_address: None,
         });
         let resolutions = resolution.published();
         let (published_tx, published_rx) = watch::channel(initial);
@@ -193,6 +198,23 @@ impl ControlPlane {
     /// The channel's connectivity state.
     pub(crate) fn state(&self) -> ConnectivityState {
         self.published.borrow().state
+    }
+
+    /// The last connection failure the control plane saw (kept until the next one) and the address it was
+    /// to, for the message of a call whose deadline passed while it waited for a connection.
+    pub(crate) fn last_failure(&self) -> Option<(Status, Option<Address>)> {
+        let published = self.published.borrow();
+        published
+            .last_failure
+            .clone()
+            .map(|s| (s, published.last_failure_address.clone()))
+    }
+
+    /// Each address's attempts and its subchannel's state (`address_stats.rs`).
+    pub(crate) fn address_stats(
+        &self,
+    ) -> std::collections::HashMap<String, address_stats::AddressStats> {
+        self.stats.addresses.snapshot()
     }
 
     /// The addresses outlier detection ejected now, and how often each address was ejected.

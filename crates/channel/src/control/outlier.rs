@@ -1,8 +1,9 @@
-//! Outlier detection (gRFC A50), the part calls touch: each address's call results, counted with two atomics
-//! that the picked connection's handle shares with the control plane, and what `Channel::stats()` shows of
-//! the ejections. The decisions are `grpc_lb::OutlierDetector`'s, run by the control plane's event loop,
-//! which takes these counts into it before each sweep (`control/event_loop.rs`): a call never messages the
-//! loop, and counting costs it two relaxed atomic adds at most, no allocation.
+//! Outlier detection (gRFC A50), the part calls touch: each address's call results, counted with atomics that
+//! the picked connection's handle shares with the control plane, what `Channel::stats()` shows of the
+//! ejections, and the DEBUG event that says why a sweep left an address with failures in service. The
+//! decisions are `grpc_lb::OutlierDetector`'s, run by the control plane's event loop, which takes these
+//! counts into it before each sweep (`control/event_loop.rs`): a call never messages the loop, and counting
+//! costs it a few relaxed atomic adds per attempt, no allocation.
 //!
 //! Which results count (A50: "OK is a success, anything else a failure"): every attempt that got a
 //! connection from a pick counts once, when it ends, on the address it picked: the committed attempt with
@@ -25,8 +26,12 @@
 //! counts every cancelled attempt as a failure: a hedge that lost the race says nothing about its backend
 //! (hedging exists to race healthy backends against each other, and counting the losers would eject the
 //! slower half of a healthy fleet), and a backend that never answers is still found out by the hedges
-//! `perAttemptRecvTimeout` cuts there, or by the deadlines it causes. Counting happens only while the
-//! detector has an algorithm configured: otherwise picks carry no counter at all.
+//! `perAttemptRecvTimeout` cuts there, or by the deadlines it causes. The detector takes these counts
+//! only while it has an algorithm configured, and starts from zero when it gets one.
+//!
+//! The same atomics also count each address's attempts for `Channel::stats()` (`address_stats.rs`) by
+//! channelz's rule, which is simpler: every attempt that got a connection from a pick is started, and ends
+//! succeeded (OK) or failed (anything else, cancelled hedges and the application's cancels included).
 //!
 //! Ejection state does not survive IDLE: a channel that goes IDLE (no call for its idle timeout) drops
 //! its policy and its `OutlierDetector` with its connections, and the policy it builds when it leaves IDLE
@@ -37,17 +42,66 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
-use grpc_lb::CallCounts;
+use grpc_lb::{CallCounts, NotEjected, NotEjectedReason};
 use parking_lot::Mutex;
 
 use crate::wire::status::Code;
 
-/// One address's call results since the control plane last took them.
+/// One address's call results: what outlier detection counts since the control plane last took them, and
+/// the attempts `Channel::stats()` shows for the address (started, succeeded, failed; never reset). Each
+/// address in the list has one, shared by the handles of its READY connections; an attempt reaches it
+/// through its pick ([`AttemptCount`]), so counting takes no lock and no map lookup.
 #[derive(Debug, Default)]
 pub(crate) struct CallResults {
     successes: AtomicU64,
     failures: AtomicU64,
+    /// Attempts that got a connection to the address from a pick.
+    started: AtomicU64,
+    /// Of those, the attempts that ended OK.
+    succeeded: AtomicU64,
+    /// Of those, the attempts that ended otherwise (cancelled ones included, as channelz counts them).
+    failed: AtomicU64,
+}
+
+/// One attempt's place in its address's [`CallResults`], from its pick to its end: counted as started
+/// when made, as succeeded or failed once ([`AttemptCount::record`]), and as failed if dropped unrecorded
+/// (an attempt cancelled, or cut before it was counted).
+#[derive(Debug)]
+pub(crate) struct AttemptCount {
+    results: Option<Arc<CallResults>>,
+}
+
+impl AttemptCount {
+    /// An attempt picked a connection to the address of `results`: one more started.
+    pub(crate) fn start(results: Arc<CallResults>) -> AttemptCount {
+        results.started.fetch_add(1, Ordering::Relaxed);
+        AttemptCount {
+            results: Some(results),
+        }
+    }
+
+    /// The attempt ended: counted for outlier detection by its rules ([`CallResults::record`]) and in
+    /// the address's stats (OK a success, anything else, a cancel included, a failure).
+    pub(crate) fn record(mut self, result: AttemptResult) {
+        if let Some(results) = self.results.take() {
+            results.record(result);
+            let counter = match result {
+                AttemptResult::Ended(Code::Ok) => &results.succeeded,
+                _ => &results.failed,
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Drop for AttemptCount {
+    fn drop(&mut self) {
+        if let Some(results) = self.results.take() {
+            results.failed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
 }
 
 /// Why an attempt ended, as far as counting goes.
@@ -60,14 +114,23 @@ pub(crate) enum AttemptResult {
 }
 
 impl CallResults {
-    /// Counts one attempt's end.
-    pub(crate) fn record(&self, result: AttemptResult) {
+    /// Counts one attempt's end for outlier detection.
+    fn record(&self, result: AttemptResult) {
         let counter = match result {
             AttemptResult::Ended(Code::Ok) => &self.successes,
             AttemptResult::Ended(_) => &self.failures,
             AttemptResult::Cancelled => return,
         };
         counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The attempts started, succeeded and failed on the address, as `Channel::stats()` shows them.
+    pub(crate) fn attempts(&self) -> (u64, u64, u64) {
+        (
+            self.started.load(Ordering::Relaxed),
+            self.succeeded.load(Ordering::Relaxed),
+            self.failed.load(Ordering::Relaxed),
+        )
     }
 
     /// Takes the counts so far, leaving zero.
@@ -131,6 +194,77 @@ impl EjectionStats {
     }
 }
 
+/// Logs (DEBUG) why a sweep left an address with failures in service: one event per address per sweep,
+/// naming each configured algorithm's reason (`grpc_lb::NotEjectedReason`), so that a backend failing
+/// every call that stays in service has an explanation (most often: `requestVolume` is per address per
+/// interval, and the address carried fewer calls than that).
+pub(crate) fn trace_not_ejected(note: &NotEjected) {
+    let why = |algorithm: &str, reason: &Option<NotEjectedReason>| {
+        reason
+            .as_ref()
+            .map(|r| format!("{algorithm}: {}", explain(r)))
+    };
+    let reasons: Vec<String> = [
+        why("successRateEjection", &note.success_rate),
+        why("failurePercentageEjection", &note.failure_percentage),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    tracing::debug!(
+        address = %note.address,
+        failures = note.counts.failures,
+        calls = note.counts.total(),
+        "outlier detection did not eject the address: {}",
+        reasons.join("; ")
+    );
+}
+
+/// One algorithm's reason, in words.
+fn explain(reason: &NotEjectedReason) -> String {
+    match reason {
+        NotEjectedReason::BelowRequestVolume {
+            calls,
+            request_volume,
+        } => format!(
+            "{calls} calls in the interval, below requestVolume {request_volume} (requestVolume counts \
+             one address's calls per interval)"
+        ),
+        NotEjectedReason::BelowMinimumHosts {
+            hosts,
+            minimum_hosts,
+        } => format!(
+            "{hosts} addresses had requestVolume calls in the interval, fewer than minimumHosts \
+             {minimum_hosts}: the algorithm did not run"
+        ),
+        NotEjectedReason::MaxEjectionPercent {
+            ejected,
+            total,
+            max_ejection_percent,
+        } => format!(
+            "an outlier, but {ejected} of {total} addresses are ejected: maxEjectionPercent \
+             {max_ejection_percent} reached"
+        ),
+        NotEjectedReason::EnforcementDraw {
+            enforcement_percentage,
+        } => format!(
+            "an outlier, spared by the random draw against enforcementPercentage \
+             {enforcement_percentage}"
+        ),
+        NotEjectedReason::SuccessRateNotBelowThreshold {
+            threshold: Some(threshold),
+        } => format!("its success rate is not below the sweep's threshold {threshold:.3}"),
+        NotEjectedReason::SuccessRateNotBelowThreshold { threshold: None } => {
+            "every address with enough calls has the same success rate: no outlier".to_owned()
+        }
+        NotEjectedReason::FailurePercentageNotAboveThreshold { threshold } => {
+            format!("its failures are not above threshold {threshold} % of its calls")
+        }
+        // A reason this channel does not know yet.
+        other => format!("{other:?}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -152,6 +286,27 @@ mod tests {
             }
         );
         assert_eq!(results.take(), CallCounts::default(), "taken");
+    }
+
+    #[test]
+    fn attempt_counts_start_at_the_pick_and_end_once() {
+        let results = Arc::new(CallResults::default());
+        AttemptCount::start(results.clone()).record(AttemptResult::Ended(Code::Ok));
+        AttemptCount::start(results.clone()).record(AttemptResult::Ended(Code::Unavailable));
+        AttemptCount::start(results.clone()).record(AttemptResult::Cancelled);
+        drop(AttemptCount::start(results.clone()));
+        let in_flight = AttemptCount::start(results.clone());
+        assert_eq!(results.attempts(), (5, 1, 3));
+        assert_eq!(
+            results.take(),
+            CallCounts {
+                successes: 1,
+                failures: 1
+            },
+            "outlier detection counts neither the cancel nor the drop"
+        );
+        drop(in_flight);
+        assert_eq!(results.attempts(), (5, 1, 4));
     }
 
     #[test]

@@ -18,6 +18,7 @@ use tokio::time::Instant;
 
 use crate::conn::keepalive::OpenStreams;
 use crate::conn::sniff::GoAway;
+use crate::control::address_stats::AddressTable;
 use crate::control::health_stream::HealthStats;
 use crate::control::outlier::{CallResults, EjectionStats};
 use crate::control::resolver_state::RoutedTo;
@@ -31,8 +32,8 @@ pub(super) struct Conn {
     pub(super) streams: OpenStreams,
 }
 
-/// What a picker hands out for a READY subchannel: its connection and, while outlier detection is on, its
-/// address's call results (an `Arc` clone per pick, no allocation).
+/// What a picker hands out for a READY subchannel: its connection and its address's call results (an `Arc`
+/// clone per pick, no allocation), where the attempt counts for the address's stats and outlier detection.
 #[derive(Clone)]
 pub(super) struct Handle {
     pub(super) conn: SendRequest<Bytes>,
@@ -48,8 +49,10 @@ pub(crate) struct Published {
     /// How many resolver results the picker's policy has applied (a lower bound), against the
     /// resolution's [`PublishCount`](crate::control::resolver_api::PublishCount).
     pub(super) resolutions: u64,
-    /// The last connection failure, kept as the source of the statuses of failed picks.
+    /// The last connection failure, kept as the source of the statuses of failed picks, and the address
+    /// it was to (when the loop knows it).
     pub(super) last_failure: Option<Status>,
+    pub(super) last_failure_address: Option<Address>,
 }
 
 impl Published {
@@ -147,6 +150,8 @@ pub(crate) struct PlaneStats {
     pub(super) ejections: EjectionStats,
     /// The addresses whose health check says not serving (gRFC A17).
     pub(super) health: HealthStats,
+    /// Each address's attempts and subchannel state.
+    pub(super) addresses: AddressTable,
 }
 
 /// The seed of the channel's random sources (the resolver's and the control plane's jitter, address

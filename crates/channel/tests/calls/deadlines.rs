@@ -169,6 +169,18 @@ async fn wait_for_ready_call_ends_at_its_deadline() {
         .await
         .expect_err("nothing listens");
     assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
+    // The message names what the call waited for and the last connection error (grpc-go's "... while
+    // waiting for connections to become ready"), bounded in length.
+    let message = status.message();
+    assert!(
+        message.starts_with(
+            "deadline exceeded while waiting for connections to become ready (wait-for-ready); last connection error"
+        ),
+        "{message}"
+    );
+    assert!(message.contains("refused"), "{message}");
+    assert!(message.contains(&format!("(to {addr})")), "{message}");
+    assert!(message.len() < 600, "{message}");
     let elapsed = start.elapsed();
     assert!(
         elapsed >= Duration::from_secs(5) && elapsed < Duration::from_millis(5100),

@@ -275,6 +275,10 @@ async fn the_deadline_ends_calls_waiting_for_the_first_resolution_result_at_the_
     .await
     .expect_err("never resolved");
     assert_eq!(status.code(), Code::DeadlineExceeded, "{status}");
+    assert_eq!(
+        status.message(),
+        "deadline exceeded while waiting for name resolution"
+    );
     let elapsed = start.elapsed();
     assert!(
         elapsed >= Duration::from_secs(3) && elapsed < Duration::from_millis(3100),

@@ -5,6 +5,7 @@
 //! One test binary of grpc-channel's integration tests (rust-analyzer's `tests/slow-tests/main.rs` is the
 //! model): each module was a test binary of its own, and its tests keep their names under the module's.
 
+mod address_stats;
 mod custom_policy;
 mod custom_resolvers;
 mod dns_refresh;

@@ -5,6 +5,7 @@
 //! One test binary of grpc-channel's integration tests (rust-analyzer's `tests/slow-tests/main.rs` is the
 //! model): each module was a test binary of its own, and its tests keep their names under the module's.
 
+mod config_notes_tracing;
 mod health_edges_tracing;
 mod health_tracing;
 mod outlier_tracing;

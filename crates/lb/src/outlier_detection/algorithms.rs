@@ -16,6 +16,7 @@ use grpc_base::Rng;
 
 use super::config::{FailurePercentageEjection, Percentage, SuccessRateEjection};
 use super::counter::CallCounts;
+use super::spared::NotEjectedReason;
 
 /// One address as a sweep sees it, in the order of the address list.
 #[derive(Clone, Copy, Debug)]
@@ -86,11 +87,36 @@ pub(super) fn success_rate_outliers(
     let Some(list) = candidates(samples, config.request_volume, config.minimum_hosts) else {
         return Vec::new();
     };
+    let Some(threshold) = threshold_of(config, &list) else {
+        return Vec::new();
+    };
+    list.into_iter()
+        .filter(|&(i, _, rate)| !samples[i].ejected && rate < threshold)
+        .map(|(index, counts, _)| Outlier {
+            index,
+            cause: EjectionCause::SuccessRate { counts, threshold },
+        })
+        .collect()
+}
+
+/// The success-rate threshold of a sweep over `samples`: `None` when the algorithm does not run (too few
+/// candidates) or every candidate has the same rate (no outlier).
+pub(super) fn success_rate_threshold(
+    config: &SuccessRateEjection,
+    samples: &[Sample],
+) -> Option<f64> {
+    let list = candidates(samples, config.request_volume, config.minimum_hosts)?;
+    threshold_of(config, &list)
+}
+
+/// `mean − stdev × stdevFactor / 1000` over the candidates' rates, or `None` if they are all equal.
+fn threshold_of(config: &SuccessRateEjection, list: &[(usize, CallCounts, f64)]) -> Option<f64> {
     // Equal rates have no outlier. Said outright because in floating point their mean can round above
     // them (three rates of 0.1 average 0.10000000000000002), and with a `stdevFactor` below 1000 that
     // would eject every address.
-    if list.iter().all(|&(_, _, rate)| rate == list[0].2) {
-        return Vec::new();
+    let first = list.first()?.2;
+    if list.iter().all(|&(_, _, rate)| rate == first) {
+        return None;
     }
     let n = list.len() as f64;
     let mean = list.iter().map(|(_, _, rate)| rate).sum::<f64>() / n;
@@ -99,14 +125,42 @@ pub(super) fn success_rate_outliers(
         .map(|(_, _, rate)| (rate - mean) * (rate - mean))
         .sum::<f64>()
         / n;
-    let threshold = mean - variance.sqrt() * (f64::from(config.stdev_factor) / 1000.0);
-    list.into_iter()
-        .filter(|&(i, _, rate)| !samples[i].ejected && rate < threshold)
-        .map(|(index, counts, _)| Outlier {
-            index,
-            cause: EjectionCause::SuccessRate { counts, threshold },
-        })
-        .collect()
+    Some(mean - variance.sqrt() * (f64::from(config.stdev_factor) / 1000.0))
+}
+
+/// The addresses with at least `request_volume` calls (and one) in the interval: what `minimumHosts`
+/// counts. Computed once per algorithm and sweep.
+pub(super) fn hosts_with_volume(samples: &[Sample], request_volume: u32) -> usize {
+    samples
+        .iter()
+        .filter(|s| s.counts.total() >= u64::from(request_volume) && s.counts.total() > 0)
+        .count()
+}
+
+/// Why an algorithm with `request_volume` and `minimum_hosts` did not find an address with `calls` in
+/// the interval an outlier, `hosts` addresses having had enough calls ([`hosts_with_volume`]): too few
+/// calls of its own, too few addresses with enough calls, or else `otherwise` (its rate was not an
+/// outlier's). O(1), so a sweep's reasons cost O(n) in all.
+pub(super) fn not_outlier_reason(
+    calls: u64,
+    hosts: usize,
+    request_volume: u32,
+    minimum_hosts: u32,
+    otherwise: NotEjectedReason,
+) -> NotEjectedReason {
+    if calls < u64::from(request_volume) {
+        return NotEjectedReason::BelowRequestVolume {
+            calls,
+            request_volume,
+        };
+    }
+    if (hosts as u64) < u64::from(minimum_hosts) {
+        return NotEjectedReason::BelowMinimumHosts {
+            hosts,
+            minimum_hosts,
+        };
+    }
+    otherwise
 }
 
 /// The failure-percentage outliers, in address order: candidates not already ejected whose failures are

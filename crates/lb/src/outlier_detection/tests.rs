@@ -547,3 +547,113 @@ fn record_counts_is_record_repeated_and_counts_only_while_enabled() {
         Some(CallCounts::default())
     );
 }
+
+impl Sim {
+    /// The last sweep's addresses left in service with failures, as `address sr=… fp=…`.
+    fn not_ejected(&mut self) -> Vec<String> {
+        std::iter::from_fn(|| self.od.poll_not_ejected())
+            .map(|n| {
+                format!(
+                    "{} {}/{} sr={:?} fp={:?}",
+                    n.address,
+                    n.counts.failures,
+                    n.counts.total(),
+                    n.success_rate,
+                    n.failure_percentage
+                )
+            })
+            .collect()
+    }
+}
+
+#[test]
+fn a_sweep_says_why_an_address_with_failures_stayed() {
+    // requestVolume is per address per interval: 5 calls each, all failing on .1, under 10.
+    let mut sim = Sim::new(failure_percentage(), 3);
+    assert!(sim.interval(5, &[(1, 5)]).is_empty());
+    assert_eq!(
+        sim.not_ejected(),
+        ["10.0.0.1:443 5/5 sr=None fp=Some(BelowRequestVolume { calls: 5, request_volume: 10 })"]
+    );
+    assert!(sim.not_ejected().is_empty(), "drained");
+
+    // Enough calls on .1 only (.2 and .3 idle): one host with volume, three needed.
+    let mut sim = Sim::new(failure_percentage(), 3);
+    for _ in 0..20 {
+        sim.od.record(&addr(1), false);
+    }
+    assert!(sim.sweep().is_empty());
+    assert_eq!(
+        sim.not_ejected(),
+        ["10.0.0.1:443 20/20 sr=None fp=Some(BelowMinimumHosts { hosts: 1, minimum_hosts: 3 })"]
+    );
+
+    // Two failing outliers, the default 10 % limit: the first is ejected, the second is refused; a third
+    // address with a few failures is below the threshold.
+    let mut sim = Sim::new(failure_percentage(), 4);
+    assert_eq!(sim.interval(20, &[(1, 20), (2, 20), (3, 2)]).len(), 1);
+    assert_eq!(
+        sim.not_ejected(),
+        [
+            "10.0.0.2:443 20/20 sr=None fp=Some(MaxEjectionPercent { ejected: 1, total: 4, max_ejection_percent: 10 })",
+            "10.0.0.3:443 2/20 sr=None fp=Some(FailurePercentageNotAboveThreshold { threshold: 85 })",
+        ]
+    );
+
+    // The draw against enforcementPercentage: 50 %, and a draw of 70 spares it.
+    let mut config = failure_percentage();
+    if let Some(fp) = &mut config.failure_percentage {
+        fp.enforcement_percentage = pct(50);
+    }
+    let mut sim = Sim::new(config, 3);
+    sim.rng = Box::new(Draws(VecDeque::from([70])));
+    assert!(sim.interval(20, &[(1, 20)]).is_empty());
+    assert_eq!(
+        sim.not_ejected(),
+        ["10.0.0.1:443 20/20 sr=None fp=Some(EnforcementDraw { enforcement_percentage: 50 })"]
+    );
+}
+
+#[test]
+fn both_algorithms_give_their_reason_in_one_note_per_address() {
+    let config = OutlierDetectionConfig {
+        success_rate: Some(SuccessRateEjection {
+            minimum_hosts: 3,
+            request_volume: 10,
+            ..SuccessRateEjection::default()
+        }),
+        ..failure_percentage()
+    };
+    let mut sim = Sim::new(config, 3);
+    assert!(sim.interval(4, &[(1, 4)]).is_empty());
+    assert_eq!(
+        sim.not_ejected(),
+        ["10.0.0.1:443 4/4 sr=Some(BelowRequestVolume { calls: 4, request_volume: 10 }) fp=Some(BelowRequestVolume { calls: 4, request_volume: 10 })"]
+    );
+    // Every address fails alike: no success-rate outlier (no threshold), and 50 % is not above 85 %.
+    assert!(sim.interval(20, &[(1, 10), (2, 10), (3, 10)]).is_empty());
+    let notes = sim.not_ejected();
+    assert_eq!(notes.len(), 3, "one per address: {notes:#?}");
+    assert_eq!(
+        notes[0],
+        "10.0.0.1:443 10/20 sr=Some(SuccessRateNotBelowThreshold { threshold: None }) fp=Some(FailurePercentageNotAboveThreshold { threshold: 85 })"
+    );
+}
+
+#[test]
+fn not_ejected_notes_are_bounded_by_the_address_list() {
+    let mut sim = Sim::new(failure_percentage(), 200);
+    for _ in 0..3 {
+        // Never drained: each sweep replaces the last one's notes.
+        let _ = sim.interval(5, &[(1, 5), (2, 5), (3, 5)]);
+        let _ = sim.events();
+    }
+    let mut all: Vec<(u8, u64)> = (1..=200).map(|n| (n, 1)).collect();
+    all.push((1, 1));
+    let _ = sim.interval(5, &all);
+    assert_eq!(
+        sim.not_ejected().len(),
+        200,
+        "one per address, the last sweep's only"
+    );
+}

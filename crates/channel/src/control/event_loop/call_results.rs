@@ -1,0 +1,162 @@
+//! The event loop's per-address call results: outlier detection (gRFC A50) as the loop drives it (its
+//! config, the sweep with the counts calls made, the ejections and returns it applies to the policy, and
+//! the DEBUG event for each address a sweep left in service despite failures), and the counters and
+//! subchannel states `Channel::stats()` shows per address. Methods of [`Loop`] only.
+//!
+//! Not here: the counters themselves (`control/outlier.rs`), the per-address table
+//! (`control/address_stats.rs`), the loop itself (`event_loop.rs`).
+
+use std::sync::Arc;
+
+use grpc_lb::{
+    Address, ConnectivityState, OutlierDetectionConfig, OutlierDetector, OutlierEvent, SubchannelId,
+};
+
+use super::Loop;
+use crate::control::outlier::{trace_not_ejected, CallResults};
+
+impl Loop {
+    /// A new outlier detection config (or none) at `now`: the detector is created, updated or dropped; the
+    /// policy is left alone.
+    pub(super) fn update_outlier(
+        &mut self,
+        config: Option<OutlierDetectionConfig>,
+        now: std::time::Instant,
+    ) {
+        let Some(a) = self.activity.active() else {
+            return;
+        };
+        match (config, a.outlier.as_mut()) {
+            (Some(config), Some(d)) => {
+                if *d.config() != config {
+                    d.update_config(config, now);
+                }
+            }
+            (Some(config), None) => a.outlier = Some(OutlierDetector::new(config, now)),
+            (None, Some(_)) => self.drop_outlier(now),
+            (None, None) => {}
+        }
+    }
+
+    /// Outlier detection ends (no config, or the channel goes IDLE): every ejected address returns.
+    pub(super) fn drop_outlier(&mut self, now: std::time::Instant) {
+        if let Some(a) = self.activity.active() {
+            if let Some(d) = a.outlier.take() {
+                for address in d.ejected() {
+                    let ejected_for = self
+                        .ejected_since
+                        .get(address)
+                        .map(|since| now.saturating_duration_since(*since));
+                    tracing::info!(%address, reason = "outlier detection is off", ?ejected_for, "outlier detection returns the address");
+                    if let Some(p) = &mut a.policy {
+                        p.lb.uneject(address, now);
+                    }
+                }
+            }
+        }
+        self.stats.ejections.clear();
+        self.ejected_since.clear();
+    }
+
+    /// The detector's sweep, if due: the calls counted since the last one go in first.
+    pub(super) fn sweep(&mut self, now: std::time::Instant) {
+        let Some(d) = self.activity.outlier() else {
+            return;
+        };
+        if d.poll_timeout().is_none_or(|due| due > now) {
+            return;
+        }
+        for (address, results) in &self.results {
+            d.record_counts(address, results.take());
+        }
+        d.handle_timeout(now, &mut self.rng);
+        while let Some(note) = d.poll_not_ejected() {
+            trace_not_ejected(&note);
+        }
+        self.apply_outlier_events(now);
+    }
+
+    /// Gives the detector's ejections and un-ejections to the policy, tracing and the stats.
+    pub(super) fn apply_outlier_events(&mut self, now: std::time::Instant) {
+        let Some(a) = self.activity.active() else {
+            return;
+        };
+        let Some(d) = a.outlier.as_mut() else {
+            return;
+        };
+        while let Some(event) = d.poll_event() {
+            match event {
+                OutlierEvent::Ejected {
+                    address,
+                    cause,
+                    multiplier,
+                    until,
+                } => {
+                    let duration = until.map(|until| until.saturating_duration_since(now));
+                    tracing::info!(%address, ?cause, multiplier, ?duration, "outlier detection ejects the address");
+                    self.stats.ejections.ejected(address.to_string());
+                    self.ejected_since.insert(address.clone(), now);
+                    if let Some(p) = &mut a.policy {
+                        p.lb.eject(&address, now);
+                    }
+                }
+                OutlierEvent::Unejected { address, reason } => {
+                    let ejected_for = self
+                        .ejected_since
+                        .remove(&address)
+                        .map(|since| now.saturating_duration_since(since));
+                    tracing::info!(%address, ?reason, ?ejected_for, "outlier detection returns the address");
+                    self.stats.ejections.unejected(&address.to_string());
+                    if let Some(p) = &mut a.policy {
+                        p.lb.uneject(&address, now);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Keeps a call-results counter for each address in the list (the per-address stats count into it;
+    /// outlier detection takes its counts while it has an algorithm, and starts from zero when it gets
+    /// one), and publishes the picker again if that changed which handles count.
+    pub(super) fn sync_results(&mut self) {
+        let counting = self.activity.outlier().is_some_and(|d| d.is_enabled());
+        if counting && !self.outlier_counting {
+            // What was counted before detection started is no interval's.
+            for results in self.results.values() {
+                results.take();
+            }
+        }
+        self.outlier_counting = counting;
+        let before = self.results.len();
+        let mut changed = false;
+        let current: std::collections::HashSet<&Address> = self.addresses.iter().collect();
+        self.results.retain(|a, _| current.contains(a));
+        changed |= self.results.len() != before;
+        for address in &self.addresses {
+            if !self.results.contains_key(address) {
+                self.results
+                    .insert(address.clone(), Arc::new(CallResults::default()));
+                changed = true;
+            }
+        }
+        self.stats.addresses.sync(&self.results);
+        // Subchannels of a policy that is gone (a switch, a panic) say nothing more.
+        let (tasks, conns) = (&self.tasks, &self.conns);
+        self.subchannel_addresses
+            .retain(|id, _| tasks.contains_key(id) || conns.contains_key(id));
+        // While a new policy connects (a graceful switch), the retired one's picker serves and the new one
+        // publishes when it has something to show: publishing the current spec here would end the switch
+        // early, with no connection to serve.
+        if changed && !self.activity.is_idle() && self.retired.is_none() {
+            let (state, spec) = self.spec.clone();
+            self.publish(state, spec);
+        }
+    }
+
+    /// The subchannel `id` is now in `state`, as `Channel::stats()` shows its address.
+    pub(super) fn set_subchannel_state(&self, id: SubchannelId, state: ConnectivityState) {
+        if let Some(addr) = self.subchannel_addresses.get(&id) {
+            self.stats.addresses.set_state(addr, state);
+        }
+    }
+}

@@ -1,0 +1,147 @@
+//! Per-address figures in `Channel::stats()` (issue 35, "where did my calls go?"): round_robin over an
+//! `ipv4:` list of three interop servers and an address where nothing listens; the attempts each address
+//! carried, and each subchannel's state; with health checking, each address's health.
+
+use grpc_test_support as support;
+
+use std::time::Duration;
+
+use grpc_channel::lb::Health;
+use grpc_channel::{Channel, Code, ConnectivityState, Request};
+use interop::health::ServingStatus;
+use interop_proto::{paths, Empty};
+use support::guards::guarded;
+
+const ROUND_ROBIN: &str = r#"{"loadBalancingConfig":[{"round_robin":{}}]}"#;
+
+async fn empty_call(ch: &Channel) -> Result<(), grpc_channel::Status> {
+    guarded(
+        "empty call",
+        ch.unary::<_, Empty>(paths::EMPTY_CALL, Request::new(Empty {})),
+    )
+    .await
+    .map(drop)
+}
+
+/// Waits (on the paused clock, at most 10 s of it) until `ready` holds of the channel's stats.
+async fn until(ch: &Channel, ready: impl Fn(&grpc_channel::ChannelStats) -> bool) {
+    for _ in 0..1000 {
+        if ready(&ch.stats()) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("never: {:#?}", ch.stats().addresses);
+}
+
+#[tokio::test(start_paused = true)]
+async fn per_address_calls_and_states_over_three_backends_and_one_down() {
+    let mut addrs = Vec::new();
+    for _ in 0..3 {
+        addrs.push(support::interop_server().await);
+    }
+    let (_held, down) = support::reserved_port();
+    let mut listed = addrs.clone();
+    listed.push(down);
+    let ch = support::channel_with_config(&support::ipv4_target(&listed), ROUND_ROBIN);
+    ch.connect();
+    let up: Vec<String> = addrs.iter().map(ToString::to_string).collect();
+    let down = down.to_string();
+    until(&ch, |s| {
+        up.iter().all(|a| {
+            s.addresses
+                .get(a)
+                .is_some_and(|a| a.state == ConnectivityState::Ready)
+        }) && s
+            .addresses
+            .get(&down)
+            .is_some_and(|a| a.state == ConnectivityState::TransientFailure)
+    })
+    .await;
+    for _ in 0..30 {
+        empty_call(&ch).await.expect("a READY backend answers");
+    }
+    let stats = ch.stats();
+    assert_eq!(stats.addresses.len(), 4, "{:#?}", stats.addresses);
+    for a in &up {
+        let s = &stats.addresses[a];
+        assert_eq!(
+            (s.calls_started, s.calls_succeeded, s.calls_failed),
+            (10, 10, 0),
+            "round_robin: a third of the calls each, on {a}: {:#?}",
+            stats.addresses
+        );
+        assert_eq!(s.health, None, "no health checking");
+    }
+    let d = &stats.addresses[&down];
+    assert_eq!(
+        (d.calls_started, d.calls_succeeded, d.calls_failed),
+        (0, 0, 0)
+    );
+    assert_ne!(d.state, ConnectivityState::Ready);
+    assert_eq!(stats.calls_started, 30);
+
+    // A call that fails on the server counts as failed on its address.
+    let bad = guarded(
+        "unimplemented call",
+        ch.unary::<_, Empty>(
+            "/grpc.testing.TestService/UnimplementedCall",
+            Request::new(Empty {}),
+        ),
+    )
+    .await
+    .expect_err("unimplemented");
+    assert_eq!(bad.code(), Code::Unimplemented);
+    let stats = ch.stats();
+    let failed: u64 = stats.addresses.values().map(|s| s.calls_failed).sum();
+    let started: u64 = stats.addresses.values().map(|s| s.calls_started).sum();
+    assert_eq!((started, failed), (31, 1), "{:#?}", stats.addresses);
+}
+
+/// With round_robin and a `healthCheckConfig`, each address shows its health; a backend that stops serving
+/// shows NotServing and stays READY; a backend killed leaves READY.
+#[tokio::test(start_paused = true)]
+async fn per_address_health_and_a_killed_backend() {
+    const SVC: &str = "grpc.testing.TestService";
+    let servers = [
+        support::interop_server_handle().await,
+        support::interop_server_handle().await,
+    ];
+    for s in &servers {
+        s.health().set(SVC, ServingStatus::Serving);
+    }
+    let addrs: Vec<_> = servers.iter().map(|s| s.addr).collect();
+    let config = format!(
+        r#"{{"healthCheckConfig":{{"serviceName":"{SVC}"}},
+            "loadBalancingConfig":[{{"round_robin":{{}}}}]}}"#
+    );
+    let ch = support::channel_with_config(&support::ipv4_target(&addrs), config);
+    ch.connect();
+    let [a, b] = [addrs[0].to_string(), addrs[1].to_string()];
+    until(&ch, |s| {
+        [&a, &b].iter().all(|x| {
+            s.addresses.get(*x).is_some_and(|x| {
+                x.state == ConnectivityState::Ready && x.health == Some(Health::Serving)
+            })
+        })
+    })
+    .await;
+    servers[1].health().set(SVC, ServingStatus::NotServing);
+    until(&ch, |s| {
+        s.addresses
+            .get(&b)
+            .is_some_and(|x| x.health == Some(Health::NotServing))
+    })
+    .await;
+    assert_eq!(ch.stats().addresses[&b].state, ConnectivityState::Ready);
+    let [first, second] = servers;
+    first.shutdown();
+    until(&ch, |s| {
+        s.addresses
+            .get(&a)
+            .is_some_and(|x| x.state != ConnectivityState::Ready)
+    })
+    .await;
+    assert_eq!(ch.stats().addresses[&a].health, Some(Health::Unknown));
+    drop(second);
+}

@@ -1,0 +1,118 @@
+//! What the channel says about a service config it applies (issue 35, "silent non-events"): one WARN for a
+//! `healthCheckConfig` under pick_first (which never health checks, gRFC A17), once per config however
+//! many calls and updates repeat it; a DEBUG event for a config without `loadBalancingConfig` (or no
+//! config); a DEBUG event for each clamped value (`maxAttempts` above 5).
+//!
+//! Runs alone, as every test of this binary does (see `main.rs`).
+
+use grpc_test_support as support;
+
+use std::time::Duration;
+
+use grpc_channel::resolver::{manual, Address, Endpoint};
+use grpc_channel::{Channel, Request};
+use interop_proto::{paths, Empty};
+use support::guards::guarded;
+use support::tracing_capture;
+
+async fn call(ch: &Channel) {
+    guarded(
+        "empty call",
+        ch.unary::<_, Empty>(paths::EMPTY_CALL, Request::new(Empty {})),
+    )
+    .await
+    .expect("the call succeeds");
+}
+
+#[tokio::test(start_paused = true)]
+async fn health_checking_under_pick_first_warns_once_per_config() {
+    let (capture, _installed) = tracing_capture::install().await;
+    let addr = support::interop_server().await;
+    let (resolver, pushed) = manual("notes");
+    pushed
+        .set(vec![Endpoint::new(Address::Tcp(addr))])
+        .expect("endpoints");
+    let asks_health = r#"{"healthCheckConfig":{"serviceName":""}}"#;
+    pushed
+        .set_service_config(Some(asks_health.to_owned()))
+        .expect("config");
+    let ch = Channel::builder("notes:///fleet")
+        .resolver(resolver)
+        .build()
+        .expect("channel");
+    for _ in 0..5 {
+        call(&ch).await;
+    }
+    // The same config again, twice (a resolver refreshing): nothing new to say.
+    for _ in 0..2 {
+        pushed
+            .set_service_config(Some(asks_health.to_owned()))
+            .expect("config");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        call(&ch).await;
+    }
+    let warnings = capture.lines_containing("does not run health checks");
+    assert_eq!(warnings.len(), 1, "{warnings:#?}");
+    let warning = &warnings[0];
+    assert!(warning.contains("policy=pick_first"), "{warning}");
+    assert!(warning.contains("round_robin"), "{warning}");
+    assert!(warning.contains("level=WARN"), "{warning}");
+    let defaults = capture.lines_containing("pick_first by default");
+    assert_eq!(defaults.len(), 1, "{defaults:#?}");
+    assert!(defaults[0].contains("level=DEBUG"), "{}", defaults[0]);
+
+    // A new config that asks again (with a clamp this time) is a new config: one more warning, and the
+    // clamp. round_robin runs health checks: no warning for it.
+    let clamped = r#"{"healthCheckConfig":{"serviceName":""},"methodConfig":[{"name":[{}],
+        "retryPolicy":{"maxAttempts":10,"initialBackoff":"0.1s","maxBackoff":"1s",
+        "backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}}]}"#;
+    pushed
+        .set_service_config(Some(clamped.to_owned()))
+        .expect("config");
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    call(&ch).await;
+    let round_robin =
+        r#"{"healthCheckConfig":{"serviceName":""},"loadBalancingConfig":[{"round_robin":{}}]}"#;
+    pushed
+        .set_service_config(Some(round_robin.to_owned()))
+        .expect("config");
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    call(&ch).await;
+    assert_eq!(
+        capture.lines_containing("does not run health checks").len(),
+        2
+    );
+    let clamps = capture.lines_containing("maxAttempts 10 is above the client's cap");
+    assert_eq!(clamps.len(), 1, "{clamps:#?}");
+    assert!(
+        clamps[0].contains("path=$.methodConfig[0].retryPolicy.maxAttempts")
+            && clamps[0].contains("5 attempts apply")
+            && clamps[0].contains("level=DEBUG"),
+        "{}",
+        clamps[0]
+    );
+    assert_eq!(
+        capture.lines_containing("pick_first by default").len(),
+        2,
+        "the clamped config has no loadBalancingConfig either; round_robin's has"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_service_config_says_pick_first_is_the_default() {
+    let (capture, _installed) = tracing_capture::install().await;
+    let addr = support::interop_server().await;
+    let ch = support::channel(addr);
+    call(&ch).await;
+    call(&ch).await;
+    let lines = capture.lines_containing("pick_first by default");
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    assert!(
+        lines[0].contains("calls go to the first reachable address"),
+        "{}",
+        lines[0]
+    );
+    assert!(capture
+        .lines_containing("does not run health checks")
+        .is_empty());
+}
