@@ -106,9 +106,13 @@
 //!
 //! # Observability
 //!
-//! Each call has a `grpc.call` tracing span with a `grpc.attempt` span per attempt; with the feature
-//! `metrics` the channel records gRFC A66/A96 instruments through the `metrics` facade; [`Channel::stats`]
-//! needs neither. The names, fields and labels are in [`observability`].
+//! Each call has a `grpc.call` tracing span with a `grpc.attempt` span per attempt; the channel logs what
+//! it changed (ejections, health, GOAWAYs) and what it did not do and why (health checking asked under
+//! pick_first, an address with failures outlier detection kept, a clamped config value, what a
+//! wait-for-ready call waited for); with the feature `metrics` it records gRFC A66/A96 instruments through
+//! the `metrics` facade; [`Channel::stats`] needs neither and tells where the calls went, per address
+//! ([`AddressStats`]: attempts, successes, failures, connection and health state). The names, fields and
+//! labels are in [`observability`].
 //!
 //! # Cargo features
 //!

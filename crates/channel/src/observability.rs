@@ -23,18 +23,30 @@
 //!
 //! # Events
 //!
-//! Outside the call spans, the channel logs what changes its connections and choices, with the address
-//! (`addr` or `address`) as a field:
+//! Outside the call spans, the channel logs what changes its connections and choices, and what it chose not
+//! to do, with the address (`addr` or `address`) as a field where there is one:
 //!
-//! * `WARN`: a service config the resolver sent is invalid and the previous one is kept (gRFC A21); a
-//!   proxy environment variable is ignored; the server sent GOAWAY `too_many_pings` and the keepalive time
-//!   doubled.
+//! * `WARN`: a service config asks for health checking (`healthCheckConfig`) under a policy that does not
+//!   run it (pick_first, the default): once per config, naming the policy; a service config the resolver
+//!   sent is invalid and the previous one is kept (gRFC A21); a proxy environment variable is ignored; the
+//!   server sent GOAWAY `too_many_pings` and the keepalive time doubled.
 //! * `INFO`: outlier detection ejects an address (with the cause, the multiplier and the ejection time) or
 //!   returns it; a health check finds an address not serving, or serving again; a connection closes.
 //! * `ERROR`: a load-balancing policy panicked (its connections close and the resolver is asked again); a
 //!   server has no health service while health checking is on (it is used as healthy).
-//! * `DEBUG`: GOAWAY received (last stream id, error code, debug data); a picked connection was gone; the
-//!   channel went IDLE; a health Watch failed and will be retried.
+//! * `DEBUG`: a config without `loadBalancingConfig` (or no config): the policy is pick_first by default;
+//!   a service config value was clamped (`maxAttempts` above 5, and the others
+//!   [`ServiceConfig::clamps`](crate::ServiceConfig::clamps) lists), with its JSON path; after each outlier
+//!   detection sweep, per address that had failures but stayed in service, why (below `requestVolume`, which
+//!   counts one address's calls per interval; fewer than `minimumHosts` addresses with that volume;
+//!   `maxEjectionPercent` reached; the enforcement draw; under the threshold); GOAWAY received (last stream
+//!   id, error code, debug data); a picked connection was gone; the channel went IDLE; a health Watch failed
+//!   and will be retried.
+//!
+//! A call that fails says what it waited for too: a wait-for-ready call whose deadline passes while no
+//! connection is ready fails with DEADLINE_EXCEEDED, "deadline exceeded while waiting for connections to
+//! become ready (wait-for-ready)", followed by the last connection error and its address (also the status's
+//! [`source`](std::error::Error::source)); one still waiting for the first name resolution says so.
 //!
 //! # Metrics (feature `metrics`)
 //!
@@ -82,7 +94,21 @@
 //! # Channel statistics
 //!
 //! [`Channel::stats`](crate::Channel::stats) returns a [`ChannelStats`](crate::ChannelStats) snapshot at any
-//! time, without any recorder: calls started, succeeded and failed; attempts; per method gRFC A6's retry and
-//! hedging statistics; the addresses outlier detection ejected and how often; the addresses health checking
-//! finds not serving; for xDS channels the calls per cluster; and the request bytes committed calls still
-//! hold.
+//! time, without any recorder: calls started, succeeded and failed; attempts; per address
+//! ([`ChannelStats::addresses`](crate::ChannelStats::addresses), an [`AddressStats`](crate::AddressStats)
+//! each) the attempts it took, succeeded and failed (as channelz counts a subchannel's calls), its
+//! connection's state and its health; per method gRFC A6's retry and hedging statistics; the addresses
+//! outlier detection ejected and how often; the addresses health checking finds not serving; for xDS
+//! channels the calls per cluster; and the request bytes committed calls still hold.
+//!
+//! ```
+//! # async fn example(channel: grpc_channel::Channel) {
+//! let stats = channel.stats();
+//! for (address, figures) in &stats.addresses {
+//!     println!(
+//!         "{address}: {:?}, health {:?}, {} calls, {} failed",
+//!         figures.state, figures.health, figures.calls_started, figures.calls_failed
+//!     );
+//! }
+//! # }
+//! ```
