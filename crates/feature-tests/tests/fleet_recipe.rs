@@ -6,7 +6,8 @@
 
 use std::collections::HashMap;
 
-use grpc_channel::Status;
+use grpc_channel::lb::Health;
+use grpc_channel::{ConnectivityState, Status};
 use grpc_test_support::guards::{guarded, settle};
 use interop::health::ServingStatus;
 use interop::server::{self, ServerOptions};
@@ -118,6 +119,21 @@ async fn fleet_scenario() {
         stats.methods["/grpc.testing.TestService/UnaryCall"].retries >= 10,
         "the failing backend's attempts were retried: {stats:?}"
     );
+    // Where the calls went, per address.
+    let at = |addr: std::net::SocketAddr| stats.addresses[&addr.to_string()];
+    assert_eq!(stats.addresses.len(), 3, "{stats:?}");
+    let (good, out, sick) = (at(healthy.addr), at(not_serving.addr), at(failing.addr));
+    assert_eq!(good.calls_started, good.calls_succeeded, "{good:?}");
+    assert_eq!(
+        good.calls_succeeded, 40,
+        "every call succeeded there: {good:?}"
+    );
+    assert_eq!(good.health, Some(Health::Serving));
+    assert_eq!(out.calls_started, 0, "{out:?}");
+    assert_eq!(out.state, ConnectivityState::Ready, "connected, not used");
+    assert_eq!(out.health, Some(Health::NotServing));
+    assert!(sick.calls_failed >= 10, "{sick:?}");
+    assert_eq!(sick.calls_succeeded, 0, "{sick:?}");
 
     // The sweep at 10 s ejects the backend that failed every one of its calls.
     settle(Duration::from_secs(11)).await;
