@@ -95,6 +95,7 @@ mod channel;
 pub mod fuzzing;
 mod pump;
 pub mod retry;
+pub mod service;
 #[cfg(feature = "tower")]
 pub mod tower;
 
