@@ -47,6 +47,10 @@ use crate::wire::codec::{decode_prost, Codec};
 use crate::wire::metadata::MetadataMap;
 use crate::wire::status::{Code, Status};
 
+/// The tower trait the channel implements, here so generated clients name it without a dependency of their
+/// own.
+pub use tower_service::Service;
+
 /// A boxed error: what a tower service's errors convert into for [`Status::from_error`].
 pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
 
