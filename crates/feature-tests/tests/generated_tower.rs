@@ -453,3 +453,63 @@ mod holding_peer {
         }
     }
 }
+
+/// A response message that does not decode as the client's type gives the status the channel's own prost
+/// calls give (INTERNAL, naming prost's error), and ends a streaming call: later polls return the same
+/// status. `SimpleResponse` and `StreamingOutputCallResponse` carry a message in field 1, where `Payload`
+/// has a varint.
+#[tokio::test]
+async fn a_malformed_reply_fails_as_on_the_channels_own_path() {
+    use grpc_channel::service::{ready_call, GrpcCall};
+    use interop_proto::paths;
+
+    let addr = support::interop_server().await;
+    let mut channel = channel(addr);
+    let unary_request = || Request::new(simple());
+    let own = channel
+        .unary::<_, Payload>(paths::UNARY_CALL, unary_request())
+        .await
+        .expect_err("malformed");
+    let call = GrpcCall::unary(paths::UNARY_CALL, GrpcCall::encode(unary_request()));
+    let through = ready_call(&mut channel, call)
+        .await
+        .expect("reply")
+        .decode::<Payload>()
+        .expect_err("malformed");
+    assert_eq!(through.code(), Code::Internal);
+    assert_eq!(through.code(), own.code());
+    assert_eq!(through.message(), own.message());
+
+    let streaming_request = || {
+        Request::new(StreamingOutputCallRequest {
+            response_parameters: (1..=3)
+                .map(|size| ResponseParameters {
+                    size,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        })
+    };
+    let mut own = channel
+        .server_streaming::<_, Payload>(paths::STREAMING_OUTPUT_CALL, streaming_request())
+        .await
+        .expect("headers")
+        .into_inner();
+    let own = own.message().await.expect_err("malformed");
+    let call = GrpcCall::server_streaming(
+        paths::STREAMING_OUTPUT_CALL,
+        GrpcCall::encode(streaming_request()),
+    );
+    let mut through = ready_call(&mut channel, call)
+        .await
+        .expect("reply")
+        .decode_streaming::<Payload>()
+        .expect("a stream")
+        .into_inner();
+    let first = through.message().await.expect_err("malformed");
+    assert_eq!(first.code(), Code::Internal);
+    assert_eq!(first.message(), own.message());
+    let again = through.message().await.expect_err("the call ended");
+    assert_eq!(again.message(), first.message(), "the call ended with it");
+}
