@@ -268,6 +268,21 @@ enum Reply {
 }
 
 impl GrpcReply {
+    /// The reply of a unary or client-streaming call (for a layer that took a reply apart with
+    /// [`GrpcReply::into_unary`] and hands it on).
+    pub fn from_unary(response: Response<Bytes>) -> GrpcReply {
+        GrpcReply {
+            reply: Reply::Unary(response),
+        }
+    }
+
+    /// The reply of a server-streaming or bidi call (see [`GrpcReply::from_unary`]).
+    pub fn from_streaming(response: Response<Streaming<Bytes>>) -> GrpcReply {
+        GrpcReply {
+            reply: Reply::Streaming(response),
+        }
+    }
+
     /// The response headers' metadata.
     pub fn metadata(&self) -> &MetadataMap {
         match &self.reply {

@@ -240,7 +240,8 @@ async fn box_clone_service_and_buffer_fit() {
 }
 
 /// A layer of one's own (`map_request`) sees each call's path, shape and metadata, and what it adds to the
-/// metadata goes out with the call (the interop server echoes `x-grpc-test-echo-initial`).
+/// metadata goes out with the call (the interop server echoes `x-grpc-test-echo-initial`); a reply taken
+/// apart and rebuilt (`map_response`) still decodes.
 #[tokio::test]
 async fn a_custom_layer_reads_the_path_and_metadata() {
     let addr = support::interop_server().await;
@@ -259,6 +260,11 @@ async fn a_custom_layer_reads_the_path_and_metadata() {
                 call
             }
         })
+        // And one that takes a unary reply apart and hands it on rebuilt.
+        .map_response(|reply: GrpcReply| match reply.into_unary() {
+            Some(response) => GrpcReply::from_unary(response),
+            None => panic!("only unary replies here"),
+        })
         .service(channel(addr));
     let mut client = TestServiceClient::new(service);
     let mut request = Request::new(simple());
@@ -271,10 +277,15 @@ async fn a_custom_layer_reads_the_path_and_metadata() {
         response.metadata().get("x-grpc-test-echo-initial"),
         Some("from-the-layer")
     );
+    assert_eq!(
+        response.message().payload.as_ref().map(|p| p.body.len()),
+        Some(8),
+        "the rebuilt reply decodes"
+    );
     let _ = client
-        .streaming_output_call(StreamingOutputCallRequest::default())
+        .streaming_input_call(tokio_stream::iter(Vec::<StreamingInputCallRequest>::new()))
         .await
-        .expect("server streaming");
+        .expect("client streaming");
     let seen = seen.lock().expect("lock").clone();
     assert_eq!(
         seen,
@@ -285,8 +296,8 @@ async fn a_custom_layer_reads_the_path_and_metadata() {
                 Some("blue".to_owned())
             ),
             (
-                "/grpc.testing.TestService/StreamingOutputCall".to_owned(),
-                grpc_channel::service::CallShape::ServerStreaming,
+                "/grpc.testing.TestService/StreamingInputCall".to_owned(),
+                grpc_channel::service::CallShape::ClientStreaming,
                 None
             ),
         ]
