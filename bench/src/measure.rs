@@ -10,6 +10,9 @@
 //!   call never commits before the answer, so every message takes the retry driver's path (buffered for
 //!   replay, handed over by the driver task);
 //! * `unary`: N sequential 16 B unary calls;
+//! * `unary-generated`: the same N calls through grpc-build's generated `TestServiceClient` on the
+//!   channel (`--client ours` only): beside `unary`, what the generated client adds; both print their
+//!   allocations per call (the process's counting allocator, warm-up excluded);
 //! * `in-flight`: the scale scenario's memory figure alone: N unary calls held in flight by a backend that
 //!   never answers (its own child process; `--port` is not used), live heap per call printed;
 //! * `windowed-W-S`: the windowed bidi scenario (`windowed.rs`) with window W and S-byte messages, N
@@ -22,6 +25,7 @@
 use bytes::{Bytes, BytesMut};
 use grpc_channel::framing::{self, Deframer};
 use grpc_channel::{Channel, Request};
+use interop_proto::test_service_client::TestServiceClient;
 use interop_proto::{
     paths, Payload, ResponseParameters, StreamingInputCallRequest, StreamingInputCallResponse,
     StreamingOutputCallRequest, StreamingOutputCallResponse,
@@ -80,9 +84,32 @@ pub(crate) async fn run(port: u16, m: Measure) -> Result<(), String> {
             for _ in 0..20 {
                 client.unary(&req).await?;
             }
+            let allocations = crate::sys::allocations();
             for _ in 0..m.n {
                 client.unary(&req).await?;
             }
+            print_allocations(allocations, m.n);
+        }
+        "unary-generated" => {
+            let Client::Ours(channel) = &client else {
+                return Err("unary-generated measures --client ours".into());
+            };
+            let mut generated = TestServiceClient::new(channel.clone());
+            let req = small_request(16);
+            for _ in 0..20 {
+                generated
+                    .unary_call(req.clone())
+                    .await
+                    .map_err(|s| s.to_string())?;
+            }
+            let allocations = crate::sys::allocations();
+            for _ in 0..m.n {
+                generated
+                    .unary_call(req.clone())
+                    .await
+                    .map_err(|s| s.to_string())?;
+            }
+            print_allocations(allocations, m.n);
         }
         "client-stream" => {
             client_stream(&client, 20).await?;
@@ -107,6 +134,12 @@ pub(crate) async fn run(port: u16, m: Measure) -> Result<(), String> {
     }
     println!("{} {} n={}: done", m.scenario, client.name(), m.n);
     Ok(())
+}
+
+/// Prints the allocations per call since `before` (the request clones included).
+fn print_allocations(before: u64, n: usize) {
+    let per_call = (crate::sys::allocations() - before) as f64 / n.max(1) as f64;
+    println!("allocations per call: {per_call:.2}");
 }
 
 /// One StreamingInputCall of `n` 1 KiB messages.

@@ -517,6 +517,7 @@ const EXAMPLES: &[(&str, bool)] = &[
     ("dns_service_config", false),
     ("interceptor", false),
     ("tonic_over_tower", false),
+    ("tower_layers", false),
     ("custom_resolver", true),
     ("least_in_flight", true),
 ];

@@ -579,7 +579,7 @@ fn build_messages_false_writes_the_clients_alone_and_clashes_with_nothing() {
     let clients = include_str!(concat!(env!("OUT_DIR"), "/kitchen.sink.v1.grpc-client.rs"));
     for expected in [
         "pub mod sink_client {",
-        "pub struct SinkClient {",
+        "pub struct SinkClient<T = ::grpc_channel::Channel> {",
         "pub async fn connect(",
         "/// A service with every RPC kind.",
         "IntoRequest<super::super::super::types::Text>",

@@ -4,21 +4,30 @@
 //!
 //! ```text
 //! pub mod kv_client {
-//!     pub struct KvClient { channel: ::grpc_channel::Channel, interceptor: .., defaults: .. }   // private
-//!     impl KvClient {
-//!         pub fn new(channel: ::grpc_channel::Channel) -> Self;
-//!         pub fn with_interceptor(channel: ::grpc_channel::Channel, interceptor: impl Interceptor) -> Self;
+//!     pub struct KvClient<T = ::grpc_channel::Channel> { inner: T, interceptor: .., defaults: .. }  // private
+//!     impl KvClient<::grpc_channel::Channel> {
 //!         pub async fn connect(dst: impl Into<String>) -> Result<Self, ::grpc_channel::ConnectError>;
+//!     }
+//!     impl<T> KvClient<T> {
+//!         pub fn new(inner: T) -> Self;   // a Channel, or a tower service over one
+//!         pub fn with_interceptor(inner: T, interceptor: impl Interceptor) -> Self;
 //!         pub fn send_compressed(self, encoding: ::grpc_channel::Encoding) -> Self;   // tonic's names
 //!         pub fn accept_compressed(self, encoding: ::grpc_channel::Encoding) -> Self;
 //!         pub fn max_decoding_message_size(self, limit: usize) -> Self;
 //!         pub fn max_encoding_message_size(self, limit: usize) -> Self;
+//!         pub fn into_inner(self) -> T;
+//!     }
+//!     impl<T: Service<GrpcCall, Response = GrpcReply>> KvClient<T> where T::Error: Into<BoxError> {
 //!         pub async fn get(&mut self, request: impl IntoRequest<super::GetRequest>)
 //!             -> Result<Response<super::GetResponse>, Status>;
 //!         ...
 //!     }
 //! }
 //! ```
+//!
+//! Each RPC method applies the client's defaults and interceptor, encodes the request
+//! (`GrpcCall::encode`), waits for the service to be ready and calls it (`grpc_channel::service::ready_call`,
+//! which maps a layer's errors to a `Status`), then decodes the reply (`GrpcReply::decode`).
 
 use std::fmt::Write as _;
 
@@ -85,29 +94,42 @@ fn generate_client(service: &Service, buf: &mut String) {
     let _ = writeln!(
         buf,
         "    ///
+    /// Generic over the tower service that carries its calls ([`::grpc_channel::service`]): a
+    /// [`::grpc_channel::Channel`] by default, or a channel wrapped in tower layers
+    /// (`tower::ServiceBuilder::new().concurrency_limit(2).timeout(d).service(channel)`).
     /// Cloning is cheap: clones share the channel and its connections.
     #[derive(Clone)]
-    pub struct {client} {{
-        channel: ::grpc_channel::Channel,
+    pub struct {client}<T = ::grpc_channel::Channel> {{
+        inner: T,
         interceptor: ::core::option::Option<::std::sync::Arc<dyn ::grpc_channel::Interceptor>>,
         defaults: ::grpc_channel::ClientDefaults,
     }}
 
-    impl ::core::fmt::Debug for {client} {{
+    impl<T: ::core::fmt::Debug> ::core::fmt::Debug for {client}<T> {{
         fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {{
             f.debug_struct(\"{client}\")
-                .field(\"channel\", &self.channel)
+                .field(\"inner\", &self.inner)
                 .field(\"interceptor\", &self.interceptor.is_some())
                 .field(\"defaults\", &self.defaults)
                 .finish()
         }}
     }}
 
-    impl {client} {{
-        /// A client whose calls go out on `channel`.
-        pub fn new(channel: ::grpc_channel::Channel) -> Self {{
+    impl {client}<::grpc_channel::Channel> {{"
+    );
+    if !rpcs_named(service, "connect") {
+        buf.push_str(&connect());
+    }
+    let _ = writeln!(
+        buf,
+        "    }}
+
+    impl<T> {client}<T> {{
+        /// A client whose calls go out on `inner`: a [`::grpc_channel::Channel`], or a tower service
+        /// over one.
+        pub fn new(inner: T) -> Self {{
             Self {{
-                channel,
+                inner,
                 interceptor: ::core::option::Option::None,
                 defaults: ::grpc_channel::ClientDefaults::new(),
             }}
@@ -120,10 +142,32 @@ fn generate_client(service: &Service, buf: &mut String) {
             buf.push_str(&code);
         }
     }
-    for method in &service.methods {
+    let _ = writeln!(
+        buf,
+        "    }}
+
+    impl<T> {client}<T>
+    where
+        T: ::grpc_channel::service::Service<
+            ::grpc_channel::service::GrpcCall,
+            Response = ::grpc_channel::service::GrpcReply,
+        >,
+        T::Error: ::core::convert::Into<::grpc_channel::service::BoxError>,
+    {{"
+    );
+    for (i, method) in service.methods.iter().enumerate() {
+        if i > 0 {
+            buf.push('\n');
+        }
         generate_method(&full, method, buf);
     }
     let _ = writeln!(buf, "    }}\n}}");
+}
+
+/// Whether an RPC of `service` is named `name` (its snake_case name), which then wins over the client's
+/// own method of that name.
+fn rpcs_named(service: &Service, name: &str) -> bool {
+    service.methods.iter().any(|m| m.name == name)
 }
 
 /// `connect`, tonic's eager constructor: the channel with default options, connected before it returns.
@@ -154,11 +198,11 @@ fn helpers() -> Vec<(&'static str, String)> {
         /// A client whose calls first go through `interceptor` (before the channel's own interceptors):
         /// it sees each call's method, metadata and options, may change them, or fail the call unsent.
         pub fn with_interceptor(
-            channel: ::grpc_channel::Channel,
+            inner: T,
             interceptor: impl ::grpc_channel::Interceptor,
         ) -> Self {
             Self {
-                channel,
+                inner,
                 interceptor: ::core::option::Option::Some(::std::sync::Arc::new(interceptor)),
                 defaults: ::grpc_channel::ClientDefaults::new(),
             }
@@ -218,7 +262,15 @@ fn helpers() -> Vec<(&'static str, String)> {
         }"#
                 .to_owned(),
         ),
-        ("connect", connect()),
+        (
+            "into_inner",
+            r#"
+        /// The channel, or the tower service over it, that carries this client's calls.
+        pub fn into_inner(self) -> T {
+            self.inner
+        }"#
+                .to_owned(),
+        ),
     ]
 }
 
@@ -248,27 +300,31 @@ fn generate_method(service: &str, method: &Method, buf: &mut String) {
         let _ = writeln!(buf, "        ///");
     }
     let _ = writeln!(buf, "        /// `{path}`, a {} call.", kind(method));
-    let (argument, conversion) = if method.client_streaming {
+    let (argument, conversion, encode) = if method.client_streaming {
         (
             format!("impl ::grpc_channel::IntoStreamingRequest<Message = {input}>"),
             "into_streaming_request",
+            "encode_stream",
         )
     } else {
         (
             format!("impl ::grpc_channel::IntoRequest<{input}>"),
             "into_request",
+            "encode",
         )
     };
-    let (response, call) = match (method.client_streaming, method.server_streaming) {
-        (false, false) => (output, "unary"),
+    let (response, call, decode) = match (method.client_streaming, method.server_streaming) {
+        (false, false) => (output, "unary", "decode"),
         (false, true) => (
             format!("::grpc_channel::Streaming<{output}>"),
             "server_streaming",
+            "decode_streaming",
         ),
-        (true, false) => (output, "client_streaming"),
+        (true, false) => (output, "client_streaming", "decode"),
         (true, true) => (
             format!("::grpc_channel::Streaming<{output}>"),
             "bidi_streaming",
+            "decode_streaming",
         ),
     };
     let _ = writeln!(
@@ -282,7 +338,13 @@ fn generate_method(service: &str, method: &Method, buf: &mut String) {
             if let ::core::option::Option::Some(interceptor) = &self.interceptor {{
                 request.intercept({path:?}, interceptor.as_ref())?;
             }}
-            self.channel.{call}({path:?}, request).await
+            let call = ::grpc_channel::service::GrpcCall::{call}(
+                {path:?},
+                ::grpc_channel::service::GrpcCall::{encode}(request),
+            );
+            ::grpc_channel::service::ready_call(&mut self.inner, call)
+                .await?
+                .{decode}()
         }}",
         name = rpc_method_name(method),
     );

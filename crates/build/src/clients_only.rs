@@ -143,7 +143,7 @@ mod tests {
         let code = &files["geo.grpc-client.rs"];
         assert!(code.starts_with(HEADER));
         assert!(code.contains("pub mod finder_client {"));
-        assert!(code.contains("pub struct FinderClient {"));
+        assert!(code.contains("pub struct FinderClient<T = ::grpc_channel::Channel> {"));
         assert!(code.contains("pub async fn connect("));
         assert!(code.contains("/// Finds things."));
         assert!(code.contains("IntoRequest<super::Point>"));

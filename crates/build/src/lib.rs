@@ -29,6 +29,12 @@
 //! | client streaming | `impl IntoStreamingRequest<Message = Req>` (a `Stream` or a `Request` of one) | `Result<Response<Resp>, Status>` |
 //! | bidi streaming | `impl IntoStreamingRequest<Message = Req>` | `Result<Response<Streaming<Resp>>, Status>` |
 //!
+//! Like tonic's, a client is generic over the service that carries its calls: `KvClient<T =
+//! grpc_channel::Channel>`, where `T` may be any tower service over the channel
+//! (`tower_service::Service<grpc_channel::service::GrpcCall, Response = GrpcReply>`, its error into a
+//! `BoxError`), so `KvClient::new(ServiceBuilder::new().concurrency_limit(2).timeout(d).service(channel))`
+//! puts tower's layers in front of the calls; `connect` is on `KvClient<Channel>` only.
+//!
 //! Generated code names `grpc-channel` as `::grpc_channel` and prost as `::prost`, so the crate that includes
 //! it depends on those two (and on `prost-types` if its protos use well-known types other than
 //! `google.protobuf.Empty`, which prost maps to `()`). Comments in the `.proto` files become doc comments.

@@ -59,9 +59,18 @@ impl Channel {
         Req: prost::Message,
         Resp: prost::Message + Default,
     {
-        let (driver, receiving) = self
-            .start_with_request(Codec::<Req, Resp>::prost(), path, request)
-            .await?;
+        self.server_streaming_with(Codec::prost(), path, request)
+            .await
+    }
+
+    /// [`Channel::server_streaming`] with `codec`.
+    pub(crate) async fn server_streaming_with<Req, Resp>(
+        &self,
+        codec: Codec<Req, Resp>,
+        path: &str,
+        request: Request<Req>,
+    ) -> Result<Response<Streaming<Resp>>, Status> {
+        let (driver, receiving) = self.start_with_request(codec, path, request).await?;
         let (shared, result) = driver.run().await;
         let mut stream = receiving.handed(shared, result, self.header_limit());
         let metadata = stream.headers().await?.clone();
@@ -81,9 +90,27 @@ impl Channel {
         Resp: prost::Message + Default,
         S: Stream<Item = Req>,
     {
+        self.client_streaming_with(Codec::prost(), path, request)
+            .await
+    }
+
+    /// [`Channel::client_streaming`] with `codec`.
+    pub(crate) async fn client_streaming_with<Req, Resp, S>(
+        &self,
+        codec: Codec<Req, Resp>,
+        path: &str,
+        request: Request<S>,
+    ) -> Result<Response<Resp>, Status>
+    where
+        S: Stream<Item = Req>,
+    {
         let (messages, metadata, options) = request.into_parts();
         let (sender, mut receiver) = self
-            .streaming::<Req, Resp>(path, Request::new(()).with_options(metadata, options))
+            .streaming_with(
+                codec,
+                path,
+                Request::new(()).with_options(metadata, options),
+            )
             .await?;
         // This future owns the sender: dropped before the request stream ended (the application gave up on
         // the call), it cancels the call, never half-closes it, whatever the order the two halves drop in.
@@ -210,7 +237,7 @@ impl Channel {
         Ok((driver, receiving))
     }
 
-    async fn streaming_with<Req, Resp>(
+    pub(crate) async fn streaming_with<Req, Resp>(
         &self,
         codec: Codec<Req, Resp>,
         path: &str,

@@ -149,6 +149,7 @@ pub mod fuzzing;
 pub mod observability;
 mod pump;
 pub mod retry;
+pub mod service;
 #[cfg(feature = "tower")]
 pub mod tower;
 

@@ -17,6 +17,7 @@ use futures_core::Stream;
 use crate::call::{RequestSender, Streaming};
 use crate::channel::Channel;
 use crate::request::{Request, Response};
+use crate::wire::codec::Codec;
 use crate::wire::metadata::MetadataMap;
 use crate::wire::status::Status;
 
@@ -38,9 +39,28 @@ impl Channel {
         Resp: prost::Message + Default,
         S: Stream<Item = Req> + Send + 'static,
     {
+        self.bidi_streaming_with(Codec::prost(), path, request)
+            .await
+    }
+
+    /// [`Channel::bidi_streaming`] with `codec`.
+    pub(crate) async fn bidi_streaming_with<Req, Resp, S>(
+        &self,
+        codec: Codec<Req, Resp>,
+        path: &str,
+        request: Request<S>,
+    ) -> Result<Response<Streaming<Resp>>, Status>
+    where
+        Req: Send + 'static,
+        S: Stream<Item = Req> + Send + 'static,
+    {
         let (messages, metadata, options) = request.into_parts();
         let (sender, mut receiver) = self
-            .streaming::<Req, Resp>(path, Request::new(()).with_options(metadata, options))
+            .streaming_with(
+                codec,
+                path,
+                Request::new(()).with_options(metadata, options),
+            )
             .await?;
         // The pump finishes the sender at the stream's end; dropped unfinished (the runtime dropping the
         // task), it cancels the call rather than half-close an incomplete request.

@@ -97,9 +97,15 @@ enum Messages {
 /// # Ok(()) }
 /// ```
 pub struct Streaming<T> {
+    rx: Receiver,
+    decode: fn(Bytes) -> Result<T, Status>,
+}
+
+/// Everything of a [`Streaming`] but its decoder: the call's receiving side, which cancels the call when
+/// dropped before its end, whatever the message type (so [`Streaming::decoded_with`] can re-type it).
+struct Receiver {
     state: RecvState,
     shared: SharedRef,
-    decode: fn(Bytes) -> Result<T, Status>,
     deframer: Deframer,
     encoding: ReceivedEncoding,
     rules: ReceiveRules,
@@ -125,19 +131,21 @@ impl<T> Streaming<T> {
         deadline: Option<Instant>,
     ) -> Self {
         Streaming {
-            state: RecvState::Driving(None),
-            shared,
             decode,
-            deframer: Deframer::new(rules.limit.bytes),
-            encoding: ReceivedEncoding::Identity,
-            rules,
-            deadline: deadline.map(|d| (d, Box::pin(tokio::time::sleep_until(d)))),
-            headers: None,
-            trailers: None,
-            last_compressed: false,
-            pushback: Pushback::None,
-            header_limit,
-            previous_attempts: 0,
+            rx: Receiver {
+                state: RecvState::Driving(None),
+                shared,
+                deframer: Deframer::new(rules.limit.bytes),
+                encoding: ReceivedEncoding::Identity,
+                rules,
+                deadline: deadline.map(|d| (d, Box::pin(tokio::time::sleep_until(d)))),
+                headers: None,
+                trailers: None,
+                last_compressed: false,
+                pushback: Pushback::None,
+                header_limit,
+                previous_attempts: 0,
+            },
         }
     }
 
@@ -158,8 +166,8 @@ impl<T> Streaming<T> {
             (handed, s.previous_attempts)
         };
         let mut receiver = Self::driven(shared, decode, rules, header_limit, deadline);
-        receiver.state = RecvState::Driving(handed);
-        receiver.previous_attempts = previous_attempts;
+        receiver.rx.state = RecvState::Driving(handed);
+        receiver.rx.previous_attempts = previous_attempts;
         receiver
     }
 
@@ -167,7 +175,7 @@ impl<T> Streaming<T> {
     /// before any message) this is the call's status as an error.
     pub async fn headers(&mut self) -> Result<&MetadataMap, Status> {
         poll_fn(|cx| self.poll_headers(cx)).await?;
-        Ok(self.headers.get_or_insert_with(MetadataMap::new))
+        Ok(self.rx.headers.get_or_insert_with(MetadataMap::new))
     }
 
     /// The next response message; `Ok(None)` when the call ended with OK, `Err` with the call's status when it
@@ -178,20 +186,20 @@ impl<T> Streaming<T> {
 
     /// The trailing metadata, once the call has ended.
     pub fn trailers(&self) -> Option<&MetadataMap> {
-        self.trailers.as_ref()
+        self.rx.trailers.as_ref()
     }
 
     /// The response headers' metadata, once received.
     pub fn metadata(&self) -> Option<&MetadataMap> {
-        self.headers.as_ref()
+        self.rx.headers.as_ref()
     }
 
     /// Takes the response headers' and the trailers' metadata (empty if not received), for a caller done
     /// with the call.
     pub(crate) fn take_metadata(&mut self) -> (MetadataMap, MetadataMap) {
         (
-            self.headers.take().unwrap_or_default(),
-            self.trailers.take().unwrap_or_default(),
+            self.rx.headers.take().unwrap_or_default(),
+            self.rx.trailers.take().unwrap_or_default(),
         )
     }
 
@@ -201,12 +209,12 @@ impl<T> Streaming<T> {
     /// metadata ([`Streaming::metadata`]) as `grpc-previous-rpc-attempts`, or, for a call that ended
     /// without response headers, in the trailers and the call's [`Status`].
     pub fn previous_rpc_attempts(&self) -> u32 {
-        self.previous_attempts
+        self.rx.previous_attempts
     }
 
     /// Whether the last message returned arrived compressed.
     pub fn last_message_compressed(&self) -> bool {
-        self.last_compressed
+        self.rx.last_compressed
     }
 
     /// The encoding of the response's compressed messages when they are handed on still compressed (the
@@ -214,9 +222,9 @@ impl<T> Streaming<T> {
     /// `grpc-encoding`, for the adapter to pass on. `None` when messages are decompressed here.
     #[cfg(feature = "tower")]
     pub(crate) fn passed_encoding(&self) -> Option<crate::Encoding> {
-        match self.encoding {
+        match self.rx.encoding {
             ReceivedEncoding::Known(enc)
-                if self.rules.pass_compressed && self.rules.accept.contains(enc) =>
+                if self.rx.rules.pass_compressed && self.rx.rules.accept.contains(enc) =>
             {
                 Some(enc)
             }
@@ -234,13 +242,13 @@ impl<T> Streaming<T> {
     }
 
     fn poll_headers(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Status>> {
-        if self.headers.is_some() {
+        if self.rx.headers.is_some() {
             return Poll::Ready(Ok(()));
         }
-        if let RecvState::Done(outcome) = &self.state {
+        if let RecvState::Done(outcome) = &self.rx.state {
             return Poll::Ready(outcome_of::<()>(outcome).map(drop));
         }
-        if let RecvState::Headers(_) | RecvState::Driving(_) = self.state {
+        if let RecvState::Headers(_) | RecvState::Driving(_) = self.rx.state {
             if let Poll::Ready(status) = self.poll_deadline(cx) {
                 return Poll::Ready(Err(status));
             }
@@ -250,7 +258,7 @@ impl<T> Streaming<T> {
                 Poll::Pending => return Poll::Pending,
             }
         }
-        match &self.state {
+        match &self.rx.state {
             RecvState::Done(outcome) => Poll::Ready(outcome_of::<()>(outcome).map(drop)),
             _ => Poll::Ready(Ok(())),
         }
@@ -265,7 +273,7 @@ impl<T> Streaming<T> {
         }
         match self.poll_progress(cx, true) {
             Poll::Ready(Ok(Some(frame))) => {
-                self.last_compressed = frame.compressed;
+                self.rx.last_compressed = frame.compressed;
                 Poll::Ready(self.decode_frame(frame).map(Some))
             }
             Poll::Ready(Ok(None)) => Poll::Ready(Ok(None)),
@@ -291,7 +299,7 @@ impl<T> Streaming<T> {
     /// encoding the call did not advertise, or does not know, is INTERNAL (`doc/compression.md`: a client
     /// decodes exactly what it advertises).
     fn decompress(&self, payload: Bytes) -> Result<Bytes, Status> {
-        let accept = self.rules.accept;
+        let accept = self.rx.rules.accept;
         let advertised = || {
             if accept.is_empty() {
                 "no grpc-accept-encoding: only uncompressed messages".to_owned()
@@ -299,16 +307,16 @@ impl<T> Streaming<T> {
                 format!("grpc-accept-encoding: {accept}")
             }
         };
-        match &self.encoding {
+        match &self.rx.encoding {
             ReceivedEncoding::Known(enc) if accept.contains(*enc) => {
-                if self.rules.pass_compressed {
+                if self.rx.rules.pass_compressed {
                     return Ok(payload);
                 }
                 let len = payload.len();
-                enc.decompress_bounded(payload, self.rules.limit.bytes)
+                enc.decompress_bounded(payload, self.rx.rules.limit.bytes)
                     .map_err(|e| match e {
                         DecompressError::TooLarge => {
-                            self.rules.limit.exceeded_decompressed(len, *enc, true)
+                            self.rx.rules.limit.exceeded_decompressed(len, *enc, true)
                         }
                         DecompressError::Corrupt(status) => status,
                     })
@@ -342,7 +350,7 @@ impl<T> Streaming<T> {
         if self.is_done() {
             return Poll::Pending;
         }
-        let Some((_, sleep)) = &mut self.deadline else {
+        let Some((_, sleep)) = &mut self.rx.deadline else {
             return Poll::Pending;
         };
         ready!(sleep.as_mut().poll(cx));
@@ -353,24 +361,24 @@ impl<T> Streaming<T> {
     /// Ends the call on the client's side: resets the stream and records the outcome.
     fn end_locally(&mut self, status: Status) -> Status {
         let status = {
-            let mut s = self.shared.lock();
-            self.previous_attempts = s.previous_attempts;
-            let status = status.with_previous_rpc_attempts(self.previous_attempts);
+            let mut s = self.rx.shared.lock();
+            self.rx.previous_attempts = s.previous_attempts;
+            let status = status.with_previous_rpc_attempts(self.rx.previous_attempts);
             s.end_locally(&status);
             status
         };
-        self.state = RecvState::Done(status.clone());
+        self.rx.state = RecvState::Done(status.clone());
         status
     }
 
     /// Whether the call is over.
     fn is_done(&self) -> bool {
-        matches!(self.state, RecvState::Done(_))
+        matches!(self.rx.state, RecvState::Done(_))
     }
 
     /// A local status, turned into DEADLINE_EXCEEDED when the deadline has passed.
     fn local_status(&self, status: Status) -> Status {
-        match &self.deadline {
+        match &self.rx.deadline {
             Some((deadline, _))
                 if status.code() == Code::Cancelled && Instant::now() >= *deadline =>
             {
@@ -385,9 +393,9 @@ impl<T> Streaming<T> {
     fn end_remotely(&mut self, status: Status) -> Poll<Result<Option<Frame>, Status>> {
         let status = self
             .local_status(status)
-            .with_previous_rpc_attempts(self.previous_attempts);
+            .with_previous_rpc_attempts(self.rx.previous_attempts);
         let sender_failure = {
-            let mut guard = self.shared.lock();
+            let mut guard = self.rx.shared.lock();
             let s = &mut *guard;
             // A call its sender aborted ended on the client, whatever the reset brought back.
             match &s.sender_failure {
@@ -395,7 +403,7 @@ impl<T> Streaming<T> {
                     let failure = failure.clone();
                     s.report_end(&failure, CommittedEnd::Local);
                 }
-                None => s.report_end(&status, CommittedEnd::Remote(self.pushback)),
+                None => s.report_end(&status, CommittedEnd::Remote(self.rx.pushback)),
             }
             if s.ended.is_none() {
                 // The request stream is still open unless END_STREAM went to h2 (the application may have
@@ -417,7 +425,7 @@ impl<T> Streaming<T> {
         };
         let status = sender_failure;
         let result = outcome_of(&status);
-        self.state = RecvState::Done(status);
+        self.rx.state = RecvState::Done(status);
         Poll::Ready(result)
     }
 
@@ -430,11 +438,11 @@ impl<T> Streaming<T> {
             pushback,
             body,
         } = head;
-        self.pushback = pushback;
-        self.encoding = encoding;
-        metadata.set_previous_rpc_attempts(self.previous_attempts);
-        self.headers = Some(metadata);
-        self.state = RecvState::Body(body, BodyPart::Messages);
+        self.rx.pushback = pushback;
+        self.rx.encoding = encoding;
+        metadata.set_previous_rpc_attempts(self.rx.previous_attempts);
+        self.rx.headers = Some(metadata);
+        self.rx.state = RecvState::Body(body, BodyPart::Messages);
     }
 
     /// Handles the response headers; `Some` when polling should return now.
@@ -444,25 +452,25 @@ impl<T> Streaming<T> {
         want_frame: bool,
     ) -> Option<Poll<Result<Option<Frame>, Status>>> {
         let (parts, body) = response.into_parts();
-        if let Err(status) = check_header_list(&parts.headers, self.header_limit) {
+        if let Err(status) = check_header_list(&parts.headers, self.rx.header_limit) {
             return Some(Poll::Ready(Err(self.end_locally(status))));
         }
-        self.pushback = pushback_of(&parts.headers);
+        self.rx.pushback = pushback_of(&parts.headers);
         match classify_head(parts.status.as_u16(), parts.headers, body.is_end_stream()) {
             Head::Messages {
                 encoding,
                 mut metadata,
             } => {
-                self.encoding = encoding;
-                metadata.set_previous_rpc_attempts(self.previous_attempts);
-                self.headers = Some(metadata);
-                self.state = RecvState::Body(body, BodyPart::Messages);
+                self.rx.encoding = encoding;
+                metadata.set_previous_rpc_attempts(self.rx.previous_attempts);
+                self.rx.headers = Some(metadata);
+                self.rx.state = RecvState::Body(body, BodyPart::Messages);
                 (!want_frame).then_some(Poll::Ready(Ok(None)))
             }
             Head::End(status, mut trailers) => {
-                self.headers = Some(MetadataMap::new());
-                trailers.set_previous_rpc_attempts(self.previous_attempts);
-                self.trailers = Some(trailers);
+                self.rx.headers = Some(MetadataMap::new());
+                trailers.set_previous_rpc_attempts(self.rx.previous_attempts);
+                self.rx.trailers = Some(trailers);
                 Some(self.end_remotely(status))
             }
         }
@@ -476,7 +484,7 @@ impl<T> Streaming<T> {
         want_frame: bool,
     ) -> Poll<Result<Option<Frame>, Status>> {
         loop {
-            match &mut self.state {
+            match &mut self.rx.state {
                 RecvState::Driving(handed) => {
                     let handed = match handed.take() {
                         Some(handed) => handed,
@@ -484,7 +492,7 @@ impl<T> Streaming<T> {
                     };
                     match handed {
                         Ok(AttemptResponse::Pending(future)) => {
-                            self.state = RecvState::Headers(future)
+                            self.rx.state = RecvState::Headers(future)
                         }
                         Ok(AttemptResponse::Received(head)) => {
                             self.on_messages_head(head);
@@ -505,11 +513,11 @@ impl<T> Streaming<T> {
                     }
                 }
                 RecvState::Body(body, part @ BodyPart::Messages) => {
-                    match ready!(poll_messages(body, &mut self.deframer, cx)) {
+                    match ready!(poll_messages(body, &mut self.rx.deframer, cx)) {
                         Messages::Frame(frame) => return Poll::Ready(Ok(Some(frame))),
                         Messages::End => *part = BodyPart::Trailers,
                         Messages::Malformed(e) => {
-                            let status = frame_status(e, &self.rules.limit);
+                            let status = frame_status(e, &self.rx.rules.limit);
                             return Poll::Ready(Err(self.end_locally(status)));
                         }
                         Messages::Failed(e) => return self.end_remotely(Status::from_h2(e)),
@@ -527,21 +535,21 @@ impl<T> Streaming<T> {
     /// Ready with what the retry driver handed over (the committed attempt's response, or the call's
     /// status), taken from the shared state.
     fn poll_hand_over(&mut self, cx: &Context<'_>) -> Poll<Result<AttemptResponse, Status>> {
-        let mut s = self.shared.lock();
+        let mut s = self.rx.shared.lock();
         let Some(handed) = s.handed.take() else {
             s.receiver = Some(cx.waker().clone());
             return Poll::Pending;
         };
-        self.previous_attempts = s.previous_attempts;
+        self.rx.previous_attempts = s.previous_attempts;
         Poll::Ready(handed.map(|response| *response))
     }
 
     /// The call finished before committing: the status of its last attempt (with that attempt's
     /// Trailers-Only metadata) or one the state machine made.
     fn end_before_commit(&mut self, status: Status) -> Poll<Result<Option<Frame>, Status>> {
-        self.headers.get_or_insert_with(MetadataMap::new);
-        self.previous_attempts = status.previous_rpc_attempts();
-        self.trailers = Some(status.metadata().clone());
+        self.rx.headers.get_or_insert_with(MetadataMap::new);
+        self.rx.previous_attempts = status.previous_rpc_attempts();
+        self.rx.trailers = Some(status.metadata().clone());
         self.end_remotely(status)
     }
 
@@ -552,12 +560,12 @@ impl<T> Streaming<T> {
     ) -> Poll<Result<Option<Frame>, Status>> {
         let status = match trailers {
             Ok(Some(trailers)) => {
-                if let Err(status) = check_header_list(&trailers, self.header_limit) {
+                if let Err(status) = check_header_list(&trailers, self.rx.header_limit) {
                     return Poll::Ready(Err(self.end_locally(status)));
                 }
-                self.pushback = pushback_of(&trailers);
+                self.rx.pushback = pushback_of(&trailers);
                 let (status, metadata) = status_from_trailers(trailers);
-                self.trailers = Some(metadata);
+                self.rx.trailers = Some(metadata);
                 status
             }
             Ok(None) => Status::new(
@@ -619,13 +627,26 @@ fn frame_status(e: FrameError, limit: &Limit) -> Status {
     }
 }
 
-impl<T> Drop for Streaming<T> {
+impl Drop for Receiver {
     fn drop(&mut self) {
-        if !self.is_done() {
+        if !matches!(self.state, RecvState::Done(_)) {
             // The application gave up: the call ends CANCELLED, and the committed attempt's end (and the
             // call's statistics) are reported like any local end.
             let cancelled = Status::cancelled_by_client();
             self.shared.lock().end_locally(&cancelled);
+        }
+    }
+}
+
+impl Streaming<Bytes> {
+    /// The same call, its messages decoded by `decode` from now on (a message already received was
+    /// already handed on as bytes). A decoding error ends the call as a malformed message does: the call
+    /// is cancelled and every later poll returns that status. For clients that carry calls as bytes
+    /// through a tower stack ([`crate::service`]) and decode the replies themselves.
+    pub fn decoded_with<U>(self, decode: fn(Bytes) -> Result<U, Status>) -> Streaming<U> {
+        Streaming {
+            rx: self.rx,
+            decode,
         }
     }
 }
@@ -646,10 +667,10 @@ impl<T> futures_core::Stream for Streaming<T> {
 impl<T> std::fmt::Debug for Streaming<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Streaming")
-            .field("headers", &self.headers)
+            .field("headers", &self.rx.headers)
             .field(
                 "outcome",
-                &match &self.state {
+                &match &self.rx.state {
                     RecvState::Done(status) => Some(status),
                     _ => None,
                 },

@@ -280,6 +280,15 @@ impl<T> Request<T> {
         self
     }
 
+    /// The same request (metadata and options) with its message mapped by `f` (tonic's `Request::map`).
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Request<U> {
+        Request {
+            message: f(self.message),
+            metadata: self.metadata,
+            options: self.options,
+        }
+    }
+
     /// Splits the request into its parts.
     pub(crate) fn into_parts(self) -> (T, MetadataMap, CallOptions) {
         (self.message, self.metadata, self.options)
@@ -481,6 +490,17 @@ impl<T> Response<T> {
     /// The metadata and the message.
     pub fn into_parts(self) -> (MetadataMap, T) {
         (self.metadata, self.message)
+    }
+
+    /// The same response (metadata, trailers, compression flag) with its message mapped by `f` (tonic's
+    /// `Response::map`).
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Response<U> {
+        Response {
+            message: f(self.message),
+            metadata: self.metadata,
+            trailers: self.trailers,
+            compressed: self.compressed,
+        }
     }
 }
 

@@ -38,17 +38,20 @@ impl<Req: prost::Message, Resp: prost::Message + Default> Codec<Req, Resp> {
             // `BytesMut` grows as needed, so encoding cannot run out of room: `encode_raw` skips
             // `encode`'s capacity check, which computes the message's length a second time.
             encode: |m, buf| m.encode_raw(buf),
-            decode: |b| {
-                Resp::decode(b).map_err(|e| {
-                    Status::new(
-                        Code::Internal,
-                        format!("failed to decode the response message: {e}"),
-                    )
-                    .with_source(e)
-                })
-            },
+            decode: decode_prost,
         }
     }
+}
+
+/// Decodes a protobuf response message; a malformed one is INTERNAL, naming prost's error (its source).
+pub(crate) fn decode_prost<M: prost::Message + Default>(bytes: Bytes) -> Result<M, Status> {
+    M::decode(bytes).map_err(|e| {
+        Status::new(
+            Code::Internal,
+            format!("failed to decode the response message: {e}"),
+        )
+        .with_source(e)
+    })
 }
 
 impl Codec<Bytes, Bytes> {

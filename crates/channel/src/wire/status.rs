@@ -357,6 +357,15 @@ impl Status {
     }
 
     /// The status of a call cancelled by the application.
+    /// This status, its source `source` (an error already boxed: kept as it is, so it can be downcast).
+    pub(crate) fn with_boxed_source(
+        mut self,
+        source: Box<dyn StdError + Send + Sync + 'static>,
+    ) -> Status {
+        self.0.source = Some(Arc::from(source));
+        self
+    }
+
     pub(crate) fn cancelled_by_client() -> Status {
         Status::new(Code::Cancelled, "call cancelled by the client")
     }
