@@ -48,7 +48,11 @@
 //! generated elsewhere (e.g. by tonic, for a server in the same crate); their methods take [`IntoRequest`]
 //! or [`IntoStreamingRequest`] and run on [`Channel::unary`], [`Channel::server_streaming`],
 //! [`Channel::client_streaming`] and [`Channel::bidi_streaming`]. Interceptors ([`Interceptor`]) see and
-//! change each call's method, metadata and options, per channel or per client.
+//! change each call's method, metadata and options, per channel or per client. A generated client is
+//! generic over the tower service that carries its calls (`XClient<T = Channel>`): the channel is a
+//! `tower::Service<`[`GrpcCall`](service::GrpcCall)`>`, so tower's layers (timeout, concurrency and rate
+//! limits, load shedding, `Buffer`, `BoxCloneService`) wrap a generated client as they wrap a tonic one; see
+//! [`service`].
 //!
 //! # Targets and name resolution
 //!

@@ -354,7 +354,7 @@ impl<T> Streaming<T> {
             return Poll::Pending;
         };
         ready!(sleep.as_mut().poll(cx));
-        let status = self.shared.lock().deadline_status();
+        let status = self.rx.shared.lock().deadline_status();
         Poll::Ready(self.end_locally(status))
     }
 
