@@ -284,3 +284,67 @@ async fn a_tonic_status_converted_keeps_comma_joined_bin_values_as_this_channel_
         converted.metadata()
     );
 }
+
+/// A JSON-shaped status message of about `len` bytes, as backends that put a structured error in
+/// `grpc-message` send it: spaces, quotes and braces, all printable ASCII that gRPC sends unencoded.
+fn json_message(len: usize) -> String {
+    let unit = r#"{"field": "name", "reason": "too long"} "#;
+    unit.repeat(len / unit.len() + 1)[..len].to_owned()
+}
+
+/// doc/PROTOCOL-HTTP2.md percent-encodes only bytes outside 0x20..=0x7E and `%`, so a backend (grpc-go,
+/// grpc-java, this crate's `Status::as_headers`) sends a JSON-shaped message of 10,000 bytes as 10,000 bytes,
+/// well inside this channel's 16 KiB header list limit: called directly, the failure arrives whole. The guide
+/// says the backend's code and message "reach the caller as the backend sent them" through a front that
+/// forwards with `?`. But the message crosses as is (crates/channel/src/wire/tonic_status.rs,
+/// `From<Status> for tonic::Status`), and tonic's server percent-encodes it with a wider set (space, `"`,
+/// `#`, `<`, `>`, `` ` ``, `?`, `{`, `}` too), here nearly doubling it: the front's Trailers-Only block goes
+/// over the caller's limit and the caller gets RESOURCE_EXHAUSTED about header sizes instead of the
+/// backend's FAILED_PRECONDITION. The conversion is where this crate hands the message to tonic; bounding
+/// it there (or saying so) is what keeps the code intact.
+#[tokio::test]
+async fn a_long_message_forwarded_with_the_question_mark_keeps_the_backends_code() {
+    let message = json_message(10_000);
+    let backend = {
+        let message = message.clone();
+        H2Server::tcp(
+            support::h2_server::defaults,
+            handler(move |mut s: Stream| {
+                let message = message.clone();
+                async move {
+                    if s.read_to_end().await.is_err() {
+                        return;
+                    }
+                    s.trailers_only("9", &[("grpc-message", &message)]);
+                }
+            }),
+        )
+        .await
+    };
+
+    // Directly: the whole failure.
+    let mut direct = RouteGuideClient::new(Channel::new(backend.target()).expect("channel"));
+    let direct = no_hang("this channel, directly", direct.get_feature(point(1, 2)))
+        .await
+        .expect_err("the backend fails");
+    assert_eq!(direct.code(), Code::FailedPrecondition, "{direct:?}");
+    assert_eq!(direct.message(), message);
+
+    // Through a front that forwards with `?`.
+    let front = serve(Front {
+        backend: Backend::ThisChannel(RouteGuideClient::new(
+            Channel::new(backend.target()).expect("channel"),
+        )),
+    })
+    .await;
+    let mut client = RouteGuideClient::new(Channel::new(format!("ipv4:{front}")).expect("channel"));
+    let forwarded = no_hang("through the front", client.get_feature(point(1, 2)))
+        .await
+        .expect_err("the front forwards the failure");
+    assert_eq!(
+        forwarded.code(),
+        Code::FailedPrecondition,
+        "{}",
+        forwarded.message()
+    );
+}
