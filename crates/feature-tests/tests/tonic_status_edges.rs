@@ -68,9 +68,35 @@ impl RouteGuide for Front {
 
     async fn list_features(
         &self,
-        _request: tonic::Request<Rectangle>,
+        request: tonic::Request<Rectangle>,
     ) -> Result<tonic::Response<Self::ListFeaturesStream>, tonic::Status> {
-        Err(tonic::Status::unimplemented("not in this test"))
+        // As tests/tonic_status.rs's front: forward each feature, and a failure after the headers with
+        // `tonic::Status::from`.
+        let Backend::ThisChannel(backend) = &self.backend else {
+            return Err(tonic::Status::unimplemented("not in this test"));
+        };
+        let mut features = backend
+            .clone()
+            .list_features(request.into_inner())
+            .await?
+            .into_inner();
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        tokio::spawn(async move {
+            loop {
+                let item = match features.message().await {
+                    Ok(Some(feature)) => Ok(feature),
+                    Ok(None) => return,
+                    Err(status) => Err(tonic::Status::from(status)),
+                };
+                let failed = item.is_err();
+                if tx.send(item).await.is_err() || failed {
+                    return;
+                }
+            }
+        });
+        Ok(tonic::Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
     }
 
     async fn record_route(
@@ -341,6 +367,87 @@ async fn a_long_message_forwarded_with_the_question_mark_keeps_the_backends_code
     let forwarded = no_hang("through the front", client.get_feature(point(1, 2)))
         .await
         .expect_err("the front forwards the failure");
+    assert_eq!(
+        forwarded.code(),
+        Code::FailedPrecondition,
+        "{}",
+        forwarded.message()
+    );
+}
+
+/// A channel to `target` accepting header lists of up to 4 MiB (grpc-go's default is 16 MiB).
+fn roomy_channel(target: String) -> Channel {
+    let mut settings = grpc_channel::Http2Settings::default();
+    settings.max_header_list_size = 4 << 20;
+    Channel::builder(target)
+        .http2_settings(settings)
+        .build()
+        .expect("channel")
+}
+
+/// A status this channel accepted must cross into tonic as something tonic can send. A backend's trailers
+/// repeating one small key 25,000 times (about 25 KB on the wire with HPACK indexing, 875 KB as the header
+/// list counts it) fit a channel whose header list limit is raised to 4 MiB. The front forwards the
+/// stream's failure with `tonic::Status::from` (crates/channel/src/wire/tonic_status.rs copies every
+/// entry, without bound), and tonic's encoder builds the trailers with
+/// `HeaderMap::with_capacity(3 + metadata.len())`, which panics ("size overflows MAX_SIZE") past about
+/// 24,576 entries: the panic takes down the front's connection task, and its caller gets a transport error
+/// instead of the backend's FAILED_PRECONDITION. A peer decides that count; the conversion must keep it
+/// within what tonic can hold (dropping the excess, or the metadata), so that the code and message cross.
+#[tokio::test]
+async fn a_stream_failure_with_a_huge_trailer_map_forwarded_to_tonic_keeps_the_backends_code() {
+    let backend = H2Server::tcp(
+        support::h2_server::defaults,
+        handler(|mut s: Stream| async move {
+            if s.read_to_end().await.is_err() {
+                return;
+            }
+            let Some(mut send) = s.headers() else { return };
+            let mut t = trailers("9", &[("grpc-message", "stale")]);
+            for _ in 0..25_000 {
+                t.append("x-a", HeaderValue::from_static("v"));
+            }
+            let _ = send.send_trailers(t);
+        }),
+    )
+    .await;
+    let rect = Rectangle {
+        lo: Some(point(0, 0)),
+        hi: Some(point(9, 9)),
+    };
+
+    // Directly: the backend's failure, with every entry.
+    let mut direct = RouteGuideClient::new(roomy_channel(backend.target()));
+    let mut stream = no_hang("directly", direct.list_features(rect))
+        .await
+        .expect("the stream starts")
+        .into_inner();
+    let status = no_hang("directly, the failure", stream.message())
+        .await
+        .expect_err("the backend fails");
+    assert_eq!(
+        status.code(),
+        Code::FailedPrecondition,
+        "{}",
+        status.message()
+    );
+    assert_eq!(status.metadata().len(), 25_000);
+
+    // Through the front.
+    let front = serve(Front {
+        backend: Backend::ThisChannel(RouteGuideClient::new(roomy_channel(backend.target()))),
+    })
+    .await;
+    let mut client = RouteGuideClient::new(roomy_channel(format!("ipv4:{front}")));
+    let forwarded = match no_hang("through the front", client.list_features(rect)).await {
+        Err(status) => status,
+        Ok(response) => {
+            let mut stream = response.into_inner();
+            no_hang("through the front, the failure", stream.message())
+                .await
+                .expect_err("the front forwards the failure")
+        }
+    };
     assert_eq!(
         forwarded.code(),
         Code::FailedPrecondition,
