@@ -231,10 +231,18 @@ impl ChannelBuilder {
         self
     }
 
-    /// Overrides the `:authority` sent with every call (by default the target's `host:port`). On an
-    /// `xds:` channel it is also the name the route configuration's virtual hosts are matched against
-    /// (gRFC A28's data-plane authority) instead of the target's name. (tonic's `Endpoint::origin` sets it
-    /// the same way.)
+    /// Overrides the `:authority` sent with every call (by default the target's `host:port`). On a TLS
+    /// channel its host is also the server name (SNI, and the name the server's certificate is verified
+    /// against) unless [`TlsConfig::server_name`] is set. On an `xds:` channel it is also the name the
+    /// route configuration's virtual hosts are matched against (gRFC A28's data-plane authority) instead
+    /// of the target's name.
+    ///
+    /// tonic's `Endpoint::origin` is the nearest equivalent: it takes a URI and sets the requests'
+    /// `:scheme` and `:authority`, but not the TLS server name, which tonic takes from
+    /// `ClientTlsConfig::domain_name` or the endpoint's own host. To send another `:authority` while
+    /// verifying the server as the target's host, as tonic's `origin` does, set
+    /// [`TlsConfig::server_name`] to that host too. The `:scheme` here always follows the channel's
+    /// security (`https` with TLS, else `http`).
     #[doc(alias = "origin")]
     pub fn authority(mut self, authority: impl Into<String>) -> Self {
         self.authority = Some(authority.into());
@@ -423,8 +431,10 @@ impl ChannelBuilder {
     }
 
     /// The HTTP/2 settings (windows, frame sizes); the defaults are documented on [`Http2Settings`]. tonic's
-    /// `Endpoint::initial_stream_window_size`, `initial_connection_window_size`, `max_frame_size` and
-    /// `http2_max_header_list_size` are its fields.
+    /// `Endpoint::initial_stream_window_size`, `initial_connection_window_size` and `max_frame_size` are
+    /// its fields; `http2_max_header_list_size` is nearest to
+    /// [`Http2Settings::max_header_list_size`], which differs in what it advertises to the server (see
+    /// there).
     #[doc(alias(
         "initial_stream_window_size",
         "initial_connection_window_size",

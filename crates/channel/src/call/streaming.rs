@@ -367,8 +367,20 @@ impl<T> Streaming<T> {
             s.end_locally(&status);
             status
         };
+        let status = self.with_response_headers(status);
         self.rx.state = RecvState::Done(status.clone());
         status
+    }
+
+    /// A failure that ends the call after response headers with metadata arrived carries that metadata
+    /// ([`Status::response_headers`]), so a failed unary call's headers stay reachable.
+    fn with_response_headers(&self, status: Status) -> Status {
+        match &self.rx.headers {
+            Some(headers) if status.code() != Code::Ok && !headers.is_empty() => {
+                status.with_response_headers(headers.clone())
+            }
+            _ => status,
+        }
     }
 
     /// Whether the call is over.
@@ -423,7 +435,7 @@ impl<T> Streaming<T> {
             s.exactly_once = None;
             status
         };
-        let status = sender_failure;
+        let status = self.with_response_headers(sender_failure);
         let result = outcome_of(&status);
         self.rx.state = RecvState::Done(status);
         Poll::Ready(result)

@@ -61,7 +61,14 @@ pub struct Http2Settings {
     /// SETTINGS_MAX_FRAME_SIZE.
     pub max_frame_size: u32,
     /// The largest response header list (headers or trailers, RFC 7541 sizes) a call accepts; a larger one
-    /// ends the call RESOURCE_EXHAUSTED. 16 KiB by default.
+    /// ends the call RESOURCE_EXHAUSTED, with a message naming this limit. 16 KiB by default.
+    ///
+    /// tonic's `Endpoint::http2_max_header_list_size` is the nearest equivalent, not the same: tonic
+    /// advertises its value in SETTINGS_MAX_HEADER_LIST_SIZE and leaves enforcing it to h2, while this
+    /// channel advertises 16 times this value (so that a block moderately over it still arrives whole,
+    /// instead of h2's protocol error) and enforces this value itself, per call. A server that sizes
+    /// what it sends by the advertised setting therefore may send up to 16 times this limit, and the call
+    /// then ends RESOURCE_EXHAUSTED here rather than failing on the server.
     #[doc(alias = "http2_max_header_list_size")]
     pub max_header_list_size: u32,
     /// How long one connection attempt may take at least (MIN_CONNECT_TIMEOUT; see

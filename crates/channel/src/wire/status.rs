@@ -43,8 +43,9 @@ pub(crate) fn code_from_h2_reason(reason: h2::Reason) -> Code {
     }
 }
 
-/// The outcome of a call: a code, a message, the trailing metadata, the raw `grpc-status-details-bin`, and the
-/// error that caused it when the client made it up. One pointer wide, so `Result<T, Status>` stays small.
+/// The outcome of a call: a code, a message, the trailing metadata (and the response headers' metadata of a
+/// call that failed after them), the raw `grpc-status-details-bin`, and the error that caused it when the
+/// client made it up. One pointer wide, so `Result<T, Status>` stays small.
 ///
 /// ```
 /// use grpc_channel::{Code, Status};
@@ -74,6 +75,7 @@ struct Inner {
     code: Code,
     message: String,
     metadata: MetadataMap,
+    response_headers: MetadataMap,
     details: Option<Bytes>,
     source: Option<Arc<dyn StdError + Send + Sync + 'static>>,
 }
@@ -85,6 +87,7 @@ impl Status {
             code,
             message: message.into(),
             metadata: MetadataMap::new(),
+            response_headers: MetadataMap::new(),
             details: None,
             source: None,
         }))
@@ -185,9 +188,28 @@ impl Status {
         &self.0.message
     }
 
-    /// The trailing metadata that came with the status (empty for statuses the client made up).
+    /// The trailing metadata that came with the status: the trailers, or the one header block of a
+    /// Trailers-Only response (empty for statuses the client made up). The response headers of a call
+    /// that failed after they arrived are not here but in [`Status::response_headers`].
     pub fn metadata(&self) -> &MetadataMap {
         &self.0.metadata
+    }
+
+    /// The response headers' metadata of a call that failed after they arrived (a backend that sent
+    /// headers, then failed in the trailers; a stream that failed midway): what
+    /// [`Streaming::metadata`](crate::Streaming::metadata) held, kept with the failure so that a failed
+    /// unary call's headers stay reachable. Empty when the call failed before response headers (a
+    /// Trailers-Only response puts its one block in [`Status::metadata`]), when they carried no
+    /// metadata, and for statuses made by hand. With the `tonic` feature, `From<Status> for
+    /// tonic::Status` merges them with the trailers as tonic's own client does.
+    pub fn response_headers(&self) -> &MetadataMap {
+        &self.0.response_headers
+    }
+
+    /// This status with the response headers' metadata of the call it ends.
+    pub(crate) fn with_response_headers(mut self, headers: MetadataMap) -> Status {
+        self.0.response_headers = headers;
+        self
     }
 
     /// How many attempts preceded the one that produced this status (gRFC A6 "Exposed Retry Metadata"):
@@ -379,6 +401,9 @@ impl fmt::Debug for Status {
         if !s.metadata.is_empty() {
             d.field("metadata", &s.metadata);
         }
+        if !s.response_headers.is_empty() {
+            d.field("response_headers", &s.response_headers);
+        }
         if let Some(details) = &s.details {
             d.field("details", details);
         }
@@ -466,6 +491,11 @@ mod tests {
         for (reason, code) in table {
             assert_eq!(code_from_h2_reason(reason), code, "{reason:?}");
         }
+    }
+
+    #[test]
+    fn status_is_one_pointer_wide() {
+        assert_eq!(std::mem::size_of::<Status>(), std::mem::size_of::<usize>());
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The tonic-shaped parts of the API, over real loopback sockets: an eager `connect()` that returns the
 //! channel or names why it cannot connect, a per-channel default timeout and how it meets a call's own and
 //! the service config's, `MetadataMap::insert` replacing what an earlier interceptor put, `remove`,
-//! `Request::set_timeout`, the `Status` shorthands, and the TCP options.
+//! `Request::set_timeout`, the `Status` shorthands, the TCP options, and the response headers a failure
+//! after them keeps (`Status::response_headers`, which tonic's client merges into its status).
 
 use grpc_test_support as support;
 
@@ -283,4 +284,102 @@ async fn tcp_keepalive_can_be_turned_off_and_nodelay_set() {
             "keepalive {keepalive:?}: the kernel's keepalive timer runs only when on"
         );
     }
+}
+
+/// A server that reads the request, sends response headers with `x-request-id: req-42`, then `messages`
+/// empty messages, then fails the call in the trailers (FAILED_PRECONDITION, `x-shard: 7`).
+async fn headers_then_failure(messages: usize) -> H2Server {
+    use support::h2_server::{response_head, trailers, Stream};
+    H2Server::tcp(
+        support::h2_server::defaults,
+        handler(move |mut s: Stream| async move {
+            if s.read_to_end().await.is_err() {
+                return;
+            }
+            let mut head = response_head();
+            head.headers_mut()
+                .insert("x-request-id", http::HeaderValue::from_static("req-42"));
+            let Ok(mut send) = s.respond.send_response(head, false) else {
+                return;
+            };
+            for _ in 0..messages {
+                let _ = send.send_data(support::frames::grpc_message(b""), false);
+            }
+            let _ = send.send_trailers(trailers("9", &[("x-shard", "7")]));
+        }),
+    )
+    .await
+}
+
+/// tonic's client puts a failed unary call's response headers in its status; this channel keeps them
+/// apart: `Status::metadata` stays the trailers, `Status::response_headers` holds the headers, for a
+/// unary call and for a stream that fails after a message alike. A Trailers-Only failure has none.
+#[tokio::test]
+async fn a_failure_after_response_headers_keeps_them_in_the_status() {
+    let server = headers_then_failure(0).await;
+    let channel = Channel::new(server.target()).expect("channel");
+    let status = tokio::time::timeout(
+        NO_HANG,
+        channel.unary_raw(METHOD, Request::new(Bytes::new())),
+    )
+    .await
+    .expect("no hang")
+    .expect_err("the server fails the call");
+    assert_eq!(status.code(), Code::FailedPrecondition);
+    assert_eq!(
+        status.response_headers().get("x-request-id"),
+        Some("req-42")
+    );
+    assert_eq!(status.metadata().get("x-shard"), Some("7"));
+    assert_eq!(
+        status.metadata().get("x-request-id"),
+        None,
+        "the trailers only"
+    );
+
+    let server = headers_then_failure(1).await;
+    let channel = Channel::new(server.target()).expect("channel");
+    let (sender, mut stream) =
+        tokio::time::timeout(NO_HANG, channel.streaming_raw(METHOD, Request::new(())))
+            .await
+            .expect("no hang")
+            .expect("the stream starts");
+    tokio::time::timeout(NO_HANG, sender.finish())
+        .await
+        .expect("no hang")
+        .expect("half-closed");
+    let first = tokio::time::timeout(NO_HANG, stream.message())
+        .await
+        .expect("no hang");
+    assert!(matches!(first, Ok(Some(_))), "{first:?}");
+    let status = tokio::time::timeout(NO_HANG, stream.message())
+        .await
+        .expect("no hang")
+        .expect_err("the server fails the call");
+    assert_eq!(status.code(), Code::FailedPrecondition);
+    assert_eq!(
+        status.response_headers().get("x-request-id"),
+        Some("req-42")
+    );
+    assert_eq!(status.metadata().get("x-shard"), Some("7"));
+
+    let server = H2Server::tcp(
+        support::h2_server::defaults,
+        handler(|mut s: support::h2_server::Stream| async move {
+            let _ = s.read_to_end().await;
+            s.trailers_only("5", &[("x-shard", "7")]);
+        }),
+    )
+    .await;
+    let channel = Channel::new(server.target()).expect("channel");
+    let status = tokio::time::timeout(
+        NO_HANG,
+        channel.unary_raw(METHOD, Request::new(Bytes::new())),
+    )
+    .await
+    .expect("no hang")
+    .expect_err("NOT_FOUND");
+    assert_eq!(status.code(), Code::NotFound);
+    assert!(status.response_headers().is_empty(), "{status:?}");
+    assert_eq!(status.metadata().get("x-shard"), Some("7"));
 }
