@@ -116,3 +116,24 @@ async fn no_service_config_says_pick_first_is_the_default() {
         .lines_containing("does not run health checks")
         .is_empty());
 }
+
+/// A clamp note says that a value of the config "applies as" another (issue 35: a debug note when a
+/// service config value is clamped). An `outlier_detection_experimental` nested in another's
+/// `childPolicy` does not apply at all (the outer one decides: `control/policy_choice.rs`), so its
+/// `interval: 0s` applies neither as written nor as 1 ms, and a note that says "0ns applies as 1ms" sends
+/// the reader after a sweep interval that is not in force. Wrong: `grpc-service-config`'s
+/// `lb_config.rs` (`parse_lb_config`) passes the same clamp list to the nested detector's parse, and
+/// `control/config_notes.rs` emits every clamp of the config.
+#[tokio::test(start_paused = true)]
+async fn no_clamp_note_for_a_nested_outlier_detection_that_does_not_apply() {
+    let (capture, _installed) = tracing_capture::install().await;
+    let addr = support::interop_server().await;
+    let config = r#"{"loadBalancingConfig":[{"outlier_detection_experimental":{
+        "interval":"10s","failurePercentageEjection":{},
+        "childPolicy":[{"outlier_detection_experimental":{
+            "interval":"0s","childPolicy":[{"round_robin":{}}]}}]}}]}"#;
+    let ch = support::channel_with_config(&support::ipv4_target(&[addr]), config);
+    call(&ch).await;
+    let notes = capture.lines_containing("service config value clamped");
+    assert!(notes.is_empty(), "{notes:#?}");
+}
