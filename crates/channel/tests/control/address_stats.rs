@@ -255,3 +255,70 @@ async fn calls_served_during_a_graceful_policy_switch_count_on_their_address() {
         stats.addresses
     );
 }
+
+/// A row's state is its subchannel's (`AddressStats::state`: IDLE before the policy connects to the
+/// address, or after its connection closed). After a switch from round_robin (which connected every
+/// address) to pick_first (which connects the first one only), the other addresses have no subchannel
+/// and no connection: they are IDLE. They keep showing READY for good. Wrong: the event loop retires the
+/// old policy's subchannels (`control/event_loop/release.rs`, `retire_policy`, and `Retired::release`
+/// in `control/graceful_switch.rs`) without setting their rows, and the closing connections' events are
+/// no longer current, so nothing ever moves those rows off READY.
+#[tokio::test(start_paused = true)]
+async fn after_a_switch_to_pick_first_the_addresses_it_did_not_connect_are_not_shown_ready() {
+    use grpc_channel::resolver::{manual, Address, Endpoint};
+
+    let mut addrs = Vec::new();
+    for _ in 0..3 {
+        addrs.push(support::interop_server().await);
+    }
+    let (resolver, pushed) = manual("switch-back");
+    pushed
+        .set(
+            addrs
+                .iter()
+                .map(|a| Endpoint::new(Address::Tcp(*a)))
+                .collect(),
+        )
+        .expect("endpoints");
+    pushed
+        .set_service_config(Some(ROUND_ROBIN.to_owned()))
+        .expect("config");
+    let ch = Channel::builder("switch-back:///fleet")
+        .resolver(resolver)
+        .build()
+        .expect("channel");
+    ch.connect();
+    let keys: Vec<String> = addrs.iter().map(ToString::to_string).collect();
+    until(&ch, |s| {
+        keys.iter().all(|k| {
+            s.addresses
+                .get(k)
+                .is_some_and(|a| a.state == ConnectivityState::Ready)
+        })
+    })
+    .await;
+    pushed
+        .set_service_config(Some(
+            r#"{"loadBalancingConfig":[{"pick_first":{}}]}"#.to_owned(),
+        ))
+        .expect("config");
+    for _ in 0..6 {
+        empty_call(&ch).await.expect("pick_first serves");
+    }
+    // Plenty of time for the switch to end and the retired connections to close.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let stats = ch.stats();
+    assert_eq!(
+        stats.addresses[&keys[0]].state,
+        ConnectivityState::Ready,
+        "pick_first's address"
+    );
+    for k in &keys[1..] {
+        assert_ne!(
+            stats.addresses[k].state,
+            ConnectivityState::Ready,
+            "pick_first has no connection to {k}: {:#?}",
+            stats.addresses
+        );
+    }
+}
