@@ -330,3 +330,24 @@ async fn the_health_warning_judges_a_custom_policy_by_the_config_it_applies() {
     );
     assert_eq!(all.len(), 1, "{{\"health\": false}} does not: {all:#?}");
 }
+
+/// `"healthCheckConfig": {}` (no `serviceName`) asks for health checking in grpc-go, which then watches
+/// the server as a whole (`""`); this channel reads it as health checking off, as C-core does
+/// (`grpc-service-config`'s `service_config.rs`). Either reading is defensible, but a config that asks
+/// for health checking and gets none is the "silent non-event" issue 35 is about: under round_robin,
+/// which does health check, nothing says a word. Expected: an event that names `healthCheckConfig` and
+/// says no health check runs (and `serviceName: ""` for the whole server). Wrong:
+/// `control/config_notes.rs` only speaks when the parsed config has a service name.
+#[tokio::test(start_paused = true)]
+async fn an_empty_health_check_config_that_turns_nothing_on_is_noted() {
+    let (capture, _installed) = tracing_capture::install().await;
+    let addr = support::interop_server().await;
+    let config = r#"{"healthCheckConfig":{},"loadBalancingConfig":[{"round_robin":{}}]}"#;
+    let ch = support::channel_with_config(&support::ipv4_target(&[addr]), config);
+    call(&ch).await;
+    let lines = capture.lines_containing("healthCheckConfig");
+    assert!(
+        !lines.is_empty(),
+        "health checking asked for and not run, without a word"
+    );
+}
