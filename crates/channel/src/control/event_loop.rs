@@ -97,6 +97,8 @@ pub(super) struct Loop {
     /// those that ended are pruned when the list is full (so a `Disconnect` costs O(1) amortized, however
     /// many connections an address list drops), the others aborted when the channel closes.
     detached: Vec<JoinHandle<()>>,
+    /// The last connection error since the channel was last READY or IDLE, and its address (cleared on
+    /// either: only an error a waiting call waited through is quoted in its DEADLINE_EXCEEDED message).
     last_failure: Option<Status>,
     last_failure_address: Option<Address>,
     /// Each address's call results, for every address in the list: the per-address stats, and outlier
@@ -578,6 +580,12 @@ impl Loop {
     }
 
     fn publish(&mut self, state: ConnectivityState, spec: PickerSpec) {
+        // A connection error is quoted only to calls that waited through it (grpc-go quotes the error of
+        // the picker a call saw): once the channel is READY or IDLE again, the last one is history.
+        if matches!(state, ConnectivityState::Ready | ConnectivityState::Idle) {
+            self.last_failure = None;
+            self.last_failure_address = None;
+        }
         // While the new policy is CONNECTING, a retired READY policy keeps serving; anything else the new
         // one says (READY, or TRANSIENT_FAILURE: every backend failed or is not serving) ends the switch,
         // as grpc-go's graceful switch does.
