@@ -592,7 +592,7 @@ impl Loop {
         if state != ConnectivityState::Connecting {
             self.drop_retired(false);
         } else if let Some(retired) = &self.retired {
-            let picker = retired.picker(self.rng.next() as usize);
+            let picker = retired.picker(self.rng.next() as usize, &self.results);
             self.spec = (state, spec);
             let _ = self.published.send(Arc::new(Published {
                 state: ConnectivityState::Ready,
