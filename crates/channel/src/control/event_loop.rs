@@ -607,22 +607,12 @@ impl Loop {
         let start = self.rng.next() as usize;
         let conns = &self.conns;
         let results = &self.results;
-        // While outlier detection counts, each handle carries its address's counter.
-        let addresses: HashMap<SubchannelId, &Address> = match &spec {
-            PickerSpec::Ready(list) if !results.is_empty() => {
-                list.iter().map(|(id, addr)| (*id, addr)).collect()
-            }
-            PickerSpec::Custom(custom) if !results.is_empty() => custom
-                .subchannels()
-                .iter()
-                .map(|(id, addr)| (*id, addr))
-                .collect(),
-            _ => HashMap::new(),
-        };
+        // Each handle carries its connection's address's counter (per-address stats, outlier detection),
+        // whatever the spec: a policy's list, its own picker, or the xDS cluster manager's clusters.
         let handle = |id| {
-            conns.get(&id).map(|(_, conn)| Handle {
+            conns.get(&id).map(|(addr, conn)| Handle {
                 conn: conn.send.clone(),
-                results: addresses.get(&id).and_then(|a| results.get(*a)).cloned(),
+                results: results.get(addr).cloned(),
             })
         };
         let picker = Picker::new(&spec, handle, start);
