@@ -518,6 +518,7 @@ impl Loop {
         // starts CONNECTING).
         for (addr, _) in self.conns.values() {
             p.set_health(addr, Health::Unknown, now);
+            self.stats.addresses.set_health(addr, Health::Unknown);
         }
         let p = &*p;
         for (id, (addr, conn)) in &self.conns {
