@@ -456,20 +456,6 @@ impl Loop {
                 }
                 if let Some(p) = self.activity.policy() {
                     p.set_health_checking(health_service.is_some(), now);
-                    self.stats
-                        .addresses
-                        .set_health_checking(p.health_checking());
-                    let (name, uses_health) = (p.name().to_owned(), p.uses_health());
-                    self.notes.applied(
-                        &config,
-                        health_service.as_deref(),
-                        &name,
-                        uses_health,
-                        routing.is_some(),
-                    );
-                }
-                if restart_watches {
-                    self.restart_health_watches();
                 }
                 // The policy takes addresses: each endpoint's, in order.
                 self.addresses = endpoints
@@ -491,6 +477,25 @@ impl Loop {
                         None => &endpoints,
                     };
                     p.update(endpoints, wanted.config, now);
+                }
+                // Whether the policy runs health checks is judged by the config it now applies (a policy
+                // of the application's may run them or not by its config).
+                if let Some(p) = self.activity.policy() {
+                    p.set_health_checking(health_service.is_some(), now);
+                    self.stats
+                        .addresses
+                        .set_health_checking(p.health_checking());
+                    let (name, uses_health) = (p.name().to_owned(), p.uses_health());
+                    self.notes.applied(
+                        &config,
+                        health_service.as_deref(),
+                        &name,
+                        uses_health,
+                        routing.is_some(),
+                    );
+                }
+                if restart_watches {
+                    self.restart_health_watches();
                 }
                 self.sync_results();
                 if let Some(r) = &routing {
