@@ -331,23 +331,35 @@ async fn the_health_warning_judges_a_custom_policy_by_the_config_it_applies() {
     assert_eq!(all.len(), 1, "{{\"health\": false}} does not: {all:#?}");
 }
 
-/// `"healthCheckConfig": {}` (no `serviceName`) asks for health checking in grpc-go, which then watches
-/// the server as a whole (`""`); this channel reads it as health checking off, as C-core does
-/// (`grpc-service-config`'s `service_config.rs`). Either reading is defensible, but a config that asks
-/// for health checking and gets none is the "silent non-event" issue 35 is about: under round_robin,
-/// which does health check, nothing says a word. Expected: an event that names `healthCheckConfig` and
-/// says no health check runs (and `serviceName: ""` for the whole server). Wrong:
-/// `control/config_notes.rs` only speaks when the parsed config has a service name.
+/// `"healthCheckConfig": {}` (no `serviceName`) asks for health checking of the server as a whole (`""`),
+/// as grpc-go reads it (gRFC A17); C-core reads it as off, which left a config that asks for health
+/// checking with none and not a word (issue 35's "silent non-event"). Under round_robin the channel health
+/// checks (the per-address health shows); under pick_first, which never does, the warning names
+/// `healthCheckConfig`.
 #[tokio::test(start_paused = true)]
-async fn an_empty_health_check_config_that_turns_nothing_on_is_noted() {
+async fn an_empty_health_check_config_checks_the_server_as_a_whole() {
     let (capture, _installed) = tracing_capture::install().await;
     let addr = support::interop_server().await;
+    let target = support::ipv4_target(&[addr]);
     let config = r#"{"healthCheckConfig":{},"loadBalancingConfig":[{"round_robin":{}}]}"#;
-    let ch = support::channel_with_config(&support::ipv4_target(&[addr]), config);
+    let ch = support::channel_with_config(&target, config);
     call(&ch).await;
-    let lines = capture.lines_containing("healthCheckConfig");
+    let stats = ch.stats();
     assert!(
-        !lines.is_empty(),
-        "health checking asked for and not run, without a word"
+        stats
+            .addresses
+            .get(&addr.to_string())
+            .is_some_and(|s| s.health.is_some()),
+        "round_robin health checks the server as a whole: {:#?}",
+        stats.addresses
     );
+    assert!(capture
+        .lines_containing("does not run health checks")
+        .is_empty());
+    let pf = support::channel_with_config(&target, r#"{"healthCheckConfig":{}}"#);
+    call(&pf).await;
+    let lines = capture.lines_containing("does not run health checks");
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    assert!(lines[0].contains("healthCheckConfig"), "{}", lines[0]);
+    assert!(lines[0].contains("policy=pick_first"), "{}", lines[0]);
 }
