@@ -144,7 +144,7 @@ impl CallResults {
 
 /// What the control plane publishes of outlier detection for [`crate::Channel::stats`]: the addresses
 /// ejected now, and how often each address was ejected since the channel started (addresses shown as
-/// text: `ip:port` or a Unix socket path).
+/// text: `ip:port`, or `unix:` and a Unix socket's path, as the address displays).
 #[derive(Debug, Default)]
 pub(crate) struct EjectionStats {
     inner: Mutex<EjectionCounts>,
