@@ -199,6 +199,10 @@ impl EjectionStats {
 /// every call that stays in service has an explanation (most often: `requestVolume` is per address per
 /// interval, and the address carried fewer calls than that).
 pub(crate) fn trace_not_ejected(note: &NotEjected) {
+    // The words cost allocations: built only for a subscriber that wants the event.
+    if !tracing::enabled!(tracing::Level::DEBUG) {
+        return;
+    }
     let why = |algorithm: &str, reason: &Option<NotEjectedReason>| {
         reason
             .as_ref()
