@@ -19,9 +19,9 @@ use http::uri::{Authority, Scheme};
 use tokio::time::Instant;
 
 use crate::call::attempt::AttemptSetup;
+use crate::call::connection_wait;
 use crate::call::telemetry::{CallTelemetry, ChannelStats, Telemetry};
 use crate::call::{ReceiveRules, Shared, SharedRef};
-use crate::call::connection_wait;
 use crate::conn::connect::Http2Settings;
 use crate::conn::keepalive::Keepalive;
 use crate::conn::tls::TlsConnector;

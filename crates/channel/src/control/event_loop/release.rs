@@ -60,7 +60,9 @@ impl Loop {
         let old: Vec<Address> = self.subchannel_addresses.drain().map(|(_, a)| a).collect();
         let kept: HashSet<&Address> = self.retired.iter().flat_map(Retired::addresses).collect();
         for addr in old.iter().filter(|a| !kept.contains(a)) {
-            self.stats.addresses.set_state(addr, ConnectivityState::Idle);
+            self.stats
+                .addresses
+                .set_state(addr, ConnectivityState::Idle);
         }
     }
 
@@ -71,7 +73,9 @@ impl Loop {
             // Their rows show IDLE, but where the current policy has a subchannel of its own.
             let current: HashSet<&Address> = self.subchannel_addresses.values().collect();
             for addr in retired.addresses().filter(|a| !current.contains(a)) {
-                self.stats.addresses.set_state(addr, ConnectivityState::Idle);
+                self.stats
+                    .addresses
+                    .set_state(addr, ConnectivityState::Idle);
             }
             retired.release(abort);
         }
