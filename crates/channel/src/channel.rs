@@ -19,6 +19,7 @@ use http::uri::{Authority, Scheme};
 use tokio::time::Instant;
 
 use crate::call::attempt::AttemptSetup;
+use crate::call::connection_wait;
 use crate::call::telemetry::{CallTelemetry, ChannelStats, Telemetry};
 use crate::call::{ReceiveRules, Shared, SharedRef};
 use crate::conn::connect::Http2Settings;
@@ -432,10 +433,10 @@ impl Channel {
         let resolved = match resolving.api_deadline {
             None => wait.await,
             // The deadline passed before the resolver's first answer: the message says what the call
-            // waited for (as a call that waits for a connection does).
+            // waited for and the resolver's error, if any (as a call that waits for a connection does).
             Some(d) => tokio::time::timeout_at(d, wait).await.unwrap_or_else(|_| {
-                Err(Status::deadline_exceeded(
-                    "deadline exceeded while waiting for name resolution",
+                Err(connection_wait::waiting_for_resolution(
+                    inner.resolution.last_error(),
                 ))
             }),
         };

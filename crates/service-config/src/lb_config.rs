@@ -224,8 +224,10 @@ pub(crate) fn parse_lb_config(
                 "outlier_detection_experimental",
                 |cfg| {
                     let config = parse_outlier_detection(&cfg, clamps)?;
+                    // An outlier detection nested in the child does not apply (the outer one decides):
+                    // its clamps are no note's, as nothing of it is in force.
                     let child = required(&cfg, cfg.object()?, "childPolicy", |child| {
-                        parse_lb_config(child, policies, clamps)
+                        parse_lb_config(child, policies, &mut Clamps::default())
                     })?;
                     Ok(LbConfig::OutlierDetection {
                         config,

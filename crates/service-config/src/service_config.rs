@@ -2,8 +2,9 @@
 //! Unknown fields are ignored; a known field with a bad value rejects the whole config.
 //!
 //! `healthCheckConfig` (gRFC A17) is `{"serviceName": "<name>"}`: health checking on, watching `<name>`
-//! (`""` = the server as a whole). Absent, null, or without `serviceName` (`{}`), health checking stays
-//! off, as in C-core (grpc-go would enable it with `""` for `{}`). A wrong type rejects the config.
+//! (`""` = the server as a whole). Without `serviceName` (`{}`, or a null one) it is on too, watching
+//! `""`, as in grpc-go (the config asks for health checking; the server as a whole is what it can watch).
+//! Absent or null, health checking stays off. A wrong type rejects the config.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -176,12 +177,14 @@ impl ServiceConfig {
     }
 }
 
-/// `healthCheckConfig`: an object whose optional `serviceName` is a string.
+/// `healthCheckConfig`: an object whose optional `serviceName` is a string (`""`, the server as a whole,
+/// when absent or null, as grpc-go reads it).
 fn parse_health_check(at: At<'_>) -> Result<Option<String>, ParseError> {
     let obj = at.object()?;
-    field(&at, obj, "serviceName", |name| {
+    let name = field(&at, obj, "serviceName", |name| {
         name.str().map(str::to_owned)
-    })
+    })?;
+    Ok(Some(name.unwrap_or_default()))
 }
 
 fn parse_throttling(at: At<'_>, clamps: &mut Clamps) -> Result<ThrottleConfig, ParseError> {

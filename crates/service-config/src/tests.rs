@@ -168,10 +168,14 @@ fn health_check_config() {
     );
     check("{}", "ok: lb=pick_first");
     check(r#"{"healthCheckConfig": null}"#, "ok: lb=pick_first");
-    check(r#"{"healthCheckConfig": {}}"#, "ok: lb=pick_first");
+    // As grpc-go: `{}` asks for health checking of the server as a whole.
+    check(
+        r#"{"healthCheckConfig": {}}"#,
+        "ok: lb=pick_first health=\"\"",
+    );
     check(
         r#"{"healthCheckConfig": {"serviceName": null}}"#,
-        "ok: lb=pick_first",
+        "ok: lb=pick_first health=\"\"",
     );
     check(
         r#"{"healthCheckConfig": {"serviceName": 1}}"#,

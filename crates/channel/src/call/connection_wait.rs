@@ -1,7 +1,7 @@
 //! The status of a call whose deadline passed while it waited for a connection (a wait-for-ready call, or
-//! one queued while the channel connects): DEADLINE_EXCEEDED with a message that says what it waited for
-//! and quotes the last connection error and its address, bounded in length (issue 35; grpc-go's "...
-//! while waiting for connections to become ready"). Used by the retry driver and by the receiving half,
+//! one queued while the channel connects) or for name resolution: DEADLINE_EXCEEDED with a message that
+//! says what it waited for and quotes the last connection error and its address, or the resolver's error,
+//! bounded in length (issue 35; grpc-go's "... while waiting for connections to become ready"). Used by the retry driver and by the receiving half,
 //! whichever sees the deadline first.
 //!
 //! Not here: the deadline itself (`streaming.rs`, and grpc-retry's timer in `driver.rs`), and where the
@@ -32,6 +32,24 @@ pub(crate) fn waiting_for_connection(control: &ControlPlane, wait_for_ready: boo
             )
             .with_source(cause)
         }
+        None => Status::new(Code::DeadlineExceeded, what),
+    }
+}
+
+/// The status of a call whose deadline passed while it waited for name resolution: it names what it
+/// waited for and, if the resolver's state is a failure, that error (cut to [`MAX_CAUSE_LEN`] bytes, and
+/// the status's source), as grpc-go quotes the latest resolver error.
+pub(crate) fn waiting_for_resolution(resolver_error: Option<Status>) -> Status {
+    let what = "deadline exceeded while waiting for name resolution";
+    match resolver_error {
+        Some(cause) => Status::new(
+            Code::DeadlineExceeded,
+            format!(
+                "{what}; last resolver error: {}",
+                bounded(cause.message(), MAX_CAUSE_LEN)
+            ),
+        )
+        .with_source(cause),
         None => Status::new(Code::DeadlineExceeded, what),
     }
 }

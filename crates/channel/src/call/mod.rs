@@ -23,7 +23,7 @@
 //! Not here: setting a call up (interceptors, resolution, method config: `channel.rs`, above).
 
 pub(crate) mod attempt;
-mod connection_wait;
+pub(crate) mod connection_wait;
 pub(crate) mod driver;
 pub(crate) mod exactly_once;
 pub(crate) mod send_stream;

@@ -53,14 +53,14 @@ pub struct ChannelStats {
     /// retries, the retry-count buckets) and A96's histograms.
     pub methods: HashMap<String, MethodStats>,
     /// The addresses outlier detection (gRFC A50, `outlier_detection_experimental`) has ejected now, in the
-    /// order it ejected them (`ip:port`, or a Unix socket path). Empty without outlier detection.
+    /// order it ejected them (`ip:port`, or `unix:` and a Unix socket's path, e.g. `unix:/run/api.sock`). Empty without outlier detection.
     pub ejected_addresses: Vec<String>,
     /// How many times outlier detection ejected each address since the channel started (kept for at most
     /// 1,024 addresses; an IDLE channel starts detection afresh but keeps these counts).
     pub ejections: HashMap<String, u64>,
     /// The addresses whose connection is READY but whose health check (gRFC A17, the service config's
     /// `healthCheckConfig`) says they do not serve the service (NOT_SERVING, SERVICE_UNKNOWN, or a failed
-    /// Watch): calls avoid them. Empty without health checking.
+    /// Watch): calls avoid them (keys as in [`ChannelStats::addresses`]). Empty without health checking.
     pub not_serving_addresses: Vec<String>,
     /// For an xDS channel, per cluster its routes sent calls to: those calls, started when routed and
     /// succeeded or failed at their end (kept for at most 1,024 clusters). Empty on other channels.
@@ -71,11 +71,12 @@ pub struct ChannelStats {
     /// until they are written or the call ends (then they are dropped, whether or not the application still
     /// holds the call's halves). A call's `send` waits while its own share is 64 KiB or more.
     pub unsent_request_bytes: u64,
-    /// Per address in the channel's address list (`ip:port`, or a Unix socket path): the attempts it
+    /// Per address in the channel's address list (`ip:port`, or `unix:` and a socket's path, as in
+    /// [`ChannelStats::ejected_addresses`]): the attempts it
     /// carried (started, succeeded, failed: counted per attempt on the subchannel it went to, as channelz
     /// counts a subchannel's calls, so retries and hedges count where they went) and its subchannel's
     /// connectivity and health state. An address leaves the map, with its counts, when it leaves the list.
-    /// Empty for an xDS channel, whose addresses are its clusters'.
+    /// For an xDS channel, the list is its clusters' endpoints, counted the same way.
     pub addresses: HashMap<String, AddressStats>,
 }
 

@@ -19,8 +19,10 @@ use parking_lot::Mutex;
 
 use crate::control::outlier::CallResults;
 
-/// What [`Channel::stats`](crate::Channel::stats) shows of one address (`ip:port`, or a Unix socket path)
-/// in the channel's current address list.
+/// What [`Channel::stats`](crate::Channel::stats) shows of one address (`ip:port`, or `unix:` and a Unix
+/// socket's path, e.g. `unix:/run/api.sock`: the key form of every per-address figure of
+/// [`ChannelStats`](crate::ChannelStats) and of the tracing events' `address` field) in the channel's
+/// current address list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct AddressStats {

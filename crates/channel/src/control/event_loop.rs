@@ -97,6 +97,8 @@ pub(super) struct Loop {
     /// those that ended are pruned when the list is full (so a `Disconnect` costs O(1) amortized, however
     /// many connections an address list drops), the others aborted when the channel closes.
     detached: Vec<JoinHandle<()>>,
+    /// The last connection error since the channel was last READY or IDLE, and its address (cleared on
+    /// either: only an error a waiting call waited through is quoted in its DEADLINE_EXCEEDED message).
     last_failure: Option<Status>,
     last_failure_address: Option<Address>,
     /// Each address's call results, for every address in the list: the per-address stats, and outlier
@@ -454,20 +456,6 @@ impl Loop {
                 }
                 if let Some(p) = self.activity.policy() {
                     p.set_health_checking(health_service.is_some(), now);
-                    self.stats
-                        .addresses
-                        .set_health_checking(p.health_checking());
-                    let (name, uses_health) = (p.name().to_owned(), p.uses_health());
-                    self.notes.applied(
-                        &config,
-                        health_service.as_deref(),
-                        &name,
-                        uses_health,
-                        routing.is_some(),
-                    );
-                }
-                if restart_watches {
-                    self.restart_health_watches();
                 }
                 // The policy takes addresses: each endpoint's, in order.
                 self.addresses = endpoints
@@ -489,6 +477,25 @@ impl Loop {
                         None => &endpoints,
                     };
                     p.update(endpoints, wanted.config, now);
+                }
+                // Whether the policy runs health checks is judged by the config it now applies (a policy
+                // of the application's may run them or not by its config).
+                if let Some(p) = self.activity.policy() {
+                    p.set_health_checking(health_service.is_some(), now);
+                    self.stats
+                        .addresses
+                        .set_health_checking(p.health_checking());
+                    let (name, uses_health) = (p.name().to_owned(), p.uses_health());
+                    self.notes.applied(
+                        &config,
+                        health_service.as_deref(),
+                        &name,
+                        uses_health,
+                        routing.is_some(),
+                    );
+                }
+                if restart_watches {
+                    self.restart_health_watches();
                 }
                 self.sync_results();
                 if let Some(r) = &routing {
@@ -516,6 +523,7 @@ impl Loop {
         // starts CONNECTING).
         for (addr, _) in self.conns.values() {
             p.set_health(addr, Health::Unknown, now);
+            self.stats.addresses.set_health(addr, Health::Unknown);
         }
         let p = &*p;
         for (id, (addr, conn)) in &self.conns {
@@ -578,13 +586,19 @@ impl Loop {
     }
 
     fn publish(&mut self, state: ConnectivityState, spec: PickerSpec) {
+        // A connection error is quoted only to calls that waited through it (grpc-go quotes the error of
+        // the picker a call saw): once the channel is READY or IDLE again, the last one is history.
+        if matches!(state, ConnectivityState::Ready | ConnectivityState::Idle) {
+            self.last_failure = None;
+            self.last_failure_address = None;
+        }
         // While the new policy is CONNECTING, a retired READY policy keeps serving; anything else the new
         // one says (READY, or TRANSIENT_FAILURE: every backend failed or is not serving) ends the switch,
         // as grpc-go's graceful switch does.
         if state != ConnectivityState::Connecting {
             self.drop_retired(false);
         } else if let Some(retired) = &self.retired {
-            let picker = retired.picker(self.rng.next() as usize);
+            let picker = retired.picker(self.rng.next() as usize, &self.results);
             self.spec = (state, spec);
             let _ = self.published.send(Arc::new(Published {
                 state: ConnectivityState::Ready,
@@ -599,22 +613,12 @@ impl Loop {
         let start = self.rng.next() as usize;
         let conns = &self.conns;
         let results = &self.results;
-        // While outlier detection counts, each handle carries its address's counter.
-        let addresses: HashMap<SubchannelId, &Address> = match &spec {
-            PickerSpec::Ready(list) if !results.is_empty() => {
-                list.iter().map(|(id, addr)| (*id, addr)).collect()
-            }
-            PickerSpec::Custom(custom) if !results.is_empty() => custom
-                .subchannels()
-                .iter()
-                .map(|(id, addr)| (*id, addr))
-                .collect(),
-            _ => HashMap::new(),
-        };
+        // Each handle carries its connection's address's counter (per-address stats, outlier detection),
+        // whatever the spec: a policy's list, its own picker, or the xDS cluster manager's clusters.
         let handle = |id| {
-            conns.get(&id).map(|(_, conn)| Handle {
+            conns.get(&id).map(|(addr, conn)| Handle {
                 conn: conn.send.clone(),
-                results: addresses.get(&id).and_then(|a| results.get(*a)).cloned(),
+                results: results.get(addr).cloned(),
             })
         };
         let picker = Picker::new(&spec, handle, start);

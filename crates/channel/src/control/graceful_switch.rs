@@ -7,11 +7,13 @@
 //! of connections (`event_loop.rs`).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use grpc_lb::{Address, ConnectivityState, Picker, PickerSpec, SubchannelId};
 use tokio::task::JoinHandle;
 
 use super::shared::{Conn, Handle};
+use crate::control::outlier::CallResults;
 
 /// A replaced policy's connections, kept until the new policy is READY.
 pub(super) struct Retired {
@@ -42,15 +44,26 @@ impl Retired {
     }
 
     /// A picker over the kept connections, as the old policy last published it, from rotation `start`.
-    pub(super) fn picker(&self, start: usize) -> Picker<Handle> {
+    /// Each handle carries its address's call results (`results`), so the attempts it serves count on
+    /// their address (per-address stats, outlier detection) as the current policy's do.
+    pub(super) fn picker(
+        &self,
+        start: usize,
+        results: &HashMap<Address, Arc<CallResults>>,
+    ) -> Picker<Handle> {
         let conns = &self.conns;
         let handle = |id| {
-            conns.get(&id).map(|(_, conn)| Handle {
+            conns.get(&id).map(|(addr, conn)| Handle {
                 conn: conn.send.clone(),
-                results: None,
+                results: results.get(addr).cloned(),
             })
         };
         Picker::new(&self.spec, handle, start)
+    }
+
+    /// The addresses of the kept connections.
+    pub(super) fn addresses(&self) -> impl Iterator<Item = &Address> {
+        self.conns.values().map(|(addr, _)| addr)
     }
 
     /// Lets go of the kept connections: closed at once (`abort`), or left to finish the calls they carry

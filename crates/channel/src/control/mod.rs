@@ -200,8 +200,8 @@ impl ControlPlane {
         self.published.borrow().state
     }
 
-    /// The last connection failure the control plane saw (kept until the next one) and the address it was
-    /// to, for the message of a call whose deadline passed while it waited for a connection.
+    /// The last connection failure the control plane saw since the channel was last READY or IDLE, and the
+    /// address it was to, for the message of a call whose deadline passed while it waited for a connection.
     pub(crate) fn last_failure(&self) -> Option<(Status, Option<Address>)> {
         let published = self.published.borrow();
         published

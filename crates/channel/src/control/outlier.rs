@@ -144,7 +144,7 @@ impl CallResults {
 
 /// What the control plane publishes of outlier detection for [`crate::Channel::stats`]: the addresses
 /// ejected now, and how often each address was ejected since the channel started (addresses shown as
-/// text: `ip:port` or a Unix socket path).
+/// text: `ip:port`, or `unix:` and a Unix socket's path, as the address displays).
 #[derive(Debug, Default)]
 pub(crate) struct EjectionStats {
     inner: Mutex<EjectionCounts>,
@@ -199,6 +199,10 @@ impl EjectionStats {
 /// every call that stays in service has an explanation (most often: `requestVolume` is per address per
 /// interval, and the address carried fewer calls than that).
 pub(crate) fn trace_not_ejected(note: &NotEjected) {
+    // The words cost allocations: built only for a subscriber that wants the event.
+    if !tracing::enabled!(tracing::Level::DEBUG) {
+        return;
+    }
     let why = |algorithm: &str, reason: &Option<NotEjectedReason>| {
         reason
             .as_ref()

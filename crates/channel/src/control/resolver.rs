@@ -265,6 +265,17 @@ impl Resolution {
         look(inspect.as_deref()?)
     }
 
+    /// The resolver's error, while its state is a failure (it started, and reported an error since its
+    /// last result): what a call that waited for resolution quotes when its deadline passes.
+    pub(crate) fn last_error(&self) -> Option<Status> {
+        let started = self.started.get()?;
+        let state = started.state.borrow();
+        match &*state {
+            State::Failed(status) => Some(status.clone()),
+            State::Ready { .. } | State::Pending => None,
+        }
+    }
+
     /// Whether a ResolveNow request brings a fresh result (a running DNS resolver), so that the channel
     /// leaving IDLE waits for it.
     pub(crate) fn has_resolver(&self) -> bool {

@@ -401,3 +401,79 @@ async fn no_stream_slot_ends_at_the_deadline_for_every_shape() {
     }
     assert!(server.opens().is_empty());
 }
+
+/// A wait-for-ready call whose deadline passes while it waits quotes "the last connection error" as the
+/// reason it waited (issue 35; grpc-go quotes the error of the picker the call saw while it waited, which
+/// is gone once a connection is READY). An error from before the channel connected and served calls is
+/// history: quoting it sends the reader after the wrong cause. Here the port refused once, then a server
+/// came up and served a call, then the server went away and a listener that accepts and never speaks
+/// HTTP/2 took its port: the call waited on a handshake that never finishes, yet its status says the
+/// address refused the connection. Wrong: `call/connection_wait.rs` quotes `ControlPlane::last_failure`,
+/// which the event loop (`control/event_loop.rs`, `Event::Failed`) sets and never clears (not when a
+/// connection to that address is READY, nor when the channel goes IDLE).
+#[tokio::test(start_paused = true)]
+async fn wait_for_ready_deadline_does_not_quote_a_connection_error_from_before_the_channel_was_ready(
+) {
+    let (held, addr) = support::reserved_port();
+    let ch = channel(addr);
+    let refused = ch
+        .unary::<_, Empty>(
+            paths::EMPTY_CALL,
+            Request::new(Empty {}).with_timeout(Duration::from_secs(10)),
+        )
+        .await
+        .expect_err("nothing listens yet");
+    assert_eq!(refused.code(), Code::Unavailable, "{refused:?}");
+    drop(held);
+    let server = interop::server::start(addr)
+        .await
+        .expect("server on the same port");
+    ch.unary::<_, Empty>(
+        paths::EMPTY_CALL,
+        Request::new(Empty {})
+            .with_wait_for_ready(true)
+            .with_timeout(Duration::from_secs(60)),
+    )
+    .await
+    .expect("the server is up: READY and served");
+    server.shutdown();
+    // The port now accepts connections and never answers them (no SETTINGS, no PING ACK).
+    let mut silent = None;
+    for _ in 0..100 {
+        match TcpListener::bind(addr).await {
+            Ok(l) => {
+                silent = Some(l);
+                break;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+    let silent = silent.expect("the port is free again");
+    let holder = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = silent.accept().await {
+            held.push(s);
+        }
+    });
+    let status = ch
+        .unary::<_, Empty>(
+            paths::EMPTY_CALL,
+            Request::new(Empty {})
+                .with_wait_for_ready(true)
+                .with_timeout(Duration::from_secs(3)),
+        )
+        .await
+        .expect_err("the handshake never finishes");
+    holder.abort();
+    assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
+    assert!(
+        status
+            .message()
+            .starts_with("deadline exceeded while waiting for connections"),
+        "{status}"
+    );
+    assert!(
+        !status.message().contains("refused"),
+        "the refusal was before the channel was READY, not why this call waited: {status}"
+    );
+}

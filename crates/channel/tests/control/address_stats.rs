@@ -145,3 +145,178 @@ async fn per_address_health_and_a_killed_backend() {
     assert_eq!(ch.stats().addresses[&a].health, Some(Health::Unknown));
     drop(second);
 }
+
+/// `ChannelStats::addresses` keys a Unix socket address as `unix:<path>`, as documented: the address's
+/// text, the same key as `ejected_addresses`, `ejections`, `not_serving_addresses` and the tracing events'
+/// `address` field (a bare path could not be told from other forms, nor found in those).
+#[tokio::test(start_paused = true)]
+async fn a_unix_socket_address_is_keyed_by_unix_and_its_path_as_documented() {
+    let path = support::socket_path("address-stats");
+    let _ = std::fs::remove_file(&path);
+    let listener = tokio::net::UnixListener::bind(&path).expect("bind the socket");
+    let server = tokio::spawn(interop::server::serve_unix(listener));
+    let ch = Channel::builder(format!("unix:{}", path.display()))
+        .build()
+        .expect("channel");
+    empty_call(&ch).await.expect("served over the socket");
+    let stats = ch.stats();
+    let key = format!("unix:{}", path.display());
+    let _ = std::fs::remove_file(&path);
+    server.abort();
+    assert_eq!(
+        stats.addresses.get(&key).map(|s| s.calls_started),
+        Some(1),
+        "keys: {:?}",
+        stats.addresses.keys().collect::<Vec<_>>()
+    );
+}
+
+/// Each attempt counts on the address it went to (issue 35, scope 5; channelz counts a subchannel's
+/// calls whatever the policy is doing), graceful policy switch included: while a new policy connects,
+/// the retired policy's READY connection keeps serving, and those calls reach the same address. Here the
+/// config switches pick_first to round_robin with health checking, and the backend never answers the
+/// health Watch, so round_robin stays CONNECTING and the old connection serves 5 calls: the address shows
+/// 1 call started (the one before the switch) instead of 6. Wrong: `control/graceful_switch.rs`
+/// (`Retired::picker`) builds its handles with `results: None`, so attempts picked through the retired
+/// picker reach no counter (outlier detection loses them too).
+#[tokio::test(start_paused = true)]
+async fn calls_served_during_a_graceful_policy_switch_count_on_their_address() {
+    use bytes::Bytes;
+    use grpc_channel::resolver::{manual, Address, Endpoint};
+    use support::h2_server::{defaults, handler, H2Server, Stream};
+
+    let server = H2Server::tcp(
+        defaults,
+        handler(|mut s: Stream| async move {
+            if s.path.starts_with("/grpc.health.v1.Health/") {
+                // The health Watch never answers: health checking keeps round_robin CONNECTING.
+                s.wait_reset().await;
+                return;
+            }
+            if s.read_to_end().await.is_err() {
+                return;
+            }
+            s.ok(b"");
+        }),
+    )
+    .await;
+    let addr = server.addr();
+    let (resolver, pushed) = manual("switch");
+    pushed
+        .set(vec![Endpoint::new(Address::Tcp(addr))])
+        .expect("endpoints");
+    let ch = Channel::builder("switch:///fleet")
+        .resolver(resolver)
+        .build()
+        .expect("channel");
+    let call = || {
+        guarded(
+            "raw call",
+            ch.unary_raw("/t.S/M", Request::new(Bytes::new())),
+        )
+    };
+    call().await.expect("pick_first serves");
+    pushed
+        .set_service_config(Some(
+            r#"{"healthCheckConfig":{"serviceName":"t.S"},
+                "loadBalancingConfig":[{"round_robin":{}}]}"#
+                .to_owned(),
+        ))
+        .expect("config");
+    for _ in 0..500 {
+        if server.opens_of("/grpc.health.v1.Health/Watch") > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        server.opens_of("/grpc.health.v1.Health/Watch"),
+        1,
+        "round_robin's own connection is READY and health checked"
+    );
+    for _ in 0..5 {
+        call().await.expect("the retired connection serves");
+    }
+    let served: Vec<usize> = server
+        .opens()
+        .iter()
+        .filter(|o| o.path == "/t.S/M")
+        .map(|o| o.conn)
+        .collect();
+    assert_eq!(served, [1; 6], "every call on pick_first's connection");
+    let stats = ch.stats();
+    let s = &stats.addresses[&addr.to_string()];
+    assert_eq!(
+        (s.calls_started, s.calls_succeeded),
+        (6, 6),
+        "{:#?}",
+        stats.addresses
+    );
+}
+
+/// A row's state is its subchannel's (`AddressStats::state`: IDLE before the policy connects to the
+/// address, or after its connection closed). After a switch from round_robin (which connected every
+/// address) to pick_first (which connects the first one only), the other addresses have no subchannel
+/// and no connection: they are IDLE. They keep showing READY for good. Wrong: the event loop retires the
+/// old policy's subchannels (`control/event_loop/release.rs`, `retire_policy`, and `Retired::release`
+/// in `control/graceful_switch.rs`) without setting their rows, and the closing connections' events are
+/// no longer current, so nothing ever moves those rows off READY.
+#[tokio::test(start_paused = true)]
+async fn after_a_switch_to_pick_first_the_addresses_it_did_not_connect_are_not_shown_ready() {
+    use grpc_channel::resolver::{manual, Address, Endpoint};
+
+    let mut addrs = Vec::new();
+    for _ in 0..3 {
+        addrs.push(support::interop_server().await);
+    }
+    let (resolver, pushed) = manual("switch-back");
+    pushed
+        .set(
+            addrs
+                .iter()
+                .map(|a| Endpoint::new(Address::Tcp(*a)))
+                .collect(),
+        )
+        .expect("endpoints");
+    pushed
+        .set_service_config(Some(ROUND_ROBIN.to_owned()))
+        .expect("config");
+    let ch = Channel::builder("switch-back:///fleet")
+        .resolver(resolver)
+        .build()
+        .expect("channel");
+    ch.connect();
+    let keys: Vec<String> = addrs.iter().map(ToString::to_string).collect();
+    until(&ch, |s| {
+        keys.iter().all(|k| {
+            s.addresses
+                .get(k)
+                .is_some_and(|a| a.state == ConnectivityState::Ready)
+        })
+    })
+    .await;
+    pushed
+        .set_service_config(Some(
+            r#"{"loadBalancingConfig":[{"pick_first":{}}]}"#.to_owned(),
+        ))
+        .expect("config");
+    for _ in 0..6 {
+        empty_call(&ch).await.expect("pick_first serves");
+    }
+    // Plenty of time for the switch to end and the retired connections to close.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let stats = ch.stats();
+    assert_eq!(
+        stats.addresses[&keys[0]].state,
+        ConnectivityState::Ready,
+        "pick_first's address"
+    );
+    for k in &keys[1..] {
+        assert_ne!(
+            stats.addresses[k].state,
+            ConnectivityState::Ready,
+            "pick_first has no connection to {k}: {:#?}",
+            stats.addresses
+        );
+    }
+}

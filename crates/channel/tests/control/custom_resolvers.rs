@@ -320,3 +320,44 @@ async fn pushed_endpoints_are_set_inserted_and_removed_by_the_application() {
     ch.close();
     assert_eq!(endpoints.channels(), 0);
 }
+
+/// A wait-for-ready call waits through resolver errors (A21); when its deadline passes it says what it
+/// waited for (issue 35: "a message naming what it waited for and the last ... error", as grpc-go's
+/// "latest balancer error: <the resolver's error>" does for a call that waited on a failing resolver).
+/// Here the resolver said "registry unreachable" before any result: the status says only "deadline
+/// exceeded while waiting for name resolution", without the error that explains it. Wrong: the
+/// `timeout_at` around the first-resolution wait in `channel.rs` (`Channel::call` setup) builds a fixed
+/// message and never looks at the resolver's last error.
+#[tokio::test(start_paused = true)]
+async fn wait_for_ready_deadline_while_resolving_names_the_resolvers_error() {
+    let (builder, probe) = Recording::new("test-unreachable", Vec::new());
+    let ch = channel_with("test-unreachable:///x", builder);
+    ch.connect();
+    for _ in 0..100 {
+        if probe.sink.lock().is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    probe.sink().report_error("registry unreachable");
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let req = Request::new(SimpleRequest::default())
+        .with_wait_for_ready(true)
+        .with_timeout(Duration::from_secs(2));
+    let status = tokio::time::timeout(
+        Duration::from_secs(10),
+        ch.unary::<_, SimpleResponse>(paths::UNARY_CALL, req),
+    )
+    .await
+    .expect("ends by its deadline")
+    .expect_err("never resolved");
+    assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
+    assert!(
+        status.message().contains("name resolution"),
+        "says what it waited for: {status}"
+    );
+    assert!(
+        status.message().contains("registry unreachable"),
+        "names the resolver's last error: {status}"
+    );
+}

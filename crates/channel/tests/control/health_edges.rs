@@ -953,3 +953,68 @@ async fn ejection_and_health_compose() {
         "back in rotation: {failed} of 30 failed"
     );
 }
+
+/// `AddressStats::health` is "what its health check last said", `Health::Unknown` until the check
+/// answered (issue 35, scope 5). When a new config asks about another service, the channel restarts every
+/// Watch and its policy takes each address as Unknown until the new Watch answers (A17: a Watch starts
+/// CONNECTING), so round_robin stops picking it. The stats keep showing the old service's SERVING
+/// meanwhile: READY and Serving for an address the channel will not use. Wrong: `control/event_loop.rs`
+/// (`restart_health_watches`) sets the policy's health to Unknown for each READY connection but not the
+/// per-address table (`AddressTable::set_health`, `control/address_stats.rs`).
+#[tokio::test(start_paused = true)]
+async fn per_address_health_is_unknown_while_the_new_services_watch_has_not_answered() {
+    use grpc_channel::lb::Health;
+    use grpc_channel::resolver::{manual, Address, Endpoint};
+
+    let a = Backend::start("127.0.0.1:0".parse().expect("addr"), "a").await;
+    a.set("first", ServingStatus::Serving);
+    let key = a.addr.to_string();
+    let (resolver, pushed) = manual("health-restart");
+    pushed
+        .set(vec![Endpoint::new(Address::Tcp(a.addr))])
+        .expect("endpoints");
+    pushed
+        .set_service_config(Some(rr_health("first")))
+        .expect("config");
+    let ch = Channel::builder("health-restart:///fleet")
+        .resolver(resolver)
+        .build()
+        .expect("channel");
+    ch.connect();
+    let health = |ch: &Channel| ch.stats().addresses.get(&key).and_then(|s| s.health);
+    for _ in 0..1000 {
+        if health(&ch) == Some(Health::Serving) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        health(&ch),
+        Some(Health::Serving),
+        "{:?}",
+        ch.stats().addresses
+    );
+    // "second" has no status: its Watch never answers.
+    pushed
+        .set_service_config(Some(rr_health("second")))
+        .expect("config");
+    for _ in 0..1000 {
+        if a.watches().iter().any(|(_, s)| s == "second") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        a.watches().iter().any(|(_, s)| s == "second"),
+        "{:?}",
+        a.watches()
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let stats = ch.stats();
+    assert_eq!(
+        stats.addresses[&key].health,
+        Some(Health::Unknown),
+        "the Watch for the new service has not answered: {:#?}",
+        stats.addresses
+    );
+}

@@ -4,6 +4,9 @@
 //! Not here: a single connection the policy disconnects (`LbAction::Disconnect`, in the loop's
 //! `drain_actions`), the loop itself (`event_loop.rs`).
 
+use std::collections::HashSet;
+
+use grpc_lb::{Address, ConnectivityState};
 use tokio::task::JoinHandle;
 
 use super::{Loop, Retired};
@@ -52,12 +55,28 @@ impl Loop {
         let tasks: Vec<JoinHandle<()>> = self.tasks.drain().map(|(_, (_, task))| task).collect();
         let conns = std::mem::take(&mut self.conns);
         self.retired = Retired::retire(&self.spec, conns, tasks);
+        // The old policy's subchannels are gone (the new policy numbers its own): their rows show IDLE,
+        // but for the kept connections, which serve until the switch ends.
+        let old: Vec<Address> = self.subchannel_addresses.drain().map(|(_, a)| a).collect();
+        let kept: HashSet<&Address> = self.retired.iter().flat_map(Retired::addresses).collect();
+        for addr in old.iter().filter(|a| !kept.contains(a)) {
+            self.stats
+                .addresses
+                .set_state(addr, ConnectivityState::Idle);
+        }
     }
 
     /// Lets go of a retired policy's connections: closed at once (`abort`), or left to finish the calls
     /// they carry (h2 closes a connection whose handles are gone once its last stream ends).
     pub(super) fn drop_retired(&mut self, abort: bool) {
         if let Some(retired) = self.retired.take() {
+            // Their rows show IDLE, but where the current policy has a subchannel of its own.
+            let current: HashSet<&Address> = self.subchannel_addresses.values().collect();
+            for addr in retired.addresses().filter(|a| !current.contains(a)) {
+                self.stats
+                    .addresses
+                    .set_state(addr, ConnectivityState::Idle);
+            }
             retired.release(abort);
         }
     }
