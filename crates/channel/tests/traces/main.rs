@@ -6,6 +6,7 @@
 //! model): each module was a test binary of its own, and its tests keep their names under the module's.
 
 mod config_notes_tracing;
+mod goaway_tracing;
 mod health_edges_tracing;
 mod health_tracing;
 mod outlier_tracing;
