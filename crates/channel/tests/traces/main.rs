@@ -12,3 +12,4 @@ mod health_tracing;
 mod outlier_tracing;
 mod policy_tracing;
 mod proxy_edges_tracing;
+mod too_many_pings_tracing;
