@@ -1,6 +1,7 @@
 //! The connection events the public observability page lists, with the field it promises: "Outside the call
-//! spans, the channel logs what changes its connections and choices, with the address (`addr` or
-//! `address`) as a field" (crates/channel/src/observability.rs, # Events).
+//! spans, the channel logs what changes its connections and choices, [...] with the address (`addr` or
+//! `address`) as a field where there is one" (crates/channel/src/observability.rs, # Events): a GOAWAY
+//! comes from one connection, to one address.
 
 use grpc_test_support as support;
 
