@@ -183,3 +183,46 @@ fn the_readme_fleet_recipe_is_this_program() {
          crates/feature-tests/tests/fleet_recipe.rs:\n{program}"
     );
 }
+
+/// The README's sizing note says the recipe's `"maxEjectionPercent": 34` caps the ejected share at one
+/// backend of three ("34 % of 3 is one backend"). A user reading it expects that, whatever happens, at least
+/// two of three backends stay in service. The limit is checked before each ejection
+/// (crates/lb/src/outlier_detection/algorithms.rs `may_eject`: `ejected × 100 < max × total`), so with one
+/// of three out (33 %) a second ejection still passes 34 % and two of three go: README.md's "A fleet client"
+/// bullet on `maxEjectionPercent` is wrong (a cap of one in three needs a value of 33 or less).
+#[tokio::test(start_paused = true)]
+async fn the_recipes_max_ejection_percent_keeps_at_most_one_backend_of_three_out() {
+    guarded("two failing backends of three", two_failing_of_three()).await;
+}
+
+async fn two_failing_of_three() {
+    let any = "127.0.0.1:0".parse().expect("addr");
+    let healthy = server::start(any).await.expect("healthy server");
+    let failing = || {
+        server::start_with(
+            any,
+            ServerOptions::new().fail_unary_calls(Status::unavailable("sick")),
+        )
+    };
+    let failing_a = failing().await.expect("failing server");
+    let failing_b = failing().await.expect("failing server");
+    let target = format!(
+        "ipv4:{},{},{}",
+        healthy.addr, failing_a.addr, failing_b.addr
+    );
+    let channel = fleet_channel(&target).expect("the recipe builds");
+    channel.ready().await.expect("a backend is ready");
+    let mut client = TestServiceClient::new(channel.clone());
+    // Enough calls for every backend to pass requestVolume (10) in the first interval; some calls may fail
+    // once the throttle stops retries, which is not what this test is about.
+    for _ in 0..90 {
+        let _ = client.unary_call(SimpleRequest::default()).await;
+    }
+    settle(Duration::from_secs(11)).await;
+    let ejected = channel.stats().ejected_addresses;
+    assert!(
+        ejected.len() <= 1,
+        "the README says maxEjectionPercent 34 keeps at most one of three backends out; ejected: {ejected:?}"
+    );
+    channel.close();
+}

@@ -111,6 +111,36 @@ serde = "1"
         assert!(undocumented(MANIFEST, &root_docs(all)).is_empty());
     }
 
+    /// TOML allows a comment after a table header; cargo reads `[features] # switches` as the features
+    /// table. `declared_features` compares the whole trimmed line with `[features]`, so a manifest whose
+    /// header carries a comment declares, for the check, no feature at all and passes with none documented.
+    #[test]
+    fn a_features_header_with_a_comment_still_opens_the_table() {
+        let manifest = "[package]\nname = \"x\"\n\n[features] # the crate's switches\nxds = []\n";
+        assert_eq!(declared_features(manifest), ["xds"]);
+    }
+
+    /// Cargo makes every optional dependency that no feature names with `dep:` a feature of its own
+    /// (`--features foo` turns it on, docs.rs lists it). The check reads only the `[features]` table, so
+    /// such a feature is never required in the crate root's docs.
+    #[test]
+    fn an_optional_dependency_not_named_with_dep_is_a_feature_too() {
+        let manifest =
+            "[package]\nname = \"x\"\n\n[dependencies]\nmetrics = { version = \"0.24\", optional = true }\n";
+        assert_eq!(declared_features(manifest), ["metrics"]);
+    }
+
+    /// The module docs say a feature counts when it is named in the crate root's documentation, its
+    /// leading `//!` lines. `root_docs` keeps every `//!` line of the file, so an inline module's inner
+    /// docs (or a `//!` line inside a test's string) satisfy the check while docs.rs's front page of the
+    /// crate never names the feature.
+    #[test]
+    fn a_feature_named_only_in_an_inline_modules_docs_is_undocumented() {
+        let manifest = "[features]\nxds = []\n";
+        let source = "//! A crate.\n\npub mod inner {\n    //! Turned on by `xds`.\n}\n";
+        assert_eq!(undocumented(manifest, &root_docs(source)), ["xds"]);
+    }
+
     #[test]
     fn every_library_crate_of_the_workspace_names_its_features() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"))
