@@ -26,7 +26,7 @@ const FLEET: &str = r#"{
     "interval": "10s",
     "baseEjectionTime": "30s",
     "maxEjectionTime": "300s",
-    "maxEjectionPercent": 34,
+    "maxEjectionPercent": 33,
     "failurePercentageEjection": {
       "threshold": 50, "enforcementPercentage": 100, "minimumHosts": 2, "requestVolume": 10 },
     "childPolicy": [{"round_robin": {}}] }}],
@@ -49,8 +49,13 @@ const FLEET: &str = r#"{
 fn fleet_channel(target: &str) -> Result<Channel, BuildError> {
     Channel::builder(target)
         .default_service_config(FLEET)
-        .timeout(Duration::from_secs(5)) // calls whose method config sets no timeout
-        .keepalive_time(Duration::from_secs(30)) // tonic's http2_keep_alive_interval
+        // Every call that sets no timeout of its own gets 5 s; a method config's `timeout` applies too,
+        // and the smaller deadline wins (UnaryCall: 2 s).
+        .timeout(Duration::from_secs(5))
+        // tonic's http2_keep_alive_interval. grpc-go, grpc-java and C-core servers allow one PING per
+        // 5 minutes by default, and the health Watch keeps a stream open on every connection: a shorter
+        // time earns GOAWAY too_many_pings.
+        .keepalive_time(Duration::from_secs(300))
         .build()
 }
 // README:end
