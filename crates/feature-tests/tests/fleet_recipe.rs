@@ -2,7 +2,8 @@
 //! on loopback: one healthy, one whose health service says NOT_SERVING, one failing every `UnaryCall` with
 //! UNAVAILABLE. Every call succeeds (health checking keeps calls off the second, retries move the third's
 //! failures to the first), outlier detection ejects the failing backend at its first sweep, and from then on
-//! every call goes to the healthy one. On tokio's paused clock: the sweep interval passes without waiting.
+//! every call goes to the healthy one; a `StreamingOutputCall` whose first response is slow is hedged. On
+//! tokio's paused clock: the sweep interval and the slow response pass without waiting.
 
 use std::collections::HashMap;
 
@@ -156,10 +157,12 @@ async fn fleet_scenario() {
         "with the failing backend ejected, no call needs a retry"
     );
 
-    // The hedged method works through the same channel.
+    // The hedged method: its first response (and so its response headers) comes after 0.5 s, past the
+    // 0.1 s hedging delay, so hedges go out (without the recipe's hedgingPolicy, none would).
     let request = StreamingOutputCallRequest {
         response_parameters: vec![ResponseParameters {
             size: 8,
+            interval_us: 500_000,
             ..ResponseParameters::default()
         }],
         ..StreamingOutputCallRequest::default()
@@ -171,6 +174,13 @@ async fn fleet_scenario() {
         .into_inner();
     let first = stream.message().await.expect("a message");
     assert!(first.is_some(), "one response message");
+    assert!(
+        stream.message().await.expect("the end").is_none(),
+        "one message"
+    );
+    let stats = channel.stats();
+    let hedged = &stats.methods["/grpc.testing.TestService/StreamingOutputCall"];
+    assert!(hedged.hedges >= 1, "the slow call was hedged: {hedged:?}");
     channel.close();
 }
 
