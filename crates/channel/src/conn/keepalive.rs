@@ -208,7 +208,10 @@ mod tests {
         assert_eq!(k.time(), Some(Duration::from_secs(20)));
         // Other GOAWAYs change nothing.
         k.on_goaway(&addr, &goaway(0, b"too_many_pings"));
-        k.on_goaway(&addr, &goaway(ENHANCE_YOUR_CALM, b"header_list_way_too_large"));
+        k.on_goaway(
+            &addr,
+            &goaway(ENHANCE_YOUR_CALM, b"header_list_way_too_large"),
+        );
         assert_eq!(k.time(), Some(Duration::from_secs(20)));
         // Off stays off; huge values saturate.
         let off = Keepalive::new(None, DEFAULT_KEEPALIVE_TIMEOUT, false);
