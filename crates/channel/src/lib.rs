@@ -84,10 +84,10 @@
 //! `balance_list` spreads calls instead); `{"loadBalancingConfig": [{"round_robin": {}}]}` spreads them over
 //! every endpoint (gRFC A61). A service config's `healthCheckConfig` (gRFC A17) runs the standard health
 //! service's Watch on every connection under round_robin (pick_first does not health check; the channel warns
-//! when a config asks it to), and `outlier_detection_experimental` (gRFC A50) ejects addresses by their calls'
-//! failures in each interval: `failurePercentageEjection` those whose failure percentage reaches an absolute
-//! `threshold`, `successRateEjection`, relative, those whose success rate is more than `stdevFactor`/1000 standard
-//! deviations below the mean of the addresses with enough calls. Policies of one's own plug in through [`lb`].
+//! when a config asks it to), and `outlier_detection_experimental` (gRFC A50) ejects addresses by their
+//! calls' failures in each interval: `failurePercentageEjection` those that failed more than an absolute
+//! `threshold` percent of their calls, `successRateEjection` (relative) those whose success rate is more than
+//! `stdevFactor`/1000 standard deviations below the mean of the addresses with enough calls. Policies of one's own plug in through [`lb`].
 //!
 //! # Retries and hedging
 //!
