@@ -60,10 +60,10 @@
 //!
 //! | target | resolves to |
 //! |---|---|
-//! | `host:port`, `dns:[//dns-server:port/]host[:port]` | every address of a DNS name (hickory, `/etc/resolv.conf`), and the service config in its `_grpc_config.` TXT record (gRFC A2) |
+//! | `host[:port]`, `[ipv6][:port]`, `dns:host[:port]`, `dns:///host[:port]`, `dns://dns-server[:port]/host[:port]` | every address of a DNS name (hickory, `/etc/resolv.conf`, or `dns-server`: an IP literal, port 53 when left out), and the service config in its `_grpc_config.host` TXT record (gRFC A2), not queried for an IP literal or `localhost`; an IP literal host is used as is; port 443 when left out |
 //! | `http://host[:port]`, `https://host[:port]` | a DNS name as tonic users write it: plaintext (port 80) or TLS (port 443) |
 //! | `ipv4:10.0.0.1:50051,10.0.0.2:50051` | those IPv4 addresses (port 443 when left out) |
-//! | `ipv6:[::1]:50051,[::2]:50051` | those IPv6 addresses, in brackets with a port |
+//! | `ipv6:::1`, `ipv6:[::1]`, `ipv6:[::1]:50051,[::2]:50051` | those IPv6 addresses: brackets only needed with a port (port 443 when left out) |
 //! | `unix:relative/path`, `unix:///absolute/path` | a Unix socket |
 //! | `xds:///name` (feature `xds`) | an xDS control plane's listener, routes, clusters and endpoints |
 //! | `scheme://authority/endpoint` | a resolver registered for `scheme` (e.g. `etcd://...` with `grpc-etcd-resolver`) |
@@ -84,8 +84,10 @@
 //! `balance_list` spreads calls instead); `{"loadBalancingConfig": [{"round_robin": {}}]}` spreads them over
 //! every endpoint (gRFC A61). A service config's `healthCheckConfig` (gRFC A17) runs the standard health
 //! service's Watch on every connection under round_robin (pick_first does not health check; the channel warns
-//! when a config asks it to), and `outlier_detection_experimental` (gRFC A50) ejects addresses whose calls
-//! fail more than the others'. Policies of one's own plug in through [`lb`].
+//! when a config asks it to), and `outlier_detection_experimental` (gRFC A50) ejects addresses by their
+//! calls' failures in each interval: `failurePercentageEjection` those that failed more than an absolute
+//! `threshold` percent of their calls, `successRateEjection` (relative) those whose success rate is more than
+//! `stdevFactor`/1000 standard deviations below the mean of the addresses with enough calls. Policies of one's own plug in through [`lb`].
 //!
 //! # Retries and hedging
 //!

@@ -2,7 +2,8 @@
 //! on loopback: one healthy, one whose health service says NOT_SERVING, one failing every `UnaryCall` with
 //! UNAVAILABLE. Every call succeeds (health checking keeps calls off the second, retries move the third's
 //! failures to the first), outlier detection ejects the failing backend at its first sweep, and from then on
-//! every call goes to the healthy one. On tokio's paused clock: the sweep interval passes without waiting.
+//! every call goes to the healthy one; a `StreamingOutputCall` whose first response is slow is hedged. On
+//! tokio's paused clock: the sweep interval and the slow response pass without waiting.
 
 use std::collections::HashMap;
 
@@ -26,7 +27,7 @@ const FLEET: &str = r#"{
     "interval": "10s",
     "baseEjectionTime": "30s",
     "maxEjectionTime": "300s",
-    "maxEjectionPercent": 34,
+    "maxEjectionPercent": 33,
     "failurePercentageEjection": {
       "threshold": 50, "enforcementPercentage": 100, "minimumHosts": 2, "requestVolume": 10 },
     "childPolicy": [{"round_robin": {}}] }}],
@@ -49,8 +50,13 @@ const FLEET: &str = r#"{
 fn fleet_channel(target: &str) -> Result<Channel, BuildError> {
     Channel::builder(target)
         .default_service_config(FLEET)
-        .timeout(Duration::from_secs(5)) // calls whose method config sets no timeout
-        .keepalive_time(Duration::from_secs(30)) // tonic's http2_keep_alive_interval
+        // Every call that sets no timeout of its own gets 5 s; a method config's `timeout` applies too,
+        // and the smaller deadline wins (UnaryCall: 2 s).
+        .timeout(Duration::from_secs(5))
+        // tonic's http2_keep_alive_interval. grpc-go, grpc-java and C-core servers allow one PING per
+        // 5 minutes by default, and the health Watch keeps a stream open on every connection: a shorter
+        // time earns GOAWAY too_many_pings.
+        .keepalive_time(Duration::from_secs(300))
         .build()
 }
 // README:end
@@ -151,10 +157,12 @@ async fn fleet_scenario() {
         "with the failing backend ejected, no call needs a retry"
     );
 
-    // The hedged method works through the same channel.
+    // The hedged method: its first response (and so its response headers) comes after 0.5 s, past the
+    // 0.1 s hedging delay, so hedges go out (without the recipe's hedgingPolicy, none would).
     let request = StreamingOutputCallRequest {
         response_parameters: vec![ResponseParameters {
             size: 8,
+            interval_us: 500_000,
             ..ResponseParameters::default()
         }],
         ..StreamingOutputCallRequest::default()
@@ -166,6 +174,13 @@ async fn fleet_scenario() {
         .into_inner();
     let first = stream.message().await.expect("a message");
     assert!(first.is_some(), "one response message");
+    assert!(
+        stream.message().await.expect("the end").is_none(),
+        "one message"
+    );
+    let stats = channel.stats();
+    let hedged = &stats.methods["/grpc.testing.TestService/StreamingOutputCall"];
+    assert!(hedged.hedges >= 1, "the slow call was hedged: {hedged:?}");
     channel.close();
 }
 
@@ -182,4 +197,47 @@ fn the_readme_fleet_recipe_is_this_program() {
         "README.md's fleet recipe must be, verbatim, the code between the README markers of \
          crates/feature-tests/tests/fleet_recipe.rs:\n{program}"
     );
+}
+
+/// The README's sizing note says the recipe's `"maxEjectionPercent": 34` caps the ejected share at one
+/// backend of three ("34 % of 3 is one backend"). A user reading it expects that, whatever happens, at least
+/// two of three backends stay in service. The limit is checked before each ejection
+/// (crates/lb/src/outlier_detection/algorithms.rs `may_eject`: `ejected × 100 < max × total`), so with one
+/// of three out (33 %) a second ejection still passes 34 % and two of three go: README.md's "A fleet client"
+/// bullet on `maxEjectionPercent` is wrong (a cap of one in three needs a value of 33 or less).
+#[tokio::test(start_paused = true)]
+async fn the_recipes_max_ejection_percent_keeps_at_most_one_backend_of_three_out() {
+    guarded("two failing backends of three", two_failing_of_three()).await;
+}
+
+async fn two_failing_of_three() {
+    let any = "127.0.0.1:0".parse().expect("addr");
+    let healthy = server::start(any).await.expect("healthy server");
+    let failing = || {
+        server::start_with(
+            any,
+            ServerOptions::new().fail_unary_calls(Status::unavailable("sick")),
+        )
+    };
+    let failing_a = failing().await.expect("failing server");
+    let failing_b = failing().await.expect("failing server");
+    let target = format!(
+        "ipv4:{},{},{}",
+        healthy.addr, failing_a.addr, failing_b.addr
+    );
+    let channel = fleet_channel(&target).expect("the recipe builds");
+    channel.ready().await.expect("a backend is ready");
+    let mut client = TestServiceClient::new(channel.clone());
+    // Enough calls for every backend to pass requestVolume (10) in the first interval; some calls may fail
+    // once the throttle stops retries, which is not what this test is about.
+    for _ in 0..90 {
+        let _ = client.unary_call(SimpleRequest::default()).await;
+    }
+    settle(Duration::from_secs(11)).await;
+    let ejected = channel.stats().ejected_addresses;
+    assert!(
+        ejected.len() <= 1,
+        "the README says maxEjectionPercent 34 keeps at most one of three backends out; ejected: {ejected:?}"
+    );
+    channel.close();
 }

@@ -48,3 +48,33 @@ async fn a_retried_call_has_one_call_span_and_a_span_per_attempt() {
         assert!(delay <= 1000, "{delay}");
     }
 }
+
+/// The public observability page (crates/channel/src/observability.rs, the `grpc.call` bullet) tells users
+/// that the span field `grpc.method` is `/package.Service/Method`, and dashboards and log queries are written
+/// against that page. The span records the path without its leading slash (call/telemetry.rs `call`:
+/// `uri.path().trim_start_matches('/')`), A66's metric label form: a query for `grpc.method="/fault.Faulty/Flaky"`
+/// matches nothing. The page must describe the value the span carries.
+#[tokio::test(start_paused = true)]
+async fn the_observability_page_gives_the_grpc_method_span_field_as_recorded() {
+    let capture = Capture::default();
+    let subscriber = tracing_subscriber::registry().with(capture.clone());
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let server = FaultyServer::start().await.expect("server");
+    let channel = retried_call(&server).await;
+    drop(channel);
+
+    let spans: Vec<SeenSpan> = capture.spans();
+    let call = spans
+        .iter()
+        .find(|s| s.name == "grpc.call")
+        .expect("a grpc.call span");
+    let recorded = &call.fields["grpc.method"];
+    let page = include_str!("../../channel/src/observability.rs");
+    let documented_with_slash = page.contains("`grpc.method` (`/package.Service/Method`)");
+    assert_eq!(
+        documented_with_slash,
+        recorded.starts_with('/'),
+        "observability.rs documents the grpc.call span's grpc.method as `/package.Service/Method`; the span \
+         records {recorded:?}"
+    );
+}

@@ -147,14 +147,14 @@ impl Telemetry {
 
 impl Telemetry {
     /// A call refused before it could start because its method path is malformed: its span (with the path
-    /// as given) and the channel's totals, but no per-method statistics or metrics, whose labels must stay
-    /// bounded. Returns `status`.
+    /// as given, without a leading slash like every call's `grpc.method`) and the channel's totals, but no
+    /// per-method statistics or metrics, whose labels must stay bounded. Returns `status`.
     pub(crate) fn refused(&self, path: &str, status: Status) -> Status {
         self.calls_started.fetch_add(1, Ordering::Relaxed);
         self.calls_failed.fetch_add(1, Ordering::Relaxed);
         let span = tracing::info_span!(
             "grpc.call",
-            grpc.method = path,
+            grpc.method = path.trim_start_matches('/'),
             grpc.target = &*self.target,
             grpc.status = status.code().name(),
             grpc.attempts = 0u32,

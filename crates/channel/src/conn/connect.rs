@@ -315,7 +315,7 @@ where
     let peer_name = peer.to_owned();
     let driver = tokio::spawn(async move {
         if let Err(e) = connection.await {
-            tracing::debug!(peer = %peer_name, error = %e, "connection ended with an error");
+            tracing::debug!(addr = %peer_name, error = %e, "connection ended with an error");
         }
         let _ = closed_tx.send(());
     });

@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use grpc_lb::Address;
 use h2::{Ping, PingPong};
 use tokio::time::Instant;
 
@@ -64,8 +65,8 @@ impl Keepalive {
         }
     }
 
-    /// The server said "too many pings": ping half as often from now on.
-    pub(crate) fn on_goaway(&self, goaway: &GoAway) {
+    /// The server at `addr` said "too many pings": ping half as often from now on.
+    pub(crate) fn on_goaway(&self, addr: &Address, goaway: &GoAway) {
         if goaway.error_code == ENHANCE_YOUR_CALM && goaway.debug_data == b"too_many_pings" {
             let doubled = self
                 .time_ms
@@ -74,6 +75,7 @@ impl Keepalive {
                 });
             if let Ok(previous) = doubled {
                 tracing::warn!(
+                    %addr,
                     previous_ms = previous,
                     "the server sent GOAWAY too_many_pings: keepalive time doubled"
                 );
@@ -191,6 +193,7 @@ mod tests {
 
     #[test]
     fn off_by_default_raised_to_the_minimum_and_doubled_on_too_many_pings() {
+        let addr = Address::Tcp(([127, 0, 0, 1], 50051).into());
         assert_eq!(
             Keepalive::new(None, DEFAULT_KEEPALIVE_TIMEOUT, false).time(),
             None
@@ -201,18 +204,21 @@ mod tests {
             false,
         );
         assert_eq!(k.time(), Some(MIN_KEEPALIVE_TIME));
-        k.on_goaway(&goaway(ENHANCE_YOUR_CALM, b"too_many_pings"));
+        k.on_goaway(&addr, &goaway(ENHANCE_YOUR_CALM, b"too_many_pings"));
         assert_eq!(k.time(), Some(Duration::from_secs(20)));
         // Other GOAWAYs change nothing.
-        k.on_goaway(&goaway(0, b"too_many_pings"));
-        k.on_goaway(&goaway(ENHANCE_YOUR_CALM, b"header_list_way_too_large"));
+        k.on_goaway(&addr, &goaway(0, b"too_many_pings"));
+        k.on_goaway(
+            &addr,
+            &goaway(ENHANCE_YOUR_CALM, b"header_list_way_too_large"),
+        );
         assert_eq!(k.time(), Some(Duration::from_secs(20)));
         // Off stays off; huge values saturate.
         let off = Keepalive::new(None, DEFAULT_KEEPALIVE_TIMEOUT, false);
-        off.on_goaway(&goaway(ENHANCE_YOUR_CALM, b"too_many_pings"));
+        off.on_goaway(&addr, &goaway(ENHANCE_YOUR_CALM, b"too_many_pings"));
         assert_eq!(off.time(), None);
         let huge = Keepalive::new(Some(Duration::MAX), DEFAULT_KEEPALIVE_TIMEOUT, false);
-        huge.on_goaway(&goaway(ENHANCE_YOUR_CALM, b"too_many_pings"));
+        huge.on_goaway(&addr, &goaway(ENHANCE_YOUR_CALM, b"too_many_pings"));
         assert!(huge.time().is_some());
     }
 }

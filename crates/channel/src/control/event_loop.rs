@@ -310,7 +310,9 @@ impl Loop {
             }
             Event::Draining(id, generation, goaway) if self.is_current(id, generation) => {
                 self.set_subchannel_state(id, ConnectivityState::Idle);
+                let addr = self.conns.get(&id).map(|(addr, _)| addr.to_string());
                 tracing::debug!(
+                    addr = addr.as_deref().unwrap_or("?"),
                     last_stream_id = goaway.last_stream_id,
                     error_code = goaway.error_code,
                     debug_data = %String::from_utf8_lossy(&goaway.debug_data),

@@ -65,14 +65,18 @@ pub(super) async fn connect_subchannel(
             let _ = events.send(Event::Ready(id, generation, addr.clone(), conn));
             // Aborting this task (Disconnect) must close the connection too.
             let _abort = AbortOnDrop(driver);
+            // Biased, the GOAWAY first: a server that sends GOAWAY and closes the connection makes both
+            // branches ready at once, and an unbiased pick would then lose the GOAWAY half the time (its
+            // `too_many_pings` would not back keepalive off). Each branch runs once, so no branch starves.
             tokio::select! {
-                _ = &mut closed => {
-                    let _ = events.send(Event::Closed(id, generation));
-                }
+                biased;
                 goaway = seen.goaway_received() => {
-                    keepalive.on_goaway(&goaway);
+                    keepalive.on_goaway(&addr, &goaway);
                     let _ = events.send(Event::Draining(id, generation, goaway));
                     let _ = closed.await;
+                }
+                _ = &mut closed => {
+                    let _ = events.send(Event::Closed(id, generation));
                 }
                 status = keepalive::run(keepalive.clone(), ping_pong, seen.clone(), || active.in_use() || streams.any()) => {
                     // The peer stopped answering: close the connection (its calls fail UNAVAILABLE).

@@ -6,8 +6,10 @@
 //! model): each module was a test binary of its own, and its tests keep their names under the module's.
 
 mod config_notes_tracing;
+mod goaway_tracing;
 mod health_edges_tracing;
 mod health_tracing;
 mod outlier_tracing;
 mod policy_tracing;
 mod proxy_edges_tracing;
+mod too_many_pings_tracing;
