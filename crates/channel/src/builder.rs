@@ -39,7 +39,7 @@ use crate::channel::{Channel, Inner};
 /// let channel = Channel::builder("dns:///api.example.com:443")
 ///     .tls(TlsConfig::new().webpki_roots())
 ///     .default_service_config(r#"{"loadBalancingConfig": [{"round_robin": {}}]}"#)
-///     .keepalive_time(Duration::from_secs(30))
+///     .keepalive_time(Duration::from_secs(300)) // servers refuse pings more often than every 5 min by default
 ///     .per_rpc_buffer_limit(256 << 10)
 ///     .build()?;
 /// # let _ = channel;
