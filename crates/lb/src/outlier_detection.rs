@@ -386,22 +386,14 @@ impl OutlierDetector {
                 now,
                 rng,
             );
-            let hosts = hosts_with_volume(&samples, config.request_volume);
-            for (i, sample) in samples.iter().enumerate() {
-                if sample.ejected || sample.counts.failures == 0 {
-                    continue;
-                }
-                let reason = refused.get(&i).copied().unwrap_or_else(|| {
-                    not_outlier_reason(
-                        sample.counts.total(),
-                        hosts,
-                        config.request_volume,
-                        config.minimum_hosts,
-                        NotEjectedReason::SuccessRateNotBelowThreshold { threshold },
-                    )
-                });
-                spared.entry(i).or_default()[0] = Some(reason);
-            }
+            note_spared(
+                &samples,
+                &refused,
+                (config.request_volume, config.minimum_hosts),
+                NotEjectedReason::SuccessRateNotBelowThreshold { threshold },
+                &mut spared,
+                0,
+            );
         }
         if let Some(config) = self.config.failure_percentage {
             let outliers = failure_percentage_outliers(&config, &samples);
@@ -412,24 +404,16 @@ impl OutlierDetector {
                 now,
                 rng,
             );
-            let hosts = hosts_with_volume(&samples, config.request_volume);
-            for (i, sample) in samples.iter().enumerate() {
-                if sample.ejected || sample.counts.failures == 0 {
-                    continue;
-                }
-                let reason = refused.get(&i).copied().unwrap_or_else(|| {
-                    not_outlier_reason(
-                        sample.counts.total(),
-                        hosts,
-                        config.request_volume,
-                        config.minimum_hosts,
-                        NotEjectedReason::FailurePercentageNotAboveThreshold {
-                            threshold: config.threshold.get(),
-                        },
-                    )
-                });
-                spared.entry(i).or_default()[1] = Some(reason);
-            }
+            note_spared(
+                &samples,
+                &refused,
+                (config.request_volume, config.minimum_hosts),
+                NotEjectedReason::FailurePercentageNotAboveThreshold {
+                    threshold: config.threshold.get(),
+                },
+                &mut spared,
+                1,
+            );
         }
         // In address-list order; an address the second algorithm ejected is not listed.
         for (i, (entry, sample)) in self.entries.iter().zip(&samples).enumerate() {
@@ -524,5 +508,37 @@ impl OutlierDetector {
             });
         }
         refused
+    }
+}
+
+/// Notes in `slot` of `spared` (0: success rate, 1: failure percentage) why each address with failures
+/// that one algorithm's pass left in service was not ejected: the reason [`OutlierDetector::eject`] gave for
+/// an outlier it refused, else too few calls, too few addresses with enough calls, or `otherwise` (its rate
+/// was no outlier's), by the algorithm's (`requestVolume`, `minimumHosts`).
+fn note_spared(
+    samples: &[Sample],
+    refused: &HashMap<usize, NotEjectedReason>,
+    (request_volume, minimum_hosts): (u32, u32),
+    otherwise: NotEjectedReason,
+    spared: &mut HashMap<usize, [Option<NotEjectedReason>; 2]>,
+    slot: usize,
+) {
+    let hosts = hosts_with_volume(samples, request_volume);
+    for (i, sample) in samples.iter().enumerate() {
+        if sample.ejected || sample.counts.failures == 0 {
+            continue;
+        }
+        let reason = refused.get(&i).copied().unwrap_or_else(|| {
+            not_outlier_reason(
+                sample.counts.total(),
+                hosts,
+                request_volume,
+                minimum_hosts,
+                otherwise,
+            )
+        });
+        if let Some(place) = spared.entry(i).or_default().get_mut(slot) {
+            *place = Some(reason);
+        }
     }
 }
