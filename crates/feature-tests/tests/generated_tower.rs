@@ -524,3 +524,110 @@ async fn a_malformed_reply_fails_as_on_the_channels_own_path() {
     let again = through.message().await.expect_err("the call ended");
     assert_eq!(again.message(), first.message(), "the call ended with it");
 }
+
+/// The channel's statistics after one call that ended with a malformed response message: the totals and
+/// the per-address figures.
+fn failure_counts(channel: &Channel) -> (u64, u64, u64, u64) {
+    let stats = channel.stats();
+    let (addr_ok, addr_failed) = stats
+        .addresses
+        .values()
+        .fold((0, 0), |(ok, failed), a| {
+            (ok + a.calls_succeeded, failed + a.calls_failed)
+        });
+    (
+        stats.calls_succeeded,
+        stats.calls_failed,
+        addr_ok,
+        addr_failed,
+    )
+}
+
+/// A unary reply that does not decode is a failed call on the channel's own prost path: the call ends
+/// INTERNAL and the channel's telemetry (Channel::stats' calls_failed, the address's calls_failed, the
+/// `grpc.call` span's status, outlier detection's counts) records the failure. Through the generic path
+/// (what every generated method now does) the application gets the same INTERNAL, but the channel has
+/// already recorded the call as OK: `GrpcCall::run` (crates/channel/src/service.rs) calls `unary_raw`, whose
+/// identity decoder cannot fail, and `GrpcReply::decode` decodes after the call's end was reported. A user
+/// sees a 100 % failure rate in the application and 0 % in the channel's figures; outlier detection
+/// never ejects a backend that sends garbage.
+#[tokio::test]
+async fn a_malformed_unary_reply_counts_as_failed_as_on_the_channels_own_path() {
+    use grpc_channel::service::{ready_call, GrpcCall};
+    use interop_proto::paths;
+
+    let addr = support::interop_server().await;
+    let own_channel = channel(addr);
+    let own = own_channel
+        .unary::<_, Payload>(paths::UNARY_CALL, Request::new(simple()))
+        .await
+        .expect_err("malformed");
+    assert_eq!(own.code(), Code::Internal);
+    assert_eq!(
+        failure_counts(&own_channel),
+        (0, 1, 0, 1),
+        "the channel's own path records the failure"
+    );
+
+    let mut through_channel = channel(addr);
+    let call = GrpcCall::unary(paths::UNARY_CALL, GrpcCall::encode(Request::new(simple())));
+    let through = ready_call(&mut through_channel, call)
+        .await
+        .expect("reply")
+        .decode::<Payload>()
+        .expect_err("malformed");
+    assert_eq!(through.code(), Code::Internal);
+    assert_eq!(
+        failure_counts(&through_channel),
+        failure_counts(&own_channel),
+        "(succeeded, failed, address succeeded, address failed): the generic path records the same failure"
+    );
+}
+
+/// The same for a client-streaming call: on the channel's own path a malformed response message fails
+/// the call in the channel's figures; through the generic path (`client_streaming_with(Codec::raw(), ..)`
+/// in `GrpcCall::run`, then `GrpcReply::decode`) the channel counts it OK. `StreamingInputCallResponse`
+/// has a varint in field 1, where `SimpleResponse` has a message.
+#[tokio::test]
+async fn a_malformed_client_streaming_reply_counts_as_failed_as_on_the_channels_own_path() {
+    use grpc_channel::service::{ready_call, GrpcCall};
+    use interop_proto::paths;
+
+    let requests = || {
+        Request::new(tokio_stream::iter(vec![StreamingInputCallRequest {
+            payload: Some(Payload {
+                body: vec![0; 10].into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }]))
+    };
+    let addr = support::interop_server().await;
+    let own_channel = channel(addr);
+    let own = own_channel
+        .client_streaming::<_, interop_proto::SimpleResponse, _>(
+            paths::STREAMING_INPUT_CALL,
+            requests(),
+        )
+        .await
+        .expect_err("malformed");
+    assert_eq!(own.code(), Code::Internal);
+    assert_eq!(failure_counts(&own_channel), (0, 1, 0, 1));
+
+    let mut through_channel = channel(addr);
+    let call = GrpcCall::client_streaming(
+        paths::STREAMING_INPUT_CALL,
+        GrpcCall::encode_stream(requests()),
+    );
+    let through = ready_call(&mut through_channel, call)
+        .await
+        .expect("reply")
+        .decode::<interop_proto::SimpleResponse>()
+        .expect_err("malformed");
+    assert_eq!(through.code(), Code::Internal);
+    assert_eq!(
+        failure_counts(&through_channel),
+        failure_counts(&own_channel),
+        "(succeeded, failed, address succeeded, address failed)"
+    );
+}
