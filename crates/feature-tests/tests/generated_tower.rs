@@ -443,6 +443,12 @@ mod holding_peer {
                 .await;
         }
 
+        /// Waits (at most [`NO_HANG`]) until no call is in the server (ended, released or cancelled).
+        pub(super) async fn wait_for_none_in_flight(&self) {
+            self.wait_until(|c| c.in_flight.load(Ordering::SeqCst) == 0)
+                .await;
+        }
+
         /// Waits (at most [`NO_HANG`]) until `n` calls have started.
         pub(super) async fn wait_for_started(&self, n: usize) {
             self.wait_until(|c| c.started.load(Ordering::SeqCst) >= n)
@@ -630,4 +636,79 @@ async fn a_malformed_client_streaming_reply_counts_as_failed_as_on_the_channels_
         failure_counts(&own_channel),
         "(succeeded, failed, address succeeded, address failed)"
     );
+}
+
+/// Dropping a generated call's future mid-flight (what a timeout layer, `select!` or an aborted task does)
+/// through `Buffer` over `concurrency_limit(1)`: the server sees the call end (RST_STREAM(CANCEL)), the
+/// channel counts it failed (CANCELLED), and the permit is returned: the next call goes through.
+#[tokio::test]
+async fn dropping_a_call_through_buffer_and_a_limit_cancels_it_and_returns_the_permit() {
+    let peer = Holding::start().await;
+    let channel = channel(peer.addr);
+    let service = ServiceBuilder::new()
+        .buffer(4)
+        .concurrency_limit(1)
+        .service(channel.clone());
+    let client = TestServiceClient::new(service);
+    let held = tokio::spawn({
+        let mut client = client.clone();
+        async move { client.unary_call(simple()).await }
+    });
+    peer.wait_for_in_flight(1).await;
+    held.abort();
+    let _ = held.await;
+    peer.wait_for_none_in_flight().await;
+    let stats = channel.stats();
+    assert_eq!(
+        (stats.calls_succeeded, stats.calls_failed),
+        (0, 1),
+        "the cancelled call counts failed"
+    );
+    peer.release(1);
+    tokio::time::timeout(NO_HANG, client.clone().unary_call(simple()))
+        .await
+        .expect("the permit was returned: no hang")
+        .expect("the next call succeeds");
+}
+
+fn assert_send_static<F: std::future::Future + Send + 'static>(f: F) -> F {
+    f
+}
+
+/// A generated call over a tower stack can be spawned (its future is `Send + 'static` once the client is
+/// moved in), for every call shape, with the layers a user stacks (buffer, timeout, limits, load shed,
+/// map_request) and with `BoxCloneService`.
+#[tokio::test]
+async fn generated_calls_over_a_stack_are_send() {
+    let service = ServiceBuilder::new()
+        .buffer(8)
+        .load_shed()
+        .rate_limit(100, Duration::from_secs(1))
+        .concurrency_limit(2)
+        .timeout(Duration::from_secs(1))
+        .map_request(|call: GrpcCall| call)
+        .service(Channel::new("ipv4:127.0.0.1:1").expect("channel"));
+    let client = TestServiceClient::new(service);
+    let mut c = client.clone();
+    let unary = assert_send_static(async move { c.unary_call(simple()).await });
+    let mut c = client.clone();
+    let server = assert_send_static(async move {
+        c.streaming_output_call(StreamingOutputCallRequest::default())
+            .await
+    });
+    let mut c = client.clone();
+    let client_streaming = assert_send_static(async move {
+        c.streaming_input_call(tokio_stream::iter(Vec::<StreamingInputCallRequest>::new()))
+            .await
+    });
+    let mut c = client.clone();
+    let bidi = assert_send_static(async move {
+        c.full_duplex_call(tokio_stream::iter(Vec::<StreamingOutputCallRequest>::new()))
+            .await
+    });
+    drop((unary, server, client_streaming, bidi));
+    let boxed = tower::util::BoxCloneService::new(Channel::new("ipv4:127.0.0.1:1").expect("channel"));
+    let mut c = TestServiceClient::new(boxed);
+    let boxed_call = assert_send_static(async move { c.unary_call(simple()).await });
+    drop(boxed_call);
 }
