@@ -712,3 +712,29 @@ async fn generated_calls_over_a_stack_are_send() {
     let boxed_call = assert_send_static(async move { c.unary_call(simple()).await });
     drop(boxed_call);
 }
+
+/// With the `tonic` feature the channel converts `tonic::Status` into its own (`From<tonic::Status>`), so a
+/// layer that fails with a `tonic::Status` (as code shared with a tonic server or a tonic client's stack
+/// does) should keep its code through a generated client: PERMISSION_DENIED stays PERMISSION_DENIED.
+/// `Status::from_error` (crates/channel/src/service.rs) only looks for the channel's own `Status`, so the
+/// tonic status becomes UNKNOWN with its text.
+#[tokio::test]
+async fn a_layers_tonic_status_keeps_its_code_with_the_tonic_feature() {
+    let addr = support::interop_server().await;
+    let service = ServiceBuilder::new()
+        .map_err(|_: Status| tonic::Status::permission_denied("no ticket"))
+        .service(channel(addr));
+    let mut client = TestServiceClient::new(service);
+    let status = client
+        .unary_call(SimpleRequest {
+            response_status: Some(interop_proto::EchoStatus {
+                code: Code::NotFound as i32,
+                message: "nope".into(),
+            }),
+            ..Default::default()
+        })
+        .await
+        .expect_err("mapped");
+    assert_eq!(status.code(), Code::PermissionDenied, "{status:?}");
+    assert_eq!(status.message(), "no ticket");
+}
