@@ -738,3 +738,38 @@ async fn a_layers_tonic_status_keeps_its_code_with_the_tonic_feature() {
     assert_eq!(status.code(), Code::PermissionDenied, "{status:?}");
     assert_eq!(status.message(), "no ticket");
 }
+
+/// A call's own timeout (`Request::with_timeout`) is, per the guide's "Tower layers" section, "a deadline for
+/// the whole call", and gRPC's deadline is fixed when the application makes the call (grpc-go's context,
+/// grpc-java's `withDeadlineAfter`). Queued behind `concurrency_limit(1)` while another call is held, a
+/// call with a 1 s timeout should end DEADLINE_EXCEEDED after 1 s. The channel computes the deadline when
+/// the call reaches it (crates/channel/src/channel.rs, `api_deadline` in `begin`), after the layers, so the
+/// call waits for the permit with no deadline at all, here until the guard. On the paused clock.
+#[tokio::test(start_paused = true)]
+async fn a_calls_own_timeout_counts_the_time_queued_in_the_layers() {
+    let peer = Holding::start().await;
+    let service = ServiceBuilder::new()
+        .concurrency_limit(1)
+        .service(channel(peer.addr));
+    let client = TestServiceClient::new(service);
+    let held = tokio::spawn({
+        let mut client = client.clone();
+        async move { client.unary_call(simple()).await }
+    });
+    peer.wait_for_in_flight(1).await;
+    let started = tokio::time::Instant::now();
+    let queued = tokio::time::timeout(
+        Duration::from_secs(60),
+        client
+            .clone()
+            .unary_call(Request::new(simple()).with_timeout(Duration::from_secs(1))),
+    )
+    .await;
+    let waited = started.elapsed();
+    peer.release(2);
+    let _ = held.await;
+    let status = queued
+        .unwrap_or_else(|_| panic!("still queued after {waited:?}: its 1 s timeout never applied"))
+        .expect_err("its deadline passed while it waited for the permit");
+    assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
+}
