@@ -773,3 +773,42 @@ async fn a_calls_own_timeout_counts_the_time_queued_in_the_layers() {
         .expect_err("its deadline passed while it waited for the permit");
     assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
 }
+
+/// A malformed message in a server-streaming reply through the generic path counts as a failed call, as on
+/// the channel's own path (the decoder runs inside the channel's receiving half, `Streaming::decoded_with`).
+#[tokio::test]
+async fn a_malformed_server_streaming_reply_counts_as_failed_as_on_the_channels_own_path() {
+    use grpc_channel::service::{ready_call, GrpcCall};
+    use interop_proto::paths;
+
+    let request = || {
+        Request::new(StreamingOutputCallRequest {
+            response_parameters: vec![ResponseParameters {
+                size: 4,
+                ..Default::default()
+            }],
+            ..Default::default()
+        })
+    };
+    let addr = support::interop_server().await;
+    let own_channel = channel(addr);
+    let mut own = own_channel
+        .server_streaming::<_, Payload>(paths::STREAMING_OUTPUT_CALL, request())
+        .await
+        .expect("headers")
+        .into_inner();
+    own.message().await.expect_err("malformed");
+    drop(own);
+    let mut through_channel = channel(addr);
+    let call = GrpcCall::server_streaming(paths::STREAMING_OUTPUT_CALL, GrpcCall::encode(request()));
+    let mut through = ready_call(&mut through_channel, call)
+        .await
+        .expect("reply")
+        .decode_streaming::<Payload>()
+        .expect("a stream")
+        .into_inner();
+    through.message().await.expect_err("malformed");
+    drop(through);
+    assert_eq!(failure_counts(&own_channel).1, 1);
+    assert_eq!(failure_counts(&through_channel), failure_counts(&own_channel));
+}
