@@ -39,14 +39,25 @@ async fn rpcs_named_like_tower_and_client_items_compile_and_call() {
     let channel = grpc_channel::Channel::new("ipv4:127.0.0.1:1").expect("channel");
     let mut client = AwkwardClient::new(channel.clone());
     let mut copy = Clone::clone(&client);
-    let status = client.call(T::default()).await.expect_err("nothing listens");
+    let status = client
+        .call(T::default())
+        .await
+        .expect_err("nothing listens");
     assert_eq!(status.code(), grpc_channel::Code::Unavailable);
-    let status = copy.poll_ready(T::default()).await.expect_err("nothing listens");
+    let status = copy
+        .poll_ready(T::default())
+        .await
+        .expect_err("nothing listens");
     assert_eq!(status.code(), grpc_channel::Code::Unavailable);
-    let status = client.ready_call(T::default()).await.expect_err("nothing listens");
+    let status = client
+        .ready_call(T::default())
+        .await
+        .expect_err("nothing listens");
     assert_eq!(status.code(), grpc_channel::Code::Unavailable);
     let mut split = SplitClient::new(channel);
     let status = split
-        .into_inner(grpc_build_test::adv_split::adv::tower::service::T::default()).await.expect_err("nothing listens");
+        .into_inner(grpc_build_test::adv_split::adv::tower::service::T::default())
+        .await
+        .expect_err("nothing listens");
     assert_eq!(status.code(), grpc_channel::Code::Unavailable);
 }

@@ -535,12 +535,9 @@ async fn a_malformed_reply_fails_as_on_the_channels_own_path() {
 /// the per-address figures.
 fn failure_counts(channel: &Channel) -> (u64, u64, u64, u64) {
     let stats = channel.stats();
-    let (addr_ok, addr_failed) = stats
-        .addresses
-        .values()
-        .fold((0, 0), |(ok, failed), a| {
-            (ok + a.calls_succeeded, failed + a.calls_failed)
-        });
+    let (addr_ok, addr_failed) = stats.addresses.values().fold((0, 0), |(ok, failed), a| {
+        (ok + a.calls_succeeded, failed + a.calls_failed)
+    });
     (
         stats.calls_succeeded,
         stats.calls_failed,
@@ -707,7 +704,8 @@ async fn generated_calls_over_a_stack_are_send() {
             .await
     });
     drop((unary, server, client_streaming, bidi));
-    let boxed = tower::util::BoxCloneService::new(Channel::new("ipv4:127.0.0.1:1").expect("channel"));
+    let boxed =
+        tower::util::BoxCloneService::new(Channel::new("ipv4:127.0.0.1:1").expect("channel"));
     let mut c = TestServiceClient::new(boxed);
     let boxed_call = assert_send_static(async move { c.unary_call(simple()).await });
     drop(boxed_call);
@@ -800,7 +798,8 @@ async fn a_malformed_server_streaming_reply_counts_as_failed_as_on_the_channels_
     own.message().await.expect_err("malformed");
     drop(own);
     let mut through_channel = channel(addr);
-    let call = GrpcCall::server_streaming(paths::STREAMING_OUTPUT_CALL, GrpcCall::encode(request()));
+    let call =
+        GrpcCall::server_streaming(paths::STREAMING_OUTPUT_CALL, GrpcCall::encode(request()));
     let mut through = ready_call(&mut through_channel, call)
         .await
         .expect("reply")
@@ -810,5 +809,8 @@ async fn a_malformed_server_streaming_reply_counts_as_failed_as_on_the_channels_
     through.message().await.expect_err("malformed");
     drop(through);
     assert_eq!(failure_counts(&own_channel).1, 1);
-    assert_eq!(failure_counts(&through_channel), failure_counts(&own_channel));
+    assert_eq!(
+        failure_counts(&through_channel),
+        failure_counts(&own_channel)
+    );
 }
