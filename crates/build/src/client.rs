@@ -313,6 +313,14 @@ fn generate_method(service: &str, method: &Method, buf: &mut String) {
             "encode",
         )
     };
+    // Unary and client-streaming calls hand the channel their response's decoder, so that a malformed
+    // response fails the call inside the channel (its statistics, outlier detection, span), as on its own
+    // prost path; streaming responses are decoded inside the channel's receiving half anyway.
+    let decoding = if method.server_streaming {
+        String::new()
+    } else {
+        format!(".decoding::<{output}>()")
+    };
     let (response, call, decode) = match (method.client_streaming, method.server_streaming) {
         (false, false) => (output, "unary", "decode"),
         (false, true) => (
@@ -341,7 +349,7 @@ fn generate_method(service: &str, method: &Method, buf: &mut String) {
             let call = ::grpc_channel::service::GrpcCall::{call}(
                 {path:?},
                 ::grpc_channel::service::GrpcCall::{encode}(request),
-            );
+            ){decoding};
             ::grpc_channel::service::ready_call(&mut self.inner, call)
                 .await?
                 .{decode}()

@@ -260,10 +260,11 @@ async fn a_custom_layer_reads_the_path_and_metadata() {
                 call
             }
         })
-        // And one that takes a unary reply apart and hands it on rebuilt.
-        .map_response(|reply: GrpcReply| match reply.into_unary() {
-            Some(response) => GrpcReply::from_unary(response),
-            None => panic!("only unary replies here"),
+        // And one that takes a unary reply apart and hands it on rebuilt (a generated client's unary and
+        // client-streaming replies arrive decoded: the channel decodes inside the call).
+        .map_response(|reply: GrpcReply| match reply.into_decoded() {
+            Some(response) => GrpcReply::from_decoded(response),
+            None => panic!("only decoded unary replies here"),
         })
         .service(channel(addr));
     let mut client = TestServiceClient::new(service);
@@ -573,11 +574,12 @@ async fn a_malformed_unary_reply_counts_as_failed_as_on_the_channels_own_path() 
     );
 
     let mut through_channel = channel(addr);
-    let call = GrpcCall::unary(paths::UNARY_CALL, GrpcCall::encode(Request::new(simple())));
+    // The call carries its response's decoder, as a generated client's does: the channel decodes inside the
+    // call (with no decoder it cannot know the response type, and the reply stays encoded).
+    let call = GrpcCall::unary(paths::UNARY_CALL, GrpcCall::encode(Request::new(simple())))
+        .decoding::<Payload>();
     let through = ready_call(&mut through_channel, call)
         .await
-        .expect("reply")
-        .decode::<Payload>()
         .expect_err("malformed");
     assert_eq!(through.code(), Code::Internal);
     assert_eq!(
@@ -618,14 +620,14 @@ async fn a_malformed_client_streaming_reply_counts_as_failed_as_on_the_channels_
     assert_eq!(failure_counts(&own_channel), (0, 1, 0, 1));
 
     let mut through_channel = channel(addr);
+    // With its response's decoder, as a generated client's call.
     let call = GrpcCall::client_streaming(
         paths::STREAMING_INPUT_CALL,
         GrpcCall::encode_stream(requests()),
-    );
+    )
+    .decoding::<interop_proto::SimpleResponse>();
     let through = ready_call(&mut through_channel, call)
         .await
-        .expect("reply")
-        .decode::<interop_proto::SimpleResponse>()
         .expect_err("malformed");
     assert_eq!(through.code(), Code::Internal);
     assert_eq!(
