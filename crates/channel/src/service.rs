@@ -102,9 +102,23 @@ enum CallBody {
     BidiStreaming(Request<MessageStream>),
 }
 
+/// Fixes the call's deadline now, when the application makes the call, from its own timeout (as grpc-go's
+/// context and grpc-java's `withDeadlineAfter` do): the time the call then waits in the client's layers (a
+/// concurrency or rate limit's queue, a buffer) counts, and [`ready_call`] ends the wait at the deadline.
+/// A timeout too large to add means no deadline.
+fn fix_deadline(options: &mut CallOptions) {
+    if options.deadline.is_none() {
+        options.deadline = options
+            .timeout
+            .and_then(|t| tokio::time::Instant::now().checked_add(t));
+    }
+}
+
 impl GrpcCall {
     /// A unary call of `path` (`/package.Service/Method`) with one encoded request message.
     pub fn unary(path: impl Into<Cow<'static, str>>, request: Request<Bytes>) -> GrpcCall {
+        let mut request = request;
+        fix_deadline(request.options_mut());
         GrpcCall {
             path: path.into(),
             body: CallBody::Unary(request),
@@ -117,6 +131,8 @@ impl GrpcCall {
         path: impl Into<Cow<'static, str>>,
         request: Request<Bytes>,
     ) -> GrpcCall {
+        let mut request = request;
+        fix_deadline(request.options_mut());
         GrpcCall {
             path: path.into(),
             body: CallBody::ServerStreaming(request),
@@ -130,6 +146,8 @@ impl GrpcCall {
         path: impl Into<Cow<'static, str>>,
         request: Request<MessageStream>,
     ) -> GrpcCall {
+        let mut request = request;
+        fix_deadline(request.options_mut());
         GrpcCall {
             path: path.into(),
             body: CallBody::ClientStreaming(request),
@@ -143,6 +161,8 @@ impl GrpcCall {
         path: impl Into<Cow<'static, str>>,
         request: Request<MessageStream>,
     ) -> GrpcCall {
+        let mut request = request;
+        fix_deadline(request.options_mut());
         GrpcCall {
             path: path.into(),
             body: CallBody::BidiStreaming(request),
@@ -503,13 +523,38 @@ where
     S: tower_service::Service<GrpcCall, Response = GrpcReply>,
     S::Error: Into<BoxError>,
 {
-    poll_fn(|cx| service.poll_ready(cx))
-        .await
-        .map_err(|e| Status::from_error(e.into()))?;
-    service
-        .call(call)
-        .await
-        .map_err(|e| Status::from_error(e.into()))
+    let Some(deadline) = call.options().deadline else {
+        poll_fn(|cx| service.poll_ready(cx))
+            .await
+            .map_err(|e| Status::from_error(e.into()))?;
+        return service
+            .call(call)
+            .await
+            .map_err(|e| Status::from_error(e.into()));
+    };
+    // The call's deadline bounds its wait in the layers too: for the service to be ready (a concurrency
+    // or rate limit), then for the reply (a buffer's queue before the call reaches the channel, which
+    // enforces the same deadline from there on; its own status wins when both end the call at once).
+    match tokio::time::timeout_at(deadline, poll_fn(|cx| service.poll_ready(cx))).await {
+        Ok(ready) => ready.map_err(|e| Status::from_error(e.into()))?,
+        Err(_) => return Err(deadline_in_layers("to be ready")),
+    }
+    let reply = service.call(call);
+    let mut reply = std::pin::pin!(reply);
+    let mut expired = std::pin::pin!(tokio::time::sleep_until(deadline));
+    tokio::select! {
+        biased;
+        result = &mut reply => result.map_err(|e| Status::from_error(e.into())),
+        () = &mut expired => Err(deadline_in_layers("to reply")),
+    }
+}
+
+/// The status of a call whose deadline passed while it waited in the client's layers.
+fn deadline_in_layers(waiting: &str) -> Status {
+    Status::new(
+        Code::DeadlineExceeded,
+        format!("deadline exceeded while the call waited for the client's service {waiting}"),
+    )
 }
 
 impl Status {
