@@ -560,7 +560,8 @@ fn deadline_in_layers(waiting: &str) -> Status {
 impl Status {
     /// The status for an error of a tower service that carries calls (a layer's): a [`Status`] itself
     /// (the channel's, or a layer's own), found in the error or its source chain (tower's `Buffer` wraps
-    /// its service's errors); a timeout layer's `Elapsed` is DEADLINE_EXCEEDED; a load-shed layer's
+    /// its service's errors), or with the `tonic` feature a `tonic::Status` there, converted by its `From`
+    /// (code, message, metadata and details kept); a timeout layer's `Elapsed` is DEADLINE_EXCEEDED; a load-shed layer's
     /// `Overloaded` is UNAVAILABLE; anything else is UNKNOWN with the error's text. The error is kept as
     /// the status's source, except for a status found, which is returned as it is.
     pub fn from_error(error: BoxError) -> Status {
@@ -568,11 +569,20 @@ impl Status {
             Ok(status) => return *status,
             Err(error) => error,
         };
+        #[cfg(feature = "tonic")]
+        let error = match error.downcast::<::tonic::Status>() {
+            Ok(status) => return Status::from(*status),
+            Err(error) => error,
+        };
         let mut cause: Option<&(dyn StdError + 'static)> = Some(error.as_ref());
         let mut mapped = None;
         while let Some(e) = cause {
             if let Some(status) = e.downcast_ref::<Status>() {
                 return status.clone();
+            }
+            #[cfg(feature = "tonic")]
+            if let Some(status) = e.downcast_ref::<::tonic::Status>() {
+                return Status::from(status.clone());
             }
             if e.is::<::tower::timeout::error::Elapsed>() {
                 mapped = Some(Status::new(
@@ -642,5 +652,19 @@ mod tests {
             ::tower::timeout::error::Elapsed::new(),
         ))));
         assert_eq!(wrapped.code(), Code::DeadlineExceeded);
+    }
+
+    #[cfg(feature = "tonic")]
+    #[test]
+    fn a_tonic_status_keeps_its_code_anywhere_in_the_chain() {
+        let status = Status::from_error(Box::new(::tonic::Status::permission_denied("no ticket")));
+        assert_eq!(
+            (status.code(), status.message()),
+            (Code::PermissionDenied, "no ticket")
+        );
+        let wrapped = Status::from_error(Box::new(Wrapper(Box::new(
+            ::tonic::Status::not_found("gone"),
+        ))));
+        assert_eq!((wrapped.code(), wrapped.message()), (Code::NotFound, "gone"));
     }
 }
