@@ -270,7 +270,9 @@ impl GrpcCall {
                     .client_streaming_with(Codec::raw_decoding(decoder), &path, request)
                     .await?,
             ),
-            (CallBody::Unary(request), None) => Reply::Unary(channel.unary_raw(&path, request).await?),
+            (CallBody::Unary(request), None) => {
+                Reply::Unary(channel.unary_raw(&path, request).await?)
+            }
             (CallBody::ServerStreaming(request), _) => Reply::Streaming(
                 channel
                     .server_streaming_with(Codec::raw(), &path, request)
@@ -339,8 +341,22 @@ enum Reply {
 }
 
 impl GrpcReply {
-    /// The reply of a unary or client-streaming call (for a layer that took a reply apart with
-    /// [`GrpcReply::into_unary`] and hands it on).
+    /// The reply of a unary or client-streaming call with its message encoded: for a layer that took a
+    /// reply apart with [`GrpcReply::into_unary`] and hands it on, or a service of one's own that answers
+    /// without the network (a fake, a cache), with [`Response::from_parts`]:
+    ///
+    /// ```
+    /// use grpc_channel::service::{GrpcCall, GrpcReply};
+    /// use grpc_channel::{MetadataMap, Response, Status};
+    ///
+    /// // What a fake service (say `tower::service_fn(|call: GrpcCall| ..)`) answers: an encoded message,
+    /// // which the generated client decodes as it decodes the channel's replies.
+    /// let encoded = bytes::Bytes::from_static(b"\x0a\x02hi");
+    /// let reply = GrpcReply::from_unary(Response::from_parts(MetadataMap::new(), encoded));
+    /// assert!(!reply.is_streaming());
+    /// # let _: Option<GrpcCall> = None;
+    /// # let _: Option<Status> = None;
+    /// ```
     pub fn from_unary(response: Response<Bytes>) -> GrpcReply {
         GrpcReply {
             reply: Reply::Unary(response),
@@ -662,9 +678,12 @@ mod tests {
             (status.code(), status.message()),
             (Code::PermissionDenied, "no ticket")
         );
-        let wrapped = Status::from_error(Box::new(Wrapper(Box::new(
-            ::tonic::Status::not_found("gone"),
-        ))));
-        assert_eq!((wrapped.code(), wrapped.message()), (Code::NotFound, "gone"));
+        let wrapped = Status::from_error(Box::new(Wrapper(Box::new(::tonic::Status::not_found(
+            "gone",
+        )))));
+        assert_eq!(
+            (wrapped.code(), wrapped.message()),
+            (Code::NotFound, "gone")
+        );
     }
 }

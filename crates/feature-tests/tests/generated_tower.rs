@@ -816,3 +816,86 @@ async fn a_malformed_server_streaming_reply_counts_as_failed_as_on_the_channels_
         failure_counts(&own_channel)
     );
 }
+
+/// A service of one's own behind a generated client, answering without the network (a fake in tests, a
+/// cache): it builds its replies with the public constructors (`Response::from_parts`,
+/// `GrpcReply::from_unary` with an encoded message, or `GrpcReply::from_decoded` with the call's own
+/// decoder), the client decodes them as it decodes the channel's, and a malformed one is INTERNAL.
+#[tokio::test]
+async fn a_fake_service_answers_a_generated_client() {
+    use bytes::Bytes;
+    use grpc_channel::{MetadataMap, Response};
+    use prost::Message;
+
+    let answer = |body: Vec<u8>| {
+        Bytes::from(
+            interop_proto::SimpleResponse {
+                payload: Some(Payload {
+                    body: body.into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }
+            .encode_to_vec(),
+        )
+    };
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let fake = tower::service_fn({
+        let seen = Arc::clone(&seen);
+        move |call: GrpcCall| {
+            seen.lock()
+                .expect("lock")
+                .push((call.path().to_owned(), call.shape()));
+            let tenant = call.metadata().get("x-tenant").map(str::to_owned);
+            let decoder = call.decoder();
+            let encoded = match tenant.as_deref() {
+                Some("garbage") => Bytes::from_static(b"\x0a\xff"),
+                _ => answer(vec![7; 3]),
+            };
+            async move {
+                let mut metadata = MetadataMap::new();
+                metadata.insert("x-fake", "yes").expect("valid metadata");
+                Ok::<_, Status>(match tenant.as_deref() {
+                    // Decoded here with the call's own decoder, as the channel does.
+                    Some("decoded") => {
+                        let decoder = decoder.expect("a generated unary call has a decoder");
+                        GrpcReply::from_decoded(Response::from_parts(metadata, decoder(encoded)?))
+                    }
+                    _ => GrpcReply::from_unary(Response::from_parts(metadata, encoded)),
+                })
+            }
+        }
+    });
+    let mut client = TestServiceClient::new(fake);
+    for tenant in ["encoded", "decoded"] {
+        let mut request = Request::new(simple());
+        request
+            .metadata_mut()
+            .insert("x-tenant", tenant)
+            .expect("valid metadata");
+        let response = client.unary_call(request).await.expect("the fake's reply");
+        assert_eq!(response.metadata().get("x-fake"), Some("yes"), "{tenant}");
+        assert_eq!(
+            response.message().payload.as_ref().map(|p| p.body.len()),
+            Some(3),
+            "{tenant}"
+        );
+    }
+    let mut request = Request::new(simple());
+    request
+        .metadata_mut()
+        .insert("x-tenant", "garbage")
+        .expect("valid metadata");
+    let status = client.unary_call(request).await.expect_err("malformed");
+    assert_eq!(status.code(), Code::Internal, "{status:?}");
+    assert_eq!(
+        seen.lock().expect("lock").clone(),
+        vec![
+            (
+                interop_proto::paths::UNARY_CALL.to_owned(),
+                grpc_channel::service::CallShape::Unary
+            );
+            3
+        ]
+    );
+}

@@ -442,6 +442,14 @@ impl<T> Response<T> {
         }
     }
 
+    /// A response of `message` with the response headers' `metadata` (no trailers, not compressed, from
+    /// the first attempt): the reverse of [`Response::into_parts`]. For a tower service of one's own that
+    /// answers a generated client's calls without the network (a fake in tests, a cache):
+    /// `GrpcReply::from_unary(Response::from_parts(metadata, encoded))` (see `grpc_channel::service`).
+    pub fn from_parts(metadata: MetadataMap, message: T) -> Response<T> {
+        Response::new(message, metadata, MetadataMap::new(), false)
+    }
+
     /// The message.
     pub fn message(&self) -> &T {
         &self.message
