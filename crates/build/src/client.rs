@@ -26,8 +26,10 @@
 //! ```
 //!
 //! Each RPC method applies the client's defaults and interceptor, encodes the request
-//! (`GrpcCall::encode`), waits for the service to be ready and calls it (`grpc_channel::service::ready_call`,
-//! which maps a layer's errors to a `Status`), then decodes the reply (`GrpcReply::decode`).
+//! (`GrpcCall::encode`), hands a unary or client-streaming call its response's decoder
+//! (`GrpcCall::decoding`, so the channel decodes inside the call), waits for the service to be ready and
+//! calls it (`grpc_channel::service::ready_call`, which maps a layer's errors to a `Status` and bounds the
+//! wait by the call's deadline), then takes the reply's message (`GrpcReply::decode`).
 
 use std::fmt::Write as _;
 
