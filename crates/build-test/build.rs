@@ -29,6 +29,7 @@ fn main() -> Result<(), grpc_build::Error> {
             "adv/names/a.proto",
             "adv/names/b.proto",
             "adv/names/connect.proto",
+            "adv/names/tower.proto",
         ];
         let together = out_dir.join("adv");
         let apart = out_dir.join("adv-split");

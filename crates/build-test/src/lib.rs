@@ -57,6 +57,11 @@ pub mod adv {
         pub mod connect {
             include!(concat!(env!("OUT_DIR"), "/adv/adv.connect.rs"));
         }
+        pub mod tower {
+            pub mod service {
+                include!(concat!(env!("OUT_DIR"), "/adv/adv.tower.service.rs"));
+            }
+        }
     }
 }
 
@@ -84,6 +89,15 @@ pub mod adv_split {
                 env!("OUT_DIR"),
                 "/adv-split/adv.connect.grpc-client.rs"
             ));
+        }
+        pub mod tower {
+            pub mod service {
+                include!(concat!(env!("OUT_DIR"), "/adv-split/adv.tower.service.rs"));
+                include!(concat!(
+                    env!("OUT_DIR"),
+                    "/adv-split/adv.tower.service.grpc-client.rs"
+                ));
+            }
         }
     }
 }

@@ -26,3 +26,38 @@ async fn awkward_names_compile_and_are_callable() {
     let mut s = split::connect::connect_api_client::ConnectApiClient::new(channel);
     drop(s.connect(split::connect::ConnectRequest::default()));
 }
+
+/// RPCs named like tower's `call`, `poll_ready`, `ready` and the client's own `into_inner`, `clone`: the
+/// generated client compiles, each RPC is a method of its own, and the client over a channel still clones
+/// (`Clone::clone` stays reachable) and calls.
+#[tokio::test]
+async fn rpcs_named_like_tower_and_client_items_compile_and_call() {
+    use grpc_build_test::adv::adv::tower::service::awkward_client::AwkwardClient;
+    use grpc_build_test::adv::adv::tower::service::T;
+    use grpc_build_test::adv_split::adv::tower::service::awkward_client::AwkwardClient as SplitClient;
+
+    let channel = grpc_channel::Channel::new("ipv4:127.0.0.1:1").expect("channel");
+    let mut client = AwkwardClient::new(channel.clone());
+    let mut copy = Clone::clone(&client);
+    let status = client
+        .call(T::default())
+        .await
+        .expect_err("nothing listens");
+    assert_eq!(status.code(), grpc_channel::Code::Unavailable);
+    let status = copy
+        .poll_ready(T::default())
+        .await
+        .expect_err("nothing listens");
+    assert_eq!(status.code(), grpc_channel::Code::Unavailable);
+    let status = client
+        .ready_call(T::default())
+        .await
+        .expect_err("nothing listens");
+    assert_eq!(status.code(), grpc_channel::Code::Unavailable);
+    let mut split = SplitClient::new(channel);
+    let status = split
+        .into_inner(grpc_build_test::adv_split::adv::tower::service::T::default())
+        .await
+        .expect_err("nothing listens");
+    assert_eq!(status.code(), grpc_channel::Code::Unavailable);
+}

@@ -26,8 +26,10 @@
 //! ```
 //!
 //! Each RPC method applies the client's defaults and interceptor, encodes the request
-//! (`GrpcCall::encode`), waits for the service to be ready and calls it (`grpc_channel::service::ready_call`,
-//! which maps a layer's errors to a `Status`), then decodes the reply (`GrpcReply::decode`).
+//! (`GrpcCall::encode`), hands a unary or client-streaming call its response's decoder
+//! (`GrpcCall::decoding`, so the channel decodes inside the call), waits for the service to be ready and
+//! calls it (`grpc_channel::service::ready_call`, which maps a layer's errors to a `Status` and bounds the
+//! wait by the call's deadline), then takes the reply's message (`GrpcReply::decode`).
 
 use std::fmt::Write as _;
 
@@ -313,6 +315,14 @@ fn generate_method(service: &str, method: &Method, buf: &mut String) {
             "encode",
         )
     };
+    // Unary and client-streaming calls hand the channel their response's decoder, so that a malformed
+    // response fails the call inside the channel (its statistics, outlier detection, span), as on its own
+    // prost path; streaming responses are decoded inside the channel's receiving half anyway.
+    let decoding = if method.server_streaming {
+        String::new()
+    } else {
+        format!(".decoding::<{output}>()")
+    };
     let (response, call, decode) = match (method.client_streaming, method.server_streaming) {
         (false, false) => (output, "unary", "decode"),
         (false, true) => (
@@ -341,7 +351,7 @@ fn generate_method(service: &str, method: &Method, buf: &mut String) {
             let call = ::grpc_channel::service::GrpcCall::{call}(
                 {path:?},
                 ::grpc_channel::service::GrpcCall::{encode}(request),
-            );
+            ){decoding};
             ::grpc_channel::service::ready_call(&mut self.inner, call)
                 .await?
                 .{decode}()

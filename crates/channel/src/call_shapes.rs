@@ -169,7 +169,7 @@ impl Channel {
     /// its arguments, is the retry driver (a call waiting for its response is most often here, the call not
     /// committed before the response headers), then a box with the receiving half. Starting the call
     /// waits for nothing unless name resolution has no result yet (that wait is boxed).
-    async fn unary_with<Req, Resp>(
+    pub(crate) async fn unary_with<Req, Resp>(
         &self,
         codec: Codec<Req, Resp>,
         path: &str,

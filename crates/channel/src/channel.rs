@@ -394,10 +394,13 @@ impl Channel {
         inner.interceptors.run(path, &mut metadata, &mut options)?;
         let call_start = Instant::now();
         // A timeout too large to add means no deadline.
-        let api_deadline = options
-            .timeout
-            .or(inner.default_timeout)
-            .and_then(|t| call_start.checked_add(t));
+        let api_deadline = min_deadline(
+            options.deadline,
+            options
+                .timeout
+                .or(inner.default_timeout)
+                .and_then(|t| call_start.checked_add(t)),
+        );
         // An IDLE channel leaves IDLE now: a resolution failure must show in its state (TRANSIENT_FAILURE).
         self.control().call_coming();
         let resolving = Resolving {

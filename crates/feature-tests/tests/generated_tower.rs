@@ -260,10 +260,11 @@ async fn a_custom_layer_reads_the_path_and_metadata() {
                 call
             }
         })
-        // And one that takes a unary reply apart and hands it on rebuilt.
-        .map_response(|reply: GrpcReply| match reply.into_unary() {
-            Some(response) => GrpcReply::from_unary(response),
-            None => panic!("only unary replies here"),
+        // And one that takes a unary reply apart and hands it on rebuilt (a generated client's unary and
+        // client-streaming replies arrive decoded: the channel decodes inside the call).
+        .map_response(|reply: GrpcReply| match reply.into_decoded() {
+            Some(response) => GrpcReply::from_decoded(response),
+            None => panic!("only decoded unary replies here"),
         })
         .service(channel(addr));
     let mut client = TestServiceClient::new(service);
@@ -443,6 +444,12 @@ mod holding_peer {
                 .await;
         }
 
+        /// Waits (at most [`NO_HANG`]) until no call is in the server (ended, released or cancelled).
+        pub(super) async fn wait_for_none_in_flight(&self) {
+            self.wait_until(|c| c.in_flight.load(Ordering::SeqCst) == 0)
+                .await;
+        }
+
         /// Waits (at most [`NO_HANG`]) until `n` calls have started.
         pub(super) async fn wait_for_started(&self, n: usize) {
             self.wait_until(|c| c.started.load(Ordering::SeqCst) >= n)
@@ -523,4 +530,372 @@ async fn a_malformed_reply_fails_as_on_the_channels_own_path() {
     assert_eq!(first.message(), own.message());
     let again = through.message().await.expect_err("the call ended");
     assert_eq!(again.message(), first.message(), "the call ended with it");
+}
+
+/// The channel's statistics after one call that ended with a malformed response message: the totals and
+/// the per-address figures.
+fn failure_counts(channel: &Channel) -> (u64, u64, u64, u64) {
+    let stats = channel.stats();
+    let (addr_ok, addr_failed) = stats.addresses.values().fold((0, 0), |(ok, failed), a| {
+        (ok + a.calls_succeeded, failed + a.calls_failed)
+    });
+    (
+        stats.calls_succeeded,
+        stats.calls_failed,
+        addr_ok,
+        addr_failed,
+    )
+}
+
+/// A unary reply that does not decode is a failed call on the channel's own prost path: the call ends
+/// INTERNAL and the channel's telemetry (Channel::stats' calls_failed, the address's calls_failed, the
+/// `grpc.call` span's status, outlier detection's counts) records the failure. Through the generic path
+/// (what every generated method now does) the application gets the same INTERNAL, but the channel has
+/// already recorded the call as OK: `GrpcCall::run` (crates/channel/src/service.rs) calls `unary_raw`, whose
+/// identity decoder cannot fail, and `GrpcReply::decode` decodes after the call's end was reported. A user
+/// sees a 100 % failure rate in the application and 0 % in the channel's figures; outlier detection
+/// never ejects a backend that sends garbage.
+#[tokio::test]
+async fn a_malformed_unary_reply_counts_as_failed_as_on_the_channels_own_path() {
+    use grpc_channel::service::{ready_call, GrpcCall};
+    use interop_proto::paths;
+
+    let addr = support::interop_server().await;
+    let own_channel = channel(addr);
+    let own = own_channel
+        .unary::<_, Payload>(paths::UNARY_CALL, Request::new(simple()))
+        .await
+        .expect_err("malformed");
+    assert_eq!(own.code(), Code::Internal);
+    assert_eq!(
+        failure_counts(&own_channel),
+        (0, 1, 0, 1),
+        "the channel's own path records the failure"
+    );
+
+    let mut through_channel = channel(addr);
+    // The call carries its response's decoder, as a generated client's does: the channel decodes inside the
+    // call (with no decoder it cannot know the response type, and the reply stays encoded).
+    let call = GrpcCall::unary(paths::UNARY_CALL, GrpcCall::encode(Request::new(simple())))
+        .decoding::<Payload>();
+    let through = ready_call(&mut through_channel, call)
+        .await
+        .expect_err("malformed");
+    assert_eq!(through.code(), Code::Internal);
+    assert_eq!(
+        failure_counts(&through_channel),
+        failure_counts(&own_channel),
+        "(succeeded, failed, address succeeded, address failed): the generic path records the same failure"
+    );
+}
+
+/// The same for a client-streaming call: on the channel's own path a malformed response message fails
+/// the call in the channel's figures; through the generic path (`client_streaming_with(Codec::raw(), ..)`
+/// in `GrpcCall::run`, then `GrpcReply::decode`) the channel counts it OK. `StreamingInputCallResponse`
+/// has a varint in field 1, where `SimpleResponse` has a message.
+#[tokio::test]
+async fn a_malformed_client_streaming_reply_counts_as_failed_as_on_the_channels_own_path() {
+    use grpc_channel::service::{ready_call, GrpcCall};
+    use interop_proto::paths;
+
+    let requests = || {
+        Request::new(tokio_stream::iter(vec![StreamingInputCallRequest {
+            payload: Some(Payload {
+                body: vec![0; 10].into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }]))
+    };
+    let addr = support::interop_server().await;
+    let own_channel = channel(addr);
+    let own = own_channel
+        .client_streaming::<_, interop_proto::SimpleResponse, _>(
+            paths::STREAMING_INPUT_CALL,
+            requests(),
+        )
+        .await
+        .expect_err("malformed");
+    assert_eq!(own.code(), Code::Internal);
+    assert_eq!(failure_counts(&own_channel), (0, 1, 0, 1));
+
+    let mut through_channel = channel(addr);
+    // With its response's decoder, as a generated client's call.
+    let call = GrpcCall::client_streaming(
+        paths::STREAMING_INPUT_CALL,
+        GrpcCall::encode_stream(requests()),
+    )
+    .decoding::<interop_proto::SimpleResponse>();
+    let through = ready_call(&mut through_channel, call)
+        .await
+        .expect_err("malformed");
+    assert_eq!(through.code(), Code::Internal);
+    assert_eq!(
+        failure_counts(&through_channel),
+        failure_counts(&own_channel),
+        "(succeeded, failed, address succeeded, address failed)"
+    );
+}
+
+/// Dropping a generated call's future mid-flight (what a timeout layer, `select!` or an aborted task does)
+/// through `Buffer` over `concurrency_limit(1)`: the server sees the call end (RST_STREAM(CANCEL)), the
+/// channel counts it failed (CANCELLED), and the permit is returned: the next call goes through.
+#[tokio::test]
+async fn dropping_a_call_through_buffer_and_a_limit_cancels_it_and_returns_the_permit() {
+    let peer = Holding::start().await;
+    let channel = channel(peer.addr);
+    let service = ServiceBuilder::new()
+        .buffer(4)
+        .concurrency_limit(1)
+        .service(channel.clone());
+    let client = TestServiceClient::new(service);
+    let held = tokio::spawn({
+        let mut client = client.clone();
+        async move { client.unary_call(simple()).await }
+    });
+    peer.wait_for_in_flight(1).await;
+    held.abort();
+    let _ = held.await;
+    peer.wait_for_none_in_flight().await;
+    let stats = channel.stats();
+    assert_eq!(
+        (stats.calls_succeeded, stats.calls_failed),
+        (0, 1),
+        "the cancelled call counts failed"
+    );
+    peer.release(1);
+    tokio::time::timeout(NO_HANG, client.clone().unary_call(simple()))
+        .await
+        .expect("the permit was returned: no hang")
+        .expect("the next call succeeds");
+}
+
+fn assert_send_static<F: std::future::Future + Send + 'static>(f: F) -> F {
+    f
+}
+
+/// A generated call over a tower stack can be spawned (its future is `Send + 'static` once the client is
+/// moved in), for every call shape, with the layers a user stacks (buffer, timeout, limits, load shed,
+/// map_request) and with `BoxCloneService`.
+#[tokio::test]
+async fn generated_calls_over_a_stack_are_send() {
+    let service = ServiceBuilder::new()
+        .buffer(8)
+        .load_shed()
+        .rate_limit(100, Duration::from_secs(1))
+        .concurrency_limit(2)
+        .timeout(Duration::from_secs(1))
+        .map_request(|call: GrpcCall| call)
+        .service(Channel::new("ipv4:127.0.0.1:1").expect("channel"));
+    let client = TestServiceClient::new(service);
+    let mut c = client.clone();
+    let unary = assert_send_static(async move { c.unary_call(simple()).await });
+    let mut c = client.clone();
+    let server = assert_send_static(async move {
+        c.streaming_output_call(StreamingOutputCallRequest::default())
+            .await
+    });
+    let mut c = client.clone();
+    let client_streaming = assert_send_static(async move {
+        c.streaming_input_call(tokio_stream::iter(Vec::<StreamingInputCallRequest>::new()))
+            .await
+    });
+    let mut c = client.clone();
+    let bidi = assert_send_static(async move {
+        c.full_duplex_call(tokio_stream::iter(Vec::<StreamingOutputCallRequest>::new()))
+            .await
+    });
+    drop((unary, server, client_streaming, bidi));
+    let boxed =
+        tower::util::BoxCloneService::new(Channel::new("ipv4:127.0.0.1:1").expect("channel"));
+    let mut c = TestServiceClient::new(boxed);
+    let boxed_call = assert_send_static(async move { c.unary_call(simple()).await });
+    drop(boxed_call);
+}
+
+/// With the `tonic` feature the channel converts `tonic::Status` into its own (`From<tonic::Status>`), so a
+/// layer that fails with a `tonic::Status` (as code shared with a tonic server or a tonic client's stack
+/// does) should keep its code through a generated client: PERMISSION_DENIED stays PERMISSION_DENIED.
+/// `Status::from_error` (crates/channel/src/service.rs) only looks for the channel's own `Status`, so the
+/// tonic status becomes UNKNOWN with its text.
+#[tokio::test]
+async fn a_layers_tonic_status_keeps_its_code_with_the_tonic_feature() {
+    let addr = support::interop_server().await;
+    let service = ServiceBuilder::new()
+        .map_err(|_: Status| tonic::Status::permission_denied("no ticket"))
+        .service(channel(addr));
+    let mut client = TestServiceClient::new(service);
+    let status = client
+        .unary_call(SimpleRequest {
+            response_status: Some(interop_proto::EchoStatus {
+                code: Code::NotFound as i32,
+                message: "nope".into(),
+            }),
+            ..Default::default()
+        })
+        .await
+        .expect_err("mapped");
+    assert_eq!(status.code(), Code::PermissionDenied, "{status:?}");
+    assert_eq!(status.message(), "no ticket");
+}
+
+/// A call's own timeout (`Request::with_timeout`) is, per the guide's "Tower layers" section, "a deadline for
+/// the whole call", and gRPC's deadline is fixed when the application makes the call (grpc-go's context,
+/// grpc-java's `withDeadlineAfter`). Queued behind `concurrency_limit(1)` while another call is held, a
+/// call with a 1 s timeout should end DEADLINE_EXCEEDED after 1 s. The channel computes the deadline when
+/// the call reaches it (crates/channel/src/channel.rs, `api_deadline` in `begin`), after the layers, so the
+/// call waits for the permit with no deadline at all, here until the guard. On the paused clock.
+#[tokio::test(start_paused = true)]
+async fn a_calls_own_timeout_counts_the_time_queued_in_the_layers() {
+    let peer = Holding::start().await;
+    let service = ServiceBuilder::new()
+        .concurrency_limit(1)
+        .service(channel(peer.addr));
+    let client = TestServiceClient::new(service);
+    let held = tokio::spawn({
+        let mut client = client.clone();
+        async move { client.unary_call(simple()).await }
+    });
+    peer.wait_for_in_flight(1).await;
+    let started = tokio::time::Instant::now();
+    let queued = tokio::time::timeout(
+        Duration::from_secs(60),
+        client
+            .clone()
+            .unary_call(Request::new(simple()).with_timeout(Duration::from_secs(1))),
+    )
+    .await;
+    let waited = started.elapsed();
+    peer.release(2);
+    let _ = held.await;
+    let status = queued
+        .unwrap_or_else(|_| panic!("still queued after {waited:?}: its 1 s timeout never applied"))
+        .expect_err("its deadline passed while it waited for the permit");
+    assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
+}
+
+/// A malformed message in a server-streaming reply through the generic path counts as a failed call, as on
+/// the channel's own path (the decoder runs inside the channel's receiving half, `Streaming::decoded_with`).
+#[tokio::test]
+async fn a_malformed_server_streaming_reply_counts_as_failed_as_on_the_channels_own_path() {
+    use grpc_channel::service::{ready_call, GrpcCall};
+    use interop_proto::paths;
+
+    let request = || {
+        Request::new(StreamingOutputCallRequest {
+            response_parameters: vec![ResponseParameters {
+                size: 4,
+                ..Default::default()
+            }],
+            ..Default::default()
+        })
+    };
+    let addr = support::interop_server().await;
+    let own_channel = channel(addr);
+    let mut own = own_channel
+        .server_streaming::<_, Payload>(paths::STREAMING_OUTPUT_CALL, request())
+        .await
+        .expect("headers")
+        .into_inner();
+    own.message().await.expect_err("malformed");
+    drop(own);
+    let mut through_channel = channel(addr);
+    let call =
+        GrpcCall::server_streaming(paths::STREAMING_OUTPUT_CALL, GrpcCall::encode(request()));
+    let mut through = ready_call(&mut through_channel, call)
+        .await
+        .expect("reply")
+        .decode_streaming::<Payload>()
+        .expect("a stream")
+        .into_inner();
+    through.message().await.expect_err("malformed");
+    drop(through);
+    assert_eq!(failure_counts(&own_channel).1, 1);
+    assert_eq!(
+        failure_counts(&through_channel),
+        failure_counts(&own_channel)
+    );
+}
+
+/// A service of one's own behind a generated client, answering without the network (a fake in tests, a
+/// cache): it builds its replies with the public constructors (`Response::from_parts`,
+/// `GrpcReply::from_unary` with an encoded message, or `GrpcReply::from_decoded` with the call's own
+/// decoder), the client decodes them as it decodes the channel's, and a malformed one is INTERNAL.
+#[tokio::test]
+async fn a_fake_service_answers_a_generated_client() {
+    use bytes::Bytes;
+    use grpc_channel::{MetadataMap, Response};
+    use prost::Message;
+
+    let answer = |body: Vec<u8>| {
+        Bytes::from(
+            interop_proto::SimpleResponse {
+                payload: Some(Payload {
+                    body: body.into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }
+            .encode_to_vec(),
+        )
+    };
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let fake = tower::service_fn({
+        let seen = Arc::clone(&seen);
+        move |call: GrpcCall| {
+            seen.lock()
+                .expect("lock")
+                .push((call.path().to_owned(), call.shape()));
+            let tenant = call.metadata().get("x-tenant").map(str::to_owned);
+            let decoder = call.decoder();
+            let encoded = match tenant.as_deref() {
+                Some("garbage") => Bytes::from_static(b"\x0a\xff"),
+                _ => answer(vec![7; 3]),
+            };
+            async move {
+                let mut metadata = MetadataMap::new();
+                metadata.insert("x-fake", "yes").expect("valid metadata");
+                Ok::<_, Status>(match tenant.as_deref() {
+                    // Decoded here with the call's own decoder, as the channel does.
+                    Some("decoded") => {
+                        let decoder = decoder.expect("a generated unary call has a decoder");
+                        GrpcReply::from_decoded(Response::from_parts(metadata, decoder(encoded)?))
+                    }
+                    _ => GrpcReply::from_unary(Response::from_parts(metadata, encoded)),
+                })
+            }
+        }
+    });
+    let mut client = TestServiceClient::new(fake);
+    for tenant in ["encoded", "decoded"] {
+        let mut request = Request::new(simple());
+        request
+            .metadata_mut()
+            .insert("x-tenant", tenant)
+            .expect("valid metadata");
+        let response = client.unary_call(request).await.expect("the fake's reply");
+        assert_eq!(response.metadata().get("x-fake"), Some("yes"), "{tenant}");
+        assert_eq!(
+            response.message().payload.as_ref().map(|p| p.body.len()),
+            Some(3),
+            "{tenant}"
+        );
+    }
+    let mut request = Request::new(simple());
+    request
+        .metadata_mut()
+        .insert("x-tenant", "garbage")
+        .expect("valid metadata");
+    let status = client.unary_call(request).await.expect_err("malformed");
+    assert_eq!(status.code(), Code::Internal, "{status:?}");
+    assert_eq!(
+        seen.lock().expect("lock").clone(),
+        vec![
+            (
+                interop_proto::paths::UNARY_CALL.to_owned(),
+                grpc_channel::service::CallShape::Unary
+            );
+            3
+        ]
+    );
 }

@@ -22,6 +22,10 @@ use crate::wire::metadata::MetadataMap;
 #[derive(Clone, Debug, Default)]
 pub struct CallOptions {
     pub(crate) timeout: Option<Duration>,
+    /// The call's deadline, fixed when the application made the call (a generated client's
+    /// `GrpcCall` turns the timeout into it before the call goes through tower layers); the channel's
+    /// deadline is the sooner of it and the timeout counted from when the call reaches the channel.
+    pub(crate) deadline: Option<tokio::time::Instant>,
     /// `Some(Identity)`: explicitly uncompressed (the channel's default encoding does not apply).
     pub(crate) compression: Option<Encoding>,
     /// Encodings advertised on top of the channel's.
@@ -44,6 +48,7 @@ impl PartialEq for CallOptions {
             _ => false,
         };
         self.timeout == other.timeout
+            && self.deadline == other.deadline
             && self.compression == other.compression
             && self.accept == other.accept
             && self.adapter == other.adapter
@@ -435,6 +440,14 @@ impl<T> Response<T> {
             trailers,
             compressed,
         }
+    }
+
+    /// A response of `message` with the response headers' `metadata` (no trailers, not compressed, from
+    /// the first attempt): the reverse of [`Response::into_parts`]. For a tower service of one's own that
+    /// answers a generated client's calls without the network (a fake in tests, a cache):
+    /// `GrpcReply::from_unary(Response::from_parts(metadata, encoded))` (see `grpc_channel::service`).
+    pub fn from_parts(metadata: MetadataMap, message: T) -> Response<T> {
+        Response::new(message, metadata, MetadataMap::new(), false)
     }
 
     /// The message.

@@ -54,6 +54,18 @@ pub(crate) fn decode_prost<M: prost::Message + Default>(bytes: Bytes) -> Result<
     })
 }
 
+impl<Resp> Codec<Bytes, Resp> {
+    /// Requests already serialized, responses decoded by `decode` (the generic path's type-erased
+    /// decoder: a malformed response fails the call inside the channel, as with [`Codec::prost`]).
+    pub(crate) fn raw_decoding(decode: fn(Bytes) -> Result<Resp, Status>) -> Self {
+        Codec {
+            encoded_len: Bytes::len,
+            encode: |m, buf| buf.extend_from_slice(m),
+            decode,
+        }
+    }
+}
+
 impl Codec<Bytes, Bytes> {
     /// The identity codec: messages are already bytes.
     pub(crate) fn raw() -> Self {
