@@ -120,13 +120,7 @@ fn fix_deadline(options: &mut CallOptions) {
 impl GrpcCall {
     /// A unary call of `path` (`/package.Service/Method`) with one encoded request message.
     pub fn unary(path: impl Into<Cow<'static, str>>, request: Request<Bytes>) -> GrpcCall {
-        let mut request = request;
-        fix_deadline(request.options_mut());
-        GrpcCall {
-            path: path.into(),
-            body: CallBody::Unary(request),
-            decoder: None,
-        }
+        GrpcCall::from_body(path.into(), CallBody::Unary(request))
     }
 
     /// A server-streaming call of `path` with one encoded request message.
@@ -134,13 +128,7 @@ impl GrpcCall {
         path: impl Into<Cow<'static, str>>,
         request: Request<Bytes>,
     ) -> GrpcCall {
-        let mut request = request;
-        fix_deadline(request.options_mut());
-        GrpcCall {
-            path: path.into(),
-            body: CallBody::ServerStreaming(request),
-            decoder: None,
-        }
+        GrpcCall::from_body(path.into(), CallBody::ServerStreaming(request))
     }
 
     /// A client-streaming call of `path` with a stream of encoded request messages: the call half-closes
@@ -149,13 +137,7 @@ impl GrpcCall {
         path: impl Into<Cow<'static, str>>,
         request: Request<MessageStream>,
     ) -> GrpcCall {
-        let mut request = request;
-        fix_deadline(request.options_mut());
-        GrpcCall {
-            path: path.into(),
-            body: CallBody::ClientStreaming(request),
-            decoder: None,
-        }
+        GrpcCall::from_body(path.into(), CallBody::ClientStreaming(request))
     }
 
     /// A bidi-streaming call of `path` with a stream of encoded request messages: the call half-closes
@@ -164,13 +146,18 @@ impl GrpcCall {
         path: impl Into<Cow<'static, str>>,
         request: Request<MessageStream>,
     ) -> GrpcCall {
-        let mut request = request;
-        fix_deadline(request.options_mut());
-        GrpcCall {
-            path: path.into(),
-            body: CallBody::BidiStreaming(request),
+        GrpcCall::from_body(path.into(), CallBody::BidiStreaming(request))
+    }
+
+    /// A call of `path` carrying `body`, its deadline fixed now (see `fix_deadline`).
+    fn from_body(path: Cow<'static, str>, body: CallBody) -> GrpcCall {
+        let mut call = GrpcCall {
+            path,
+            body,
             decoder: None,
-        }
+        };
+        fix_deadline(call.options_mut());
+        call
     }
 
     /// This call with the response message's decoder `M` ([`prost_decoder`]): the channel decodes the
