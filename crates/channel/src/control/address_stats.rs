@@ -179,4 +179,28 @@ mod tests {
             ConnectivityState::Idle
         );
     }
+
+    #[test]
+    fn a_fleet_of_10_000_addresses_has_one_row_each_and_loses_them_with_the_list() {
+        let fleet = |n: u32| -> HashMap<Address, Arc<CallResults>> {
+            (0..n)
+                .map(|i| {
+                    let [_, _, hi, lo] = i.to_be_bytes();
+                    let address = Address::Tcp(std::net::SocketAddr::from(([10, 1, hi, lo], 443)));
+                    (address, Arc::default())
+                })
+                .collect()
+        };
+        let table = AddressTable::default();
+        table.sync(&fleet(10_000));
+        assert_eq!(table.snapshot().len(), 10_000);
+        table.sync(&fleet(10_000));
+        assert_eq!(
+            table.snapshot().len(),
+            10_000,
+            "a repeated list adds no row"
+        );
+        table.sync(&fleet(10));
+        assert_eq!(table.snapshot().len(), 10, "rows go with the list");
+    }
 }

@@ -657,3 +657,46 @@ fn not_ejected_notes_are_bounded_by_the_address_list() {
         "one per address, the last sweep's only"
     );
 }
+
+#[test]
+fn a_fleet_of_10_000_addresses_gets_at_most_one_note_each_per_sweep_and_none_carried_over() {
+    // Fleet size: every address had one failing call, far below requestVolume. A sweep notes each at most
+    // once, the notes of one sweep replace the last one's (never accumulate), and an address without
+    // failures is not noted.
+    let fleet: Vec<Address> = (0..10_000u32)
+        .map(|i| {
+            let [_, _, hi, lo] = i.to_be_bytes();
+            Address::Tcp(SocketAddr::from(([10, 1, hi, lo], 443)))
+        })
+        .collect();
+    let start = Instant::now();
+    let mut od = OutlierDetector::new(failure_percentage(), start);
+    od.update_addresses(fleet.iter().cloned());
+    let mut rng = SplitMix64::new(7);
+    let mut now = start;
+    for sweep in 0..3 {
+        for address in &fleet {
+            od.record(address, false);
+        }
+        now = od.poll_timeout().expect("a sweep is scheduled").max(now);
+        od.handle_timeout(now, &mut rng);
+        assert!(std::iter::from_fn(|| od.poll_event()).next().is_none());
+        let notes: Vec<NotEjected> = std::iter::from_fn(|| od.poll_not_ejected()).collect();
+        assert_eq!(
+            notes.len(),
+            fleet.len(),
+            "sweep {sweep}: one note per address"
+        );
+        assert!(notes.iter().all(|n| matches!(
+            n.failure_percentage,
+            Some(NotEjectedReason::BelowRequestVolume {
+                calls: 1,
+                request_volume: 10
+            })
+        )));
+    }
+    // A sweep after an interval without failures notes nothing.
+    now = od.poll_timeout().expect("a sweep is scheduled").max(now);
+    od.handle_timeout(now, &mut rng);
+    assert_eq!(std::iter::from_fn(|| od.poll_not_ejected()).count(), 0);
+}
