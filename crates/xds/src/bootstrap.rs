@@ -76,8 +76,39 @@ fn field_error(field: impl Into<String>, reason: impl Into<String>) -> Bootstrap
 pub enum ChannelCreds {
     /// Plaintext.
     Insecure,
-    /// TLS with the system's roots (the `config` object, kept as given, is not interpreted yet).
-    Tls(Map<String, Value>),
+    /// TLS (A65): the server verified with the CA file's roots (the system's when unset), and a client
+    /// certificate presented when the config names one (mTLS). SKELETON: the `config` is not read yet
+    /// (issue 36); every field is unset.
+    Tls(CertificateFiles),
+}
+
+/// The `refresh_interval` of a certificate provider or of `tls` channel creds that set none: 600 s
+/// (C-core's and grpc-go's bootstrap default).
+pub const DEFAULT_REFRESH_INTERVAL: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// PEM files watched for changes: a `file_watcher` certificate provider's config (A29), or the config of
+/// `tls` channel creds (A65, built on the same plugin).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CertificateFiles {
+    /// `certificate_file`: the identity's certificate chain (set together with `private_key_file`).
+    pub certificate_file: Option<std::path::PathBuf>,
+    /// `private_key_file`: the identity's private key.
+    pub private_key_file: Option<std::path::PathBuf>,
+    /// `ca_certificate_file`: the roots.
+    pub ca_certificate_file: Option<std::path::PathBuf>,
+    /// `refresh_interval`: how often the files are read again ([`DEFAULT_REFRESH_INTERVAL`] unless set).
+    pub refresh_interval: std::time::Duration,
+}
+
+impl Default for CertificateFiles {
+    fn default() -> CertificateFiles {
+        CertificateFiles {
+            certificate_file: None,
+            private_key_file: None,
+            ca_certificate_file: None,
+            refresh_interval: DEFAULT_REFRESH_INTERVAL,
+        }
+    }
 }
 
 /// The `server_features` this client knows (others are ignored).
@@ -148,6 +179,9 @@ pub struct Bootstrap {
     pub client_default_listener_resource_name_template: String,
     /// The authorities, by name.
     pub authorities: BTreeMap<String, Authority>,
+    /// `certificate_providers` (A29): the `file_watcher` instances Clusters may name, by instance name.
+    /// SKELETON: not read yet (issue 36).
+    pub certificate_providers: BTreeMap<String, CertificateFiles>,
 }
 
 impl Bootstrap {
@@ -195,6 +229,7 @@ impl Bootstrap {
             node,
             client_default_listener_resource_name_template,
             authorities,
+            certificate_providers: BTreeMap::new(),
         })
     }
 
@@ -316,7 +351,10 @@ fn server(v: &Value, field: &str) -> Result<XdsServer, BootstrapError> {
         };
         let creds = match kind {
             "insecure" => Some(ChannelCreds::Insecure),
-            "tls" => Some(ChannelCreds::Tls(config)),
+            "tls" => {
+                let _ = config;
+                Some(ChannelCreds::Tls(CertificateFiles::default()))
+            }
             _ => None,
         };
         if chosen.is_none() {

@@ -76,6 +76,8 @@ pub struct Cluster {
     pub outlier_detection: Option<OutlierDetectionConfig>,
     /// Whether loads are reported (LRS), and where.
     pub load_reporting: LoadReporting,
+    /// The cluster's TLS settings (A29): `None` when it has no `transport_socket`.
+    pub security: Option<super::ClusterSecurity>,
 }
 
 /// Where a cluster's endpoints come from.
@@ -181,6 +183,7 @@ impl Cluster {
             max_requests,
             outlier_detection,
             load_reporting,
+            security: None,
         })
     }
 }

@@ -34,6 +34,7 @@ mod http_filter;
 mod listener;
 mod matcher;
 mod retry;
+mod security;
 mod route;
 #[cfg(test)]
 pub(crate) mod testing;
@@ -42,6 +43,7 @@ pub use http_filter::{HttpFilter, HttpFilterKind};
 pub use listener::{parse_listener, parse_listener_any, Listener, RouteSource};
 pub use matcher::{HeaderMatch, HeaderMatcher, PathMatch, PathMatcher, SafeRegex, StringMatch};
 pub use retry::RetryPolicy;
+pub use security::{san_matches, ClusterSecurity, ProviderInstance, RootSource, SubjectAltName};
 pub use route::{
     parse_route_config, parse_route_config_any, ClusterWeight, HashPolicy, HashPolicyKind,
     MaxStreamDuration, RegexRewrite, Route, RouteAction, RouteConfig, RouteMatcher, VirtualHost,
