@@ -63,6 +63,9 @@ pub struct ChannelBuilder {
     /// The xDS bootstrap JSON given by the application (else the environment's).
     #[cfg(feature = "xds")]
     xds_bootstrap: Option<String>,
+    /// xDS credentials (A29): clusters' TLS settings from the control plane (SKELETON, issue 36).
+    #[cfg(feature = "xds")]
+    xds_credentials: bool,
     idle_timeout: Duration,
     health_checks: bool,
     proxy: ProxyChoice,
@@ -99,6 +102,8 @@ impl ChannelBuilder {
             policies: grpc_lb::PolicyRegistry::default(),
             #[cfg(feature = "xds")]
             xds_bootstrap: None,
+            #[cfg(feature = "xds")]
+            xds_credentials: false,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             health_checks: true,
             proxy: ProxyChoice::FromEnvironment,
@@ -360,6 +365,17 @@ impl ChannelBuilder {
     #[cfg(feature = "xds")]
     pub fn xds_bootstrap(mut self, json: impl Into<String>) -> Self {
         self.xds_bootstrap = Some(json.into());
+        self
+    }
+
+    /// Uses xDS credentials (gRFC A29) for an `xds:` target: each cluster's connections are secured as
+    /// its `transport_socket` from the control plane says (TLS or mTLS with the bootstrap's certificate
+    /// providers, the server's certificate checked against the cluster's SAN matchers); a cluster without
+    /// one uses the channel's own transport (plaintext, or [`ChannelBuilder::tls`] when set), the fallback.
+    /// Off by default, as in every gRPC stack. Feature `xds`. SKELETON: not applied yet (issue 36).
+    #[cfg(feature = "xds")]
+    pub fn xds_credentials(mut self) -> Self {
+        self.xds_credentials = true;
         self
     }
 
