@@ -1,5 +1,5 @@
-//! What a policy asks of the channel ([`LbAction`]: connect, disconnect, re-resolve, publish a picker) and
-//! the state changes its subchannels' timers cause ([`TimerEvent`]).
+//! What a policy asks of the channel ([`LbAction`]: connect (an address, with a transport), disconnect,
+//! re-resolve, publish a picker) and the state changes its subchannels' timers cause ([`TimerEvent`]).
 
 use std::time::Instant;
 
@@ -7,6 +7,7 @@ use grpc_base::Address;
 
 use crate::picker::PickerSpec;
 use crate::state::{ConnectivityState, SubchannelId};
+use crate::transport::TransportKey;
 
 /// What the channel must do for the policy.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -19,6 +20,8 @@ pub enum LbAction {
         id: SubchannelId,
         /// Its address.
         addr: Address,
+        /// The transport to connect with (`None`: the channel's own).
+        transport: Option<TransportKey>,
         /// When to give up on this attempt.
         deadline: Instant,
     },

@@ -52,6 +52,7 @@ mod ring_pick;
 mod round_robin;
 mod state;
 mod subchannel;
+mod transport;
 mod weighted_target;
 mod work;
 mod xds_clusters;
@@ -98,6 +99,7 @@ pub use ring_hash::{xxh64, RING_SIZE_CAP};
 pub use ring_pick::RingPick;
 pub use state::{ConnectivityState, SubchannelId};
 pub use subchannel::{Subchannel, Subchannels};
+pub use transport::TransportKey;
 pub use xds_config::{
     ClusterConfig, ClusterLbConfig, DropOverload, LocalityConfig, PriorityConfig,
     XdsClustersConfig, DEFAULT_MAX_REQUESTS, MILLION,

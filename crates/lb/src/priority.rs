@@ -28,6 +28,7 @@ use grpc_base::Address;
 use crate::ring_hash::RingHash;
 use crate::state::{ConnectivityState, SubchannelId};
 use crate::subchannel::Subchannels;
+use crate::transport::TransportKey;
 use crate::weighted_target::WeightedTarget;
 use crate::xds_config::{ClusterLbConfig, PriorityConfig};
 
@@ -71,10 +72,16 @@ impl ChildPolicy {
         }
     }
 
-    fn update(&mut self, config: &PriorityConfig, subs: &mut Subchannels, now: Instant) {
+    fn update(
+        &mut self,
+        config: &PriorityConfig,
+        transport: Option<&TransportKey>,
+        subs: &mut Subchannels,
+        now: Instant,
+    ) {
         match self {
-            ChildPolicy::RoundRobin(t) => t.update(config, subs, now),
-            ChildPolicy::RingHash(r) => r.update(config, subs),
+            ChildPolicy::RoundRobin(t) => t.update(config, transport, subs, now),
+            ChildPolicy::RingHash(r) => r.update(config, transport, subs),
         }
     }
 
@@ -143,6 +150,8 @@ impl Child {
 /// The priorities of one cluster.
 pub(crate) struct Priority {
     lb: ClusterLbConfig,
+    /// The transport of the cluster's subchannels.
+    transport: Option<TransportKey>,
     configs: Vec<PriorityConfig>,
     children: Vec<Option<Child>>,
     selected: Option<usize>,
@@ -152,6 +161,7 @@ impl Priority {
     pub(crate) fn new() -> Priority {
         Priority {
             lb: ClusterLbConfig::RoundRobin,
+            transport: None,
             configs: Vec::new(),
             children: Vec::new(),
             selected: None,
@@ -163,11 +173,13 @@ impl Priority {
     pub(crate) fn update(
         &mut self,
         lb: ClusterLbConfig,
+        transport: Option<TransportKey>,
         configs: Vec<PriorityConfig>,
         subs: &mut Subchannels,
         now: Instant,
     ) {
         self.lb = lb;
+        self.transport = transport;
         for slot in &mut self.children {
             if slot.as_ref().is_some_and(|c| !c.target.runs(lb)) {
                 *slot = None;
@@ -177,7 +189,9 @@ impl Priority {
         self.children.resize_with(configs.len(), || None);
         for (child, config) in self.children.iter_mut().zip(&configs) {
             if let Some(child) = child {
-                child.target.update(config, subs, now);
+                child
+                    .target
+                    .update(config, self.transport.as_ref(), subs, now);
             }
         }
         self.configs = configs;
@@ -213,7 +227,7 @@ impl Priority {
                 Some(child) => child,
                 slot @ None => {
                     let mut target = ChildPolicy::new(self.lb);
-                    target.update(&self.configs[p], subs, now);
+                    target.update(&self.configs[p], self.transport.as_ref(), subs, now);
                     let mut child = Child {
                         target,
                         state: ConnectivityState::Connecting,
@@ -257,6 +271,11 @@ impl Priority {
     }
 
     /// The existing children (active or deactivated).
+    /// The transport of the cluster's subchannels.
+    pub(crate) fn transport(&self) -> Option<&TransportKey> {
+        self.transport.as_ref()
+    }
+
     pub(crate) fn children(&self) -> impl Iterator<Item = &Child> {
         self.children.iter().flatten()
     }

@@ -39,6 +39,7 @@ use crate::ring_pick::{ConnectRequests, FailureNote, RingPick};
 use crate::round_robin::effective_state;
 use crate::state::{ConnectivityState, SubchannelId};
 use crate::subchannel::{StateCounts, Subchannels};
+use crate::transport::TransportKey;
 use crate::work::{rebuilt, visit};
 use crate::xds_config::PriorityConfig;
 
@@ -173,14 +174,19 @@ impl RingHash {
 
     /// Applies the priority's endpoints: each address gets a subchannel (shared with any other user of the
     /// address) that is not connected here; the ring is rebuilt when the endpoints or weights changed.
-    pub(crate) fn update(&mut self, config: &PriorityConfig, subs: &mut Subchannels) {
+    pub(crate) fn update(
+        &mut self,
+        config: &PriorityConfig,
+        transport: Option<&TransportKey>,
+        subs: &mut Subchannels,
+    ) {
         let mut seen = HashSet::new();
         let mut endpoints = Vec::new();
         for l in &config.localities {
             for (i, a) in l.addresses.iter().enumerate() {
                 visit(1);
                 if seen.insert(a) {
-                    let id = subs.find_or_add(a);
+                    let id = subs.find_or_add_with(a, transport);
                     let weight = u64::from(l.weight.get()) * u64::from(l.endpoint_weight(i));
                     endpoints.push((id, a.clone(), weight));
                 }

@@ -1,4 +1,4 @@
-//! Subchannels: one per address, each with its connectivity state and connection backoff. The policy owns a
+//! Subchannels: one per (address, transport), each with its connectivity state and connection backoff. The policy owns a
 //! [`Subchannels`] registry; the channel performs the connection attempts it asks for and reports back.
 //!
 //! ```text
@@ -8,12 +8,16 @@
 //!    │                    ▼                               │
 //!    └── backoff over ── TRANSIENT_FAILURE                └──▶ IDLE
 //! ```
+//! A subchannel's identity is its address and its [`TransportKey`] (`None`: the channel's own transport):
+//! one address used with two transports has two subchannels, which never share a connection.
+//! [`Subchannels::find`] and [`Subchannels::find_or_add`] are the channel's own transport's.
+//!
 //! A subchannel reports TRANSIENT_FAILURE while it backs off and IDLE when the backoff ends (A61); the
 //! policy then decides whether to connect again.
 //!
 //! Ejection (outlier detection, gRFC A50) is an overlay on these states, not a state of its own: the
 //! registry keeps the set of ejected addresses, and a subchannel of an ejected address looks
-//! TRANSIENT_FAILURE to its policy ([`Subchannels::state`]) while its real state goes on underneath
+//! TRANSIENT_FAILURE to its policy (whatever its transport: ejection is per address) ([`Subchannels::state`]) while its real state goes on underneath
 //! ([`Subchannels::real_state`]); its connection stays open. Un-ejected, it shows its real state again. A
 //! subchannel created for an address that is already ejected starts ejected.
 //!
@@ -32,6 +36,7 @@ use crate::backoff::{BackoffConfig, ConnectionBackoff};
 use crate::health::Health;
 use crate::picker::PickerSpec;
 use crate::state::{ConnectivityState, SubchannelId};
+use crate::transport::TransportKey;
 use crate::work::visit;
 
 /// One subchannel. Policies read its fields; only [`Subchannels`] writes them, keeping its timers and counts
@@ -40,6 +45,7 @@ use crate::work::visit;
 pub struct Subchannel {
     pub(crate) id: SubchannelId,
     pub(crate) addr: Address,
+    pub(crate) transport: Option<TransportKey>,
     pub(crate) state: ConnectivityState,
     backoff: ConnectionBackoff,
     next_start: Option<Instant>,
@@ -61,8 +67,11 @@ pub struct Subchannel {
 pub struct Subchannels {
     /// By id: in the order they were created.
     by_id: BTreeMap<SubchannelId, Subchannel>,
-    /// Each address's subchannel (one per address).
+    /// Each address's subchannel with the channel's own transport.
     by_addr: HashMap<Address, SubchannelId>,
+    /// Each address's subchannel with a given transport, by transport (few: one per security setting in
+    /// use).
+    by_transport: HashMap<TransportKey, HashMap<Address, SubchannelId>>,
     /// The pending timers: the end of a TRANSIENT_FAILURE subchannel's backoff, a CONNECTING one's
     /// attempt deadline.
     timers: BTreeSet<(Instant, SubchannelId)>,
@@ -152,6 +161,11 @@ impl Subchannel {
         &self.addr
     }
 
+    /// Its transport (`None`: the channel's own).
+    pub fn transport(&self) -> Option<&TransportKey> {
+        self.transport.as_ref()
+    }
+
     /// Its real state, without the overlays ([`Subchannels::state`] has them).
     pub fn real_state(&self) -> ConnectivityState {
         self.state
@@ -183,6 +197,7 @@ impl Subchannels {
         Subchannels {
             by_id: BTreeMap::new(),
             by_addr: HashMap::new(),
+            by_transport: HashMap::new(),
             timers: BTreeSet::new(),
             counts: StateCounts::default(),
             changed: BTreeSet::new(),
@@ -297,18 +312,55 @@ impl Subchannels {
         self.mark(id);
     }
 
-    /// `addr`'s subchannel, if it has one.
+    /// `addr`'s subchannel with the channel's own transport, if it has one.
     pub fn find(&self, addr: &Address) -> Option<SubchannelId> {
         visit(1);
         self.by_addr.get(addr).copied()
     }
 
-    /// `addr`'s subchannel, created (IDLE) if it has none.
+    /// `addr`'s subchannel with `transport`, if it has one.
+    pub fn find_with(
+        &self,
+        addr: &Address,
+        transport: Option<&TransportKey>,
+    ) -> Option<SubchannelId> {
+        match transport {
+            None => self.find(addr),
+            Some(t) => {
+                visit(1);
+                self.by_transport.get(t)?.get(addr).copied()
+            }
+        }
+    }
+
+    /// `addr`'s subchannel with the channel's own transport, created (IDLE) if it has none.
     pub fn find_or_add(&mut self, addr: &Address) -> SubchannelId {
         match self.find(addr) {
             Some(id) => id,
-            None => self.add(addr.clone()),
+            None => self.add(addr.clone(), None),
         }
+    }
+
+    /// `addr`'s subchannel with `transport`, created (IDLE) if it has none.
+    pub fn find_or_add_with(
+        &mut self,
+        addr: &Address,
+        transport: Option<&TransportKey>,
+    ) -> SubchannelId {
+        match self.find_with(addr, transport) {
+            Some(id) => id,
+            None => self.add(addr.clone(), transport.cloned()),
+        }
+    }
+
+    /// Every subchannel of `addr`, whatever its transport.
+    fn all_of(&self, addr: &Address) -> Vec<SubchannelId> {
+        let mut ids: Vec<SubchannelId> = self.find(addr).into_iter().collect();
+        for m in self.by_transport.values() {
+            visit(1);
+            ids.extend(m.get(addr).copied());
+        }
+        ids
     }
 
     /// How many subchannels are in (real) state `state`.
@@ -353,10 +405,12 @@ impl Subchannels {
         true
     }
 
-    /// The health of `addr`'s subchannel's connection (`None` without a subchannel for it).
+    /// The health of `addr`'s subchannel's connection (`None` without a subchannel for it; the first
+    /// one's, the channel's own transport first, when the address has several).
     pub fn health(&self, addr: &Address) -> Option<Health> {
-        self.find(addr)
-            .and_then(|id| self.get(id))
+        self.all_of(addr)
+            .first()
+            .and_then(|id| self.get(*id))
             .map(|s| s.health)
     }
 
@@ -364,18 +418,19 @@ impl Subchannels {
     /// for `addr` or if it is not READY (a late answer from a connection already gone); returns whether the
     /// health changed. A `NotServing` answer becomes the error the failing picker reports.
     pub fn set_health(&mut self, addr: &Address, health: Health) -> bool {
-        let Some(id) = self.find(addr) else {
-            return false;
-        };
-        match self.get(id) {
-            Some(s) if s.state == ConnectivityState::Ready && s.health != health => {}
-            _ => return false,
+        let mut changed = false;
+        for id in self.all_of(addr) {
+            match self.get(id) {
+                Some(s) if s.state == ConnectivityState::Ready && s.health != health => {}
+                _ => continue,
+            }
+            self.with(id, |s| s.health = health);
+            changed = true;
         }
-        self.with(id, |s| s.health = health);
-        if health == Health::NotServing {
+        if changed && health == Health::NotServing {
             self.last_error = Some(format!("{addr}: health check: not serving"));
         }
-        true
+        changed
     }
 
     /// The subchannel's real state, ejected or not (SHUTDOWN once removed).
@@ -406,22 +461,33 @@ impl Subchannels {
         } else {
             self.ejected.remove(addr)
         };
-        if let (true, Some(id)) = (changed, self.find(addr)) {
-            self.mark(id);
+        if changed {
+            for id in self.all_of(addr) {
+                self.mark(id);
+            }
         }
         changed
     }
 
-    /// A new subchannel for `addr`, which must have none yet ([`Subchannels::find_or_add`] otherwise).
-    fn add(&mut self, addr: Address) -> SubchannelId {
+    /// A new subchannel for `addr` with `transport`, which must have none yet
+    /// ([`Subchannels::find_or_add_with`] otherwise).
+    fn add(&mut self, addr: Address, transport: Option<TransportKey>) -> SubchannelId {
         let id = SubchannelId(self.next_id);
         self.next_id += 1;
-        self.by_addr.insert(addr.clone(), id);
+        match &transport {
+            None => self.by_addr.insert(addr.clone(), id),
+            Some(t) => self
+                .by_transport
+                .entry(t.clone())
+                .or_default()
+                .insert(addr.clone(), id),
+        };
         self.by_id.insert(
             id,
             Subchannel {
                 id,
                 addr,
+                transport,
                 state: ConnectivityState::Idle,
                 backoff: ConnectionBackoff::new(self.config),
                 next_start: None,
@@ -462,7 +528,19 @@ impl Subchannels {
         let Some(s) = self.by_id.remove(&id) else {
             return;
         };
-        self.by_addr.remove(&s.addr);
+        match &s.transport {
+            None => {
+                self.by_addr.remove(&s.addr);
+            }
+            Some(t) => {
+                if let Some(m) = self.by_transport.get_mut(t) {
+                    m.remove(&s.addr);
+                    if m.is_empty() {
+                        self.by_transport.remove(t);
+                    }
+                }
+            }
+        }
         if let Some(at) = s.timer() {
             self.timers.remove(&(at, id));
         }
@@ -509,8 +587,14 @@ impl Subchannels {
         s.next_start = Some(next_start);
         s.connect_deadline = Some(deadline);
         let addr = s.addr.clone();
+        let transport = s.transport.clone();
         self.changed_from(id, before);
-        self.out.push_back(LbAction::Connect { id, addr, deadline });
+        self.out.push_back(LbAction::Connect {
+            id,
+            addr,
+            transport,
+            deadline,
+        });
         true
     }
 

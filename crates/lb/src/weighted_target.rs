@@ -20,6 +20,7 @@ use crate::cluster_picker::ReadyLocality;
 use crate::round_robin::effective_state;
 use crate::state::{ConnectivityState, SubchannelId};
 use crate::subchannel::{StateCounts, Subchannels};
+use crate::transport::TransportKey;
 use crate::work::{rebuilt, visit};
 use crate::xds_config::PriorityConfig;
 
@@ -68,7 +69,13 @@ impl WeightedTarget {
     /// Applies a new locality list: a locality keeps its state under the same name; every address gets a
     /// subchannel (an existing one if another locality or cluster has the address), which connects if
     /// IDLE.
-    pub(crate) fn update(&mut self, config: &PriorityConfig, subs: &mut Subchannels, now: Instant) {
+    pub(crate) fn update(
+        &mut self,
+        config: &PriorityConfig,
+        transport: Option<&TransportKey>,
+        subs: &mut Subchannels,
+        now: Instant,
+    ) {
         let mut old: HashMap<String, ConnectivityState> = self
             .localities
             .drain(..)
@@ -83,7 +90,7 @@ impl WeightedTarget {
             for a in &l.addresses {
                 visit(1);
                 if seen.insert(a) {
-                    let id = subs.find_or_add(a);
+                    let id = subs.find_or_add_with(a, transport);
                     subs.connect(id, now);
                     let s = effective_state(subs, id);
                     counts.add(s);

@@ -36,6 +36,7 @@ use crate::picker::PickerSpec;
 use crate::priority::{Changes, ChildPolicy, Priority};
 use crate::state::{ConnectivityState, SubchannelId};
 use crate::subchannel::Subchannels;
+use crate::transport::TransportKey;
 use crate::work::{rebuilt, visit};
 use crate::xds_config::{DropOverload, XdsClustersConfig};
 
@@ -101,7 +102,7 @@ impl XdsClusters {
             });
             cluster
                 .priority
-                .update(c.lb, c.priorities, &mut self.subs, now);
+                .update(c.lb, c.transport, c.priorities, &mut self.subs, now);
             cluster.drops = c.drop_overloads;
             cluster.max_requests = c.max_requests;
             cluster.failure = c.failure;
@@ -210,18 +211,24 @@ impl XdsClusters {
     /// After a change of the clusters, priorities or localities: removes the subchannels no child uses,
     /// and connects the IDLE ones of round_robin children (O(n)).
     fn sweep(&mut self, now: Instant) {
-        let children = || self.clusters.values().flat_map(|c| c.priority.children());
-        let used: HashSet<&Address> = children()
-            .flat_map(|child| child.target.addresses())
+        // A subchannel is (address, transport): each cluster's children use their cluster's transport.
+        let children = || {
+            self.clusters.values().flat_map(|c| {
+                let transport = c.priority.transport();
+                c.priority.children().map(move |child| (child, transport))
+            })
+        };
+        let used: HashSet<(&Address, Option<&TransportKey>)> = children()
+            .flat_map(|(child, t)| child.target.addresses().map(move |a| (a, t)))
             .collect();
-        let eager: HashSet<&Address> = children()
-            .filter(|child| matches!(child.target, ChildPolicy::RoundRobin(_)))
-            .flat_map(|child| child.target.addresses())
+        let eager: HashSet<(&Address, Option<&TransportKey>)> = children()
+            .filter(|(child, _)| matches!(child.target, ChildPolicy::RoundRobin(_)))
+            .flat_map(|(child, t)| child.target.addresses().map(move |a| (a, t)))
             .collect();
         let stale: Vec<SubchannelId> = self
             .subs
             .iter()
-            .filter(|s| !used.contains(&s.addr))
+            .filter(|s| !used.contains(&(&s.addr, s.transport.as_ref())))
             .map(|s| s.id)
             .collect();
         for id in stale {
@@ -230,7 +237,10 @@ impl XdsClusters {
         let idle: Vec<SubchannelId> = self
             .subs
             .iter()
-            .filter(|s| s.state == ConnectivityState::Idle && eager.contains(&s.addr))
+            .filter(|s| {
+                s.state == ConnectivityState::Idle
+                    && eager.contains(&(&s.addr, s.transport.as_ref()))
+            })
             .map(|s| s.id)
             .collect();
         for id in idle {

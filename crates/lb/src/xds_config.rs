@@ -8,6 +8,7 @@
 //! resources is not done here. The types cannot hold a zero locality weight (xDS drops 0-weight localities
 //! before they get here); drop rates above one million per million drop every call.
 
+use crate::transport::TransportKey;
 use std::collections::BTreeMap;
 use std::num::NonZeroU32;
 
@@ -41,6 +42,9 @@ pub struct ClusterConfig {
     /// Why the cluster cannot take calls (it does not exist, or is of a kind the channel does not
     /// support): its calls fail with this message, whatever its priorities.
     pub failure: Option<String>,
+    /// The transport its endpoints' connections use (`None`: the channel's own): clusters with distinct
+    /// transports never share a subchannel, those with equal ones do.
+    pub transport: Option<TransportKey>,
 }
 
 impl ClusterConfig {
@@ -52,6 +56,7 @@ impl ClusterConfig {
             max_requests: DEFAULT_MAX_REQUESTS,
             lb: ClusterLbConfig::RoundRobin,
             failure: None,
+            transport: None,
         }
     }
 }

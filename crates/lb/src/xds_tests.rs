@@ -11,7 +11,7 @@ use grpc_base::{Address, SplitMix64};
 use crate::{
     BreakerClaim, ClusterConfig, ClusterPick, ConnectivityState, DropOverload, LbAction, LbPolicy,
     LocalityConfig, PickRequest, PickResult, Picker, PickerSpec, PolicyConfig, PriorityConfig,
-    SubchannelId, XdsClustersConfig, DEACTIVATION_RETENTION,
+    SubchannelId, TransportKey, XdsClustersConfig, DEACTIVATION_RETENTION,
 };
 
 fn v4(n: u8) -> Address {
@@ -87,7 +87,18 @@ impl Sim {
         let mut out = Vec::new();
         while let Some(a) = self.lb.poll_action() {
             out.push(match a {
-                LbAction::Connect { id, addr, .. } => format!("connect {} {addr}", id.0),
+                LbAction::Connect {
+                    id,
+                    addr,
+                    transport: None,
+                    ..
+                } => format!("connect {} {addr}", id.0),
+                LbAction::Connect {
+                    id,
+                    addr,
+                    transport: Some(t),
+                    ..
+                } => format!("connect {} {addr} via {t}", id.0),
                 LbAction::Disconnect { id } => format!("disconnect {}", id.0),
                 LbAction::ResolveNow => "resolve".to_owned(),
                 LbAction::UpdatePicker { state, picker } => {
@@ -731,4 +742,65 @@ fn other_pickers_hand_out_no_guard_and_the_cluster_picker_lists_ready_addresses(
     let mut ready = s.picker(0).ready_addresses();
     ready.sort_by_key(|a| a.to_string());
     assert_eq!(ready, [v4(2), v4(3)]);
+}
+
+fn secured(list: &[&[u8]], transport: Option<&str>) -> ClusterConfig {
+    let mut c = priorities(list);
+    c.transport = transport.map(TransportKey::new);
+    c
+}
+
+#[test]
+fn clusters_with_different_transports_never_share_a_subchannel() {
+    let mut s = Sim::with(vec![
+        ("a", secured(&[&[1]], Some("mtls"))),
+        ("b", secured(&[&[1]], None)),
+        ("c", secured(&[&[1]], Some("mtls"))),
+        ("d", secured(&[&[1]], Some("tls"))),
+    ]);
+    assert_eq!(
+        s.connections(),
+        [
+            "connect 0 10.0.0.1:443 via mtls",
+            "connect 1 10.0.0.1:443",
+            "connect 2 10.0.0.1:443 via tls",
+        ],
+        "one subchannel per (address, transport): a and c share one"
+    );
+    s.ready(0);
+    assert_eq!(
+        s.picker_shown(),
+        "{a: READY [0], b: queue, c: READY [0], d: queue}"
+    );
+    // A cluster whose transport changes moves to a new subchannel; the old one goes once unused.
+    s.update(vec![
+        ("a", secured(&[&[1]], Some("mtls"))),
+        ("b", secured(&[&[1]], Some("tls"))),
+        ("c", secured(&[&[1]], Some("mtls"))),
+    ]);
+    assert_eq!(s.connections(), ["disconnect 1"]);
+    s.update(vec![("a", secured(&[&[1]], Some("mtls2")))]);
+    assert_eq!(
+        s.connections(),
+        [
+            "connect 3 10.0.0.1:443 via mtls2",
+            "disconnect 0",
+            "disconnect 2"
+        ]
+    );
+}
+
+#[test]
+fn ejection_applies_to_every_transport_of_an_address() {
+    let mut s = Sim::with(vec![
+        ("a", secured(&[&[1, 2]], Some("mtls"))),
+        ("b", secured(&[&[1, 2]], None)),
+    ]);
+    s.connections();
+    for id in 0..4 {
+        s.ready(id);
+    }
+    assert_eq!(s.picker_shown(), "{a: READY [0,1], b: READY [2,3]}");
+    s.lb.eject(&v4(1), s.now);
+    assert_eq!(s.picker_shown(), "{a: READY [1], b: READY [3]}");
 }
