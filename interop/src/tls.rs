@@ -88,6 +88,21 @@ impl TestCa {
         self.issue_with(names, usage, |_| {})
     }
 
+    /// Like [`TestCa::issue`], with URI SANs (SPIFFE IDs such as `spiffe://mesh.test/ns/a/sa/b`) after
+    /// the DNS names and IP addresses of `names`.
+    pub fn issue_with_uris(
+        &self,
+        names: &[&str],
+        uris: &[&str],
+        usage: Usage,
+    ) -> Result<CertifiedPem, TlsSetupError> {
+        let uris = uris
+            .iter()
+            .map(|u| Ok(rcgen::SanType::URI((*u).try_into()?)))
+            .collect::<Result<Vec<_>, rcgen::Error>>()?;
+        self.issue_with(names, usage, |p| p.subject_alt_names.extend(uris))
+    }
+
     /// Like [`TestCa::issue`], expired since 2001.
     pub fn issue_expired(&self, names: &[&str]) -> Result<CertifiedPem, TlsSetupError> {
         self.issue_with(names, Usage::Server, |p| {

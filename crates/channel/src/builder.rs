@@ -372,7 +372,11 @@ impl ChannelBuilder {
     /// its `transport_socket` from the control plane says (TLS or mTLS with the bootstrap's certificate
     /// providers, the server's certificate checked against the cluster's SAN matchers); a cluster without
     /// one uses the channel's own transport (plaintext, or [`ChannelBuilder::tls`] when set), the fallback.
-    /// Off by default, as in every gRPC stack. Feature `xds`. SKELETON: not applied yet (issue 36).
+    /// Off by default, as in every gRPC stack. Feature `xds`.
+    ///
+    /// A secured cluster's connection never falls back to plaintext: a failed handshake, a server
+    /// certificate whose SANs match none of the cluster's matchers, or a certificate provider with no
+    /// usable certificate fails the connection (calls UNAVAILABLE, naming the cause).
     #[cfg(feature = "xds")]
     pub fn xds_credentials(mut self) -> Self {
         self.xds_credentials = true;
@@ -686,6 +690,9 @@ impl ChannelBuilder {
         #[cfg(feature = "xds")]
         let inspect: Option<crate::control::resolver_state::Inspect> =
             matches!(target, Target::Xds { .. }).then(Default::default);
+        // The transports the xDS resolver registers for its secured clusters (A29), which the event loop
+        // connects with.
+        let transports = crate::control::transports::Transports::default();
         let (builder, kind): (SharedBuilder, Kind) = match (registered, &target) {
             (Some(builder), _) => (builder, Kind::Plain),
             (None, Target::Dns { server, host, port }) => (
@@ -725,16 +732,26 @@ impl ChannelBuilder {
                 Kind::Plain,
             ),
             #[cfg(feature = "xds")]
-            (None, Target::Xds { name }) => (
-                SharedBuilder(Arc::new(crate::xds::resolver::XdsResolverBuilder {
-                    bootstrap: self.parsed_xds_bootstrap()?,
-                    name: name.clone(),
-                    authority: self.authority.clone(),
-                    default_config: default_config.clone(),
-                    inspect: inspect.clone().unwrap_or_default(),
-                })),
-                Kind::Plain,
-            ),
+            (None, Target::Xds { name }) => {
+                let bootstrap = self.parsed_xds_bootstrap()?;
+                let credentials = self.xds_credentials.then(|| {
+                    crate::xds::credentials::XdsCredentials::new(
+                        bootstrap.certificate_providers.clone(),
+                        transports.clone(),
+                    )
+                });
+                (
+                    SharedBuilder(Arc::new(crate::xds::resolver::XdsResolverBuilder {
+                        bootstrap,
+                        name: name.clone(),
+                        authority: self.authority.clone(),
+                        default_config: default_config.clone(),
+                        inspect: inspect.clone().unwrap_or_default(),
+                        credentials,
+                    })),
+                    Kind::Plain,
+                )
+            }
             (None, other) => {
                 return Err(BuildError::InvalidTarget {
                     target: self.target.clone(),
@@ -747,16 +764,19 @@ impl ChannelBuilder {
             .unwrap_or_else(|| ResolverTarget::of(&self.target, &target, builder.scheme()));
         // The default policy (no `loadBalancingConfig`) is looked up here too.
         let policies = self.resolver.parse.policies.clone();
-        let resolution = Arc::new(Resolution::new(
-            resolver_target,
-            builder,
-            kind,
-            default_config,
-            self.resolver.parse,
-            self.resolver.min_interval,
-            #[cfg(feature = "xds")]
-            inspect,
-        ));
+        let resolution = Arc::new(
+            Resolution::new(
+                resolver_target,
+                builder,
+                kind,
+                default_config,
+                self.resolver.parse,
+                self.resolver.min_interval,
+                #[cfg(feature = "xds")]
+                inspect,
+            )
+            .with_transports(transports),
+        );
         Ok(Channel {
             inner: Arc::new(Inner {
                 target,

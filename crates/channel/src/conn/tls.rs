@@ -339,6 +339,20 @@ impl std::fmt::Debug for TlsConnector {
 }
 
 impl TlsConnector {
+    /// A connector from a finished rustls configuration (ALPN already `h2`), sending `server_name`;
+    /// `has_identity`: whether it presents a client certificate (for naming a refused one).
+    pub(crate) fn from_config(
+        config: Arc<rustls::ClientConfig>,
+        server_name: ServerName<'static>,
+        has_identity: bool,
+    ) -> TlsConnector {
+        TlsConnector {
+            config,
+            server_name,
+            has_identity,
+        }
+    }
+
     /// The TLS handshake on a connected socket; fails unless the server selects ALPN `h2`.
     pub(crate) async fn connect<IO>(&self, io: IO) -> Result<(TlsStream<IO>, Handshake), Status>
     where
@@ -474,6 +488,8 @@ fn describe(err: &rustls::Error, name: &str) -> String {
                 "the server's certificate is not valid yet".to_owned()
             }
             CertificateError::Revoked => "the server's certificate is revoked".to_owned(),
+            // A custom check's own words (xDS credentials' SAN check).
+            CertificateError::Other(why) => why.to_string(),
             other => format!("the server's certificate is invalid: {other:?}"),
         },
         E::AlertReceived(alert) => match alert {

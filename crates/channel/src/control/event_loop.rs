@@ -640,7 +640,12 @@ impl Loop {
         let mut picker = None;
         while let Some(action) = self.activity.policy().and_then(LbPolicy::poll_action) {
             match action {
-                LbAction::Connect { id, addr, deadline } => {
+                LbAction::Connect {
+                    id,
+                    addr,
+                    transport,
+                    deadline,
+                } => {
                     self.stats
                         .addresses
                         .set_state(&addr, ConnectivityState::Connecting);
@@ -649,7 +654,14 @@ impl Loop {
                     let generation = self.generation;
                     let channel = ChannelParts {
                         settings: self.settings.clone(),
-                        tls: self.tls.clone(),
+                        // The channel's own TLS (or plaintext), or the transport the key names (A29):
+                        // a key without a usable transport fails the attempt, never falling back.
+                        tls: match &transport {
+                            None => Ok(self.tls.clone()),
+                            Some(key) => {
+                                self.resolution.transports().connector(key, &addr).map(Some)
+                            }
+                        },
                         route: self.route.clone(),
                         keepalive: self.keepalive.clone(),
                         active: self.calls.clone(),

@@ -23,7 +23,8 @@
 //! application; [`resolver_state`], what a resolver hands the channel); health checking (gRFC A17:
 //! [`health_stream`], one Watch stream, and `health_watches.rs`, which connections run one); and outlier
 //! detection's call results ([`outlier`], gRFC A50); the per-address figures of `Channel::stats()`
-//! ([`address_stats`]); and what the loop says about a service config it applies (`config_notes.rs`: health
+//! ([`address_stats`]); the transports subchannels connect with besides the channel's own
+//! ([`transports`], A29's per-cluster TLS, filled by the xDS resolver); and what the loop says about a service config it applies (`config_notes.rs`: health
 //! checking the policy does not run, the default pick_first, clamped values). The xDS resolver is a
 //! [`resolver_api::ResolverBuilder`] too, in `xds/`, above: it runs its ADS stream on a `Channel`, and hands
 //! its routing through a crate-private extension of the sink.
@@ -57,6 +58,7 @@ pub(crate) mod resolver_state;
 mod resolver_testing;
 mod shared;
 mod subchannel;
+pub(crate) mod transports;
 
 use activity::Setup;
 use event_loop::Loop;

@@ -81,6 +81,9 @@ pub(crate) struct Resolution {
     /// What the xDS resolver shows `Channel::xds_resources` while it runs.
     #[cfg(feature = "xds")]
     inspect: Option<crate::control::resolver_state::Inspect>,
+    /// The transports the resolver registers for the keys it gives clusters (A29), which the event loop
+    /// connects with.
+    transports: crate::control::transports::Transports,
 }
 
 /// A panic's message, if it has one.
@@ -123,7 +126,22 @@ impl Resolution {
             published: Arc::default(),
             #[cfg(feature = "xds")]
             inspect,
+            transports: Default::default(),
         }
+    }
+
+    /// This resolution with `transports` as its registry of transports (shared with its resolver).
+    pub(crate) fn with_transports(
+        mut self,
+        transports: crate::control::transports::Transports,
+    ) -> Self {
+        self.transports = transports;
+        self
+    }
+
+    /// The registry of transports the resolver fills.
+    pub(crate) fn transports(&self) -> &crate::control::transports::Transports {
+        &self.transports
     }
 
     fn start(&self) -> Result<Started, Status> {

@@ -19,11 +19,13 @@ use crate::conn::connect::{connect, AbortOnDrop, Established, Http2Settings};
 use crate::conn::keepalive::{self, Keepalive, OpenStreams};
 use crate::conn::proxy::Route;
 use crate::conn::tls::TlsConnector;
+use crate::wire::status::Status;
 
 /// What a connection task needs of its channel.
 pub(super) struct ChannelParts {
     pub(super) settings: Http2Settings,
-    pub(super) tls: Option<TlsConnector>,
+    /// TLS (`None`: plaintext), or why this connection cannot have the transport it was asked for.
+    pub(super) tls: Result<Option<TlsConnector>, Status>,
     pub(super) route: Route,
     pub(super) keepalive: Arc<Keepalive>,
     pub(super) active: Arc<ActiveCalls>,
@@ -46,6 +48,13 @@ pub(super) async fn connect_subchannel(
         active,
         events,
     } = channel;
+    let tls = match tls {
+        Ok(tls) => tls,
+        Err(error) => {
+            let _ = events.send(Event::Failed(id, generation, error));
+            return;
+        }
+    };
     let ended = connect(&addr, deadline, &settings, tls.as_ref(), &route).await;
     match ended {
         Ok(Established {

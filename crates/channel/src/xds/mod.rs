@@ -11,10 +11,14 @@
 
 pub(crate) mod admin;
 pub(crate) mod ads;
+pub(crate) mod cert_provider;
+pub(crate) mod credentials;
 pub(crate) mod resolver;
 
 #[cfg(test)]
 mod ads_tests;
+#[cfg(test)]
+mod credentials_tests;
 
 #[cfg(test)]
 mod resolver_tests;

@@ -25,6 +25,10 @@
 //! (`grpc_xds::request_hash`, with a random id per channel for `io.grpc.channel_id`), or a random one when
 //! they produce none; the hash is fixed for the call's attempts.
 //!
+//! With xDS credentials (A29, `credentials.rs`), a Cluster's security settings give its config a transport
+//! key, whose transport the resolver registers before it publishes the clusters (and drops once no
+//! published cluster uses it); without them `transport_socket` is ignored.
+//!
 //! Not here: aggregate and LOGICAL_DNS clusters, least_request (its clusters fail calls with a message
 //! saying so), circuit-breaker counters shared across channels, load reporting.
 
@@ -47,12 +51,15 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 use super::ads::{AdsClient, ResourceWatch, WatchState};
+use super::credentials::XdsCredentials;
 use crate::control::resolver_api::{
     Resolver, ResolverBuilder, ResolverError, ResolverSink, ResolverTarget,
 };
 use crate::control::resolver_state::{ClusterHold, Inspect, Routed, Router, Routing, State};
 use crate::wire::metadata::MetadataMap;
 use crate::wire::status::Status;
+use grpc_lb::TransportKey;
+use grpc_xds::resource::ClusterSecurity;
 
 /// The resolver's task; dropping it stops the task (and its watches).
 #[derive(Debug)]
@@ -76,6 +83,7 @@ pub(crate) fn start(
     name: &str,
     authority: Option<&str>,
     default_config: Option<ServiceConfig>,
+    credentials: Option<XdsCredentials>,
     sink: ResolverSink,
 ) -> Result<ResolverTask, Status> {
     let listener = bootstrap
@@ -84,7 +92,14 @@ pub(crate) fn start(
     let ads = AdsClient::shared(&bootstrap)?;
     let config = Arc::new(default_config.unwrap_or_else(ServiceConfig::empty));
     let authority = authority.unwrap_or(name).to_owned();
-    let task = tokio::spawn(run(ads.clone(), listener, authority, config, sink));
+    let task = tokio::spawn(run(
+        ads.clone(),
+        listener,
+        authority,
+        config,
+        credentials,
+        sink,
+    ));
     Ok(ResolverTask { task, ads })
 }
 
@@ -100,6 +115,8 @@ struct Watches {
     endpoints: BTreeMap<String, ResourceWatch>,
     /// The channel's random id (A42's `filter_state` key `io.grpc.channel_id`), the same in every router.
     channel_id: u64,
+    /// xDS credentials, when the application opted in (A29).
+    credentials: Option<XdsCredentials>,
 }
 
 impl Watches {
@@ -172,6 +189,7 @@ async fn run(
     listener_name: String,
     authority: String,
     config: Arc<ServiceConfig>,
+    credentials: Option<XdsCredentials>,
     sink: ResolverSink,
 ) {
     let notify = Arc::new(Notify::new());
@@ -187,6 +205,7 @@ async fn run(
         endpoints: BTreeMap::new(),
         channel_id: SplitMix64::new(crate::control::clock_seed() ^ (Arc::as_ptr(&notify) as u64))
             .next_u64(),
+        credentials,
     };
     let mut last: Option<Arc<Routing>> = None;
     let mut generation = 0u64;
@@ -204,11 +223,15 @@ async fn run(
                     }
                 }
             }
-            Outcome::Ready(clusters, mut router, endpoints) => {
+            Outcome::Ready(clusters, mut router, endpoints, security) => {
                 let changed = last.as_ref().is_none_or(|l| {
                     l.clusters != clusters || format!("{:?}", l.router) != format!("{router:?}")
                 });
                 if changed {
+                    // The transports first: the policy connects with them as soon as it has the clusters.
+                    if let Some(credentials) = &watches.credentials {
+                        credentials.sync(&security);
+                    }
                     failed = None;
                     generation += 1;
                     // Only a published router holds its clusters (one dropped here would wake the resolver).
@@ -245,8 +268,14 @@ enum Outcome {
     Pending,
     /// The channel cannot route calls.
     Failed(Status),
-    /// The clusters, their router, and every endpoint address.
-    Ready(XdsClustersConfig, Box<XdsRouter>, Vec<Address>),
+    /// The clusters, their router, every endpoint address, and the security settings of each transport
+    /// key the clusters use (A29).
+    Ready(
+        XdsClustersConfig,
+        Box<XdsRouter>,
+        Vec<Address>,
+        BTreeMap<TransportKey, ClusterSecurity>,
+    ),
 }
 
 fn value_or<'a>(state: &'a WatchState, what: &str) -> Result<Option<&'a Resource>, Status> {
@@ -292,6 +321,7 @@ fn evaluate(w: &mut Watches, listener_name: &str, authority: &str) -> Outcome {
         }
     }
     let mut clusters = BTreeMap::new();
+    let mut security = BTreeMap::new();
     let mut eds_wanted = BTreeSet::new();
     let mut pending = false;
     for (name, watch) in &w.clusters {
@@ -318,7 +348,13 @@ fn evaluate(w: &mut Watches, listener_name: &str, authority: &str) -> Outcome {
                                 continue;
                             }
                             Ok(Some(Resource::Endpoints(e))) => {
-                                cluster_config(e, cluster.max_requests, lb)
+                                let mut config = cluster_config(e, cluster.max_requests, lb);
+                                if let (Some(_), Some(s)) = (&w.credentials, &cluster.security) {
+                                    let key = XdsCredentials::key(s);
+                                    security.insert(key.clone(), s.clone());
+                                    config.transport = Some(key);
+                                }
+                                config
                             }
                             Ok(Some(_)) => failing_cluster("not an endpoint assignment"),
                         },
@@ -354,7 +390,12 @@ fn evaluate(w: &mut Watches, listener_name: &str, authority: &str) -> Outcome {
         .into_iter()
         .collect();
     let router = XdsRouter::new(vhost, listener.max_stream_duration, w.channel_id);
-    Outcome::Ready(XdsClustersConfig { clusters }, Box::new(router), endpoints)
+    Outcome::Ready(
+        XdsClustersConfig { clusters },
+        Box::new(router),
+        endpoints,
+        security,
+    )
 }
 
 /// The clusters the routes of `vhost` name.
@@ -623,6 +664,8 @@ pub(crate) struct XdsResolverBuilder {
     pub(crate) authority: Option<String>,
     pub(crate) default_config: Option<ServiceConfig>,
     pub(crate) inspect: Inspect,
+    /// xDS credentials (A29), when the application opted in.
+    pub(crate) credentials: Option<XdsCredentials>,
 }
 
 /// A running xDS resolver: its task stops when this is dropped.
@@ -654,6 +697,7 @@ impl ResolverBuilder for XdsResolverBuilder {
             &self.name,
             self.authority.as_deref(),
             self.default_config.clone(),
+            self.credentials.clone(),
             sink,
         )
         .map_err(|status| ResolverError::Other(status.message().to_owned()))?;
