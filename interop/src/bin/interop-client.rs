@@ -53,6 +53,12 @@ const FLAGS: &[FlagSpec] = &[
         help: "TLS (rustls, ALPN h2) instead of plaintext",
     },
     FlagSpec {
+        name: "secure_mode",
+        value: "BOOL",
+        default: "false",
+        help: "for an xds: target, xDS credentials (gRFC A29): each cluster's TLS settings from the control plane, plaintext for clusters without",
+    },
+    FlagSpec {
         name: "use_test_ca",
         value: "BOOL",
         default: "false",
@@ -159,6 +165,8 @@ struct Settings {
     target: String,
     authority: Option<String>,
     tls: Option<TlsConfig>,
+    /// `--secure_mode`: xDS credentials for an `xds:` target.
+    secure_mode: bool,
     service_config_json: Option<String>,
     metadata: Vec<(String, String)>,
     soak: SoakConfig,
@@ -250,6 +258,10 @@ fn settings(args: impl IntoIterator<Item = String>) -> Result<Option<Settings>, 
         }
         None
     };
+    let secure_mode = flags.bool("secure_mode", false)?;
+    if secure_mode && !target.starts_with("xds:") {
+        eprintln!("interop-client: --secure_mode=true has no effect without an xds: target");
+    }
     let service_config_json = flags
         .str("service_config_json")
         .filter(|j| !j.is_empty())
@@ -301,6 +313,7 @@ fn settings(args: impl IntoIterator<Item = String>) -> Result<Option<Settings>, 
         target,
         authority,
         tls,
+        secure_mode,
         service_config_json,
         metadata,
         soak,
@@ -316,6 +329,9 @@ fn context(s: Settings) -> Result<(Context, Vec<String>, Vec<String>), String> {
     }
     if let Some(tls) = &s.tls {
         builder = builder.tls(tls.clone());
+    }
+    if s.secure_mode && s.target.starts_with("xds:") {
+        builder = builder.xds_credentials();
     }
     // The standard meaning: no service config lookup, and this JSON as the default config.
     if let Some(json) = &s.service_config_json {
@@ -465,6 +481,7 @@ mod tests {
             "--server_host_override=o",
             "--test_case=empty_unary,large_unary",
             "--use_tls=false",
+            "--secure_mode=false",
             "--use_test_ca=false",
             "--service_config_json={}",
             "--additional_metadata=k:v",
