@@ -46,6 +46,7 @@ pub use routing::{
 pub use vhost::{choose_virtual_host, validate_domain};
 
 pub use bootstrap::{
-    Authority, Bootstrap, BootstrapError, CertificateFiles, ChannelCreds, Locality, Node, ServerFeatures, XdsServer,
-    BOOTSTRAP_CONFIG_VARIABLE, BOOTSTRAP_FILE_VARIABLE, DEFAULT_REFRESH_INTERVAL,
+    Authority, Bootstrap, BootstrapError, CertificateFiles, ChannelCreds, Locality, Node,
+    ServerFeatures, XdsServer, BOOTSTRAP_CONFIG_VARIABLE, BOOTSTRAP_FILE_VARIABLE,
+    DEFAULT_REFRESH_INTERVAL,
 };

@@ -277,7 +277,7 @@ mod tests {
             std::process::id(),
             crate::control::clock_seed()
         ));
-        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::create_dir_all(&dir).expect("test setup");
         Dir(dir)
     }
 
@@ -291,21 +291,21 @@ mod tests {
     }
 
     fn write_identity(dir: &Path, ca: &TestCa, name: &str) -> String {
-        let id = ca.issue(&[name], Usage::Client).unwrap();
-        std::fs::write(dir.join("cert.pem"), &id.cert_pem).unwrap();
-        std::fs::write(dir.join("key.pem"), &id.key_pem).unwrap();
+        let id = ca.issue(&[name], Usage::Client).expect("test setup");
+        std::fs::write(dir.join("cert.pem"), &id.cert_pem).expect("test setup");
+        std::fs::write(dir.join("key.pem"), &id.key_pem).expect("test setup");
         id.cert_pem
     }
 
     fn leaf_pem(p: &CertificateProvider) -> Vec<u8> {
-        p.identity().unwrap().chain[0].to_vec()
+        p.identity().expect("test setup").chain[0].to_vec()
     }
 
     #[tokio::test(start_paused = true)]
     async fn rereads_at_the_refresh_interval_and_keeps_the_last_good_material() {
         let dir = temp_dir("rotate");
-        let ca = TestCa::new("provider test CA").unwrap();
-        std::fs::write(dir.0.join("ca.pem"), &ca.cert_pem).unwrap();
+        let ca = TestCa::new("provider test CA").expect("test setup");
+        std::fs::write(dir.0.join("ca.pem"), &ca.cert_pem).expect("test setup");
         write_identity(&dir.0, &ca, "first.client");
         let p = CertificateProvider::shared("rotate", &files(&dir.0, Duration::from_secs(60)));
         let first = leaf_pem(&p);
@@ -317,8 +317,8 @@ mod tests {
         let second = leaf_pem(&p);
         assert_ne!(second, first, "re-read at the interval");
         // A bad file keeps the last good identity.
-        std::fs::write(dir.0.join("cert.pem"), "garbage").unwrap();
-        std::fs::remove_file(dir.0.join("ca.pem")).unwrap();
+        std::fs::write(dir.0.join("cert.pem"), "garbage").expect("test setup");
+        std::fs::remove_file(dir.0.join("ca.pem")).expect("test setup");
         tokio::time::sleep(Duration::from_secs(61)).await;
         assert_eq!(leaf_pem(&p), second);
         assert!(p.roots().is_ok());
@@ -327,8 +327,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn one_provider_per_instance_and_config_while_used() {
         let dir = temp_dir("shared");
-        let ca = TestCa::new("provider test CA").unwrap();
-        std::fs::write(dir.0.join("ca.pem"), &ca.cert_pem).unwrap();
+        let ca = TestCa::new("provider test CA").expect("test setup");
+        std::fs::write(dir.0.join("ca.pem"), &ca.cert_pem).expect("test setup");
         write_identity(&dir.0, &ca, "a.client");
         let f = files(&dir.0, Duration::from_secs(600));
         let a = CertificateProvider::shared("shared", &f);
@@ -345,24 +345,24 @@ mod tests {
     async fn missing_and_oversized_files_are_named() {
         let dir = temp_dir("missing");
         let p = CertificateProvider::shared("missing", &files(&dir.0, Duration::from_secs(600)));
-        let e = p.identity().unwrap_err();
+        let e = p.identity().expect_err("fails");
         assert!(e.contains("cert.pem") && e.contains("\"missing\""), "{e}");
-        let e = p.roots().unwrap_err();
+        let e = p.roots().expect_err("fails");
         assert!(e.contains("ca.pem"), "{e}");
         let big = dir.0.join("ca.pem");
-        std::fs::write(&big, vec![b'a'; (MAX_PEM_FILE_BYTES + 1) as usize]).unwrap();
-        let e = read_roots(&big).unwrap_err();
+        std::fs::write(&big, vec![b'a'; (MAX_PEM_FILE_BYTES + 1) as usize]).expect("test setup");
+        let e = read_roots(&big).expect_err("fails");
         assert!(e.contains("larger than"), "{e}");
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_key_of_another_certificate_is_refused() {
         let dir = temp_dir("mismatch");
-        let ca = TestCa::new("provider test CA").unwrap();
+        let ca = TestCa::new("provider test CA").expect("test setup");
         write_identity(&dir.0, &ca, "a.client");
-        let other = ca.issue(&["b.client"], Usage::Client).unwrap();
-        std::fs::write(dir.0.join("key.pem"), other.key_pem).unwrap();
-        let e = read_identity(&dir.0.join("cert.pem"), &dir.0.join("key.pem")).unwrap_err();
+        let other = ca.issue(&["b.client"], Usage::Client).expect("test setup");
+        std::fs::write(dir.0.join("key.pem"), other.key_pem).expect("test setup");
+        let e = read_identity(&dir.0.join("cert.pem"), &dir.0.join("key.pem")).expect_err("fails");
         assert!(e.contains("does not go with"), "{e}");
     }
 }

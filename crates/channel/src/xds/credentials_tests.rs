@@ -86,32 +86,33 @@ impl ClientCertVerifier for Recording {
 async fn mtls_backend(ca: &TestCa) -> (ServerHandle, Arc<Mutex<Vec<Vec<u8>>>>) {
     let server = ca
         .issue_with_uris(&[SERVER_DNS], &[SERVER_SPIFFE], Usage::Server)
-        .unwrap();
+        .expect("test setup");
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut roots = RootCertStore::empty();
     roots
-        .add(CertificateDer::from_pem_slice(ca.cert_pem.as_bytes()).unwrap())
-        .unwrap();
+        .add(CertificateDer::from_pem_slice(ca.cert_pem.as_bytes()).expect("test setup"))
+        .expect("test setup");
     let inner = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
         .build()
-        .unwrap();
+        .expect("test setup");
     let seen = Arc::new(Mutex::new(Vec::new()));
     let verifier = Arc::new(Recording {
         inner,
         seen: seen.clone(),
     });
-    let chain = vec![CertificateDer::from_pem_slice(server.cert_pem.as_bytes()).unwrap()];
-    let key = PrivateKeyDer::from_pem_slice(server.key_pem.as_bytes()).unwrap();
+    let chain =
+        vec![CertificateDer::from_pem_slice(server.cert_pem.as_bytes()).expect("test setup")];
+    let key = PrivateKeyDer::from_pem_slice(server.key_pem.as_bytes()).expect("test setup");
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .unwrap()
+        .expect("test setup")
         .with_client_cert_verifier(verifier)
         .with_single_cert(chain, key)
-        .unwrap();
+        .expect("test setup");
     config.alpn_protocols = vec![b"h2".to_vec()];
     let handle = start_tls(SocketAddr::from(([127, 0, 0, 1], 0)), Arc::new(config))
         .await
-        .unwrap();
+        .expect("test setup");
     (handle, seen)
 }
 
@@ -129,13 +130,13 @@ fn temp_dir(tag: &str) -> Dir {
         std::process::id(),
         crate::control::clock_seed()
     ));
-    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::create_dir_all(&dir).expect("test setup");
     Dir(dir)
 }
 
 fn write_identity(dir: &Path, id: &CertifiedPem) {
-    std::fs::write(dir.join("client.pem"), &id.cert_pem).unwrap();
-    std::fs::write(dir.join("client.key"), &id.key_pem).unwrap();
+    std::fs::write(dir.join("client.pem"), &id.cert_pem).expect("test setup");
+    std::fs::write(dir.join("client.key"), &id.key_pem).expect("test setup");
 }
 
 /// The bootstrap's instances: "identity" (client certificate and key) and "roots" (the CA), re-read
@@ -218,10 +219,12 @@ struct Setup {
 }
 
 async fn setup(tag: &str) -> Setup {
-    let ca = TestCa::new("xDS credentials test CA").unwrap();
+    let ca = TestCa::new("xDS credentials test CA").expect("test setup");
     let dir = temp_dir(tag);
-    std::fs::write(dir.0.join("ca.pem"), &ca.cert_pem).unwrap();
-    let client = ca.issue(&["first.client.test"], Usage::Client).unwrap();
+    std::fs::write(dir.0.join("ca.pem"), &ca.cert_pem).expect("test setup");
+    let client = ca
+        .issue(&["first.client.test"], Usage::Client)
+        .expect("test setup");
     write_identity(&dir.0, &client);
     let (backend, seen) = mtls_backend(&ca).await;
     Setup {
@@ -235,7 +238,7 @@ async fn setup(tag: &str) -> Setup {
 
 fn der(pem: &str) -> Vec<u8> {
     CertificateDer::from_pem_slice(pem.as_bytes())
-        .unwrap()
+        .expect("test setup")
         .to_vec()
 }
 
@@ -297,7 +300,7 @@ async fn a_server_requiring_a_client_certificate_fails_cleanly_without_identity(
 #[tokio::test]
 async fn missing_files_and_unknown_instances_fail_naming_why() {
     let s = setup("missing").await;
-    std::fs::remove_file(s.dir.0.join("client.key")).unwrap();
+    std::fs::remove_file(s.dir.0.join("client.key")).expect("test setup");
     let p = providers(&s.dir.0, Duration::from_secs(600));
     let e = connect_with(&p, &security(true, vec![]), s.backend.addr)
         .await
@@ -340,7 +343,9 @@ async fn a_rotated_identity_is_presented_by_new_connections() {
     };
     let first = connect_once().await.expect("first identity");
     assert_eq!(s.seen.lock().last(), Some(&der(&s.client.cert_pem)));
-    let second = s.ca.issue(&["second.client.test"], Usage::Client).unwrap();
+    let second =
+        s.ca.issue(&["second.client.test"], Usage::Client)
+            .expect("test setup");
     write_identity(&s.dir.0, &second);
     // The provider re-reads every 200 ms: each new connection presents the newest identity.
     let mut rotated = false;
@@ -379,7 +384,11 @@ async fn the_registry_holds_the_keys_in_use_only() {
     let a = security(true, vec![exact("a")]);
     let b = security(false, vec![exact("b")]);
     let (ka, kb) = (XdsCredentials::key(&a), XdsCredentials::key(&b));
-    assert_eq!(ka, XdsCredentials::key(&a.clone()), "equal settings, equal keys");
+    assert_eq!(
+        ka,
+        XdsCredentials::key(&a.clone()),
+        "equal settings, equal keys"
+    );
     assert_ne!(ka, kb);
     credentials.sync(&BTreeMap::from([(ka.clone(), a.clone()), (kb.clone(), b)]));
     assert_eq!(transports.len(), 2);
@@ -387,8 +396,7 @@ async fn the_registry_holds_the_keys_in_use_only() {
     assert_eq!(transports.len(), 1);
     let e = transports
         .connector(&kb, &Address::Tcp(SocketAddr::from(([127, 0, 0, 1], 1))))
-        .err()
-        .expect("gone");
+        .expect_err("gone");
     assert_eq!(e.code(), Code::Unavailable);
     credentials.sync(&BTreeMap::new());
     assert_eq!(transports.len(), 0);

@@ -34,8 +34,8 @@ mod http_filter;
 mod listener;
 mod matcher;
 mod retry;
-mod security;
 mod route;
+mod security;
 #[cfg(test)]
 pub(crate) mod testing;
 
@@ -43,11 +43,11 @@ pub use http_filter::{HttpFilter, HttpFilterKind};
 pub use listener::{parse_listener, parse_listener_any, Listener, RouteSource};
 pub use matcher::{HeaderMatch, HeaderMatcher, PathMatch, PathMatcher, SafeRegex, StringMatch};
 pub use retry::RetryPolicy;
-pub use security::{san_matches, ClusterSecurity, ProviderInstance, RootSource, SubjectAltName};
 pub use route::{
     parse_route_config, parse_route_config_any, ClusterWeight, HashPolicy, HashPolicyKind,
     MaxStreamDuration, RegexRewrite, Route, RouteAction, RouteConfig, RouteMatcher, VirtualHost,
 };
+pub use security::{san_matches, ClusterSecurity, ProviderInstance, RootSource, SubjectAltName};
 
 /// The four resource types of gRPC's xDS client, in the order a channel needs them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

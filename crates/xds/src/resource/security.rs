@@ -153,20 +153,41 @@ mod tests {
     #[test]
     fn one_san_matching_one_matcher_passes() {
         let matchers = [exact("x.example.com"), exact("b.example.com")];
-        assert!(san_matches(&matchers, &[dns("a.example.com"), dns("b.example.com")]));
-        assert!(!san_matches(&matchers, &[dns("a.example.com"), dns("c.example.com")]));
+        assert!(san_matches(
+            &matchers,
+            &[dns("a.example.com"), dns("b.example.com")]
+        ));
+        assert!(!san_matches(
+            &matchers,
+            &[dns("a.example.com"), dns("c.example.com")]
+        ));
     }
 
     #[test]
     fn dns_wildcards_match_one_left_most_label() {
         let m = [exact("foo.example.com")];
         assert!(san_matches(&m, &[dns("*.example.com")]));
-        assert!(san_matches(&[exact("foo.example.com.")], &[dns("*.example.com")]));
+        assert!(san_matches(
+            &[exact("foo.example.com.")],
+            &[dns("*.example.com")]
+        ));
         assert!(san_matches(&m, &[dns("*.EXAMPLE.com.")]));
-        assert!(san_matches(&[exact("FOO.Example.COM")], &[dns("foo.example.com")]));
-        assert!(!san_matches(&[exact("a.foo.example.com")], &[dns("*.example.com")]));
-        assert!(!san_matches(&[exact("example.com")], &[dns("*.example.com")]));
-        assert!(!san_matches(&[exact(".example.com")], &[dns("*.example.com")]));
+        assert!(san_matches(
+            &[exact("FOO.Example.COM")],
+            &[dns("foo.example.com")]
+        ));
+        assert!(!san_matches(
+            &[exact("a.foo.example.com")],
+            &[dns("*.example.com")]
+        ));
+        assert!(!san_matches(
+            &[exact("example.com")],
+            &[dns("*.example.com")]
+        ));
+        assert!(!san_matches(
+            &[exact(".example.com")],
+            &[dns("*.example.com")]
+        ));
         assert!(!san_matches(&m, &[dns("*.")]));
         assert!(!san_matches(&m, &[dns("*")]));
         assert!(!san_matches(&m, &[dns("f*.example.com")]));
@@ -207,10 +228,16 @@ mod tests {
 
     #[test]
     fn ip_sans_compare_as_canonical_text() {
-        let v6: IpAddr = "2001:DB8:0::01".parse().unwrap();
-        assert!(san_matches(&[exact("2001:db8::1")], &[SubjectAltName::Ip(v6)]));
-        assert!(!san_matches(&[exact("2001:DB8:0::01")], &[SubjectAltName::Ip(v6)]));
-        let v4: IpAddr = "10.0.0.1".parse().unwrap();
+        let v6: IpAddr = "2001:DB8:0::01".parse().expect("test setup");
+        assert!(san_matches(
+            &[exact("2001:db8::1")],
+            &[SubjectAltName::Ip(v6)]
+        ));
+        assert!(!san_matches(
+            &[exact("2001:DB8:0::01")],
+            &[SubjectAltName::Ip(v6)]
+        ));
+        let v4: IpAddr = "10.0.0.1".parse().expect("test setup");
         assert!(san_matches(&[exact("10.0.0.1")], &[SubjectAltName::Ip(v4)]));
         let contains = StringMatch::Contains {
             value: "db8".to_owned(),
@@ -227,12 +254,17 @@ mod tests {
         };
         assert!(!san_matches(&[empty_prefix.clone()], &[dns("")]));
         assert!(!san_matches(&[exact("")], &[dns("")]));
-        assert!(!san_matches(&[empty_prefix], &[SubjectAltName::Uri(String::new())]));
+        assert!(!san_matches(
+            &[empty_prefix],
+            &[SubjectAltName::Uri(String::new())]
+        ));
     }
 
     #[test]
     fn regexes_match_the_whole_san() {
-        let re = StringMatch::Regex(SafeRegex::new("spiffe://mesh/ns/[a-z]+/sa/server", true).unwrap());
+        let re = StringMatch::Regex(
+            SafeRegex::new("spiffe://mesh/ns/[a-z]+/sa/server", true).expect("test setup"),
+        );
         let ok = SubjectAltName::Uri("spiffe://mesh/ns/prod/sa/server".to_owned());
         let longer = SubjectAltName::Uri("spiffe://mesh/ns/prod/sa/server2".to_owned());
         assert!(san_matches(std::slice::from_ref(&re), &[ok]));
@@ -242,6 +274,9 @@ mod tests {
     #[test]
     fn email_sans_match_as_text() {
         let m = [exact("svc@example.com")];
-        assert!(san_matches(&m, &[SubjectAltName::Email("svc@example.com".to_owned())]));
+        assert!(san_matches(
+            &m,
+            &[SubjectAltName::Email("svc@example.com".to_owned())]
+        ));
     }
 }
