@@ -254,7 +254,6 @@ async fn first_failure(channel: &Channel) -> grpc_channel::Status {
 }
 
 #[tokio::test]
-#[ignore = "needs the A29 parsing of certificate_providers and transport_socket (branch wt-xdssec)"]
 async fn mtls_calls_pass_with_the_cluster_identity_and_san_check() {
     bounded("mtls", async {
         let m = mesh("mtls").await;
@@ -278,7 +277,6 @@ async fn mtls_calls_pass_with_the_cluster_identity_and_san_check() {
 }
 
 #[tokio::test]
-#[ignore = "needs the A29 parsing of certificate_providers and transport_socket (branch wt-xdssec)"]
 async fn a_san_mismatch_fails_unavailable_and_reaches_no_server() {
     bounded("mismatch", async {
         let m = mesh("mismatch").await;
@@ -343,7 +341,6 @@ async fn without_xds_credentials_the_tls_settings_are_ignored() {
 }
 
 #[tokio::test]
-#[ignore = "needs the A29 parsing of certificate_providers and transport_socket (branch wt-xdssec)"]
 async fn a_cluster_without_identity_fails_cleanly_against_a_backend_requiring_one() {
     bounded("no identity", async {
         let m = mesh("no-identity").await;
@@ -366,7 +363,6 @@ async fn a_cluster_without_identity_fails_cleanly_against_a_backend_requiring_on
 }
 
 #[tokio::test]
-#[ignore = "needs the A29 parsing of certificate_providers and transport_socket (branch wt-xdssec)"]
 async fn a_missing_provider_file_fails_unavailable_naming_it() {
     bounded("missing file", async {
         let m = mesh("missing").await;
@@ -388,7 +384,6 @@ async fn a_missing_provider_file_fails_unavailable_naming_it() {
 }
 
 #[tokio::test]
-#[ignore = "needs the A29 parsing of certificate_providers and transport_socket (branch wt-xdssec)"]
 async fn a_rotated_identity_is_presented_by_new_connections_without_failed_calls() {
     bounded("rotation", async {
         let m = mesh("rotation").await;
