@@ -2,7 +2,7 @@
 //! names the same server and node in its bootstrap. A task runs grpc-xds's sans-IO [`XdsClient`] over this
 //! crate's own [`Channel`] to the server (with its connection backoff, keepalive and TLS): it opens
 //! `StreamAggregatedResources` once the channel is READY, hands each response's resources to
-//! [`grpc_xds::resource::decode_response`] (on tokio's blocking pool, so a large response never holds up
+//! [`grpc_xds::resource::decode_response_with`] (on tokio's blocking pool, so a large response never holds up
 //! the runtime's other tasks and timers; the task waits for it, so responses are handled in order),
 //! sends the ACKs, NACKs and subscription changes the client asks for, and fires the does-not-exist
 //! timers. Nothing in the loop waits on the server: a stream opens, and its
@@ -27,7 +27,7 @@ use std::sync::{Arc, Weak};
 use envoy_types::pb::envoy::config::core::v3 as core;
 use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
 use grpc_retry::SplitMix64;
-use grpc_xds::resource::{decode_response, Resource, ResourceType};
+use grpc_xds::resource::{decode_response_with, DecodeContext, Resource, ResourceType};
 use grpc_xds::{
     discovery_request, node_proto, Bootstrap, ChannelCreds, Decoded, ResourceDump, UserAgent,
     WatchEvent, WatchId, XdsClient, XdsServer,
@@ -128,7 +128,12 @@ impl AdsClient {
             .xds_servers
             .first()
             .ok_or_else(|| Status::unavailable("the xDS bootstrap names no server"))?;
-        let key = format!("{server:?} {:?}", bootstrap.node);
+        // The certificate provider names are part of the key: they decide which Clusters are valid.
+        let context = Arc::new(DecodeContext::from_bootstrap(bootstrap));
+        let key = format!(
+            "{server:?} {:?} {:?}",
+            bootstrap.node, context.certificate_providers
+        );
         let mut registry = registry().lock();
         // Entries whose clients are gone, or whose task ended (a panic), go; a live one is shared.
         registry.retain(|(_, weak)| weak.upgrade().is_some_and(|c| !c.commands.is_closed()));
@@ -160,7 +165,7 @@ impl AdsClient {
             server_uri: server.server_uri.clone(),
             client: xds_client.clone(),
         });
-        tokio::spawn(run(channel, node, xds_client, Commands(receiver)));
+        tokio::spawn(run(channel, node, context, xds_client, Commands(receiver)));
         registry.push((key, Arc::downgrade(&client)));
         Ok(client)
     }
@@ -338,7 +343,13 @@ fn task_ended(slot: &watch::Sender<WatchState>, notify: &Notify) {
 
 /// The task: the sans-IO client driven over one stream at a time. It locks the client for each step,
 /// never across an await.
-async fn run(channel: Channel, node: core::Node, shared: SharedClient, mut commands: Commands) {
+async fn run(
+    channel: Channel,
+    node: core::Node,
+    context: Arc<DecodeContext>,
+    shared: SharedClient,
+    mut commands: Commands,
+) {
     let mut watchers = Watchers::default();
     let Watchers { slots, keys } = &mut watchers;
     let mut stream = AdsStream::Waiting;
@@ -422,8 +433,9 @@ async fn run(channel: Channel, node: core::Node, shared: SharedClient, mut comma
                 };
                 match response {
                     Ok(Some(response)) => {
+                        let context = context.clone();
                         let decoded = off_runtime(move || {
-                            let resources = decode_resources(&response);
+                            let resources = decode_resources(&response, &context);
                             (response, resources)
                         })
                         .await;
@@ -542,9 +554,12 @@ where
 }
 
 /// The resources of a response, decoded and validated (the sans-IO parse).
-fn decode_resources(response: &DiscoveryResponse) -> Vec<Decoded<Resource>> {
+fn decode_resources(
+    response: &DiscoveryResponse,
+    context: &DecodeContext,
+) -> Vec<Decoded<Resource>> {
     match ResourceType::from_type_url(&response.type_url) {
-        Some(resource_type) => decode_response(resource_type, &response.resources),
+        Some(resource_type) => decode_response_with(resource_type, &response.resources, context),
         None => Vec::new(),
     }
 }
