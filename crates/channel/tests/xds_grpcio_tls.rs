@@ -1,6 +1,6 @@
 //! xDS security (gRFC A29) from the test management server (`interop::xds_server`) driving an independent
 //! xDS client: Python grpcio (C-core), `interop/peers/grpcio/xds_client.py --secure_mode=true`, a channel
-//! with `grpc.xds_channel_credentials(fallback_credentials=grpc.insecure_channel_credentials())` to
+//! with `grpc.xds_channel_credentials(fallback_credentials=grpc.experimental.insecure_channel_credentials())` to
 //! `xds:///<NAME>`. The Clusters carry a `transport_socket` `envoy.transport_sockets.tls` with an
 //! `UpstreamTlsContext` (`interop::xds_resources::UpstreamTlsSpec`) naming `file_watcher` certificate
 //! providers of the bootstrap (`interop::xds_resources::BootstrapSpec`); the backends are our interop servers
