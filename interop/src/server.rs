@@ -25,8 +25,8 @@ use prost::Message;
 use tokio::net::TcpListener;
 
 use crate::health::HealthStatuses;
-use crate::tls::{certificate_sans, CertSan};
 use crate::server_call::{decode_error, h2_server_builder, read_one, send, ServerCall};
+use crate::tls::{certificate_sans, CertSan};
 
 const ECHO_INITIAL: &str = "x-grpc-test-echo-initial";
 const ECHO_TRAILING: &str = "x-grpc-test-echo-trailing-bin";

@@ -222,7 +222,8 @@ impl InteropFiles {
     /// identity ([`CLIENT_SPIFFE_ID`]), and writes them into `dir`.
     pub fn generate(dir: &Path) -> Result<(), TlsSetupError> {
         let ca = TestCa::new("grpc-channel interop test CA")?;
-        let server = ca.issue_with_uris(INTEROP_SERVER_NAMES, &[SERVER_SPIFFE_ID], Usage::Server)?;
+        let server =
+            ca.issue_with_uris(INTEROP_SERVER_NAMES, &[SERVER_SPIFFE_ID], Usage::Server)?;
         let client = ca.issue_with_uris(&[], &[CLIENT_SPIFFE_ID], Usage::Client)?;
         let io = |e: std::io::Error| TlsSetupError::Io(format!("{}: {e}", dir.display()));
         std::fs::create_dir_all(dir).map_err(io)?;
@@ -513,8 +514,12 @@ mod tests {
     fn watched_files_are_replaced_whole() {
         let dir = std::env::temp_dir().join(format!("interop-watched-{}", std::process::id()));
         let ca = TestCa::new("test CA").expect("CA");
-        let a = ca.issue_with_uris(&[], &["spiffe://t/a"], Usage::Client).expect("a");
-        let b = ca.issue_with_uris(&[], &["spiffe://t/b"], Usage::Client).expect("b");
+        let a = ca
+            .issue_with_uris(&[], &["spiffe://t/a"], Usage::Client)
+            .expect("a");
+        let b = ca
+            .issue_with_uris(&[], &["spiffe://t/b"], Usage::Client)
+            .expect("b");
         let files = WatchedFiles::write_all(&dir, &ca.cert_pem, Some(&a)).expect("write");
         let read = |p: PathBuf| std::fs::read_to_string(p).expect("read");
         assert_eq!(read(files.certificate_file()), a.cert_pem);

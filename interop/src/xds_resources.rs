@@ -615,8 +615,7 @@ impl BootstrapSpec {
 
     /// With the certificate provider instance `name`.
     pub fn provider(mut self, name: &str, provider: FileWatcherProvider) -> BootstrapSpec {
-        self.certificate_providers
-            .push((name.to_owned(), provider));
+        self.certificate_providers.push((name.to_owned(), provider));
         self
     }
 
@@ -701,7 +700,9 @@ mod tests {
             panic!("validation_context");
         };
         assert_eq!(
-            v.ca_certificate_provider_instance.expect("roots").instance_name,
+            v.ca_certificate_provider_instance
+                .expect("roots")
+                .instance_name,
             "roots"
         );
         #[allow(deprecated)]
@@ -730,7 +731,10 @@ mod tests {
         .refresh_every(Duration::from_millis(1500));
         let json = BootstrapSpec::new("127.0.0.1:5")
             .provider("mesh", provider)
-            .provider("roots", FileWatcherProvider::default().refresh_every(Duration::from_secs(2)))
+            .provider(
+                "roots",
+                FileWatcherProvider::default().refresh_every(Duration::from_secs(2)),
+            )
             .to_json();
         assert_eq!(
             json,

@@ -32,8 +32,9 @@ use interop::tls::{
     server_config, CertifiedPem, TestCa, Usage, WatchedFiles, CLIENT_SPIFFE_ID, SERVER_SPIFFE_ID,
 };
 use interop::xds_resources::{
-    eds_cluster, exact_matcher, named, prefix_matcher, route_to_cluster, type_url, with_upstream_tls,
-    BootstrapSpec, FileWatcherProvider, LocalitySpec, RootsForm, RouteMatchSpec, UpstreamTlsSpec,
+    eds_cluster, exact_matcher, named, prefix_matcher, route_to_cluster, type_url,
+    with_upstream_tls, BootstrapSpec, FileWatcherProvider, LocalitySpec, RootsForm, RouteMatchSpec,
+    UpstreamTlsSpec,
 };
 use interop::xds_server::ManagementServer;
 use serde_json::Value;
@@ -86,7 +87,8 @@ impl Pki {
     /// An interop server over TLS presenting the server identity and requiring a client certificate of the
     /// CA, recording its connections in `log`.
     async fn mtls_backend(&self, log: &PeerLog) -> ServerHandle {
-        let config = server_config(&self.server, &[b"h2"], Some(&self.ca.cert_pem)).expect("config");
+        let config =
+            server_config(&self.server, &[b"h2"], Some(&self.ca.cert_pem)).expect("config");
         interop::server::start_with(
             SocketAddr::from(([127, 0, 0, 1], 0)),
             ServerOptions::new().tls(config).peer_log(log.clone()),
@@ -104,7 +106,10 @@ impl Pki {
             ..FileWatcherProvider::default()
         };
         BootstrapSpec::new(&server.server_uri())
-            .provider(MESH, FileWatcherProvider::all(&self.files).refresh_every(refresh))
+            .provider(
+                MESH,
+                FileWatcherProvider::all(&self.files).refresh_every(refresh),
+            )
             .provider("mesh-identity", identity_only.refresh_every(refresh))
             .provider(
                 "mesh-roots",
@@ -239,10 +244,16 @@ fn publish_secure(
 async fn clusters_acked(server: &ManagementServer) {
     let ack = server
         .wait_for_request(Duration::from_secs(10), |r| {
-            r.type_url == type_url::CLUSTER && !r.version_info.is_empty() && r.error_detail.is_none()
+            r.type_url == type_url::CLUSTER
+                && !r.version_info.is_empty()
+                && r.error_detail.is_none()
         })
         .await;
-    assert!(ack.is_some(), "grpcio sent no ACK of the Clusters: {:?}", server.requests());
+    assert!(
+        ack.is_some(),
+        "grpcio sent no ACK of the Clusters: {:?}",
+        server.requests()
+    );
     let nacks: Vec<_> = server
         .requests()
         .into_iter()
@@ -265,10 +276,16 @@ async fn grpcio_mtls_calls_pass_in_both_validation_context_forms() {
     publish_secure(
         &server,
         vec![
-            route_to_cluster(&RouteMatchSpec::any().header("x-form", "combined"), "combined"),
+            route_to_cluster(
+                &RouteMatchSpec::any().header("x-form", "combined"),
+                "combined",
+            ),
             route_to_cluster(&RouteMatchSpec::any(), "secure"),
         ],
-        &[("secure", locality(&[a.addr])), ("combined", locality(&[b.addr]))],
+        &[
+            ("secure", locality(&[a.addr])),
+            ("combined", locality(&[b.addr])),
+        ],
         vec![
             with_upstream_tls(
                 eds_cluster("secure"),
@@ -287,7 +304,11 @@ async fn grpcio_mtls_calls_pass_in_both_validation_context_forms() {
         return;
     };
     let plain = client.unary(10, &[]).await;
-    assert_eq!((plain.count("OK"), plain.served_by(a.addr)), (10, 10), "{plain:?}");
+    assert_eq!(
+        (plain.count("OK"), plain.served_by(a.addr)),
+        (10, 10),
+        "{plain:?}"
+    );
     let combined = client.unary(10, &[("x-form", "combined")]).await;
     assert_eq!(
         (combined.count("OK"), combined.served_by(b.addr)),
@@ -299,7 +320,11 @@ async fn grpcio_mtls_calls_pass_in_both_validation_context_forms() {
         assert!(!connections.is_empty(), "{which}: no connection");
         for c in &connections {
             assert!(c.tls, "{which}: {c:?}");
-            assert_eq!(c.client_uris(), vec![CLIENT_SPIFFE_ID.to_owned()], "{which}: {c:?}");
+            assert_eq!(
+                c.client_uris(),
+                vec![CLIENT_SPIFFE_ID.to_owned()],
+                "{which}: {c:?}"
+            );
         }
     }
     clusters_acked(&server).await;
@@ -328,7 +353,12 @@ async fn grpcio_san_mismatch_fails_unavailable_and_no_call_reaches_the_server() 
     };
     let batch = client.unary(5, &[]).await;
     assert_eq!(batch.count("UNAVAILABLE"), 5, "{batch:?}");
-    assert_eq!(log.calls(), 0, "a call reached the server: {:?}", log.connections());
+    assert_eq!(
+        log.calls(),
+        0,
+        "a call reached the server: {:?}",
+        log.connections()
+    );
     clusters_acked(&server).await;
 }
 
@@ -356,7 +386,11 @@ async fn grpcio_falls_back_to_plaintext_for_a_cluster_without_security() {
         return;
     };
     let batch = client.unary(10, &[]).await;
-    assert_eq!((batch.count("OK"), batch.served_by(backend.addr)), (10, 10), "{batch:?}");
+    assert_eq!(
+        (batch.count("OK"), batch.served_by(backend.addr)),
+        (10, 10),
+        "{batch:?}"
+    );
     let connections = log.connections();
     assert!(!connections.is_empty() && connections.iter().all(|c| !c.tls));
     clusters_acked(&server).await;
@@ -385,7 +419,12 @@ async fn grpcio_fails_cleanly_when_the_backend_requires_a_certificate_the_cluste
     };
     let batch = client.unary(5, &[]).await;
     assert_eq!(batch.count("UNAVAILABLE"), 5, "{batch:?}");
-    assert_eq!(log.calls(), 0, "a call reached the server: {:?}", log.connections());
+    assert_eq!(
+        log.calls(),
+        0,
+        "a call reached the server: {:?}",
+        log.connections()
+    );
     assert!(
         log.connections().iter().all(|c| c.client_sans.is_empty()),
         "{:?}",
@@ -420,7 +459,10 @@ async fn grpcio_new_connections_present_the_rotated_identity() {
     assert_eq!(batch.count("OK"), 5, "{batch:?}");
     let connections = log.connections();
     assert!(!connections.is_empty());
-    assert_eq!(connections[0].client_uris(), vec![CLIENT_SPIFFE_ID.to_owned()]);
+    assert_eq!(
+        connections[0].client_uris(),
+        vec![CLIENT_SPIFFE_ID.to_owned()]
+    );
 
     let rotated = pki
         .ca
@@ -452,7 +494,10 @@ async fn grpcio_new_connections_present_the_rotated_identity() {
         // Pacing while grpcio's watcher re-reads the files; what is checked is the next connection.
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    assert!(presented, "no new connection presented the rotated identity");
+    assert!(
+        presented,
+        "no new connection presented the rotated identity"
+    );
     for (backend, log) in &backends {
         for c in log.connections() {
             let uris = c.client_uris();
