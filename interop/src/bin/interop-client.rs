@@ -53,6 +53,12 @@ const FLAGS: &[FlagSpec] = &[
         help: "TLS (rustls, ALPN h2) instead of plaintext",
     },
     FlagSpec {
+        name: "secure_mode",
+        value: "BOOL",
+        default: "false",
+        help: "with an xds:/// target, xDS credentials (gRFC A29): TLS/mTLS as each Cluster's UpstreamTlsContext says, with the bootstrap's certificate_providers; plaintext for a Cluster without one",
+    },
+    FlagSpec {
         name: "use_test_ca",
         value: "BOOL",
         default: "false",
@@ -164,6 +170,8 @@ struct Settings {
     soak: SoakConfig,
     cases: Vec<String>,
     skip: Vec<String>,
+    /// `--secure_mode`: xDS credentials.
+    secure_mode: bool,
 }
 
 /// The port a channel target names, if any: for the authority with `--server_host_override`.
@@ -297,7 +305,9 @@ fn settings(args: impl IntoIterator<Item = String>) -> Result<Option<Settings>, 
         .filter(|s| !s.is_empty())
         .map(str::to_owned)
         .collect();
+    let secure_mode = flags.bool("secure_mode", false)?;
     Ok(Some(Settings {
+        secure_mode,
         target,
         authority,
         tls,
@@ -316,6 +326,9 @@ fn context(s: Settings) -> Result<(Context, Vec<String>, Vec<String>), String> {
     }
     if let Some(tls) = &s.tls {
         builder = builder.tls(tls.clone());
+    }
+    if s.secure_mode {
+        builder = builder.xds_credentials();
     }
     // The standard meaning: no service config lookup, and this JSON as the default config.
     if let Some(json) = &s.service_config_json {
@@ -477,7 +490,9 @@ mod tests {
             "--soak_request_size=8",
             "--soak_response_size=9",
             "--soak_num_threads=2",
+            "--secure_mode=true",
         ]);
+        assert!(s.secure_mode);
         assert_eq!(s.cases, ["empty_unary", "large_unary"]);
         assert_eq!(s.skip, ["large_unary"]);
         assert_eq!(s.service_config_json.as_deref(), Some("{}"));
