@@ -11,6 +11,8 @@
 
 pub(crate) mod admin;
 pub(crate) mod ads;
+mod aggregate;
+mod logical_dns;
 pub(crate) mod resolver;
 
 #[cfg(test)]

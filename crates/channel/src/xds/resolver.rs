@@ -17,16 +17,29 @@
 //!
 //! Missing resources (A27): a Listener or RouteConfiguration that does not exist, or one never valid,
 //! fails the channel (TRANSIENT_FAILURE, calls UNAVAILABLE); a virtual host missing for the target's name
-//! likewise. A Cluster that does not exist, or is not an EDS cluster, fails the calls routed to it. Control
-//! plane errors never reach calls as their own codes: every failure is UNAVAILABLE.
+//! likewise. A Cluster the routes name that does not exist fails the calls routed to it. Control plane
+//! errors never reach calls as their own codes: every failure is UNAVAILABLE.
+//!
+//! Cluster kinds (A37): EDS clusters get their endpoints from EDS; LOGICAL_DNS clusters from the channel's
+//! DNS resolver (`logical_dns.rs`: the options its `dns:` targets use, no TXT lookup; re-resolved when the
+//! channel asks this resolver, and at the options' refresh interval), one priority of one locality; an
+//! aggregate cluster's graph is walked depth first into its leaf clusters (`aggregate.rs`: depth 16,
+//! loops, at most 1024 clusters, a missing child skipped as A74 says), whose priorities, in order, are the
+//! aggregate's, under its first usable leaf's policy, circuit breaker, drops and outlier detection (see
+//! `aggregate_config`). The router names the aggregate: A28's references hold the aggregate, and its
+//! leaves stay watched while it is. A leaf cluster's watches (and its EDS or DNS name) go when no
+//! aggregate reaches it any more.
+//!
+//! Outlier detection (A50's xDS mapping): each cluster's config carries its Cluster's
+//! `outlier_detection`; the channel's event loop runs one detector per cluster that has one.
 //!
 //! Clusters run ROUND_ROBIN or RING_HASH (A42): a ring_hash cluster's config carries its ring sizes and
 //! every endpoint's weight, and the router gives each call a request hash from its route's hash policies
 //! (`grpc_xds::request_hash`, with a random id per channel for `io.grpc.channel_id`), or a random one when
 //! they produce none; the hash is fixed for the call's attempts.
 //!
-//! Not here: aggregate and LOGICAL_DNS clusters, least_request (its clusters fail calls with a message
-//! saying so), circuit-breaker counters shared across channels, load reporting.
+//! Not here: least_request (its clusters fail calls with a message saying so), circuit-breaker counters
+//! shared across channels (or per leaf of an aggregate), load reporting.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -39,7 +52,7 @@ use grpc_lb::{
 use grpc_retry::{Rng, SplitMix64};
 use grpc_service_config::{MethodConfig, ParseOptions, ServiceConfig};
 use grpc_xds::resource::{
-    ClusterKind, ClusterLb, Endpoints, Listener, LocalityId, Resource, ResourceType, RetryPolicy,
+    Cluster, ClusterKind, ClusterLb, Endpoints, Listener, LocalityId, Resource, ResourceType, RetryPolicy,
     RouteAction, RouteConfig, RouteSource, VirtualHost,
 };
 use grpc_xds::{request_hash, route_call, Bootstrap, RouteOutcome};
@@ -47,6 +60,8 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 use super::ads::{AdsClient, ResourceWatch, WatchState};
+use super::aggregate::{self, Node};
+use super::logical_dns::{DnsState, DnsWatches};
 use crate::control::resolver_api::{
     Resolver, ResolverBuilder, ResolverError, ResolverSink, ResolverTarget,
 };
@@ -60,6 +75,8 @@ pub(crate) struct ResolverTask {
     task: tokio::task::JoinHandle<()>,
     /// The ADS stream its watches use (for `Channel::xds_resources`).
     ads: Arc<AdsClient>,
+    /// Its LOGICAL_DNS names' resolutions (re-resolved when the channel asks).
+    dns: Arc<DnsWatches>,
 }
 
 impl Drop for ResolverTask {
@@ -76,6 +93,7 @@ pub(crate) fn start(
     name: &str,
     authority: Option<&str>,
     default_config: Option<ServiceConfig>,
+    dns_options: grpc_service_config::ResolverOptions,
     sink: ResolverSink,
 ) -> Result<ResolverTask, Status> {
     let listener = bootstrap
@@ -84,8 +102,18 @@ pub(crate) fn start(
     let ads = AdsClient::shared(&bootstrap)?;
     let config = Arc::new(default_config.unwrap_or_else(ServiceConfig::empty));
     let authority = authority.unwrap_or(name).to_owned();
-    let task = tokio::spawn(run(ads.clone(), listener, authority, config, sink));
-    Ok(ResolverTask { task, ads })
+    let notify = Arc::new(Notify::new());
+    let dns = Arc::new(DnsWatches::new(dns_options, notify.clone()));
+    let task = tokio::spawn(run(
+        ads.clone(),
+        listener,
+        authority,
+        config,
+        sink,
+        notify,
+        dns.clone(),
+    ));
+    Ok(ResolverTask { task, ads, dns })
 }
 
 /// The watches of one resolver.
@@ -98,6 +126,8 @@ struct Watches {
     route: Option<(String, ResourceWatch)>,
     clusters: BTreeMap<String, ResourceWatch>,
     endpoints: BTreeMap<String, ResourceWatch>,
+    /// The LOGICAL_DNS clusters' names, resolving.
+    dns: Arc<DnsWatches>,
     /// The channel's random id (A42's `filter_state` key `io.grpc.channel_id`), the same in every router.
     channel_id: u64,
 }
@@ -173,8 +203,9 @@ async fn run(
     authority: String,
     config: Arc<ServiceConfig>,
     sink: ResolverSink,
+    notify: Arc<Notify>,
+    dns: Arc<DnsWatches>,
 ) {
-    let notify = Arc::new(Notify::new());
     let listener = ads.watch(ResourceType::Listener, &listener_name, notify.clone());
     let holds = ClusterHolds::new(notify.clone());
     let mut watches = Watches {
@@ -185,6 +216,7 @@ async fn run(
         route: None,
         clusters: BTreeMap::new(),
         endpoints: BTreeMap::new(),
+        dns,
         channel_id: SplitMix64::new(crate::control::clock_seed() ^ (Arc::as_ptr(&notify) as u64))
             .next_u64(),
     };
@@ -284,57 +316,86 @@ fn evaluate(w: &mut Watches, listener_name: &str, authority: &str) -> Outcome {
     // or a call routed to them runs): each keeps its watches and its place in the routing.
     let mut wanted = named_clusters(&vhost);
     wanted.extend(w.holds.held());
-    w.clusters.retain(|name, _| wanted.contains(name));
-    for name in &wanted {
+    // Aggregate clusters (A37) reach more clusters, each watched in turn: a walk's every cluster stays
+    // watched while the aggregate names it.
+    let mut watched = wanted.clone();
+    let mut walks = BTreeMap::new();
+    for root in &wanted {
+        if let Known::Cluster(c) = known(w, root) {
+            if let ClusterKind::Aggregate { .. } = c.kind {
+                let walk = aggregate::flatten(root, &|name: &str| match known(w, name) {
+                    Known::Pending => Node::NotReceived,
+                    Known::Failed(_) => Node::Missing,
+                    Known::Cluster(c) => match c.kind {
+                        ClusterKind::Aggregate { clusters } => Node::Aggregate(clusters),
+                        _ => Node::Leaf,
+                    },
+                });
+                watched.extend(walk.reached.iter().cloned());
+                walks.insert(root.clone(), walk.leaves);
+            }
+        }
+    }
+    w.clusters.retain(|name, _| watched.contains(name));
+    let mut added = false;
+    for name in &watched {
         if !w.clusters.contains_key(name) {
             let watch = w.watch(ResourceType::Cluster, name);
             w.clusters.insert(name.clone(), watch);
+            added = true;
         }
     }
     let mut clusters = BTreeMap::new();
-    let mut eds_wanted = BTreeSet::new();
+    let mut wants = Wants::default();
     let mut pending = false;
-    for (name, watch) in &w.clusters {
-        let state = watch.state();
-        let config = match value_or(&state, &format!("cluster {name:?}")) {
-            Err(status) => failing_cluster(status.message()),
-            Ok(None) => {
+    for root in &wanted {
+        let config = match known(w, root) {
+            Known::Pending => {
                 pending = true;
                 continue;
             }
-            Ok(Some(Resource::Cluster(cluster))) => match (&cluster.kind, lb_config(&cluster.lb_policy)) {
-                (ClusterKind::Eds { service_name }, Some(lb)) => {
-                    let eds = service_name.clone().unwrap_or_else(|| name.clone());
-                    eds_wanted.insert(eds.clone());
-                    match w.endpoints.get(&eds).map(ResourceWatch::state) {
-                        None => {
+            Known::Failed(message) => failing_cluster(&message),
+            Known::Cluster(cluster) => match &cluster.kind {
+                ClusterKind::Aggregate { .. } => match walks.remove(root) {
+                    None | Some(Ok(None)) => {
+                        pending = true;
+                        continue;
+                    }
+                    Some(Err(message)) => {
+                        failing_cluster(&format!("xDS cluster {root:?}: {message}"))
+                    }
+                    Some(Ok(Some(leaves))) => {
+                        let mut parts = Vec::new();
+                        let mut leaf_pending = false;
+                        for leaf in &leaves {
+                            // A leaf gone since the walk: skipped, as a missing one is (A74).
+                            if let Known::Cluster(c) = known(w, leaf) {
+                                match leaf_config(w, leaf, &c, &mut wants) {
+                                    Some(config) => parts.push(config),
+                                    None => leaf_pending = true,
+                                }
+                            }
+                        }
+                        if leaf_pending {
                             pending = true;
                             continue;
                         }
-                        Some(state) => match value_or(&state, &format!("endpoints {eds:?}")) {
-                            Err(status) => failing_cluster(status.message()),
-                            Ok(None) => {
-                                pending = true;
-                                continue;
-                            }
-                            Ok(Some(Resource::Endpoints(e))) => {
-                                cluster_config(e, cluster.max_requests, lb)
-                            }
-                            Ok(Some(_)) => failing_cluster("not an endpoint assignment"),
-                        },
+                        aggregate_config(root, parts)
                     }
-                }
-                (kind, _) => failing_cluster(&format!(
-                    "xDS cluster {name:?} is not supported yet ({kind:?}, {:?}): EDS clusters under ROUND_ROBIN or RING_HASH only",
-                    cluster.lb_policy
-                )),
+                },
+                _ => match leaf_config(w, root, &cluster, &mut wants) {
+                    Some(config) => config,
+                    None => {
+                        pending = true;
+                        continue;
+                    }
+                },
             },
-            Ok(Some(_)) => failing_cluster("not a cluster"),
         };
-        clusters.insert(name.clone(), config);
+        clusters.insert(root.clone(), config);
     }
+    let eds_wanted = wants.eds;
     w.endpoints.retain(|name, _| eds_wanted.contains(name));
-    let mut added = false;
     for name in &eds_wanted {
         if !w.endpoints.contains_key(name) {
             let watch = w.watch(ResourceType::ClusterLoadAssignment, name);
@@ -342,6 +403,7 @@ fn evaluate(w: &mut Watches, listener_name: &str, authority: &str) -> Outcome {
             added = true;
         }
     }
+    w.dns.retain(&wants.dns);
     if pending || added {
         return Outcome::Pending;
     }
@@ -355,6 +417,130 @@ fn evaluate(w: &mut Watches, listener_name: &str, authority: &str) -> Outcome {
         .collect();
     let router = XdsRouter::new(vhost, listener.max_stream_duration, w.channel_id);
     Outcome::Ready(XdsClustersConfig { clusters }, Box::new(router), endpoints)
+}
+
+/// A cluster resource as its watch says now.
+enum Known {
+    /// Not received yet (or not watched yet).
+    Pending,
+    /// Does not exist, or was never valid: why.
+    Failed(String),
+    /// The cluster.
+    Cluster(Cluster),
+}
+
+fn known(w: &Watches, name: &str) -> Known {
+    let Some(state) = w.clusters.get(name).map(ResourceWatch::state) else {
+        return Known::Pending;
+    };
+    match value_or(&state, &format!("cluster {name:?}")) {
+        Err(status) => Known::Failed(status.message().to_owned()),
+        Ok(None) => Known::Pending,
+        Ok(Some(Resource::Cluster(c))) => Known::Cluster(c.clone()),
+        Ok(Some(_)) => Known::Failed("not a cluster".to_owned()),
+    }
+}
+
+/// What the leaf clusters need watched: EDS resources and LOGICAL_DNS names.
+#[derive(Default)]
+struct Wants {
+    eds: BTreeSet<String>,
+    dns: BTreeSet<(String, u16)>,
+}
+
+/// The cluster manager's view of a leaf cluster (EDS or LOGICAL_DNS) named `name`; `None` while its
+/// endpoints are not known yet. Notes in `wants` what it needs watched.
+fn leaf_config(w: &Watches, name: &str, cluster: &Cluster, wants: &mut Wants) -> Option<ClusterConfig> {
+    let Some(lb) = lb_config(&cluster.lb_policy) else {
+        return Some(failing_cluster(&format!(
+            "xDS cluster {name:?} is not supported yet ({:?}): ROUND_ROBIN or RING_HASH clusters only",
+            cluster.lb_policy
+        )));
+    };
+    let mut config = match &cluster.kind {
+        ClusterKind::Eds { service_name } => {
+            let eds = service_name.clone().unwrap_or_else(|| name.to_owned());
+            wants.eds.insert(eds.clone());
+            let state = w.endpoints.get(&eds).map(ResourceWatch::state)?;
+            match value_or(&state, &format!("endpoints {eds:?}")) {
+                Err(status) => return Some(failing_cluster(status.message())),
+                Ok(None) => return None,
+                Ok(Some(Resource::Endpoints(e))) => cluster_config(e, cluster.max_requests, lb),
+                Ok(Some(_)) => return Some(failing_cluster("not an endpoint assignment")),
+            }
+        }
+        ClusterKind::LogicalDns { host, port } => {
+            wants.dns.insert((host.clone(), *port));
+            match w.dns.state(host, *port)? {
+                DnsState::Pending => return None,
+                DnsState::Resolved(addresses) => {
+                    dns_cluster_config(&addresses, cluster.max_requests, lb)
+                }
+            }
+        }
+        ClusterKind::Aggregate { .. } => {
+            return Some(failing_cluster(&format!(
+                "xDS cluster {name:?} is an aggregate cluster, not a leaf"
+            )))
+        }
+    };
+    config.outlier_detection = cluster.outlier_detection.clone();
+    Some(config)
+}
+
+/// A LOGICAL_DNS cluster (A37): one priority of one locality with no name parts, each address DNS gave
+/// an endpoint under the cluster's policy (A61 makes them one endpoint of several addresses, which
+/// grpc-lb's `LocalityConfig` cannot express: one endpoint per address instead). No address (DNS failed
+/// before its first answer): a priority with no endpoints, whose calls fail (or fail over, in an
+/// aggregate).
+fn dns_cluster_config(
+    addresses: &[std::net::SocketAddr],
+    max_requests: u32,
+    lb: ClusterLbConfig,
+) -> ClusterConfig {
+    let mut seen = BTreeSet::new();
+    let addresses: Vec<Address> = addresses
+        .iter()
+        .filter(|a| seen.insert(**a))
+        .map(|a| Address::Tcp(*a))
+        .collect();
+    let mut config = ClusterConfig::new(vec![PriorityConfig {
+        localities: vec![LocalityConfig {
+            name: locality_name(&LocalityId::default()),
+            weight: std::num::NonZeroU32::MIN,
+            endpoint_weights: vec![1; addresses.len()],
+            addresses,
+        }],
+    }]);
+    config.max_requests = max_requests;
+    config.lb = lb;
+    config
+}
+
+/// An aggregate cluster (A37) from its leaves' configs, in priority order: their priorities one after the
+/// other. Our cluster config has one policy, circuit breaker, drop list and outlier detection per
+/// cluster: the aggregate takes those of its first usable leaf (the highest priority, which takes the
+/// calls while it works; A75 would run each leaf's own, C-core's rule). A leaf that cannot take calls
+/// (its endpoints do not exist, an unsupported policy) adds no priority; none left fails the calls.
+fn aggregate_config(name: &str, parts: Vec<ClusterConfig>) -> ClusterConfig {
+    let (usable, failed): (Vec<ClusterConfig>, Vec<ClusterConfig>) =
+        parts.into_iter().partition(|p| p.failure.is_none());
+    let Some(first) = usable.first() else {
+        let why = failed
+            .iter()
+            .filter_map(|p| p.failure.as_deref())
+            .next()
+            .unwrap_or("no leaf cluster");
+        return failing_cluster(&format!(
+            "xDS aggregate cluster {name:?}: no leaf cluster can take calls ({why})"
+        ));
+    };
+    let mut config = first.clone();
+    config.priorities = usable
+        .iter()
+        .flat_map(|p| p.priorities.iter().cloned())
+        .collect();
+    config
 }
 
 /// The clusters the routes of `vhost` name.
@@ -622,16 +808,24 @@ pub(crate) struct XdsResolverBuilder {
     pub(crate) name: String,
     pub(crate) authority: Option<String>,
     pub(crate) default_config: Option<ServiceConfig>,
+    /// The channel's DNS resolver options, for LOGICAL_DNS clusters.
+    pub(crate) dns_options: grpc_service_config::ResolverOptions,
     pub(crate) inspect: Inspect,
 }
 
 /// A running xDS resolver: its task stops when this is dropped.
 struct RunningXds {
-    _task: ResolverTask,
+    task: ResolverTask,
     inspect: Inspect,
 }
 
-impl Resolver for RunningXds {}
+impl Resolver for RunningXds {
+    /// The policy wants re-resolution: the LOGICAL_DNS names resolve again (the ADS stream pushes
+    /// everything else).
+    fn resolve_now(&mut self) {
+        self.task.dns.resolve_now();
+    }
+}
 
 impl Drop for RunningXds {
     fn drop(&mut self) {
@@ -654,12 +848,13 @@ impl ResolverBuilder for XdsResolverBuilder {
             &self.name,
             self.authority.as_deref(),
             self.default_config.clone(),
+            self.dns_options.clone(),
             sink,
         )
         .map_err(|status| ResolverError::Other(status.message().to_owned()))?;
         *self.inspect.lock() = Some(Box::new(task.ads.clone()));
         Ok(Box::new(RunningXds {
-            _task: task,
+            task,
             inspect: self.inspect.clone(),
         }))
     }
@@ -792,6 +987,66 @@ mod locality_tests {
         assert_eq!(
             serde_json::from_str::<serde_json::Value>(&name).expect("JSON"),
             serde_json::json!({"region": "us-east1", "zone": "us-east1-b", "subZone": "rack 7"})
+        );
+    }
+}
+
+#[cfg(test)]
+mod aggregate_config_tests {
+    use std::net::SocketAddr;
+
+    use super::*;
+
+    fn dns(port: u16, lb: ClusterLbConfig) -> ClusterConfig {
+        dns_cluster_config(
+            &[
+                SocketAddr::from(([127, 0, 0, 1], port)),
+                SocketAddr::from(([127, 0, 0, 1], port)),
+            ],
+            7,
+            lb,
+        )
+    }
+
+    #[test]
+    fn a_logical_dns_cluster_is_one_priority_of_one_locality() {
+        let c = dns(1, ClusterLbConfig::RoundRobin);
+        assert_eq!(c.priorities.len(), 1);
+        assert_eq!(c.priorities[0].localities.len(), 1);
+        // A repeated address is one endpoint.
+        assert_eq!(c.priorities[0].localities[0].addresses.len(), 1);
+        assert_eq!(c.max_requests, 7);
+        // No answer: one priority with no endpoints.
+        let empty = dns_cluster_config(&[], 7, ClusterLbConfig::RoundRobin);
+        assert!(empty.priorities[0].localities[0].addresses.is_empty());
+    }
+
+    #[test]
+    fn an_aggregate_is_its_leaves_priorities_under_its_first_usable_leafs_policy() {
+        let ring = ClusterLbConfig::RingHash {
+            min_ring_size: 1,
+            max_ring_size: 2,
+        };
+        let parts = vec![
+            failing_cluster("endpoints gone"),
+            dns(1, ring),
+            dns(2, ClusterLbConfig::RoundRobin),
+        ];
+        let c = aggregate_config("agg", parts);
+        assert_eq!(c.failure, None);
+        assert_eq!(c.lb, ring);
+        let ports: Vec<String> = c
+            .priorities
+            .iter()
+            .map(|p| p.localities[0].addresses[0].to_string())
+            .collect();
+        assert_eq!(ports, ["127.0.0.1:1", "127.0.0.1:2"]);
+        // Nothing usable: the calls fail, saying why.
+        let c = aggregate_config("agg", vec![failing_cluster("endpoints gone")]);
+        assert!(
+            c.failure.as_deref().is_some_and(|f| f.contains("endpoints gone")),
+            "{:?}",
+            c.failure
         );
     }
 }
