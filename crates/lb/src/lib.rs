@@ -63,9 +63,9 @@ mod api_tests;
 #[cfg(test)]
 mod incremental_tests;
 #[cfg(test)]
-mod ring_hash_tests;
-#[cfg(test)]
 mod outlier_scopes_tests;
+#[cfg(test)]
+mod ring_hash_tests;
 #[cfg(test)]
 mod scale_tests;
 #[cfg(test)]

@@ -40,7 +40,11 @@ pub struct OutlierScope {
 
 impl OutlierScope {
     /// A scope named `name` with `config` over `addresses`.
-    pub fn new(name: String, config: OutlierDetectionConfig, addresses: Vec<Address>) -> OutlierScope {
+    pub fn new(
+        name: String,
+        config: OutlierDetectionConfig,
+        addresses: Vec<Address>,
+    ) -> OutlierScope {
         OutlierScope {
             name,
             config,

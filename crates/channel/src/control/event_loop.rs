@@ -474,7 +474,11 @@ impl Loop {
                 let scopes = match (&routing, outlier) {
                     (Some(r), _) => cluster_outlier_scopes(&r.clusters),
                     (None, Some(config)) => {
-                        vec![OutlierScope::new(String::new(), config, self.addresses.clone())]
+                        vec![OutlierScope::new(
+                            String::new(),
+                            config,
+                            self.addresses.clone(),
+                        )]
                     }
                     (None, None) => Vec::new(),
                 };

@@ -192,7 +192,11 @@ mod tests {
         let g = graph(&[("A", Some(&["gone1"]))]);
         assert!(walk(&g, "A").leaves.is_err());
         // "later" is not received: not ready, but the walk reached every cluster to watch.
-        let g = graph(&[("A", Some(&["later", "C"])), ("C", Some(&["D"])), ("D", None)]);
+        let g = graph(&[
+            ("A", Some(&["later", "C"])),
+            ("C", Some(&["D"])),
+            ("D", None),
+        ]);
         let w = walk(&g, "A");
         assert_eq!(w.leaves, Ok(None));
         assert_eq!(

@@ -52,8 +52,8 @@ use grpc_lb::{
 use grpc_retry::{Rng, SplitMix64};
 use grpc_service_config::{MethodConfig, ParseOptions, ServiceConfig};
 use grpc_xds::resource::{
-    Cluster, ClusterKind, ClusterLb, Endpoints, Listener, LocalityId, Resource, ResourceType, RetryPolicy,
-    RouteAction, RouteConfig, RouteSource, VirtualHost,
+    Cluster, ClusterKind, ClusterLb, Endpoints, Listener, LocalityId, Resource, ResourceType,
+    RetryPolicy, RouteAction, RouteConfig, RouteSource, VirtualHost,
 };
 use grpc_xds::{request_hash, route_call, Bootstrap, RouteOutcome};
 use parking_lot::Mutex;
@@ -450,7 +450,12 @@ struct Wants {
 
 /// The cluster manager's view of a leaf cluster (EDS or LOGICAL_DNS) named `name`; `None` while its
 /// endpoints are not known yet. Notes in `wants` what it needs watched.
-fn leaf_config(w: &Watches, name: &str, cluster: &Cluster, wants: &mut Wants) -> Option<ClusterConfig> {
+fn leaf_config(
+    w: &Watches,
+    name: &str,
+    cluster: &Cluster,
+    wants: &mut Wants,
+) -> Option<ClusterConfig> {
     let Some(lb) = lb_config(&cluster.lb_policy) else {
         return Some(failing_cluster(&format!(
             "xDS cluster {name:?} is not supported yet ({:?}): ROUND_ROBIN or RING_HASH clusters only",
@@ -1044,7 +1049,9 @@ mod aggregate_config_tests {
         // Nothing usable: the calls fail, saying why.
         let c = aggregate_config("agg", vec![failing_cluster("endpoints gone")]);
         assert!(
-            c.failure.as_deref().is_some_and(|f| f.contains("endpoints gone")),
+            c.failure
+                .as_deref()
+                .is_some_and(|f| f.contains("endpoints gone")),
             "{:?}",
             c.failure
         );

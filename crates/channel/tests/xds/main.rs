@@ -5,8 +5,8 @@
 //! model): each module was a test binary of its own, and its tests keep their names under the module's.
 
 mod xds_close;
-mod xds_clusters;
 mod xds_cluster_lifetime;
+mod xds_clusters;
 mod xds_end_to_end;
 mod xds_observability;
 mod xds_ring_hash;

@@ -98,7 +98,10 @@ async fn a_cluster_without_outlier_detection_ejects_nothing() {
                 late_failures += 1;
             }
         }
-        assert!(late_failures > 0, "the failing endpoint stopped taking calls");
+        assert!(
+            late_failures > 0,
+            "the failing endpoint stopped taking calls"
+        );
     })
     .await;
 }
@@ -214,14 +217,25 @@ async fn an_aggregates_leaves_stay_watched_while_it_names_them() {
         server.set(
             type_url::ENDPOINTS,
             vec![
-                named("a", type_url::ENDPOINTS, &assignment("a", &locality(&[a.addr]))),
-                named("b", type_url::ENDPOINTS, &assignment("b", &locality(&[b.addr]))),
+                named(
+                    "a",
+                    type_url::ENDPOINTS,
+                    &assignment("a", &locality(&[a.addr])),
+                ),
+                named(
+                    "b",
+                    type_url::ENDPOINTS,
+                    &assignment("b", &locality(&[b.addr])),
+                ),
             ],
         );
         let channel = support::xds::xds_channel(&server);
         // The first leaf takes every call.
         let counts = tally(&channel, 5).await;
-        assert_eq!(counts.keys().cloned().collect::<Vec<_>>(), [a.addr.to_string()]);
+        assert_eq!(
+            counts.keys().cloned().collect::<Vec<_>>(),
+            [a.addr.to_string()]
+        );
         use grpc_channel::XdsResourceType::{Cluster, ClusterLoadAssignment};
         assert_eq!(watched(&channel, Cluster), ["a", "agg", "b"]);
         assert_eq!(watched(&channel, ClusterLoadAssignment), ["a", "b"]);
@@ -239,7 +253,10 @@ async fn an_aggregates_leaves_stay_watched_while_it_names_them() {
         }
         assert!(gone, "{:?}", watched(&channel, Cluster));
         let counts = tally(&channel, 5).await;
-        assert_eq!(counts.keys().cloned().collect::<Vec<_>>(), [b.addr.to_string()]);
+        assert_eq!(
+            counts.keys().cloned().collect::<Vec<_>>(),
+            [b.addr.to_string()]
+        );
     })
     .await;
 }

@@ -9,7 +9,8 @@
 use std::sync::Arc;
 
 use grpc_lb::{
-    Address, ConnectivityState, OutlierDetectors, OutlierEvent, OutlierScope, SubchannelId, XdsClustersConfig,
+    Address, ConnectivityState, OutlierDetectors, OutlierEvent, OutlierScope, SubchannelId,
+    XdsClustersConfig,
 };
 
 use super::Loop;
