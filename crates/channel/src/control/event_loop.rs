@@ -35,15 +35,13 @@
 mod call_results;
 mod release;
 
-use call_results::cluster_outlier_scopes;
-
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use grpc_lb::{
     Address, BackoffConfig, BuildOptions, ConnectivityState, Endpoint, Health, LbAction, LbPolicy,
-    OutlierDetectors, OutlierScope, Picker, PickerSpec, SubchannelId,
+    OutlierDetectors, Picker, PickerSpec, SubchannelId,
 };
 use grpc_retry::SplitMix64;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -469,19 +467,7 @@ impl Loop {
                     .flat_map(|e| e.addresses().iter().cloned())
                     .collect();
                 self.health.retain_addresses(&self.addresses);
-                // The service config's outlier detection over every address, or (xDS) each cluster's
-                // over its own.
-                let scopes = match (&routing, outlier) {
-                    (Some(r), _) => cluster_outlier_scopes(&r.clusters),
-                    (None, Some(config)) => {
-                        vec![OutlierScope::new(
-                            String::new(),
-                            config,
-                            self.addresses.clone(),
-                        )]
-                    }
-                    (None, None) => Vec::new(),
-                };
+                let scopes = self.outlier_scopes(routing.as_deref(), outlier);
                 self.update_outlier(scopes, now);
                 self.apply_outlier_events(now);
                 self.routed = routing.is_some();

@@ -9,14 +9,33 @@
 use std::sync::Arc;
 
 use grpc_lb::{
-    Address, ConnectivityState, OutlierDetectors, OutlierEvent, OutlierScope, SubchannelId,
-    XdsClustersConfig,
+    Address, ConnectivityState, OutlierDetectionConfig, OutlierDetectors, OutlierEvent,
+    OutlierScope, SubchannelId, XdsClustersConfig,
 };
 
 use super::Loop;
 use crate::control::outlier::{trace_not_ejected, CallResults};
+use crate::control::resolver_state::Routing;
 
 impl Loop {
+    /// The outlier detection scopes of a resolution: the service config's `config` over every address, or
+    /// with an xDS `routing` each cluster's own over its endpoints.
+    pub(super) fn outlier_scopes(
+        &self,
+        routing: Option<&Routing>,
+        config: Option<OutlierDetectionConfig>,
+    ) -> Vec<OutlierScope> {
+        match (routing, config) {
+            (Some(r), _) => cluster_outlier_scopes(&r.clusters),
+            (None, Some(config)) => vec![OutlierScope::new(
+                String::new(),
+                config,
+                self.addresses.clone(),
+            )],
+            (None, None) => Vec::new(),
+        }
+    }
+
     /// The outlier detection scopes now in force at `now` (none: detection ends): the detectors are
     /// created, updated or dropped; the policy is left alone.
     pub(super) fn update_outlier(&mut self, scopes: Vec<OutlierScope>, now: std::time::Instant) {
@@ -159,7 +178,7 @@ impl Loop {
 
 /// The outlier detection scopes of xDS clusters: one per cluster with an `outlier_detection`, over the
 /// cluster's endpoint addresses (a cluster without one ejects nothing).
-pub(super) fn cluster_outlier_scopes(clusters: &XdsClustersConfig) -> Vec<OutlierScope> {
+fn cluster_outlier_scopes(clusters: &XdsClustersConfig) -> Vec<OutlierScope> {
     clusters
         .clusters
         .iter()
