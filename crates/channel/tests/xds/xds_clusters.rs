@@ -1,7 +1,9 @@
 //! Cluster kinds and cluster-level policies end to end, through the test management server: a Cluster's
 //! `outlier_detection` (A50's xDS mapping) ejects the cluster's failing endpoint (and a cluster without one
 //! ejects nothing); an aggregate cluster (A37) of an EDS cluster whose endpoint is unreachable and a
-//! LOGICAL_DNS cluster whose name a test DNS server answers with a live backend fails over to the latter.
+//! LOGICAL_DNS cluster whose name a test DNS server answers with a live backend fails over to the latter;
+//! an aggregate's leaves stay watched while it names them (and their watches go when it stops); a
+//! LOGICAL_DNS name is resolved again when its backend goes and the policy asks for re-resolution.
 //!
 //! Every test is bounded (`support::xds::BOUND` around it); waits for a condition are bounded polling loops.
 
@@ -257,6 +259,69 @@ async fn an_aggregates_leaves_stay_watched_while_it_names_them() {
             counts.keys().cloned().collect::<Vec<_>>(),
             [b.addr.to_string()]
         );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_logical_dns_cluster_resolves_again_when_its_backend_goes() {
+    bounded("LOGICAL_DNS re-resolution", async {
+        let first = interop_server_handle().await;
+        let port = first.addr.port();
+        // The same port on another loopback address.
+        let second = interop::server::start(std::net::SocketAddr::from(([127, 0, 0, 2], port)))
+            .await
+            .expect("a second backend on 127.0.0.2");
+        let dns = interop::dns::TestDns::start().await.expect("dns");
+        dns.add_a("backend.test", std::net::Ipv4Addr::LOCALHOST)
+            .await;
+        let server = management_server().await;
+        publish(
+            &server,
+            &["*"],
+            vec![route_to_cluster(&RouteMatchSpec::any(), "dns")],
+            &[],
+        );
+        server.set(
+            type_url::CLUSTER,
+            vec![named(
+                "dns",
+                type_url::CLUSTER,
+                &logical_dns_cluster("dns", "backend.test", port),
+            )],
+        );
+        let options = ResolverOptions::default()
+            .with_default_server(Some(dns.addr))
+            .with_min_interval(Duration::from_millis(10));
+        let channel = Channel::builder(format!("xds:///{NAME}"))
+            .xds_bootstrap(server.bootstrap_json())
+            .resolver_options(options)
+            .build()
+            .expect("xds channel");
+        let counts = tally(&channel, 3).await;
+        assert_eq!(
+            counts.keys().cloned().collect::<Vec<_>>(),
+            [first.addr.to_string()]
+        );
+        // The name moves; the old backend goes: its connection fails, the policy asks for re-resolution,
+        // and the new address takes the calls.
+        dns.remove("backend.test", interop::dns::RecordType::A)
+            .await;
+        dns.add_a("backend.test", std::net::Ipv4Addr::new(127, 0, 0, 2))
+            .await;
+        first.shutdown();
+        let mut last = None;
+        for _ in 0..500 {
+            match served_by(&channel, CALL).await {
+                Ok(id) if id == second.addr.to_string() => {
+                    last = Some(id);
+                    break;
+                }
+                other => last = Some(format!("{other:?}")),
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(last, Some(second.addr.to_string()));
     })
     .await;
 }
