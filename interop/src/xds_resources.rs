@@ -119,6 +119,86 @@ pub fn ring_hash_cluster(name: &str, min_ring_size: u64, max_ring_size: u64) -> 
     }
 }
 
+/// An aggregate cluster (gRFC A37) of these clusters, best first (its `lb_policy` ROUND_ROBIN, the
+/// default).
+pub fn aggregate_cluster(name: &str, clusters: &[&str]) -> Cluster {
+    use envoy_types::pb::envoy::config::cluster::v3::cluster::CustomClusterType;
+    use envoy_types::pb::envoy::extensions::clusters::aggregate::v3::ClusterConfig;
+    Cluster {
+        name: name.to_owned(),
+        cluster_discovery_type: Some(ClusterDiscoveryType::ClusterType(CustomClusterType {
+            name: "envoy.clusters.aggregate".to_owned(),
+            typed_config: Some(any(&ClusterConfig {
+                clusters: clusters.iter().map(|c| (*c).to_owned()).collect(),
+            })),
+        })),
+        ..Default::default()
+    }
+}
+
+/// A LOGICAL_DNS cluster (gRFC A37) under round_robin for `host:port`.
+pub fn logical_dns_cluster(name: &str, host: &str, port: u16) -> Cluster {
+    let endpoint = LbEndpoint {
+        host_identifier: Some(HostIdentifier::Endpoint(Endpoint {
+            address: Some(Address {
+                address: Some(AddressKind::SocketAddress(SocketAddress {
+                    address: host.to_owned(),
+                    port_specifier: Some(PortSpecifier::PortValue(u32::from(port))),
+                    ..Default::default()
+                })),
+            }),
+            ..Default::default()
+        })),
+        ..Default::default()
+    };
+    Cluster {
+        name: name.to_owned(),
+        cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::LogicalDns as i32)),
+        load_assignment: Some(ClusterLoadAssignment {
+            cluster_name: name.to_owned(),
+            endpoints: vec![LocalityLbEndpoints {
+                lb_endpoints: vec![endpoint],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        lb_policy: LbPolicy::RoundRobin as i32,
+        ..Default::default()
+    }
+}
+
+/// `cluster` with outlier detection by failure percentage (gRFC A50's xDS mapping): an endpoint failing
+/// more than `threshold` % of at least `request_volume` calls in an `interval_ms` interval is ejected (for
+/// 30 s at first), among at least `minimum_hosts` hosts, up to every host.
+pub fn with_failure_percentage_ejection(
+    mut cluster: Cluster,
+    interval_ms: u32,
+    threshold: u32,
+    minimum_hosts: u32,
+    request_volume: u32,
+) -> Cluster {
+    use envoy_types::pb::envoy::config::cluster::v3::OutlierDetection;
+    use envoy_types::pb::google::protobuf::Duration;
+    cluster.outlier_detection = Some(OutlierDetection {
+        interval: Some(Duration {
+            seconds: i64::from(interval_ms / 1000),
+            nanos: ((interval_ms % 1000) * 1_000_000) as i32,
+        }),
+        max_ejection_percent: Some(UInt32Value { value: 100 }),
+        enforcing_success_rate: Some(UInt32Value { value: 0 }),
+        failure_percentage_threshold: Some(UInt32Value { value: threshold }),
+        enforcing_failure_percentage: Some(UInt32Value { value: 100 }),
+        failure_percentage_minimum_hosts: Some(UInt32Value {
+            value: minimum_hosts,
+        }),
+        failure_percentage_request_volume: Some(UInt32Value {
+            value: request_volume,
+        }),
+        ..Default::default()
+    });
+    cluster
+}
+
 /// One locality of an assignment: its zone, weight, priority and endpoints.
 #[derive(Clone, Debug)]
 pub struct LocalitySpec {

@@ -41,6 +41,11 @@ pub struct ClusterConfig {
     /// Why the cluster cannot take calls (it does not exist, or is of a kind the channel does not
     /// support): its calls fail with this message, whatever its priorities.
     pub failure: Option<String>,
+    /// Outlier detection over the cluster's endpoints (the Cluster's `outlier_detection`, A50's xDS
+    /// mapping): the channel runs one detector per cluster that has one, fed by the calls to its
+    /// addresses, and ejects through the policy's overlay (by address: see `OutlierDetectors`). `None`
+    /// ejects nothing.
+    pub outlier_detection: Option<crate::OutlierDetectionConfig>,
 }
 
 impl ClusterConfig {
@@ -52,6 +57,7 @@ impl ClusterConfig {
             max_requests: DEFAULT_MAX_REQUESTS,
             lb: ClusterLbConfig::RoundRobin,
             failure: None,
+            outlier_detection: None,
         }
     }
 }
