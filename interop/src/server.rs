@@ -5,6 +5,11 @@
 //! (`/exactly_once.Counter/Increment`, one result tracker per process) and, unless
 //! [`ServerOptions::without_health_service`] says otherwise, the standard health service
 //! (`grpc.health.v1.Health`, [`crate::health`]), whose statuses [`ServerHandle::health`] sets.
+//!
+//! With a [`PeerLog`] ([`ServerOptions::peer_log`]) it records every connection it accepts (after the TLS
+//! handshake, with the SANs of the client certificate presented, see [`crate::tls::certificate_sans`]) and
+//! counts the calls it receives, so that mTLS tests can check which identity new connections present and
+//! that no call reached a server a client must not talk to.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -21,6 +26,7 @@ use tokio::net::TcpListener;
 
 use crate::health::HealthStatuses;
 use crate::server_call::{decode_error, h2_server_builder, read_one, send, ServerCall};
+use crate::tls::{certificate_sans, CertSan};
 
 const ECHO_INITIAL: &str = "x-grpc-test-echo-initial";
 const ECHO_TRAILING: &str = "x-grpc-test-echo-trailing-bin";
@@ -65,6 +71,97 @@ impl Drop for ServerHandle {
     }
 }
 
+/// One connection a server accepted, as its [`PeerLog`] records it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerConnection {
+    /// The client's address.
+    pub peer: SocketAddr,
+    /// Whether the connection is TLS.
+    pub tls: bool,
+    /// The SANs of the client certificate presented (empty without one, or without TLS).
+    pub client_sans: Vec<CertSan>,
+}
+
+impl PeerConnection {
+    /// The URI SANs (SPIFFE IDs) of the client certificate.
+    pub fn client_uris(&self) -> Vec<String> {
+        self.client_sans
+            .iter()
+            .filter_map(|s| s.uri().map(str::to_owned))
+            .collect()
+    }
+}
+
+#[derive(Debug, Default)]
+struct PeerLogState {
+    connections: Vec<PeerConnection>,
+    handshake_failures: u64,
+    calls: u64,
+}
+
+/// What a server saw of its clients: each accepted connection with the client certificate's SANs, failed
+/// TLS handshakes, and the number of calls received. A clone shares the log.
+#[derive(Clone, Debug, Default)]
+pub struct PeerLog {
+    state: Arc<parking_lot::Mutex<PeerLogState>>,
+    changed: Arc<tokio::sync::Notify>,
+}
+
+impl PeerLog {
+    /// An empty log.
+    pub fn new() -> PeerLog {
+        PeerLog::default()
+    }
+
+    /// Every connection accepted so far, in order.
+    pub fn connections(&self) -> Vec<PeerConnection> {
+        self.state.lock().connections.clone()
+    }
+
+    /// TLS handshakes that failed or timed out.
+    pub fn handshake_failures(&self) -> u64 {
+        self.state.lock().handshake_failures
+    }
+
+    /// Calls received (every method, whatever their outcome).
+    pub fn calls(&self) -> u64 {
+        self.state.lock().calls
+    }
+
+    /// Waits at most `limit` for a connection `accept` accepts; `None` when none came.
+    pub async fn wait_for_connection(
+        &self,
+        limit: Duration,
+        accept: impl Fn(&PeerConnection) -> bool,
+    ) -> Option<PeerConnection> {
+        let wait = async {
+            loop {
+                let changed = self.changed.notified();
+                if let Some(c) = self.connections().into_iter().find(|c| accept(c)) {
+                    return c;
+                }
+                changed.await;
+            }
+        };
+        tokio::time::timeout(limit, wait).await.ok()
+    }
+
+    fn connected(&self, connection: PeerConnection) {
+        self.state.lock().connections.push(connection);
+        self.changed.notify_waiters();
+    }
+
+    fn handshake_failed(&self) {
+        self.state.lock().handshake_failures += 1;
+        self.changed.notify_waiters();
+    }
+
+    fn called(&self) {
+        self.state.lock().calls += 1;
+        self.changed.notify_waiters();
+    }
+}
+
 /// How [`start_with`] runs a server. The default: plaintext, with the health service and fresh statuses
 /// (the server as a whole SERVING).
 #[derive(Clone, Debug, Default)]
@@ -73,6 +170,7 @@ pub struct ServerOptions {
     health: HealthStatuses,
     without_health: bool,
     unary_failure: Option<Status>,
+    peer_log: Option<PeerLog>,
 }
 
 impl ServerOptions {
@@ -96,6 +194,12 @@ impl ServerOptions {
     /// Leaves the health service out: its methods answer UNIMPLEMENTED, like a server that never had one.
     pub fn without_health_service(mut self) -> ServerOptions {
         self.without_health = true;
+        self
+    }
+
+    /// Records the connections and calls in `log` (see [`PeerLog`]).
+    pub fn peer_log(mut self, log: PeerLog) -> ServerOptions {
+        self.peer_log = Some(log);
         self
     }
 
@@ -132,8 +236,12 @@ pub async fn start_with(addr: SocketAddr, options: ServerOptions) -> std::io::Re
     tasks.spawn(serve_until(
         listener,
         acceptor,
-        served,
-        options.unary_failure,
+        Served {
+            server_id: Arc::from(""),
+            health: served,
+            unary_failure: options.unary_failure,
+            peer_log: options.peer_log,
+        },
         stopped,
     ));
     Ok(ServerHandle {
@@ -148,7 +256,7 @@ pub async fn start_with(addr: SocketAddr, options: ServerOptions) -> std::io::Re
 /// default statuses).
 pub async fn serve(listener: TcpListener) {
     let (_stop, stopped) = tokio::sync::watch::channel(false);
-    serve_until(listener, None, Some(HealthStatuses::new()), None, stopped).await;
+    serve_until(listener, None, Served::plain(), stopped).await;
 }
 
 /// Serves the interop service over TLS on `listener` until the task is dropped (with the health service and
@@ -156,14 +264,7 @@ pub async fn serve(listener: TcpListener) {
 pub async fn serve_tls(listener: TcpListener, config: Arc<rustls::ServerConfig>) {
     let (_stop, stopped) = tokio::sync::watch::channel(false);
     let acceptor = tokio_rustls::TlsAcceptor::from(config);
-    serve_until(
-        listener,
-        Some(acceptor),
-        Some(HealthStatuses::new()),
-        None,
-        stopped,
-    )
-    .await;
+    serve_until(listener, Some(acceptor), Served::plain(), stopped).await;
 }
 
 /// What every call of one server shares.
@@ -174,6 +275,20 @@ struct Served {
     health: Option<HealthStatuses>,
     /// What every `UnaryCall` fails with, if it does.
     unary_failure: Option<Status>,
+    /// Where connections and calls are recorded, if anywhere.
+    peer_log: Option<PeerLog>,
+}
+
+impl Served {
+    /// The health service with the default statuses, nothing else.
+    fn plain() -> Served {
+        Served {
+            server_id: Arc::from(""),
+            health: Some(HealthStatuses::new()),
+            unary_failure: None,
+            peer_log: None,
+        }
+    }
 }
 
 /// How long a client gets to finish its TLS handshake.
@@ -182,20 +297,15 @@ const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 async fn serve_until(
     listener: TcpListener,
     tls: Option<tokio_rustls::TlsAcceptor>,
-    health: Option<HealthStatuses>,
-    unary_failure: Option<Status>,
+    mut served: Served,
     stopped: tokio::sync::watch::Receiver<bool>,
 ) {
-    let server_id: Arc<str> = listener
+    served.server_id = listener
         .local_addr()
         .map(|a| a.to_string())
         .unwrap_or_default()
         .into();
-    let served = Arc::new(Served {
-        server_id,
-        health,
-        unary_failure,
-    });
+    let served = Arc::new(served);
     loop {
         let Ok((tcp, peer)) = listener.accept().await else {
             continue;
@@ -204,15 +314,48 @@ async fn serve_until(
         let (served, stopped) = (served.clone(), stopped.clone());
         match &tls {
             None => {
+                if let Some(log) = &served.peer_log {
+                    log.connected(PeerConnection {
+                        peer,
+                        tls: false,
+                        client_sans: Vec::new(),
+                    });
+                }
                 tokio::spawn(serve_connection(tcp, peer, served, stopped));
             }
             Some(acceptor) => {
                 let accept = acceptor.accept(tcp);
                 tokio::spawn(async move {
-                    match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, accept).await {
-                        Ok(Ok(io)) => serve_connection(io, peer, served, stopped).await,
-                        Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
-                        Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+                    let failed = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, accept).await {
+                        Ok(Ok(io)) => {
+                            if let Some(log) = &served.peer_log {
+                                let client_sans = io
+                                    .get_ref()
+                                    .1
+                                    .peer_certificates()
+                                    .and_then(|chain| chain.first())
+                                    .and_then(|leaf| certificate_sans(leaf).ok())
+                                    .unwrap_or_default();
+                                log.connected(PeerConnection {
+                                    peer,
+                                    tls: true,
+                                    client_sans,
+                                });
+                            }
+                            serve_connection(io, peer, served, stopped).await;
+                            return;
+                        }
+                        Ok(Err(e)) => {
+                            tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                            served
+                        }
+                        Err(_) => {
+                            tracing::debug!(%peer, "TLS handshake timed out");
+                            served
+                        }
+                    };
+                    if let Some(log) = &failed.peer_log {
+                        log.handshake_failed();
                     }
                 });
             }
@@ -226,8 +369,7 @@ pub async fn serve_unix(listener: tokio::net::UnixListener) {
     let (_stop, stopped) = tokio::sync::watch::channel(false);
     let served = Arc::new(Served {
         server_id: "unix".into(),
-        health: Some(HealthStatuses::new()),
-        unary_failure: None,
+        ..Served::plain()
     });
     let peer = SocketAddr::from(([0, 0, 0, 0], 0));
     loop {
@@ -254,6 +396,9 @@ async fn serve_connection<T>(
         tokio::select! {
             next = conn.accept() => match next {
                 Some(Ok((request, respond))) => {
+                    if let Some(log) = &served.peer_log {
+                        log.called();
+                    }
                     let call = ServerCall::new(request, respond, peer);
                     calls.spawn(handle(call, served.clone()));
                 }

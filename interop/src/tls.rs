@@ -5,13 +5,20 @@
 //! `interop-certs` writes the interop suite's CA and server certificate under `target/` at set-up. The
 //! server certificate for the interop suite names `*.test.google.fr`, `localhost` and `127.0.0.1`, so that
 //! clients can use the standard `--server_host_override=foo.test.google.fr`.
+//!
+//! For xDS security (gRFC A29) the same CA issues certificates with SPIFFE URI SANs
+//! ([`TestCa::issue_with_uris`], [`SERVER_SPIFFE_ID`], [`CLIENT_SPIFFE_ID`]), [`WatchedFiles`] writes a
+//! certificate, key and CA into one directory as a bootstrap's `file_watcher` certificate provider names
+//! them (replaced whole, for rotation), and [`certificate_sans`] reads the SANs of a peer's certificate (a
+//! small DER walk of the one extension, not a general X.509 parser: it does not check signatures or dates).
 
-use std::path::Path;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
-    Issuer, KeyPair, KeyUsagePurpose,
+    Issuer, KeyPair, KeyUsagePurpose, SanType,
 };
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -23,6 +30,16 @@ pub const INTEROP_SERVER_NAMES: &[&str] = &["*.test.google.fr", "localhost", "12
 
 /// The host name interop clients verify with `--server_host_override`.
 pub const INTEROP_HOST_OVERRIDE: &str = "foo.test.google.fr";
+
+/// The SPIFFE trust domain of the test mesh's identities.
+pub const MESH_TRUST_DOMAIN: &str = "test.example";
+
+/// The SPIFFE ID (URI SAN) of the test mesh's server certificates; the interop suite's server certificate
+/// carries it too, for `cargo xtask interop --xds --tls`.
+pub const SERVER_SPIFFE_ID: &str = "spiffe://test.example/ns/default/sa/server";
+
+/// The SPIFFE ID (URI SAN) of the test mesh's client identity.
+pub const CLIENT_SPIFFE_ID: &str = "spiffe://test.example/ns/default/sa/client";
 
 /// Why a certificate or configuration could not be made.
 #[derive(Debug, thiserror::Error)]
@@ -57,6 +74,8 @@ pub enum Usage {
     Server,
     /// A client certificate (clientAuth).
     Client,
+    /// Both (serverAuth and clientAuth), as mesh workloads' certificates often are.
+    Both,
 }
 
 /// A throwaway certificate authority.
@@ -88,19 +107,27 @@ impl TestCa {
         self.issue_with(names, usage, |_| {})
     }
 
-    /// Like [`TestCa::issue`], with URI SANs (SPIFFE IDs such as `spiffe://mesh.test/ns/a/sa/b`) after
-    /// the DNS names and IP addresses of `names`.
+    /// Like [`TestCa::issue`], with these URI SANs (SPIFFE IDs such as [`SERVER_SPIFFE_ID`]) after the DNS
+    /// and IP ones. With no `names` the subject's common name is the first URI.
     pub fn issue_with_uris(
         &self,
         names: &[&str],
         uris: &[&str],
         usage: Usage,
     ) -> Result<CertifiedPem, TlsSetupError> {
-        let uris = uris
+        let uri_sans = uris
             .iter()
-            .map(|u| Ok(rcgen::SanType::URI((*u).try_into()?)))
+            .map(|u| Ok(SanType::URI((*u).try_into()?)))
             .collect::<Result<Vec<_>, rcgen::Error>>()?;
-        self.issue_with(names, usage, |p| p.subject_alt_names.extend(uris))
+        let common_name = names.first().or(uris.first()).copied();
+        self.issue_with(names, usage, |p| {
+            p.subject_alt_names.extend(uri_sans);
+            if let Some(cn) = common_name {
+                let mut dn = DistinguishedName::new();
+                dn.push(DnType::CommonName, cn);
+                p.distinguished_name = dn;
+            }
+        })
     }
 
     /// Like [`TestCa::issue`], expired since 2001.
@@ -125,10 +152,14 @@ impl TestCa {
             names.first().copied().unwrap_or("client"),
         );
         params.distinguished_name = dn;
-        params.extended_key_usages = vec![match usage {
-            Usage::Server => ExtendedKeyUsagePurpose::ServerAuth,
-            Usage::Client => ExtendedKeyUsagePurpose::ClientAuth,
-        }];
+        params.extended_key_usages = match usage {
+            Usage::Server => vec![ExtendedKeyUsagePurpose::ServerAuth],
+            Usage::Client => vec![ExtendedKeyUsagePurpose::ClientAuth],
+            Usage::Both => vec![
+                ExtendedKeyUsagePurpose::ServerAuth,
+                ExtendedKeyUsagePurpose::ClientAuth,
+            ],
+        };
         adjust(&mut params);
         let key = KeyPair::generate()?;
         let cert = params.signed_by(&key, &self.issuer)?;
@@ -182,16 +213,25 @@ impl InteropFiles {
     pub const SERVER_CERT: &'static str = "server.pem";
     /// The server's private key.
     pub const SERVER_KEY: &'static str = "server.key";
+    /// The client identity's certificate ([`CLIENT_SPIFFE_ID`]), for mTLS through xDS.
+    pub const CLIENT_CERT: &'static str = "client.pem";
+    /// The client identity's private key.
+    pub const CLIENT_KEY: &'static str = "client.key";
 
-    /// Makes a fresh CA and interop server certificate and writes them into `dir`.
+    /// Makes a fresh CA, the interop server certificate (also naming [`SERVER_SPIFFE_ID`]) and a client
+    /// identity ([`CLIENT_SPIFFE_ID`]), and writes them into `dir`.
     pub fn generate(dir: &Path) -> Result<(), TlsSetupError> {
         let ca = TestCa::new("grpc-channel interop test CA")?;
-        let server = ca.issue(INTEROP_SERVER_NAMES, Usage::Server)?;
+        let server =
+            ca.issue_with_uris(INTEROP_SERVER_NAMES, &[SERVER_SPIFFE_ID], Usage::Server)?;
+        let client = ca.issue_with_uris(&[], &[CLIENT_SPIFFE_ID], Usage::Client)?;
         let io = |e: std::io::Error| TlsSetupError::Io(format!("{}: {e}", dir.display()));
         std::fs::create_dir_all(dir).map_err(io)?;
         std::fs::write(dir.join(Self::CA), &ca.cert_pem).map_err(io)?;
         std::fs::write(dir.join(Self::SERVER_CERT), &server.cert_pem).map_err(io)?;
         std::fs::write(dir.join(Self::SERVER_KEY), &server.key_pem).map_err(io)?;
+        std::fs::write(dir.join(Self::CLIENT_CERT), &client.cert_pem).map_err(io)?;
+        std::fs::write(dir.join(Self::CLIENT_KEY), &client.key_pem).map_err(io)?;
         Ok(())
     }
 
@@ -217,5 +257,276 @@ impl InteropFiles {
             cert_pem: read(cert)?,
             key_pem: read(key)?,
         })
+    }
+}
+
+/// One directory of PEM files as a bootstrap's `file_watcher` certificate provider (gRFC A29) reads them:
+/// `cert.pem` (`certificate_file`, the chain), `key.pem` (`private_key_file`) and `ca.pem`
+/// (`ca_certificate_file`). [`WatchedFiles::write_identity`] and [`WatchedFiles::write_ca`] replace a file
+/// whole (a temporary file renamed over it), so a watcher never reads half of one: tests rotate the identity
+/// that way while a client runs.
+#[derive(Clone, Debug)]
+pub struct WatchedFiles {
+    dir: PathBuf,
+}
+
+impl WatchedFiles {
+    /// The certificate chain's file name.
+    pub const CERTIFICATE: &'static str = "cert.pem";
+    /// The private key's file name.
+    pub const PRIVATE_KEY: &'static str = "key.pem";
+    /// The CA certificates' file name.
+    pub const CA_CERTIFICATE: &'static str = "ca.pem";
+
+    /// The files in `dir` (created if missing), none written yet.
+    pub fn create(dir: &Path) -> Result<WatchedFiles, TlsSetupError> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| TlsSetupError::Io(format!("{}: {e}", dir.display())))?;
+        Ok(WatchedFiles {
+            dir: dir.to_owned(),
+        })
+    }
+
+    /// Writes the CA and, if given, the identity: a provider for roots and identity.
+    pub fn write_all(
+        dir: &Path,
+        ca_pem: &str,
+        identity: Option<&CertifiedPem>,
+    ) -> Result<WatchedFiles, TlsSetupError> {
+        let files = WatchedFiles::create(dir)?;
+        files.write_ca(ca_pem)?;
+        if let Some(identity) = identity {
+            files.write_identity(identity)?;
+        }
+        Ok(files)
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// `certificate_file`.
+    pub fn certificate_file(&self) -> PathBuf {
+        self.dir.join(Self::CERTIFICATE)
+    }
+
+    /// `private_key_file`.
+    pub fn private_key_file(&self) -> PathBuf {
+        self.dir.join(Self::PRIVATE_KEY)
+    }
+
+    /// `ca_certificate_file`.
+    pub fn ca_certificate_file(&self) -> PathBuf {
+        self.dir.join(Self::CA_CERTIFICATE)
+    }
+
+    /// Replaces the identity: the key first, then the certificate (each file whole).
+    pub fn write_identity(&self, identity: &CertifiedPem) -> Result<(), TlsSetupError> {
+        write_whole(&self.private_key_file(), &identity.key_pem)?;
+        write_whole(&self.certificate_file(), &identity.cert_pem)
+    }
+
+    /// Replaces the CA certificates.
+    pub fn write_ca(&self, ca_pem: &str) -> Result<(), TlsSetupError> {
+        write_whole(&self.ca_certificate_file(), ca_pem)
+    }
+}
+
+/// Writes `text` to `path` through a temporary file beside it, renamed over it.
+fn write_whole(path: &Path, text: &str) -> Result<(), TlsSetupError> {
+    let io = |e: std::io::Error| TlsSetupError::Io(format!("{}: {e}", path.display()));
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    std::fs::write(&tmp, text).map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(io)
+}
+
+/// One subject alternative name of a certificate.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CertSan {
+    /// `dNSName`.
+    Dns(String),
+    /// `uniformResourceIdentifier` (SPIFFE IDs).
+    Uri(String),
+    /// `iPAddress`.
+    Ip(IpAddr),
+    /// `rfc822Name`.
+    Email(String),
+}
+
+impl CertSan {
+    /// The URI, if this is a URI SAN.
+    pub fn uri(&self) -> Option<&str> {
+        match self {
+            CertSan::Uri(u) => Some(u),
+            _ => None,
+        }
+    }
+}
+
+/// The object identifier of the subjectAltName extension (2.5.29.17), DER-encoded.
+const SAN_OID: &[u8] = &[0x55, 0x1d, 0x11];
+
+/// The subject alternative names of the DER certificate `der` (DNS, URI, IP and email; other kinds are
+/// skipped); empty without the extension. A malformed certificate is an error, never a panic.
+pub fn certificate_sans(der: &[u8]) -> Result<Vec<CertSan>, TlsSetupError> {
+    let bad = |what: &str| TlsSetupError::Pem(format!("malformed certificate: {what}"));
+    let (cert, _) = der_item(der, 0x30).ok_or_else(|| bad("not a SEQUENCE"))?;
+    let (tbs, _) = der_item(cert, 0x30).ok_or_else(|| bad("no tbsCertificate"))?;
+    // tbsCertificate's last optional field: extensions, [3] EXPLICIT.
+    let mut rest = tbs;
+    let mut extensions = None;
+    while !rest.is_empty() {
+        let (tag, content, after) = der_any(rest).ok_or_else(|| bad("tbsCertificate"))?;
+        if tag == 0xa3 {
+            extensions = Some(content);
+        }
+        rest = after;
+    }
+    let Some(extensions) = extensions else {
+        return Ok(Vec::new());
+    };
+    let (mut list, _) = der_item(extensions, 0x30).ok_or_else(|| bad("extensions"))?;
+    while !list.is_empty() {
+        let (ext, after) = der_item(list, 0x30).ok_or_else(|| bad("extension"))?;
+        list = after;
+        let (oid, mut fields) = der_item(ext, 0x06).ok_or_else(|| bad("extension id"))?;
+        if oid != SAN_OID {
+            continue;
+        }
+        if let Some((_, after)) = der_item(fields, 0x01) {
+            fields = after; // critical
+        }
+        let (value, _) = der_item(fields, 0x04).ok_or_else(|| bad("extension value"))?;
+        let (mut names, _) = der_item(value, 0x30).ok_or_else(|| bad("GeneralNames"))?;
+        let mut sans = Vec::new();
+        while !names.is_empty() {
+            let (tag, content, after) = der_any(names).ok_or_else(|| bad("GeneralName"))?;
+            names = after;
+            let text = || String::from_utf8_lossy(content).into_owned();
+            match tag {
+                0x81 => sans.push(CertSan::Email(text())),
+                0x82 => sans.push(CertSan::Dns(text())),
+                0x86 => sans.push(CertSan::Uri(text())),
+                0x87 => match content.len() {
+                    4 => sans.push(CertSan::Ip(IpAddr::from(
+                        <[u8; 4]>::try_from(content).map_err(|_| bad("IP"))?,
+                    ))),
+                    16 => sans.push(CertSan::Ip(IpAddr::from(
+                        <[u8; 16]>::try_from(content).map_err(|_| bad("IP"))?,
+                    ))),
+                    _ => return Err(bad("IP address length")),
+                },
+                _ => {}
+            }
+        }
+        return Ok(sans);
+    }
+    Ok(Vec::new())
+}
+
+/// The item at the start of `der` if its tag is `tag`: its content and what follows it.
+fn der_item(der: &[u8], tag: u8) -> Option<(&[u8], &[u8])> {
+    let (t, content, rest) = der_any(der)?;
+    (t == tag).then_some((content, rest))
+}
+
+/// The item at the start of `der` (single-byte tags, definite lengths): its tag, content and what follows.
+fn der_any(der: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+    let (&tag, rest) = der.split_first()?;
+    let (&first, rest) = rest.split_first()?;
+    let (len, rest) = if first < 0x80 {
+        (usize::from(first), rest)
+    } else {
+        let n = usize::from(first & 0x7f);
+        if n == 0 || n > 4 || rest.len() < n {
+            return None;
+        }
+        let len = rest[..n]
+            .iter()
+            .fold(0usize, |acc, b| (acc << 8) | usize::from(*b));
+        (len, &rest[n..])
+    };
+    if rest.len() < len {
+        return None;
+    }
+    let (content, rest) = rest.split_at(len);
+    Some((tag, content, rest))
+}
+
+/// The SANs of the first certificate in `pem`.
+pub fn pem_certificate_sans(pem: &str) -> Result<Vec<CertSan>, TlsSetupError> {
+    let cert = CertificateDer::pem_slice_iter(pem.as_bytes())
+        .next()
+        .ok_or_else(|| TlsSetupError::Pem("no certificate".to_owned()))?
+        .map_err(|e| TlsSetupError::Pem(e.to_string()))?;
+    certificate_sans(&cert)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sans_of_an_issued_certificate_read_back() {
+        let ca = TestCa::new("test CA").expect("CA");
+        let cert = ca
+            .issue_with_uris(
+                &["server.test", "127.0.0.1", "::1"],
+                &[SERVER_SPIFFE_ID],
+                Usage::Both,
+            )
+            .expect("issue");
+        assert_eq!(
+            pem_certificate_sans(&cert.cert_pem).expect("parse"),
+            vec![
+                CertSan::Dns("server.test".to_owned()),
+                CertSan::Ip("127.0.0.1".parse().expect("ip")),
+                CertSan::Ip("::1".parse().expect("ip")),
+                CertSan::Uri(SERVER_SPIFFE_ID.to_owned()),
+            ]
+        );
+        let client = ca
+            .issue_with_uris(&[], &[CLIENT_SPIFFE_ID], Usage::Client)
+            .expect("issue");
+        let sans = pem_certificate_sans(&client.cert_pem).expect("parse");
+        assert_eq!(sans, vec![CertSan::Uri(CLIENT_SPIFFE_ID.to_owned())]);
+        assert_eq!(sans[0].uri(), Some(CLIENT_SPIFFE_ID));
+    }
+
+    #[test]
+    fn malformed_certificates_are_errors_not_panics() {
+        let ca = TestCa::new("test CA").expect("CA");
+        let cert = ca.issue(&["a.test"], Usage::Server).expect("issue");
+        let der = CertificateDer::pem_slice_iter(cert.cert_pem.as_bytes())
+            .next()
+            .expect("one")
+            .expect("pem");
+        for cut in 0..der.len() {
+            let _ = certificate_sans(&der[..cut]);
+        }
+        assert!(certificate_sans(&[]).is_err());
+        assert!(certificate_sans(&[0x30, 0x84, 0xff, 0xff, 0xff, 0xff]).is_err());
+    }
+
+    #[test]
+    fn watched_files_are_replaced_whole() {
+        let dir = std::env::temp_dir().join(format!("interop-watched-{}", std::process::id()));
+        let ca = TestCa::new("test CA").expect("CA");
+        let a = ca
+            .issue_with_uris(&[], &["spiffe://t/a"], Usage::Client)
+            .expect("a");
+        let b = ca
+            .issue_with_uris(&[], &["spiffe://t/b"], Usage::Client)
+            .expect("b");
+        let files = WatchedFiles::write_all(&dir, &ca.cert_pem, Some(&a)).expect("write");
+        let read = |p: PathBuf| std::fs::read_to_string(p).expect("read");
+        assert_eq!(read(files.certificate_file()), a.cert_pem);
+        assert_eq!(read(files.ca_certificate_file()), ca.cert_pem);
+        files.write_identity(&b).expect("rotate");
+        assert_eq!(read(files.certificate_file()), b.cert_pem);
+        assert_eq!(read(files.private_key_file()), b.key_pem);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

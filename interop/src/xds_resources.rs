@@ -1,7 +1,13 @@
 //! Builders of xDS resources for tests (feature `xds-server`): the usual shapes a management server sends
 //! a gRPC client, as `Any`s ready for [`crate::xds_server::ManagementServer::set`].
+//!
+//! For xDS security (gRFC A29): a Cluster's `transport_socket` `envoy.transport_sockets.tls` with an
+//! `UpstreamTlsContext` naming certificate provider instances ([`UpstreamTlsSpec`], [`with_upstream_tls`]),
+//! and a bootstrap JSON with `certificate_providers` of the `file_watcher` plugin ([`BootstrapSpec`]).
 
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use envoy_types::pb::envoy::config::cluster::v3::cluster::ring_hash_lb_config::HashFunction;
 use envoy_types::pb::envoy::config::cluster::v3::cluster::{
@@ -11,8 +17,9 @@ use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::core::v3::address::Address as AddressKind;
 use envoy_types::pb::envoy::config::core::v3::config_source::ConfigSourceSpecifier;
 use envoy_types::pb::envoy::config::core::v3::socket_address::PortSpecifier;
+use envoy_types::pb::envoy::config::core::v3::transport_socket::ConfigType as SocketConfigType;
 use envoy_types::pb::envoy::config::core::v3::{
-    Address, AggregatedConfigSource, ConfigSource, Locality, SocketAddress,
+    Address, AggregatedConfigSource, ConfigSource, Locality, SocketAddress, TransportSocket,
 };
 use envoy_types::pb::envoy::config::endpoint::v3::lb_endpoint::HostIdentifier;
 use envoy_types::pb::envoy::config::endpoint::v3::{
@@ -35,6 +42,13 @@ use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::http_connection_manager::RouteSpecifier;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     http_filter::ConfigType, HttpConnectionManager, HttpFilter, Rds,
+};
+use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::common_tls_context::{
+    CombinedCertificateValidationContext, ValidationContextType,
+};
+use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
+    CertificateProviderPluginInstance, CertificateValidationContext, CommonTlsContext,
+    UpstreamTlsContext,
 };
 use envoy_types::pb::envoy::r#type::matcher::v3::string_matcher::MatchPattern;
 use envoy_types::pb::envoy::r#type::matcher::v3::StringMatcher;
@@ -103,6 +117,86 @@ pub fn ring_hash_cluster(name: &str, min_ring_size: u64, max_ring_size: u64) -> 
         })),
         ..eds_cluster(name)
     }
+}
+
+/// An aggregate cluster (gRFC A37) of these clusters, best first (its `lb_policy` ROUND_ROBIN, the
+/// default).
+pub fn aggregate_cluster(name: &str, clusters: &[&str]) -> Cluster {
+    use envoy_types::pb::envoy::config::cluster::v3::cluster::CustomClusterType;
+    use envoy_types::pb::envoy::extensions::clusters::aggregate::v3::ClusterConfig;
+    Cluster {
+        name: name.to_owned(),
+        cluster_discovery_type: Some(ClusterDiscoveryType::ClusterType(CustomClusterType {
+            name: "envoy.clusters.aggregate".to_owned(),
+            typed_config: Some(any(&ClusterConfig {
+                clusters: clusters.iter().map(|c| (*c).to_owned()).collect(),
+            })),
+        })),
+        ..Default::default()
+    }
+}
+
+/// A LOGICAL_DNS cluster (gRFC A37) under round_robin for `host:port`.
+pub fn logical_dns_cluster(name: &str, host: &str, port: u16) -> Cluster {
+    let endpoint = LbEndpoint {
+        host_identifier: Some(HostIdentifier::Endpoint(Endpoint {
+            address: Some(Address {
+                address: Some(AddressKind::SocketAddress(SocketAddress {
+                    address: host.to_owned(),
+                    port_specifier: Some(PortSpecifier::PortValue(u32::from(port))),
+                    ..Default::default()
+                })),
+            }),
+            ..Default::default()
+        })),
+        ..Default::default()
+    };
+    Cluster {
+        name: name.to_owned(),
+        cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::LogicalDns as i32)),
+        load_assignment: Some(ClusterLoadAssignment {
+            cluster_name: name.to_owned(),
+            endpoints: vec![LocalityLbEndpoints {
+                lb_endpoints: vec![endpoint],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        lb_policy: LbPolicy::RoundRobin as i32,
+        ..Default::default()
+    }
+}
+
+/// `cluster` with outlier detection by failure percentage (gRFC A50's xDS mapping): an endpoint failing
+/// more than `threshold` % of at least `request_volume` calls in an `interval_ms` interval is ejected (for
+/// 30 s at first), among at least `minimum_hosts` hosts, up to every host.
+pub fn with_failure_percentage_ejection(
+    mut cluster: Cluster,
+    interval_ms: u32,
+    threshold: u32,
+    minimum_hosts: u32,
+    request_volume: u32,
+) -> Cluster {
+    use envoy_types::pb::envoy::config::cluster::v3::OutlierDetection;
+    use envoy_types::pb::google::protobuf::Duration;
+    cluster.outlier_detection = Some(OutlierDetection {
+        interval: Some(Duration {
+            seconds: i64::from(interval_ms / 1000),
+            nanos: ((interval_ms % 1000) * 1_000_000) as i32,
+        }),
+        max_ejection_percent: Some(UInt32Value { value: 100 }),
+        enforcing_success_rate: Some(UInt32Value { value: 0 }),
+        failure_percentage_threshold: Some(UInt32Value { value: threshold }),
+        enforcing_failure_percentage: Some(UInt32Value { value: 100 }),
+        failure_percentage_minimum_hosts: Some(UInt32Value {
+            value: minimum_hosts,
+        }),
+        failure_percentage_request_volume: Some(UInt32Value {
+            value: request_volume,
+        }),
+        ..Default::default()
+    });
+    cluster
 }
 
 /// One locality of an assignment: its zone, weight, priority and endpoints.
@@ -376,6 +470,357 @@ fn route_with(matcher: &RouteMatchSpec, action: RouteAction) -> Route {
         r#match: Some(matcher.to_proto()),
         action: Some(Action::Route(action)),
         ..Default::default()
+    }
+}
+
+/// The name of the TLS transport socket (`Cluster.transport_socket.name`).
+pub const TLS_TRANSPORT_SOCKET: &str = "envoy.transport_sockets.tls";
+
+/// Where an [`UpstreamTlsSpec`] puts its roots' provider instance and SAN matchers: the two forms A29 lists.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RootsForm {
+    /// `common_tls_context.validation_context`.
+    #[default]
+    ValidationContext,
+    /// `common_tls_context.combined_validation_context.default_validation_context`.
+    CombinedValidationContext,
+}
+
+/// What an `UpstreamTlsContext` says (gRFC A29): which bootstrap certificate provider instances give the
+/// client's identity and the roots, how the server's SANs must match, and the SNI.
+#[derive(Clone, Debug, Default)]
+pub struct UpstreamTlsSpec {
+    /// `tls_certificate_provider_instance.instance_name`: the client identity (mTLS); `None` for TLS only.
+    pub identity_instance: Option<String>,
+    /// `ca_certificate_provider_instance.instance_name`: the roots; `None` leaves the validation context
+    /// out (a client NACKs that).
+    pub roots_instance: Option<String>,
+    /// Which field carries the validation context.
+    pub roots_form: RootsForm,
+    /// `match_subject_alt_names` (any of them must match one of the server certificate's SANs).
+    pub match_subject_alt_names: Vec<StringMatcher>,
+    /// `sni` (empty: none).
+    pub sni: String,
+}
+
+impl UpstreamTlsSpec {
+    /// mTLS: the identity from instance `identity`, the roots from instance `roots`, no SAN matcher.
+    pub fn mtls(identity: &str, roots: &str) -> UpstreamTlsSpec {
+        UpstreamTlsSpec {
+            identity_instance: Some(identity.to_owned()),
+            roots_instance: Some(roots.to_owned()),
+            ..UpstreamTlsSpec::default()
+        }
+    }
+
+    /// TLS without a client identity: the roots from instance `roots`.
+    pub fn tls(roots: &str) -> UpstreamTlsSpec {
+        UpstreamTlsSpec {
+            roots_instance: Some(roots.to_owned()),
+            ..UpstreamTlsSpec::default()
+        }
+    }
+
+    /// With this SAN matcher added.
+    pub fn san(mut self, matcher: StringMatcher) -> UpstreamTlsSpec {
+        self.match_subject_alt_names.push(matcher);
+        self
+    }
+
+    /// With the roots in `form`.
+    pub fn roots_form(mut self, form: RootsForm) -> UpstreamTlsSpec {
+        self.roots_form = form;
+        self
+    }
+
+    /// The `UpstreamTlsContext`.
+    pub fn to_proto(&self) -> UpstreamTlsContext {
+        let instance = |name: &String| CertificateProviderPluginInstance {
+            instance_name: name.clone(),
+            certificate_name: String::new(),
+        };
+        #[allow(deprecated)] // `match_subject_alt_names` is what gRPC reads (A29).
+        let validation = self
+            .roots_instance
+            .as_ref()
+            .map(|roots| CertificateValidationContext {
+                ca_certificate_provider_instance: Some(instance(roots)),
+                match_subject_alt_names: self.match_subject_alt_names.clone(),
+                ..Default::default()
+            });
+        let validation_context_type = validation.map(|v| match self.roots_form {
+            RootsForm::ValidationContext => ValidationContextType::ValidationContext(v),
+            RootsForm::CombinedValidationContext => {
+                ValidationContextType::CombinedValidationContext(
+                    CombinedCertificateValidationContext {
+                        default_validation_context: Some(v),
+                        ..Default::default()
+                    },
+                )
+            }
+        });
+        UpstreamTlsContext {
+            common_tls_context: Some(CommonTlsContext {
+                tls_certificate_provider_instance: self.identity_instance.as_ref().map(instance),
+                validation_context_type,
+                ..Default::default()
+            }),
+            sni: self.sni.clone(),
+            ..Default::default()
+        }
+    }
+}
+
+/// A `StringMatcher` `exact` on `value`.
+pub fn exact_matcher(value: &str) -> StringMatcher {
+    StringMatcher {
+        match_pattern: Some(MatchPattern::Exact(value.to_owned())),
+        ignore_case: false,
+    }
+}
+
+/// A `StringMatcher` `prefix` on `value`.
+pub fn prefix_matcher(value: &str) -> StringMatcher {
+    StringMatcher {
+        match_pattern: Some(MatchPattern::Prefix(value.to_owned())),
+        ignore_case: false,
+    }
+}
+
+/// `context` as a Cluster's `transport_socket` ([`TLS_TRANSPORT_SOCKET`], its `typed_config` the
+/// `UpstreamTlsContext`).
+pub fn tls_transport_socket(context: &UpstreamTlsContext) -> TransportSocket {
+    TransportSocket {
+        name: TLS_TRANSPORT_SOCKET.to_owned(),
+        config_type: Some(SocketConfigType::TypedConfig(any(context))),
+    }
+}
+
+/// `cluster` with the `transport_socket` `spec` describes.
+pub fn with_upstream_tls(mut cluster: Cluster, spec: &UpstreamTlsSpec) -> Cluster {
+    cluster.transport_socket = Some(tls_transport_socket(&spec.to_proto()));
+    cluster
+}
+
+/// One `file_watcher` certificate provider of a bootstrap (gRFC A29): the PEM files it watches and how often
+/// it re-reads them.
+#[derive(Clone, Debug, Default)]
+pub struct FileWatcherProvider {
+    /// `certificate_file`.
+    pub certificate_file: Option<PathBuf>,
+    /// `private_key_file`.
+    pub private_key_file: Option<PathBuf>,
+    /// `ca_certificate_file`.
+    pub ca_certificate_file: Option<PathBuf>,
+    /// `refresh_interval` (left out: the client's default, 600 s).
+    pub refresh_interval: Option<Duration>,
+}
+
+impl FileWatcherProvider {
+    /// Identity and roots from the files of `files`.
+    pub fn all(files: &crate::tls::WatchedFiles) -> FileWatcherProvider {
+        FileWatcherProvider {
+            certificate_file: Some(files.certificate_file()),
+            private_key_file: Some(files.private_key_file()),
+            ca_certificate_file: Some(files.ca_certificate_file()),
+            refresh_interval: None,
+        }
+    }
+
+    /// Only the roots (`ca_certificate_file`) of `files`.
+    pub fn roots(files: &crate::tls::WatchedFiles) -> FileWatcherProvider {
+        FileWatcherProvider {
+            ca_certificate_file: Some(files.ca_certificate_file()),
+            ..FileWatcherProvider::default()
+        }
+    }
+
+    /// With this `refresh_interval`.
+    pub fn refresh_every(mut self, interval: Duration) -> FileWatcherProvider {
+        self.refresh_interval = Some(interval);
+        self
+    }
+
+    fn to_json(&self) -> String {
+        let mut fields = Vec::new();
+        let mut path = |key: &str, p: &Option<PathBuf>| {
+            if let Some(p) = p {
+                fields.push(format!(
+                    "{}:{}",
+                    json_string(key),
+                    json_string(&p.to_string_lossy())
+                ));
+            }
+        };
+        path("certificate_file", &self.certificate_file);
+        path("private_key_file", &self.private_key_file);
+        path("ca_certificate_file", &self.ca_certificate_file);
+        if let Some(interval) = self.refresh_interval {
+            fields.push(format!(
+                r#""refresh_interval":{}"#,
+                json_string(&duration_text(interval))
+            ));
+        }
+        format!(
+            r#"{{"plugin_name":"file_watcher","config":{{{}}}}}"#,
+            fields.join(",")
+        )
+    }
+}
+
+/// A bootstrap (gRFC A27) naming one management server, with `certificate_providers` (A29).
+#[derive(Clone, Debug)]
+pub struct BootstrapSpec {
+    /// The management server's `server_uri`.
+    pub server_uri: String,
+    /// `channel_creds` of the server, as raw JSON (`[{"type":"insecure"}]` by default).
+    pub channel_creds_json: String,
+    /// `node.id`.
+    pub node_id: String,
+    /// `certificate_providers`, by instance name, in order.
+    pub certificate_providers: Vec<(String, FileWatcherProvider)>,
+}
+
+impl BootstrapSpec {
+    /// A bootstrap naming the server at `server_uri` with insecure credentials, node id `test-node`, no
+    /// certificate providers.
+    pub fn new(server_uri: &str) -> BootstrapSpec {
+        BootstrapSpec {
+            server_uri: server_uri.to_owned(),
+            channel_creds_json: r#"[{"type":"insecure"}]"#.to_owned(),
+            node_id: "test-node".to_owned(),
+            certificate_providers: Vec::new(),
+        }
+    }
+
+    /// With the certificate provider instance `name`.
+    pub fn provider(mut self, name: &str, provider: FileWatcherProvider) -> BootstrapSpec {
+        self.certificate_providers.push((name.to_owned(), provider));
+        self
+    }
+
+    /// The JSON text.
+    pub fn to_json(&self) -> String {
+        let providers = self
+            .certificate_providers
+            .iter()
+            .map(|(name, p)| format!("{}:{}", json_string(name), p.to_json()))
+            .collect::<Vec<_>>()
+            .join(",");
+        format!(
+            r#"{{"xds_servers":[{{"server_uri":{},"channel_creds":{},"server_features":["xds_v3"]}}],"node":{{"id":{},"locality":{{"zone":"z1"}}}},"certificate_providers":{{{providers}}}}}"#,
+            json_string(&self.server_uri),
+            self.channel_creds_json,
+            json_string(&self.node_id),
+        )
+    }
+
+    /// Writes the JSON to `path` (through a temporary file renamed over it).
+    pub fn write(&self, path: &Path) -> std::io::Result<()> {
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(".tmp");
+        std::fs::write(&tmp, self.to_json())?;
+        std::fs::rename(&tmp, path)
+    }
+}
+
+/// A protobuf JSON Duration: whole seconds as `"Ns"`, else with nine decimals.
+fn duration_text(d: Duration) -> String {
+    if d.subsec_nanos() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{}.{:09}s", d.as_secs(), d.subsec_nanos())
+    }
+}
+
+/// `s` as a JSON string literal.
+fn json_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if u32::from(c) < 0x20 => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_upstream_tls_context_names_its_instances_in_both_forms() {
+        let spec = UpstreamTlsSpec::mtls("id", "roots").san(exact_matcher("spiffe://t/s"));
+        let cluster = with_upstream_tls(eds_cluster("c"), &spec);
+        let socket = cluster.transport_socket.expect("socket");
+        assert_eq!(socket.name, TLS_TRANSPORT_SOCKET);
+        let Some(SocketConfigType::TypedConfig(any)) = socket.config_type else {
+            panic!("typed config");
+        };
+        assert_eq!(
+            any.type_url,
+            "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext"
+        );
+        let context = UpstreamTlsContext::decode(any.value.as_slice()).expect("decode");
+        let common = context.common_tls_context.expect("common");
+        assert_eq!(
+            common
+                .tls_certificate_provider_instance
+                .expect("identity")
+                .instance_name,
+            "id"
+        );
+        let Some(ValidationContextType::ValidationContext(v)) = common.validation_context_type
+        else {
+            panic!("validation_context");
+        };
+        assert_eq!(
+            v.ca_certificate_provider_instance
+                .expect("roots")
+                .instance_name,
+            "roots"
+        );
+        #[allow(deprecated)]
+        let sans = v.match_subject_alt_names;
+        assert_eq!(sans, vec![exact_matcher("spiffe://t/s")]);
+        let combined = UpstreamTlsSpec::tls("roots")
+            .roots_form(RootsForm::CombinedValidationContext)
+            .to_proto();
+        let common = combined.common_tls_context.expect("common");
+        assert!(common.tls_certificate_provider_instance.is_none());
+        assert!(matches!(
+            common.validation_context_type,
+            Some(ValidationContextType::CombinedValidationContext(c))
+                if c.default_validation_context.is_some()
+        ));
+    }
+
+    #[test]
+    fn a_bootstrap_lists_its_file_watcher_providers() {
+        let provider = FileWatcherProvider {
+            certificate_file: Some("/d/cert.pem".into()),
+            private_key_file: Some("/d/key.pem".into()),
+            ca_certificate_file: Some("/d/\"ca\".pem".into()),
+            refresh_interval: None,
+        }
+        .refresh_every(Duration::from_millis(1500));
+        let json = BootstrapSpec::new("127.0.0.1:5")
+            .provider("mesh", provider)
+            .provider(
+                "roots",
+                FileWatcherProvider::default().refresh_every(Duration::from_secs(2)),
+            )
+            .to_json();
+        assert_eq!(
+            json,
+            r#"{"xds_servers":[{"server_uri":"127.0.0.1:5","channel_creds":[{"type":"insecure"}],"server_features":["xds_v3"]}],"node":{"id":"test-node","locality":{"zone":"z1"}},"certificate_providers":{"mesh":{"plugin_name":"file_watcher","config":{"certificate_file":"/d/cert.pem","private_key_file":"/d/key.pem","ca_certificate_file":"/d/\"ca\".pem","refresh_interval":"1.500000000s"}},"roots":{"plugin_name":"file_watcher","config":{"refresh_interval":"2s"}}}}"#
+        );
+        assert_eq!(json_string("a\nb\\"), r#""a\u000ab\\""#);
     }
 }
 

@@ -18,13 +18,21 @@
 //!   application picks up a proxy: every connection goes through an HTTP CONNECT tunnel (gRFC A1). After
 //!   the run, tinyproxy's log must show at least one CONNECT to the server's port, or the xtask fails.
 //!   The binaries are always built with the interop crate's feature `xds-server` (one release build for
-//!   every interop and chaos run). With `--xds` (not with `--tls` or `--proxy`), `xds-control-plane` is
+//!   every interop and chaos run). With `--xds` (not with `--proxy`), `xds-control-plane` is
 //!   started on a free loopback port with the server as the one
 //!   backend of `xds:///svc.test` (Listener → RouteConfiguration → EDS cluster), writing its bootstrap to
 //!   `target/interop-xds/bootstrap-PEER.json`; the client runs with `--target=xds:///svc.test` and
 //!   `GRPC_XDS_BOOTSTRAP` naming that file, as any gRPC application finds its control plane. After the
 //!   run, the control plane's output (one line per ADS request, kept in `target/interop-xds`) must show
 //!   an ACK of each of the four resources and a Listener subscription per client run, or the xtask fails.
+//!   With `--xds --tls` the run is a service mesh's (gRFC A29): `interop-certs` also writes a client
+//!   identity (`client.pem`, `client.key`, SPIFFE ID `spiffe://test.example/ns/default/sa/client`) and puts
+//!   the SPIFFE ID `spiffe://test.example/ns/default/sa/server` in the server certificate; the server serves
+//!   TLS requiring a client certificate of the test CA (`--tls_client_ca_file`); the control plane's cluster
+//!   carries an `UpstreamTlsContext` (mTLS, an exact SAN matcher on the server's SPIFFE ID) and its
+//!   bootstrap a `file_watcher` certificate provider of those files (`--tls_dir`); and the client runs with
+//!   `--secure_mode=true` (xDS credentials) instead of the TLS flags, so its only way to TLS is the control
+//!   plane's.
 //!   With `--etcd` (alone of the three), an etcd (`/usr/bin/etcd`, the `PATH`, or `$ETCD`; `apt-get install
 //!   etcd-server`) is started on free loopback ports with its data under `target/interop-etcd`, the server
 //!   is registered under `ETCD_NAME/127.0.0.1:PORT` in the etcd naming format (`{"Addr":...}`, written
@@ -169,6 +177,8 @@ struct Pass {
     xds: Option<PathBuf>,
     /// Through etcd: the target `etcd://127.0.0.1:PORT/ETCD_NAME`.
     etcd: Option<String>,
+    /// `--secure_mode=true`: xDS credentials, the TLS settings from the control plane (`--xds --tls`).
+    secure_mode: bool,
 }
 
 /// What a pass printed and how it ended.
@@ -215,8 +225,8 @@ fn interop(args: &[String]) -> Result<bool, String> {
             return Err(format!("unknown argument {a:?}"));
         }
     }
-    if xds && (tls || proxy) {
-        return Err("--xds does not combine with --tls or --proxy".to_owned());
+    if xds && proxy {
+        return Err("--xds does not combine with --proxy".to_owned());
     }
     if etcd && (tls || proxy || xds) {
         return Err("--etcd does not combine with --tls, --proxy or --xds".to_owned());
@@ -267,7 +277,17 @@ fn interop(args: &[String]) -> Result<bool, String> {
                 tls_dir.join("server.key").display()
             ));
     }
-    let (mut over, mut suffix) = if tls {
+    // A mesh: the server requires a client certificate of the test CA.
+    let mesh = xds && tls;
+    if mesh {
+        server_cmd.arg(format!(
+            "--tls_client_ca_file={}",
+            tls_dir.join("ca.pem").display()
+        ));
+    }
+    let (mut over, mut suffix) = if mesh {
+        (String::new(), "-mtls".to_owned())
+    } else if tls {
         (" over TLS".to_owned(), "-tls".to_owned())
     } else {
         (String::new(), String::new())
@@ -281,11 +301,16 @@ fn interop(args: &[String]) -> Result<bool, String> {
         None
     };
     let client_proxy = tinyproxy.as_ref().map(Tinyproxy::uri);
-    let client_tls = tls.then(|| tls_dir.clone());
+    // Through xDS with mTLS the client gets its TLS settings from the control plane alone.
+    let client_tls = (tls && !mesh).then(|| tls_dir.clone());
     let xds_dir = target_dir().join("interop-xds");
     let client_xds = xds.then(|| xds_dir.join(format!("bootstrap-{peer}.json")));
     if xds {
-        over.push_str(" through xDS");
+        over.push_str(if mesh {
+            " through xDS with mTLS (--secure_mode=true)"
+        } else {
+            " through xDS"
+        });
         suffix.push_str("-xds");
     }
     // Started before the server, so that a missing etcd fails at once.
@@ -307,6 +332,7 @@ fn interop(args: &[String]) -> Result<bool, String> {
         proxy: client_proxy.clone(),
         xds: client_xds.clone(),
         etcd: client_etcd.clone(),
+        secure_mode: mesh,
     }];
     // Against grpcio, the whole suite once more with a retry policy on every call: the retrying call paths
     // must pass the same cases against an independent server.
@@ -319,13 +345,21 @@ fn interop(args: &[String]) -> Result<bool, String> {
             proxy: client_proxy,
             xds: client_xds.clone(),
             etcd: client_etcd,
+            secure_mode: mesh,
         });
     }
     let (server, port) = start_server(server_cmd, &peer)?;
     eprintln!("xtask: {peer} server listening on 127.0.0.1:{port}");
     // The control plane, with the server as the one backend of xds:///XDS_NAME.
     let control_plane = match &client_xds {
-        Some(bootstrap) => Some(ControlPlane::start(&bin, &xds_dir, bootstrap, port, &peer)?),
+        Some(bootstrap) => Some(ControlPlane::start(
+            &bin,
+            &xds_dir,
+            bootstrap,
+            port,
+            &peer,
+            mesh.then_some(tls_dir.as_path()),
+        )?),
         None => None,
     };
     // The server's one registration, in the etcd naming format.
@@ -463,6 +497,9 @@ fn run_pass(
     }
     if !skip.is_empty() {
         client.arg(format!("--skip={skip}"));
+    }
+    if pass.secure_mode {
+        client.arg("--secure_mode=true");
     }
     if let Some(json) = &pass.service_config_json {
         client.arg(format!("--service_config_json={json}"));
@@ -929,6 +966,7 @@ impl ControlPlane {
         bootstrap: &Path,
         backend_port: u16,
         peer: &str,
+        tls_dir: Option<&Path>,
     ) -> Result<ControlPlane, String> {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         // A stale file must not pass for this run's.
@@ -940,6 +978,10 @@ impl ControlPlane {
             .arg(format!("--backends=127.0.0.1:{backend_port}"))
             .arg(format!("--bootstrap_out={}", bootstrap.display()))
             .stdin(Stdio::null());
+        // mTLS to the backend: the cluster's UpstreamTlsContext and the bootstrap's file_watcher provider.
+        if let Some(tls_dir) = tls_dir {
+            cmd.arg(format!("--tls_dir={}", tls_dir.display()));
+        }
         let (child, port, requests) =
             start_server_keeping(cmd, "xds-control-plane", Some(log.clone()))?;
         // It writes the bootstrap before it listens.

@@ -746,6 +746,7 @@ impl ChannelBuilder {
                         name: name.clone(),
                         authority: self.authority.clone(),
                         default_config: default_config.clone(),
+                        dns_options: self.resolver.clone(),
                         inspect: inspect.clone().unwrap_or_default(),
                         credentials,
                     })),

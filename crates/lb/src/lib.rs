@@ -40,6 +40,7 @@ mod builtins;
 mod cluster_picker;
 mod health;
 mod outlier_detection;
+mod outlier_scopes;
 mod panics;
 mod pick;
 mod pick_first;
@@ -62,6 +63,8 @@ mod xds_config;
 mod api_tests;
 #[cfg(test)]
 mod incremental_tests;
+#[cfg(test)]
+mod outlier_scopes_tests;
 #[cfg(test)]
 mod ring_hash_tests;
 #[cfg(test)]
@@ -89,6 +92,7 @@ pub use outlier_detection::{
     NotEjectedReason, OutlierDetectionConfig, OutlierDetector, OutlierEvent, Percentage,
     SuccessRateEjection, UnejectReason, MIN_SWEEP_INTERVAL,
 };
+pub use outlier_scopes::{OutlierDetectors, OutlierScope};
 pub use pick::{BreakerClaim, InFlightCounter, PickGuard, PickRequest, PickResult};
 pub use pick_first::{interleave_families, DEFAULT_ATTEMPT_DELAY};
 pub use picker::{CustomPick, CustomPicker, Picker, PickerSpec, SubchannelPicker};

@@ -45,6 +45,11 @@ pub struct ClusterConfig {
     /// The transport its endpoints' connections use (`None`: the channel's own): clusters with distinct
     /// transports never share a subchannel, those with equal ones do.
     pub transport: Option<TransportKey>,
+    /// Outlier detection over the cluster's endpoints (the Cluster's `outlier_detection`, A50's xDS
+    /// mapping): the channel runs one detector per cluster that has one, fed by the calls to its
+    /// addresses, and ejects through the policy's overlay (by address: see `OutlierDetectors`). `None`
+    /// ejects nothing.
+    pub outlier_detection: Option<crate::OutlierDetectionConfig>,
 }
 
 impl ClusterConfig {
@@ -57,6 +62,7 @@ impl ClusterConfig {
             lb: ClusterLbConfig::RoundRobin,
             failure: None,
             transport: None,
+            outlier_detection: None,
         }
     }
 }

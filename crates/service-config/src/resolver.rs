@@ -49,6 +49,10 @@ pub struct ResolverOptions {
     /// `ndots`. With a DNS server in the target (`dns://server/host`) only its search domains and `ndots`
     /// apply, and `/etc/resolv.conf` is not read.
     pub resolv_conf: Option<String>,
+    /// The DNS server to ask for names that come without one: the host names of xDS LOGICAL_DNS clusters
+    /// (gRFC A37). `None` (the default): the system's name servers (or those of `resolv_conf`). A `dns:`
+    /// target names its own server (`dns://server/host`) or uses the system's.
+    pub default_server: Option<std::net::SocketAddr>,
 }
 
 impl Default for ResolverOptions {
@@ -61,6 +65,7 @@ impl Default for ResolverOptions {
             parse: ParseOptions::default(),
             hostname: None,
             resolv_conf: None,
+            default_server: None,
         }
     }
 }
@@ -82,6 +87,12 @@ impl ResolverOptions {
     /// when asked (see [`ResolverOptions::refresh_interval`]).
     pub fn with_refresh_interval(mut self, interval: Option<Duration>) -> Self {
         self.refresh_interval = interval;
+        self
+    }
+
+    /// The DNS server for names that come without one (see [`ResolverOptions::default_server`]).
+    pub fn with_default_server(mut self, server: Option<std::net::SocketAddr>) -> Self {
+        self.default_server = server;
         self
     }
 

@@ -6,7 +6,9 @@ grpc_tools.protoc into a temporary directory. They are copied under the import r
 generated modules named `grpc.testing` would collide with grpcio's own `grpc` package. Package and service
 names on the wire stay `grpc.testing`.
 
-Usage: python server.py --port=0 --proto_dir=PATH/TO/proto [--use_tls=true --tls_cert_file=PEM --tls_key_file=PEM]
+Usage: python server.py --port=0 --proto_dir=PATH/TO/proto [--use_tls=true --tls_cert_file=PEM --tls_key_file=PEM
+       [--tls_client_ca_file=PEM]]
+With `--tls_client_ca_file` the TLS server requires a client certificate signed by that CA (mTLS).
                         [--health=false]
 Prints `listening on 127.0.0.1:PORT` once it is serving.
 
@@ -203,6 +205,7 @@ def main():
     parser.add_argument("--use_tls", default="false")
     parser.add_argument("--tls_cert_file", default="")
     parser.add_argument("--tls_key_file", default="")
+    parser.add_argument("--tls_client_ca_file", default="")
     parser.add_argument("--health", default="true")
     parser.add_argument("--proto_dir", default=os.path.join(os.path.dirname(__file__), "..", "..", "..", "proto"))
     args = parser.parse_args()
@@ -226,7 +229,14 @@ def main():
             key = f.read()
         with open(args.tls_cert_file, "rb") as f:
             cert = f.read()
-        credentials = grpc.ssl_server_credentials([(key, cert)])
+        if args.tls_client_ca_file:
+            with open(args.tls_client_ca_file, "rb") as f:
+                client_ca = f.read()
+            credentials = grpc.ssl_server_credentials(
+                [(key, cert)], root_certificates=client_ca, require_client_auth=True
+            )
+        else:
+            credentials = grpc.ssl_server_credentials([(key, cert)])
         port = server.add_secure_port(f"127.0.0.1:{args.port}", credentials)
     else:
         port = server.add_insecure_port(f"127.0.0.1:{args.port}")

@@ -7,6 +7,11 @@ names, and routes each call as the routes say. The tests script our management s
 gets, so the test server's resources are proven to be what a real xDS client accepts.
 
 Usage: GRPC_XDS_BOOTSTRAP=FILE python xds_client.py --target=xds:///NAME [--proto_dir=PATH/TO/proto]
+       [--secure_mode=true]
+With `--secure_mode=true` (the flag of grpc's own xDS interop client) the channel uses xDS credentials
+(gRFC A29, `grpc.xds_channel_credentials` with the fallback `grpc.experimental.insecure_channel_credentials()`,
+where Python keeps the insecure channel credentials): a Cluster's UpstreamTlsContext gives
+TLS/mTLS with the bootstrap's `certificate_providers`, a Cluster without one plaintext.
 Prints `ready` once the channel exists (it connects lazily, on the first call). Then reads commands from
 stdin, one JSON object per line, and answers each with one JSON line on stdout:
 
@@ -30,6 +35,7 @@ import os
 import sys
 
 import grpc
+import grpc.experimental
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from server import compile_protos  # noqa: E402
@@ -81,9 +87,16 @@ def main():
         "--proto_dir",
         default=os.path.join(os.path.dirname(__file__), "..", "..", "..", "proto"),
     )
+    parser.add_argument("--secure_mode", default="false")
     args = parser.parse_args()
     _, messages_pb2, _ = compile_protos(args.proto_dir)
-    channel = grpc.insecure_channel(args.target)
+    if args.secure_mode.lower() in ("true", "1"):
+        credentials = grpc.xds_channel_credentials(
+            fallback_credentials=grpc.experimental.insecure_channel_credentials()
+        )
+        channel = grpc.secure_channel(args.target, credentials)
+    else:
+        channel = grpc.insecure_channel(args.target)
     print("ready", flush=True)
     for line in sys.stdin:
         line = line.strip()

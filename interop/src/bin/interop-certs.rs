@@ -1,7 +1,10 @@
-//! `interop-certs [--out=DIR]`: makes a fresh test CA and the interop server's certificate (names
-//! `*.test.google.fr`, `localhost`, `127.0.0.1`, `::1`) and writes `ca.pem`, `server.pem` and `server.key`
-//! into DIR (by default `$INTEROP_TLS_DIR`, or `target/interop-tls` in this workspace). `cargo xtask interop
-//! --tls` runs it; the files are never committed.
+//! `interop-certs [--out=DIR]`: makes a fresh test CA, the interop server's certificate (names
+//! `*.test.google.fr`, `localhost`, `127.0.0.1`, `::1`, and the SPIFFE ID
+//! `spiffe://test.example/ns/default/sa/server`) and a client identity (SPIFFE ID
+//! `spiffe://test.example/ns/default/sa/client`, for mTLS through xDS), and writes `ca.pem`, `server.pem`,
+//! `server.key`, `client.pem` and `client.key` into DIR (by default `$INTEROP_TLS_DIR`, or
+//! `target/interop-tls` in this workspace). `cargo xtask interop --tls` runs it; the files are never
+//! committed.
 
 use std::process::ExitCode;
 

@@ -56,7 +56,7 @@ const FLAGS: &[FlagSpec] = &[
         name: "secure_mode",
         value: "BOOL",
         default: "false",
-        help: "for an xds: target, xDS credentials (gRFC A29): each cluster's TLS settings from the control plane, plaintext for clusters without",
+        help: "with an xds:/// target, xDS credentials (gRFC A29): TLS/mTLS as each Cluster's UpstreamTlsContext says, with the bootstrap's certificate_providers; plaintext for a Cluster without one",
     },
     FlagSpec {
         name: "use_test_ca",
@@ -165,13 +165,13 @@ struct Settings {
     target: String,
     authority: Option<String>,
     tls: Option<TlsConfig>,
-    /// `--secure_mode`: xDS credentials for an `xds:` target.
-    secure_mode: bool,
     service_config_json: Option<String>,
     metadata: Vec<(String, String)>,
     soak: SoakConfig,
     cases: Vec<String>,
     skip: Vec<String>,
+    /// `--secure_mode`: xDS credentials.
+    secure_mode: bool,
 }
 
 /// The port a channel target names, if any: for the authority with `--server_host_override`.
@@ -258,10 +258,6 @@ fn settings(args: impl IntoIterator<Item = String>) -> Result<Option<Settings>, 
         }
         None
     };
-    let secure_mode = flags.bool("secure_mode", false)?;
-    if secure_mode && !target.starts_with("xds:") {
-        eprintln!("interop-client: --secure_mode=true has no effect without an xds: target");
-    }
     let service_config_json = flags
         .str("service_config_json")
         .filter(|j| !j.is_empty())
@@ -309,11 +305,12 @@ fn settings(args: impl IntoIterator<Item = String>) -> Result<Option<Settings>, 
         .filter(|s| !s.is_empty())
         .map(str::to_owned)
         .collect();
+    let secure_mode = flags.bool("secure_mode", false)?;
     Ok(Some(Settings {
+        secure_mode,
         target,
         authority,
         tls,
-        secure_mode,
         service_config_json,
         metadata,
         soak,
@@ -330,7 +327,7 @@ fn context(s: Settings) -> Result<(Context, Vec<String>, Vec<String>), String> {
     if let Some(tls) = &s.tls {
         builder = builder.tls(tls.clone());
     }
-    if s.secure_mode && s.target.starts_with("xds:") {
+    if s.secure_mode {
         builder = builder.xds_credentials();
     }
     // The standard meaning: no service config lookup, and this JSON as the default config.
@@ -481,7 +478,6 @@ mod tests {
             "--server_host_override=o",
             "--test_case=empty_unary,large_unary",
             "--use_tls=false",
-            "--secure_mode=false",
             "--use_test_ca=false",
             "--service_config_json={}",
             "--additional_metadata=k:v",
@@ -494,7 +490,9 @@ mod tests {
             "--soak_request_size=8",
             "--soak_response_size=9",
             "--soak_num_threads=2",
+            "--secure_mode=true",
         ]);
+        assert!(s.secure_mode);
         assert_eq!(s.cases, ["empty_unary", "large_unary"]);
         assert_eq!(s.skip, ["large_unary"]);
         assert_eq!(s.service_config_json.as_deref(), Some("{}"));

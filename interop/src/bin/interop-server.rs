@@ -1,7 +1,10 @@
-//! The interop server: `interop-server --port=PORT [--use_tls=false] [--tls_cert_file=PEM --tls_key_file=PEM]`.
+//! The interop server: `interop-server --port=PORT [--use_tls=false] [--tls_cert_file=PEM --tls_key_file=PEM]
+//! [--tls_client_ca_file=PEM]`.
 //! With `--port=0` it picks a free port. It prints `listening on 127.0.0.1:PORT` once it accepts connections.
 //! With `--use_tls=true` it serves TLS with ALPN `h2`, presenting the certificate and key given, by default
-//! `server.pem` and `server.key` from the directory `interop-certs` writes (`target/interop-tls`).
+//! `server.pem` and `server.key` from the directory `interop-certs` writes (`target/interop-tls`). With
+//! `--tls_client_ca_file` it also requires a client certificate signed by that CA (mTLS, as mesh backends
+//! do for `cargo xtask interop --xds --tls`).
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
@@ -21,6 +24,7 @@ async fn main() -> ExitCode {
             "address_type",
             "tls_cert_file",
             "tls_key_file",
+            "tls_client_ca_file",
         ],
     ) {
         Ok(f) => f,
@@ -84,5 +88,12 @@ fn tls_config(flags: &Flags) -> Result<std::sync::Arc<rustls::ServerConfig>, Str
         .map(PathBuf::from)
         .unwrap_or_else(|| dir.join(InteropFiles::SERVER_KEY));
     let identity = InteropFiles::read_identity(&cert, &key).map_err(|e| e.to_string())?;
-    server_config(&identity, &[b"h2"], None).map_err(|e| e.to_string())
+    let client_ca = match flags.str("tls_client_ca_file").filter(|f| !f.is_empty()) {
+        Some(file) => Some(
+            std::fs::read_to_string(file)
+                .map_err(|e| format!("--tls_client_ca_file: cannot read {file}: {e}"))?,
+        ),
+        None => None,
+    };
+    server_config(&identity, &[b"h2"], client_ca.as_deref()).map_err(|e| e.to_string())
 }

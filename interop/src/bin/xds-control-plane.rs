@@ -1,5 +1,6 @@
 //! A standalone xDS management server for running the interop client through xDS (feature `xds-server`):
-//! `xds-control-plane --backends=127.0.0.1:P1[,...] [--port=0] [--name=svc.test] [--bootstrap_out=PATH]`.
+//! `xds-control-plane --backends=127.0.0.1:P1[,...] [--port=0] [--name=svc.test] [--bootstrap_out=PATH]
+//! [--tls_dir=DIR [--server_san=SPIFFE_ID]]`.
 //!
 //! It serves, over ADS (state of the world, [`interop::xds_server::ManagementServer`]), the client-side
 //! Listener `NAME`, whose routes come from RDS as the RouteConfiguration `NAME-routes`: one virtual host for
@@ -13,18 +14,28 @@
 //! request it receives, `ads request: TYPE names=N1,N2 version=V nonce=N` (TYPE the last part of the type
 //! URL, `-` for no names, ` nack=MESSAGE` added to a NACK), so that a run can show the client fetched and
 //! accepted the resources. It runs until killed.
+//!
+//! With `--tls_dir` (xDS security, gRFC A29; `cargo xtask interop --xds --tls`) the cluster carries a
+//! `transport_socket` `envoy.transport_sockets.tls` whose `UpstreamTlsContext` asks for mTLS: the client
+//! identity and the roots from the certificate provider instance `mesh`, the server's certificate matched
+//! by an exact SAN matcher on `--server_san` (by default the interop server certificate's SPIFFE ID,
+//! `spiffe://test.example/ns/default/sa/server`). The bootstrap then defines `mesh` as a `file_watcher`
+//! provider of the files `interop-certs` writes into DIR (`client.pem`, `client.key`, `ca.pem`, re-read every
+//! 60 s). A client needs xDS credentials (the interop client's `--secure_mode=true`) to use it.
 
 use std::net::{Ipv4Addr, SocketAddr};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
 use interop::client::write_stdout;
 use interop::flags::{help_text, FlagSpec, Flags};
+use interop::tls::{InteropFiles, SERVER_SPIFFE_ID};
 use interop::xds_resources::{
-    assignment, eds_cluster, named, rds_listener, route_configuration, route_to_cluster, type_url,
-    LocalitySpec, RouteMatchSpec,
+    assignment, eds_cluster, exact_matcher, named, rds_listener, route_configuration,
+    route_to_cluster, type_url, with_upstream_tls, BootstrapSpec, FileWatcherProvider,
+    LocalitySpec, RouteMatchSpec, UpstreamTlsSpec,
 };
 use interop::xds_server::ManagementServer;
 
@@ -55,6 +66,18 @@ const FLAGS: &[FlagSpec] = &[
         help: "write a bootstrap JSON naming this server (for GRPC_XDS_BOOTSTRAP) to this file",
     },
     FlagSpec {
+        name: "tls_dir",
+        value: "DIR",
+        default: "",
+        help: "mTLS to the backends (A29): the cluster's UpstreamTlsContext names the provider `mesh`, which the bootstrap defines as a file_watcher of DIR/client.pem, DIR/client.key and DIR/ca.pem (as interop-certs writes them)",
+    },
+    FlagSpec {
+        name: "server_san",
+        value: "SAN",
+        default: SERVER_SPIFFE_ID,
+        help: "with --tls_dir, the SAN (exact match) the backends' certificates must carry",
+    },
+    FlagSpec {
         name: "help",
         value: "",
         default: "",
@@ -69,7 +92,17 @@ struct Settings {
     name: String,
     backends: Vec<SocketAddr>,
     bootstrap_out: Option<String>,
+    /// `--tls_dir`: mTLS to the backends with the files there.
+    tls_dir: Option<PathBuf>,
+    /// `--server_san`.
+    server_san: String,
 }
+
+/// The certificate provider instance the cluster names with `--tls_dir`.
+const PROVIDER: &str = "mesh";
+
+/// How often the client re-reads the files with `--tls_dir`.
+const REFRESH: Duration = Duration::from_secs(60);
 
 fn settings(args: impl IntoIterator<Item = String>) -> Result<Option<Settings>, String> {
     let flags = Flags::parse(args, FLAGS)?;
@@ -101,6 +134,15 @@ fn settings(args: impl IntoIterator<Item = String>) -> Result<Option<Settings>, 
             .str("bootstrap_out")
             .filter(|p| !p.is_empty())
             .map(str::to_owned),
+        tls_dir: flags
+            .str("tls_dir")
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from),
+        server_san: match flags.str("server_san") {
+            Some("") => return Err("--server_san needs a value".to_owned()),
+            Some(san) => san.to_owned(),
+            None => SERVER_SPIFFE_ID.to_owned(),
+        },
     }))
 }
 
@@ -128,9 +170,16 @@ fn publish(server: &ManagementServer, s: &Settings) {
             ),
         )],
     );
+    let mut resource = eds_cluster(&cluster);
+    if s.tls_dir.is_some() {
+        resource = with_upstream_tls(
+            resource,
+            &UpstreamTlsSpec::mtls(PROVIDER, PROVIDER).san(exact_matcher(&s.server_san)),
+        );
+    }
     server.set(
         type_url::CLUSTER,
-        vec![named(&cluster, type_url::CLUSTER, &eds_cluster(&cluster))],
+        vec![named(&cluster, type_url::CLUSTER, &resource)],
     );
     server.set(
         type_url::ENDPOINTS,
@@ -140,6 +189,22 @@ fn publish(server: &ManagementServer, s: &Settings) {
             &assignment(&cluster, &[LocalitySpec::new("z1", &s.backends)]),
         )],
     );
+}
+
+/// The bootstrap naming `server`: with `--tls_dir`, the provider the cluster names.
+fn bootstrap(server: &ManagementServer, s: &Settings) -> String {
+    let Some(dir) = &s.tls_dir else {
+        return server.bootstrap_json();
+    };
+    let provider = FileWatcherProvider {
+        certificate_file: Some(dir.join(InteropFiles::CLIENT_CERT)),
+        private_key_file: Some(dir.join(InteropFiles::CLIENT_KEY)),
+        ca_certificate_file: Some(dir.join(InteropFiles::CA)),
+        refresh_interval: Some(REFRESH),
+    };
+    BootstrapSpec::new(&server.server_uri())
+        .provider(PROVIDER, provider)
+        .to_json()
 }
 
 /// Writes `text` to `path` through a temporary file beside it, renamed over it.
@@ -199,15 +264,23 @@ async fn main() -> ExitCode {
     };
     publish(&server, &s);
     if let Some(path) = &s.bootstrap_out {
-        if let Err(e) = write_whole(Path::new(path), &server.bootstrap_json()) {
+        if let Err(e) = write_whole(Path::new(path), &bootstrap(&server, &s)) {
             eprintln!("xds-control-plane: cannot write the bootstrap to {path}: {e}");
             return ExitCode::FAILURE;
         }
     }
     eprintln!(
         "xds-control-plane: Listener {name} -> RouteConfiguration {name}-routes -> EDS cluster \
-         {name}-cluster with {} backend(s)",
+         {name}-cluster with {} backend(s){}",
         s.backends.len(),
+        match &s.tls_dir {
+            Some(dir) => format!(
+                ", mTLS (UpstreamTlsContext, SAN {}, files in {})",
+                s.server_san,
+                dir.display()
+            ),
+            None => String::new(),
+        },
         name = s.name
     );
     say(format_args!("listening on {}", server.addr()));
@@ -252,6 +325,13 @@ mod tests {
             (s.port, s.name.as_str(), s.bootstrap_out),
             (0, "svc.test", None)
         );
+        assert!(s.tls_dir.is_none());
+        let s = settings_of(&["--backends=127.0.0.1:1", "--tls_dir=/tmp/tls"])
+            .expect("valid")
+            .expect("not --help");
+        assert_eq!(s.tls_dir, Some(PathBuf::from("/tmp/tls")));
+        assert_eq!(s.server_san, SERVER_SPIFFE_ID);
+        assert!(settings_of(&["--backends=127.0.0.1:1", "--server_san="]).is_err());
     }
 
     #[test]

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use grpc_lb::{LbPolicy, OutlierDetector};
+use grpc_lb::{LbPolicy, OutlierDetectors};
 use tokio::time::Instant;
 
 use super::health_watches::HealthWatches;
@@ -66,8 +66,8 @@ pub(super) struct Active {
     fresh_wait: Option<Instant>,
     /// The policy, from the first resolution on (none again after a routing resolver failed).
     pub(super) policy: Option<Policy>,
-    /// Outlier detection, when the config has it.
-    pub(super) outlier: Option<OutlierDetector>,
+    /// Outlier detection, when the config has it (the service config's, or the xDS clusters' each).
+    pub(super) outlier: Option<OutlierDetectors>,
     /// The channel left IDLE with a resolution (not when its resolver could not be set up): its
     /// resolution may be stale when it leaves IDLE again.
     resolved: bool,
@@ -121,7 +121,7 @@ impl Activity {
         self.active()?.policy.as_mut().map(|p| &mut p.lb)
     }
 
-    pub(super) fn outlier(&mut self) -> Option<&mut OutlierDetector> {
+    pub(super) fn outlier(&mut self) -> Option<&mut OutlierDetectors> {
         self.active()?.outlier.as_mut()
     }
 

@@ -10,15 +10,18 @@
 //! resolver to resolve again, and the resolution that answers builds a new one. The policy's `Drop`, its
 //! pickers' and its pick guards' are caught by `grpc_lb` (a panic there is forgotten).
 //!
-//! Outlier detection (gRFC A50): with an `outlier_detection_experimental` config the loop owns a
-//! `grpc_lb::OutlierDetector` beside the child policy. The detector gets the same address lists as the
-//! policy; every READY subchannel's picker handle carries its address's [`CallResults`], which calls count
-//! into (for the per-address stats too) and, while the detector has an algorithm, the loop takes into it just
-//! before each sweep (its timer is one of the loop's, its randomness the loop's rng). After a sweep, the loop
-//! logs why each address with failures was not ejected (DEBUG). An ejection or un-ejection goes to the policy
-//! (`LbPolicy::eject`, `uneject`: the subchannel looks TRANSIENT_FAILURE, its connection stays), to tracing,
-//! and to the channel's stats. The policy and the detector are compared and replaced separately: a new
-//! outlier config alone keeps the child policy and its connections.
+//! Outlier detection (gRFC A50): with an `outlier_detection_experimental` config the loop owns a detector
+//! beside the child policy (`grpc_lb::OutlierDetectors`, one scope over the policy's address list); with an
+//! xDS routing, one detector per cluster whose Cluster has an `outlier_detection` (A50's xDS mapping), over
+//! that cluster's endpoint addresses, an address shared by clusters ejected while any of them ejects it (a
+//! cluster without one ejects nothing; the detectors go with their clusters); every READY subchannel's picker
+//! handle carries its address's [`CallResults`], which calls count into (for the per-address stats too) and,
+//! while the detector has an algorithm, the loop takes into it just before each sweep (its timer is one of
+//! the loop's, its randomness the loop's rng). After a sweep, the loop logs why each address with failures
+//! was not ejected (DEBUG). An ejection or un-ejection goes to the policy (`LbPolicy::eject`, `uneject`: the
+//! subchannel looks TRANSIENT_FAILURE, its connection stays), to tracing, and to the channel's stats. The
+//! policy and the detector are compared and replaced separately: a new outlier config alone keeps the child
+//! policy and its connections.
 //!
 //! Health checking (gRFC A17): the service config's `healthCheckConfig` (unless the application turned it
 //! off) turns the policy's health checking on; [`super::health_watches`] then runs a Watch on each of the
@@ -39,7 +42,7 @@ use std::time::Duration;
 
 use grpc_lb::{
     Address, BackoffConfig, BuildOptions, ConnectivityState, Endpoint, Health, LbAction, LbPolicy,
-    OutlierDetector, Picker, PickerSpec, SubchannelId,
+    OutlierDetectors, Picker, PickerSpec, SubchannelId,
 };
 use grpc_retry::SplitMix64;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -450,7 +453,7 @@ impl Loop {
                         LbPolicy::build(wanted.builder.as_ref(), wanted.config.clone(), options);
                     if let Some(a) = self.activity.active() {
                         // The new policy starts with the ejections in force.
-                        for address in a.outlier.iter().flat_map(OutlierDetector::ejected) {
+                        for address in a.outlier.iter().flat_map(OutlierDetectors::ejected) {
                             lb.eject(address, now);
                         }
                         a.policy = Some(Policy { lb });
@@ -465,10 +468,8 @@ impl Loop {
                     .flat_map(|e| e.addresses().iter().cloned())
                     .collect();
                 self.health.retain_addresses(&self.addresses);
-                self.update_outlier(outlier, now);
-                if let Some(d) = self.activity.outlier() {
-                    d.update_addresses(self.addresses.iter().cloned());
-                }
+                let scopes = self.outlier_scopes(routing.as_deref(), outlier);
+                self.update_outlier(scopes, now);
                 self.apply_outlier_events(now);
                 self.routed = routing.is_some();
                 if let Some(p) = self.activity.policy() {

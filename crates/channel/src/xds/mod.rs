@@ -1,5 +1,7 @@
 //! xDS for `xds:` targets (feature `xds`): the ADS stream to the management server ([`ads`]), shared per
-//! server and node, the resolver that turns the resources into clusters and routes ([`resolver`]), and
+//! server and node, the resolver that turns the resources into clusters and routes ([`resolver`]; with
+//! `cluster_config.rs`, the cluster manager's view of each cluster, `aggregate.rs`, A37's aggregate graph
+//! walk, and `logical_dns.rs`, LOGICAL_DNS names resolved by the channel's DNS resolver), and
 //! the admin view of the client's resources ([`admin`], `Channel::xds_resources`). The sans-IO parts
 //! (bootstrap, request rules, the client's cache and timers, resource validation) live in the `grpc-xds`
 //! crate.
@@ -11,8 +13,11 @@
 
 pub(crate) mod admin;
 pub(crate) mod ads;
+mod aggregate;
 pub(crate) mod cert_provider;
+mod cluster_config;
 pub(crate) mod credentials;
+mod logical_dns;
 pub(crate) mod resolver;
 
 #[cfg(test)]

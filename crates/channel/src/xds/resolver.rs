@@ -17,41 +17,58 @@
 //!
 //! Missing resources (A27): a Listener or RouteConfiguration that does not exist, or one never valid,
 //! fails the channel (TRANSIENT_FAILURE, calls UNAVAILABLE); a virtual host missing for the target's name
-//! likewise. A Cluster that does not exist, or is not an EDS cluster, fails the calls routed to it. Control
-//! plane errors never reach calls as their own codes: every failure is UNAVAILABLE.
+//! likewise. A Cluster the routes name that does not exist fails the calls routed to it. Control plane
+//! errors never reach calls as their own codes: every failure is UNAVAILABLE.
+//!
+//! Cluster kinds (A37): EDS clusters get their endpoints from EDS; LOGICAL_DNS clusters from the channel's
+//! DNS resolver (`logical_dns.rs`: the options its `dns:` targets use, no TXT lookup; re-resolved when the
+//! channel asks this resolver, and at the options' refresh interval), one priority of one locality; an
+//! aggregate cluster's graph is walked depth first into its leaf clusters (`aggregate.rs`: depth 16,
+//! loops, at most 1024 clusters, a missing child skipped as A74 says), whose priorities, in order, are the
+//! aggregate's, under its first usable leaf's policy, circuit breaker, drops and outlier detection (see
+//! `cluster_config.rs`). The router names the aggregate: A28's references hold the aggregate, and its
+//! leaves stay watched while it is. A leaf cluster's watches (and its EDS or DNS name) go when no
+//! aggregate reaches it any more.
+//!
+//! Outlier detection (A50's xDS mapping): each cluster's config carries its Cluster's
+//! `outlier_detection`; the channel's event loop runs one detector per cluster that has one.
 //!
 //! Clusters run ROUND_ROBIN or RING_HASH (A42): a ring_hash cluster's config carries its ring sizes and
 //! every endpoint's weight, and the router gives each call a request hash from its route's hash policies
 //! (`grpc_xds::request_hash`, with a random id per channel for `io.grpc.channel_id`), or a random one when
 //! they produce none; the hash is fixed for the call's attempts.
 //!
-//! With xDS credentials (A29, `credentials.rs`), a Cluster's security settings give its config a transport
-//! key, whose transport the resolver registers before it publishes the clusters (and drops once no
-//! published cluster uses it); without them `transport_socket` is ignored.
+//! With xDS credentials (A29, `credentials.rs`), a Cluster's security settings give its config (and so
+//! its subchannels) a transport key, whose transport the resolver registers before it publishes the
+//! clusters (and drops once no published cluster uses it); an aggregate cluster whose leaves have
+//! different settings fails its calls (never plaintext); without xDS credentials `transport_socket` is
+//! ignored.
 //!
-//! Not here: aggregate and LOGICAL_DNS clusters, least_request (its clusters fail calls with a message
-//! saying so), circuit-breaker counters shared across channels, load reporting.
+//! Not here: least_request (its clusters fail calls with a message saying so), circuit-breaker counters
+//! shared across channels (or per leaf of an aggregate), load reporting.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use grpc_lb::{
-    Address, ClusterConfig, ClusterLbConfig, DropOverload, LocalityConfig, PriorityConfig,
-    XdsClustersConfig,
-};
+use grpc_lb::{Address, ClusterConfig, XdsClustersConfig};
 use grpc_retry::{Rng, SplitMix64};
 use grpc_service_config::{MethodConfig, ParseOptions, ServiceConfig};
 use grpc_xds::resource::{
-    ClusterKind, ClusterLb, Endpoints, Listener, LocalityId, Resource, ResourceType, RetryPolicy,
-    RouteAction, RouteConfig, RouteSource, VirtualHost,
+    Cluster, ClusterKind, Listener, Resource, ResourceType, RetryPolicy, RouteAction, RouteConfig,
+    RouteSource, VirtualHost,
 };
 use grpc_xds::{request_hash, route_call, Bootstrap, RouteOutcome};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 use super::ads::{AdsClient, ResourceWatch, WatchState};
+use super::aggregate::{self, Node};
+use super::cluster_config::{
+    aggregate_config, cluster_config, dns_cluster_config, failing_cluster, lb_config,
+};
 use super::credentials::XdsCredentials;
+use super::logical_dns::{DnsState, DnsWatches};
 use crate::control::resolver_api::{
     Resolver, ResolverBuilder, ResolverError, ResolverSink, ResolverTarget,
 };
@@ -67,6 +84,8 @@ pub(crate) struct ResolverTask {
     task: tokio::task::JoinHandle<()>,
     /// The ADS stream its watches use (for `Channel::xds_resources`).
     ads: Arc<AdsClient>,
+    /// Its LOGICAL_DNS names' resolutions (re-resolved when the channel asks).
+    dns: Arc<DnsWatches>,
 }
 
 impl Drop for ResolverTask {
@@ -83,6 +102,7 @@ pub(crate) fn start(
     name: &str,
     authority: Option<&str>,
     default_config: Option<ServiceConfig>,
+    dns_options: grpc_service_config::ResolverOptions,
     credentials: Option<XdsCredentials>,
     sink: ResolverSink,
 ) -> Result<ResolverTask, Status> {
@@ -92,6 +112,8 @@ pub(crate) fn start(
     let ads = AdsClient::shared(&bootstrap)?;
     let config = Arc::new(default_config.unwrap_or_else(ServiceConfig::empty));
     let authority = authority.unwrap_or(name).to_owned();
+    let notify = Arc::new(Notify::new());
+    let dns = Arc::new(DnsWatches::new(dns_options, notify.clone()));
     let task = tokio::spawn(run(
         ads.clone(),
         listener,
@@ -99,8 +121,10 @@ pub(crate) fn start(
         config,
         credentials,
         sink,
+        notify,
+        dns.clone(),
     ));
-    Ok(ResolverTask { task, ads })
+    Ok(ResolverTask { task, ads, dns })
 }
 
 /// The watches of one resolver.
@@ -113,6 +137,8 @@ struct Watches {
     route: Option<(String, ResourceWatch)>,
     clusters: BTreeMap<String, ResourceWatch>,
     endpoints: BTreeMap<String, ResourceWatch>,
+    /// The LOGICAL_DNS clusters' names, resolving.
+    dns: Arc<DnsWatches>,
     /// The channel's random id (A42's `filter_state` key `io.grpc.channel_id`), the same in every router.
     channel_id: u64,
     /// xDS credentials, when the application opted in (A29).
@@ -184,6 +210,7 @@ impl Drop for ClusterRef {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn run(
     ads: Arc<AdsClient>,
     listener_name: String,
@@ -191,8 +218,9 @@ async fn run(
     config: Arc<ServiceConfig>,
     credentials: Option<XdsCredentials>,
     sink: ResolverSink,
+    notify: Arc<Notify>,
+    dns: Arc<DnsWatches>,
 ) {
-    let notify = Arc::new(Notify::new());
     let listener = ads.watch(ResourceType::Listener, &listener_name, notify.clone());
     let holds = ClusterHolds::new(notify.clone());
     let mut watches = Watches {
@@ -203,6 +231,7 @@ async fn run(
         route: None,
         clusters: BTreeMap::new(),
         endpoints: BTreeMap::new(),
+        dns,
         channel_id: SplitMix64::new(crate::control::clock_seed() ^ (Arc::as_ptr(&notify) as u64))
             .next_u64(),
         credentials,
@@ -313,64 +342,100 @@ fn evaluate(w: &mut Watches, listener_name: &str, authority: &str) -> Outcome {
     // or a call routed to them runs): each keeps its watches and its place in the routing.
     let mut wanted = named_clusters(&vhost);
     wanted.extend(w.holds.held());
-    w.clusters.retain(|name, _| wanted.contains(name));
-    for name in &wanted {
+    // Aggregate clusters (A37) reach more clusters, each watched in turn: a walk's every cluster stays
+    // watched while the aggregate names it.
+    let mut watched = wanted.clone();
+    let mut walks = BTreeMap::new();
+    for root in &wanted {
+        if let Known::Cluster(c) = known(w, root) {
+            if let ClusterKind::Aggregate { .. } = c.kind {
+                let walk = aggregate::flatten(root, &|name: &str| match known(w, name) {
+                    Known::Pending => Node::NotReceived,
+                    Known::Failed(_) => Node::Missing,
+                    Known::Cluster(c) => match c.kind {
+                        ClusterKind::Aggregate { clusters } => Node::Aggregate(clusters),
+                        _ => Node::Leaf,
+                    },
+                });
+                watched.extend(walk.reached.iter().cloned());
+                walks.insert(root.clone(), walk.leaves);
+            }
+        }
+    }
+    w.clusters.retain(|name, _| watched.contains(name));
+    let mut added = false;
+    for name in &watched {
         if !w.clusters.contains_key(name) {
             let watch = w.watch(ResourceType::Cluster, name);
             w.clusters.insert(name.clone(), watch);
+            added = true;
         }
     }
     let mut clusters = BTreeMap::new();
-    let mut security = BTreeMap::new();
-    let mut eds_wanted = BTreeSet::new();
+    let mut wants = Wants::default();
     let mut pending = false;
-    for (name, watch) in &w.clusters {
-        let state = watch.state();
-        let config = match value_or(&state, &format!("cluster {name:?}")) {
-            Err(status) => failing_cluster(status.message()),
-            Ok(None) => {
+    for root in &wanted {
+        let config = match known(w, root) {
+            Known::Pending => {
                 pending = true;
                 continue;
             }
-            Ok(Some(Resource::Cluster(cluster))) => match (&cluster.kind, lb_config(&cluster.lb_policy)) {
-                (ClusterKind::Eds { service_name }, Some(lb)) => {
-                    let eds = service_name.clone().unwrap_or_else(|| name.clone());
-                    eds_wanted.insert(eds.clone());
-                    match w.endpoints.get(&eds).map(ResourceWatch::state) {
-                        None => {
+            Known::Failed(message) => failing_cluster(&message),
+            Known::Cluster(cluster) => match &cluster.kind {
+                ClusterKind::Aggregate { .. } => match walks.remove(root) {
+                    None | Some(Ok(None)) => {
+                        pending = true;
+                        continue;
+                    }
+                    Some(Err(message)) => {
+                        failing_cluster(&format!("xDS cluster {root:?}: {message}"))
+                    }
+                    Some(Ok(Some(leaves))) => {
+                        let mut parts = Vec::new();
+                        let mut leaf_pending = false;
+                        for leaf in &leaves {
+                            // A leaf gone since the walk: skipped, as a missing one is (A74).
+                            if let Known::Cluster(c) = known(w, leaf) {
+                                match leaf_config(w, leaf, &c, &mut wants) {
+                                    Some(config) => parts.push(config),
+                                    None => leaf_pending = true,
+                                }
+                            }
+                        }
+                        if leaf_pending {
                             pending = true;
                             continue;
                         }
-                        Some(state) => match value_or(&state, &format!("endpoints {eds:?}")) {
-                            Err(status) => failing_cluster(status.message()),
-                            Ok(None) => {
-                                pending = true;
-                                continue;
-                            }
-                            Ok(Some(Resource::Endpoints(e))) => {
-                                let mut config = cluster_config(e, cluster.max_requests, lb);
-                                if let (Some(_), Some(s)) = (&w.credentials, &cluster.security) {
-                                    let key = XdsCredentials::key(s);
-                                    security.insert(key.clone(), s.clone());
-                                    config.transport = Some(key);
-                                }
-                                config
-                            }
-                            Ok(Some(_)) => failing_cluster("not an endpoint assignment"),
-                        },
+                        // One transport per cluster: leaves with different TLS settings cannot
+                        // share the aggregate's subchannels, and none may go without its own.
+                        let transports: BTreeSet<_> = parts
+                            .iter()
+                            .filter(|p| p.failure.is_none())
+                            .map(|p| p.transport.clone())
+                            .collect();
+                        if transports.len() > 1 {
+                            failing_cluster(&format!(
+                                "xDS aggregate cluster {root:?}: its leaf clusters have different \
+                                 TLS settings (transport_socket), which is not supported"
+                            ))
+                        } else {
+                            aggregate_config(root, parts)
+                        }
                     }
-                }
-                (kind, _) => failing_cluster(&format!(
-                    "xDS cluster {name:?} is not supported yet ({kind:?}, {:?}): EDS clusters under ROUND_ROBIN or RING_HASH only",
-                    cluster.lb_policy
-                )),
+                },
+                _ => match leaf_config(w, root, &cluster, &mut wants) {
+                    Some(config) => config,
+                    None => {
+                        pending = true;
+                        continue;
+                    }
+                },
             },
-            Ok(Some(_)) => failing_cluster("not a cluster"),
         };
-        clusters.insert(name.clone(), config);
+        clusters.insert(root.clone(), config);
     }
+    let eds_wanted = wants.eds;
     w.endpoints.retain(|name, _| eds_wanted.contains(name));
-    let mut added = false;
     for name in &eds_wanted {
         if !w.endpoints.contains_key(name) {
             let watch = w.watch(ResourceType::ClusterLoadAssignment, name);
@@ -378,6 +443,7 @@ fn evaluate(w: &mut Watches, listener_name: &str, authority: &str) -> Outcome {
             added = true;
         }
     }
+    w.dns.retain(&wants.dns);
     if pending || added {
         return Outcome::Pending;
     }
@@ -394,8 +460,89 @@ fn evaluate(w: &mut Watches, listener_name: &str, authority: &str) -> Outcome {
         XdsClustersConfig { clusters },
         Box::new(router),
         endpoints,
-        security,
+        wants.security,
     )
+}
+
+/// A cluster resource as its watch says now.
+enum Known {
+    /// Not received yet (or not watched yet).
+    Pending,
+    /// Does not exist, or was never valid: why.
+    Failed(String),
+    /// The cluster.
+    Cluster(Cluster),
+}
+
+fn known(w: &Watches, name: &str) -> Known {
+    let Some(state) = w.clusters.get(name).map(ResourceWatch::state) else {
+        return Known::Pending;
+    };
+    match value_or(&state, &format!("cluster {name:?}")) {
+        Err(status) => Known::Failed(status.message().to_owned()),
+        Ok(None) => Known::Pending,
+        Ok(Some(Resource::Cluster(c))) => Known::Cluster(c.clone()),
+        Ok(Some(_)) => Known::Failed("not a cluster".to_owned()),
+    }
+}
+
+/// What the leaf clusters need watched: EDS resources and LOGICAL_DNS names.
+#[derive(Default)]
+struct Wants {
+    eds: BTreeSet<String>,
+    dns: BTreeSet<(String, u16)>,
+    /// The security settings of each transport key the clusters use (A29).
+    security: BTreeMap<TransportKey, ClusterSecurity>,
+}
+
+/// The cluster manager's view of a leaf cluster (EDS or LOGICAL_DNS) named `name`; `None` while its
+/// endpoints are not known yet. Notes in `wants` what it needs watched.
+fn leaf_config(
+    w: &Watches,
+    name: &str,
+    cluster: &Cluster,
+    wants: &mut Wants,
+) -> Option<ClusterConfig> {
+    let Some(lb) = lb_config(&cluster.lb_policy) else {
+        return Some(failing_cluster(&format!(
+            "xDS cluster {name:?} is not supported yet ({:?}): ROUND_ROBIN or RING_HASH clusters only",
+            cluster.lb_policy
+        )));
+    };
+    let mut config = match &cluster.kind {
+        ClusterKind::Eds { service_name } => {
+            let eds = service_name.clone().unwrap_or_else(|| name.to_owned());
+            wants.eds.insert(eds.clone());
+            let state = w.endpoints.get(&eds).map(ResourceWatch::state)?;
+            match value_or(&state, &format!("endpoints {eds:?}")) {
+                Err(status) => return Some(failing_cluster(status.message())),
+                Ok(None) => return None,
+                Ok(Some(Resource::Endpoints(e))) => cluster_config(e, cluster.max_requests, lb),
+                Ok(Some(_)) => return Some(failing_cluster("not an endpoint assignment")),
+            }
+        }
+        ClusterKind::LogicalDns { host, port } => {
+            wants.dns.insert((host.clone(), *port));
+            match w.dns.state(host, *port)? {
+                DnsState::Pending => return None,
+                DnsState::Resolved(addresses) => {
+                    dns_cluster_config(&addresses, cluster.max_requests, lb)
+                }
+            }
+        }
+        ClusterKind::Aggregate { .. } => {
+            return Some(failing_cluster(&format!(
+                "xDS cluster {name:?} is an aggregate cluster, not a leaf"
+            )))
+        }
+    };
+    config.outlier_detection = cluster.outlier_detection.clone();
+    if let (Some(_), Some(security)) = (&w.credentials, &cluster.security) {
+        let key = XdsCredentials::key(security);
+        wants.security.insert(key.clone(), security.clone());
+        config.transport = Some(key);
+    }
+    Some(config)
 }
 
 /// The clusters the routes of `vhost` name.
@@ -433,96 +580,6 @@ fn route_config(w: &mut Watches, listener: &Listener) -> Result<Option<RouteConf
             }
         }
     }
-}
-
-/// A cluster whose calls fail with `message`.
-fn failing_cluster(message: &str) -> ClusterConfig {
-    let mut config = ClusterConfig::new(Vec::new());
-    config.failure = Some(message.to_owned());
-    config
-}
-
-/// The cluster manager's policy for a cluster's `lb_policy`, if it has one.
-fn lb_config(lb: &ClusterLb) -> Option<ClusterLbConfig> {
-    match lb {
-        ClusterLb::RoundRobin => Some(ClusterLbConfig::RoundRobin),
-        ClusterLb::RingHash {
-            min_ring_size,
-            max_ring_size,
-        } => Some(ClusterLbConfig::RingHash {
-            min_ring_size: *min_ring_size,
-            max_ring_size: *max_ring_size,
-        }),
-        _ => None,
-    }
-}
-
-/// The cluster manager's view of an EDS cluster: its priorities of weighted localities, each endpoint by
-/// its first address with its weight, under the cluster's policy.
-fn cluster_config(endpoints: &Endpoints, max_requests: u32, lb: ClusterLbConfig) -> ClusterConfig {
-    let priorities = endpoints
-        .priorities
-        .iter()
-        .map(|p| PriorityConfig {
-            localities: p
-                .localities
-                .iter()
-                .map(|l| LocalityConfig {
-                    name: locality_name(&l.locality),
-                    weight: l.weight,
-                    addresses: l
-                        .endpoints
-                        .iter()
-                        .filter_map(|e| e.addresses.first().cloned())
-                        .collect(),
-                    endpoint_weights: l
-                        .endpoints
-                        .iter()
-                        .filter(|e| !e.addresses.is_empty())
-                        .map(|e| e.weight.get())
-                        .collect(),
-                })
-                .collect(),
-        })
-        .collect();
-    let mut config = ClusterConfig::new(priorities);
-    config.max_requests = max_requests;
-    config.lb = lb;
-    config.drop_overloads = endpoints
-        .drop_overloads
-        .iter()
-        .map(|d| DropOverload {
-            category: d.category.clone(),
-            per_million: d.per_million,
-        })
-        .collect();
-    config
-}
-
-/// The name the cluster manager keys a locality by: a JSON object of its three parts (like grpc-go's
-/// locality string, though with empty parts kept), each a JSON string, so that distinct localities never
-/// share a name (`region/zone/sub_zone` did: `("a/", "b")` and `("a", "/b")`).
-fn locality_name(locality: &LocalityId) -> String {
-    fn quoted(out: &mut String, part: &str) {
-        out.push('"');
-        for c in part.chars() {
-            match c {
-                '"' => out.push_str("\\\""),
-                '\\' => out.push_str("\\\\"),
-                c if u32::from(c) < 0x20 => out.push_str(&format!("\\u{:04x}", u32::from(c))),
-                c => out.push(c),
-            }
-        }
-        out.push('"');
-    }
-    let mut name = String::from("{\"region\":");
-    quoted(&mut name, &locality.region);
-    name.push_str(",\"zone\":");
-    quoted(&mut name, &locality.zone);
-    name.push_str(",\"subZone\":");
-    quoted(&mut name, &locality.sub_zone);
-    name.push('}');
-    name
 }
 
 /// Routes calls by the chosen virtual host's routes.
@@ -663,6 +720,8 @@ pub(crate) struct XdsResolverBuilder {
     pub(crate) name: String,
     pub(crate) authority: Option<String>,
     pub(crate) default_config: Option<ServiceConfig>,
+    /// The channel's DNS resolver options, for LOGICAL_DNS clusters.
+    pub(crate) dns_options: grpc_service_config::ResolverOptions,
     pub(crate) inspect: Inspect,
     /// xDS credentials (A29), when the application opted in.
     pub(crate) credentials: Option<XdsCredentials>,
@@ -670,11 +729,17 @@ pub(crate) struct XdsResolverBuilder {
 
 /// A running xDS resolver: its task stops when this is dropped.
 struct RunningXds {
-    _task: ResolverTask,
+    task: ResolverTask,
     inspect: Inspect,
 }
 
-impl Resolver for RunningXds {}
+impl Resolver for RunningXds {
+    /// The policy wants re-resolution: the LOGICAL_DNS names resolve again (the ADS stream pushes
+    /// everything else).
+    fn resolve_now(&mut self) {
+        self.task.dns.resolve_now();
+    }
+}
 
 impl Drop for RunningXds {
     fn drop(&mut self) {
@@ -697,13 +762,14 @@ impl ResolverBuilder for XdsResolverBuilder {
             &self.name,
             self.authority.as_deref(),
             self.default_config.clone(),
+            self.dns_options.clone(),
             self.credentials.clone(),
             sink,
         )
         .map_err(|status| ResolverError::Other(status.message().to_owned()))?;
         *self.inspect.lock() = Some(Box::new(task.ads.clone()));
         Ok(Box::new(RunningXds {
-            _task: task,
+            task,
             inspect: self.inspect.clone(),
         }))
     }
@@ -774,68 +840,5 @@ mod hash_tests {
             .route("/a.B/C", &metadata)
             .expect("the header is present");
         assert_eq!(&*routed.cluster, "c");
-    }
-}
-
-#[cfg(test)]
-mod locality_tests {
-    use std::num::NonZeroU32;
-
-    use grpc_xds::resource::{LocalityEndpoints, Priority};
-
-    use super::*;
-
-    fn locality(region: &str, zone: &str, sub_zone: &str) -> LocalityEndpoints {
-        LocalityEndpoints {
-            locality: LocalityId {
-                region: region.to_owned(),
-                zone: zone.to_owned(),
-                sub_zone: sub_zone.to_owned(),
-            },
-            weight: NonZeroU32::MIN,
-            endpoints: Vec::new(),
-        }
-    }
-
-    /// The names the cluster manager keys localities by, for these localities of one priority.
-    fn names(localities: Vec<LocalityEndpoints>) -> Vec<String> {
-        let endpoints = Endpoints {
-            cluster_name: "c".to_owned(),
-            priorities: vec![Priority { localities }],
-            drop_overloads: Vec::new(),
-        };
-        cluster_config(&endpoints, 1024, ClusterLbConfig::RoundRobin).priorities[0]
-            .localities
-            .iter()
-            .map(|l| l.name.clone())
-            .collect()
-    }
-
-    #[test]
-    fn distinct_localities_get_distinct_names() {
-        let pairs = [
-            // A separator inside a part.
-            (locality("a/", "b", ""), locality("a", "/b", "")),
-            (locality("", "a/b", ""), locality("a", "b", "")),
-            // The encoding's own quoting inside a part.
-            (
-                locality(r#"a","zone":"b"#, "c", ""),
-                locality("a", r#"b","zone":"c"#, ""),
-            ),
-            (locality("a\\", "b", ""), locality("a", "\\b", "")),
-        ];
-        for (x, y) in pairs {
-            let got = names(vec![x.clone(), y.clone()]);
-            assert_ne!(got[0], got[1], "{:?} and {:?}", x.locality, y.locality);
-            // Valid JSON that gives the parts back.
-            let parsed: serde_json::Value = serde_json::from_str(&got[0]).expect("JSON");
-            assert_eq!(parsed["region"], x.locality.region.as_str(), "{}", got[0]);
-            assert_eq!(parsed["zone"], x.locality.zone.as_str(), "{}", got[0]);
-        }
-        let name = names(vec![locality("us-east1", "us-east1-b", "rack 7")]).remove(0);
-        assert_eq!(
-            serde_json::from_str::<serde_json::Value>(&name).expect("JSON"),
-            serde_json::json!({"region": "us-east1", "zone": "us-east1-b", "subZone": "rack 7"})
-        );
     }
 }

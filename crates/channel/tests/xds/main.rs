@@ -6,6 +6,8 @@
 
 mod xds_close;
 mod xds_cluster_lifetime;
+mod xds_cluster_security;
+mod xds_clusters;
 mod xds_end_to_end;
 mod xds_observability;
 mod xds_ring_hash;

@@ -35,6 +35,9 @@ pub enum Decoded<R> {
 }
 
 /// A valid resource of any of the four types.
+// A Cluster with its TLS settings is the largest; resources live behind an `Arc` in the client's cache
+// and are made once per response, so boxing it would cost an allocation for no saving.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum Resource {
     /// A Listener (LDS).

@@ -1,6 +1,6 @@
 //! CDS: `envoy.config.cluster.v3.Cluster` decoded and validated into a [`Cluster`]: where the cluster's
-//! endpoints come from, how calls are balanced over them, the circuit breaker's limit and outlier
-//! detection, as gRFC A27, A32, A37, A42, A48 and A50 have a client read them.
+//! endpoints come from, how calls are balanced over them, the circuit breaker's limit, outlier
+//! detection and TLS, as gRFC A27, A29, A32, A37, A42, A48 and A50 have a client read them.
 //!
 //! The rules:
 //! * the name must not be empty;

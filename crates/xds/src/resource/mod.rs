@@ -1,5 +1,5 @@
-//! xDS resources as the client uses them (gRFC A27 and the validation rules of A28, A31, A32, A37, A39,
-//! A42, A44, A46, A63): each `envoy.config.*` message is decoded from its `Any`, validated, and turned into
+//! xDS resources as the client uses them (gRFC A27 and the validation rules of A28, A29, A31, A32, A37,
+//! A39, A42, A44, A46, A63): each `envoy.config.*` message is decoded from its `Any`, validated, and turned into
 //! a typed value holding only what a gRPC client acts on. An invalid resource is a [`ResourceError`], which
 //! becomes the response's NACK `error_detail` while the resource's previous value (if any) stays in use
 //! (A46). Fields the client does not act on are ignored on purpose.

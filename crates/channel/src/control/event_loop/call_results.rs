@@ -9,33 +9,48 @@
 use std::sync::Arc;
 
 use grpc_lb::{
-    Address, ConnectivityState, OutlierDetectionConfig, OutlierDetector, OutlierEvent, SubchannelId,
+    Address, ConnectivityState, OutlierDetectionConfig, OutlierDetectors, OutlierEvent,
+    OutlierScope, SubchannelId, XdsClustersConfig,
 };
 
 use super::Loop;
 use crate::control::outlier::{trace_not_ejected, CallResults};
+use crate::control::resolver_state::Routing;
 
 impl Loop {
-    /// A new outlier detection config (or none) at `now`: the detector is created, updated or dropped; the
-    /// policy is left alone.
-    pub(super) fn update_outlier(
-        &mut self,
+    /// The outlier detection scopes of a resolution: the service config's `config` over every address, or
+    /// with an xDS `routing` each cluster's own over its endpoints.
+    pub(super) fn outlier_scopes(
+        &self,
+        routing: Option<&Routing>,
         config: Option<OutlierDetectionConfig>,
-        now: std::time::Instant,
-    ) {
+    ) -> Vec<OutlierScope> {
+        match (routing, config) {
+            (Some(r), _) => cluster_outlier_scopes(&r.clusters),
+            (None, Some(config)) => vec![OutlierScope::new(
+                String::new(),
+                config,
+                self.addresses.clone(),
+            )],
+            (None, None) => Vec::new(),
+        }
+    }
+
+    /// The outlier detection scopes now in force at `now` (none: detection ends): the detectors are
+    /// created, updated or dropped; the policy is left alone.
+    pub(super) fn update_outlier(&mut self, scopes: Vec<OutlierScope>, now: std::time::Instant) {
         let Some(a) = self.activity.active() else {
             return;
         };
-        match (config, a.outlier.as_mut()) {
-            (Some(config), Some(d)) => {
-                if *d.config() != config {
-                    d.update_config(config, now);
-                }
+        if scopes.is_empty() {
+            if a.outlier.is_some() {
+                self.drop_outlier(now);
             }
-            (Some(config), None) => a.outlier = Some(OutlierDetector::new(config, now)),
-            (None, Some(_)) => self.drop_outlier(now),
-            (None, None) => {}
+            return;
         }
+        a.outlier
+            .get_or_insert_with(OutlierDetectors::new)
+            .update(scopes, now);
     }
 
     /// Outlier detection ends (no config, or the channel goes IDLE): every ejected address returns.
@@ -159,4 +174,23 @@ impl Loop {
             self.stats.addresses.set_state(addr, state);
         }
     }
+}
+
+/// The outlier detection scopes of xDS clusters: one per cluster with an `outlier_detection`, over the
+/// cluster's endpoint addresses (a cluster without one ejects nothing).
+fn cluster_outlier_scopes(clusters: &XdsClustersConfig) -> Vec<OutlierScope> {
+    clusters
+        .clusters
+        .iter()
+        .filter_map(|(name, cluster)| {
+            let config = cluster.outlier_detection.clone()?;
+            let addresses = cluster
+                .priorities
+                .iter()
+                .flat_map(|p| p.localities.iter())
+                .flat_map(|l| l.addresses.iter().cloned())
+                .collect();
+            Some(OutlierScope::new(name.clone(), config, addresses))
+        })
+        .collect()
 }
