@@ -749,6 +749,57 @@ fn json_string(s: &str) -> String {
     out
 }
 
+/// An EDS cluster (as [`eds_cluster`]) whose `transport_socket` is `envoy.transport_sockets.tls` with an
+/// `UpstreamTlsContext` (gRFC A29): the client's identity from the bootstrap's certificate provider
+/// instance `identity_instance` (none: no client certificate), the roots from `roots_instance`
+/// (`validation_context.ca_certificate_provider_instance`), and `match_subject_alt_names` of one
+/// `exact` matcher per entry of `sans`.
+pub fn tls_cluster(
+    name: &str,
+    identity_instance: Option<&str>,
+    roots_instance: &str,
+    sans: &[&str],
+) -> Cluster {
+    use envoy_types::pb::envoy::config::core::v3::transport_socket::ConfigType as SocketConfig;
+    use envoy_types::pb::envoy::config::core::v3::TransportSocket;
+    use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::common_tls_context::ValidationContextType;
+    use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
+        CertificateProviderPluginInstance, CertificateValidationContext, CommonTlsContext,
+        UpstreamTlsContext,
+    };
+    let instance = |name: &str| CertificateProviderPluginInstance {
+        instance_name: name.to_owned(),
+        certificate_name: String::new(),
+    };
+    #[allow(deprecated)] // gRPC's A29 reads `match_subject_alt_names`.
+    let validation = CertificateValidationContext {
+        ca_certificate_provider_instance: Some(instance(roots_instance)),
+        match_subject_alt_names: sans
+            .iter()
+            .map(|s| StringMatcher {
+                match_pattern: Some(MatchPattern::Exact((*s).to_owned())),
+                ignore_case: false,
+            })
+            .collect(),
+        ..Default::default()
+    };
+    let context = UpstreamTlsContext {
+        common_tls_context: Some(CommonTlsContext {
+            tls_certificate_provider_instance: identity_instance.map(instance),
+            validation_context_type: Some(ValidationContextType::ValidationContext(validation)),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    Cluster {
+        transport_socket: Some(TransportSocket {
+            name: "envoy.transport_sockets.tls".to_owned(),
+            config_type: Some(SocketConfig::TypedConfig(any(&context))),
+        }),
+        ..eds_cluster(name)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -821,56 +872,5 @@ mod tests {
             r#"{"xds_servers":[{"server_uri":"127.0.0.1:5","channel_creds":[{"type":"insecure"}],"server_features":["xds_v3"]}],"node":{"id":"test-node","locality":{"zone":"z1"}},"certificate_providers":{"mesh":{"plugin_name":"file_watcher","config":{"certificate_file":"/d/cert.pem","private_key_file":"/d/key.pem","ca_certificate_file":"/d/\"ca\".pem","refresh_interval":"1.500000000s"}},"roots":{"plugin_name":"file_watcher","config":{"refresh_interval":"2s"}}}}"#
         );
         assert_eq!(json_string("a\nb\\"), r#""a\u000ab\\""#);
-    }
-}
-
-/// An EDS cluster (as [`eds_cluster`]) whose `transport_socket` is `envoy.transport_sockets.tls` with an
-/// `UpstreamTlsContext` (gRFC A29): the client's identity from the bootstrap's certificate provider
-/// instance `identity_instance` (none: no client certificate), the roots from `roots_instance`
-/// (`validation_context.ca_certificate_provider_instance`), and `match_subject_alt_names` of one
-/// `exact` matcher per entry of `sans`.
-pub fn tls_cluster(
-    name: &str,
-    identity_instance: Option<&str>,
-    roots_instance: &str,
-    sans: &[&str],
-) -> Cluster {
-    use envoy_types::pb::envoy::config::core::v3::transport_socket::ConfigType as SocketConfig;
-    use envoy_types::pb::envoy::config::core::v3::TransportSocket;
-    use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::common_tls_context::ValidationContextType;
-    use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
-        CertificateProviderPluginInstance, CertificateValidationContext, CommonTlsContext,
-        UpstreamTlsContext,
-    };
-    let instance = |name: &str| CertificateProviderPluginInstance {
-        instance_name: name.to_owned(),
-        certificate_name: String::new(),
-    };
-    #[allow(deprecated)] // gRPC's A29 reads `match_subject_alt_names`.
-    let validation = CertificateValidationContext {
-        ca_certificate_provider_instance: Some(instance(roots_instance)),
-        match_subject_alt_names: sans
-            .iter()
-            .map(|s| StringMatcher {
-                match_pattern: Some(MatchPattern::Exact((*s).to_owned())),
-                ignore_case: false,
-            })
-            .collect(),
-        ..Default::default()
-    };
-    let context = UpstreamTlsContext {
-        common_tls_context: Some(CommonTlsContext {
-            tls_certificate_provider_instance: identity_instance.map(instance),
-            validation_context_type: Some(ValidationContextType::ValidationContext(validation)),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    Cluster {
-        transport_socket: Some(TransportSocket {
-            name: "envoy.transport_sockets.tls".to_owned(),
-            config_type: Some(SocketConfig::TypedConfig(any(&context))),
-        }),
-        ..eds_cluster(name)
     }
 }

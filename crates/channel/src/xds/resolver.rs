@@ -465,6 +465,8 @@ fn evaluate(w: &mut Watches, listener_name: &str, authority: &str) -> Outcome {
 }
 
 /// A cluster resource as its watch says now.
+// A short-lived value of one evaluation; the Cluster (with its TLS settings) is not worth a box.
+#[allow(clippy::large_enum_variant)]
 enum Known {
     /// Not received yet (or not watched yet).
     Pending,

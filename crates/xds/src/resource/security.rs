@@ -252,7 +252,10 @@ mod tests {
             value: String::new(),
             ignore_case: false,
         };
-        assert!(!san_matches(&[empty_prefix.clone()], &[dns("")]));
+        assert!(!san_matches(
+            std::slice::from_ref(&empty_prefix),
+            &[dns("")]
+        ));
         assert!(!san_matches(&[exact("")], &[dns("")]));
         assert!(!san_matches(
             &[empty_prefix],
