@@ -283,7 +283,6 @@ fn with_tls_dir_the_control_plane_asks_for_mtls_that_grpcio_accepts() {
 }
 
 #[test]
-#[ignore = "needs the channel to apply xDS credentials (ChannelBuilder::xds_credentials, gRFC A29)"]
 fn with_tls_dir_the_interop_client_passes_with_secure_mode() {
     let mesh = mesh("ours");
     let (ok, out) = client(
