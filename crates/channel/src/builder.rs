@@ -368,15 +368,10 @@ impl ChannelBuilder {
         self
     }
 
-    /// Uses xDS credentials (gRFC A29) for an `xds:` target: each cluster's connections are secured as
-    /// its `transport_socket` from the control plane says (TLS or mTLS with the bootstrap's certificate
-    /// providers, the server's certificate checked against the cluster's SAN matchers); a cluster without
-    /// one uses the channel's own transport (plaintext, or [`ChannelBuilder::tls`] when set), the fallback.
-    /// Off by default, as in every gRPC stack. Feature `xds`.
-    ///
-    /// A secured cluster's connection never falls back to plaintext: a failed handshake, a server
-    /// certificate whose SANs match none of the cluster's matchers, or a certificate provider with no
-    /// usable certificate fails the connection (calls UNAVAILABLE, naming the cause).
+    /// Uses xDS credentials (gRFC A29) for an `xds:` target: a cluster's `transport_socket` secures its
+    /// connections (TLS or mTLS from the bootstrap's certificate providers, the server's SANs checked); a
+    /// cluster without one uses the channel's own transport (plaintext, or [`ChannelBuilder::tls`]). Off by
+    /// default, as in every gRPC stack; an error never falls back to plaintext. Feature `xds`.
     #[cfg(feature = "xds")]
     pub fn xds_credentials(mut self) -> Self {
         self.xds_credentials = true;
@@ -477,22 +472,6 @@ impl ChannelBuilder {
             Ok(()) => Ok(channel),
             Err(status) => Err(ConnectError::Unreachable { target, status }),
         }
-    }
-
-    /// The bootstrap of an `xds:` target: the application's, else the environment's.
-    #[cfg(feature = "xds")]
-    fn parsed_xds_bootstrap(&self) -> Result<grpc_xds::Bootstrap, BuildError> {
-        let parsed = match &self.xds_bootstrap {
-            Some(json) => grpc_xds::Bootstrap::parse(json),
-            None => grpc_xds::Bootstrap::from_env(
-                |v| std::env::var(v).ok(),
-                |path| std::fs::read_to_string(path),
-            ),
-        };
-        parsed.map_err(|e| BuildError::InvalidOption {
-            option: "xds bootstrap",
-            reason: e.to_string(),
-        })
     }
 
     /// Checks the options and builds the channel. Does not connect (see [`ChannelBuilder::connect`]): tonic's
@@ -690,8 +669,6 @@ impl ChannelBuilder {
         #[cfg(feature = "xds")]
         let inspect: Option<crate::control::resolver_state::Inspect> =
             matches!(target, Target::Xds { .. }).then(Default::default);
-        // The transports the xDS resolver registers for its secured clusters (A29), which the event loop
-        // connects with.
         let transports = crate::control::transports::Transports::default();
         let (builder, kind): (SharedBuilder, Kind) = match (registered, &target) {
             (Some(builder), _) => (builder, Kind::Plain),
@@ -732,27 +709,16 @@ impl ChannelBuilder {
                 Kind::Plain,
             ),
             #[cfg(feature = "xds")]
-            (None, Target::Xds { name }) => {
-                let bootstrap = self.parsed_xds_bootstrap()?;
-                let credentials = self.xds_credentials.then(|| {
-                    crate::xds::credentials::XdsCredentials::new(
-                        bootstrap.certificate_providers.clone(),
-                        transports.clone(),
-                    )
-                });
-                (
-                    SharedBuilder(Arc::new(crate::xds::resolver::XdsResolverBuilder {
-                        bootstrap,
-                        name: name.clone(),
-                        authority: self.authority.clone(),
-                        default_config: default_config.clone(),
-                        dns_options: self.resolver.clone(),
-                        inspect: inspect.clone().unwrap_or_default(),
-                        credentials,
-                    })),
-                    Kind::Plain,
-                )
+            (None, Target::Xds { name }) => crate::xds::setup::XdsSetup {
+                bootstrap_json: self.xds_bootstrap.as_deref(),
+                name,
+                authority: self.authority.clone(),
+                default_config: default_config.clone(),
+                dns_options: self.resolver.clone(),
+                inspect: inspect.clone().unwrap_or_default(),
+                credentials: self.xds_credentials.then(|| transports.clone()),
             }
+            .resolver()?,
             (None, other) => {
                 return Err(BuildError::InvalidTarget {
                     target: self.target.clone(),
@@ -765,19 +731,17 @@ impl ChannelBuilder {
             .unwrap_or_else(|| ResolverTarget::of(&self.target, &target, builder.scheme()));
         // The default policy (no `loadBalancingConfig`) is looked up here too.
         let policies = self.resolver.parse.policies.clone();
-        let resolution = Arc::new(
-            Resolution::new(
-                resolver_target,
-                builder,
-                kind,
-                default_config,
-                self.resolver.parse,
-                self.resolver.min_interval,
-                #[cfg(feature = "xds")]
-                inspect,
-            )
-            .with_transports(transports),
+        let resolution = Resolution::new(
+            resolver_target,
+            builder,
+            kind,
+            default_config,
+            self.resolver.parse,
+            self.resolver.min_interval,
+            #[cfg(feature = "xds")]
+            inspect,
         );
+        let resolution = Arc::new(resolution.with_transports(transports));
         Ok(Channel {
             inner: Arc::new(Inner {
                 target,

@@ -341,6 +341,7 @@ impl std::fmt::Debug for TlsConnector {
 impl TlsConnector {
     /// A connector from a finished rustls configuration (ALPN already `h2`), sending `server_name`;
     /// `has_identity`: whether it presents a client certificate (for naming a refused one).
+    #[cfg(feature = "xds")]
     pub(crate) fn from_config(
         config: Arc<rustls::ClientConfig>,
         server_name: ServerName<'static>,

@@ -8,7 +8,7 @@
 //!
 //! Not here: what a transport holds (`xds/credentials.rs`), the TLS mechanics (`conn/`).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use grpc_lb::{Address, TransportKey};
@@ -42,6 +42,7 @@ impl std::fmt::Debug for Transports {
 
 impl Transports {
     /// Registers `factory` under `key` unless the key has one already (equal keys mean equal settings).
+    #[cfg(feature = "xds")]
     pub(crate) fn insert_if_absent(
         &self,
         key: TransportKey,
@@ -51,12 +52,14 @@ impl Transports {
     }
 
     /// Whether `key` is registered.
+    #[cfg(feature = "xds")]
     pub(crate) fn contains(&self, key: &TransportKey) -> bool {
         self.inner.lock().contains_key(key)
     }
 
     /// Drops every entry whose key is not in `keep`.
-    pub(crate) fn retain(&self, keep: &BTreeSet<TransportKey>) {
+    #[cfg(feature = "xds")]
+    pub(crate) fn retain(&self, keep: &std::collections::BTreeSet<TransportKey>) {
         self.inner.lock().retain(|k, _| keep.contains(k));
     }
 

@@ -19,6 +19,7 @@ mod cluster_config;
 pub(crate) mod credentials;
 mod logical_dns;
 pub(crate) mod resolver;
+pub(crate) mod setup;
 
 #[cfg(test)]
 mod ads_tests;
