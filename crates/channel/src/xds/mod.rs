@@ -1,5 +1,5 @@
-//! xDS for `xds:` targets (feature `xds`): the ADS stream to the management server ([`ads`]), shared per
-//! server and node, the resolver that turns the resources into clusters and routes ([`resolver`]), and
+//! xDS for `xds:` targets (feature `xds`): the ADS streams to the management servers ([`ads`], with A71's
+//! fallback among them and A65's TLS), shared per server list and node, the resolver that turns the resources into clusters and routes ([`resolver`]), and
 //! the admin view of the client's resources ([`admin`], `Channel::xds_resources`). The sans-IO parts
 //! (bootstrap, request rules, the client's cache and timers, resource validation) live in the `grpc-xds`
 //! crate.
@@ -13,6 +13,8 @@ pub(crate) mod admin;
 pub(crate) mod ads;
 pub(crate) mod resolver;
 
+#[cfg(test)]
+mod ads_servers_tests;
 #[cfg(test)]
 mod ads_tests;
 
