@@ -487,7 +487,7 @@ mod tests {
         assert_eq!(first.server_uri, "xds.example.com:443");
         assert_eq!(
             first.channel_creds,
-            ChannelCreds::Tls(Map::new()),
+            ChannelCreds::Tls(CertificateFiles::default()),
             "the first supported type"
         );
         assert!(first.server_features.ignore_resource_deletion);

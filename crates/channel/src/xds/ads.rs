@@ -20,9 +20,9 @@
 //! every server failed. At most [`grpc_xds::MAX_XDS_SERVERS`] servers.
 //!
 //! A65: `tls` channel creds give the server's channel a [`TlsConfig`] with the CA file's roots (the
-//! platform's without one) and the client certificate and key (mTLS), read when that channel is built
-//! (not re-read at `refresh_interval`: a new identity takes a new client). `unix:` server URIs are the
-//! channel's own `unix:` targets.
+//! platform's without one) and the client certificate and key (mTLS), read when that channel is built;
+//! a stream opening `refresh_interval` or more after that gets a new channel, which reads them again
+//! (an open stream keeps its connection). `unix:` server URIs are the channel's own `unix:` targets.
 //!
 //! Watchers ([`ResourceWatch`]) see the latest state of their resource in a one-value slot, so a control
 //! plane flooding updates costs one slot per watch, never a queue. The task ends when the last
@@ -250,6 +250,7 @@ impl AdsClient {
         tokio::spawn(run(
             servers.clone(),
             channel,
+            Instant::now(),
             node,
             state,
             Commands(receiver),
@@ -475,6 +476,8 @@ fn task_ended(slot: &watch::Sender<WatchState>, notify: &Notify) {
 /// error stands for it if it failed) and its stream.
 struct ServerIo {
     channel: Option<Result<Channel, Status>>,
+    /// When the channel was built (its TLS files read).
+    built: Instant,
     stream: AdsStream,
     /// The open stream got a response (A71: a stream that ends without one is a failure).
     responded: bool,
@@ -485,6 +488,7 @@ impl ServerIo {
     fn unused() -> ServerIo {
         ServerIo {
             channel: None,
+            built: Instant::now(),
             stream: AdsStream::Waiting,
             responded: false,
         }
@@ -511,6 +515,7 @@ fn make_switch(
             ));
             io[to] = ServerIo {
                 channel: Some(server_channel(&servers[to])),
+                built: Instant::now(),
                 stream: AdsStream::Waiting,
                 responded: false,
             };
@@ -566,6 +571,7 @@ fn stream_ended(
 async fn run(
     servers: Vec<XdsServer>,
     first: Channel,
+    built: Instant,
     node: core::Node,
     shared: SharedClient,
     mut commands: Commands,
@@ -573,6 +579,7 @@ async fn run(
     let mut watchers = Watchers::default();
     let mut io: Vec<ServerIo> = servers.iter().map(|_| ServerIo::unused()).collect();
     io[0].channel = Some(Ok(first));
+    io[0].built = built;
     loop {
         let now = Instant::now().into_std();
         let (queue_full, timer, next_start) = {
@@ -720,13 +727,24 @@ async fn run(
             }
             () = sleep_until(next_start), if next_start.is_some() && !watchers.slots.is_empty() => {
                 let now = Instant::now().into_std();
+                let refresh = |io: &mut ServerIo, config: &XdsServer| {
+                    // A65: a stream opening `refresh_interval` after its channel read the TLS files gets
+                    // a channel that reads them again (a new connection with the new identity).
+                    if let ChannelCreds::Tls(files) = &config.channel_creds {
+                        if io.channel.is_some() && io.built.elapsed() >= files.refresh_interval {
+                            io.channel = Some(server_channel(config));
+                            io.built = Instant::now();
+                        }
+                    }
+                };
                 let state = shared.lock();
-                for (server, io) in state.servers.iter().zip(io.iter_mut()) {
+                for ((server, io), config) in state.servers.iter().zip(io.iter_mut()).zip(&servers) {
                     let due = server
                         .as_ref()
                         .and_then(|s| s.client.next_stream_start())
                         .is_some_and(|at| at <= now);
                     if due && matches!(io.stream, AdsStream::Waiting) {
+                        refresh(io, config);
                         io.stream = AdsStream::Opening(open(io.channel.as_ref()));
                     }
                 }

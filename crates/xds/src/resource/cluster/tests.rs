@@ -108,6 +108,7 @@ fn a_plain_eds_cluster_has_the_defaults() {
             max_requests: 1024,
             outlier_detection: None,
             load_reporting: LoadReporting::Off,
+            security: None,
         }
     );
 }
