@@ -136,7 +136,7 @@ async fn tls_channel_creds_without_a_client_certificate_fail_naming_tls() {
     let state = until(&mut watch, |s| s.error.is_some()).await;
     let error = state.error.unwrap_or_default();
     assert!(
-        error.contains("TLS") || error.contains("tls") || error.contains("certificate"),
+        error.contains("TLS handshake failed") && error.contains("client certificate"),
         "{error}"
     );
     assert!(state.value.is_none());
