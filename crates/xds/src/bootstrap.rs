@@ -17,11 +17,24 @@
 //!   `client_listener_resource_name_template` must start with `xdstp://<authority>/` (default
 //!   `xdstp://<authority>/envoy.config.listener.v3.Listener/%s`), its `xds_servers` as above or empty (the
 //!   top-level servers then);
-//! * unknown fields are ignored (A27), `certificate_providers` included (not supported yet).
+//! * `certificate_providers` (A29): the `file_watcher` instances Clusters may name, and the `config` of
+//!   `tls` channel creds (A65): see `certificates` for their rules;
+//! * unknown fields are ignored (A27).
 //!
-//! Not here: the ADS stream, resources, the `xds:` target.
+//! `server_uri` is a channel target like any other: `host:port`, `dns:///host:port`, or a Unix domain
+//! socket (`unix:/path`, `unix:///path`, `unix-abstract:name`, as Istio's local agent listens); the
+//! bootstrap only requires it to be non-empty.
+//!
+//! Not here: the ADS stream, resources, the `xds:` target, reading the certificate files.
 
 use std::collections::BTreeMap;
+
+mod certificates;
+
+pub use certificates::{
+    CertificateFiles, DEFAULT_REFRESH_INTERVAL, FILE_WATCHER_PLUGIN, MAX_CERTIFICATE_PROVIDERS,
+    MAX_REFRESH_INTERVAL,
+};
 
 use serde_json::{Map, Value};
 
@@ -70,6 +83,12 @@ fn field_error(field: impl Into<String>, reason: impl Into<String>) -> Bootstrap
     }
 }
 
+impl From<certificates::FieldError> for BootstrapError {
+    fn from(e: certificates::FieldError) -> BootstrapError {
+        field_error(e.field, e.reason)
+    }
+}
+
 /// The channel credentials to reach a management server with: the first type of its `channel_creds` that
 /// this client supports.
 #[derive(Clone, Debug, PartialEq)]
@@ -77,38 +96,9 @@ pub enum ChannelCreds {
     /// Plaintext.
     Insecure,
     /// TLS (A65): the server verified with the CA file's roots (the system's when unset), and a client
-    /// certificate presented when the config names one (mTLS). SKELETON: the `config` is not read yet
-    /// (issue 36); every field is unset.
+    /// certificate presented when the config names one (mTLS); every file unset is plain TLS with the
+    /// platform's roots.
     Tls(CertificateFiles),
-}
-
-/// The `refresh_interval` of a certificate provider or of `tls` channel creds that set none: 600 s
-/// (C-core's and grpc-go's bootstrap default).
-pub const DEFAULT_REFRESH_INTERVAL: std::time::Duration = std::time::Duration::from_secs(600);
-
-/// PEM files watched for changes: a `file_watcher` certificate provider's config (A29), or the config of
-/// `tls` channel creds (A65, built on the same plugin).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct CertificateFiles {
-    /// `certificate_file`: the identity's certificate chain (set together with `private_key_file`).
-    pub certificate_file: Option<std::path::PathBuf>,
-    /// `private_key_file`: the identity's private key.
-    pub private_key_file: Option<std::path::PathBuf>,
-    /// `ca_certificate_file`: the roots.
-    pub ca_certificate_file: Option<std::path::PathBuf>,
-    /// `refresh_interval`: how often the files are read again ([`DEFAULT_REFRESH_INTERVAL`] unless set).
-    pub refresh_interval: std::time::Duration,
-}
-
-impl Default for CertificateFiles {
-    fn default() -> CertificateFiles {
-        CertificateFiles {
-            certificate_file: None,
-            private_key_file: None,
-            ca_certificate_file: None,
-            refresh_interval: DEFAULT_REFRESH_INTERVAL,
-        }
-    }
 }
 
 /// The `server_features` this client knows (others are ignored).
@@ -179,8 +169,8 @@ pub struct Bootstrap {
     pub client_default_listener_resource_name_template: String,
     /// The authorities, by name.
     pub authorities: BTreeMap<String, Authority>,
-    /// `certificate_providers` (A29): the `file_watcher` instances Clusters may name, by instance name.
-    /// SKELETON: not read yet (issue 36).
+    /// `certificate_providers` (A29): the `file_watcher` instances Clusters may name, by instance name
+    /// (at most [`MAX_CERTIFICATE_PROVIDERS`]).
     pub certificate_providers: BTreeMap<String, CertificateFiles>,
 }
 
@@ -224,12 +214,16 @@ impl Bootstrap {
             None | Some(Value::Null) => BTreeMap::new(),
             Some(v) => authorities(v)?,
         };
+        let certificate_providers = match top.get("certificate_providers") {
+            None | Some(Value::Null) => BTreeMap::new(),
+            Some(v) => certificates::certificate_providers(v)?,
+        };
         Ok(Bootstrap {
             xds_servers,
             node,
             client_default_listener_resource_name_template,
             authorities,
-            certificate_providers: BTreeMap::new(),
+            certificate_providers,
         })
     }
 
@@ -349,16 +343,17 @@ fn server(v: &Value, field: &str) -> Result<XdsServer, BootstrapError> {
             Some(Value::Object(m)) => m.clone(),
             Some(_) => return Err(field_error(format!("{at}.config"), "expected an object")),
         };
-        let creds = match kind {
-            "insecure" => Some(ChannelCreds::Insecure),
-            "tls" => {
-                let _ = config;
-                Some(ChannelCreds::Tls(CertificateFiles::default()))
-            }
-            _ => None,
-        };
+        // Only the chosen entry's config is read (A27: the first supported type wins; later ones are
+        // never used).
         if chosen.is_none() {
-            chosen = creds;
+            chosen = match kind {
+                "insecure" => Some(ChannelCreds::Insecure),
+                "tls" => Some(ChannelCreds::Tls(certificates::certificate_files(
+                    &config,
+                    &format!("{at}.config"),
+                )?)),
+                _ => None,
+            };
         }
         seen.push(kind.to_owned());
     }
@@ -472,7 +467,7 @@ mod tests {
         ],
         "node": {"id": "client-1", "cluster": "c", "locality": {"region": "r", "zone": "z"},
                  "metadata": {"k": ["v"]}, "user_agent_name": "ignored"},
-        "certificate_providers": {"p": {"plugin_name": "file_watcher", "config": {}}},
+        "certificate_providers": {"p": {"plugin_name": "file_watcher", "config": {"ca_certificate_file": "/ca.pem"}}},
         "authorities": {"corp": {}, "edge": {
             "client_listener_resource_name_template": "xdstp://edge/envoy.config.listener.v3.Listener/%s",
             "xds_servers": [{"server_uri": "edge:1", "channel_creds": [{"type": "insecure"}]}]}},

@@ -40,8 +40,8 @@ pub use client::{
 pub use fallback::{ServerChoice, ServerHealth, ServerListError, Switch, MAX_XDS_SERVERS};
 pub use messages::{discovery_request, node_proto, UserAgent, CLIENT_FEATURES};
 pub use resource::{
-    Cluster, ClusterKind, ClusterLb, Decoded, DropOverload, Endpoint, EndpointHealth, Endpoints,
-    LoadReporting, LocalityEndpoints, LocalityId, Priority,
+    Cluster, ClusterKind, ClusterLb, DecodeContext, Decoded, DropOverload, Endpoint,
+    EndpointHealth, Endpoints, LoadReporting, LocalityEndpoints, LocalityId, Priority,
 };
 pub use routing::{
     call_header, capped_deadline, choose_cluster, request_hash, route_call, route_matches,
@@ -50,6 +50,7 @@ pub use routing::{
 pub use vhost::{choose_virtual_host, validate_domain};
 
 pub use bootstrap::{
-    Authority, Bootstrap, BootstrapError, CertificateFiles, ChannelCreds, Locality, Node, ServerFeatures, XdsServer,
-    BOOTSTRAP_CONFIG_VARIABLE, BOOTSTRAP_FILE_VARIABLE, DEFAULT_REFRESH_INTERVAL,
+    Authority, Bootstrap, BootstrapError, CertificateFiles, ChannelCreds, Locality, Node,
+    ServerFeatures, XdsServer, BOOTSTRAP_CONFIG_VARIABLE, BOOTSTRAP_FILE_VARIABLE,
+    DEFAULT_REFRESH_INTERVAL, FILE_WATCHER_PLUGIN, MAX_CERTIFICATE_PROVIDERS, MAX_REFRESH_INTERVAL,
 };

@@ -2,7 +2,8 @@
 //! process that names the same servers and node in its bootstrap. A task runs one grpc-xds sans-IO
 //! [`XdsClient`] per server in use over this crate's own [`Channel`] to that server (with its
 //! connection backoff, keepalive and TLS): it opens `StreamAggregatedResources` once the channel is
-//! READY, hands each response's resources to [`grpc_xds::resource::decode_response`] (on tokio's
+//! READY, hands each response's resources to [`grpc_xds::resource::decode_response_with`] (with the bootstrap's
+//! certificate provider names) (on tokio's
 //! blocking pool, so a large response never holds up the runtime's other tasks and timers; the task
 //! waits for it, so responses are handled in order), sends the ACKs, NACKs and subscription changes the
 //! client asks for, and fires the does-not-exist timers. Nothing in the loop waits on a server: a stream
@@ -39,7 +40,7 @@ use std::sync::{Arc, Weak};
 use envoy_types::pb::envoy::config::core::v3 as core;
 use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
 use grpc_retry::SplitMix64;
-use grpc_xds::resource::{decode_response, Resource, ResourceType};
+use grpc_xds::resource::{decode_response_with, DecodeContext, Resource, ResourceType};
 use grpc_xds::{
     discovery_request, node_proto, Bootstrap, CertificateFiles, ChannelCreds, Decoded,
     ResourceDump, ServerChoice, Switch, UserAgent, WatchEvent, WatchId, XdsClient, XdsServer,
@@ -211,7 +212,12 @@ impl AdsClient {
         let servers = &bootstrap.xds_servers;
         let choice =
             ServerChoice::new(servers.len()).map_err(|e| Status::unavailable(e.to_string()))?;
-        let key = format!("{servers:?} {:?}", bootstrap.node);
+        // The certificate provider names are part of the key: they decide which Clusters are valid.
+        let context = Arc::new(DecodeContext::from_bootstrap(bootstrap));
+        let key = format!(
+            "{servers:?} {:?} {:?}",
+            bootstrap.node, context.certificate_providers
+        );
         let mut registry = registry().lock();
         // Entries whose clients are gone, or whose task ended (a panic), go; a live one is shared.
         registry.retain(|(_, weak)| weak.upgrade().is_some_and(|c| !c.commands.is_closed()));
@@ -252,6 +258,7 @@ impl AdsClient {
             channel,
             Instant::now(),
             node,
+            context,
             state,
             Commands(receiver),
         ));
@@ -573,6 +580,7 @@ async fn run(
     first: Channel,
     built: Instant,
     node: core::Node,
+    context: Arc<DecodeContext>,
     shared: SharedClient,
     mut commands: Commands,
 ) {
@@ -687,8 +695,9 @@ async fn run(
                 };
                 match response {
                     Ok(Some(response)) => {
+                        let context = context.clone();
                         let decoded = off_runtime(move || {
-                            let resources = decode_resources(&response);
+                            let resources = decode_resources(&response, &context);
                             (response, resources)
                         })
                         .await;
@@ -865,9 +874,12 @@ where
 }
 
 /// The resources of a response, decoded and validated (the sans-IO parse).
-fn decode_resources(response: &DiscoveryResponse) -> Vec<Decoded<Resource>> {
+fn decode_resources(
+    response: &DiscoveryResponse,
+    context: &DecodeContext,
+) -> Vec<Decoded<Resource>> {
     match ResourceType::from_type_url(&response.type_url) {
-        Some(resource_type) => decode_response(resource_type, &response.resources),
+        Some(resource_type) => decode_response_with(resource_type, &response.resources, context),
         None => Vec::new(),
     }
 }

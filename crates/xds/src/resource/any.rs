@@ -1,7 +1,8 @@
 //! Any resource of a response, decoded by its type: [`Resource`] and [`decode`], which reads the name even
 //! of an invalid resource where it can, so the client can tell its watchers (A46); [`decode_response`]
 //! decodes all the resources of a response within one regex budget for the response (see `matcher`),
-//! each resource also within its own.
+//! each resource also within its own; the `_with` forms take the [`DecodeContext`] of the client's
+//! bootstrap (the plain ones the empty context: no certificate provider instances).
 
 use envoy_types::pb::envoy::config::cluster::v3 as cds;
 use envoy_types::pb::envoy::config::endpoint::v3 as eds;
@@ -12,7 +13,7 @@ use envoy_types::pb::google::protobuf::Any;
 use super::listener::parse_listener_within;
 use super::matcher::RegexBudget;
 use super::route::parse_route_config_within;
-use super::{decode_any, Cluster, Endpoints, Listener, ResourceType, RouteConfig};
+use super::{decode_any, Cluster, DecodeContext, Endpoints, Listener, ResourceType, RouteConfig};
 
 /// One resource in a response, as the caller decoded it.
 #[derive(Clone, Debug, PartialEq)]
@@ -34,6 +35,9 @@ pub enum Decoded<R> {
 }
 
 /// A valid resource of any of the four types.
+// A Cluster with its TLS settings is the largest; resources live behind an `Arc` in the client's cache
+// and are made once per response, so boxing it would cost an allocation for no saving.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum Resource {
     /// A Listener (LDS).
@@ -49,7 +53,16 @@ pub enum Resource {
 /// Decodes and validates one resource of a `resource_type` response (its regexes within one resource's
 /// budget).
 pub fn decode(resource_type: ResourceType, any: &Any) -> Decoded<Resource> {
-    decode_within(resource_type, any, &mut RegexBudget::resource())
+    decode_with(resource_type, any, &DecodeContext::default())
+}
+
+/// [`decode`] for a client whose bootstrap gives `context`.
+pub fn decode_with(
+    resource_type: ResourceType,
+    any: &Any,
+    context: &DecodeContext,
+) -> Decoded<Resource> {
+    decode_within(resource_type, any, context, &mut RegexBudget::resource())
 }
 
 /// Decodes and validates every resource of a `resource_type` response, in order. The regexes of each
@@ -57,20 +70,36 @@ pub fn decode(resource_type: ResourceType, any: &Any) -> Decoded<Resource> {
 /// every later resource with a regex is invalid, its error naming the first regex that did not fit, so a
 /// response costs a bounded time and memory however many resources it holds.
 pub fn decode_response(resource_type: ResourceType, resources: &[Any]) -> Vec<Decoded<Resource>> {
-    decode_response_within(resource_type, resources, &mut RegexBudget::response())
+    decode_response_with(resource_type, resources, &DecodeContext::default())
 }
 
-/// [`decode_response`] within `budget` (the response's).
+/// [`decode_response`] for a client whose bootstrap gives `context` (a Cluster naming a certificate
+/// provider instance the context lacks is invalid).
+pub fn decode_response_with(
+    resource_type: ResourceType,
+    resources: &[Any],
+    context: &DecodeContext,
+) -> Vec<Decoded<Resource>> {
+    decode_response_within(
+        resource_type,
+        resources,
+        context,
+        &mut RegexBudget::response(),
+    )
+}
+
+/// [`decode_response_with`] within `budget` (the response's).
 fn decode_response_within(
     resource_type: ResourceType,
     resources: &[Any],
+    context: &DecodeContext,
     budget: &mut RegexBudget,
 ) -> Vec<Decoded<Resource>> {
     resources
         .iter()
         .map(|any| {
             let mut own = budget.for_resource();
-            let decoded = decode_within(resource_type, any, &mut own);
+            let decoded = decode_within(resource_type, any, context, &mut own);
             budget.charge(&own);
             decoded
         })
@@ -81,6 +110,7 @@ fn decode_response_within(
 pub(crate) fn decode_within(
     resource_type: ResourceType,
     any: &Any,
+    context: &DecodeContext,
     budget: &mut RegexBudget,
 ) -> Decoded<Resource> {
     fn invalid(name: Option<String>, e: impl std::fmt::Display) -> Decoded<Resource> {
@@ -92,7 +122,7 @@ pub(crate) fn decode_within(
     match resource_type {
         ResourceType::Cluster => match decode_any::<cds::Cluster>(any, resource_type) {
             Err(e) => invalid(None, e),
-            Ok(proto) => match Cluster::from_proto(&proto) {
+            Ok(proto) => match Cluster::from_proto_within(&proto, context, budget) {
                 Ok(c) => Decoded::Valid {
                     name: c.name.clone(),
                     value: Resource::Cluster(c),

@@ -16,10 +16,11 @@
 //! * `circuit_breakers` (A32): `max_requests` of the first threshold with priority DEFAULT, else 1024;
 //! * `outlier_detection` (A50): see [`outlier_detection_config`](super::outlier_detection_config);
 //! * `lrs_server`, when set, must be `self` (load reports go to the server that sent the cluster);
-//! * `transport_socket_matches` must be empty.
+//! * `transport_socket_matches` must be empty;
+//! * `transport_socket` (A29): see `upstream_tls`; validated whether or not the channel uses xDS
+//!   credentials, its provider instances checked against the [`DecodeContext`] (the bootstrap's).
 //!
-//! An error NACKs this cluster only (A46). Ignored on purpose: `transport_socket` (A29's TLS context,
-//! used only with xDS credentials, which this crate does not have), the `lb_config` of a policy other
+//! An error NACKs this cluster only (A46). Ignored on purpose: the `lb_config` of a policy other
 //! than the chosen one, DNS settings, health checks, metadata. Left out: `load_balancing_policy` (A52,
 //! the typed LB policy list); a cluster that sets it is read from `lb_policy` as a client without A52
 //! would. Not here: the channel's cluster policies (`cds`, `xds_cluster_impl`, `priority`), the ring
@@ -41,8 +42,10 @@ use grpc_lb::OutlierDetectionConfig;
 use prost::Message;
 
 use super::endpoint::socket_port;
+use super::matcher::RegexBudget;
 use super::outlier_detection::outlier_detection_config;
-use super::{decode_any, ResourceError, ResourceType};
+use super::upstream_tls::upstream_tls;
+use super::{decode_any, DecodeContext, ResourceError, ResourceType};
 
 /// The type URL of an aggregate cluster's configuration (A37).
 pub const AGGREGATE_CLUSTER_TYPE_URL: &str =
@@ -136,8 +139,27 @@ impl Cluster {
         Cluster::from_proto(&decode_any(any, ResourceType::Cluster)?)
     }
 
-    /// The cluster of a decoded `envoy.config.cluster.v3.Cluster`, or why it is invalid.
+    /// The cluster of a decoded `envoy.config.cluster.v3.Cluster`, or why it is invalid, for a client
+    /// whose bootstrap defines no certificate provider instance (see [`Cluster::from_proto_with`]).
     pub fn from_proto(proto: &ProtoCluster) -> Result<Cluster, ResourceError> {
+        Cluster::from_proto_with(proto, &DecodeContext::default())
+    }
+
+    /// The cluster of a decoded `envoy.config.cluster.v3.Cluster` for a client whose bootstrap gives
+    /// `context`, or why it is invalid.
+    pub fn from_proto_with(
+        proto: &ProtoCluster,
+        context: &DecodeContext,
+    ) -> Result<Cluster, ResourceError> {
+        Cluster::from_proto_within(proto, context, &mut RegexBudget::resource())
+    }
+
+    /// [`Cluster::from_proto_with`] within `budget` (the resource's, for its SAN matchers' regexes).
+    pub(crate) fn from_proto_within(
+        proto: &ProtoCluster,
+        context: &DecodeContext,
+        budget: &mut RegexBudget,
+    ) -> Result<Cluster, ResourceError> {
         if proto.name.is_empty() {
             return Err(ResourceError::new("name", "empty"));
         }
@@ -176,6 +198,13 @@ impl Cluster {
                 "not supported",
             ));
         }
+        let security = proto
+            .transport_socket
+            .as_ref()
+            .map(|socket| {
+                upstream_tls(socket, context, budget).map_err(|e| e.within("transport_socket"))
+            })
+            .transpose()?;
         Ok(Cluster {
             name: proto.name.clone(),
             kind,
@@ -183,7 +212,7 @@ impl Cluster {
             max_requests,
             outlier_detection,
             load_reporting,
-            security: None,
+            security,
         })
     }
 }

@@ -7,35 +7,43 @@
 //! This module holds what every resource type shares: the four types and their URLs, and the decoding of
 //! a response's `Any` (unwrapping `envoy.service.discovery.v3.Resource`), and [`decode`], which turns any
 //! of them into a [`Resource`] ([`decode_response`] all those of a response, within the response's regex
-//! budget). What a resource's regexes may cost is bounded per resource and per response (`matcher`). Its submodules parse the resources: `listener` (LDS, with `http_filter`),
-//! `route` (RDS, with `matcher` and `retry`), `cluster` (CDS, with A50's mapping in `outlier_detection`)
-//! and `endpoint` (EDS). Not here: the cache, watchers and timers, and the ADS stream.
+//! budget; [`decode_response_with`] with the [`DecodeContext`] of the client's bootstrap, which a Cluster's
+//! certificate provider instances are checked against). What a resource's regexes may cost is bounded per
+//! resource and per response (`matcher`). Its submodules parse the resources: `listener` (LDS, with
+//! `http_filter`), `route` (RDS, with `matcher` and `retry`), `cluster` (CDS, with A50's mapping in
+//! `outlier_detection` and A29's `transport_socket` in `upstream_tls`) and `endpoint` (EDS). Not here: the cache, watchers and timers, and the ADS stream.
 
 use envoy_types::pb::google::protobuf::Any;
 use prost::Message;
 
 mod any;
 mod cluster;
+mod context;
 mod endpoint;
 mod outlier_detection;
+mod upstream_tls;
 
-pub use any::{decode, decode_response, Decoded, Resource};
+pub use any::{decode, decode_response, decode_response_with, decode_with, Decoded, Resource};
 pub use cluster::{
     Cluster, ClusterKind, ClusterLb, LoadReporting, AGGREGATE_CLUSTER_TYPE_URL,
     DEFAULT_CHOICE_COUNT, DEFAULT_MAX_REQUESTS, DEFAULT_MIN_RING_SIZE, MAX_RING_SIZE,
 };
+pub use context::DecodeContext;
 pub use endpoint::{
     DropOverload, Endpoint, EndpointHealth, Endpoints, LocalityEndpoints, LocalityId, Priority,
 };
 pub use outlier_detection::outlier_detection_config;
+pub use upstream_tls::{
+    MAX_SAN_MATCHERS, MAX_SNI_LENGTH, TLS_TRANSPORT_SOCKET_NAME, UPSTREAM_TLS_CONTEXT_TYPE_URL,
+};
 
 pub(crate) mod duration;
 mod http_filter;
 mod listener;
 mod matcher;
 mod retry;
-mod security;
 mod route;
+mod security;
 #[cfg(test)]
 pub(crate) mod testing;
 
@@ -43,11 +51,11 @@ pub use http_filter::{HttpFilter, HttpFilterKind};
 pub use listener::{parse_listener, parse_listener_any, Listener, RouteSource};
 pub use matcher::{HeaderMatch, HeaderMatcher, PathMatch, PathMatcher, SafeRegex, StringMatch};
 pub use retry::RetryPolicy;
-pub use security::{san_matches, ClusterSecurity, ProviderInstance, RootSource, SubjectAltName};
 pub use route::{
     parse_route_config, parse_route_config_any, ClusterWeight, HashPolicy, HashPolicyKind,
     MaxStreamDuration, RegexRewrite, Route, RouteAction, RouteConfig, RouteMatcher, VirtualHost,
 };
+pub use security::{san_matches, ClusterSecurity, ProviderInstance, RootSource, SubjectAltName};
 
 /// The four resource types of gRPC's xDS client, in the order a channel needs them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -55,7 +55,12 @@ fn a_response_is_decoded_within_one_budget_for_all_its_resources() {
     // ... but together past the response's: those that fit are valid, every later one is invalid, named,
     // its error naming the first regex that did not fit.
     let mut budget = RegexBudget::response();
-    let decoded = decode_response_within(ResourceType::RouteConfiguration, &resources, &mut budget);
+    let decoded = decode_response_within(
+        ResourceType::RouteConfiguration,
+        &resources,
+        &DecodeContext::default(),
+        &mut budget,
+    );
     let whole = RESPONSE_REGEX_BUDGET / (per_resource * one);
     assert!((1..10).contains(&whole), "{whole}");
     for (i, d) in decoded.iter().enumerate() {
