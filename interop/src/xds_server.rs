@@ -314,8 +314,10 @@ async fn accept(
                         Some(acceptor) => {
                             let (acceptor, connections) = (acceptor.clone(), connections.clone());
                             tokio::spawn(async move {
-                                let handshake =
-                                    tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(tcp));
+                                let handshake = tokio::time::timeout(
+                                    TLS_HANDSHAKE_TIMEOUT,
+                                    acceptor.accept(tcp),
+                                );
                                 // A failed handshake (no client certificate) just closes the connection.
                                 if let Ok(Ok(stream)) = handshake.await {
                                     let _ = connections.send(Ok(Connection::Tls(Box::new(stream))));

@@ -259,7 +259,10 @@ mod tests {
     fn the_last_of_sixteen_servers_is_reached_and_then_errors_show() {
         let mut choice = ServerChoice::new(MAX_XDS_SERVERS).unwrap();
         for i in 0..MAX_XDS_SERVERS - 1 {
-            assert_eq!(choice.failed(i, false), Some(Switch::FallBack { to: i + 1 }));
+            assert_eq!(
+                choice.failed(i, false),
+                Some(Switch::FallBack { to: i + 1 })
+            );
         }
         assert_eq!(choice.failed(MAX_XDS_SERVERS - 1, false), None);
         assert!(choice.errors_shown());

@@ -94,11 +94,7 @@ impl ServerClient {
     fn new(server: &XdsServer, now: std::time::Instant, watchers: &Watchers) -> ServerClient {
         let seed = crate::control::clock_seed();
         let mut client = ServerClient {
-            client: XdsClient::new(
-                server.server_features,
-                now,
-                Box::new(SplitMix64::new(seed)),
-            ),
+            client: XdsClient::new(server.server_features, now, Box::new(SplitMix64::new(seed))),
             ids: HashMap::new(),
             keys: HashMap::new(),
         };

@@ -1,7 +1,7 @@
 //! The ADS client's connections to its management servers, against the test management server over
 //! real sockets: A65's `tls` channel creds (mTLS to a server that requires a client certificate, and
 //! the failure without one), a `unix:` server, and A71's fallback to the bootstrap's second server and
-//! back. Bootstraps are built as values where the JSON's `tls` config is not read yet.
+//! back. The `tls` creds are set on parsed bootstraps directly.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};

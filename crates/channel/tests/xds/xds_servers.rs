@@ -3,8 +3,8 @@
 //! down at start, and when it goes away before sending a watched resource) and back once the first
 //! returns, seen in the server `Channel::xds_resources` names, in where the ADS requests go and in the
 //! backend the published routing sends calls to; and staying on the cache when the first goes away
-//! after everything was received. (mTLS to a management server: `src/xds/ads_servers_tests.rs`, until
-//! the bootstrap's `tls` config is read.)
+//! after everything was received; and A65's `tls` channel creds: mTLS to a management server that
+//! requires a client certificate, and without one a resolution failing UNAVAILABLE naming TLS.
 //!
 //! Every test is bounded (`support::xds::BOUND` around it); waits for a condition are bounded polling
 //! loops.
@@ -15,7 +15,8 @@ use grpc_test_support as support;
 
 use std::time::Duration;
 
-use grpc_channel::Channel;
+use grpc_channel::{Channel, Code};
+use interop::tls::{TestCa, Usage, INTEROP_SERVER_NAMES};
 use interop::xds_resources::type_url;
 use interop::xds_server::ManagementServer;
 use support::xds::{bounded, call_until, management_server, publish_one_backend, NAME};
@@ -144,7 +145,11 @@ async fn the_first_server_going_away_before_sending_a_resource_falls_back() {
             asked_for_the_listener(&first)
         })
         .await;
-        assert_eq!(second.streams_opened(), 0, "no fallback while the first is up");
+        assert_eq!(
+            second.streams_opened(),
+            0,
+            "no fallback while the first is up"
+        );
         first.stop().await;
         let served = call.await.expect("the call's task");
         assert_eq!(answered(served), b.addr.to_string());
@@ -197,6 +202,78 @@ async fn with_everything_cached_the_channel_stays_on_the_cache() {
         })
         .await;
         assert_eq!(server_in_use(&channel), Some(second.server_uri()));
+    })
+    .await;
+}
+
+/// A CA, a management server over TLS requiring a client certificate from it, and a directory with
+/// the CA's certificate (`ca.pem`) and a client identity (`client.pem`, `client.key`).
+async fn mtls_management_server() -> (ManagementServer, std::path::PathBuf) {
+    let ca = TestCa::new("xds management server CA").expect("CA");
+    let identity = ca
+        .issue(INTEROP_SERVER_NAMES, Usage::Server)
+        .expect("server identity");
+    let client = ca.issue(&["client.test"], Usage::Client).expect("client");
+    let dir = std::env::temp_dir().join(format!("grpc-xds-mtls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    std::fs::write(dir.join("ca.pem"), &ca.cert_pem).expect("write");
+    std::fs::write(dir.join("client.pem"), &client.cert_pem).expect("write");
+    std::fs::write(dir.join("client.key"), &client.key_pem).expect("write");
+    let server = ManagementServer::start_tls(&identity, Some(&ca.cert_pem))
+        .await
+        .expect("TLS management server");
+    (server, dir)
+}
+
+/// A channel to `xds:///<NAME>` whose bootstrap reaches `server` with `tls` channel creds of `config`.
+fn tls_channel(server: &ManagementServer, node: &str, config: &str) -> Channel {
+    let bootstrap = format!(
+        r#"{{"xds_servers":[{{"server_uri":"{}","channel_creds":[{{"type":"tls","config":{config}}}],"server_features":["xds_v3"]}}],"node":{{"id":"{node}"}}}}"#,
+        server.server_uri()
+    );
+    Channel::builder(format!("xds:///{NAME}"))
+        .xds_bootstrap(bootstrap)
+        .build()
+        .expect("xds channel")
+}
+
+/// A65: `tls` channel creds with the CA and a client certificate: the channel resolves over mTLS and
+/// calls reach the backend; without the client certificate the resolution fails UNAVAILABLE, naming
+/// the TLS handshake, and no ADS stream reaches the server.
+#[tokio::test]
+async fn mtls_to_the_management_server() {
+    bounded("mTLS management server", async {
+        let backend = interop_server_handle().await;
+        let (server, dir) = mtls_management_server().await;
+        publish_one_backend(&server, backend.addr);
+        let file = |name: &str| dir.join(name).display().to_string();
+        let with_identity = format!(
+            r#"{{"ca_certificate_file":"{}","certificate_file":"{}","private_key_file":"{}"}}"#,
+            file("ca.pem"),
+            file("client.pem"),
+            file("client.key")
+        );
+        let channel = tls_channel(&server, "mtls-identity", &with_identity);
+        let served = served_by(&channel, support::xds::CALL).await;
+        assert_eq!(answered(served), backend.addr.to_string());
+        assert_eq!(server.streams_opened(), 1);
+
+        let without = format!(r#"{{"ca_certificate_file":"{}"}}"#, file("ca.pem"));
+        let refused = tls_channel(&server, "mtls-no-identity", &without);
+        let status = served_by(&refused, support::xds::CALL)
+            .await
+            .expect_err("no client certificate");
+        assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+        assert!(
+            status.message().contains("TLS handshake failed")
+                && status.message().contains("client certificate"),
+            "{status:?}"
+        );
+        assert_eq!(
+            server.streams_opened(),
+            1,
+            "no stream without a certificate"
+        );
     })
     .await;
 }
