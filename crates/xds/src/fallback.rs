@@ -23,6 +23,7 @@ use std::ops::Range;
 pub const MAX_XDS_SERVERS: usize = 16;
 
 /// Why a server list cannot be used.
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ServerListError {
     /// The bootstrap lists no server.
@@ -34,6 +35,7 @@ pub enum ServerListError {
 }
 
 /// What one server's connection has shown.
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ServerHealth {
     /// Not in use: never connected to, or closed after a switch back to a higher-priority server.
@@ -177,17 +179,20 @@ mod tests {
 
     #[test]
     fn the_server_list_is_bounded() {
-        assert_eq!(ServerChoice::new(0).unwrap_err(), ServerListError::Empty);
+        assert_eq!(
+            ServerChoice::new(0).expect_err("refused"),
+            ServerListError::Empty
+        );
         assert!(ServerChoice::new(MAX_XDS_SERVERS).is_ok());
         assert_eq!(
-            ServerChoice::new(MAX_XDS_SERVERS + 1).unwrap_err(),
+            ServerChoice::new(MAX_XDS_SERVERS + 1).expect_err("refused"),
             ServerListError::TooMany(MAX_XDS_SERVERS + 1)
         );
     }
 
     #[test]
     fn the_first_server_is_used_and_a_lone_one_shows_its_errors() {
-        let mut choice = ServerChoice::new(1).unwrap();
+        let mut choice = ServerChoice::new(1).expect("a valid list");
         assert_eq!(choice.current(), 0);
         assert!(choice.in_use(0) && !choice.in_use(1));
         assert!(!choice.errors_shown());
@@ -199,14 +204,14 @@ mod tests {
 
     #[test]
     fn a_failure_with_a_resource_not_cached_falls_back_and_a_higher_response_switches_back() {
-        let mut choice = ServerChoice::new(3).unwrap();
+        let mut choice = ServerChoice::new(3).expect("a valid list");
         assert_eq!(choice.failed(0, false), Some(Switch::FallBack { to: 1 }));
         assert_eq!(choice.health(1), ServerHealth::Connecting);
         assert!(!choice.errors_shown() && !choice.errors_withheld());
         assert_eq!(choice.failed(1, false), Some(Switch::FallBack { to: 2 }));
         assert_eq!(choice.responded(2), None);
         // A server not in use is ignored.
-        let mut fresh = ServerChoice::new(3).unwrap();
+        let mut fresh = ServerChoice::new(3).expect("a valid list");
         assert_eq!(fresh.failed(2, false), None);
         assert_eq!(fresh.responded(1), None);
         assert_eq!(fresh.current(), 0);
@@ -225,7 +230,7 @@ mod tests {
 
     #[test]
     fn all_cached_stays_on_the_failing_server_until_a_watch_is_missing() {
-        let mut choice = ServerChoice::new(2).unwrap();
+        let mut choice = ServerChoice::new(2).expect("a valid list");
         assert_eq!(choice.responded(0), None);
         assert_eq!(choice.failed(0, true), None);
         assert_eq!(choice.current(), 0);
@@ -239,7 +244,7 @@ mod tests {
 
     #[test]
     fn errors_show_only_once_every_server_failed() {
-        let mut choice = ServerChoice::new(2).unwrap();
+        let mut choice = ServerChoice::new(2).expect("a valid list");
         choice.failed(0, false);
         assert!(!choice.errors_shown());
         assert_eq!(choice.failed(1, false), None);
@@ -257,7 +262,7 @@ mod tests {
 
     #[test]
     fn the_last_of_sixteen_servers_is_reached_and_then_errors_show() {
-        let mut choice = ServerChoice::new(MAX_XDS_SERVERS).unwrap();
+        let mut choice = ServerChoice::new(MAX_XDS_SERVERS).expect("a valid list");
         for i in 0..MAX_XDS_SERVERS - 1 {
             assert_eq!(
                 choice.failed(i, false),
