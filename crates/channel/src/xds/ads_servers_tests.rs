@@ -202,14 +202,43 @@ async fn the_second_server_serves_while_the_first_is_down_and_the_first_takes_ov
     .await;
     assert!(state.error.is_none(), "{state:?}");
     assert_eq!(ads.server_uri(), first.server_uri());
-    // The second server's stream closes (bounded wait for its end to reach it).
+    // The second server's stream closes.
+    all_streams_end(&second).await;
+    // Dropping the last handle stops every stream.
+    drop(watch);
+    drop(ads);
+    all_streams_end(&first).await;
+}
+
+/// Waits (bounded, 10 ms steps) until every stream `server` saw has ended; panics otherwise.
+async fn all_streams_end(server: &ManagementServer) {
     for _ in 0..500 {
-        if second.streams_ended() == second.streams_opened() {
-            break;
+        if server.streams_ended() == server.streams_opened() {
+            return;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert_eq!(second.streams_ended(), second.streams_opened());
+    panic!(
+        "{} of {} streams still open",
+        server.streams_opened() - server.streams_ended(),
+        server.streams_opened()
+    );
+}
+
+/// A bootstrap of more servers than the client takes fails it, naming the bound; the bound itself is
+/// taken.
+#[tokio::test]
+async fn at_most_sixteen_servers() {
+    let uris: Vec<String> = (0..=grpc_xds::MAX_XDS_SERVERS)
+        .map(|i| format!("127.0.0.1:{}", 1 + i))
+        .collect();
+    let status = AdsClient::shared(&bootstrap(&uris, "seventeen")).expect_err("too many");
+    assert!(
+        status.message().contains("more than the 16 supported"),
+        "{status:?}"
+    );
+    let ads = AdsClient::shared(&bootstrap(&uris[..16], "sixteen")).expect("sixteen");
+    assert_eq!(ads.server_uri(), uris[0]);
 }
 
 /// A71: every server down: the watcher gets the error (only then).
