@@ -25,7 +25,7 @@ pub struct XdsResources {
     pub server_uri: String,
     /// Every resource the client subscribes to, ordered by type (Listener, RouteConfiguration, Cluster,
     /// ClusterLoadAssignment) then name. The client is shared by every channel of the process with the
-    /// same server and node, so this lists their resources too.
+    /// same servers and node, so this lists their resources too; they are the server in use's.
     pub resources: Vec<XdsResource>,
 }
 
