@@ -4,7 +4,8 @@
 //! returns, seen in the server `Channel::xds_resources` names, in where the ADS requests go and in the
 //! backend the published routing sends calls to; and staying on the cache when the first goes away
 //! after everything was received; and A65's `tls` channel creds: mTLS to a management server that
-//! requires a client certificate, and without one a resolution failing UNAVAILABLE naming TLS.
+//! requires a client certificate, without one a resolution failing UNAVAILABLE naming TLS, and files
+//! read again after `refresh_interval`.
 //!
 //! Every test is bounded (`support::xds::BOUND` around it); waits for a condition are bounded polling
 //! loops.
@@ -214,7 +215,9 @@ async fn mtls_management_server() -> (ManagementServer, std::path::PathBuf) {
         .issue(INTEROP_SERVER_NAMES, Usage::Server)
         .expect("server identity");
     let client = ca.issue(&["client.test"], Usage::Client).expect("client");
-    let dir = std::env::temp_dir().join(format!("grpc-xds-mtls-{}", std::process::id()));
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("grpc-xds-mtls-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
     std::fs::write(dir.join("ca.pem"), &ca.cert_pem).expect("write");
     std::fs::write(dir.join("client.pem"), &client.cert_pem).expect("write");
@@ -274,6 +277,49 @@ async fn mtls_to_the_management_server() {
             1,
             "no stream without a certificate"
         );
+    })
+    .await;
+}
+
+/// A65: the `tls` files are read again for a stream opening `refresh_interval` after they were read:
+/// a client certificate the server refuses (from another CA) is replaced in its files, and the next
+/// stream presents the new one and the channel resolves.
+#[tokio::test]
+async fn new_tls_files_are_used_after_the_refresh_interval() {
+    bounded("tls files refreshed", async {
+        let backend = interop_server_handle().await;
+        let (server, dir) = mtls_management_server().await;
+        publish_one_backend(&server, backend.addr);
+        let good_cert = std::fs::read(dir.join("client.pem")).expect("read");
+        let good_key = std::fs::read(dir.join("client.key")).expect("read");
+        let stranger = TestCa::new("another CA")
+            .and_then(|ca| ca.issue(&["client.test"], Usage::Client))
+            .expect("stranger identity");
+        let rotate = dir.join("rotating");
+        std::fs::create_dir_all(&rotate).expect("dir");
+        std::fs::write(rotate.join("client.pem"), &stranger.cert_pem).expect("write");
+        std::fs::write(rotate.join("client.key"), &stranger.key_pem).expect("write");
+        let config = format!(
+            r#"{{"ca_certificate_file":"{}","certificate_file":"{}","private_key_file":"{}","refresh_interval":"1s"}}"#,
+            dir.join("ca.pem").display(),
+            rotate.join("client.pem").display(),
+            rotate.join("client.key").display()
+        );
+        let channel = tls_channel(&server, "mtls-rotating", &config);
+        let refused = served_by(&channel, support::xds::CALL).await;
+        assert!(
+            matches!(&refused, Err(s) if s.code() == Code::Unavailable),
+            "{refused:?}"
+        );
+        assert_eq!(server.streams_opened(), 0);
+        std::fs::write(rotate.join("client.pem"), good_cert).expect("write");
+        std::fs::write(rotate.join("client.key"), good_key).expect("write");
+        let backend_id = backend.addr.to_string();
+        let _ = call_until(&channel, "the rotated identity is accepted", |r| {
+            r.as_deref().ok() == Some(backend_id.as_str())
+        })
+        .await;
+        assert_eq!(server.streams_opened(), 1);
     })
     .await;
 }
