@@ -1,4 +1,5 @@
-//! `xds:` targets against the test management server: end to end, ring_hash, cluster lifetimes, close, and
+//! `xds:` targets against the test management server: end to end, ring_hash, cluster lifetimes, close,
+//! the management servers (`unix:`, fallback), and
 //! what the channel shows of its xDS state.
 //!
 //! One test binary of grpc-channel's integration tests (rust-analyzer's `tests/slow-tests/main.rs` is the
@@ -11,3 +12,4 @@ mod xds_clusters;
 mod xds_end_to_end;
 mod xds_observability;
 mod xds_ring_hash;
+mod xds_servers;
