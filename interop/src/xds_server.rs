@@ -6,7 +6,10 @@
 //! Tests set the resources per type ([`ManagementServer::set`]); every change gets a new version and is
 //! pushed to each stream subscribed to the type. Each request is recorded ([`ManagementServer::requests`]),
 //! so tests can expect ACKs and NACKs, and streams are counted as they open and end. [`ManagementServer::stop`] and [`ManagementServer::restart`] (on the
-//! same port) exercise the client's stream recovery.
+//! same port) exercise the client's stream recovery. It listens on loopback TCP in plaintext
+//! ([`ManagementServer::start`]), over TLS with or without a required client certificate
+//! ([`ManagementServer::start_tls`], gRFC A65's secured server), or on a Unix-domain socket
+//! ([`ManagementServer::start_unix`]).
 //!
 //! What it sends, per stream and type: after a request whose names differ from the last ones, or that is
 //! not the ACK or NACK of the latest version, the current resources of the type among the names asked for
@@ -58,6 +61,8 @@ struct Shared {
 pub struct ManagementServer {
     shared: Arc<Shared>,
     addr: SocketAddr,
+    /// How it listens: plaintext TCP, TLS over TCP, or a Unix socket.
+    mode: Mode,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
 }
@@ -78,6 +83,30 @@ impl ManagementServer {
 
     /// Starts a server on `addr` (port 0: a free one).
     pub async fn start_on(addr: SocketAddr) -> std::io::Result<ManagementServer> {
+        ManagementServer::start_with(addr, Mode::Plain).await
+    }
+
+    /// Starts a server on a free loopback port that speaks TLS only (ALPN `h2`), presenting `identity`
+    /// and, with `client_ca`, requiring a client certificate signed by it (mTLS; gRFC A65's server).
+    pub async fn start_tls(
+        identity: &crate::tls::CertifiedPem,
+        client_ca: Option<&str>,
+    ) -> std::io::Result<ManagementServer> {
+        let config = crate::tls::server_config(identity, &[b"h2"], client_ca)
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        let mode = Mode::Tls(tokio_rustls::TlsAcceptor::from(config));
+        ManagementServer::start_with(SocketAddr::from(([127, 0, 0, 1], 0)), mode).await
+    }
+
+    /// Starts a server on the Unix-domain socket `path` (plaintext; Istio's local agent), named
+    /// `unix:<path>` by [`ManagementServer::server_uri`]. A file left at `path` is replaced.
+    #[cfg(unix)]
+    pub async fn start_unix(path: &std::path::Path) -> std::io::Result<ManagementServer> {
+        let unspecified = SocketAddr::from(([0, 0, 0, 0], 0));
+        ManagementServer::start_with(unspecified, Mode::Unix(path.to_owned())).await
+    }
+
+    async fn start_with(addr: SocketAddr, mode: Mode) -> std::io::Result<ManagementServer> {
         let (changes, _) = watch::channel(0);
         let (stops, _) = watch::channel(0);
         let shared = Arc::new(Shared {
@@ -85,25 +114,50 @@ impl ManagementServer {
             changes,
             stops,
         });
-        let listener = tokio::net::TcpListener::bind(addr).await?;
-        let addr = listener.local_addr()?;
         let mut server = ManagementServer {
             shared,
             addr,
+            mode,
             stop: None,
             task: None,
         };
-        server.serve(listener);
+        server.listen().await?;
         Ok(server)
     }
 
-    fn serve(&mut self, listener: tokio::net::TcpListener) {
+    /// Binds (the same address again after a stop) and serves.
+    async fn listen(&mut self) -> std::io::Result<()> {
+        let listener = match &self.mode {
+            #[cfg(unix)]
+            Mode::Unix(path) => {
+                let _ = std::fs::remove_file(path);
+                Listener::Unix(tokio::net::UnixListener::bind(path)?)
+            }
+            Mode::Plain | Mode::Tls(_) => {
+                let listener = tokio::net::TcpListener::bind(self.addr).await?;
+                self.addr = listener.local_addr()?;
+                Listener::Tcp(listener)
+            }
+        };
+        let tls = match &self.mode {
+            Mode::Tls(acceptor) => Some(acceptor.clone()),
+            _ => None,
+        };
+        self.serve(listener, tls);
+        Ok(())
+    }
+
+    fn serve(&mut self, listener: Listener, tls: Option<tokio_rustls::TlsAcceptor>) {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let service = AggregatedDiscoveryServiceServer::new(Ads {
             shared: self.shared.clone(),
         });
-        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+        let (connections, incoming) = mpsc::unbounded_channel();
+        let accepting = tokio::spawn(accept(listener, tls, connections));
+        let incoming = tokio_stream::wrappers::UnboundedReceiverStream::new(incoming);
         let task = tokio::spawn(async move {
+            // Accepting stops with the server.
+            let _accepting = AbortOnDrop(accepting);
             let _ = tonic::transport::Server::builder()
                 .add_service(service)
                 .serve_with_incoming_shutdown(incoming, async {
@@ -122,7 +176,11 @@ impl ManagementServer {
 
     /// The target a bootstrap's `server_uri` names it by.
     pub fn server_uri(&self) -> String {
-        format!("{}", self.addr)
+        match &self.mode {
+            #[cfg(unix)]
+            Mode::Unix(path) => format!("unix:{}", path.display()),
+            Mode::Plain | Mode::Tls(_) => format!("{}", self.addr),
+        }
     }
 
     /// A bootstrap JSON naming this server (insecure credentials) and a node id.
@@ -203,9 +261,7 @@ impl ManagementServer {
     /// Serves again on the same port, with the same resources.
     pub async fn restart(&mut self) -> std::io::Result<()> {
         self.stop().await;
-        let listener = tokio::net::TcpListener::bind(self.addr).await?;
-        self.serve(listener);
-        Ok(())
+        self.listen().await
     }
 }
 
@@ -219,6 +275,153 @@ impl Drop for ManagementServer {
 
 struct Ads {
     shared: Arc<Shared>,
+}
+
+/// How a [`ManagementServer`] listens.
+enum Mode {
+    /// Plaintext TCP.
+    Plain,
+    /// TLS over TCP.
+    Tls(tokio_rustls::TlsAcceptor),
+    /// A Unix-domain socket at this path.
+    #[cfg(unix)]
+    Unix(std::path::PathBuf),
+}
+
+/// A bound listener.
+enum Listener {
+    Tcp(tokio::net::TcpListener),
+    #[cfg(unix)]
+    Unix(tokio::net::UnixListener),
+}
+
+/// How long a client gets to finish its TLS handshake.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Accepts connections (TLS handshakes on their own tasks, bounded in time) and hands them to the server.
+async fn accept(
+    listener: Listener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    connections: mpsc::UnboundedSender<std::io::Result<Connection>>,
+) {
+    loop {
+        let connection = match &listener {
+            Listener::Tcp(listener) => match listener.accept().await {
+                Ok((tcp, _)) => {
+                    let _ = tcp.set_nodelay(true);
+                    match &tls {
+                        None => Connection::Tcp(tcp),
+                        Some(acceptor) => {
+                            let (acceptor, connections) = (acceptor.clone(), connections.clone());
+                            tokio::spawn(async move {
+                                let handshake = tokio::time::timeout(
+                                    TLS_HANDSHAKE_TIMEOUT,
+                                    acceptor.accept(tcp),
+                                );
+                                // A failed handshake (no client certificate) just closes the connection.
+                                if let Ok(Ok(stream)) = handshake.await {
+                                    let _ = connections.send(Ok(Connection::Tls(Box::new(stream))));
+                                }
+                            });
+                            continue;
+                        }
+                    }
+                }
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            },
+            #[cfg(unix)]
+            Listener::Unix(listener) => match listener.accept().await {
+                Ok((unix, _)) => Connection::Unix(unix),
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            },
+        };
+        if connections.send(Ok(connection)).is_err() {
+            return;
+        }
+    }
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// One accepted connection.
+enum Connection {
+    Tcp(tokio::net::TcpStream),
+    Tls(Box<tokio_rustls::server::TlsStream<tokio::net::TcpStream>>),
+    #[cfg(unix)]
+    Unix(tokio::net::UnixStream),
+}
+
+impl tonic::transport::server::Connected for Connection {
+    type ConnectInfo = ();
+
+    fn connect_info(&self) -> Self::ConnectInfo {}
+}
+
+impl tokio::io::AsyncRead for Connection {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Connection::Tcp(s) => Pin::new(s).poll_read(cx, buf),
+            Connection::Tls(s) => Pin::new(&mut **s).poll_read(cx, buf),
+            #[cfg(unix)]
+            Connection::Unix(s) => Pin::new(s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl tokio::io::AsyncWrite for Connection {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Connection::Tcp(s) => Pin::new(s).poll_write(cx, buf),
+            Connection::Tls(s) => Pin::new(&mut **s).poll_write(cx, buf),
+            #[cfg(unix)]
+            Connection::Unix(s) => Pin::new(s).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Connection::Tcp(s) => Pin::new(s).poll_flush(cx),
+            Connection::Tls(s) => Pin::new(&mut **s).poll_flush(cx),
+            #[cfg(unix)]
+            Connection::Unix(s) => Pin::new(s).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Connection::Tcp(s) => Pin::new(s).poll_shutdown(cx),
+            Connection::Tls(s) => Pin::new(&mut **s).poll_shutdown(cx),
+            #[cfg(unix)]
+            Connection::Unix(s) => Pin::new(s).poll_shutdown(cx),
+        }
+    }
 }
 
 /// Counts a stream's end when its task ends, however it ends.

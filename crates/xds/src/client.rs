@@ -23,8 +23,8 @@
 //!   cached), and the next stream waits for the connection backoff (1 s, ×1.6, ±20 %, up to 120 s); one
 //!   that got a response restarts at once, and the backoff resets.
 //!
-//! Not here: decoding (the caller's), the stream's I/O, fallback between servers (A71: only the first
-//! server is used), `resource_timer_is_transient_error`'s 30 s transient variant (the timer is always
+//! Not here: decoding (the caller's), the stream's I/O, fallback between servers (A71: the driver
+//! runs one client per server in use, as [`ServerChoice`](crate::ServerChoice) says), `resource_timer_is_transient_error`'s 30 s transient variant (the timer is always
 //! does-not-exist).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};

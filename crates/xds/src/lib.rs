@@ -8,6 +8,8 @@
 //!   across stream restarts) and its `DiscoveryRequest` ([`discovery_request`], with the node);
 //! - the client's state per management server ([`XdsClient`]: watches, the cache, A46's partial NACKs,
 //!   deletions per A53 and A88, A57's does-not-exist timers, stream restarts with backoff);
+//! - A71's choice among the bootstrap's servers ([`ServerChoice`]: fall back, stay on the cache, switch
+//!   back);
 //! - the resources, validated with NACK reasons that name the field and turned into typed values holding
 //!   what the client acts on ([`resource`]: Listener and RouteConfiguration per A28, A31, A39, A41, A42,
 //!   A44, A63; Cluster per A32, A37, A42, A48, A50; ClusterLoadAssignment with priorities, weighted
@@ -25,6 +27,7 @@
 mod ads;
 mod bootstrap;
 mod client;
+mod fallback;
 mod messages;
 pub mod resource;
 mod routing;
@@ -34,6 +37,7 @@ pub use ads::{AdsState, Request, Verdict};
 pub use client::{
     Rejection, ResourceDump, ResourceStatus, WatchEvent, WatchId, XdsClient, DOES_NOT_EXIST_TIMEOUT,
 };
+pub use fallback::{ServerChoice, ServerHealth, ServerListError, Switch, MAX_XDS_SERVERS};
 pub use messages::{discovery_request, node_proto, UserAgent, CLIENT_FEATURES};
 pub use resource::{
     Cluster, ClusterKind, ClusterLb, DecodeContext, Decoded, DropOverload, Endpoint,

@@ -20,11 +20,12 @@ use crate::channel::Channel;
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct XdsResources {
-    /// The management server's URI (the bootstrap's first server).
+    /// The URI of the management server resources come from now: the bootstrap's first, or the server
+    /// A71 fell back to.
     pub server_uri: String,
     /// Every resource the client subscribes to, ordered by type (Listener, RouteConfiguration, Cluster,
     /// ClusterLoadAssignment) then name. The client is shared by every channel of the process with the
-    /// same server and node, so this lists their resources too.
+    /// same servers and node, so this lists their resources too; they are the server in use's.
     pub resources: Vec<XdsResource>,
 }
 
@@ -140,7 +141,7 @@ impl Channel {
     pub fn xds_resources(&self) -> Option<XdsResources> {
         let (server_uri, dump) = self.inner.resolution.with_external(|task| {
             let ads = task.downcast_ref::<Arc<AdsClient>>()?;
-            Some((ads.server_uri().to_owned(), ads.dump()))
+            Some((ads.server_uri(), ads.dump()))
         })?;
         // The client's times are on tokio's clock (paused in tests): each becomes "now minus its age".
         let (now, wall) = (tokio::time::Instant::now().into_std(), SystemTime::now());

@@ -1,23 +1,36 @@
-//! The ADS stream to one xDS management server (gRFC A27), shared by every channel of the process that
-//! names the same server and node in its bootstrap. A task runs grpc-xds's sans-IO [`XdsClient`] over this
-//! crate's own [`Channel`] to the server (with its connection backoff, keepalive and TLS): it opens
-//! `StreamAggregatedResources` once the channel is READY, hands each response's resources to
-//! [`grpc_xds::resource::decode_response_with`] (on tokio's blocking pool, so a large response never holds up
-//! the runtime's other tasks and timers; the task waits for it, so responses are handled in order),
-//! sends the ACKs, NACKs and subscription changes the client asks for, and fires the does-not-exist
-//! timers. Nothing in the loop waits on the server: a stream opens, and its
-//! requests are written (by a writer task behind a queue of four), while the task goes on taking
-//! watches, reading responses and firing timers; requests the queue has no room for wait in the sans-IO
-//! client, folded per type. A stream that could not start (the server unreachable) counts as
-//! one that ended before any response: every watcher gets the error and the next try waits for the
-//! backoff.
+//! The ADS streams to the bootstrap's xDS management servers (gRFC A27), shared by every channel of the
+//! process that names the same servers and node in its bootstrap. A task runs one grpc-xds sans-IO
+//! [`XdsClient`] per server in use over this crate's own [`Channel`] to that server (with its
+//! connection backoff, keepalive and TLS): it opens `StreamAggregatedResources` once the channel is
+//! READY, hands each response's resources to [`grpc_xds::resource::decode_response_with`] (with the bootstrap's
+//! certificate provider names) (on tokio's
+//! blocking pool, so a large response never holds up the runtime's other tasks and timers; the task
+//! waits for it, so responses are handled in order), sends the ACKs, NACKs and subscription changes the
+//! client asks for, and fires the does-not-exist timers. Nothing in the loop waits on a server: a stream
+//! opens, and its requests are written (by a writer task behind a queue of four), while the task goes on
+//! taking watches, reading responses and firing timers; requests the queue has no room for wait in the
+//! sans-IO client, folded per type. A stream that could not start (the server unreachable) counts as
+//! one that ended before any response: the next try waits for the backoff.
+//!
+//! A71 fallback (shared/spec/turn4.md §4.3): grpc-xds's [`ServerChoice`] says which server the watchers
+//! get their resources from. The first server is used; when the server in use fails (its channel is
+//! not READY, or its stream ends before any response) while a watched resource is not cached, the task
+//! connects to the next one and subscribes everything there; all cached, it stays on the cache.
+//! Higher-priority servers keep retrying, and the first response from one switches back to it and
+//! closes the lower-priority servers' streams and channels. Watchers get connectivity errors only when
+//! every server failed. At most [`grpc_xds::MAX_XDS_SERVERS`] servers.
+//!
+//! A65: `tls` channel creds give the server's channel a [`TlsConfig`] with the CA file's roots (the
+//! platform's without one) and the client certificate and key (mTLS), read when that channel is built;
+//! a stream opening `refresh_interval` or more after that gets a new channel, which reads them again
+//! (an open stream keeps its connection). `unix:` server URIs are the channel's own `unix:` targets.
 //!
 //! Watchers ([`ResourceWatch`]) see the latest state of their resource in a one-value slot, so a control
 //! plane flooding updates costs one slot per watch, never a queue. The task ends when the last
-//! [`AdsClient`] handle is dropped. The client's state sits behind a mutex the task takes only between
-//! its awaits, so [`AdsClient::dump`] reads it at once (for `Channel::xds_resources`), even while the
-//! task waits for the server. Not here: fallback to the bootstrap's next server (A71), xDS
-//! credentials (the channel credentials are `insecure` or TLS with the platform roots).
+//! [`AdsClient`] handle is dropped, dropping every server's stream and channel. The clients' state sits
+//! behind a mutex the task takes only between its awaits, so [`AdsClient::dump`] reads it at once (for
+//! `Channel::xds_resources`, with the URI of the server in use), even while the task waits for a server.
+//! Not here: per-authority server lists (authorities use the top-level list).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -29,8 +42,8 @@ use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, Discovery
 use grpc_retry::SplitMix64;
 use grpc_xds::resource::{decode_response_with, DecodeContext, Resource, ResourceType};
 use grpc_xds::{
-    discovery_request, node_proto, Bootstrap, ChannelCreds, Decoded, ResourceDump, UserAgent,
-    WatchEvent, WatchId, XdsClient, XdsServer,
+    discovery_request, node_proto, Bootstrap, CertificateFiles, ChannelCreds, Decoded,
+    ResourceDump, ServerChoice, Switch, UserAgent, WatchEvent, WatchId, XdsClient, XdsServer,
 };
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, watch, Notify};
@@ -68,21 +81,88 @@ enum Command {
     Unwatch(u64),
 }
 
-type SharedClient = Arc<Mutex<XdsClient<Resource>>>;
+/// One server's sans-IO client and the watches it holds.
+struct ServerClient {
+    client: XdsClient<Resource>,
+    /// The client's watch id of each watcher key, and back.
+    ids: HashMap<u64, WatchId>,
+    keys: HashMap<WatchId, u64>,
+}
 
-/// A handle on the shared ADS stream to one server.
+impl ServerClient {
+    /// A client for `server`, watching every resource `watchers` watch.
+    fn new(server: &XdsServer, now: std::time::Instant, watchers: &Watchers) -> ServerClient {
+        let seed = crate::control::clock_seed();
+        let mut client = ServerClient {
+            client: XdsClient::new(server.server_features, now, Box::new(SplitMix64::new(seed))),
+            ids: HashMap::new(),
+            keys: HashMap::new(),
+        };
+        for (key, watch) in &watchers.slots {
+            client.watch(*key, watch.resource_type, &watch.name);
+        }
+        client
+    }
+
+    fn watch(&mut self, key: u64, resource_type: ResourceType, name: &str) {
+        let id = self.client.watch(resource_type, name);
+        self.ids.insert(key, id);
+        self.keys.insert(id, key);
+    }
+
+    fn unwatch(&mut self, key: u64) {
+        if let Some(id) = self.ids.remove(&key) {
+            self.keys.remove(&id);
+            self.client.unwatch(id);
+        }
+    }
+}
+
+/// The clients of the servers in use and the choice among them (A71), behind the mutex
+/// [`AdsClient::dump`] reads.
+struct ClientState {
+    choice: ServerChoice,
+    /// Each server's URI.
+    uris: Vec<String>,
+    /// Each server's client while it is in use.
+    servers: Vec<Option<ServerClient>>,
+}
+
+impl ClientState {
+    /// Hands every client's events to the watchers: only the current server's, and of those no error
+    /// while [`ServerChoice::errors_withheld`] (a server to fall back to is left).
+    fn deliver(&mut self, watchers: &Watchers) {
+        let current = self.choice.current();
+        let withheld = self.choice.errors_withheld();
+        for (i, server) in self.servers.iter_mut().enumerate() {
+            let Some(server) = server else { continue };
+            while let Some((id, event)) = server.client.poll_event() {
+                let error = matches!(event, WatchEvent::Error(_) | WatchEvent::AmbientError(_));
+                if i != current || (error && withheld) {
+                    continue;
+                }
+                if let Some(watch) = server.keys.get(&id).and_then(|k| watchers.slots.get(k)) {
+                    watch.slot.send_modify(|state| apply(state, event));
+                    watch.notify.notify_one();
+                }
+            }
+        }
+    }
+}
+
+type SharedClient = Arc<Mutex<ClientState>>;
+
+/// A handle on the shared ADS stream to the bootstrap's servers.
 pub(crate) struct AdsClient {
     commands: mpsc::UnboundedSender<Command>,
     next_key: Mutex<u64>,
-    /// The server's URI, as the bootstrap gives it.
-    server_uri: String,
     client: SharedClient,
 }
 
 impl std::fmt::Debug for AdsClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AdsClient")
-            .field("server_uri", &self.server_uri)
+            .field("server_uri", &self.server_uri())
             .finish_non_exhaustive()
     }
 }
@@ -121,17 +201,17 @@ fn registry() -> &'static Registry {
 }
 
 impl AdsClient {
-    /// The ADS stream to the bootstrap's (first) server, shared with every other channel of the process
-    /// using the same server and node; started here if none runs. Must be called inside a tokio runtime.
+    /// The ADS stream to the bootstrap's servers (the first, then others as A71 falls back), shared
+    /// with every other channel of the process using the same servers and node; started here if none
+    /// runs. Must be called inside a tokio runtime.
     pub(crate) fn shared(bootstrap: &Bootstrap) -> Result<Arc<AdsClient>, Status> {
-        let server = bootstrap
-            .xds_servers
-            .first()
-            .ok_or_else(|| Status::unavailable("the xDS bootstrap names no server"))?;
+        let servers = &bootstrap.xds_servers;
+        let choice =
+            ServerChoice::new(servers.len()).map_err(|e| Status::unavailable(e.to_string()))?;
         // The certificate provider names are part of the key: they decide which Clusters are valid.
         let context = Arc::new(DecodeContext::from_bootstrap(bootstrap));
         let key = format!(
-            "{server:?} {:?} {:?}",
+            "{servers:?} {:?} {:?}",
             bootstrap.node, context.certificate_providers
         );
         let mut registry = registry().lock();
@@ -144,7 +224,7 @@ impl AdsClient {
         {
             return Ok(client);
         }
-        let channel = server_channel(server)?;
+        let channel = server_channel(&servers[0])?;
         let node = node_proto(
             &bootstrap.node,
             &UserAgent {
@@ -153,32 +233,49 @@ impl AdsClient {
             },
         );
         let (commands, receiver) = mpsc::unbounded_channel();
-        let seed = crate::control::clock_seed();
-        let xds_client: SharedClient = Arc::new(Mutex::new(XdsClient::new(
-            server.server_features,
+        let mut clients: Vec<Option<ServerClient>> = servers.iter().map(|_| None).collect();
+        clients[0] = Some(ServerClient::new(
+            &servers[0],
             Instant::now().into_std(),
-            Box::new(SplitMix64::new(seed)),
-        )));
+            &Watchers::default(),
+        ));
+        let state: SharedClient = Arc::new(Mutex::new(ClientState {
+            choice,
+            uris: servers.iter().map(|s| s.server_uri.clone()).collect(),
+            servers: clients,
+        }));
         let client = Arc::new(AdsClient {
             commands,
             next_key: Mutex::new(0),
-            server_uri: server.server_uri.clone(),
-            client: xds_client.clone(),
+            client: state.clone(),
         });
-        tokio::spawn(run(channel, node, context, xds_client, Commands(receiver)));
+        tokio::spawn(run(
+            servers.clone(),
+            channel,
+            Instant::now(),
+            node,
+            context,
+            state,
+            Commands(receiver),
+        ));
         registry.push((key, Arc::downgrade(&client)));
         Ok(client)
     }
 
-    /// The management server's URI.
-    pub(crate) fn server_uri(&self) -> &str {
-        &self.server_uri
+    /// The URI of the management server resources come from now (A71: the first reachable one).
+    pub(crate) fn server_uri(&self) -> String {
+        let state = self.client.lock();
+        state.uris[state.choice.current()].clone()
     }
 
-    /// Every resource the client subscribes to (for every channel sharing it), as the sans-IO client
-    /// reports them; its times are on tokio's clock.
+    /// Every resource the client subscribes to (for every channel sharing it), as the sans-IO client of
+    /// the server in use reports them; its times are on tokio's clock.
     pub(crate) fn dump(&self) -> Vec<ResourceDump> {
-        self.client.lock().dump()
+        let state = self.client.lock();
+        state.servers[state.choice.current()]
+            .as_ref()
+            .map(|s| s.client.dump())
+            .unwrap_or_default()
     }
 
     /// Watches `name` of `resource_type`; `notify` is woken on each change of its state (one `Notify` can
@@ -213,7 +310,10 @@ impl AdsClient {
     }
 }
 
-/// The channel to the management server, per its credentials.
+/// The channel to a management server, per its credentials: A65's `tls` reads the CA file (the
+/// platform's roots without one) and the client certificate and key (mTLS) when the channel is built,
+/// so a fallback server's files are read when the client falls back to it. An unreadable or invalid
+/// file fails the build, with a status naming it.
 fn server_channel(server: &XdsServer) -> Result<Channel, Status> {
     // Keepalive (grpc-go's for its xDS channel: 5 minutes, 20 s to answer) notices a stream a NAT or a
     // vanished server left silent, so it restarts instead of waiting for updates that never come.
@@ -221,8 +321,8 @@ fn server_channel(server: &XdsServer) -> Result<Channel, Status> {
         .service_config_lookup(false)
         .keepalive_time(std::time::Duration::from_secs(300))
         .keepalive_timeout(std::time::Duration::from_secs(20));
-    if let ChannelCreds::Tls(_) = server.channel_creds {
-        builder = builder.tls(TlsConfig::new());
+    if let ChannelCreds::Tls(files) = &server.channel_creds {
+        builder = builder.tls(tls_config(files));
     }
     builder.build().map_err(|e| {
         Status::unavailable(format!(
@@ -230,6 +330,18 @@ fn server_channel(server: &XdsServer) -> Result<Channel, Status> {
             server.server_uri
         ))
     })
+}
+
+/// A65: the TLS configuration of `tls` channel creds.
+fn tls_config(files: &CertificateFiles) -> TlsConfig {
+    let mut tls = TlsConfig::new();
+    if let Some(ca) = &files.ca_certificate_file {
+        tls = tls.ca_certificate_file(ca.clone());
+    }
+    if let (Some(cert), Some(key)) = (&files.certificate_file, &files.private_key_file) {
+        tls = tls.identity_files(cert.clone(), key.clone());
+    }
+    tls
 }
 
 /// The capacity of a stream's request queue. Requests wait in the sans-IO client (which folds them, one
@@ -284,28 +396,50 @@ type Opened = (
     Streaming<DiscoveryResponse>,
 );
 
-/// The task's watchers: each watch's slot and wake-up by key, and the key of each of the client's watch
-/// ids. Should the task end while watches remain (it only ends by itself once every handle is gone, so
-/// that is a panic), dropping this tells each of them: its slot keeps the value it had and gets the
-/// error, so a resolver still waiting for a resource fails its channel instead of waiting forever.
-#[derive(Default)]
-pub(crate) struct Watchers {
-    slots: HashMap<u64, (WatchId, watch::Sender<WatchState>, Arc<Notify>)>,
-    keys: HashMap<WatchId, u64>,
+/// A watch the task holds: what it watches, its slot and its wake-up.
+pub(crate) struct WatchSlot {
+    resource_type: ResourceType,
+    name: String,
+    slot: watch::Sender<WatchState>,
+    notify: Arc<Notify>,
 }
 
-#[cfg(test)]
+/// The task's watchers: each watch by key (each server's client maps its own watch ids to these keys).
+/// Should the task end while watches remain (it only ends by itself once every handle is gone, so that
+/// is a panic), dropping this tells each of them: its slot keeps the value it had and gets the error, so
+/// a resolver still waiting for a resource fails its channel instead of waiting forever.
+#[derive(Default)]
+pub(crate) struct Watchers {
+    slots: HashMap<u64, WatchSlot>,
+}
+
 impl Watchers {
     /// Adds a watch's slot, as the task does for a `Watch` command.
     pub(crate) fn insert(
         &mut self,
         key: u64,
-        id: WatchId,
+        resource_type: ResourceType,
+        name: &str,
         slot: watch::Sender<WatchState>,
         notify: Arc<Notify>,
     ) {
-        self.keys.insert(id, key);
-        self.slots.insert(key, (id, slot, notify));
+        self.slots.insert(
+            key,
+            WatchSlot {
+                resource_type,
+                name: name.to_owned(),
+                slot,
+                notify,
+            },
+        );
+    }
+
+    /// A71's "cached": every watched resource has a value, or is known not to exist.
+    fn all_cached(&self) -> bool {
+        self.slots.values().all(|w| {
+            let state = w.slot.borrow();
+            state.value.is_some() || state.does_not_exist
+        })
     }
 }
 
@@ -329,8 +463,8 @@ pub(crate) const TASK_ENDED: &str = "xDS: the ADS client task ended";
 
 impl Drop for Watchers {
     fn drop(&mut self) {
-        for (_, slot, notify) in self.slots.values() {
-            task_ended(slot, notify);
+        for watch in self.slots.values() {
+            task_ended(&watch.slot, &watch.notify);
         }
     }
 }
@@ -341,92 +475,216 @@ fn task_ended(slot: &watch::Sender<WatchState>, notify: &Notify) {
     notify.notify_one();
 }
 
-/// The task: the sans-IO client driven over one stream at a time. It locks the client for each step,
-/// never across an await.
+/// The task's I/O with one server: its channel (built when the server comes into use; the build's
+/// error stands for it if it failed) and its stream.
+struct ServerIo {
+    channel: Option<Result<Channel, Status>>,
+    /// When the channel was built (its TLS files read).
+    built: Instant,
+    stream: AdsStream,
+    /// The open stream got a response (A71: a stream that ends without one is a failure).
+    responded: bool,
+}
+
+impl ServerIo {
+    /// A server not in use: no channel, no stream.
+    fn unused() -> ServerIo {
+        ServerIo {
+            channel: None,
+            built: Instant::now(),
+            stream: AdsStream::Waiting,
+            responded: false,
+        }
+    }
+}
+
+/// Makes a switch of server (A71): a fallback server gets a client watching everything and a channel;
+/// a switch back closes the lower-priority servers (dropping their streams and channels) and gives the
+/// watchers the restored server's cached values.
+fn make_switch(
+    switch: Switch,
+    state: &mut ClientState,
+    io: &mut [ServerIo],
+    servers: &[XdsServer],
+    watchers: &Watchers,
+) {
+    match switch {
+        Switch::FallBack { to } => {
+            tracing::debug!(server = %servers[to].server_uri, "xDS: falling back to the next management server");
+            state.servers[to] = Some(ServerClient::new(
+                &servers[to],
+                Instant::now().into_std(),
+                watchers,
+            ));
+            io[to] = ServerIo {
+                channel: Some(server_channel(&servers[to])),
+                built: Instant::now(),
+                stream: AdsStream::Waiting,
+                responded: false,
+            };
+        }
+        Switch::Restore { to, close } => {
+            tracing::debug!(server = %servers[to].server_uri, "xDS: back to a higher-priority management server");
+            for k in close {
+                state.servers[k] = None;
+                io[k] = ServerIo::unused();
+            }
+            if let Some(server) = &state.servers[to] {
+                for watch in watchers.slots.values() {
+                    if let Some(value) = server.client.cached(watch.resource_type, &watch.name) {
+                        watch
+                            .slot
+                            .send_modify(|s| apply(s, WatchEvent::Changed(value.clone())));
+                        watch.notify.notify_one();
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Server `i`'s stream (or its opening) ended at `now`: its client is told, and, if it had no
+/// response, the choice (which may fall back).
+#[allow(clippy::too_many_arguments)]
+fn stream_ended(
+    i: usize,
+    now: std::time::Instant,
+    reason: &str,
+    state: &mut ClientState,
+    io: &mut [ServerIo],
+    servers: &[XdsServer],
+    watchers: &Watchers,
+) {
+    let responded = io[i].responded;
+    io[i].stream = AdsStream::Waiting;
+    io[i].responded = false;
+    if let Some(server) = state.servers[i].as_mut() {
+        server.client.stream_ended(now, reason);
+    }
+    if !responded {
+        if let Some(switch) = state.choice.failed(i, watchers.all_cached()) {
+            make_switch(switch, state, io, servers, watchers);
+        }
+    }
+}
+
+/// The task: each in-use server's sans-IO client driven over one stream at a time, the choice among
+/// them (A71) deciding whose resources the watchers get. It locks the clients for each step, never
+/// across an await.
 async fn run(
-    channel: Channel,
+    servers: Vec<XdsServer>,
+    first: Channel,
+    built: Instant,
     node: core::Node,
     context: Arc<DecodeContext>,
     shared: SharedClient,
     mut commands: Commands,
 ) {
     let mut watchers = Watchers::default();
-    let Watchers { slots, keys } = &mut watchers;
-    let mut stream = AdsStream::Waiting;
+    let mut io: Vec<ServerIo> = servers.iter().map(|_| ServerIo::unused()).collect();
+    io[0].channel = Some(Ok(first));
+    io[0].built = built;
     loop {
         let now = Instant::now().into_std();
         let (queue_full, timer, next_start) = {
-            let mut client = shared.lock();
-            // Requests go into the stream's queue while it has room; the rest wait in the client.
+            let mut guard = shared.lock();
+            let state = &mut *guard;
+            // Requests go into each stream's queue while it has room; the rest wait in the client.
             let mut queue_full = None;
-            let mut closed = false;
-            if let AdsStream::Open(open) = &stream {
-                loop {
-                    match open.requests.try_reserve() {
-                        Ok(permit) => match client.next_request() {
-                            Some(request) => permit.send(discovery_request(&request, &node)),
-                            None => break,
-                        },
-                        Err(mpsc::error::TrySendError::Full(())) => {
-                            queue_full = Some(open.requests.clone());
-                            break;
-                        }
-                        Err(mpsc::error::TrySendError::Closed(())) => {
-                            closed = true;
-                            break;
+            for i in 0..io.len() {
+                let Some(server) = state.servers[i].as_mut() else {
+                    continue;
+                };
+                let mut closed = false;
+                if let AdsStream::Open(open) = &io[i].stream {
+                    loop {
+                        match open.requests.try_reserve() {
+                            Ok(permit) => match server.client.next_request() {
+                                Some(request) => permit.send(discovery_request(&request, &node)),
+                                None => break,
+                            },
+                            Err(mpsc::error::TrySendError::Full(())) => {
+                                queue_full = queue_full.or_else(|| Some(open.requests.clone()));
+                                break;
+                            }
+                            Err(mpsc::error::TrySendError::Closed(())) => {
+                                closed = true;
+                                break;
+                            }
                         }
                     }
                 }
-            }
-            if closed {
-                client.stream_ended(now, "the ADS stream stopped taking requests");
-                stream = AdsStream::Waiting;
-            }
-            while let Some((id, event)) = client.poll_event() {
-                if let Some((_, slot, notify)) = keys.get(&id).and_then(|k| slots.get(k)) {
-                    slot.send_modify(|state| apply(state, event));
-                    notify.notify_one();
+                if closed {
+                    let reason = "the ADS stream stopped taking requests";
+                    stream_ended(i, now, reason, state, &mut io, &servers, &watchers);
                 }
             }
-            let timer = client.poll_timeout().map(Instant::from_std);
-            let next_start = match &stream {
-                AdsStream::Waiting => client.next_stream_start().map(Instant::from_std),
-                AdsStream::Opening(_) | AdsStream::Open(_) => None,
-            };
+            state.deliver(&watchers);
+            let timer = state
+                .servers
+                .iter()
+                .flatten()
+                .filter_map(|s| s.client.poll_timeout())
+                .min()
+                .map(Instant::from_std);
+            let next_start = state
+                .servers
+                .iter()
+                .zip(&io)
+                .filter(|(_, io)| matches!(io.stream, AdsStream::Waiting))
+                .filter_map(|(s, _)| s.as_ref()?.client.next_stream_start())
+                .min()
+                .map(Instant::from_std);
             (queue_full, timer, next_start)
         };
         tokio::select! {
             command = commands.0.recv() => match command {
                 None => return,
                 Some(Command::Watch { key, resource_type, name, slot, notify }) => {
-                    let id = shared.lock().watch(resource_type, &name);
-                    keys.insert(id, key);
-                    slots.insert(key, (id, slot, notify));
+                    let mut guard = shared.lock();
+                    let state = &mut *guard;
+                    for server in state.servers.iter_mut().flatten() {
+                        server.watch(key, resource_type, &name);
+                    }
+                    watchers.insert(key, resource_type, &name, slot, notify);
+                    // A watch the cache lacks while the server in use fails: A71 falls back.
+                    if let Some(switch) = state.choice.check(watchers.all_cached()) {
+                        make_switch(switch, state, &mut io, &servers, &watchers);
+                    }
                 }
                 Some(Command::Unwatch(key)) => {
-                    if let Some((id, _, _)) = slots.remove(&key) {
-                        keys.remove(&id);
-                        shared.lock().unwatch(id);
+                    if watchers.slots.remove(&key).is_some() {
+                        for server in shared.lock().servers.iter_mut().flatten() {
+                            server.unwatch(key);
+                        }
                     }
                 }
             },
-            event = next_event(&mut stream), if !matches!(stream, AdsStream::Waiting) => {
+            (i, event) = next_event_any(&mut io) => {
                 let now = Instant::now().into_std();
                 let response = match event {
                     StreamEvent::Opened(opened) => {
-                        let mut client = shared.lock();
-                        client.stream_started(now);
-                        stream = match opened {
-                            Ok((requests, responses)) => AdsStream::Open(writer(requests, responses)),
-                            Err(status) => {
-                                client.stream_ended(now, &status.to_string());
-                                AdsStream::Waiting
+                        let mut guard = shared.lock();
+                        let state = &mut *guard;
+                        if let Some(server) = state.servers[i].as_mut() {
+                            server.client.stream_started(now);
+                        }
+                        io[i].responded = false;
+                        match opened {
+                            Ok((requests, responses)) => {
+                                io[i].stream = AdsStream::Open(writer(requests, responses));
                             }
-                        };
+                            Err(status) => {
+                                let reason = status.to_string();
+                                stream_ended(i, now, &reason, state, &mut io, &servers, &watchers);
+                            }
+                        }
                         continue;
                     }
                     StreamEvent::Sent(type_url, names) => {
-                        shared.lock().request_sent(&type_url, &names, now);
+                        if let Some(server) = shared.lock().servers[i].as_mut() {
+                            server.client.request_sent(&type_url, &names, now);
+                        }
                         continue;
                     }
                     StreamEvent::Response(response) => response,
@@ -444,33 +702,72 @@ async fn run(
                         let Some((response, resources)) = decoded else {
                             return;
                         };
-                        handle_response(&shared, Instant::now().into_std(), response, resources);
+                        let now = Instant::now().into_std();
+                        let mut guard = shared.lock();
+                        let state = &mut *guard;
+                        if let Some(server) = state.servers[i].as_mut() {
+                            handle_response(&mut server.client, now, response, resources);
+                        }
+                        io[i].responded = true;
+                        if let Some(switch) = state.choice.responded(i) {
+                            make_switch(switch, state, &mut io, &servers, &watchers);
+                        }
                     }
                     Ok(None) => {
-                        shared.lock().stream_ended(now, "the server ended the stream");
-                        stream = AdsStream::Waiting;
+                        let reason = "the server ended the stream";
+                        stream_ended(i, now, reason, &mut shared.lock(), &mut io, &servers, &watchers);
                     }
                     Err(status) => {
-                        shared.lock().stream_ended(now, &status.to_string());
-                        stream = AdsStream::Waiting;
+                        let reason = status.to_string();
+                        stream_ended(i, now, &reason, &mut shared.lock(), &mut io, &servers, &watchers);
                     }
                 }
             }
             () = room(queue_full), if queue_full.is_some() => {}
             () = sleep_until(timer), if timer.is_some() => {
-                shared.lock().handle_timeout(Instant::now().into_std());
+                let now = Instant::now().into_std();
+                for server in shared.lock().servers.iter_mut().flatten() {
+                    server.client.handle_timeout(now);
+                }
             }
-            () = sleep_until(next_start), if next_start.is_some() && !slots.is_empty() => {
-                stream = AdsStream::Opening(open(channel.clone()));
+            () = sleep_until(next_start), if next_start.is_some() && !watchers.slots.is_empty() => {
+                let now = Instant::now().into_std();
+                let refresh = |io: &mut ServerIo, config: &XdsServer| {
+                    // A65: a stream opening `refresh_interval` after its channel read the TLS files gets
+                    // a channel that reads them again (a new connection with the new identity).
+                    if let ChannelCreds::Tls(files) = &config.channel_creds {
+                        if io.channel.is_some() && io.built.elapsed() >= files.refresh_interval {
+                            io.channel = Some(server_channel(config));
+                            io.built = Instant::now();
+                        }
+                    }
+                };
+                let state = shared.lock();
+                for ((server, io), config) in state.servers.iter().zip(io.iter_mut()).zip(&servers) {
+                    let due = server
+                        .as_ref()
+                        .and_then(|s| s.client.next_stream_start())
+                        .is_some_and(|at| at <= now);
+                    if due && matches!(io.stream, AdsStream::Waiting) {
+                        refresh(io, config);
+                        io.stream = AdsStream::Opening(open(io.channel.as_ref()));
+                    }
+                }
             }
         }
     }
 }
 
-/// Opens a stream once the channel is READY; a failure counts as a stream that ended before any
-/// response.
-fn open(channel: Channel) -> Opening {
+/// Opens a stream once the channel is READY; a failure (a channel that could not be built included)
+/// counts as a stream that ended before any response.
+fn open(channel: Option<&Result<Channel, Status>>) -> Opening {
+    let channel = match channel {
+        Some(Ok(channel)) => Ok(channel.clone()),
+        Some(Err(status)) => Err(status.clone()),
+        None => Err(Status::unavailable("xDS: no channel to the server")),
+    };
     Box::pin(async move {
+        let channel = channel?;
         channel.ready().await?;
         channel.streaming(ADS_PATH, Request::new(())).await
     })
@@ -532,6 +829,25 @@ async fn next_event(stream: &mut AdsStream) -> StreamEvent {
     }
 }
 
+/// The next event of any server's stream (the first server's first); never while every one waits.
+async fn next_event_any(io: &mut [ServerIo]) -> (usize, StreamEvent) {
+    let mut events: Vec<_> = io
+        .iter_mut()
+        .enumerate()
+        .filter(|(_, s)| !matches!(s.stream, AdsStream::Waiting))
+        .map(|(i, s)| Box::pin(async move { (i, next_event(&mut s.stream).await) }))
+        .collect();
+    std::future::poll_fn(|cx| {
+        for event in &mut events {
+            if let std::task::Poll::Ready(ready) = event.as_mut().poll(cx) {
+                return std::task::Poll::Ready(ready);
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await
+}
+
 async fn sleep_until(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
@@ -565,12 +881,12 @@ fn decode_resources(
 }
 
 fn handle_response(
-    client: &SharedClient,
+    client: &mut XdsClient<Resource>,
     now: std::time::Instant,
     response: DiscoveryResponse,
     decoded: Vec<Decoded<Resource>>,
 ) {
-    client.lock().handle_response(
+    client.handle_response(
         now,
         &response.type_url,
         &response.version_info,

@@ -154,16 +154,10 @@ async fn channels_naming_the_same_server_share_one_stream() {
 /// resource fails its channel instead of waiting forever.
 #[tokio::test]
 async fn watches_left_when_the_task_ends_get_an_error() {
-    let mut client: grpc_xds::XdsClient<Resource> = grpc_xds::XdsClient::new(
-        grpc_xds::ServerFeatures::default(),
-        std::time::Instant::now(),
-        Box::new(grpc_retry::SplitMix64::new(1)),
-    );
-    let id = client.watch(ResourceType::Cluster, "c1");
     let (slot, state) = tokio::sync::watch::channel(WatchState::default());
     let notify = Arc::new(tokio::sync::Notify::new());
     let mut watchers = Watchers::default();
-    watchers.insert(1, id, slot, notify.clone());
+    watchers.insert(1, ResourceType::Cluster, "c1", slot, notify.clone());
     drop(watchers);
     tokio::time::timeout(Duration::from_secs(5), notify.notified())
         .await

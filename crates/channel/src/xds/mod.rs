@@ -1,7 +1,8 @@
-//! xDS for `xds:` targets (feature `xds`): the ADS stream to the management server ([`ads`]), shared per
-//! server and node, the resolver that turns the resources into clusters and routes ([`resolver`]; with
-//! `cluster_config.rs`, the cluster manager's view of each cluster, `aggregate.rs`, A37's aggregate graph
-//! walk, and `logical_dns.rs`, LOGICAL_DNS names resolved by the channel's DNS resolver), and
+//! xDS for `xds:` targets (feature `xds`): the ADS streams to the management servers ([`ads`], with A71's
+//! fallback among them and A65's TLS), shared per server list and node, the resolver that turns the
+//! resources into clusters and routes ([`resolver`]; with `cluster_config.rs`, the cluster manager's view of
+//! each cluster, `aggregate.rs`, A37's aggregate graph walk, and `logical_dns.rs`, LOGICAL_DNS names
+//! resolved by the channel's DNS resolver), and
 //! the admin view of the client's resources ([`admin`], `Channel::xds_resources`). The sans-IO parts
 //! (bootstrap, request rules, the client's cache and timers, resource validation) live in the `grpc-xds`
 //! crate.
@@ -21,6 +22,8 @@ mod logical_dns;
 pub(crate) mod resolver;
 pub(crate) mod setup;
 
+#[cfg(test)]
+mod ads_servers_tests;
 #[cfg(test)]
 mod ads_tests;
 #[cfg(test)]

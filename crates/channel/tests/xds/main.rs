@@ -1,5 +1,6 @@
-//! `xds:` targets against the test management server: end to end, ring_hash, cluster lifetimes, close, xDS
-//! credentials (A29), and what the channel shows of its xDS state.
+//! `xds:` targets against the test management server: end to end, ring_hash, cluster lifetimes, close,
+//! xDS credentials (A29), the management servers (`unix:`, fallback), and what the channel shows of its
+//! xDS state.
 //!
 //! One test binary of grpc-channel's integration tests (rust-analyzer's `tests/slow-tests/main.rs` is the
 //! model): each module was a test binary of its own, and its tests keep their names under the module's.
@@ -12,3 +13,4 @@ mod xds_end_to_end;
 mod xds_observability;
 mod xds_ring_hash;
 mod xds_security;
+mod xds_servers;
