@@ -308,3 +308,31 @@ fn unix_server_uris_are_targets_like_any_other() {
         assert_eq!(b.xds_servers[0].server_uri, uri);
     }
 }
+
+// C-core's FileWatcherCertificateProvider raises any refresh interval under one second to one second
+// (`kMinimumFileWatcherRefreshIntervalSeconds`), and its factory keeps only whole seconds; a
+// `refresh_interval` of "0.000000001s" must not become a provider that re-reads three PEM files a
+// billion times a second. certificates.rs (`certificate_files`, the `refresh_interval` arm) only
+// rejects zero, so a bootstrap typo ("0.001s" for "1000s") costs a core. Either an error naming the
+// field or an interval of at least a second is what a careful client does.
+#[test]
+fn a_sub_second_refresh_interval_is_not_kept_as_is() {
+    for interval in ["0.000000001s", "0.001s", "0.5s"] {
+        let json = with(&format!(
+            r#", "certificate_providers": {{"p": {{"plugin_name": "file_watcher",
+                "config": {{"ca_certificate_file": "a", "refresh_interval": "{interval}"}}}}}}"#
+        ));
+        match Bootstrap::parse(&json) {
+            Err(e) => assert!(
+                e.to_string()
+                    .contains("certificate_providers.p.config.refresh_interval"),
+                "{interval}: {e}"
+            ),
+            Ok(b) => assert!(
+                b.certificate_providers["p"].refresh_interval >= Duration::from_secs(1),
+                "{interval}: kept as {:?}, under C-core's one-second floor",
+                b.certificate_providers["p"].refresh_interval
+            ),
+        }
+    }
+}
