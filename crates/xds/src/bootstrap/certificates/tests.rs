@@ -336,3 +336,18 @@ fn a_sub_second_refresh_interval_is_not_kept_as_is() {
         }
     }
 }
+
+// Neither C-core (`FileWatcherCertificateProviderFactory::Config`, a plain Duration field) nor grpc-go
+// (`pemfile`'s `refresh_interval`, any durationpb) puts an upper bound on `refresh_interval`; a
+// bootstrap with a weekly refresh ("604800s", long-lived certificates) works for them. certificates.rs
+// (`certificate_files`, `d > MAX_REFRESH_INTERVAL`) fails the whole bootstrap instead, so no xDS
+// channel can be built at all. A longer interval may be clamped, but the bootstrap must stay usable.
+#[test]
+fn a_refresh_interval_over_a_day_does_not_fail_the_bootstrap() {
+    let json = with(
+        r#", "certificate_providers": {"p": {"plugin_name": "file_watcher",
+            "config": {"ca_certificate_file": "a", "refresh_interval": "604800s"}}}"#,
+    );
+    let b = Bootstrap::parse(&json).expect("C-core and grpc-go accept a weekly refresh");
+    assert!(b.certificate_providers["p"].refresh_interval >= MAX_REFRESH_INTERVAL);
+}

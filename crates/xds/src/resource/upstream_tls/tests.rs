@@ -763,3 +763,35 @@ fn an_upstream_tls_context_under_another_type_url_prefix_is_accepted_as_in_c_cor
         .expect("C-core accepts any type URL prefix, as the Listener's HCM here does");
     assert_eq!(c.security.expect("security").identity, Some(provider("id")));
 }
+
+// Neither C-core (`CommonTlsContextParse` reads only `default_validation_context` and
+// `validation_context_certificate_provider_instance` of a combined context) nor grpc-go
+// (`securityConfigFromCommonTLSContextUsingNewFields` takes the default context and looks no further)
+// looks at a combined context's `validation_context_sds_secret_config`: with a provider instance in the
+// default context the Cluster is valid and its roots are that instance (a control plane serving Envoy
+// too fills both). upstream_tls.rs (`common_tls_context`, the combined arm's first check) NACKs it,
+// so this client alone loses the cluster.
+#[test]
+fn a_combined_context_with_a_provider_instance_ignores_its_sds_config_as_c_core_and_grpc_go() {
+    let tls = UpstreamTlsContext {
+        common_tls_context: Some(CommonTlsContext {
+            validation_context_type: Some(ValidationContextType::CombinedValidationContext(
+                CombinedCertificateValidationContext {
+                    default_validation_context: Some(roots_with(vec![exact("a")])),
+                    validation_context_sds_secret_config: Some(SdsSecretConfig {
+                        name: "envoy-roots".into(),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                },
+            )),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let s = security(&tls)
+        .expect("C-core and grpc-go accept it")
+        .expect("security");
+    assert_eq!(s.roots, RootSource::Provider(provider("roots")));
+    assert_eq!(s.san_matchers.len(), 1);
+}
