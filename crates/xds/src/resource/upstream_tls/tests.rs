@@ -254,13 +254,23 @@ fn the_combined_validation_context() {
     // The deprecated instance alone.
     let s = accepted(&combined(None, Some(old_instance("roots"))));
     assert!(matches!(s.roots, RootSource::Provider(_)));
-    // System roots in the default context win over the deprecated instance (C-core).
+    // The deprecated instance wins over system roots in the default context (C-core: system roots only
+    // without any provider instance).
     let s = accepted(&combined(
         Some(CertificateValidationContext {
             system_root_certs: Some(SystemRootCerts {}),
             ..Default::default()
         }),
         Some(old_instance("roots")),
+    ));
+    assert!(matches!(s.roots, RootSource::Provider(_)));
+    // System roots alone.
+    let s = accepted(&combined(
+        Some(CertificateValidationContext {
+            system_root_certs: Some(SystemRootCerts {}),
+            ..Default::default()
+        }),
+        None,
     ));
     assert_eq!(s.roots, RootSource::System);
     // Neither.
@@ -433,34 +443,6 @@ fn nack_rules_name_their_field() {
                 common(t).validation_context_type =
                     Some(ValidationContextType::CombinedValidationContext(
                         CombinedCertificateValidationContext {
-                            default_validation_context: Some(roots_with(vec![])),
-                            validation_context_sds_secret_config: Some(SdsSecretConfig::default()),
-                            ..Default::default()
-                        },
-                    ))
-            },
-            format!("{COMMON}.combined_validation_context.validation_context_sds_secret_config"),
-        ),
-        (
-            |t| {
-                common(t).validation_context_type =
-                    Some(ValidationContextType::CombinedValidationContext(
-                        CombinedCertificateValidationContext {
-                            default_validation_context: Some(roots_with(vec![])),
-                            validation_context_certificate_provider: Some(
-                                CertificateProvider::default(),
-                            ),
-                            ..Default::default()
-                        },
-                    ))
-            },
-            format!("{COMMON}.combined_validation_context.validation_context_certificate_provider"),
-        ),
-        (
-            |t| {
-                common(t).validation_context_type =
-                    Some(ValidationContextType::CombinedValidationContext(
-                        CombinedCertificateValidationContext {
                             default_validation_context: Some(CertificateValidationContext {
                                 crl: Some(DataSource::default()),
                                 ..roots_with(vec![])
@@ -517,10 +499,6 @@ fn nack_rules_name_their_field() {
                 ]
             },
             format!("{COMMON}.validation_context.match_subject_alt_names[1].ignore_case"),
-        ),
-        (
-            |t| validation(t).match_subject_alt_names = vec![exact("")],
-            format!("{COMMON}.validation_context.match_subject_alt_names[0]"),
         ),
         (
             |t| {
@@ -794,4 +772,31 @@ fn a_combined_context_with_a_provider_instance_ignores_its_sds_config_as_c_core_
         .expect("security");
     assert_eq!(s.roots, RootSource::Provider(provider("roots")));
     assert_eq!(s.san_matchers.len(), 1);
+}
+
+// A combined context's SDS and plugin-config forms are ignored (C-core and grpc-go read neither), with
+// or without roots elsewhere: without them the Cluster is NACKed for having no roots.
+#[test]
+fn a_combined_context_ignores_its_sds_and_plugin_forms() {
+    let combined = |default: Option<CertificateValidationContext>| UpstreamTlsContext {
+        common_tls_context: Some(CommonTlsContext {
+            validation_context_type: Some(ValidationContextType::CombinedValidationContext(
+                CombinedCertificateValidationContext {
+                    default_validation_context: default,
+                    validation_context_sds_secret_config: Some(SdsSecretConfig::default()),
+                    validation_context_certificate_provider: Some(CertificateProvider::default()),
+                    ..Default::default()
+                },
+            )),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    assert_eq!(
+        accepted(&combined(Some(roots_with(vec![])))).roots,
+        RootSource::Provider(provider("roots"))
+    );
+    let e = rejected(&combined(None));
+    assert_eq!(e.field, format!("{COMMON}.combined_validation_context"));
+    assert!(e.reason.contains("no root certificates"), "{e}");
 }
