@@ -724,6 +724,13 @@ impl ChannelBuilder {
                 })),
                 Kind::Plain,
             ),
+            (None, Target::UnixAbstract(name)) => (
+                SharedBuilder(Arc::new(FixedResolverBuilder {
+                    scheme: "unix-abstract",
+                    endpoints: vec![Endpoint::new(Address::UnixAbstract(name.as_str().into()))],
+                })),
+                Kind::Plain,
+            ),
             #[cfg(feature = "xds")]
             (None, Target::Xds { name }) => (
                 SharedBuilder(Arc::new(crate::xds::resolver::XdsResolverBuilder {

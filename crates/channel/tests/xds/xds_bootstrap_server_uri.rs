@@ -1,25 +1,23 @@
 //! The bootstrap's `server_uri` forms: grpc-xds's bootstrap documents `unix-abstract:NAME` among the
 //! Unix-domain socket URIs a management server may have (and accepts it), so a channel with such a
-//! bootstrap must reach the server listening there.
+//! bootstrap must reach the server listening there; a `unix-abstract:` target no one listens on fails
+//! its calls UNAVAILABLE.
 //!
 //! Every test is bounded (`support::xds::BOUND` around it).
 
-#![cfg(feature = "xds")]
+#![cfg(all(feature = "xds", target_os = "linux"))]
 
 use grpc_test_support as support;
 
-use grpc_channel::Channel;
+use grpc_channel::{Channel, Code};
+use interop::xds_server::ManagementServer;
 use support::served_by;
 use support::xds::{bounded, management_server, publish_one_backend, CALL, NAME};
 
-// crates/xds/src/bootstrap.rs's module docs list `unix-abstract:name` as a `server_uri` ("as Istio's
-// local agent listens") and its test `unix_server_uris_are_targets_like_any_other` accepts it, as
-// grpc-go and C-core (which dial abstract sockets) do. But the channel's target parser
-// (crates/service-config/src/target.rs, "abstract unix sockets are not supported") refuses it, so the
-// ADS channel built in crates/channel/src/xds/ads.rs (`server_channel`) never exists and every call
-// fails UNAVAILABLE: a bootstrap the parser accepts is one the channel cannot use. Either the bootstrap
-// refuses the URI naming `xds_servers[0].server_uri`, or the channel reaches the server; a user expects
-// the latter.
+// grpc-xds's bootstrap accepts `unix-abstract:name` as a `server_uri` ("as Istio's local agent
+// listens"), as grpc-go and C-core do; the channel's target parser takes it as
+// `Target::UnixAbstract` and the connector dials the abstract socket, so the ADS channel reaches the
+// server (here through a forwarder of the test's own, independent of interop's listener).
 #[tokio::test]
 async fn a_unix_abstract_server_uri_reaches_the_management_server() {
     bounded("unix-abstract server_uri", async {
@@ -62,6 +60,45 @@ async fn a_unix_abstract_server_uri_reaches_the_management_server() {
                 .expect("resources from the management server behind unix-abstract:"),
             backend.addr.to_string()
         );
+    })
+    .await;
+}
+
+/// interop's ManagementServer listening in the abstract namespace itself: the bootstrap names it by
+/// its `server_uri` and calls reach the backend it publishes.
+#[tokio::test]
+async fn a_management_server_on_an_abstract_socket_serves_the_channel() {
+    bounded("unix-abstract management server", async {
+        let backend = support::interop_server_handle().await;
+        let name = format!("grpc-xds-abstract-server-{}", std::process::id());
+        let server = ManagementServer::start_unix_abstract(&name)
+            .await
+            .expect("an abstract management server");
+        assert_eq!(server.server_uri(), format!("unix-abstract:{name}"));
+        publish_one_backend(&server, backend.addr);
+        let channel = Channel::builder(format!("xds:///{NAME}"))
+            .xds_bootstrap(server.bootstrap_json())
+            .build()
+            .expect("an xds channel");
+        assert_eq!(
+            served_by(&channel, CALL)
+                .await
+                .expect("resources from the abstract management server"),
+            backend.addr.to_string()
+        );
+    })
+    .await;
+}
+
+/// A `unix-abstract:` target with no listener: calls fail UNAVAILABLE naming the address, nothing hangs.
+#[tokio::test]
+async fn an_abstract_socket_with_no_listener_fails_calls_unavailable() {
+    bounded("unix-abstract with no listener", async {
+        let target = format!("unix-abstract:grpc-nobody-listens-{}", std::process::id());
+        let channel = Channel::builder(target.clone()).build().expect("a channel");
+        let status = served_by(&channel, CALL).await.expect_err("no listener");
+        assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+        assert!(status.message().contains(&target), "{status:?}");
     })
     .await;
 }
