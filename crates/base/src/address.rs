@@ -140,6 +140,10 @@ mod tests {
         assert_eq!(v6.to_string(), "[::1]:5");
         assert_eq!(Address::unix("/path").to_string(), "unix:/path");
         assert_eq!(Address::unix("rel/sock").to_string(), "unix:rel/sock");
+        let abstract_socket = Address::UnixAbstract("grpc".into());
+        assert_eq!(abstract_socket.to_string(), "unix-abstract:grpc");
+        assert_eq!(abstract_socket.family(), Family::Unix);
+        assert_eq!(abstract_socket.unix_path(), None);
         let name = Address::name("api.example.com", 443);
         assert_eq!(
             name,
