@@ -254,8 +254,7 @@ fn the_combined_validation_context() {
     // The deprecated instance alone.
     let s = accepted(&combined(None, Some(old_instance("roots"))));
     assert!(matches!(s.roots, RootSource::Provider(_)));
-    // The deprecated instance wins over system roots in the default context (C-core: system roots only
-    // without any provider instance).
+    // The deprecated instance wins over system roots (C-core: those only without any instance).
     let s = accepted(&combined(
         Some(CertificateValidationContext {
             system_root_certs: Some(SystemRootCerts {}),
@@ -774,8 +773,7 @@ fn a_combined_context_with_a_provider_instance_ignores_its_sds_config_as_c_core_
     assert_eq!(s.san_matchers.len(), 1);
 }
 
-// A combined context's SDS and plugin-config forms are ignored (C-core and grpc-go read neither), with
-// or without roots elsewhere: without them the Cluster is NACKed for having no roots.
+// A combined context's SDS and plugin-config forms are ignored (C-core and grpc-go read neither).
 #[test]
 fn a_combined_context_ignores_its_sds_and_plugin_forms() {
     let combined = |default: Option<CertificateValidationContext>| UpstreamTlsContext {
