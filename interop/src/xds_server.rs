@@ -106,6 +106,14 @@ impl ManagementServer {
         ManagementServer::start_with(unspecified, Mode::Unix(path.to_owned())).await
     }
 
+    /// Starts a server on the socket `name` in Linux's abstract namespace (plaintext), named
+    /// `unix-abstract:<name>` by [`ManagementServer::server_uri`].
+    #[cfg(target_os = "linux")]
+    pub async fn start_unix_abstract(name: &str) -> std::io::Result<ManagementServer> {
+        let unspecified = SocketAddr::from(([0, 0, 0, 0], 0));
+        ManagementServer::start_with(unspecified, Mode::UnixAbstract(name.to_owned())).await
+    }
+
     async fn start_with(addr: SocketAddr, mode: Mode) -> std::io::Result<ManagementServer> {
         let (changes, _) = watch::channel(0);
         let (stops, _) = watch::channel(0);
@@ -132,6 +140,14 @@ impl ManagementServer {
             Mode::Unix(path) => {
                 let _ = std::fs::remove_file(path);
                 Listener::Unix(tokio::net::UnixListener::bind(path)?)
+            }
+            #[cfg(target_os = "linux")]
+            Mode::UnixAbstract(name) => {
+                use std::os::linux::net::SocketAddrExt;
+                let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())?;
+                let std = std::os::unix::net::UnixListener::bind_addr(&addr)?;
+                std.set_nonblocking(true)?;
+                Listener::Unix(tokio::net::UnixListener::from_std(std)?)
             }
             Mode::Plain | Mode::Tls(_) => {
                 let listener = tokio::net::TcpListener::bind(self.addr).await?;
@@ -179,6 +195,8 @@ impl ManagementServer {
         match &self.mode {
             #[cfg(unix)]
             Mode::Unix(path) => format!("unix:{}", path.display()),
+            #[cfg(target_os = "linux")]
+            Mode::UnixAbstract(name) => format!("unix-abstract:{name}"),
             Mode::Plain | Mode::Tls(_) => format!("{}", self.addr),
         }
     }
@@ -286,6 +304,9 @@ enum Mode {
     /// A Unix-domain socket at this path.
     #[cfg(unix)]
     Unix(std::path::PathBuf),
+    /// A socket of this name in Linux's abstract namespace.
+    #[cfg(target_os = "linux")]
+    UnixAbstract(String),
 }
 
 /// A bound listener.

@@ -1,14 +1,15 @@
 //! [`Address`]: where a backend is, as the balancer connects to it and as a call's attempts avoid it.
 //!
 //! A backend is a TCP socket address (`ipv4:`, `ipv6:` and `dns:` targets), the path of a Unix-domain
-//! socket (`unix:` targets), or a host name and port (a `dns:` target reached through an HTTP CONNECT
+//! socket (`unix:` targets), the name of one in Linux's abstract namespace (`unix-abstract:` targets), or
+//! a host name and port (a `dns:` target reached through an HTTP CONNECT
 //! proxy, which resolves it; or a registry's `host:port`, which the channel resolves when it connects). The resolver produces them, `grpc-lb` keeps one subchannel per address and
 //! hands them to pickers, and `grpc-retry` remembers the ones a call used so that its next attempt can
 //! avoid them. Cloning is cheap: a TCP address is copied, a path is shared (`Arc<Path>`), so an address
 //! can travel with every pick without allocating.
 //!
 //! Display is the form people read in logs and statuses: `127.0.0.1:50051`, `[::1]:5`, `unix:/path`,
-//! `api.example.com:443`.
+//! `unix-abstract:name`, `api.example.com:443`.
 
 use std::fmt;
 use std::hash::{Hash, Hasher};
@@ -23,6 +24,9 @@ pub enum Address {
     Tcp(SocketAddr),
     /// The path of a Unix-domain socket.
     Unix(Arc<Path>),
+    /// The name of a Unix-domain socket in Linux's abstract namespace (`unix-abstract:name` targets),
+    /// without the leading NUL byte of the kernel's address. Connecting to one fails on other systems.
+    UnixAbstract(Arc<str>),
     /// A host name and port ([`Address::name`]), as a registry names a backend (etcd's `Addr`, Consul, a
     /// Kubernetes pod's name). Through an HTTP CONNECT proxy the proxy resolves it; without one the
     /// channel looks it up (the system's resolver) each time it connects, and tries its addresses in
@@ -68,7 +72,7 @@ impl Address {
         match self {
             Address::Tcp(SocketAddr::V4(_)) => Family::Ipv4,
             Address::Tcp(SocketAddr::V6(_)) => Family::Ipv6,
-            Address::Unix(_) => Family::Unix,
+            Address::Unix(_) | Address::UnixAbstract(_) => Family::Unix,
             Address::Name { .. } => Family::Name,
         }
     }
@@ -77,14 +81,14 @@ impl Address {
     pub fn tcp(&self) -> Option<SocketAddr> {
         match self {
             Address::Tcp(addr) => Some(*addr),
-            Address::Unix(_) | Address::Name { .. } => None,
+            Address::Unix(_) | Address::UnixAbstract(_) | Address::Name { .. } => None,
         }
     }
 
     /// The socket's path, if it is a Unix-domain socket.
     pub fn unix_path(&self) -> Option<&Path> {
         match self {
-            Address::Tcp(_) | Address::Name { .. } => None,
+            Address::Tcp(_) | Address::UnixAbstract(_) | Address::Name { .. } => None,
             Address::Unix(path) => Some(path),
         }
     }
@@ -97,6 +101,7 @@ impl Hash for Address {
         match self {
             Address::Tcp(addr) => addr.hash(state),
             Address::Unix(path) => path.hash(state),
+            Address::UnixAbstract(name) => name.hash(state),
             Address::Name { host, port } => {
                 host.hash(state);
                 port.hash(state);
@@ -116,6 +121,7 @@ impl fmt::Display for Address {
         match self {
             Address::Tcp(addr) => write!(f, "{addr}"),
             Address::Unix(path) => write!(f, "unix:{}", path.display()),
+            Address::UnixAbstract(name) => write!(f, "unix-abstract:{name}"),
             Address::Name { host, port } if host.contains(':') => write!(f, "[{host}]:{port}"),
             Address::Name { host, port } => write!(f, "{host}:{port}"),
         }
@@ -134,6 +140,10 @@ mod tests {
         assert_eq!(v6.to_string(), "[::1]:5");
         assert_eq!(Address::unix("/path").to_string(), "unix:/path");
         assert_eq!(Address::unix("rel/sock").to_string(), "unix:rel/sock");
+        let abstract_socket = Address::UnixAbstract("grpc".into());
+        assert_eq!(abstract_socket.to_string(), "unix-abstract:grpc");
+        assert_eq!(abstract_socket.family(), Family::Unix);
+        assert_eq!(abstract_socket.unix_path(), None);
         let name = Address::name("api.example.com", 443);
         assert_eq!(
             name,

@@ -708,6 +708,13 @@ impl ChannelBuilder {
                 })),
                 Kind::Plain,
             ),
+            (None, Target::UnixAbstract(name)) => (
+                SharedBuilder(Arc::new(FixedResolverBuilder {
+                    scheme: "unix-abstract",
+                    endpoints: vec![Endpoint::new(Address::UnixAbstract(name.as_str().into()))],
+                })),
+                Kind::Plain,
+            ),
             #[cfg(feature = "xds")]
             (None, Target::Xds { name }) => crate::xds::setup::XdsSetup {
                 bootstrap_json: self.xds_bootstrap.as_deref(),

@@ -51,4 +51,6 @@ pub use resolver::{
 pub use schedule::{Schedule, DEFAULT_MIN_INTERVAL};
 pub use selection::{ConfigResult, ConfigSelector, Decision};
 pub use service_config::{ParseOptions, ServiceConfig};
-pub use target::{url_security, Target, TargetError, UrlSecurity, SUPPORTED_SCHEMES};
+pub use target::{
+    url_security, Target, TargetError, UrlSecurity, MAX_ABSTRACT_NAME, SUPPORTED_SCHEMES,
+};

@@ -1,6 +1,8 @@
 //! Channel targets (`doc/naming.md`): `host:port`, `dns:[//dns-server-ip:port/]host[:port]`,
-//! `ipv4:addr[:port],...`, `ipv6:[addr]:port,...` and `unix:path` / `unix:///absolute/path`. A target without
-//! a scheme is a DNS name. The default port is 443.
+//! `ipv4:addr[:port],...`, `ipv6:[addr]:port,...`, `unix:path` / `unix:///absolute/path` and
+//! `unix-abstract:name` (Linux's abstract namespace; the name may be empty, and is taken as written:
+//! no leading NUL, no percent-decoding). A target without a scheme is a DNS name. The default port is
+//! 443.
 //!
 //! URLs as tonic users write them are DNS names too: `http://host[:port]` (port 80 by default) and
 //! `https://host[:port]` (port 443); [`url_security`] tells a channel that the first is plaintext and the
@@ -28,7 +30,16 @@ pub struct TargetError {
 }
 
 /// The schemes this crate parses itself (others are [`Target::Custom`]).
-pub const SUPPORTED_SCHEMES: &[&str] = &["dns", "ipv4", "ipv6", "unix", "http", "https", "xds"];
+pub const SUPPORTED_SCHEMES: &[&str] = &[
+    "dns",
+    "ipv4",
+    "ipv6",
+    "unix",
+    "unix-abstract",
+    "http",
+    "https",
+    "xds",
+];
 
 /// What a target's URL scheme says about the transport.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,6 +65,9 @@ pub fn url_security(target: &str) -> Option<UrlSecurity> {
     }
 }
 
+/// The longest name of a `unix-abstract:` target: a `sockaddr_un`'s 108 path bytes less the leading NUL.
+pub const MAX_ABSTRACT_NAME: usize = 107;
+
 /// The default port when a target names none.
 pub const DEFAULT_PORT: u16 = 443;
 
@@ -74,6 +88,9 @@ pub enum Target {
     Addresses(Vec<SocketAddr>),
     /// A Unix domain socket.
     Unix(PathBuf),
+    /// A socket in Linux's abstract namespace (`unix-abstract:name`): the name without the leading
+    /// NUL byte the kernel's address carries, at most [`MAX_ABSTRACT_NAME`] bytes.
+    UnixAbstract(String),
     /// An xDS target (`xds:///name`, gRFC A27): the channel follows the management server of its
     /// bootstrap for `name`'s listener. Only the empty authority is supported (`xds://authority/name`
     /// is refused with an error saying so).
@@ -209,7 +226,12 @@ impl Target {
             });
         }
         if scheme.as_deref() == Some("unix-abstract") {
-            return Err(err("abstract unix sockets are not supported"));
+            if rest.len() > MAX_ABSTRACT_NAME {
+                return Err(err(&format!(
+                    "an abstract socket name is at most {MAX_ABSTRACT_NAME} bytes"
+                )));
+            }
+            return Ok(Target::UnixAbstract(rest.to_owned()));
         }
         if let (Some(scheme), Some(with_authority)) = (scheme, rest.strip_prefix("//")) {
             let (authority, endpoint) = with_authority
@@ -235,7 +257,7 @@ impl Target {
             Target::Dns { host, port, .. } if host.contains(':') => format!("[{host}]:{port}"),
             Target::Dns { host, port, .. } => format!("{host}:{port}"),
             Target::Addresses(addrs) => addrs.first().map(ToString::to_string).unwrap_or_default(),
-            Target::Unix(_) => "localhost".to_owned(),
+            Target::Unix(_) | Target::UnixAbstract(_) => "localhost".to_owned(),
             Target::Xds { name } => name.clone(),
             Target::Custom { endpoint, .. } => endpoint.clone(),
         }
@@ -250,6 +272,7 @@ impl fmt::Display for Target {
                 server: Some(s), ..
             } => write!(f, "dns://{s}/{}", self.authority()),
             Target::Unix(path) => write!(f, "unix:{}", path.display()),
+            Target::UnixAbstract(name) => write!(f, "unix-abstract:{name}"),
             Target::Xds { name } => write!(f, "xds:///{name}"),
             Target::Custom {
                 scheme,
@@ -443,13 +466,32 @@ mod tests {
             "dns://dns.example/host:1",
             "unix:",
             "unix://relative",
-            "unix-abstract:x",
             "bad host:1",
         ];
         for s in bad {
             let e = Target::parse(s).expect_err(s);
             assert_eq!(e.target, s, "{s}: {e}");
         }
+    }
+
+    #[test]
+    fn unix_abstract_names_are_taken_as_written_up_to_the_bound() {
+        for (s, name) in [
+            ("unix-abstract:grpc", "grpc"),
+            ("UNIX-ABSTRACT:a/b:c", "a/b:c"),
+            ("unix-abstract:", ""),
+            ("unix-abstract://x", "//x"),
+        ] {
+            let t = Target::parse(s).expect(s);
+            assert_eq!(t, Target::UnixAbstract(name.into()), "{s}");
+            assert_eq!(t.authority(), "localhost");
+            assert_eq!(t.to_string(), format!("unix-abstract:{name}"));
+        }
+        let at_bound = format!("unix-abstract:{}", "n".repeat(MAX_ABSTRACT_NAME));
+        assert!(Target::parse(&at_bound).is_ok());
+        let past = format!("unix-abstract:{}", "n".repeat(MAX_ABSTRACT_NAME + 1));
+        let e = Target::parse(&past).expect_err("too long");
+        assert!(e.reason.contains("at most 107 bytes"), "{e}");
     }
 
     #[test]

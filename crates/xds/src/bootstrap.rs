@@ -33,7 +33,7 @@ mod certificates;
 
 pub use certificates::{
     CertificateFiles, DEFAULT_REFRESH_INTERVAL, FILE_WATCHER_PLUGIN, MAX_CERTIFICATE_PROVIDERS,
-    MAX_REFRESH_INTERVAL,
+    MAX_REFRESH_INTERVAL, MIN_REFRESH_INTERVAL,
 };
 
 use serde_json::{Map, Value};

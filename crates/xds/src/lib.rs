@@ -53,4 +53,5 @@ pub use bootstrap::{
     Authority, Bootstrap, BootstrapError, CertificateFiles, ChannelCreds, Locality, Node,
     ServerFeatures, XdsServer, BOOTSTRAP_CONFIG_VARIABLE, BOOTSTRAP_FILE_VARIABLE,
     DEFAULT_REFRESH_INTERVAL, FILE_WATCHER_PLUGIN, MAX_CERTIFICATE_PROVIDERS, MAX_REFRESH_INTERVAL,
+    MIN_REFRESH_INTERVAL,
 };

@@ -127,12 +127,12 @@ pub(crate) async fn connect(
     let proxy = match addr {
         Address::Tcp(addr) => route.proxy_for(addr),
         Address::Name { .. } => route.name_proxy(),
-        Address::Unix(_) => None,
+        Address::Unix(_) | Address::UnixAbstract(_) => None,
     };
     // Which step a timed-out attempt was in, for its status.
     let socket = match (addr, proxy) {
         (_, Some(_)) => "TCP connection to the proxy",
-        (Address::Unix(_), None) => "Unix socket connection",
+        (Address::Unix(_) | Address::UnixAbstract(_), None) => "Unix socket connection",
         (Address::Name { .. }, None) => "name lookup and TCP connection",
         _ => "TCP connection",
     };
@@ -175,6 +175,15 @@ pub(crate) async fn connect(
             (Address::Unix(path), _) => {
                 let unix = UnixStream::connect(&**path)
                     .await
+                    .map_err(|e| Status::from_io(&format!("connect to {peer}"), e))?;
+                handshakes(unix, settings, tls, &peer, &phase).await
+            }
+            (Address::UnixAbstract(name), _) => {
+                let name = name.clone();
+                let unix = tokio::task::spawn_blocking(move || connect_abstract(&name))
+                    .await
+                    .map_err(|e| Status::new(Code::Unavailable, format!("connect to {peer}: {e}")))?
+                    .and_then(UnixStream::from_std)
                     .map_err(|e| Status::from_io(&format!("connect to {peer}"), e))?;
                 handshakes(unix, settings, tls, &peer, &phase).await
             }
@@ -225,8 +234,30 @@ fn connect_target(addr: &Address) -> String {
     match addr {
         Address::Tcp(addr) => proxy::authority_form(&addr.ip().to_string(), addr.port()),
         Address::Name { host, port } => proxy::authority_form(host, *port),
-        Address::Unix(_) => addr.to_string(),
+        Address::Unix(_) | Address::UnixAbstract(_) => addr.to_string(),
     }
+}
+
+/// A connection to the socket named `name` in Linux's abstract namespace, made by std (tokio has no
+/// abstract addresses) with a blocking `connect`: the caller runs it on the blocking pool, as that
+/// `connect` waits while the listener's backlog is full (the attempt's deadline still ends the wait
+/// for the channel).
+#[cfg(target_os = "linux")]
+fn connect_abstract(name: &str) -> std::io::Result<std::os::unix::net::UnixStream> {
+    use std::os::linux::net::SocketAddrExt;
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())?;
+    let std = std::os::unix::net::UnixStream::connect_addr(&addr)?;
+    std.set_nonblocking(true)?;
+    Ok(std)
+}
+
+/// Abstract sockets exist only on Linux.
+#[cfg(not(target_os = "linux"))]
+fn connect_abstract(_name: &str) -> std::io::Result<std::os::unix::net::UnixStream> {
+    Err(std::io::Error::new(
+        std::io::ErrorKind::Unsupported,
+        "abstract Unix sockets exist only on Linux",
+    ))
 }
 
 /// TCP_NODELAY and the kernel's keepalive, as the settings say.

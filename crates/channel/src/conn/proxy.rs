@@ -293,7 +293,7 @@ pub(crate) fn route(
     choice: &ProxyChoice,
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<Route, ProxyError> {
-    if let Target::Unix(_) = target {
+    if let Target::Unix(_) | Target::UnixAbstract(_) = target {
         return Ok(Route::Direct);
     }
     let (uri, from, exempt) = match choice {
@@ -315,7 +315,7 @@ pub(crate) fn route(
     let exempt_target = match target {
         Target::Dns { host, port, .. } => exempt.matches_host(host, *port),
         Target::Addresses(addrs) => addrs.iter().all(|a| exempt.matches_ip(a.ip(), a.port())),
-        Target::Unix(_) => true,
+        Target::Unix(_) | Target::UnixAbstract(_) => true,
         // The endpoints come from the control plane: each is checked as it is connected.
         Target::Xds { .. } => false,
         // A scheme this channel does not know: its endpoints are checked one by one, as xDS's are.
@@ -341,7 +341,7 @@ pub(crate) fn route(
     };
     Ok(match target {
         Target::Addresses(_) | Target::Xds { .. } => Route::PerAddress(proxy, Arc::new(exempt)),
-        Target::Dns { .. } | Target::Unix(_) => Route::ByName(proxy),
+        Target::Dns { .. } | Target::Unix(_) | Target::UnixAbstract(_) => Route::ByName(proxy),
         _ => Route::PerAddress(proxy, Arc::new(exempt)),
     })
 }

@@ -473,7 +473,7 @@ enum Known {
     /// Does not exist, or was never valid: why.
     Failed(String),
     /// The cluster.
-    Cluster(Cluster),
+    Cluster(Box<Cluster>),
 }
 
 fn known(w: &Watches, name: &str) -> Known {
@@ -483,7 +483,7 @@ fn known(w: &Watches, name: &str) -> Known {
     match value_or(&state, &format!("cluster {name:?}")) {
         Err(status) => Known::Failed(status.message().to_owned()),
         Ok(None) => Known::Pending,
-        Ok(Some(Resource::Cluster(c))) => Known::Cluster(c.clone()),
+        Ok(Some(Resource::Cluster(c))) => Known::Cluster(Box::new(c.clone())),
         Ok(Some(_)) => Known::Failed("not a cluster".to_owned()),
     }
 }

@@ -11,9 +11,10 @@
 //!   present; `certificate_file` and `private_key_file` come together or not at all; a provider needs at
 //!   least one of `certificate_file` and `ca_certificate_file`, while `tls` channel creds may set none
 //!   (plain TLS with the platform's roots);
-//! * `refresh_interval` is a Duration string (`"600s"`, `"1.5s"`: digits, at most nine decimals, `s`),
-//!   more than zero and at most [`MAX_REFRESH_INTERVAL`] (a day); unset it is
-//!   [`DEFAULT_REFRESH_INTERVAL`].
+//! * `refresh_interval` is a Duration string (`"600s"`, `"1.5s"`: digits, at most nine decimals, `s`);
+//!   one under [`MIN_REFRESH_INTERVAL`] (a second, C-core's floor; zero included) is raised to it, one
+//!   over [`MAX_REFRESH_INTERVAL`] (a day) is lowered to it, neither is an error (C-core and grpc-go
+//!   accept any interval); unset it is [`DEFAULT_REFRESH_INTERVAL`].
 //!
 //! Other fields (`certificate_name`, unknown keys) are ignored. Not checked here: whether the files
 //! exist or hold PEM (the provider reads them, and reports what it cannot read), and grpc-go's extra
@@ -74,8 +75,14 @@ impl Default for CertificateFiles {
 /// bound keeps one mistake from costing a watcher per entry).
 pub const MAX_CERTIFICATE_PROVIDERS: usize = 256;
 
-/// The longest `refresh_interval` (one day): files re-read less often than daily would keep a rotated
-/// identity out of use for too long to be meant.
+/// The shortest `refresh_interval` (one second, C-core's `kMinimumFileWatcherRefreshIntervalSeconds`): a
+/// shorter one, zero included, is raised to it, so a typo cannot make a provider re-read its files in a
+/// busy loop.
+pub const MIN_REFRESH_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The longest `refresh_interval` (one day): a longer one is lowered to it (C-core and grpc-go set no
+/// maximum, so a longer one is accepted, not refused), which keeps the timers sane and re-reads a
+/// rotated identity at least daily.
 pub const MAX_REFRESH_INTERVAL: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// The only certificate provider plugin this client knows.
@@ -171,19 +178,7 @@ pub(super) fn certificate_files(
         None | Some(Value::Null) => DEFAULT_REFRESH_INTERVAL,
         Some(Value::String(s)) => {
             let d = json_duration(s).map_err(|reason| field_error(&field, reason))?;
-            if d.is_zero() {
-                return Err(field_error(&field, "must be more than zero"));
-            }
-            if d > MAX_REFRESH_INTERVAL {
-                return Err(field_error(
-                    &field,
-                    format!(
-                        "{s:?} is more than the {}s allowed",
-                        MAX_REFRESH_INTERVAL.as_secs()
-                    ),
-                ));
-            }
-            d
+            d.clamp(MIN_REFRESH_INTERVAL, MAX_REFRESH_INTERVAL)
         }
         Some(_) => {
             return Err(field_error(

@@ -4,13 +4,17 @@
 //! `unmarshal_cds.go` and C-core's `xds_cluster_parser.cc`:
 //!
 //! * the socket is named `envoy.transport_sockets.tls` (grpc-go checks the name) and its `typed_config` is
-//!   an `envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext` with a `common_tls_context`;
-//! * the roots: `validation_context`, or `combined_validation_context.default_validation_context`, with a
-//!   `ca_certificate_provider_instance`, else `system_root_certs` (A82); failing both, the deprecated
-//!   `combined_validation_context.validation_context_certificate_provider_instance`, or the deprecated
-//!   `validation_context_certificate_provider_instance` in place of a validation context. No root source
-//!   is a NACK, and so are the SDS and plugin-config forms (`validation_context_sds_secret_config`,
-//!   `validation_context_certificate_provider`, `combined_validation_context.validation_context_sds_secret_config`);
+//!   an `envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext` (the type name after the type
+//!   URL's last `/`, any prefix, as in C-core) with a `common_tls_context`;
+//! * the roots: `validation_context` with a `ca_certificate_provider_instance`, else `system_root_certs`
+//!   (A82); or `combined_validation_context`, whose `default_validation_context`'s
+//!   `ca_certificate_provider_instance` comes first, then the deprecated
+//!   `validation_context_certificate_provider_instance`, and `system_root_certs` only when neither names
+//!   an instance (as in C-core); or the deprecated `validation_context_certificate_provider_instance` in
+//!   place of a validation context. No root source is a NACK, and so are the SDS and plugin-config forms
+//!   in place of a validation context (`validation_context_sds_secret_config`,
+//!   `validation_context_certificate_provider`); in a combined context they are ignored, as C-core and
+//!   grpc-go read only its default context and its deprecated instance;
 //! * the identity (optional): `tls_certificate_provider_instance`, else the deprecated
 //!   `tls_certificate_certificate_provider_instance`; without either, `tls_certificates` or
 //!   `tls_certificate_sds_secret_configs` is a NACK (an identity this client cannot load), and so is the
@@ -23,7 +27,9 @@
 //!   refuse);
 //! * `match_subject_alt_names`: at most [`MAX_SAN_MATCHERS`] `StringMatcher`s (`exact`, `prefix`,
 //!   `suffix`, `contains`, `safe_regex`, as routes parse them, the regexes within the resource's regex
-//!   budget); as in C-core, `ignore_case` with `safe_regex` and an empty pattern are NACKs;
+//!   budget); as in C-core, `ignore_case` with `safe_regex` is a NACK, and so are a matcher without a
+//!   pattern and an empty `prefix`, `suffix`, `contains` or regex (Envoy's `min_len`); an empty `exact`
+//!   is valid (as in C-core and grpc-go) and matches only an empty SAN, that is nothing;
 //! * `sni`: at most [`MAX_SNI_LENGTH`] bytes; empty means none.
 //!
 //! Ignored: `alpn_protocols`, `key_log`, `allow_renegotiation`, `max_session_keys`,
@@ -45,6 +51,7 @@ use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
 use envoy_types::pb::envoy::r#type::matcher::v3::string_matcher::MatchPattern;
 use prost::Message;
 
+use super::http_filter::type_name;
 use super::matcher::{parse_string_matcher, RegexBudget};
 use super::{
     ClusterSecurity, DecodeContext, ProviderInstance, ResourceError, RootSource, StringMatch,
@@ -53,7 +60,8 @@ use super::{
 /// The only transport socket name a Cluster may give (grpc-go checks it).
 pub const TLS_TRANSPORT_SOCKET_NAME: &str = "envoy.transport_sockets.tls";
 
-/// The type URL of the transport socket's `typed_config`.
+/// The type URL of the transport socket's `typed_config` (only its type name, after the last `/`, is
+/// compared: another prefix is accepted, as in C-core).
 pub const UPSTREAM_TLS_CONTEXT_TYPE_URL: &str =
     "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext";
 
@@ -81,7 +89,7 @@ pub(crate) fn upstream_tls(
     let Some(ConfigType::TypedConfig(any)) = &socket.config_type else {
         return Err(ResourceError::new("typed_config", "missing"));
     };
-    if any.type_url != UPSTREAM_TLS_CONTEXT_TYPE_URL {
+    if type_name(&any.type_url) != type_name(UPSTREAM_TLS_CONTEXT_TYPE_URL) {
         return Err(ResourceError::new(
             "typed_config",
             format!(
@@ -189,35 +197,30 @@ fn common_tls_context(
         }
         Some(ValidationContextType::CombinedValidationContext(combined)) => {
             let field = "combined_validation_context";
-            if combined.validation_context_sds_secret_config.is_some() {
-                return Err(ResourceError::new(
-                    format!("{field}.validation_context_sds_secret_config"),
-                    "SDS is not supported",
-                ));
-            }
-            if combined.validation_context_certificate_provider.is_some() {
-                return Err(ResourceError::new(
-                    format!("{field}.validation_context_certificate_provider"),
-                    "not supported (name a bootstrap instance in ca_certificate_provider_instance)",
-                ));
-            }
+            // As in C-core and grpc-go, only `default_validation_context` and the deprecated
+            // `validation_context_certificate_provider_instance` are read: the SDS and plugin-config
+            // forms are ignored (without roots from the two, the Cluster is NACKed below anyway).
             let (roots, sans) = match &combined.default_validation_context {
                 Some(vc) => validation_context(vc, context, budget)
                     .map_err(|e| e.within(&format!("{field}.default_validation_context")))?,
                 None => (None, Vec::new()),
             };
+            // A provider instance in the default context, else the deprecated instance, else the
+            // system roots (C-core: the deprecated instance whenever the default context names no
+            // provider instance; system roots only without any provider instance).
             let roots = match (
                 roots,
                 &combined.validation_context_certificate_provider_instance,
             ) {
-                (Some(roots), _) => roots,
-                (None, Some(instance)) => {
+                (Some(RootSource::Provider(instance)), _) => RootSource::Provider(instance),
+                (_, Some(instance)) => {
                     RootSource::Provider(deprecated_instance(instance, context).map_err(|e| {
                         e.within(&format!(
                             "{field}.validation_context_certificate_provider_instance"
                         ))
                     })?)
                 }
+                (Some(roots), None) => roots,
                 (None, None) => return Err(no_roots().within(field)),
             };
             (roots, sans)
@@ -320,13 +323,12 @@ fn validation_context(
                 }
                 re.regex.is_empty()
             }
-            Some(
-                MatchPattern::Exact(v)
-                | MatchPattern::Prefix(v)
-                | MatchPattern::Suffix(v)
-                | MatchPattern::Contains(v),
-            ) => v.is_empty(),
-            Some(MatchPattern::Custom(_)) | None => false,
+            // Envoy gives `prefix`, `suffix` and `contains` a `min_len` of 1; an empty `exact` is
+            // valid (as in C-core and grpc-go) and matches only an empty SAN.
+            Some(MatchPattern::Prefix(v) | MatchPattern::Suffix(v) | MatchPattern::Contains(v)) => {
+                v.is_empty()
+            }
+            Some(MatchPattern::Exact(_) | MatchPattern::Custom(_)) | None => false,
         };
         if empty {
             return Err(ResourceError::new(at, "an empty pattern is not supported"));

@@ -66,7 +66,10 @@ fn provider_errors_name_the_field() {
     let cases = [
         (r#"[]"#, "certificate_providers: expected an object"),
         (r#"{"p": 1}"#, "certificate_providers.p: expected an object"),
-        (r#"{"p": {"config": {}}}"#, "certificate_providers.p.plugin_name: missing"),
+        (
+            r#"{"p": {"config": {}}}"#,
+            "certificate_providers.p.plugin_name: missing",
+        ),
         (
             r#"{"p": {"plugin_name": 3, "config": {}}}"#,
             "certificate_providers.p.plugin_name: expected a string",
@@ -116,16 +119,8 @@ fn provider_errors_name_the_field() {
             "certificate_providers.p.config.refresh_interval: expected a Duration string",
         ),
         (
-            r#"{"p": {"plugin_name": "file_watcher", "config": {"ca_certificate_file": "a", "refresh_interval": "0s"}}}"#,
-            "certificate_providers.p.config.refresh_interval: must be more than zero",
-        ),
-        (
             r#"{"p": {"plugin_name": "file_watcher", "config": {"ca_certificate_file": "a", "refresh_interval": "-1s"}}}"#,
             "certificate_providers.p.config.refresh_interval: \"-1s\" is not a Duration",
-        ),
-        (
-            r#"{"p": {"plugin_name": "file_watcher", "config": {"ca_certificate_file": "a", "refresh_interval": "86401s"}}}"#,
-            "certificate_providers.p.config.refresh_interval: \"86401s\" is more than the 86400s allowed",
         ),
     ];
     for (providers, expected) in cases {
@@ -155,25 +150,26 @@ fn the_number_of_providers_is_bounded() {
     );
 }
 
+// Out-of-range intervals are clamped, not refused (C-core and grpc-go accept any): raised to C-core's
+// one-second floor, lowered to a day.
 #[test]
-fn the_refresh_interval_is_bounded() {
+fn the_refresh_interval_is_clamped() {
     let at = |interval: &str| {
         with(&format!(
             r#", "certificate_providers": {{"p": {{"plugin_name": "file_watcher",
                 "config": {{"ca_certificate_file": "a", "refresh_interval": "{interval}"}}}}}}"#
         ))
     };
-    let b = Bootstrap::parse(&at("86400s")).expect("a day");
-    assert_eq!(
-        b.certificate_providers["p"].refresh_interval,
-        MAX_REFRESH_INTERVAL
-    );
-    let b = Bootstrap::parse(&at("0.000000001s")).expect("a nanosecond");
-    assert_eq!(
-        b.certificate_providers["p"].refresh_interval,
-        Duration::from_nanos(1)
-    );
-    assert!(Bootstrap::parse(&at("86400.000000001s")).is_err());
+    let interval =
+        |s: &str| Bootstrap::parse(&at(s)).expect(s).certificate_providers["p"].refresh_interval;
+    assert_eq!(interval("86400s"), MAX_REFRESH_INTERVAL);
+    assert_eq!(interval("86400.000000001s"), MAX_REFRESH_INTERVAL);
+    assert_eq!(interval("86401s"), MAX_REFRESH_INTERVAL);
+    assert_eq!(interval("1s"), MIN_REFRESH_INTERVAL);
+    assert_eq!(interval("1.5s"), Duration::from_millis(1500));
+    assert_eq!(interval("0.999999999s"), MIN_REFRESH_INTERVAL);
+    assert_eq!(interval("0.000000001s"), MIN_REFRESH_INTERVAL);
+    assert_eq!(interval("0s"), MIN_REFRESH_INTERVAL);
 }
 
 #[test]
@@ -307,4 +303,47 @@ fn unix_server_uris_are_targets_like_any_other() {
         let b = Bootstrap::parse(&json).expect(uri);
         assert_eq!(b.xds_servers[0].server_uri, uri);
     }
+}
+
+// C-core's FileWatcherCertificateProvider raises any refresh interval under one second to one second
+// (`kMinimumFileWatcherRefreshIntervalSeconds`), and its factory keeps only whole seconds; a
+// `refresh_interval` of "0.000000001s" must not become a provider that re-reads three PEM files a
+// billion times a second. certificates.rs (`certificate_files`, the `refresh_interval` arm) only
+// rejects zero, so a bootstrap typo ("0.001s" for "1000s") costs a core. Either an error naming the
+// field or an interval of at least a second is what a careful client does.
+#[test]
+fn a_sub_second_refresh_interval_is_not_kept_as_is() {
+    for interval in ["0.000000001s", "0.001s", "0.5s"] {
+        let json = with(&format!(
+            r#", "certificate_providers": {{"p": {{"plugin_name": "file_watcher",
+                "config": {{"ca_certificate_file": "a", "refresh_interval": "{interval}"}}}}}}"#
+        ));
+        match Bootstrap::parse(&json) {
+            Err(e) => assert!(
+                e.to_string()
+                    .contains("certificate_providers.p.config.refresh_interval"),
+                "{interval}: {e}"
+            ),
+            Ok(b) => assert!(
+                b.certificate_providers["p"].refresh_interval >= Duration::from_secs(1),
+                "{interval}: kept as {:?}, under C-core's one-second floor",
+                b.certificate_providers["p"].refresh_interval
+            ),
+        }
+    }
+}
+
+// Neither C-core (`FileWatcherCertificateProviderFactory::Config`, a plain Duration field) nor grpc-go
+// (`pemfile`'s `refresh_interval`, any durationpb) puts an upper bound on `refresh_interval`; a
+// bootstrap with a weekly refresh ("604800s", long-lived certificates) works for them. certificates.rs
+// (`certificate_files`, `d > MAX_REFRESH_INTERVAL`) fails the whole bootstrap instead, so no xDS
+// channel can be built at all. A longer interval may be clamped, but the bootstrap must stay usable.
+#[test]
+fn a_refresh_interval_over_a_day_does_not_fail_the_bootstrap() {
+    let json = with(
+        r#", "certificate_providers": {"p": {"plugin_name": "file_watcher",
+            "config": {"ca_certificate_file": "a", "refresh_interval": "604800s"}}}"#,
+    );
+    let b = Bootstrap::parse(&json).expect("C-core and grpc-go accept a weekly refresh");
+    assert!(b.certificate_providers["p"].refresh_interval >= MAX_REFRESH_INTERVAL);
 }

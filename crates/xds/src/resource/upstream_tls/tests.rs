@@ -254,13 +254,22 @@ fn the_combined_validation_context() {
     // The deprecated instance alone.
     let s = accepted(&combined(None, Some(old_instance("roots"))));
     assert!(matches!(s.roots, RootSource::Provider(_)));
-    // System roots in the default context win over the deprecated instance (C-core).
+    // The deprecated instance wins over system roots (C-core: those only without any instance).
     let s = accepted(&combined(
         Some(CertificateValidationContext {
             system_root_certs: Some(SystemRootCerts {}),
             ..Default::default()
         }),
         Some(old_instance("roots")),
+    ));
+    assert!(matches!(s.roots, RootSource::Provider(_)));
+    // System roots alone.
+    let s = accepted(&combined(
+        Some(CertificateValidationContext {
+            system_root_certs: Some(SystemRootCerts {}),
+            ..Default::default()
+        }),
+        None,
     ));
     assert_eq!(s.roots, RootSource::System);
     // Neither.
@@ -433,34 +442,6 @@ fn nack_rules_name_their_field() {
                 common(t).validation_context_type =
                     Some(ValidationContextType::CombinedValidationContext(
                         CombinedCertificateValidationContext {
-                            default_validation_context: Some(roots_with(vec![])),
-                            validation_context_sds_secret_config: Some(SdsSecretConfig::default()),
-                            ..Default::default()
-                        },
-                    ))
-            },
-            format!("{COMMON}.combined_validation_context.validation_context_sds_secret_config"),
-        ),
-        (
-            |t| {
-                common(t).validation_context_type =
-                    Some(ValidationContextType::CombinedValidationContext(
-                        CombinedCertificateValidationContext {
-                            default_validation_context: Some(roots_with(vec![])),
-                            validation_context_certificate_provider: Some(
-                                CertificateProvider::default(),
-                            ),
-                            ..Default::default()
-                        },
-                    ))
-            },
-            format!("{COMMON}.combined_validation_context.validation_context_certificate_provider"),
-        ),
-        (
-            |t| {
-                common(t).validation_context_type =
-                    Some(ValidationContextType::CombinedValidationContext(
-                        CombinedCertificateValidationContext {
                             default_validation_context: Some(CertificateValidationContext {
                                 crl: Some(DataSource::default()),
                                 ..roots_with(vec![])
@@ -517,10 +498,6 @@ fn nack_rules_name_their_field() {
                 ]
             },
             format!("{COMMON}.validation_context.match_subject_alt_names[1].ignore_case"),
-        ),
-        (
-            |t| validation(t).match_subject_alt_names = vec![exact("")],
-            format!("{COMMON}.validation_context.match_subject_alt_names[0]"),
         ),
         (
             |t| {
@@ -693,4 +670,131 @@ fn the_context_decides_which_instances_exist() {
         decode_response_with(ResourceType::Cluster, &resources, &only_roots).as_slice(),
         [Decoded::Invalid { .. }]
     ));
+}
+
+// An `exact` SAN matcher with an empty string is a valid Envoy StringMatcher (only prefix, suffix and
+// contains carry `min_len: 1`), and both C-core (`StringMatcherParseInternal` in
+// xds_common_types_parser.cc: only a matcher with no pattern at all is "invalid string matcher") and
+// grpc-go (`matcher.StringMatcherFromProto`) accept it; it can only ever match an empty SAN, which
+// never matches (turn4.md §3.4), so accepting it weakens nothing. upstream_tls.rs
+// (`validation_context`, the `empty` check) NACKs the whole Cluster instead, so a control plane that
+// C-core and grpc-go clients accept leaves this client without the cluster.
+#[test]
+fn an_empty_exact_san_matcher_is_accepted_as_in_c_core_and_grpc_go() {
+    let mut tls = mtls();
+    validation(&mut tls).match_subject_alt_names =
+        vec![exact(""), exact("spiffe://mesh/sa/server")];
+    let s = security(&tls).expect("C-core and grpc-go accept an empty exact matcher");
+    assert_eq!(s.expect("security").san_matchers.len(), 2);
+}
+
+// C-core (`CommonTlsContextParse`, xds_common_types_parser.cc) falls back to the deprecated
+// `combined_validation_context.validation_context_certificate_provider_instance` whenever the default
+// validation context yields no *provider instance* — system roots included — and turn4.md §3.3 says
+// `system_root_certs` is used "only when no provider instance". A Cluster naming both must verify the
+// server with the provider's CA, not with every public CA of the platform: upstream_tls.rs
+// (`common_tls_context`, the `(Some(roots), _) => roots` arm of the combined case) keeps the system
+// roots, widening the trust the control plane asked for (and the existing test's "(C-core)" comment
+// has C-core backwards).
+#[test]
+fn a_deprecated_combined_provider_instance_wins_over_system_roots() {
+    let tls = UpstreamTlsContext {
+        common_tls_context: Some(CommonTlsContext {
+            validation_context_type: Some(ValidationContextType::CombinedValidationContext(
+                CombinedCertificateValidationContext {
+                    default_validation_context: Some(CertificateValidationContext {
+                        system_root_certs: Some(SystemRootCerts {}),
+                        ..Default::default()
+                    }),
+                    validation_context_certificate_provider_instance: Some(old_instance("roots")),
+                    ..Default::default()
+                },
+            )),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    assert_eq!(
+        accepted(&tls).roots,
+        RootSource::Provider(ProviderInstance {
+            instance_name: "roots".into(),
+            certificate_name: "cert".into()
+        }),
+        "the provider instance the Cluster names must be used, not the platform's roots"
+    );
+}
+
+// An `Any`'s type URL names its type by the part after the last `/` (protobuf's rule); C-core
+// (`ExtractXdsExtension`/`StripTypePrefix`) compares only that part, and this crate does the same for
+// the Listener's HCM and for HTTP filters (`http_filter::type_name`). upstream_tls.rs (`upstream_tls`,
+// `any.type_url != UPSTREAM_TLS_CONTEXT_TYPE_URL`) compares the whole URL, so a control plane using
+// another type URL prefix (allowed by google.protobuf.Any) has its secured Clusters NACKed.
+#[test]
+fn an_upstream_tls_context_under_another_type_url_prefix_is_accepted_as_in_c_core() {
+    let mut s = socket(&mtls());
+    if let Some(ConfigType::TypedConfig(any)) = &mut s.config_type {
+        any.type_url =
+            "example.com/types/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext".into();
+    }
+    let c = Cluster::from_proto_with(&cluster_with(Some(s)), &context())
+        .expect("C-core accepts any type URL prefix, as the Listener's HCM here does");
+    assert_eq!(c.security.expect("security").identity, Some(provider("id")));
+}
+
+// Neither C-core (`CommonTlsContextParse` reads only `default_validation_context` and
+// `validation_context_certificate_provider_instance` of a combined context) nor grpc-go
+// (`securityConfigFromCommonTLSContextUsingNewFields` takes the default context and looks no further)
+// looks at a combined context's `validation_context_sds_secret_config`: with a provider instance in the
+// default context the Cluster is valid and its roots are that instance (a control plane serving Envoy
+// too fills both). upstream_tls.rs (`common_tls_context`, the combined arm's first check) NACKs it,
+// so this client alone loses the cluster.
+#[test]
+fn a_combined_context_with_a_provider_instance_ignores_its_sds_config_as_c_core_and_grpc_go() {
+    let tls = UpstreamTlsContext {
+        common_tls_context: Some(CommonTlsContext {
+            validation_context_type: Some(ValidationContextType::CombinedValidationContext(
+                CombinedCertificateValidationContext {
+                    default_validation_context: Some(roots_with(vec![exact("a")])),
+                    validation_context_sds_secret_config: Some(SdsSecretConfig {
+                        name: "envoy-roots".into(),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                },
+            )),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let s = security(&tls)
+        .expect("C-core and grpc-go accept it")
+        .expect("security");
+    assert_eq!(s.roots, RootSource::Provider(provider("roots")));
+    assert_eq!(s.san_matchers.len(), 1);
+}
+
+// A combined context's SDS and plugin-config forms are ignored (C-core and grpc-go read neither).
+#[test]
+fn a_combined_context_ignores_its_sds_and_plugin_forms() {
+    let combined = |default: Option<CertificateValidationContext>| UpstreamTlsContext {
+        common_tls_context: Some(CommonTlsContext {
+            validation_context_type: Some(ValidationContextType::CombinedValidationContext(
+                CombinedCertificateValidationContext {
+                    default_validation_context: default,
+                    validation_context_sds_secret_config: Some(SdsSecretConfig::default()),
+                    validation_context_certificate_provider: Some(CertificateProvider::default()),
+                    ..Default::default()
+                },
+            )),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    assert_eq!(
+        accepted(&combined(Some(roots_with(vec![])))).roots,
+        RootSource::Provider(provider("roots"))
+    );
+    let e = rejected(&combined(None));
+    assert_eq!(e.field, format!("{COMMON}.combined_validation_context"));
+    assert!(e.reason.contains("no root certificates"), "{e}");
 }
