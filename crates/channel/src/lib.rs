@@ -149,6 +149,7 @@ mod xds;
 mod builder;
 mod call_shapes;
 mod channel;
+mod entry;
 #[cfg(feature = "unstable")]
 #[doc(hidden)]
 pub mod fuzzing;
