@@ -365,94 +365,38 @@ impl CertSan {
     }
 }
 
-/// The object identifier of the subjectAltName extension (2.5.29.17), DER-encoded.
-const SAN_OID: &[u8] = &[0x55, 0x1d, 0x11];
-
 /// The subject alternative names of the DER certificate `der` (DNS, URI, IP and email; other kinds are
 /// skipped); empty without the extension. A malformed certificate is an error, never a panic.
 pub fn certificate_sans(der: &[u8]) -> Result<Vec<CertSan>, TlsSetupError> {
-    let bad = |what: &str| TlsSetupError::Pem(format!("malformed certificate: {what}"));
-    let (cert, _) = der_item(der, 0x30).ok_or_else(|| bad("not a SEQUENCE"))?;
-    let (tbs, _) = der_item(cert, 0x30).ok_or_else(|| bad("no tbsCertificate"))?;
-    // tbsCertificate's last optional field: extensions, [3] EXPLICIT.
-    let mut rest = tbs;
-    let mut extensions = None;
-    while !rest.is_empty() {
-        let (tag, content, after) = der_any(rest).ok_or_else(|| bad("tbsCertificate"))?;
-        if tag == 0xa3 {
-            extensions = Some(content);
-        }
-        rest = after;
-    }
-    let Some(extensions) = extensions else {
+    use x509_parser::extensions::GeneralName as G;
+    let bad = |what: String| TlsSetupError::Pem(format!("malformed certificate: {what}"));
+    let (_, cert) = x509_parser::parse_x509_certificate(der).map_err(|e| bad(e.to_string()))?;
+    let Some(ext) = cert
+        .subject_alternative_name()
+        .map_err(|e| bad(e.to_string()))?
+    else {
         return Ok(Vec::new());
     };
-    let (mut list, _) = der_item(extensions, 0x30).ok_or_else(|| bad("extensions"))?;
-    while !list.is_empty() {
-        let (ext, after) = der_item(list, 0x30).ok_or_else(|| bad("extension"))?;
-        list = after;
-        let (oid, mut fields) = der_item(ext, 0x06).ok_or_else(|| bad("extension id"))?;
-        if oid != SAN_OID {
-            continue;
-        }
-        if let Some((_, after)) = der_item(fields, 0x01) {
-            fields = after; // critical
-        }
-        let (value, _) = der_item(fields, 0x04).ok_or_else(|| bad("extension value"))?;
-        let (mut names, _) = der_item(value, 0x30).ok_or_else(|| bad("GeneralNames"))?;
-        let mut sans = Vec::new();
-        while !names.is_empty() {
-            let (tag, content, after) = der_any(names).ok_or_else(|| bad("GeneralName"))?;
-            names = after;
-            let text = || String::from_utf8_lossy(content).into_owned();
-            match tag {
-                0x81 => sans.push(CertSan::Email(text())),
-                0x82 => sans.push(CertSan::Dns(text())),
-                0x86 => sans.push(CertSan::Uri(text())),
-                0x87 => match content.len() {
-                    4 => sans.push(CertSan::Ip(IpAddr::from(
-                        <[u8; 4]>::try_from(content).map_err(|_| bad("IP"))?,
-                    ))),
-                    16 => sans.push(CertSan::Ip(IpAddr::from(
-                        <[u8; 16]>::try_from(content).map_err(|_| bad("IP"))?,
-                    ))),
-                    _ => return Err(bad("IP address length")),
-                },
-                _ => {}
+    let mut sans = Vec::new();
+    for name in &ext.value.general_names {
+        match name {
+            G::RFC822Name(s) => sans.push(CertSan::Email((*s).to_owned())),
+            G::DNSName(s) => sans.push(CertSan::Dns((*s).to_owned())),
+            G::URI(s) => sans.push(CertSan::Uri((*s).to_owned())),
+            G::IPAddress(bytes) => {
+                let ip = match bytes.len() {
+                    4 => <[u8; 4]>::try_from(*bytes).map(IpAddr::from).ok(),
+                    16 => <[u8; 16]>::try_from(*bytes).map(IpAddr::from).ok(),
+                    _ => None,
+                };
+                sans.push(CertSan::Ip(
+                    ip.ok_or_else(|| bad("IP address length".to_owned()))?,
+                ));
             }
+            _ => {}
         }
-        return Ok(sans);
     }
-    Ok(Vec::new())
-}
-
-/// The item at the start of `der` if its tag is `tag`: its content and what follows it.
-fn der_item(der: &[u8], tag: u8) -> Option<(&[u8], &[u8])> {
-    let (t, content, rest) = der_any(der)?;
-    (t == tag).then_some((content, rest))
-}
-
-/// The item at the start of `der` (single-byte tags, definite lengths): its tag, content and what follows.
-fn der_any(der: &[u8]) -> Option<(u8, &[u8], &[u8])> {
-    let (&tag, rest) = der.split_first()?;
-    let (&first, rest) = rest.split_first()?;
-    let (len, rest) = if first < 0x80 {
-        (usize::from(first), rest)
-    } else {
-        let n = usize::from(first & 0x7f);
-        if n == 0 || n > 4 || rest.len() < n {
-            return None;
-        }
-        let len = rest[..n]
-            .iter()
-            .fold(0usize, |acc, b| (acc << 8) | usize::from(*b));
-        (len, &rest[n..])
-    };
-    if rest.len() < len {
-        return None;
-    }
-    let (content, rest) = rest.split_at(len);
-    Some((tag, content, rest))
+    Ok(sans)
 }
 
 /// The SANs of the first certificate in `pem`.
