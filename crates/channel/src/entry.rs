@@ -7,7 +7,7 @@ use crate::conn::error::BuildError;
 
 impl Channel {
     /// A builder for a channel to `target` (`host:port`, `dns:///host:port`, `ipv4:...`, `ipv6:...`,
-    /// `unix:path`, `http://host:port`, `https://host:port`; see [`Target`]), or `scheme://authority/endpoint`
+    /// `unix:path`, `unix-abstract:name`, `http://host:port`, `https://host:port`; see [`Target`](crate::Target)), or `scheme://authority/endpoint`
     /// (also `scheme:endpoint`) of a resolver registered for `scheme` ([`ChannelBuilder::resolver`],
     /// [`crate::resolver::register`]), looked up by `build()`.
     #[doc(alias("Endpoint", "from_static", "from_shared", "balance_list"))]

@@ -32,8 +32,14 @@ fn the_readme_mesh_bootstrap_parses_with_its_providers_and_servers() {
     let json = block(&mesh_section(), "json");
     let bootstrap = Bootstrap::parse(&json).expect("the README's bootstrap parses");
     assert_eq!(bootstrap.xds_servers.len(), 2);
-    assert_eq!(bootstrap.xds_servers[0].server_uri, "unix:///etc/istio/proxy/XDS");
-    assert_eq!(bootstrap.xds_servers[0].channel_creds, ChannelCreds::Insecure);
+    assert_eq!(
+        bootstrap.xds_servers[0].server_uri,
+        "unix:///etc/istio/proxy/XDS"
+    );
+    assert_eq!(
+        bootstrap.xds_servers[0].channel_creds,
+        ChannelCreds::Insecure
+    );
     let ChannelCreds::Tls(files) = &bootstrap.xds_servers[1].channel_creds else {
         panic!("the second server uses tls: {:?}", bootstrap.xds_servers[1]);
     };
