@@ -338,3 +338,85 @@ async fn an_aggregates_first_leafs_drops_do_not_drop_the_calls_another_leaf_serv
     })
     .await;
 }
+
+/// A `UnaryCall` with these metadata entries, which the (interop) backend answers with status `code`
+/// (0: OK, naming itself).
+async fn unary_answering(
+    channel: &Channel,
+    metadata: &[(&str, &str)],
+    code: i32,
+) -> Result<String, grpc_channel::Status> {
+    let request = interop_proto::SimpleRequest {
+        fill_server_id: true,
+        response_status: (code != 0).then(|| interop_proto::EchoStatus {
+            code,
+            message: "told to fail".into(),
+        }),
+        ..interop_proto::SimpleRequest::default()
+    };
+    let call = channel.unary::<_, interop_proto::SimpleResponse>(
+        interop_proto::paths::UNARY_CALL,
+        support::with_metadata(grpc_channel::Request::new(request), metadata),
+    );
+    tokio::time::timeout(CALL, call)
+        .await
+        .expect("the call ends by itself")
+        .map(|r| r.into_inner().server_id)
+}
+
+// A50 per cluster (grpc-go, C-core: one outlier_detection policy per cluster, counting the calls *that
+// cluster* sends through its own subchannels): cluster "od" (outlier_detection; endpoints good and
+// shared) sees only successes, so it ejects nothing, however many of cluster "other"'s calls (no
+// outlier_detection; endpoint shared; every call told to fail) fail on the shared backend. Wrong:
+// crates/lb/src/outlier_scopes.rs `record_counts` ("every scope that lists the address gets all its
+// calls") with the per-address counters of control/event_loop/call_results.rs `sweep`: "od"'s detector
+// counts "other"'s failures and ejects the shared backend, a healthy one for "od".
+#[tokio::test]
+async fn a_clusters_outlier_detection_counts_only_the_calls_of_that_cluster() {
+    bounded("another cluster's failures are not this cluster's", async {
+        let good = interop_server_handle().await;
+        let shared = interop_server_handle().await;
+        let server = management_server().await;
+        publish(
+            &server,
+            &["*"],
+            vec![
+                route_to_cluster(&RouteMatchSpec::any().header("x-cluster", "other"), "other"),
+                route_to_cluster(&RouteMatchSpec::any(), "od"),
+            ],
+            &[
+                ("od", locality(&[good.addr, shared.addr])),
+                ("other", locality(&[shared.addr])),
+            ],
+        );
+        server.set(
+            type_url::CLUSTER,
+            vec![
+                named(
+                    "od",
+                    type_url::CLUSTER,
+                    &with_failure_percentage_ejection(eds_cluster("od"), 100, 50, 2, 4),
+                ),
+                named("other", type_url::CLUSTER, &eds_cluster("other")),
+            ],
+        );
+        let channel = xds_channel(&server);
+        // Both clusters serve.
+        let first = unary_answering(&channel, &[], 0).await;
+        assert!(first.is_ok(), "{first:?}");
+        // Several 100 ms intervals: every "od" call succeeds, every "other" call fails (INTERNAL).
+        for i in 0..100 {
+            let failed = unary_answering(&channel, &[("x-cluster", "other")], 13).await;
+            assert!(failed.is_err(), "call {i} to \"other\" was told to fail");
+            let od = unary_answering(&channel, &[], 0).await;
+            assert!(od.is_ok(), "call {i} to \"od\" failed: {od:?}");
+            assert!(
+                channel.stats().ejected_addresses.is_empty(),
+                "\"od\" saw no failure, yet ejected {:?} (after {i} rounds)",
+                channel.stats().ejected_addresses
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+}
