@@ -227,8 +227,9 @@ async fn a_cluster_without_outlier_detection_still_calls_an_address_another_clus
 
 // A37 (LOGICAL_DNS: a pick_first child) and A61 (every address DNS gives is one endpoint of several
 // addresses, under the cluster's policy): round_robin over that one endpoint sends every call to one
-// address (the first that connects), as pick_first does; grpc-go's clusterresolver makes the DNS answer
-// one endpoint (`endpoints: []resolver.Endpoint{{Addresses: addrs}}`). Wrong:
+// address (the first that connects), as pick_first does; grpc-go's clusterresolver
+// (`buildClusterImplConfigForDNS`: "LOGICAL_DNS requires all resolved addresses to be grouped into a
+// single logical endpoint"; before A61, a hard-coded pick_first) does the same. Wrong:
 // crates/channel/src/xds/cluster_config.rs `dns_cluster_config` (~line 20) makes each address an endpoint
 // of its own ("one endpoint per address instead"), so round_robin spreads the calls over every address.
 #[tokio::test]
