@@ -6,6 +6,7 @@
 //! model): each module was a test binary of its own, and its tests keep their names under the module's.
 
 mod xds_close;
+mod xds_cluster_edges;
 mod xds_cluster_lifetime;
 mod xds_cluster_security;
 mod xds_clusters;
