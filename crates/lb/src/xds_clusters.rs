@@ -2,7 +2,9 @@
 //! priority policy (`priority.rs`) over weighted targets of round_robin localities or over ring_hash
 //! children (A42, `ring_hash.rs`), as the cluster's `lb_policy` says, all sharing the
 //! policy's subchannel table: one subchannel per distinct address across every cluster, priority and
-//! locality, so two clusters with a common endpoint share its connection.
+//! locality, so two clusters with a common endpoint share its connection. An aggregate cluster
+//! ([`crate::ClusterConfig::leaves`], A37/A75) has no children: its picker delegates to its leaves, and
+//! its state is that of its first leaf not in TRANSIENT_FAILURE.
 //!
 //! The aggregate state is READY if any cluster is READY, else CONNECTING if any is, else IDLE if any is,
 //! else TRANSIENT_FAILURE (also without clusters); a cluster that reported TRANSIENT_FAILURE counts as such
@@ -53,6 +55,8 @@ struct Cluster {
     spec: Option<ClusterPickerSpec>,
     /// The round_robin priority whose READY localities `spec` lists, if it does.
     built_for: Option<usize>,
+    /// Non-empty: an aggregate cluster over these leaf clusters (no priorities of its own).
+    leaves: Vec<String>,
 }
 
 pub(crate) struct XdsClusters {
@@ -99,6 +103,7 @@ impl XdsClusters {
                 reported: ConnectivityState::Connecting,
                 spec: None,
                 built_for: None,
+                leaves: Vec::new(),
             });
             cluster
                 .priority
@@ -106,6 +111,7 @@ impl XdsClusters {
             cluster.drops = c.drop_overloads;
             cluster.max_requests = c.max_requests;
             cluster.failure = c.failure;
+            cluster.leaves = c.leaves;
         }
         self.membership_changed = true;
         self.config_changed = true;
@@ -251,48 +257,66 @@ impl XdsClusters {
     fn publish(&mut self) {
         let config_changed = std::mem::take(&mut self.config_changed);
         let mut changed = config_changed;
-        for (name, c) in &mut self.clusters {
-            visit(1);
-            if c.spec.is_none() {
-                c.built_for = None;
-            }
-            let (state, pick) = cluster_pick(name, c, &self.subs);
-            let sticky = c.reported == ConnectivityState::TransientFailure
-                && matches!(
-                    state,
-                    ConnectivityState::Connecting | ConnectivityState::Idle
-                );
-            if !sticky {
-                c.reported = state;
-            }
-            match (&mut c.spec, pick) {
-                (Some(spec), Some(pick)) => {
-                    if spec.state != pick {
-                        spec.state = pick;
-                        changed = true;
-                    }
-                    if spec.drops != c.drops || spec.max_requests != c.max_requests {
-                        spec.drops = c.drops.clone();
-                        spec.max_requests = c.max_requests;
-                        changed = true;
-                    }
+        // Aggregates after their leaves (whose states they follow).
+        let mut leaf_states = BTreeMap::new();
+        let has_aggregates = self.clusters.values().any(|c| !c.leaves.is_empty());
+        for aggregates in [false, true] {
+            for (name, c) in &mut self.clusters {
+                if c.leaves.is_empty() == aggregates {
+                    continue;
                 }
-                // The READY localities are those of the last picker.
-                (Some(spec), None) => {
-                    if spec.drops != c.drops || spec.max_requests != c.max_requests {
-                        spec.drops = c.drops.clone();
-                        spec.max_requests = c.max_requests;
+                visit(1);
+                if c.spec.is_none() {
+                    c.built_for = None;
+                }
+                let (state, pick) = if aggregates {
+                    (
+                        aggregate_state(&c.leaves, &leaf_states),
+                        Some(ClusterPick::Aggregate(c.leaves.clone())),
+                    )
+                } else {
+                    cluster_pick(name, c, &self.subs)
+                };
+                let sticky = c.reported == ConnectivityState::TransientFailure
+                    && matches!(
+                        state,
+                        ConnectivityState::Connecting | ConnectivityState::Idle
+                    );
+                if !sticky {
+                    c.reported = state;
+                }
+                if !aggregates && has_aggregates {
+                    leaf_states.insert(name.clone(), c.reported);
+                }
+                match (&mut c.spec, pick) {
+                    (Some(spec), Some(pick)) => {
+                        if spec.state != pick {
+                            spec.state = pick;
+                            changed = true;
+                        }
+                        if spec.drops != c.drops || spec.max_requests != c.max_requests {
+                            spec.drops = c.drops.clone();
+                            spec.max_requests = c.max_requests;
+                            changed = true;
+                        }
+                    }
+                    // The READY localities are those of the last picker.
+                    (Some(spec), None) => {
+                        if spec.drops != c.drops || spec.max_requests != c.max_requests {
+                            spec.drops = c.drops.clone();
+                            spec.max_requests = c.max_requests;
+                            changed = true;
+                        }
+                    }
+                    (None, pick) => {
+                        c.spec = Some(ClusterPickerSpec {
+                            state: pick.unwrap_or(ClusterPick::Queue),
+                            drops: c.drops.clone(),
+                            max_requests: c.max_requests,
+                            in_flight: c.in_flight.clone(),
+                        });
                         changed = true;
                     }
-                }
-                (None, pick) => {
-                    c.spec = Some(ClusterPickerSpec {
-                        state: pick.unwrap_or(ClusterPick::Queue),
-                        drops: c.drops.clone(),
-                        max_requests: c.max_requests,
-                        in_flight: c.in_flight.clone(),
-                    });
-                    changed = true;
                 }
             }
         }
@@ -316,6 +340,20 @@ impl XdsClusters {
             self.published = Some(next);
         }
     }
+}
+
+/// An aggregate cluster's state: that of its first leaf not in TRANSIENT_FAILURE (a missing leaf is
+/// skipped), else TRANSIENT_FAILURE.
+fn aggregate_state(
+    leaves: &[String],
+    states: &BTreeMap<String, ConnectivityState>,
+) -> ConnectivityState {
+    leaves
+        .iter()
+        .filter_map(|l| states.get(l))
+        .find(|s| **s != ConnectivityState::TransientFailure)
+        .copied()
+        .unwrap_or(ConnectivityState::TransientFailure)
 }
 
 /// A cluster's state and picker: those of its chosen priority. No picker when the cluster's READY

@@ -50,6 +50,13 @@ pub struct ClusterConfig {
     /// addresses, and ejects through the policy's overlay (by address: see `OutlierDetectors`). `None`
     /// ejects nothing.
     pub outlier_detection: Option<crate::OutlierDetectionConfig>,
+    /// Non-empty: an aggregate cluster (A37, A75), which has no endpoints, drops, breaker or policy of
+    /// its own and delegates each call to these clusters of the same config, in priority order: the first
+    /// READY one serves (under its own drops, breaker, policy and outlier detection); while the first one
+    /// not in TRANSIENT_FAILURE is CONNECTING or IDLE, the call queues; a leaf in TRANSIENT_FAILURE (or
+    /// missing from the config) is skipped; none left fails the call. `priorities` is then ignored. A
+    /// leaf must not itself be an aggregate (the resolver flattens the graph): such a leaf is skipped.
+    pub leaves: Vec<String>,
 }
 
 impl ClusterConfig {
@@ -63,7 +70,15 @@ impl ClusterConfig {
             failure: None,
             transport: None,
             outlier_detection: None,
+            leaves: Vec::new(),
         }
+    }
+
+    /// An aggregate cluster delegating to `leaves` in priority order (see [`ClusterConfig::leaves`]).
+    pub fn aggregate(leaves: Vec<String>) -> ClusterConfig {
+        let mut config = ClusterConfig::new(Vec::new());
+        config.leaves = leaves;
+        config
     }
 }
 

@@ -173,6 +173,7 @@ fn show(spec: &PickerSpec) -> String {
                 ClusterPick::Queue => "queue".to_owned(),
                 ClusterPick::Fail(_) => "fail".to_owned(),
                 ClusterPick::Ring(ring) => format!("ring of {}", ring.endpoints().len()),
+                ClusterPick::Aggregate(leaves) => format!("aggregate of {}", leaves.join(",")),
                 ClusterPick::Ready(localities) => {
                     let ls: Vec<String> = localities
                         .iter()
@@ -461,6 +462,44 @@ fn aggregate_state_over_clusters() {
     assert_eq!(s.lb.state(), ConnectivityState::Ready);
     let none = Sim::with(Vec::new());
     assert_eq!(none.lb.state(), ConnectivityState::TransientFailure);
+}
+
+#[test]
+fn an_aggregate_delegates_to_its_first_leaf_that_can_take_the_call_under_that_leafs_drops() {
+    let mut dropping = priorities(&[&[1]]);
+    dropping.drop_overloads = vec![DropOverload {
+        category: "all".to_owned(),
+        per_million: 1_000_000,
+    }];
+    let mut s = Sim::with(vec![
+        (
+            "agg",
+            ClusterConfig::aggregate(vec!["gone".to_owned(), "a".to_owned(), "b".to_owned()]),
+        ),
+        ("a", dropping),
+        ("b", priorities(&[&[2]])),
+    ]);
+    s.actions();
+    // "a" connects: the call queues (its drops apply to its own picks only).
+    let p = s.picker(0);
+    assert!(
+        matches!(pick(&p, "agg"), PickResult::Drop(_)),
+        "a's drops while a is tried"
+    );
+    assert_eq!(s.lb.state(), ConnectivityState::Connecting);
+    s.ready(1);
+    s.fail(0);
+    // "a" fails: "b" serves, without "a"'s drops.
+    assert_eq!(picked(&s.picker(0), "agg"), 1);
+    assert_eq!(s.lb.state(), ConnectivityState::Ready);
+    // No leaf known: the call fails, naming the aggregate.
+    s.update(vec![(
+        "agg",
+        ClusterConfig::aggregate(vec!["gone".to_owned()]),
+    )]);
+    let p = s.picker(0);
+    assert!(matches!(pick(&p, "agg"), PickResult::Fail(m) if m.contains("aggregate cluster agg")));
+    assert_eq!(s.lb.state(), ConnectivityState::TransientFailure);
 }
 
 #[test]
