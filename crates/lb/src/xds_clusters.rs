@@ -32,7 +32,7 @@ use std::time::Instant;
 use grpc_base::Address;
 
 use crate::action::{LbAction, TimerEvent};
-use crate::cluster_picker::{ClusterPick, ClusterPickerSpec};
+use crate::cluster_picker::{ClusterPick, ClusterPickerSpec, ReadyLocality};
 use crate::pick::InFlightCounter;
 use crate::picker::PickerSpec;
 use crate::priority::{Changes, ChildPolicy, Priority};
@@ -57,6 +57,10 @@ struct Cluster {
     built_for: Option<usize>,
     /// Non-empty: an aggregate cluster over these leaf clusters (no priorities of its own).
     leaves: Vec<String>,
+    /// All its addresses are one endpoint ([`crate::ClusterConfig::single_endpoint`]).
+    single_endpoint: bool,
+    /// With `single_endpoint`: the address its calls go to while it is READY.
+    chosen: Option<Address>,
 }
 
 pub(crate) struct XdsClusters {
@@ -104,6 +108,8 @@ impl XdsClusters {
                 spec: None,
                 built_for: None,
                 leaves: Vec::new(),
+                single_endpoint: false,
+                chosen: None,
             });
             cluster
                 .priority
@@ -112,6 +118,7 @@ impl XdsClusters {
             cluster.max_requests = c.max_requests;
             cluster.failure = c.failure;
             cluster.leaves = c.leaves;
+            cluster.single_endpoint = c.single_endpoint;
         }
         self.membership_changed = true;
         self.config_changed = true;
@@ -342,6 +349,25 @@ impl XdsClusters {
     }
 }
 
+/// The READY subchannel a single-endpoint cluster's calls go to: `chosen`'s while it is READY, else the
+/// first READY one (which becomes `chosen`).
+fn one_endpoint(ready: Vec<ReadyLocality>, chosen: &mut Option<Address>) -> Vec<ReadyLocality> {
+    let all = || ready.iter().flat_map(|l| l.subchannels.iter());
+    let kept = chosen
+        .as_ref()
+        .and_then(|c| all().find(|(_, a)| a == c))
+        .or_else(|| all().next())
+        .cloned();
+    *chosen = kept.as_ref().map(|(_, a)| a.clone());
+    match kept {
+        Some(sub) => vec![ReadyLocality {
+            weight: 1,
+            subchannels: vec![sub],
+        }],
+        None => Vec::new(),
+    }
+}
+
 /// An aggregate cluster's state: that of its first leaf not in TRANSIENT_FAILURE (a missing leaf is
 /// skipped), else TRANSIENT_FAILURE.
 fn aggregate_state(
@@ -399,7 +425,12 @@ fn cluster_pick(
                 if !dirty && built_for == Some(p) {
                     return (state, None);
                 }
-                ClusterPick::Ready(target.ready())
+                let ready = target.ready();
+                if c.single_endpoint {
+                    ClusterPick::Ready(one_endpoint(ready, &mut c.chosen))
+                } else {
+                    ClusterPick::Ready(ready)
+                }
             }
             None => ClusterPick::Ready(Vec::new()),
         },

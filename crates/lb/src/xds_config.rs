@@ -57,6 +57,11 @@ pub struct ClusterConfig {
     /// missing from the config) is skipped; none left fails the call. `priorities` is then ignored. A
     /// leaf must not itself be an aggregate (the resolver flattens the graph): such a leaf is skipped.
     pub leaves: Vec<String>,
+    /// Every address of the cluster is one endpoint (a LOGICAL_DNS cluster, A37 and A61): its calls all
+    /// go to one READY address (the first that became READY, kept while it stays READY), failing over to
+    /// another READY one, instead of being spread over them. The addresses are still connected eagerly
+    /// (pick_first would connect them one at a time).
+    pub single_endpoint: bool,
 }
 
 impl ClusterConfig {
@@ -71,6 +76,7 @@ impl ClusterConfig {
             transport: None,
             outlier_detection: None,
             leaves: Vec::new(),
+            single_endpoint: false,
         }
     }
 

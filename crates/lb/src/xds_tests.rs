@@ -503,6 +503,24 @@ fn an_aggregate_delegates_to_its_first_leaf_that_can_take_the_call_under_that_le
 }
 
 #[test]
+fn a_single_endpoint_clusters_calls_stay_on_one_ready_address_and_fail_over() {
+    let mut dns = priorities(&[&[1, 2]]);
+    dns.single_endpoint = true;
+    let mut s = Sim::with(vec![("dns", dns)]);
+    s.actions();
+    s.ready(1);
+    s.ready(0);
+    // The first READY address keeps the calls.
+    for seed in 0..8 {
+        assert_eq!(picked(&s.picker(seed), "dns"), 1);
+    }
+    s.closed(1);
+    for seed in 0..8 {
+        assert_eq!(picked(&s.picker(seed), "dns"), 0);
+    }
+}
+
+#[test]
 fn unknown_removed_and_missing_clusters_fail() {
     let mut s = Sim::with(vec![("a", priorities(&[&[1]]))]);
     s.ready(0);

@@ -13,11 +13,10 @@ use grpc_lb::{
 };
 use grpc_xds::resource::{ClusterLb, Endpoints, LocalityId};
 
-/// A LOGICAL_DNS cluster (A37): one priority of one locality with no name parts, each address DNS gave
-/// an endpoint under the cluster's policy (A61 makes them one endpoint of several addresses, which
-/// grpc-lb's `LocalityConfig` cannot express: one endpoint per address instead). No address (DNS failed
-/// before its first answer): a priority with no endpoints, whose calls fail (or fail over, in an
-/// aggregate).
+/// A LOGICAL_DNS cluster (A37): one priority of one locality with no name parts, the addresses DNS gave
+/// one endpoint (A61; `ClusterConfig::single_endpoint`: the calls stay on one READY address). No
+/// address (DNS failed before its first answer): a priority with no endpoints, whose calls fail (or
+/// fail over, in an aggregate).
 pub(super) fn dns_cluster_config(
     addresses: &[std::net::SocketAddr],
     max_requests: u32,
@@ -39,6 +38,7 @@ pub(super) fn dns_cluster_config(
     }]);
     config.max_requests = max_requests;
     config.lb = lb;
+    config.single_endpoint = true;
     config
 }
 
@@ -243,6 +243,8 @@ mod aggregate_config_tests {
         // A repeated address is one endpoint.
         assert_eq!(c.priorities[0].localities[0].addresses.len(), 1);
         assert_eq!(c.max_requests, 7);
+        // Its addresses are one endpoint (A61).
+        assert!(c.single_endpoint);
         // No answer: one priority with no endpoints.
         let empty = dns_cluster_config(&[], 7, ClusterLbConfig::RoundRobin);
         assert!(empty.priorities[0].localities[0].addresses.is_empty());
