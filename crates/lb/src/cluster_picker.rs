@@ -98,17 +98,18 @@ const GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
 impl<T> ClustersPicker<T> {
     pub(crate) fn new(
         spec: &BTreeMap<String, ClusterPickerSpec>,
-        handle: &impl Fn(SubchannelId) -> Option<T>,
+        handle: &impl Fn(SubchannelId, Option<&str>) -> Option<T>,
         start: usize,
     ) -> ClustersPicker<T> {
         let clusters = spec
             .iter()
             .map(|(name, c)| {
+                let handle = |id| handle(id, Some(name));
                 let state = match &c.state {
                     ClusterPick::Idle => State::Idle,
                     ClusterPick::Queue => State::Queue,
                     ClusterPick::Fail(m) => State::Fail(m.clone()),
-                    ClusterPick::Ring(ring) => State::Ring(RingPicker::new(ring, handle)),
+                    ClusterPick::Ring(ring) => State::Ring(RingPicker::new(ring, &handle)),
                     ClusterPick::Aggregate(leaves) => State::Aggregate(leaves.clone()),
                     ClusterPick::Ready(localities) => {
                         let mut total = 0u64;

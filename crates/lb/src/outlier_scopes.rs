@@ -53,6 +53,18 @@ impl OutlierScope {
     }
 }
 
+/// One scope's ejection or return of an address ([`OutlierDetectors::poll_scoped_event`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ScopedEjection {
+    /// The scope's name (a cluster's; empty for the channel's own detection).
+    pub scope: String,
+    /// The address.
+    pub address: Address,
+    /// Ejected (`true`) or returned (`false`).
+    pub ejected: bool,
+}
+
 /// One [`OutlierDetector`] per scope, their ejections merged by address (see the module docs).
 #[derive(Debug, Default)]
 pub struct OutlierDetectors {
@@ -60,6 +72,7 @@ pub struct OutlierDetectors {
     /// Per ejected address: how many scopes eject it (at least 1).
     ejected: HashMap<Address, usize>,
     events: VecDeque<OutlierEvent>,
+    scoped: VecDeque<ScopedEjection>,
 }
 
 impl OutlierDetectors {
@@ -96,8 +109,13 @@ impl OutlierDetectors {
             self.detectors.insert(name.clone(), detector);
             self.drain(&name);
         }
-        for (_, gone) in old {
+        for (name, gone) in old {
             for address in gone.ejected() {
+                self.scoped.push_back(ScopedEjection {
+                    scope: name.clone(),
+                    address: address.clone(),
+                    ejected: false,
+                });
                 self.release(address.clone(), crate::UnejectReason::Removed);
             }
         }
@@ -113,6 +131,15 @@ impl OutlierDetectors {
             events.push(event);
         }
         for event in events {
+            let (address, ejected) = match &event {
+                OutlierEvent::Ejected { address, .. } => (address.clone(), true),
+                OutlierEvent::Unejected { address, .. } => (address.clone(), false),
+            };
+            self.scoped.push_back(ScopedEjection {
+                scope: name.to_owned(),
+                address,
+                ejected,
+            });
             match event {
                 OutlierEvent::Ejected { ref address, .. } => {
                     let n = self.ejected.entry(address.clone()).or_insert(0);
@@ -149,6 +176,25 @@ impl OutlierDetectors {
         for d in self.detectors.values_mut() {
             d.record_counts(address, counts);
         }
+    }
+
+    /// Calls of the scope named `scope` finished on `address`: only that scope gets them.
+    pub fn record_scope_counts(&mut self, scope: &str, address: &Address, counts: CallCounts) {
+        if let Some(d) = self.detectors.get_mut(scope) {
+            d.record_counts(address, counts);
+        }
+    }
+
+    /// The scopes, by name, with their detectors.
+    pub fn scopes(&self) -> impl Iterator<Item = (&str, &OutlierDetector)> + '_ {
+        self.detectors.iter().map(|(n, d)| (n.as_str(), d))
+    }
+
+    /// The next ejection or return by one scope, until `None` (every scope's, unlike
+    /// [`OutlierDetectors::poll_event`]'s merged ones): what a policy applying ejections per scope
+    /// follows.
+    pub fn poll_scoped_event(&mut self) -> Option<ScopedEjection> {
+        self.scoped.pop_front()
     }
 
     /// The earliest sweep due.

@@ -26,7 +26,7 @@
 //! Not here: client-side health checking (the overlay stays off for this policy), load reporting (LRS),
 //! and the channel's use of [`crate::BreakerClaim`] for the call's life.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Instant;
 
 use grpc_base::Address;
@@ -72,6 +72,9 @@ pub(crate) struct XdsClusters {
     membership_changed: bool,
     /// A new config: the next picker is compared whole with the last.
     config_changed: bool,
+    /// Per cluster, the addresses its own outlier detection ejects from its picks (A50's xDS mapping:
+    /// one detector per cluster, its ejections applied to that cluster only).
+    ejected: HashMap<String, HashSet<Address>>,
 }
 
 impl XdsClusters {
@@ -83,6 +86,7 @@ impl XdsClusters {
             published: None,
             membership_changed: false,
             config_changed: false,
+            ejected: HashMap::new(),
         }
     }
 
@@ -156,6 +160,41 @@ impl XdsClusters {
 
     /// Outlier detection ejected `addr`, or returned it: the localities follow.
     pub(crate) fn ejection_changed(&mut self, _addr: &Address, now: Instant) {
+        self.refresh(now);
+    }
+
+    /// The outlier detection of `cluster` ejected `addr` from the cluster's picks (`ejected`), or
+    /// returned it: only that cluster's picker changes (the subchannel stays connected, and other
+    /// clusters keep picking it).
+    pub(crate) fn cluster_ejection_changed(
+        &mut self,
+        cluster: &str,
+        addr: &Address,
+        ejected: bool,
+        now: Instant,
+    ) {
+        let changed = if ejected {
+            self.ejected
+                .entry(cluster.to_owned())
+                .or_default()
+                .insert(addr.clone())
+        } else {
+            let removed = self
+                .ejected
+                .get_mut(cluster)
+                .is_some_and(|set| set.remove(addr));
+            if self.ejected.get(cluster).is_some_and(HashSet::is_empty) {
+                self.ejected.remove(cluster);
+            }
+            removed
+        };
+        if !changed {
+            return;
+        }
+        if let Some(c) = self.clusters.get_mut(cluster) {
+            // Built again at the next publish.
+            c.built_for = None;
+        }
         self.refresh(now);
     }
 
@@ -282,7 +321,7 @@ impl XdsClusters {
                         Some(ClusterPick::Aggregate(c.leaves.clone())),
                     )
                 } else {
-                    cluster_pick(name, c, &self.subs)
+                    cluster_pick(name, c, &self.subs, self.ejected.get(name.as_str()))
                 };
                 let sticky = c.reported == ConnectivityState::TransientFailure
                     && matches!(
@@ -388,6 +427,7 @@ fn cluster_pick(
     name: &str,
     c: &mut Cluster,
     subs: &Subchannels,
+    ejected: Option<&HashSet<Address>>,
 ) -> (ConnectivityState, Option<ClusterPick>) {
     let built_for = c.built_for.take();
     if let Some(failure) = &c.failure {
@@ -412,7 +452,23 @@ fn cluster_pick(
                 "cluster {name}: ring_hash: failed to connect to all endpoints of priority {p}; last error: {}",
                 subs.last_error.as_deref().unwrap_or("none")
             );
-            return (state, Some(ClusterPick::Ring(ring.pick_spec(failure))));
+            let mut spec = ring.pick_spec(failure);
+            if let Some(out) = ejected {
+                // The cluster's ejected endpoints look TRANSIENT_FAILURE to its ring.
+                spec.endpoints = spec
+                    .endpoints
+                    .iter()
+                    .map(|(id, a, s)| {
+                        let s = if out.contains(a) {
+                            ConnectivityState::TransientFailure
+                        } else {
+                            *s
+                        };
+                        (*id, a.clone(), s)
+                    })
+                    .collect();
+            }
+            return (state, Some(ClusterPick::Ring(spec)));
         }
         ChildPolicy::RingHash(_) => None,
         ChildPolicy::RoundRobin(target) => Some(target),
@@ -425,7 +481,21 @@ fn cluster_pick(
                 if !dirty && built_for == Some(p) {
                     return (state, None);
                 }
-                let ready = target.ready();
+                let mut ready = target.ready();
+                if let Some(out) = ejected {
+                    for l in &mut ready {
+                        l.subchannels.retain(|(_, a)| !out.contains(a));
+                    }
+                    ready.retain(|l| !l.subchannels.is_empty());
+                    if ready.is_empty() {
+                        return (
+                            ConnectivityState::TransientFailure,
+                            Some(ClusterPick::Fail(format!(
+                                "cluster {name}: every READY endpoint of priority {p} is ejected by outlier detection"
+                            ))),
+                        );
+                    }
+                }
                 if c.single_endpoint {
                     ClusterPick::Ready(one_endpoint(ready, &mut c.chosen))
                 } else {

@@ -107,6 +107,10 @@ pub(super) struct Loop {
     /// Each address's call results, for every address in the list: the per-address stats, and outlier
     /// detection's counts while it has an algorithm.
     results: HashMap<Address, Arc<CallResults>>,
+    /// With xDS outlier detection: per cluster that has one, each of its addresses' results in that
+    /// cluster (the counts its detector takes; the stats go to `results`), handed out by that cluster's
+    /// picks only.
+    cluster_results: HashMap<String, HashMap<Address, Arc<CallResults>>>,
     /// What `Channel::stats()` shows of the ejections and health.
     stats: Arc<PlaneStats>,
     /// When each ejected address was ejected, for the trace of its return.
@@ -180,6 +184,7 @@ impl Loop {
             last_failure: None,
             last_failure_address: None,
             results: HashMap::new(),
+            cluster_results: HashMap::new(),
             health: setup.health,
             policies: setup.policies,
             stats,
@@ -453,8 +458,10 @@ impl Loop {
                         LbPolicy::build(wanted.builder.as_ref(), wanted.config.clone(), options);
                     if let Some(a) = self.activity.active() {
                         // The new policy starts with the ejections in force.
-                        for address in a.outlier.iter().flat_map(OutlierDetectors::ejected) {
-                            lb.eject(address, now);
+                        for (scope, d) in a.outlier.iter().flat_map(OutlierDetectors::scopes) {
+                            for address in d.ejected() {
+                                call_results::set_ejected(&mut lb, scope, address, true, now);
+                            }
                         }
                         a.policy = Some(Policy { lb });
                     }
@@ -616,15 +623,21 @@ impl Loop {
         let start = self.rng.next() as usize;
         let conns = &self.conns;
         let results = &self.results;
+        let cluster_results = &self.cluster_results;
         // Each handle carries its connection's address's counter (per-address stats, outlier detection),
-        // whatever the spec: a policy's list, its own picker, or the xDS cluster manager's clusters.
-        let handle = |id| {
+        // whatever the spec: a policy's list, its own picker, or the xDS cluster manager's clusters; in
+        // a cluster with outlier detection, the address's counter in that cluster.
+        let handle = |id, cluster: Option<&str>| {
             conns.get(&id).map(|(addr, conn)| Handle {
                 conn: conn.send.clone(),
-                results: results.get(addr).cloned(),
+                results: cluster
+                    .and_then(|c| cluster_results.get(c))
+                    .and_then(|m| m.get(addr))
+                    .or_else(|| results.get(addr))
+                    .cloned(),
             })
         };
-        let picker = Picker::new(&spec, handle, start);
+        let picker = Picker::with_cluster_handles(&spec, handle, start);
         self.spec = (state, spec);
         let _ = self.published.send(Arc::new(Published {
             state,
