@@ -1,21 +1,21 @@
 //! Outlier detection over several address lists at once ([`OutlierDetectors`]): one A50
 //! [`OutlierDetector`] per scope (the channel's own, from the service config; or one per xDS cluster with
-//! an `outlier_detection`, A50's xDS mapping), whose ejections the channel applies to one policy through
-//! its ejection overlay, which is per address. Sans-IO like the detector: time and randomness come in.
+//! an `outlier_detection`, A50's xDS mapping, as grpc-go and C-core run one per cluster). Sans-IO like the
+//! detector: time and randomness come in.
 //!
-//! Per-address rules, where the scopes share an address (the same address in two clusters):
-//! * counts: the channel counts calls per address, not per cluster, so every scope that lists the address
-//!   gets all its calls (a backend failing one cluster's calls fails the other's too: the same process);
-//! * ejection: an address is ejected while **any** scope ejects it (each scope judges it by its own
-//!   config and keeps its own multiplier), and returns when the last scope that ejected it returns it;
-//!   an [`OutlierEvent::Ejected`] is reported for the first ejection, an [`OutlierEvent::Unejected`] for
-//!   the last return. C-core runs one outlier_detection policy per priority of each cluster, each with
-//!   its own subchannels; ours share one subchannel per address, so the strictest scope wins.
+//! Each scope counts its own calls ([`OutlierDetectors::record_scope_counts`]: the channel counts an xDS
+//! call in the cluster that served it; [`OutlierDetectors::record_counts`] gives every scope listing the
+//! address the calls, for the channel's single scope) and ejects for itself: every scope's ejections and
+//! returns come out of [`OutlierDetectors::poll_scoped_event`], which the channel applies to that
+//! cluster's picks only (the channel's own scope through the policy's per-address overlay). Merged by
+//! address, for stats and logs: an address is ejected while **any** scope ejects it;
+//! [`OutlierDetectors::poll_event`] reports an [`OutlierEvent::Ejected`] for its first ejection and an
+//! [`OutlierEvent::Unejected`] for its last return.
 //!
 //! A scope without an algorithm ejects nothing, and counts nothing. The number of scopes is the caller's
 //! (one per cluster in the routing: bounded by the clusters the resolver publishes).
 //!
-//! Not here: counting calls (the channel), applying ejections (the policy's overlay).
+//! Not here: counting calls (the channel), applying ejections (the policy).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Instant;

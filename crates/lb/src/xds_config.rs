@@ -46,8 +46,8 @@ pub struct ClusterConfig {
     /// transports never share a subchannel, those with equal ones do.
     pub transport: Option<TransportKey>,
     /// Outlier detection over the cluster's endpoints (the Cluster's `outlier_detection`, A50's xDS
-    /// mapping): the channel runs one detector per cluster that has one, fed by the calls to its
-    /// addresses, and ejects through the policy's overlay (by address: see `OutlierDetectors`). `None`
+    /// mapping): the channel runs one detector per cluster that has one, fed by this cluster's calls,
+    /// whose ejections apply to this cluster's picks only (`LbPolicy::set_ejected_in_cluster`). `None`
     /// ejects nothing.
     pub outlier_detection: Option<crate::OutlierDetectionConfig>,
     /// Non-empty: an aggregate cluster (A37, A75), which has no endpoints, drops, breaker or policy of

@@ -773,6 +773,26 @@ fn an_ejected_endpoint_takes_no_picks_in_any_cluster() {
 }
 
 #[test]
+fn a_clusters_ejection_applies_to_its_own_picks_only() {
+    let mut s = Sim::with(vec![
+        ("a", priorities(&[&[1, 2]])),
+        ("b", priorities(&[&[2]])),
+    ]);
+    s.ready(0);
+    s.ready(1);
+    assert_eq!(s.picker_shown(), "{a: READY [0,1], b: READY [1]}");
+    s.lb.set_ejected_in_cluster("a", &v4(2), true, s.now);
+    assert_eq!(s.picker_shown(), "{a: READY [0], b: READY [1]}");
+    // Every READY endpoint of "b" ejected: its calls fail.
+    s.lb.set_ejected_in_cluster("b", &v4(2), true, s.now);
+    assert_eq!(s.picker_shown(), "{a: READY [0], b: fail}");
+    assert_eq!(s.connections(), Vec::<String>::new(), "kept connected");
+    s.lb.set_ejected_in_cluster("a", &v4(2), false, s.now);
+    s.lb.set_ejected_in_cluster("b", &v4(2), false, s.now);
+    assert_eq!(s.picker_shown(), "{a: READY [0,1], b: READY [1]}");
+}
+
+#[test]
 fn other_pickers_hand_out_no_guard_and_the_cluster_picker_lists_ready_addresses() {
     let rr = Picker::new(
         &PickerSpec::Ready(vec![(SubchannelId(4), v4(4))]),

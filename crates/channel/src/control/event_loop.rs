@@ -13,9 +13,11 @@
 //! Outlier detection (gRFC A50): with an `outlier_detection_experimental` config the loop owns a detector
 //! beside the child policy (`grpc_lb::OutlierDetectors`, one scope over the policy's address list); with an
 //! xDS routing, one detector per cluster whose Cluster has an `outlier_detection` (A50's xDS mapping), over
-//! that cluster's endpoint addresses, an address shared by clusters ejected while any of them ejects it (a
-//! cluster without one ejects nothing; the detectors go with their clusters); every READY subchannel's picker
-//! handle carries its address's [`CallResults`], which calls count into (for the per-address stats too) and,
+//! that cluster's endpoint addresses, each counting the calls its cluster served (a per-cluster counter in
+//! that cluster's picker handles) and ejecting from its cluster's picks only (`LbPolicy::
+//! set_ejected_in_cluster`; a cluster without one ejects nothing; the detectors go with their clusters);
+//! every READY subchannel's picker handle carries its address's [`CallResults`], which calls count into
+//! (for the per-address stats too) and,
 //! while the detector has an algorithm, the loop takes into it just before each sweep (its timer is one of
 //! the loop's, its randomness the loop's rng). After a sweep, the loop logs why each address with failures
 //! was not ejected (DEBUG). An ejection or un-ejection goes to the policy (`LbPolicy::eject`, `uneject`: the
