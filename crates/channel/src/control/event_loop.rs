@@ -462,7 +462,7 @@ impl Loop {
                         // The new policy starts with the ejections in force.
                         for (scope, d) in a.outlier.iter().flat_map(OutlierDetectors::scopes) {
                             for address in d.ejected() {
-                                call_results::set_ejected(&mut lb, scope, address, true, now);
+                                Loop::set_ejected(&mut lb, scope, address, true, now);
                             }
                         }
                         a.policy = Some(Policy { lb });

@@ -61,7 +61,7 @@ impl Loop {
                 for (scope, detector) in d.scopes() {
                     for address in detector.ejected() {
                         if let Some(p) = &mut a.policy {
-                            set_ejected(&mut p.lb, scope, address, false, now);
+                            Loop::set_ejected(&mut p.lb, scope, address, false, now);
                         }
                     }
                 }
@@ -142,7 +142,7 @@ impl Loop {
         // The policy follows each scope's own ejections.
         while let Some(e) = d.poll_scoped_event() {
             if let Some(p) = &mut a.policy {
-                set_ejected(&mut p.lb, &e.scope, &e.address, e.ejected, now);
+                Loop::set_ejected(&mut p.lb, &e.scope, &e.address, e.ejected, now);
             }
         }
     }
@@ -226,27 +226,27 @@ impl Loop {
         changed
     }
 
+    /// Applies one scope's ejection (`ejected`) or return of `address` to the policy: the channel's own scope
+    /// (empty name) through the policy's per-address overlay, an xDS cluster's to that cluster's picks only.
+    pub(super) fn set_ejected(
+        lb: &mut grpc_lb::LbPolicy,
+        scope: &str,
+        address: &Address,
+        ejected: bool,
+        now: std::time::Instant,
+    ) {
+        match (scope.is_empty(), ejected) {
+            (true, true) => lb.eject(address, now),
+            (true, false) => lb.uneject(address, now),
+            (false, _) => lb.set_ejected_in_cluster(scope, address, ejected, now),
+        }
+    }
+
     /// The subchannel `id` is now in `state`, as `Channel::stats()` shows its address.
     pub(super) fn set_subchannel_state(&self, id: SubchannelId, state: ConnectivityState) {
         if let Some(addr) = self.subchannel_addresses.get(&id) {
             self.stats.addresses.set_state(addr, state);
         }
-    }
-}
-
-/// Applies one scope's ejection (`ejected`) or return of `address` to the policy: the channel's own scope
-/// (empty name) through the policy's per-address overlay, an xDS cluster's to that cluster's picks only.
-pub(super) fn set_ejected(
-    lb: &mut grpc_lb::LbPolicy,
-    scope: &str,
-    address: &Address,
-    ejected: bool,
-    now: std::time::Instant,
-) {
-    match (scope.is_empty(), ejected) {
-        (true, true) => lb.eject(address, now),
-        (true, false) => lb.uneject(address, now),
-        (false, _) => lb.set_ejected_in_cluster(scope, address, ejected, now),
     }
 }
 
