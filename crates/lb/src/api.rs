@@ -216,6 +216,19 @@ pub trait LoadBalancer: Send {
     /// ([`Subchannels::state`]); the policy should publish a picker that follows.
     fn ejection_changed(&mut self, addr: &Address, now: Instant);
 
+    /// The outlier detection of the xDS cluster `cluster` (A50's xDS mapping) ejected `addr` from that
+    /// cluster's picks (`ejected`), or returned it; other clusters and the registry are not affected.
+    /// Only a policy with clusters (the xDS cluster manager) has anything to do: the default ignores it.
+    fn cluster_ejection_changed(
+        &mut self,
+        cluster: &str,
+        addr: &Address,
+        ejected: bool,
+        now: Instant,
+    ) {
+        let _ = (cluster, addr, ejected, now);
+    }
+
     /// Health checking was turned on or off, or a subchannel's health changed (only for a policy that
     /// [`LoadBalancer::uses_health`]); the registry already shows it.
     fn health_changed(&mut self, now: Instant) {

@@ -264,6 +264,16 @@ impl LoadBalancer for XdsClusters {
         XdsClusters::ejection_changed(self, addr, now);
     }
 
+    fn cluster_ejection_changed(
+        &mut self,
+        cluster: &str,
+        addr: &Address,
+        ejected: bool,
+        now: Instant,
+    ) {
+        XdsClusters::cluster_ejection_changed(self, cluster, addr, ejected, now);
+    }
+
     fn poll_timeout(&self) -> Option<Instant> {
         XdsClusters::poll_timeout(self)
     }

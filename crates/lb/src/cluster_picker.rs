@@ -54,6 +54,11 @@ pub enum ClusterPick {
     Ready(Vec<ReadyLocality>),
     /// A ring_hash priority (A42), in any state: its ring and endpoints.
     Ring(RingPick),
+    /// An aggregate cluster (A37, A75): its leaf clusters in priority order; a call goes to the first
+    /// leaf that is READY (or a ring), queues while the first leaf not failing connects, and skips the
+    /// failing ones (see [`crate::ClusterConfig::leaves`]). The aggregate's own drops and breaker are not
+    /// applied: the serving leaf's are.
+    Aggregate(Vec<String>),
 }
 
 /// A READY locality in a picker spec.
@@ -72,6 +77,7 @@ enum State<T> {
     /// Localities with the running sum of the weights up to and including each.
     Ready(Vec<(u64, Rotation<T>)>),
     Ring(RingPicker<T>),
+    Aggregate(Vec<String>),
 }
 
 struct Cluster<T> {
@@ -92,17 +98,19 @@ const GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
 impl<T> ClustersPicker<T> {
     pub(crate) fn new(
         spec: &BTreeMap<String, ClusterPickerSpec>,
-        handle: &impl Fn(SubchannelId) -> Option<T>,
+        handle: &impl Fn(SubchannelId, Option<&str>) -> Option<T>,
         start: usize,
     ) -> ClustersPicker<T> {
         let clusters = spec
             .iter()
             .map(|(name, c)| {
+                let handle = |id| handle(id, Some(name));
                 let state = match &c.state {
                     ClusterPick::Idle => State::Idle,
                     ClusterPick::Queue => State::Queue,
                     ClusterPick::Fail(m) => State::Fail(m.clone()),
-                    ClusterPick::Ring(ring) => State::Ring(RingPicker::new(ring, handle)),
+                    ClusterPick::Ring(ring) => State::Ring(RingPicker::new(ring, &handle)),
+                    ClusterPick::Aggregate(leaves) => State::Aggregate(leaves.clone()),
                     ClusterPick::Ready(localities) => {
                         let mut total = 0u64;
                         let mut ready = Vec::with_capacity(localities.len());
@@ -186,6 +194,33 @@ impl<T: Clone> ClustersPicker<T> {
         let Some(cluster) = self.clusters.get(name) else {
             return PickResult::Fail(format!("cluster {name} is not known to the channel"));
         };
+        let State::Aggregate(leaves) = &cluster.state else {
+            return self.pick_in(cluster, request);
+        };
+        // A75: the first leaf that can take the call serves it, under its own drops and breaker.
+        let mut last = None;
+        for leaf in leaves {
+            let Some(c) = self.clusters.get(leaf) else {
+                continue;
+            };
+            match &c.state {
+                State::Aggregate(_) => continue,
+                State::Fail(m) => last = Some(m.clone()),
+                State::Ring(_) => match self.pick_in(c, request) {
+                    PickResult::Fail(m) => last = Some(m),
+                    other => return other,
+                },
+                State::Idle | State::Queue | State::Ready(_) => return self.pick_in(c, request),
+            }
+        }
+        PickResult::Fail(format!(
+            "aggregate cluster {name}: no leaf cluster can take the call; last error: {}",
+            last.as_deref().unwrap_or("no leaf cluster")
+        ))
+    }
+
+    /// A pick in the leaf (or plain) cluster `cluster`: its drops, its breaker, its priority's picker.
+    fn pick_in(&self, cluster: &Cluster<T>, request: &PickRequest<'_>) -> PickResult<T> {
         for (category, per_million) in &cluster.drops {
             if self.draw(u64::from(MILLION)) < u64::from(*per_million) {
                 return PickResult::Drop(format!("EDS-configured drop: {category}"));
@@ -198,6 +233,9 @@ impl<T: Clone> ClustersPicker<T> {
             State::Idle => PickResult::Queue { exit_idle: true },
             State::Queue => PickResult::Queue { exit_idle: false },
             State::Fail(m) => PickResult::Fail(m.clone()),
+            State::Aggregate(_) => {
+                PickResult::Fail("an aggregate cluster's leaf is an aggregate".to_owned())
+            }
             State::Ring(ring) => {
                 let hash = request.hash.unwrap_or_else(|| self.draw_u64());
                 match ring.pick(hash) {

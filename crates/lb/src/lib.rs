@@ -92,7 +92,7 @@ pub use outlier_detection::{
     NotEjectedReason, OutlierDetectionConfig, OutlierDetector, OutlierEvent, Percentage,
     SuccessRateEjection, UnejectReason, MIN_SWEEP_INTERVAL,
 };
-pub use outlier_scopes::{OutlierDetectors, OutlierScope};
+pub use outlier_scopes::{OutlierDetectors, OutlierScope, ScopedEjection};
 pub use pick::{BreakerClaim, InFlightCounter, PickGuard, PickRequest, PickResult};
 pub use pick_first::{interleave_families, DEFAULT_ATTEMPT_DELAY};
 pub use picker::{CustomPick, CustomPicker, Picker, PickerSpec, SubchannelPicker};

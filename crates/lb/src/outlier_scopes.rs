@@ -1,21 +1,21 @@
 //! Outlier detection over several address lists at once ([`OutlierDetectors`]): one A50
 //! [`OutlierDetector`] per scope (the channel's own, from the service config; or one per xDS cluster with
-//! an `outlier_detection`, A50's xDS mapping), whose ejections the channel applies to one policy through
-//! its ejection overlay, which is per address. Sans-IO like the detector: time and randomness come in.
+//! an `outlier_detection`, A50's xDS mapping, as grpc-go and C-core run one per cluster). Sans-IO like the
+//! detector: time and randomness come in.
 //!
-//! Per-address rules, where the scopes share an address (the same address in two clusters):
-//! * counts: the channel counts calls per address, not per cluster, so every scope that lists the address
-//!   gets all its calls (a backend failing one cluster's calls fails the other's too: the same process);
-//! * ejection: an address is ejected while **any** scope ejects it (each scope judges it by its own
-//!   config and keeps its own multiplier), and returns when the last scope that ejected it returns it;
-//!   an [`OutlierEvent::Ejected`] is reported for the first ejection, an [`OutlierEvent::Unejected`] for
-//!   the last return. C-core runs one outlier_detection policy per priority of each cluster, each with
-//!   its own subchannels; ours share one subchannel per address, so the strictest scope wins.
+//! Each scope counts its own calls ([`OutlierDetectors::record_scope_counts`]: the channel counts an xDS
+//! call in the cluster that served it; [`OutlierDetectors::record_counts`] gives every scope listing the
+//! address the calls, for the channel's single scope) and ejects for itself: every scope's ejections and
+//! returns come out of [`OutlierDetectors::poll_scoped_event`], which the channel applies to that
+//! cluster's picks only (the channel's own scope through the policy's per-address overlay). Merged by
+//! address, for stats and logs: an address is ejected while **any** scope ejects it;
+//! [`OutlierDetectors::poll_event`] reports an [`OutlierEvent::Ejected`] for its first ejection and an
+//! [`OutlierEvent::Unejected`] for its last return.
 //!
 //! A scope without an algorithm ejects nothing, and counts nothing. The number of scopes is the caller's
 //! (one per cluster in the routing: bounded by the clusters the resolver publishes).
 //!
-//! Not here: counting calls (the channel), applying ejections (the policy's overlay).
+//! Not here: counting calls (the channel), applying ejections (the policy).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Instant;
@@ -53,6 +53,18 @@ impl OutlierScope {
     }
 }
 
+/// One scope's ejection or return of an address ([`OutlierDetectors::poll_scoped_event`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ScopedEjection {
+    /// The scope's name (a cluster's; empty for the channel's own detection).
+    pub scope: String,
+    /// The address.
+    pub address: Address,
+    /// Ejected (`true`) or returned (`false`).
+    pub ejected: bool,
+}
+
 /// One [`OutlierDetector`] per scope, their ejections merged by address (see the module docs).
 #[derive(Debug, Default)]
 pub struct OutlierDetectors {
@@ -60,6 +72,7 @@ pub struct OutlierDetectors {
     /// Per ejected address: how many scopes eject it (at least 1).
     ejected: HashMap<Address, usize>,
     events: VecDeque<OutlierEvent>,
+    scoped: VecDeque<ScopedEjection>,
 }
 
 impl OutlierDetectors {
@@ -96,8 +109,13 @@ impl OutlierDetectors {
             self.detectors.insert(name.clone(), detector);
             self.drain(&name);
         }
-        for (_, gone) in old {
+        for (name, gone) in old {
             for address in gone.ejected() {
+                self.scoped.push_back(ScopedEjection {
+                    scope: name.clone(),
+                    address: address.clone(),
+                    ejected: false,
+                });
                 self.release(address.clone(), crate::UnejectReason::Removed);
             }
         }
@@ -113,6 +131,15 @@ impl OutlierDetectors {
             events.push(event);
         }
         for event in events {
+            let (address, ejected) = match &event {
+                OutlierEvent::Ejected { address, .. } => (address.clone(), true),
+                OutlierEvent::Unejected { address, .. } => (address.clone(), false),
+            };
+            self.scoped.push_back(ScopedEjection {
+                scope: name.to_owned(),
+                address,
+                ejected,
+            });
             match event {
                 OutlierEvent::Ejected { ref address, .. } => {
                     let n = self.ejected.entry(address.clone()).or_insert(0);
@@ -149,6 +176,25 @@ impl OutlierDetectors {
         for d in self.detectors.values_mut() {
             d.record_counts(address, counts);
         }
+    }
+
+    /// Calls of the scope named `scope` finished on `address`: only that scope gets them.
+    pub fn record_scope_counts(&mut self, scope: &str, address: &Address, counts: CallCounts) {
+        if let Some(d) = self.detectors.get_mut(scope) {
+            d.record_counts(address, counts);
+        }
+    }
+
+    /// The scopes, by name, with their detectors.
+    pub fn scopes(&self) -> impl Iterator<Item = (&str, &OutlierDetector)> + '_ {
+        self.detectors.iter().map(|(n, d)| (n.as_str(), d))
+    }
+
+    /// The next ejection or return by one scope, until `None` (every scope's, unlike
+    /// [`OutlierDetectors::poll_event`]'s merged ones): what a policy applying ejections per scope
+    /// follows.
+    pub fn poll_scoped_event(&mut self) -> Option<ScopedEjection> {
+        self.scoped.pop_front()
     }
 
     /// The earliest sweep due.

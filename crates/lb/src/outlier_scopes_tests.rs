@@ -132,3 +132,53 @@ fn a_shared_address_stays_ejected_while_any_cluster_ejects_it() {
     assert_eq!(events(&mut d), ["uneject 10.0.0.2:443 Disabled"]);
     assert_eq!(d.ejected().count(), 0);
 }
+
+fn scoped_events(d: &mut OutlierDetectors) -> Vec<String> {
+    std::iter::from_fn(|| d.poll_scoped_event())
+        .map(|e| {
+            let what = if e.ejected { "eject" } else { "uneject" };
+            format!("{} {what} {}", e.scope, e.address)
+        })
+        .collect()
+}
+
+#[test]
+fn each_scope_counts_its_own_calls_and_reports_its_own_ejections() {
+    let t0 = Instant::now();
+    let mut rng = SplitMix64::new(7);
+    let mut d = OutlierDetectors::new();
+    // .2 is in both clusters, and fails only the calls of "other".
+    d.update(
+        vec![
+            scope("od", failing(40), &[1, 2]),
+            scope("other", failing(40), &[2, 3]),
+        ],
+        t0,
+    );
+    let ok = CallCounts {
+        successes: 10,
+        failures: 0,
+    };
+    let bad = CallCounts {
+        successes: 0,
+        failures: 10,
+    };
+    d.record_scope_counts("od", &addr(1), ok);
+    d.record_scope_counts("od", &addr(2), ok);
+    d.record_scope_counts("other", &addr(2), bad);
+    d.record_scope_counts("other", &addr(3), ok);
+    // An unknown scope counts nowhere.
+    d.record_scope_counts("gone", &addr(1), bad);
+    d.handle_timeout(t0 + Duration::from_secs(1), &mut rng);
+    assert_eq!(scoped_events(&mut d), ["other eject 10.0.0.2:443"]);
+    assert_eq!(events(&mut d), ["eject 10.0.0.2:443"]);
+    // "other" goes: its ejection ends, in its scope and merged.
+    d.update(
+        vec![scope("od", failing(40), &[1, 2])],
+        t0 + Duration::from_secs(2),
+    );
+    assert_eq!(scoped_events(&mut d), ["other uneject 10.0.0.2:443"]);
+    assert_eq!(events(&mut d), ["uneject 10.0.0.2:443 Removed"]);
+    let names: Vec<&str> = d.scopes().map(|(n, _)| n).collect();
+    assert_eq!(names, ["od"]);
+}

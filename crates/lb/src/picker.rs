@@ -181,6 +181,18 @@ impl<T: Clone> Picker<T> {
         handle: impl Fn(SubchannelId) -> Option<T>,
         start: usize,
     ) -> Picker<T> {
+        Picker::with_cluster_handles(spec, |id, _| handle(id), start)
+    }
+
+    /// [`Picker::new`] with handles that may depend on the cluster that picks them: `handle` gets the
+    /// name of the xDS cluster (an aggregate's leaf, not the aggregate) whose picks hand the subchannel
+    /// out, `None` outside the xDS cluster manager (so that a call's results count in the cluster that
+    /// served it, for that cluster's outlier detection).
+    pub fn with_cluster_handles(
+        spec: &PickerSpec,
+        handle: impl Fn(SubchannelId, Option<&str>) -> Option<T>,
+        start: usize,
+    ) -> Picker<T> {
         let kind = match spec {
             PickerSpec::Idle => Kind::Idle,
             PickerSpec::Queue => Kind::Queue,
@@ -188,7 +200,7 @@ impl<T: Clone> Picker<T> {
             PickerSpec::Ready(list) => {
                 let backends: Vec<(Address, T)> = list
                     .iter()
-                    .filter_map(|(id, addr)| handle(*id).map(|h| (addr.clone(), h)))
+                    .filter_map(|(id, addr)| handle(*id, None).map(|h| (addr.clone(), h)))
                     .collect();
                 match Rotation::new(backends, start) {
                     Some(rotation) => Kind::Ready(rotation),
@@ -203,7 +215,7 @@ impl<T: Clone> Picker<T> {
                 handles: custom
                     .subchannels
                     .iter()
-                    .filter_map(|(id, addr)| handle(*id).map(|h| (*id, (addr.clone(), h))))
+                    .filter_map(|(id, addr)| handle(*id, None).map(|h| (*id, (addr.clone(), h))))
                     .collect(),
             },
         };

@@ -253,6 +253,19 @@ impl LbPolicy {
         });
     }
 
+    /// The outlier detection of the xDS cluster `cluster` ejected `addr` from that cluster's picks
+    /// (`ejected`), or returned it: the subchannel stays connected and other clusters keep picking it
+    /// (A50's xDS mapping, one detector per cluster). Ignored by policies without clusters.
+    pub fn set_ejected_in_cluster(
+        &mut self,
+        cluster: &str,
+        addr: &Address,
+        ejected: bool,
+        now: Instant,
+    ) {
+        self.call(|p| p.cluster_ejection_changed(cluster, addr, ejected, now));
+    }
+
     /// Whether `addr` is ejected.
     pub fn is_ejected(&self, addr: &Address) -> bool {
         self.read(false, |p| p.subchannels().is_address_ejected(addr))

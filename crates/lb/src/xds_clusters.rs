@@ -2,7 +2,9 @@
 //! priority policy (`priority.rs`) over weighted targets of round_robin localities or over ring_hash
 //! children (A42, `ring_hash.rs`), as the cluster's `lb_policy` says, all sharing the
 //! policy's subchannel table: one subchannel per distinct address across every cluster, priority and
-//! locality, so two clusters with a common endpoint share its connection.
+//! locality, so two clusters with a common endpoint share its connection. An aggregate cluster
+//! ([`crate::ClusterConfig::leaves`], A37/A75) has no children: its picker delegates to its leaves, and
+//! its state is that of its first leaf not in TRANSIENT_FAILURE.
 //!
 //! The aggregate state is READY if any cluster is READY, else CONNECTING if any is, else IDLE if any is,
 //! else TRANSIENT_FAILURE (also without clusters); a cluster that reported TRANSIENT_FAILURE counts as such
@@ -24,13 +26,13 @@
 //! Not here: client-side health checking (the overlay stays off for this policy), load reporting (LRS),
 //! and the channel's use of [`crate::BreakerClaim`] for the call's life.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Instant;
 
 use grpc_base::Address;
 
 use crate::action::{LbAction, TimerEvent};
-use crate::cluster_picker::{ClusterPick, ClusterPickerSpec};
+use crate::cluster_picker::{ClusterPick, ClusterPickerSpec, ReadyLocality};
 use crate::pick::InFlightCounter;
 use crate::picker::PickerSpec;
 use crate::priority::{Changes, ChildPolicy, Priority};
@@ -53,6 +55,12 @@ struct Cluster {
     spec: Option<ClusterPickerSpec>,
     /// The round_robin priority whose READY localities `spec` lists, if it does.
     built_for: Option<usize>,
+    /// Non-empty: an aggregate cluster over these leaf clusters (no priorities of its own).
+    leaves: Vec<String>,
+    /// All its addresses are one endpoint ([`crate::ClusterConfig::single_endpoint`]).
+    single_endpoint: bool,
+    /// With `single_endpoint`: the address its calls go to while it is READY.
+    chosen: Option<Address>,
 }
 
 pub(crate) struct XdsClusters {
@@ -64,6 +72,9 @@ pub(crate) struct XdsClusters {
     membership_changed: bool,
     /// A new config: the next picker is compared whole with the last.
     config_changed: bool,
+    /// Per cluster, the addresses its own outlier detection ejects from its picks (A50's xDS mapping:
+    /// one detector per cluster, its ejections applied to that cluster only).
+    ejected: HashMap<String, HashSet<Address>>,
 }
 
 impl XdsClusters {
@@ -75,6 +86,7 @@ impl XdsClusters {
             published: None,
             membership_changed: false,
             config_changed: false,
+            ejected: HashMap::new(),
         }
     }
 
@@ -99,6 +111,9 @@ impl XdsClusters {
                 reported: ConnectivityState::Connecting,
                 spec: None,
                 built_for: None,
+                leaves: Vec::new(),
+                single_endpoint: false,
+                chosen: None,
             });
             cluster
                 .priority
@@ -106,6 +121,8 @@ impl XdsClusters {
             cluster.drops = c.drop_overloads;
             cluster.max_requests = c.max_requests;
             cluster.failure = c.failure;
+            cluster.leaves = c.leaves;
+            cluster.single_endpoint = c.single_endpoint;
         }
         self.membership_changed = true;
         self.config_changed = true;
@@ -143,6 +160,41 @@ impl XdsClusters {
 
     /// Outlier detection ejected `addr`, or returned it: the localities follow.
     pub(crate) fn ejection_changed(&mut self, _addr: &Address, now: Instant) {
+        self.refresh(now);
+    }
+
+    /// The outlier detection of `cluster` ejected `addr` from the cluster's picks (`ejected`), or
+    /// returned it: only that cluster's picker changes (the subchannel stays connected, and other
+    /// clusters keep picking it).
+    pub(crate) fn cluster_ejection_changed(
+        &mut self,
+        cluster: &str,
+        addr: &Address,
+        ejected: bool,
+        now: Instant,
+    ) {
+        let changed = if ejected {
+            self.ejected
+                .entry(cluster.to_owned())
+                .or_default()
+                .insert(addr.clone())
+        } else {
+            let removed = self
+                .ejected
+                .get_mut(cluster)
+                .is_some_and(|set| set.remove(addr));
+            if self.ejected.get(cluster).is_some_and(HashSet::is_empty) {
+                self.ejected.remove(cluster);
+            }
+            removed
+        };
+        if !changed {
+            return;
+        }
+        if let Some(c) = self.clusters.get_mut(cluster) {
+            // Built again at the next publish.
+            c.built_for = None;
+        }
         self.refresh(now);
     }
 
@@ -251,48 +303,66 @@ impl XdsClusters {
     fn publish(&mut self) {
         let config_changed = std::mem::take(&mut self.config_changed);
         let mut changed = config_changed;
-        for (name, c) in &mut self.clusters {
-            visit(1);
-            if c.spec.is_none() {
-                c.built_for = None;
-            }
-            let (state, pick) = cluster_pick(name, c, &self.subs);
-            let sticky = c.reported == ConnectivityState::TransientFailure
-                && matches!(
-                    state,
-                    ConnectivityState::Connecting | ConnectivityState::Idle
-                );
-            if !sticky {
-                c.reported = state;
-            }
-            match (&mut c.spec, pick) {
-                (Some(spec), Some(pick)) => {
-                    if spec.state != pick {
-                        spec.state = pick;
-                        changed = true;
-                    }
-                    if spec.drops != c.drops || spec.max_requests != c.max_requests {
-                        spec.drops = c.drops.clone();
-                        spec.max_requests = c.max_requests;
-                        changed = true;
-                    }
+        // Aggregates after their leaves (whose states they follow).
+        let mut leaf_states = BTreeMap::new();
+        let has_aggregates = self.clusters.values().any(|c| !c.leaves.is_empty());
+        for aggregates in [false, true] {
+            for (name, c) in &mut self.clusters {
+                if c.leaves.is_empty() == aggregates {
+                    continue;
                 }
-                // The READY localities are those of the last picker.
-                (Some(spec), None) => {
-                    if spec.drops != c.drops || spec.max_requests != c.max_requests {
-                        spec.drops = c.drops.clone();
-                        spec.max_requests = c.max_requests;
+                visit(1);
+                if c.spec.is_none() {
+                    c.built_for = None;
+                }
+                let (state, pick) = if aggregates {
+                    (
+                        aggregate_state(&c.leaves, &leaf_states),
+                        Some(ClusterPick::Aggregate(c.leaves.clone())),
+                    )
+                } else {
+                    cluster_pick(name, c, &self.subs, self.ejected.get(name.as_str()))
+                };
+                let sticky = c.reported == ConnectivityState::TransientFailure
+                    && matches!(
+                        state,
+                        ConnectivityState::Connecting | ConnectivityState::Idle
+                    );
+                if !sticky {
+                    c.reported = state;
+                }
+                if !aggregates && has_aggregates {
+                    leaf_states.insert(name.clone(), c.reported);
+                }
+                match (&mut c.spec, pick) {
+                    (Some(spec), Some(pick)) => {
+                        if spec.state != pick {
+                            spec.state = pick;
+                            changed = true;
+                        }
+                        if spec.drops != c.drops || spec.max_requests != c.max_requests {
+                            spec.drops = c.drops.clone();
+                            spec.max_requests = c.max_requests;
+                            changed = true;
+                        }
+                    }
+                    // The READY localities are those of the last picker.
+                    (Some(spec), None) => {
+                        if spec.drops != c.drops || spec.max_requests != c.max_requests {
+                            spec.drops = c.drops.clone();
+                            spec.max_requests = c.max_requests;
+                            changed = true;
+                        }
+                    }
+                    (None, pick) => {
+                        c.spec = Some(ClusterPickerSpec {
+                            state: pick.unwrap_or(ClusterPick::Queue),
+                            drops: c.drops.clone(),
+                            max_requests: c.max_requests,
+                            in_flight: c.in_flight.clone(),
+                        });
                         changed = true;
                     }
-                }
-                (None, pick) => {
-                    c.spec = Some(ClusterPickerSpec {
-                        state: pick.unwrap_or(ClusterPick::Queue),
-                        drops: c.drops.clone(),
-                        max_requests: c.max_requests,
-                        in_flight: c.in_flight.clone(),
-                    });
-                    changed = true;
                 }
             }
         }
@@ -318,12 +388,46 @@ impl XdsClusters {
     }
 }
 
+/// The READY subchannel a single-endpoint cluster's calls go to: `chosen`'s while it is READY, else the
+/// first READY one (which becomes `chosen`).
+fn one_endpoint(ready: Vec<ReadyLocality>, chosen: &mut Option<Address>) -> Vec<ReadyLocality> {
+    let all = || ready.iter().flat_map(|l| l.subchannels.iter());
+    let kept = chosen
+        .as_ref()
+        .and_then(|c| all().find(|(_, a)| a == c))
+        .or_else(|| all().next())
+        .cloned();
+    *chosen = kept.as_ref().map(|(_, a)| a.clone());
+    match kept {
+        Some(sub) => vec![ReadyLocality {
+            weight: 1,
+            subchannels: vec![sub],
+        }],
+        None => Vec::new(),
+    }
+}
+
+/// An aggregate cluster's state: that of its first leaf not in TRANSIENT_FAILURE (a missing leaf is
+/// skipped), else TRANSIENT_FAILURE.
+fn aggregate_state(
+    leaves: &[String],
+    states: &BTreeMap<String, ConnectivityState>,
+) -> ConnectivityState {
+    leaves
+        .iter()
+        .filter_map(|l| states.get(l))
+        .find(|s| **s != ConnectivityState::TransientFailure)
+        .copied()
+        .unwrap_or(ConnectivityState::TransientFailure)
+}
+
 /// A cluster's state and picker: those of its chosen priority. No picker when the cluster's READY
 /// round_robin priority lists the same READY localities and subchannels as in the last picker.
 fn cluster_pick(
     name: &str,
     c: &mut Cluster,
     subs: &Subchannels,
+    ejected: Option<&HashSet<Address>>,
 ) -> (ConnectivityState, Option<ClusterPick>) {
     let built_for = c.built_for.take();
     if let Some(failure) = &c.failure {
@@ -348,7 +452,23 @@ fn cluster_pick(
                 "cluster {name}: ring_hash: failed to connect to all endpoints of priority {p}; last error: {}",
                 subs.last_error.as_deref().unwrap_or("none")
             );
-            return (state, Some(ClusterPick::Ring(ring.pick_spec(failure))));
+            let mut spec = ring.pick_spec(failure);
+            if let Some(out) = ejected {
+                // The cluster's ejected endpoints look TRANSIENT_FAILURE to its ring.
+                spec.endpoints = spec
+                    .endpoints
+                    .iter()
+                    .map(|(id, a, s)| {
+                        let s = if out.contains(a) {
+                            ConnectivityState::TransientFailure
+                        } else {
+                            *s
+                        };
+                        (*id, a.clone(), s)
+                    })
+                    .collect();
+            }
+            return (state, Some(ClusterPick::Ring(spec)));
         }
         ChildPolicy::RingHash(_) => None,
         ChildPolicy::RoundRobin(target) => Some(target),
@@ -361,7 +481,26 @@ fn cluster_pick(
                 if !dirty && built_for == Some(p) {
                     return (state, None);
                 }
-                ClusterPick::Ready(target.ready())
+                let mut ready = target.ready();
+                if let Some(out) = ejected {
+                    for l in &mut ready {
+                        l.subchannels.retain(|(_, a)| !out.contains(a));
+                    }
+                    ready.retain(|l| !l.subchannels.is_empty());
+                    if ready.is_empty() {
+                        return (
+                            ConnectivityState::TransientFailure,
+                            Some(ClusterPick::Fail(format!(
+                                "cluster {name}: every READY endpoint of priority {p} is ejected by outlier detection"
+                            ))),
+                        );
+                    }
+                }
+                if c.single_endpoint {
+                    ClusterPick::Ready(one_endpoint(ready, &mut c.chosen))
+                } else {
+                    ClusterPick::Ready(ready)
+                }
             }
             None => ClusterPick::Ready(Vec::new()),
         },

@@ -46,10 +46,22 @@ pub struct ClusterConfig {
     /// transports never share a subchannel, those with equal ones do.
     pub transport: Option<TransportKey>,
     /// Outlier detection over the cluster's endpoints (the Cluster's `outlier_detection`, A50's xDS
-    /// mapping): the channel runs one detector per cluster that has one, fed by the calls to its
-    /// addresses, and ejects through the policy's overlay (by address: see `OutlierDetectors`). `None`
+    /// mapping): the channel runs one detector per cluster that has one, fed by this cluster's calls,
+    /// whose ejections apply to this cluster's picks only (`LbPolicy::set_ejected_in_cluster`). `None`
     /// ejects nothing.
     pub outlier_detection: Option<crate::OutlierDetectionConfig>,
+    /// Non-empty: an aggregate cluster (A37, A75), which has no endpoints, drops, breaker or policy of
+    /// its own and delegates each call to these clusters of the same config, in priority order: the first
+    /// READY one serves (under its own drops, breaker, policy and outlier detection); while the first one
+    /// not in TRANSIENT_FAILURE is CONNECTING or IDLE, the call queues; a leaf in TRANSIENT_FAILURE (or
+    /// missing from the config) is skipped; none left fails the call. `priorities` is then ignored. A
+    /// leaf must not itself be an aggregate (the resolver flattens the graph): such a leaf is skipped.
+    pub leaves: Vec<String>,
+    /// Every address of the cluster is one endpoint (a LOGICAL_DNS cluster, A37 and A61): its calls all
+    /// go to one READY address (the first that became READY, kept while it stays READY), failing over to
+    /// another READY one, instead of being spread over them. The addresses are still connected eagerly
+    /// (pick_first would connect them one at a time).
+    pub single_endpoint: bool,
 }
 
 impl ClusterConfig {
@@ -63,7 +75,16 @@ impl ClusterConfig {
             failure: None,
             transport: None,
             outlier_detection: None,
+            leaves: Vec::new(),
+            single_endpoint: false,
         }
+    }
+
+    /// An aggregate cluster delegating to `leaves` in priority order (see [`ClusterConfig::leaves`]).
+    pub fn aggregate(leaves: Vec<String>) -> ClusterConfig {
+        let mut config = ClusterConfig::new(Vec::new());
+        config.leaves = leaves;
+        config
     }
 }
 

@@ -173,6 +173,7 @@ fn show(spec: &PickerSpec) -> String {
                 ClusterPick::Queue => "queue".to_owned(),
                 ClusterPick::Fail(_) => "fail".to_owned(),
                 ClusterPick::Ring(ring) => format!("ring of {}", ring.endpoints().len()),
+                ClusterPick::Aggregate(leaves) => format!("aggregate of {}", leaves.join(",")),
                 ClusterPick::Ready(localities) => {
                     let ls: Vec<String> = localities
                         .iter()
@@ -464,6 +465,62 @@ fn aggregate_state_over_clusters() {
 }
 
 #[test]
+fn an_aggregate_delegates_to_its_first_leaf_that_can_take_the_call_under_that_leafs_drops() {
+    let mut dropping = priorities(&[&[1]]);
+    dropping.drop_overloads = vec![DropOverload {
+        category: "all".to_owned(),
+        per_million: 1_000_000,
+    }];
+    let mut s = Sim::with(vec![
+        (
+            "agg",
+            ClusterConfig::aggregate(vec!["gone".to_owned(), "a".to_owned(), "b".to_owned()]),
+        ),
+        ("a", dropping),
+        ("b", priorities(&[&[2]])),
+    ]);
+    s.actions();
+    // "a" connects: the call queues (its drops apply to its own picks only).
+    let p = s.picker(0);
+    assert!(
+        matches!(pick(&p, "agg"), PickResult::Drop(_)),
+        "a's drops while a is tried"
+    );
+    assert_eq!(s.lb.state(), ConnectivityState::Connecting);
+    s.ready(1);
+    s.fail(0);
+    // "a" fails: "b" serves, without "a"'s drops.
+    assert_eq!(picked(&s.picker(0), "agg"), 1);
+    assert_eq!(s.lb.state(), ConnectivityState::Ready);
+    // No leaf known: the call fails, naming the aggregate.
+    s.update(vec![(
+        "agg",
+        ClusterConfig::aggregate(vec!["gone".to_owned()]),
+    )]);
+    let p = s.picker(0);
+    assert!(matches!(pick(&p, "agg"), PickResult::Fail(m) if m.contains("aggregate cluster agg")));
+    assert_eq!(s.lb.state(), ConnectivityState::TransientFailure);
+}
+
+#[test]
+fn a_single_endpoint_clusters_calls_stay_on_one_ready_address_and_fail_over() {
+    let mut dns = priorities(&[&[1, 2]]);
+    dns.single_endpoint = true;
+    let mut s = Sim::with(vec![("dns", dns)]);
+    s.actions();
+    s.ready(1);
+    s.ready(0);
+    // The first READY address keeps the calls.
+    for seed in 0..8 {
+        assert_eq!(picked(&s.picker(seed), "dns"), 1);
+    }
+    s.closed(1);
+    for seed in 0..8 {
+        assert_eq!(picked(&s.picker(seed), "dns"), 0);
+    }
+}
+
+#[test]
 fn unknown_removed_and_missing_clusters_fail() {
     let mut s = Sim::with(vec![("a", priorities(&[&[1]]))]);
     s.ready(0);
@@ -712,6 +769,26 @@ fn an_ejected_endpoint_takes_no_picks_in_any_cluster() {
     assert_eq!(s.picker_shown(), "{a: READY [0], b: fail}");
     assert_eq!(s.connections(), Vec::<String>::new(), "kept connected");
     s.lb.uneject(&v4(2), s.now);
+    assert_eq!(s.picker_shown(), "{a: READY [0,1], b: READY [1]}");
+}
+
+#[test]
+fn a_clusters_ejection_applies_to_its_own_picks_only() {
+    let mut s = Sim::with(vec![
+        ("a", priorities(&[&[1, 2]])),
+        ("b", priorities(&[&[2]])),
+    ]);
+    s.ready(0);
+    s.ready(1);
+    assert_eq!(s.picker_shown(), "{a: READY [0,1], b: READY [1]}");
+    s.lb.set_ejected_in_cluster("a", &v4(2), true, s.now);
+    assert_eq!(s.picker_shown(), "{a: READY [0], b: READY [1]}");
+    // Every READY endpoint of "b" ejected: its calls fail.
+    s.lb.set_ejected_in_cluster("b", &v4(2), true, s.now);
+    assert_eq!(s.picker_shown(), "{a: READY [0], b: fail}");
+    assert_eq!(s.connections(), Vec::<String>::new(), "kept connected");
+    s.lb.set_ejected_in_cluster("a", &v4(2), false, s.now);
+    s.lb.set_ejected_in_cluster("b", &v4(2), false, s.now);
     assert_eq!(s.picker_shown(), "{a: READY [0,1], b: READY [1]}");
 }
 

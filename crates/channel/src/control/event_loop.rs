@@ -13,9 +13,11 @@
 //! Outlier detection (gRFC A50): with an `outlier_detection_experimental` config the loop owns a detector
 //! beside the child policy (`grpc_lb::OutlierDetectors`, one scope over the policy's address list); with an
 //! xDS routing, one detector per cluster whose Cluster has an `outlier_detection` (A50's xDS mapping), over
-//! that cluster's endpoint addresses, an address shared by clusters ejected while any of them ejects it (a
-//! cluster without one ejects nothing; the detectors go with their clusters); every READY subchannel's picker
-//! handle carries its address's [`CallResults`], which calls count into (for the per-address stats too) and,
+//! that cluster's endpoint addresses, each counting the calls its cluster served (a per-cluster counter in
+//! that cluster's picker handles) and ejecting from its cluster's picks only (`LbPolicy::
+//! set_ejected_in_cluster`; a cluster without one ejects nothing; the detectors go with their clusters);
+//! every READY subchannel's picker handle carries its address's [`CallResults`], which calls count into
+//! (for the per-address stats too) and,
 //! while the detector has an algorithm, the loop takes into it just before each sweep (its timer is one of
 //! the loop's, its randomness the loop's rng). After a sweep, the loop logs why each address with failures
 //! was not ejected (DEBUG). An ejection or un-ejection goes to the policy (`LbPolicy::eject`, `uneject`: the
@@ -107,6 +109,10 @@ pub(super) struct Loop {
     /// Each address's call results, for every address in the list: the per-address stats, and outlier
     /// detection's counts while it has an algorithm.
     results: HashMap<Address, Arc<CallResults>>,
+    /// With xDS outlier detection: per cluster that has one, each of its addresses' results in that
+    /// cluster (the counts its detector takes; the stats go to `results`), handed out by that cluster's
+    /// picks only.
+    cluster_results: HashMap<String, HashMap<Address, Arc<CallResults>>>,
     /// What `Channel::stats()` shows of the ejections and health.
     stats: Arc<PlaneStats>,
     /// When each ejected address was ejected, for the trace of its return.
@@ -180,6 +186,7 @@ impl Loop {
             last_failure: None,
             last_failure_address: None,
             results: HashMap::new(),
+            cluster_results: HashMap::new(),
             health: setup.health,
             policies: setup.policies,
             stats,
@@ -453,8 +460,10 @@ impl Loop {
                         LbPolicy::build(wanted.builder.as_ref(), wanted.config.clone(), options);
                     if let Some(a) = self.activity.active() {
                         // The new policy starts with the ejections in force.
-                        for address in a.outlier.iter().flat_map(OutlierDetectors::ejected) {
-                            lb.eject(address, now);
+                        for (scope, d) in a.outlier.iter().flat_map(OutlierDetectors::scopes) {
+                            for address in d.ejected() {
+                                Loop::set_ejected(&mut lb, scope, address, true, now);
+                            }
                         }
                         a.policy = Some(Policy { lb });
                     }
@@ -616,15 +625,21 @@ impl Loop {
         let start = self.rng.next() as usize;
         let conns = &self.conns;
         let results = &self.results;
+        let cluster_results = &self.cluster_results;
         // Each handle carries its connection's address's counter (per-address stats, outlier detection),
-        // whatever the spec: a policy's list, its own picker, or the xDS cluster manager's clusters.
-        let handle = |id| {
+        // whatever the spec: a policy's list, its own picker, or the xDS cluster manager's clusters; in
+        // a cluster with outlier detection, the address's counter in that cluster.
+        let handle = |id, cluster: Option<&str>| {
             conns.get(&id).map(|(addr, conn)| Handle {
                 conn: conn.send.clone(),
-                results: results.get(addr).cloned(),
+                results: cluster
+                    .and_then(|c| cluster_results.get(c))
+                    .and_then(|m| m.get(addr))
+                    .or_else(|| results.get(addr))
+                    .cloned(),
             })
         };
-        let picker = Picker::new(&spec, handle, start);
+        let picker = Picker::with_cluster_handles(&spec, handle, start);
         self.spec = (state, spec);
         let _ = self.published.send(Arc::new(Published {
             state,

@@ -63,6 +63,9 @@ pub(crate) struct CallResults {
     succeeded: AtomicU64,
     /// Of those, the attempts that ended otherwise (cancelled ones included, as channelz counts them).
     failed: AtomicU64,
+    /// Set: one xDS cluster's results on the address (its outlier detection's counts, A50's xDS mapping),
+    /// whose attempts count for the stats in the address's own results (this one's stay zero).
+    stats_in: Option<Arc<CallResults>>,
 }
 
 /// One attempt's place in its address's [`CallResults`], from its pick to its end: counted as started
@@ -76,7 +79,7 @@ pub(crate) struct AttemptCount {
 impl AttemptCount {
     /// An attempt picked a connection to the address of `results`: one more started.
     pub(crate) fn start(results: Arc<CallResults>) -> AttemptCount {
-        results.started.fetch_add(1, Ordering::Relaxed);
+        results.stats().started.fetch_add(1, Ordering::Relaxed);
         AttemptCount {
             results: Some(results),
         }
@@ -88,8 +91,8 @@ impl AttemptCount {
         if let Some(results) = self.results.take() {
             results.record(result);
             let counter = match result {
-                AttemptResult::Ended(Code::Ok) => &results.succeeded,
-                _ => &results.failed,
+                AttemptResult::Ended(Code::Ok) => &results.stats().succeeded,
+                _ => &results.stats().failed,
             };
             counter.fetch_add(1, Ordering::Relaxed);
         }
@@ -99,7 +102,7 @@ impl AttemptCount {
 impl Drop for AttemptCount {
     fn drop(&mut self) {
         if let Some(results) = self.results.take() {
-            results.failed.fetch_add(1, Ordering::Relaxed);
+            results.stats().failed.fetch_add(1, Ordering::Relaxed);
         }
     }
 }
@@ -114,6 +117,20 @@ pub(crate) enum AttemptResult {
 }
 
 impl CallResults {
+    /// One xDS cluster's results on the address whose results are `address`: outlier detection counts
+    /// there, the stats in `address`.
+    pub(crate) fn in_cluster(address: Arc<CallResults>) -> CallResults {
+        CallResults {
+            stats_in: Some(address),
+            ..CallResults::default()
+        }
+    }
+
+    /// Where the stats of attempts counted here go.
+    fn stats(&self) -> &CallResults {
+        self.stats_in.as_deref().unwrap_or(self)
+    }
+
     /// Counts one attempt's end for outlier detection.
     fn record(&self, result: AttemptResult) {
         let counter = match result {

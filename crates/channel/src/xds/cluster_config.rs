@@ -1,7 +1,7 @@
 //! The cluster manager's view of xDS clusters (`grpc_lb::ClusterConfig`), built from CDS, EDS and DNS
 //! answers: an EDS cluster's priorities of weighted localities (with its drops and circuit breaker), a
-//! LOGICAL_DNS cluster's one priority (A37), an aggregate cluster's leaves' priorities one after the other
-//! (A37), a cluster whose calls fail, and the names localities are keyed by. Pure functions; the resolver
+//! LOGICAL_DNS cluster's one priority (A37), an aggregate cluster delegating to its leaves in order
+//! (A37, A75), a cluster whose calls fail, and the names localities are keyed by. Pure functions; the resolver
 //! (`resolver.rs`) decides which to build.
 //!
 //! Not here: watching the resources, walking an aggregate's graph (`aggregate.rs`).
@@ -13,11 +13,10 @@ use grpc_lb::{
 };
 use grpc_xds::resource::{ClusterLb, Endpoints, LocalityId};
 
-/// A LOGICAL_DNS cluster (A37): one priority of one locality with no name parts, each address DNS gave
-/// an endpoint under the cluster's policy (A61 makes them one endpoint of several addresses, which
-/// grpc-lb's `LocalityConfig` cannot express: one endpoint per address instead). No address (DNS failed
-/// before its first answer): a priority with no endpoints, whose calls fail (or fail over, in an
-/// aggregate).
+/// A LOGICAL_DNS cluster (A37): one priority of one locality with no name parts, the addresses DNS gave
+/// one endpoint (A61; `ClusterConfig::single_endpoint`: the calls stay on one READY address). No
+/// address (DNS failed before its first answer): a priority with no endpoints, whose calls fail (or
+/// fail over, in an aggregate).
 pub(super) fn dns_cluster_config(
     addresses: &[std::net::SocketAddr],
     max_requests: u32,
@@ -39,33 +38,27 @@ pub(super) fn dns_cluster_config(
     }]);
     config.max_requests = max_requests;
     config.lb = lb;
+    config.single_endpoint = true;
     config
 }
 
-/// An aggregate cluster (A37) from its leaves' configs, in priority order: their priorities one after the
-/// other. Our cluster config has one policy, circuit breaker, drop list and outlier detection per
-/// cluster: the aggregate takes those of its first usable leaf (the highest priority, which takes the
-/// calls while it works; A75 would run each leaf's own, C-core's rule). A leaf that cannot take calls
-/// (its endpoints do not exist, an unsupported policy) adds no priority; none left fails the calls.
-pub(super) fn aggregate_config(name: &str, parts: Vec<ClusterConfig>) -> ClusterConfig {
-    let (usable, failed): (Vec<ClusterConfig>, Vec<ClusterConfig>) =
-        parts.into_iter().partition(|p| p.failure.is_none());
-    let Some(first) = usable.first() else {
-        let why = failed
+/// An aggregate cluster (A37) over its leaves (name and config), in priority order: a cluster that
+/// delegates each call to its first leaf that can take it (A75: each leaf keeps its own policy, circuit
+/// breaker, drops, outlier detection and transport; the resolver publishes the leaves as clusters of
+/// their own). A leaf that cannot take calls (its endpoints do not exist, an unsupported policy) is
+/// skipped; none usable fails the calls, saying why.
+pub(super) fn aggregate_config(name: &str, leaves: &[(String, ClusterConfig)]) -> ClusterConfig {
+    if leaves.iter().all(|(_, p)| p.failure.is_some()) {
+        let why = leaves
             .iter()
-            .filter_map(|p| p.failure.as_deref())
+            .filter_map(|(_, p)| p.failure.as_deref())
             .next()
             .unwrap_or("no leaf cluster");
         return failing_cluster(&format!(
             "xDS aggregate cluster {name:?}: no leaf cluster can take calls ({why})"
         ));
-    };
-    let mut config = first.clone();
-    config.priorities = usable
-        .iter()
-        .flat_map(|p| p.priorities.iter().cloned())
-        .collect();
-    config
+    }
+    ClusterConfig::aggregate(leaves.iter().map(|(leaf, _)| leaf.clone()).collect())
 }
 
 /// A cluster whose calls fail with `message`.
@@ -250,33 +243,33 @@ mod aggregate_config_tests {
         // A repeated address is one endpoint.
         assert_eq!(c.priorities[0].localities[0].addresses.len(), 1);
         assert_eq!(c.max_requests, 7);
+        // Its addresses are one endpoint (A61).
+        assert!(c.single_endpoint);
         // No answer: one priority with no endpoints.
         let empty = dns_cluster_config(&[], 7, ClusterLbConfig::RoundRobin);
         assert!(empty.priorities[0].localities[0].addresses.is_empty());
     }
 
     #[test]
-    fn an_aggregate_is_its_leaves_priorities_under_its_first_usable_leafs_policy() {
+    fn an_aggregate_delegates_to_its_leaves_in_order() {
         let ring = ClusterLbConfig::RingHash {
             min_ring_size: 1,
             max_ring_size: 2,
         };
         let parts = vec![
-            failing_cluster("endpoints gone"),
-            dns(1, ring),
-            dns(2, ClusterLbConfig::RoundRobin),
+            ("gone".to_owned(), failing_cluster("endpoints gone")),
+            ("x".to_owned(), dns(1, ring)),
+            ("y".to_owned(), dns(2, ClusterLbConfig::RoundRobin)),
         ];
-        let c = aggregate_config("agg", parts);
+        let c = aggregate_config("agg", &parts);
         assert_eq!(c.failure, None);
-        assert_eq!(c.lb, ring);
-        let ports: Vec<String> = c
-            .priorities
-            .iter()
-            .map(|p| p.localities[0].addresses[0].to_string())
-            .collect();
-        assert_eq!(ports, ["127.0.0.1:1", "127.0.0.1:2"]);
+        assert_eq!(c.leaves, ["gone", "x", "y"]);
+        assert!(c.priorities.is_empty());
         // Nothing usable: the calls fail, saying why.
-        let c = aggregate_config("agg", vec![failing_cluster("endpoints gone")]);
+        let c = aggregate_config(
+            "agg",
+            &[("gone".to_owned(), failing_cluster("endpoints gone"))],
+        );
         assert!(
             c.failure
                 .as_deref()
@@ -284,5 +277,6 @@ mod aggregate_config_tests {
             "{:?}",
             c.failure
         );
+        assert!(aggregate_config("agg", &[]).failure.is_some());
     }
 }

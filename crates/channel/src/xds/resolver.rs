@@ -24,10 +24,10 @@
 //! DNS resolver (`logical_dns.rs`: the options its `dns:` targets use, no TXT lookup; re-resolved when the
 //! channel asks this resolver, and at the options' refresh interval), one priority of one locality; an
 //! aggregate cluster's graph is walked depth first into its leaf clusters (`aggregate.rs`: depth 16,
-//! loops, at most 1024 clusters, a missing child skipped as A74 says), whose priorities, in order, are the
-//! aggregate's, under its first usable leaf's policy, circuit breaker, drops and outlier detection (see
-//! `cluster_config.rs`). The router names the aggregate: A28's references hold the aggregate, and its
-//! leaves stay watched while it is. A leaf cluster's watches (and its EDS or DNS name) go when no
+//! loops, at most 1024 clusters, a missing child skipped as A74 says), each published as a cluster of its
+//! own (its policy, circuit breaker, drops, outlier detection and transport: A75), the aggregate a
+//! cluster that delegates to them in order (`grpc_lb::ClusterConfig::leaves`). The router names the
+//! aggregate: A28's references hold the aggregate, and its leaves stay published and watched while it is. A leaf cluster's watches (and its EDS or DNS name) go when no
 //! aggregate reaches it any more.
 //!
 //! Outlier detection (A50's xDS mapping): each cluster's config carries its Cluster's
@@ -372,6 +372,8 @@ fn evaluate(w: &mut Watches, listener_name: &str, authority: &str) -> Outcome {
         }
     }
     let mut clusters = BTreeMap::new();
+    // The leaves of aggregate clusters, each a cluster of its own (A75).
+    let mut leaf_clusters = BTreeMap::new();
     let mut wants = Wants::default();
     let mut pending = false;
     for root in &wanted {
@@ -391,13 +393,16 @@ fn evaluate(w: &mut Watches, listener_name: &str, authority: &str) -> Outcome {
                         failing_cluster(&format!("xDS cluster {root:?}: {message}"))
                     }
                     Some(Ok(Some(leaves))) => {
+                        // A75: each leaf is a cluster of its own (its drops, breaker, policy,
+                        // outlier detection and transport), published under its name while the
+                        // aggregate names it; the aggregate delegates to them in order.
                         let mut parts = Vec::new();
                         let mut leaf_pending = false;
                         for leaf in &leaves {
                             // A leaf gone since the walk: skipped, as a missing one is (A74).
                             if let Known::Cluster(c) = known(w, leaf) {
                                 match leaf_config(w, leaf, &c, &mut wants) {
-                                    Some(config) => parts.push(config),
+                                    Some(config) => parts.push((leaf.clone(), config)),
                                     None => leaf_pending = true,
                                 }
                             }
@@ -406,21 +411,11 @@ fn evaluate(w: &mut Watches, listener_name: &str, authority: &str) -> Outcome {
                             pending = true;
                             continue;
                         }
-                        // One transport per cluster: leaves with different TLS settings cannot
-                        // share the aggregate's subchannels, and none may go without its own.
-                        let transports: BTreeSet<_> = parts
-                            .iter()
-                            .filter(|p| p.failure.is_none())
-                            .map(|p| p.transport.clone())
-                            .collect();
-                        if transports.len() > 1 {
-                            failing_cluster(&format!(
-                                "xDS aggregate cluster {root:?}: its leaf clusters have different \
-                                 TLS settings (transport_socket), which is not supported"
-                            ))
-                        } else {
-                            aggregate_config(root, parts)
+                        let config = aggregate_config(root, &parts);
+                        for (leaf, leaf_config) in parts {
+                            leaf_clusters.insert(leaf, leaf_config);
                         }
+                        config
                     }
                 },
                 _ => match leaf_config(w, root, &cluster, &mut wants) {
@@ -433,6 +428,9 @@ fn evaluate(w: &mut Watches, listener_name: &str, authority: &str) -> Outcome {
             },
         };
         clusters.insert(root.clone(), config);
+    }
+    for (leaf, config) in leaf_clusters {
+        clusters.entry(leaf).or_insert(config);
     }
     let eds_wanted = wants.eds;
     w.endpoints.retain(|name, _| eds_wanted.contains(name));

@@ -7,6 +7,7 @@
 
 mod xds_bootstrap_server_uri;
 mod xds_close;
+mod xds_cluster_edges;
 mod xds_cluster_lifetime;
 mod xds_cluster_security;
 mod xds_clusters;

@@ -6,6 +6,7 @@
 //! Not here: the counters themselves (`control/outlier.rs`), the per-address table
 //! (`control/address_stats.rs`), the loop itself (`event_loop.rs`).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use grpc_lb::{
@@ -57,15 +58,19 @@ impl Loop {
     pub(super) fn drop_outlier(&mut self, now: std::time::Instant) {
         if let Some(a) = self.activity.active() {
             if let Some(d) = a.outlier.take() {
+                for (scope, detector) in d.scopes() {
+                    for address in detector.ejected() {
+                        if let Some(p) = &mut a.policy {
+                            Loop::set_ejected(&mut p.lb, scope, address, false, now);
+                        }
+                    }
+                }
                 for address in d.ejected() {
                     let ejected_for = self
                         .ejected_since
                         .get(address)
                         .map(|since| now.saturating_duration_since(*since));
                     tracing::info!(%address, reason = "outlier detection is off", ?ejected_for, "outlier detection returns the address");
-                    if let Some(p) = &mut a.policy {
-                        p.lb.uneject(address, now);
-                    }
                 }
             }
         }
@@ -81,8 +86,20 @@ impl Loop {
         if d.poll_timeout().is_none_or(|due| due > now) {
             return;
         }
-        for (address, results) in &self.results {
-            d.record_counts(address, results.take());
+        if self.cluster_results.is_empty() {
+            for (address, results) in &self.results {
+                d.record_counts(address, results.take());
+            }
+        } else {
+            // xDS: each cluster's detector counts that cluster's calls only.
+            for results in self.results.values() {
+                results.take();
+            }
+            for (scope, addresses) in &self.cluster_results {
+                for (address, results) in addresses {
+                    d.record_scope_counts(scope, address, results.take());
+                }
+            }
         }
         d.handle_timeout(now, &mut self.rng);
         while let Some(note) = d.poll_not_ejected() {
@@ -111,9 +128,6 @@ impl Loop {
                     tracing::info!(%address, ?cause, multiplier, ?duration, "outlier detection ejects the address");
                     self.stats.ejections.ejected(address.to_string());
                     self.ejected_since.insert(address.clone(), now);
-                    if let Some(p) = &mut a.policy {
-                        p.lb.eject(&address, now);
-                    }
                 }
                 OutlierEvent::Unejected { address, reason } => {
                     let ejected_for = self
@@ -122,10 +136,13 @@ impl Loop {
                         .map(|since| now.saturating_duration_since(since));
                     tracing::info!(%address, ?reason, ?ejected_for, "outlier detection returns the address");
                     self.stats.ejections.unejected(&address.to_string());
-                    if let Some(p) = &mut a.policy {
-                        p.lb.uneject(&address, now);
-                    }
                 }
+            }
+        }
+        // The policy follows each scope's own ejections.
+        while let Some(e) = d.poll_scoped_event() {
+            if let Some(p) = &mut a.policy {
+                Loop::set_ejected(&mut p.lb, &e.scope, &e.address, e.ejected, now);
             }
         }
     }
@@ -138,6 +155,9 @@ impl Loop {
         if counting && !self.outlier_counting {
             // What was counted before detection started is no interval's.
             for results in self.results.values() {
+                results.take();
+            }
+            for results in self.cluster_results.values().flat_map(HashMap::values) {
                 results.take();
             }
         }
@@ -154,6 +174,7 @@ impl Loop {
                 changed = true;
             }
         }
+        changed |= self.sync_cluster_results();
         self.stats.addresses.sync(&self.results);
         // Subchannels of a policy that is gone (a switch, a panic) say nothing more.
         let (tasks, conns) = (&self.tasks, &self.conns);
@@ -165,6 +186,59 @@ impl Loop {
         if changed && !self.activity.is_idle() && self.retired.is_none() {
             let (state, spec) = self.spec.clone();
             self.publish(state, spec);
+        }
+    }
+
+    /// Keeps a counter per address of each xDS cluster with outlier detection (its detector's scope),
+    /// drops the others; whether that changed anything.
+    fn sync_cluster_results(&mut self) -> bool {
+        let Some(d) = self.activity.outlier() else {
+            let changed = !self.cluster_results.is_empty();
+            self.cluster_results.clear();
+            return changed;
+        };
+        let mut changed = false;
+        let mut next: HashMap<String, HashMap<Address, Arc<CallResults>>> = HashMap::new();
+        for (scope, detector) in d.scopes() {
+            if scope.is_empty() {
+                continue;
+            }
+            let mut old = self.cluster_results.remove(scope).unwrap_or_default();
+            let mut kept = HashMap::new();
+            for (address, _) in detector.addresses() {
+                let Some(parent) = self.results.get(address) else {
+                    continue;
+                };
+                let counter = match old.remove(address) {
+                    Some(c) => c,
+                    None => {
+                        changed = true;
+                        Arc::new(CallResults::in_cluster(parent.clone()))
+                    }
+                };
+                kept.insert(address.clone(), counter);
+            }
+            changed |= !old.is_empty();
+            next.insert(scope.to_owned(), kept);
+        }
+        changed |= !self.cluster_results.is_empty();
+        self.cluster_results = next;
+        changed
+    }
+
+    /// Applies one scope's ejection (`ejected`) or return of `address` to the policy: the channel's own scope
+    /// (empty name) through the policy's per-address overlay, an xDS cluster's to that cluster's picks only.
+    pub(super) fn set_ejected(
+        lb: &mut grpc_lb::LbPolicy,
+        scope: &str,
+        address: &Address,
+        ejected: bool,
+        now: std::time::Instant,
+    ) {
+        match (scope.is_empty(), ejected) {
+            (true, true) => lb.eject(address, now),
+            (true, false) => lb.uneject(address, now),
+            (false, _) => lb.set_ejected_in_cluster(scope, address, ejected, now),
         }
     }
 
