@@ -253,4 +253,36 @@ mod tests {
         assert!(leaf_sans(b"not a certificate").is_err());
         assert!(leaf_sans(&[]).is_err());
     }
+
+    /// gRFC A29: the check passes when at least one SAN of the leaf matches a matcher, however many
+    /// SANs the leaf has (grpc-go's `MatchingSANExists` walks every SAN; C-core likewise). `leaf_sans`
+    /// (xds_tls.rs, `.take(MAX_SANS)`) drops every SAN past the 1024th, so a certificate the CA signed
+    /// for the cluster's name is refused when that name comes late in its SAN list.
+    #[test]
+    fn a_matching_san_after_many_others_passes_the_check() {
+        use interop::tls::{TestCa, Usage};
+        use rustls::pki_types::pem::PemObject;
+        let ca = TestCa::new("many SANs CA").expect("test setup");
+        let names: Vec<String> = (0..=MAX_SANS)
+            .map(|i| format!("h{i}.example.com"))
+            .collect();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let leaf = ca.issue(&refs, Usage::Server).expect("test setup");
+        let leaf = CertificateDer::from_pem_slice(leaf.cert_pem.as_bytes()).expect("test setup");
+        let mut roots = RootCertStore::empty();
+        roots
+            .add(CertificateDer::from_pem_slice(ca.cert_pem.as_bytes()).expect("test setup"))
+            .expect("test setup");
+        let verifier = SanVerifier {
+            roots: Arc::new(roots),
+            matchers: vec![StringMatch::Exact {
+                value: format!("h{MAX_SANS}.example.com"),
+                ignore_case: false,
+            }],
+            provider: Arc::new(rustls::crypto::ring::default_provider()),
+        };
+        let name = ServerName::try_from("h0.example.com").expect("test setup");
+        let verdict = verifier.verify_server_cert(&leaf, &[], &name, &[], UnixTime::now());
+        assert!(verdict.is_ok(), "{verdict:?}");
+    }
 }

@@ -365,4 +365,42 @@ mod tests {
         let e = read_identity(&dir.0.join("cert.pem"), &dir.0.join("key.pem")).expect_err("fails");
         assert!(e.contains("does not go with"), "{e}");
     }
+
+    /// A provider is one per instance in the process, shared by every channel that uses it (module
+    /// doc), and re-reads its files every `refresh_interval` for all of them (grpc-go's pemfile watcher
+    /// runs on its own goroutine, whoever made it). Here the refresh task is spawned on the runtime of
+    /// the first user (`CertificateProvider::shared`: `rt.spawn(refresh(..))`) and dies with it, so a
+    /// channel on a live runtime that is handed the same provider never sees a rotated certificate.
+    #[test]
+    fn a_shared_provider_keeps_refreshing_after_the_runtime_that_made_it_is_gone() {
+        let dir = temp_dir("two-runtimes");
+        let ca = TestCa::new("provider test CA").expect("test setup");
+        std::fs::write(dir.0.join("ca.pem"), &ca.cert_pem).expect("test setup");
+        write_identity(&dir.0, &ca, "first.client");
+        let f = files(&dir.0, Duration::from_secs(60));
+        let paused = || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .start_paused(true)
+                .build()
+                .expect("test setup")
+        };
+        let first_runtime = paused();
+        let first_user =
+            first_runtime.block_on(async { CertificateProvider::shared("two-runtimes", &f) });
+        let first = leaf_pem(&first_user);
+        drop(first_runtime);
+        paused().block_on(async {
+            let second_user = CertificateProvider::shared("two-runtimes", &f);
+            write_identity(&dir.0, &ca, "second.client");
+            for _ in 0..3 {
+                tokio::time::sleep(Duration::from_secs(61)).await;
+            }
+            assert!(
+                leaf_pem(&second_user) != first,
+                "the rotated certificate is read within three refresh intervals"
+            );
+        });
+        drop(first_user);
+    }
 }
