@@ -250,14 +250,16 @@ impl Channel {
     }
 
     /// Shuts the channel down: connections close, its name resolver stops (DNS queries, an `xds:`
-    /// target's watches and its share of the ADS stream), new calls fail with UNAVAILABLE, and the state
-    /// becomes SHUTDOWN. Dropping every clone of the channel does the same.
+    /// target's watches and its share of the ADS stream), the transports of xDS clusters and their
+    /// certificate providers are released, new calls fail with UNAVAILABLE, and the state becomes
+    /// SHUTDOWN. Dropping every clone of the channel does the same.
     pub fn close(&self) {
         self.inner.closed.store(true, Ordering::Release);
         if let Some(control) = self.inner.control.get() {
             control.close();
         }
         self.inner.resolution.stop();
+        self.inner.resolution.transports().close();
     }
 
     /// The largest response header list (headers or trailers) a call accepts.

@@ -24,8 +24,12 @@ use rustls::{CertificateError, DigitallySignedStruct, OtherError, RootCertStore,
 use super::tls::TlsConnector;
 use crate::wire::status::Status;
 
-/// The most SANs read from one certificate (more are ignored: real certificates have a handful).
-pub(crate) const MAX_SANS: usize = 1024;
+/// The most SANs an error message names (the rest are counted: "and N more"). Every SAN is matched;
+/// their number is bounded by the certificate's size, which rustls bounds.
+const SANS_SHOWN: usize = 8;
+
+/// The most characters of one SAN an error message shows.
+const SAN_CHARS_SHOWN: usize = 128;
 
 /// Why a server certificate failed the SAN check (the cause of its handshake failure).
 #[derive(Debug, thiserror::Error)]
@@ -140,8 +144,8 @@ fn other(e: SanCheckError) -> rustls::Error {
     rustls::Error::InvalidCertificate(CertificateError::Other(OtherError(Arc::new(e))))
 }
 
-/// The SANs of a certificate (DER): DNS, URI, email and IP; other kinds are skipped, as are SANs past
-/// [`MAX_SANS`].
+/// Every SAN of a certificate (DER) of the kinds A29 matches: DNS, URI, email and IP; other kinds are
+/// skipped.
 pub(crate) fn leaf_sans(der: &[u8]) -> Result<Vec<SubjectAltName>, String> {
     let (_, cert) = x509_parser::parse_x509_certificate(der).map_err(|e| e.to_string())?;
     let ext = cert.subject_alternative_name().map_err(|e| e.to_string())?;
@@ -165,19 +169,19 @@ pub(crate) fn leaf_sans(der: &[u8]) -> Result<Vec<SubjectAltName>, String> {
             .map(SubjectAltName::Ip),
             _ => None,
         })
-        .take(MAX_SANS)
         .collect();
     Ok(sans)
 }
 
-/// The SANs for an error message: at most 8, each at most 128 characters.
+/// The SANs for an error message: at most [`SANS_SHOWN`], each at most [`SAN_CHARS_SHOWN`]
+/// characters, then how many more there are.
 fn describe_sans(sans: &[SubjectAltName]) -> String {
     if sans.is_empty() {
         return "no SAN".to_owned();
     }
     let mut shown: Vec<String> = sans
         .iter()
-        .take(8)
+        .take(SANS_SHOWN)
         .map(|s| {
             let text = match s {
                 SubjectAltName::Dns(v) => format!("DNS:{v}"),
@@ -185,11 +189,11 @@ fn describe_sans(sans: &[SubjectAltName]) -> String {
                 SubjectAltName::Email(v) => format!("email:{v}"),
                 SubjectAltName::Ip(ip) => format!("IP:{ip}"),
             };
-            text.chars().take(128).collect()
+            text.chars().take(SAN_CHARS_SHOWN).collect()
         })
         .collect();
-    if sans.len() > 8 {
-        shown.push(format!("and {} more", sans.len() - 8));
+    if sans.len() > SANS_SHOWN {
+        shown.push(format!("and {} more", sans.len() - SANS_SHOWN));
     }
     shown.join(", ")
 }
@@ -252,5 +256,47 @@ mod tests {
     fn unparsable_certificates_are_errors_not_panics() {
         assert!(leaf_sans(b"not a certificate").is_err());
         assert!(leaf_sans(&[]).is_err());
+    }
+
+    /// gRFC A29: the check passes when at least one SAN of the leaf matches a matcher, however many
+    /// SANs the leaf has (grpc-go's `MatchingSANExists` walks every SAN; C-core likewise). `leaf_sans`
+    /// once dropped every SAN past the 1024th (`.take(1024)`), so a certificate the CA signed for the
+    /// cluster's name was refused when that name came late in its SAN list.
+    #[test]
+    fn a_matching_san_after_many_others_passes_the_check() {
+        use interop::tls::{TestCa, Usage};
+        use rustls::pki_types::pem::PemObject;
+        const MAX_SANS: usize = 1024;
+        let ca = TestCa::new("many SANs CA").expect("test setup");
+        let names: Vec<String> = (0..=MAX_SANS)
+            .map(|i| format!("h{i}.example.com"))
+            .collect();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let leaf = ca.issue(&refs, Usage::Server).expect("test setup");
+        let leaf = CertificateDer::from_pem_slice(leaf.cert_pem.as_bytes()).expect("test setup");
+        let mut roots = RootCertStore::empty();
+        roots
+            .add(CertificateDer::from_pem_slice(ca.cert_pem.as_bytes()).expect("test setup"))
+            .expect("test setup");
+        let verifier = SanVerifier {
+            roots: Arc::new(roots),
+            matchers: vec![StringMatch::Exact {
+                value: format!("h{MAX_SANS}.example.com"),
+                ignore_case: false,
+            }],
+            provider: Arc::new(rustls::crypto::ring::default_provider()),
+        };
+        let name = ServerName::try_from("h0.example.com").expect("test setup");
+        let verdict = verifier.verify_server_cert(&leaf, &[], &name, &[], UnixTime::now());
+        assert!(verdict.is_ok(), "{verdict:?}");
+        // Every SAN is read, and a mismatch message counts the ones it does not show.
+        let sans = leaf_sans(&leaf).expect("parses");
+        assert_eq!(sans.len(), MAX_SANS + 1);
+        let text = describe_sans(&sans);
+        assert!(
+            text.ends_with(&format!("and {} more", MAX_SANS + 1 - SANS_SHOWN)),
+            "{text}"
+        );
+        assert!(text.len() < 2048, "the message stays short: {}", text.len());
     }
 }

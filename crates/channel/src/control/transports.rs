@@ -6,6 +6,9 @@
 //! A key the registry does not know (its cluster went while a connection attempt was starting) fails
 //! that attempt UNAVAILABLE; it never falls back to the channel's own transport.
 //!
+//! Closing the channel empties the registry for good ([`Transports::close`]): what the transports hold
+//! (certificate providers) is released then, not when the last clone of the channel goes.
+//!
 //! Not here: what a transport holds (`xds/credentials.rs`), the TLS mechanics (`conn/`).
 
 use std::collections::HashMap;
@@ -29,44 +32,66 @@ pub(crate) trait TransportFactory: Send + Sync {
 /// setting of the clusters it publishes).
 #[derive(Clone, Default)]
 pub(crate) struct Transports {
-    inner: Arc<Mutex<HashMap<TransportKey, Arc<dyn TransportFactory>>>>,
+    inner: Arc<Mutex<Registry>>,
+}
+
+/// The entries, and whether the channel closed (then there are none and none are added).
+#[derive(Default)]
+struct Registry {
+    entries: HashMap<TransportKey, Arc<dyn TransportFactory>>,
+    closed: bool,
 }
 
 impl std::fmt::Debug for Transports {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Transports")
-            .field("keys", &self.inner.lock().len())
+            .field("keys", &self.inner.lock().entries.len())
             .finish()
     }
 }
 
 impl Transports {
-    /// Registers `factory` under `key` unless the key has one already (equal keys mean equal settings).
+    /// Registers `factory` under `key` unless the key has one already (equal keys mean equal settings)
+    /// or the registry is closed (then `factory` is not called).
     #[cfg(feature = "xds")]
     pub(crate) fn insert_if_absent(
         &self,
         key: TransportKey,
         factory: impl FnOnce() -> Arc<dyn TransportFactory>,
     ) {
-        self.inner.lock().entry(key).or_insert_with(factory);
+        let mut registry = self.inner.lock();
+        if !registry.closed {
+            registry.entries.entry(key).or_insert_with(factory);
+        }
     }
 
     /// Whether `key` is registered.
     #[cfg(feature = "xds")]
     pub(crate) fn contains(&self, key: &TransportKey) -> bool {
-        self.inner.lock().contains_key(key)
+        self.inner.lock().entries.contains_key(key)
     }
 
     /// Drops every entry whose key is not in `keep`.
     #[cfg(feature = "xds")]
     pub(crate) fn retain(&self, keep: &std::collections::BTreeSet<TransportKey>) {
-        self.inner.lock().retain(|k, _| keep.contains(k));
+        self.inner.lock().entries.retain(|k, _| keep.contains(k));
+    }
+
+    /// Drops every entry and refuses new ones: the channel closed. The entries are dropped after the
+    /// lock is released (a transport's drop may release a certificate provider).
+    pub(crate) fn close(&self) {
+        let entries = {
+            let mut registry = self.inner.lock();
+            registry.closed = true;
+            std::mem::take(&mut registry.entries)
+        };
+        drop(entries);
     }
 
     /// How many entries there are.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.inner.lock().len()
+        self.inner.lock().entries.len()
     }
 
     /// The connector for a connection to `addr` with `key`'s transport.
@@ -75,7 +100,7 @@ impl Transports {
         key: &TransportKey,
         addr: &Address,
     ) -> Result<TlsConnector, Status> {
-        let factory = self.inner.lock().get(key).cloned();
+        let factory = self.inner.lock().entries.get(key).cloned();
         match factory {
             Some(f) => f.connector(addr),
             None => Err(Status::unavailable(format!(

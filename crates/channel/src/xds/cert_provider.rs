@@ -1,20 +1,27 @@
 //! gRFC A29's `file_watcher` certificate provider: the PEM files of one bootstrap `certificate_providers`
 //! instance (`certificate_file` + `private_key_file`, the client's identity; `ca_certificate_file`, the
-//! roots), read when the provider is created and again every `refresh_interval` on a tokio timer (tokio's
+//! roots), read when the provider is created and again when a connection asks for its material and
+//! `refresh_interval` has passed since the last read (measured with `tokio::time::Instant`, so tokio's
 //! paused clock drives it in tests).
 //!
 //! * One provider per (instance name, config) in the process, shared by every channel that uses it and
-//!   ref-counted: its timer task stops when the last user drops it (a dropped channel stops what it
-//!   started).
+//!   ref-counted: it goes when the last user drops it (a closed or dropped channel releases it).
+//! * No task, no timer: refreshing belongs to no runtime, so a provider shared by channels on several
+//!   runtimes (or made outside any) keeps refreshing for all of them. A file that changes is seen by the
+//!   first connection attempt after the interval, which is when it matters (grpc-go's watcher reads on
+//!   a timer; what connections see is the same: the newest files, at most one interval old).
 //! * A read that fails (a file missing, too large, not PEM, a key that does not belong to the
 //!   certificate) keeps the last good identity and roots and logs a WARN; a provider that never read a
 //!   usable one says so, naming the file and the cause, to every connection that needs it.
-//! * Each file is read up to [`MAX_PEM_FILE_BYTES`]; a larger one is a failed read.
+//! * Each file is read up to [`MAX_PEM_FILE_BYTES`]; a larger one is a failed read. A CA file keeps the
+//!   certificates that can be roots and skips the others (Go's `AppendCertsFromPEM`); it fails when
+//!   none can.
 //! * New connections get the newest material; existing connections keep theirs.
 //!
-//! The files are read with blocking I/O on the runtime's thread (a few KB, every few minutes). Not here:
-//! Go's rule that the certificate and key sit in one directory, other plugins, A65's `tls` channel creds
-//! for the management server.
+//! The files are read with blocking I/O on the thread of the connection attempt that finds them due (a
+//! few KB, at most once per interval); concurrent attempts wait for that read. Not here: Go's rule that
+//! the certificate and key sit in one directory, other plugins, A65's `tls` channel creds for the
+//! management server.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -26,6 +33,7 @@ use parking_lot::{Mutex, RwLock};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::RootCertStore;
+use tokio::time::Instant;
 
 use crate::conn::xds_tls::ClientIdentity;
 
@@ -46,30 +54,19 @@ struct Material {
     roots_error: Option<String>,
 }
 
-struct Shared {
+/// One `file_watcher` provider instance.
+pub(crate) struct CertificateProvider {
     name: String,
     files: CertificateFiles,
     material: RwLock<Material>,
-}
-
-/// One `file_watcher` provider instance; its task stops when the last handle goes.
-pub(crate) struct CertificateProvider {
-    shared: Arc<Shared>,
-    task: Option<tokio::task::JoinHandle<()>>,
-}
-
-impl Drop for CertificateProvider {
-    fn drop(&mut self) {
-        if let Some(task) = self.task.take() {
-            task.abort();
-        }
-    }
+    /// When the files were last read (held while a read is under way, so one caller reads).
+    last_read: Mutex<Instant>,
 }
 
 impl std::fmt::Debug for CertificateProvider {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CertificateProvider")
-            .field("name", &self.shared.name)
+            .field("name", &self.name)
             .finish_non_exhaustive()
     }
 }
@@ -81,9 +78,8 @@ static PROVIDERS: LazyLock<Mutex<HashMap<Key, Weak<CertificateProvider>>>> =
     LazyLock::new(Default::default);
 
 impl CertificateProvider {
-    /// The provider of instance `name` with `files`: the running one if some channel uses it, else a
-    /// new one that reads its files now and starts its timer (on the current tokio runtime; without one,
-    /// it reads once and never again).
+    /// The provider of instance `name` with `files`: the one in use if some channel uses it, else a new
+    /// one that reads its files now. Needs no tokio runtime.
     pub(crate) fn shared(name: &str, files: &CertificateFiles) -> Arc<CertificateProvider> {
         let mut providers = PROVIDERS.lock();
         let key = (name.to_owned(), files.clone());
@@ -91,28 +87,26 @@ impl CertificateProvider {
             return p;
         }
         providers.retain(|_, w| w.strong_count() > 0);
-        let shared = Arc::new(Shared {
+        let provider = Arc::new(CertificateProvider {
             name: name.to_owned(),
             files: files.clone(),
             material: RwLock::new(Material::default()),
+            last_read: Mutex::new(Instant::now()),
         });
-        shared.reload();
-        let task = tokio::runtime::Handle::try_current()
-            .ok()
-            .map(|rt| rt.spawn(refresh(shared.clone())));
-        let provider = Arc::new(CertificateProvider { shared, task });
+        provider.reload();
         providers.insert(key, Arc::downgrade(&provider));
         provider
     }
 
     /// The newest usable identity, or why there is none.
     pub(crate) fn identity(&self) -> Result<ClientIdentity, String> {
-        let m = self.shared.material.read();
+        self.refresh_if_due();
+        let m = self.material.read();
         match (&m.identity, &m.identity_error) {
             (Some(id), _) => Ok(id.clone()),
             (None, why) => Err(format!(
                 "certificate provider instance {:?} has no usable identity: {}",
-                self.shared.name,
+                self.name,
                 why.as_deref().unwrap_or("not read yet")
             )),
         }
@@ -120,28 +114,34 @@ impl CertificateProvider {
 
     /// The newest usable roots, or why there are none.
     pub(crate) fn roots(&self) -> Result<Arc<RootCertStore>, String> {
-        let m = self.shared.material.read();
+        self.refresh_if_due();
+        let m = self.material.read();
         match (&m.roots, &m.roots_error) {
             (Some(r), _) => Ok(r.clone()),
             (None, why) => Err(format!(
                 "certificate provider instance {:?} has no usable CA certificates: {}",
-                self.shared.name,
+                self.name,
                 why.as_deref().unwrap_or("not read yet")
             )),
         }
     }
-}
 
-/// Reads the files again every refresh interval.
-async fn refresh(shared: Arc<Shared>) {
-    let every = shared.files.refresh_interval.max(MIN_REFRESH_INTERVAL);
-    loop {
-        tokio::time::sleep(every).await;
-        shared.reload();
+    /// Reads the files again when the refresh interval has passed since the last read. A clock that
+    /// reads earlier than the last read (another runtime's paused clock) counts as due: one extra read
+    /// is harmless, a refresh put off by a clock's offset is not.
+    fn refresh_if_due(&self) {
+        let every = self.files.refresh_interval.max(MIN_REFRESH_INTERVAL);
+        let mut last_read = self.last_read.lock();
+        let now = Instant::now();
+        let due = now
+            .checked_duration_since(*last_read)
+            .is_none_or(|since| since >= every);
+        if due {
+            *last_read = now;
+            self.reload();
+        }
     }
-}
 
-impl Shared {
     /// Reads the files: what reads well replaces what was there; a failure keeps the last good material.
     fn reload(&self) {
         let files = &self.files;
@@ -240,6 +240,8 @@ fn read_identity(cert: &Path, key: &Path) -> Result<ClientIdentity, String> {
     })
 }
 
+/// The roots of a CA file: every certificate that can be a root (others are skipped with a WARN, as
+/// Go's `AppendCertsFromPEM` skips them); an error when none can.
 fn read_roots(path: &Path) -> Result<Arc<RootCertStore>, String> {
     let certs = certificates(
         &read_bounded(path, "CA certificate")?,
@@ -247,15 +249,20 @@ fn read_roots(path: &Path) -> Result<Arc<RootCertStore>, String> {
         path,
     )?;
     let mut store = RootCertStore::empty();
-    for cert in certs {
-        store.add(cert).map_err(|e| {
-            format!(
-                "a certificate of {} cannot be used as a root: {e}",
-                path.display()
-            )
-        })?;
+    let mut last_error = None;
+    for (index, cert) in certs.into_iter().enumerate() {
+        if let Err(e) = store.add(cert) {
+            tracing::warn!(file = %path.display(), index, error = %e, "xDS certificate provider: skipping a CA certificate that cannot be a root");
+            last_error = Some(e);
+        }
     }
-    Ok(Arc::new(store))
+    match last_error {
+        Some(e) if store.is_empty() => Err(format!(
+            "no certificate of {} can be used as a root: {e}",
+            path.display()
+        )),
+        _ => Ok(Arc::new(store)),
+    }
 }
 
 #[cfg(test)]
@@ -355,6 +362,42 @@ mod tests {
         assert!(e.contains("larger than"), "{e}");
     }
 
+    #[test]
+    fn a_provider_made_outside_any_runtime_reads_and_refreshes() {
+        let dir = temp_dir("no-runtime");
+        let ca = TestCa::new("provider test CA").expect("test setup");
+        std::fs::write(dir.0.join("ca.pem"), &ca.cert_pem).expect("test setup");
+        write_identity(&dir.0, &ca, "first.client");
+        let p = CertificateProvider::shared("no-runtime", &files(&dir.0, Duration::from_secs(60)));
+        let first = leaf_pem(&p);
+        assert!(p.roots().is_ok());
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .expect("test setup")
+            .block_on(async {
+                write_identity(&dir.0, &ca, "second.client");
+                tokio::time::sleep(Duration::from_secs(61)).await;
+                assert_ne!(leaf_pem(&p), first, "re-read once the interval passed");
+            });
+    }
+
+    #[test]
+    fn a_ca_file_keeps_the_certificates_that_can_be_roots() {
+        let dir = temp_dir("bad-root");
+        let ca = TestCa::new("provider test CA").expect("test setup");
+        // A CERTIFICATE block whose DER is no certificate.
+        let bad = "-----BEGIN CERTIFICATE-----\nAAECAwQFBgcICQ==\n-----END CERTIFICATE-----\n";
+        let path = dir.0.join("ca.pem");
+        std::fs::write(&path, format!("{bad}{}{bad}", ca.cert_pem)).expect("test setup");
+        let roots = read_roots(&path).expect("the usable root is kept");
+        assert_eq!(roots.len(), 1);
+        std::fs::write(&path, format!("{bad}{bad}")).expect("test setup");
+        let e = read_roots(&path).expect_err("no usable root");
+        assert!(e.contains("no certificate") && e.contains("ca.pem"), "{e}");
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_key_of_another_certificate_is_refused() {
         let dir = temp_dir("mismatch");
@@ -364,5 +407,43 @@ mod tests {
         std::fs::write(dir.0.join("key.pem"), other.key_pem).expect("test setup");
         let e = read_identity(&dir.0.join("cert.pem"), &dir.0.join("key.pem")).expect_err("fails");
         assert!(e.contains("does not go with"), "{e}");
+    }
+
+    /// A provider is one per instance in the process, shared by every channel that uses it (module
+    /// doc), and re-reads its files every `refresh_interval` for all of them (grpc-go's pemfile watcher
+    /// runs on its own goroutine, whoever made it). A refresh task spawned on the runtime of the first
+    /// user would die with it, and a channel on a live runtime handed the same provider would never see
+    /// a rotated certificate.
+    #[test]
+    fn a_shared_provider_keeps_refreshing_after_the_runtime_that_made_it_is_gone() {
+        let dir = temp_dir("two-runtimes");
+        let ca = TestCa::new("provider test CA").expect("test setup");
+        std::fs::write(dir.0.join("ca.pem"), &ca.cert_pem).expect("test setup");
+        write_identity(&dir.0, &ca, "first.client");
+        let f = files(&dir.0, Duration::from_secs(60));
+        let paused = || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .start_paused(true)
+                .build()
+                .expect("test setup")
+        };
+        let first_runtime = paused();
+        let first_user =
+            first_runtime.block_on(async { CertificateProvider::shared("two-runtimes", &f) });
+        let first = leaf_pem(&first_user);
+        drop(first_runtime);
+        paused().block_on(async {
+            let second_user = CertificateProvider::shared("two-runtimes", &f);
+            write_identity(&dir.0, &ca, "second.client");
+            for _ in 0..3 {
+                tokio::time::sleep(Duration::from_secs(61)).await;
+            }
+            assert!(
+                leaf_pem(&second_user) != first,
+                "the rotated certificate is read within three refresh intervals"
+            );
+        });
+        drop(first_user);
     }
 }

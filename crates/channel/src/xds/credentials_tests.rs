@@ -392,7 +392,7 @@ async fn the_registry_holds_the_keys_in_use_only() {
     assert_ne!(ka, kb);
     credentials.sync(&BTreeMap::from([(ka.clone(), a.clone()), (kb.clone(), b)]));
     assert_eq!(transports.len(), 2);
-    credentials.sync(&BTreeMap::from([(ka.clone(), a)]));
+    credentials.sync(&BTreeMap::from([(ka.clone(), a.clone())]));
     assert_eq!(transports.len(), 1);
     let e = transports
         .connector(&kb, &Address::Tcp(SocketAddr::from(([127, 0, 0, 1], 1))))
@@ -400,4 +400,11 @@ async fn the_registry_holds_the_keys_in_use_only() {
     assert_eq!(e.code(), Code::Unavailable);
     credentials.sync(&BTreeMap::new());
     assert_eq!(transports.len(), 0);
+    // A closed registry (the channel closed) drops what it held and takes nothing more.
+    credentials.sync(&BTreeMap::from([(ka.clone(), a.clone())]));
+    assert_eq!(transports.len(), 1);
+    transports.close();
+    assert_eq!(transports.len(), 0);
+    credentials.sync(&BTreeMap::from([(ka, a)]));
+    assert_eq!(transports.len(), 0, "nothing is registered after the close");
 }

@@ -438,3 +438,50 @@ async fn a_rotated_identity_is_presented_by_new_connections_without_failed_calls
     })
     .await;
 }
+
+/// A `file_watcher` provider is shared only while a channel uses it, and a new one reads its files when
+/// it starts (A29; grpc-go closes a channel's provider references in `ClientConn.Close`, C-core unrefs
+/// them when the channel's credentials go). So once the only channel is closed, a channel built with
+/// the same bootstrap presents the identity now in the files. `Channel::close()` (channel.rs) stops the
+/// resolver but `Resolution::stop` (control/resolver.rs) leaves the registry of transports
+/// (`control/transports.rs`) holding the closed channel's providers and their refresh tasks for as long
+/// as its handle lives: the new channel is handed the old provider and presents the identity read
+/// before the close until the next refresh (600 s here).
+#[tokio::test]
+async fn a_channel_built_after_the_only_one_closed_presents_the_identity_now_in_the_files() {
+    bounded("closed-provider", async {
+        let m = mesh("closed-provider").await;
+        let (backend, seen) = mtls_backend(&m.ca).await;
+        publish_cluster(
+            &m.server,
+            "secure",
+            tls_cluster("secure", Some("identity"), "roots", &[SERVER_SPIFFE]),
+            &[backend.addr],
+        );
+        let boot = bootstrap(&m.server, &m.dir.0, "600s");
+        let first = channel(boot.clone(), true);
+        served_by(&first, CALL).await.expect("an mTLS call");
+        assert_eq!(seen.lock().last(), Some(&der(&m.client.cert_pem)));
+        first.close();
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+        }
+        let second_identity =
+            m.ca.issue(&["second.client.test"], Usage::Client)
+                .expect("second identity");
+        write_identity(&m.dir.0, &second_identity);
+        let second = channel(boot, true);
+        served_by(&second, CALL)
+            .await
+            .expect("an mTLS call on the new channel");
+        let presented = seen.lock().last().cloned();
+        assert!(
+            presented == Some(der(&second_identity.cert_pem)),
+            "the new channel presents the identity in the files, not the one the closed channel's \
+             provider read before the close (first identity: {})",
+            presented == Some(der(&m.client.cert_pem))
+        );
+        drop(first);
+    })
+    .await;
+}
