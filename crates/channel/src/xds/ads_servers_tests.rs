@@ -258,3 +258,70 @@ async fn with_every_server_down_the_watcher_gets_the_error() {
     assert!(state.value.is_none());
     assert_eq!(ads.server_uri(), second.server_uri());
 }
+
+/// A71 + A65: the first server's `tls` files cannot be read (a connection to it can never be made),
+/// but the second server is healthy. That is a connectivity failure of the first server, so the client
+/// must fall back to the second (grpc-go builds its `tls` bundle lazily and falls back the same way),
+/// not refuse to start: `AdsClient::shared` (crates/channel/src/xds/ads.rs, the
+/// `server_channel(&servers[0])?` in `AdsClient::shared`) fails the whole client on server 0's files.
+#[tokio::test]
+async fn a_first_server_with_unreadable_tls_files_falls_back_to_the_second() {
+    let second = ManagementServer::start().await.expect("second");
+    set_cluster(&second, "from-second");
+    let mut bootstrap = bootstrap(
+        &["127.0.0.1:1".to_owned(), second.server_uri()],
+        "bad-first-files",
+    );
+    let missing = temp_dir("missing-first").join("no-such-ca.pem");
+    bootstrap.xds_servers[0].channel_creds = ChannelCreds::Tls(CertificateFiles {
+        ca_certificate_file: Some(missing),
+        ..CertificateFiles::default()
+    });
+    let ads = AdsClient::shared(&bootstrap)
+        .unwrap_or_else(|status| panic!("the second server could serve: {status:?}"));
+    let mut watch = ads.watch(ResourceType::Cluster, "c1", Arc::default());
+    let state = until(&mut watch, |s| s.value.is_some() || s.error.is_some()).await;
+    assert!(
+        eds_name(&state).is_some_and(|d| d.contains("from-second")),
+        "{state:?}"
+    );
+    assert_eq!(ads.server_uri(), second.server_uri());
+}
+
+/// A71: after falling back, the first server returns but sends an invalid (NACKed) version of the
+/// watched Cluster. gRFC A71 / grpc-go keep one resource cache per authority across servers: a NACK
+/// of a resource the watcher already has is an ambient error, and the watcher keeps the valid value
+/// the second server gave. Here the switch back hands the restored server's `WatchEvent::Error`
+/// (its own client never had the resource) to the watcher, and `apply` (crates/channel/src/xds/ads.rs)
+/// drops the value: a channel that worked loses its cluster because the primary came back broken.
+#[tokio::test]
+async fn a_nack_from_the_restored_first_server_keeps_the_fallback_value() {
+    let mut first = ManagementServer::start().await.expect("first");
+    let mut invalid = eds_cluster("c1");
+    invalid.eds_cluster_config = None;
+    first.set(
+        type_url::CLUSTER,
+        vec![named("c1", type_url::CLUSTER, &invalid)],
+    );
+    first.stop().await;
+    let second = ManagementServer::start().await.expect("second");
+    set_cluster(&second, "from-second");
+    let ads = AdsClient::shared(&bootstrap(
+        &[first.server_uri(), second.server_uri()],
+        "nack-after-restore",
+    ))
+    .expect("ads");
+    let mut watch = ads.watch(ResourceType::Cluster, "c1", Arc::default());
+    let state = until(&mut watch, |s| s.value.is_some()).await;
+    assert!(
+        eds_name(&state).is_some_and(|d| d.contains("from-second")),
+        "{state:?}"
+    );
+    first.restart().await.expect("restart");
+    // The first server's response (a NACKed Cluster) reaches the watcher as an error.
+    let state = until(&mut watch, |s| s.error.is_some()).await;
+    assert!(
+        eds_name(&state).is_some_and(|d| d.contains("from-second")),
+        "the valid Cluster from the second server was dropped: {state:?}"
+    );
+}
