@@ -325,3 +325,28 @@ async fn a_nack_from_the_restored_first_server_keeps_the_fallback_value() {
         "the valid Cluster from the second server was dropped: {state:?}"
     );
 }
+
+/// A65: a CA file that exists but holds no certificate (garbage, or an empty file a half-finished
+/// rotation left) is a bad file: the client must fail with UNAVAILABLE naming it, as for a missing
+/// file. `server_channel` (crates/channel/src/xds/ads.rs) passes on the TLS builder's "the CA
+/// certificate PEM holds no CERTIFICATE block" without the file's path, so with several servers and
+/// files the operator cannot tell which file is bad.
+#[tokio::test]
+async fn a_ca_file_without_a_certificate_fails_naming_it() {
+    let mut bootstrap = bootstrap(&["127.0.0.1:1".to_owned()], "mtls-garbage-ca");
+    let garbage = temp_dir("garbage").join("garbage-ca.pem");
+    std::fs::write(&garbage, "this is not a PEM certificate\n").expect("write");
+    bootstrap.xds_servers[0].channel_creds = ChannelCreds::Tls(CertificateFiles {
+        ca_certificate_file: Some(garbage),
+        ..CertificateFiles::default()
+    });
+    let status = match AdsClient::shared(&bootstrap) {
+        Err(status) => status,
+        Ok(ads) => {
+            let mut watch = ads.watch(ResourceType::Cluster, "c1", Arc::default());
+            let state = until(&mut watch, |s| s.error.is_some()).await;
+            crate::wire::status::Status::unavailable(state.error.unwrap_or_default())
+        }
+    };
+    assert!(status.message().contains("garbage-ca.pem"), "{status:?}");
+}
