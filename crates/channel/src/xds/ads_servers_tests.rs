@@ -350,3 +350,51 @@ async fn a_ca_file_without_a_certificate_fails_naming_it() {
     };
     assert!(status.message().contains("garbage-ca.pem"), "{status:?}");
 }
+
+/// A71 (turn4.md §4.3): with the first server gone while every watched resource is cached, the
+/// client stays on the cache; a new watch of a resource that is already cached (a second channel to
+/// the same target sharing the client, or a resolver watching the same Cluster again) adds nothing
+/// missing, so it must get the cached value and no fallback happens. The `Command::Watch` arm of
+/// `run` (crates/channel/src/xds/ads.rs) inserts the new, still empty slot and then asks
+/// `choice.check(watchers.all_cached())`: the empty slot counts as "not cached" and the client falls
+/// back to the second server needlessly.
+#[tokio::test(start_paused = true)]
+async fn a_new_watch_of_a_cached_resource_does_not_fall_back() {
+    let mut first = ManagementServer::start().await.expect("first");
+    set_cluster(&first, "from-first");
+    let second = ManagementServer::start().await.expect("second");
+    set_cluster(&second, "from-second");
+    let ads = AdsClient::shared(&bootstrap(
+        &[first.server_uri(), second.server_uri()],
+        "cached-second-watch",
+    ))
+    .expect("ads");
+    let mut watch = ads.watch(ResourceType::Cluster, "c1", Arc::default());
+    let state = until(&mut watch, |s| s.value.is_some()).await;
+    assert!(eds_name(&state).is_some_and(|d| d.contains("from-first")));
+    // The first server goes away; its reconnection attempts (backoff of a second or so) fail. The
+    // client stays on its cache. Bounded: 600 steps of 100 ms on the paused clock.
+    first.stop().await;
+    for _ in 0..600 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        ads.server_uri(),
+        first.server_uri(),
+        "all cached: no fallback"
+    );
+    assert_eq!(second.streams_opened(), 0);
+    // A second watch of the same, cached Cluster.
+    let mut again = ads.watch(ResourceType::Cluster, "c1", Arc::default());
+    let state = until(&mut again, |s| s.value.is_some() || s.error.is_some()).await;
+    assert_eq!(
+        ads.server_uri(),
+        first.server_uri(),
+        "a watch of a cached resource made the client fall back: {state:?}"
+    );
+    assert!(
+        eds_name(&state).is_some_and(|d| d.contains("from-first")),
+        "{state:?}"
+    );
+    assert_eq!(second.streams_opened(), 0);
+}
