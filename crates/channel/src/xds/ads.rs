@@ -125,7 +125,13 @@ impl AdsClient {
         {
             return Ok(client);
         }
-        let channel = server_channel(&servers[0])?;
+        // A65 + A71: a first server whose channel cannot be built (its `tls` files unreadable or
+        // invalid) is a failing server the client falls back from, as one it cannot connect to; a lone
+        // server's error fails the client at once, naming the file.
+        let channel = server_channel(&servers[0]);
+        if let (Err(status), 1) = (&channel, servers.len()) {
+            return Err(status.clone());
+        }
         let node = node_proto(
             &bootstrap.node,
             &UserAgent {

@@ -129,7 +129,9 @@ pub(crate) struct Watchers {
 }
 
 impl Watchers {
-    /// Adds a watch's slot, as the task does for a `Watch` command.
+    /// Adds a watch's slot, as the task does for a `Watch` command. A resource another watch already
+    /// has (a value, or known not to exist) fills the new slot at once: the watchers' slots are the
+    /// cache A71 speaks of, whichever server filled them.
     pub(crate) fn insert(
         &mut self,
         key: u64,
@@ -138,6 +140,16 @@ impl Watchers {
         slot: watch::Sender<WatchState>,
         notify: Arc<Notify>,
     ) {
+        let known = self
+            .slots
+            .values()
+            .filter(|w| w.resource_type == resource_type && w.name == name)
+            .map(|w| w.slot.borrow().clone())
+            .find(|state| state.value.is_some() || state.does_not_exist);
+        if let Some(known) = known {
+            slot.send_replace(known);
+            notify.notify_one();
+        }
         self.slots.insert(
             key,
             WatchSlot {
@@ -190,6 +202,9 @@ pub(super) fn task_ended(slot: &watch::Sender<WatchState>, notify: &Notify) {
     notify.notify_one();
 }
 
+/// Applies a server's event to a watcher's state. No error clears a value: a server's
+/// [`WatchEvent::Error`] means that server has no value, while the watcher may have one from another
+/// server (a fallback server's, when the restored one rejects its first version).
 pub(super) fn apply(state: &mut WatchState, event: WatchEvent<Resource>) {
     match event {
         WatchEvent::Changed(value) => {
@@ -201,10 +216,8 @@ pub(super) fn apply(state: &mut WatchState, event: WatchEvent<Resource>) {
             state.value = None;
             state.does_not_exist = true;
         }
-        WatchEvent::Error(e) => {
-            state.value = None;
-            state.error = Some(e);
-        }
-        WatchEvent::AmbientError(e) => state.error = Some(e),
+        // A server's error for a resource it never gave a value: the value another server gave (the
+        // watchers' one cache across servers, as grpc-go's) stays in use, with the error ambient.
+        WatchEvent::Error(e) | WatchEvent::AmbientError(e) => state.error = Some(e),
     }
 }

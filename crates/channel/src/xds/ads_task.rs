@@ -120,7 +120,7 @@ fn stream_ended(
 /// across an await.
 pub(super) async fn run(
     servers: Vec<XdsServer>,
-    first: Channel,
+    first: Result<Channel, Status>,
     built: Instant,
     node: core::Node,
     context: Arc<DecodeContext>,
@@ -129,7 +129,7 @@ pub(super) async fn run(
 ) {
     let mut watchers = Watchers::default();
     let mut io: Vec<ServerIo> = servers.iter().map(|_| ServerIo::unused()).collect();
-    io[0].channel = Some(Ok(first));
+    io[0].channel = Some(first);
     io[0].built = built;
     loop {
         let now = Instant::now().into_std();
@@ -194,6 +194,8 @@ pub(super) async fn run(
                         server.watch(key, resource_type, &name);
                     }
                     watchers.insert(key, resource_type, &name, slot, notify);
+                    // The current server's cached value reaches the new watch before the check.
+                    state.deliver(&watchers);
                     // A watch the cache lacks while the server in use fails: A71 falls back.
                     if let Some(switch) = state.choice.check(watchers.all_cached()) {
                         make_switch(switch, state, &mut io, &servers, &watchers);
@@ -281,9 +283,16 @@ pub(super) async fn run(
                 let now = Instant::now().into_std();
                 let refresh = |io: &mut ServerIo, config: &XdsServer| {
                     // A65: a stream opening `refresh_interval` after its channel read the TLS files gets
-                    // a channel that reads them again (a new connection with the new identity).
+                    // a channel that reads them again (a new connection with the new identity); a
+                    // channel that could not be built (the files unreadable) is tried again at each
+                    // stream start, at the client's backoff.
                     if let ChannelCreds::Tls(files) = &config.channel_creds {
-                        if io.channel.is_some() && io.built.elapsed() >= files.refresh_interval {
+                        let stale = match &io.channel {
+                            Some(Ok(_)) => io.built.elapsed() >= files.refresh_interval,
+                            Some(Err(_)) => true,
+                            None => false,
+                        };
+                        if stale {
                             io.channel = Some(server_channel(config));
                             io.built = Instant::now();
                         }
