@@ -599,6 +599,45 @@ mod tests {
         assert!(e.to_string().contains("not a valid server name"), "{e}");
     }
 
+    /// Every error of a file's content names the file: a CA file, a client certificate file and a
+    /// private key file holding no PEM of their kind.
+    #[test]
+    fn bad_file_contents_name_the_file() {
+        let dir = std::env::temp_dir().join(format!("grpc-tls-files-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let garbage = |name: &str| {
+            let path = dir.join(name);
+            std::fs::write(&path, "not a PEM\n").expect("write");
+            path
+        };
+        let e = TlsConfig::new()
+            .ca_certificate_file(garbage("bad-ca.pem"))
+            .connector("x")
+            .expect_err("no CA certificate");
+        assert!(
+            e.to_string().contains("bad-ca.pem") && e.to_string().contains("CERTIFICATE"),
+            "{e}"
+        );
+        let e = TlsConfig::new()
+            .webpki_roots()
+            .identity_files(garbage("bad-chain.pem"), garbage("key.pem"))
+            .connector("x")
+            .expect_err("no client certificate");
+        assert!(e.to_string().contains("bad-chain.pem"), "{e}");
+        use interop::tls::{TestCa, Usage};
+        let ca = TestCa::new("tls files test CA").expect("CA");
+        let client = ca.issue(&["client.test"], Usage::Client).expect("client");
+        let chain = dir.join("chain.pem");
+        std::fs::write(&chain, &client.cert_pem).expect("write");
+        let e = TlsConfig::new()
+            .webpki_roots()
+            .identity_files(chain, garbage("bad-key.pem"))
+            .connector("x")
+            .expect_err("no key");
+        assert!(e.to_string().contains("bad-key.pem"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn causes_are_named() {
         let n = "foo.example";

@@ -261,9 +261,8 @@ async fn with_every_server_down_the_watcher_gets_the_error() {
 
 /// A71 + A65: the first server's `tls` files cannot be read (a connection to it can never be made),
 /// but the second server is healthy. That is a connectivity failure of the first server, so the client
-/// must fall back to the second (grpc-go builds its `tls` bundle lazily and falls back the same way),
-/// not refuse to start: `AdsClient::shared` (crates/channel/src/xds/ads.rs, the
-/// `server_channel(&servers[0])?` in `AdsClient::shared`) fails the whole client on server 0's files.
+/// falls back to the second (grpc-go builds its `tls` bundle lazily and falls back the same way)
+/// instead of refusing to start; a lone server's unreadable file still fails the client at once.
 #[tokio::test]
 async fn a_first_server_with_unreadable_tls_files_falls_back_to_the_second() {
     let second = ManagementServer::start().await.expect("second");
@@ -291,9 +290,8 @@ async fn a_first_server_with_unreadable_tls_files_falls_back_to_the_second() {
 /// A71: after falling back, the first server returns but sends an invalid (NACKed) version of the
 /// watched Cluster. gRFC A71 / grpc-go keep one resource cache per authority across servers: a NACK
 /// of a resource the watcher already has is an ambient error, and the watcher keeps the valid value
-/// the second server gave. Here the switch back hands the restored server's `WatchEvent::Error`
-/// (its own client never had the resource) to the watcher, and `apply` (crates/channel/src/xds/ads.rs)
-/// drops the value: a channel that worked loses its cluster because the primary came back broken.
+/// the second server gave: the switch back hands the restored server's `WatchEvent::Error` (its own
+/// client never had the resource) to the watcher, which keeps its value with the error ambient.
 #[tokio::test]
 async fn a_nack_from_the_restored_first_server_keeps_the_fallback_value() {
     let mut first = ManagementServer::start().await.expect("first");
@@ -327,10 +325,8 @@ async fn a_nack_from_the_restored_first_server_keeps_the_fallback_value() {
 }
 
 /// A65: a CA file that exists but holds no certificate (garbage, or an empty file a half-finished
-/// rotation left) is a bad file: the client must fail with UNAVAILABLE naming it, as for a missing
-/// file. `server_channel` (crates/channel/src/xds/ads.rs) passes on the TLS builder's "the CA
-/// certificate PEM holds no CERTIFICATE block" without the file's path, so with several servers and
-/// files the operator cannot tell which file is bad.
+/// rotation left) is a bad file: the client fails with UNAVAILABLE naming it, as for a missing file,
+/// so with several servers and files the operator can tell which file is bad.
 #[tokio::test]
 async fn a_ca_file_without_a_certificate_fails_naming_it() {
     let mut bootstrap = bootstrap(&["127.0.0.1:1".to_owned()], "mtls-garbage-ca");
@@ -354,10 +350,7 @@ async fn a_ca_file_without_a_certificate_fails_naming_it() {
 /// A71 (turn4.md §4.3): with the first server gone while every watched resource is cached, the
 /// client stays on the cache; a new watch of a resource that is already cached (a second channel to
 /// the same target sharing the client, or a resolver watching the same Cluster again) adds nothing
-/// missing, so it must get the cached value and no fallback happens. The `Command::Watch` arm of
-/// `run` (crates/channel/src/xds/ads.rs) inserts the new, still empty slot and then asks
-/// `choice.check(watchers.all_cached())`: the empty slot counts as "not cached" and the client falls
-/// back to the second server needlessly.
+/// missing, so it gets the cached value before the fallback check, and no fallback happens.
 #[tokio::test(start_paused = true)]
 async fn a_new_watch_of_a_cached_resource_does_not_fall_back() {
     let mut first = ManagementServer::start().await.expect("first");
