@@ -16,14 +16,20 @@
 //! get their resources from. The first server is used; when the server in use fails (its channel is
 //! not READY, or its stream ends before any response) while a watched resource is not cached, the task
 //! connects to the next one and subscribes everything there; all cached, it stays on the cache.
-//! Higher-priority servers keep retrying, and the first response from one switches back to it and
-//! closes the lower-priority servers' streams and channels. Watchers get connectivity errors only when
-//! every server failed. At most [`grpc_xds::MAX_XDS_SERVERS`] servers.
+//! Higher-priority servers keep retrying, and the first response from one (as in grpc-go, even one
+//! whose resources are all rejected) switches back to it and closes the lower-priority servers'
+//! streams and channels. The watchers' slots are one cache across servers: a server's error never
+//! clears a value a watcher has, and a new watch of a resource another watch has is filled from it.
+//! Watchers get connectivity errors only when every server failed. At most
+//! [`grpc_xds::MAX_XDS_SERVERS`] servers.
 //!
 //! A65: `tls` channel creds give the server's channel a [`TlsConfig`] with the CA file's roots (the
 //! platform's without one) and the client certificate and key (mTLS), read when that channel is built;
 //! a stream opening `refresh_interval` or more after that gets a new channel, which reads them again
-//! (an open stream keeps its connection). `unix:` server URIs are the channel's own `unix:` targets.
+//! (an open stream keeps its connection). Files that cannot be read or hold no usable PEM fail a lone
+//! server's client at once, naming the file; with more servers that server counts as failing (A71
+//! falls back) and its channel is built again at each stream start. `unix:` server URIs are the
+//! channel's own `unix:` targets.
 //!
 //! Watchers ([`ResourceWatch`]) see the latest state of their resource in a one-value slot, so a control
 //! plane flooding updates costs one slot per watch, never a queue. The task ends when the last
