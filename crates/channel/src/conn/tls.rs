@@ -43,6 +43,14 @@ enum Pem {
 }
 
 impl Pem {
+    /// `what` it holds, named by its file's path when it is a file (so every error names the file).
+    fn describe(&self, what: &str) -> String {
+        match self {
+            Pem::Bytes(_) => format!("{what} PEM"),
+            Pem::File(path) => format!("{what} file {}", path.display()),
+        }
+    }
+
     fn read(&self, what: &str) -> Result<Vec<u8>, BuildError> {
         match self {
             Pem::Bytes(b) => Ok(b.clone()),
@@ -191,10 +199,11 @@ impl TlsConfig {
                 Roots::WebPki => store.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
                 Roots::Pem(pem) => {
                     let bytes = pem.read("CA certificate")?;
-                    let certs = read_certificates(&bytes, "CA certificate")?;
+                    let what = pem.describe("CA certificate");
+                    let certs = read_certificates(&bytes, &what)?;
                     for cert in certs {
                         store.add(cert).map_err(|e| {
-                            tls_option(format!("a CA certificate cannot be used as a root: {e}"))
+                            tls_option(format!("a certificate of the {what} cannot be a root: {e}"))
                         })?;
                     }
                 }
@@ -208,16 +217,16 @@ impl TlsConfig {
         let mut config = match &self.identity {
             None => builder.with_no_client_auth(),
             Some(identity) => {
-                let chain = read_certificates(
-                    &identity.chain.read("client certificate")?,
-                    "client certificate",
-                )?;
+                let chain_what = identity.chain.describe("client certificate");
+                let chain =
+                    read_certificates(&identity.chain.read("client certificate")?, &chain_what)?;
                 let key_pem = identity.key.read("private key")?;
+                let key_what = identity.key.describe("private key");
                 let key = PrivateKeyDer::from_pem_slice(&key_pem)
-                    .map_err(|e| tls_option(format!("no usable private key in the PEM: {e}")))?;
-                builder
-                    .with_client_auth_cert(chain, key)
-                    .map_err(|e| tls_option(format!("the client certificate is unusable: {e}")))?
+                    .map_err(|e| tls_option(format!("no usable key in the {key_what}: {e}")))?;
+                builder.with_client_auth_cert(chain, key).map_err(|e| {
+                    tls_option(format!("the {chain_what} and {key_what} are unusable: {e}"))
+                })?
             }
         };
         config.alpn_protocols = vec![b"h2".to_vec()];
@@ -274,14 +283,13 @@ fn tls_option(reason: String) -> BuildError {
     }
 }
 
+/// The certificates of `pem`, which holds `what` (as [`Pem::describe`] names it).
 fn read_certificates(pem: &[u8], what: &str) -> Result<Vec<CertificateDer<'static>>, BuildError> {
     let certs = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| tls_option(format!("the {what} PEM is malformed: {e}")))?;
+        .map_err(|e| tls_option(format!("the {what} is malformed: {e}")))?;
     if certs.is_empty() {
-        return Err(tls_option(format!(
-            "the {what} PEM holds no CERTIFICATE block"
-        )));
+        return Err(tls_option(format!("the {what} holds no CERTIFICATE block")));
     }
     Ok(certs)
 }
@@ -589,6 +597,45 @@ mod tests {
             .connector("x")
             .expect_err("bad name");
         assert!(e.to_string().contains("not a valid server name"), "{e}");
+    }
+
+    /// Every error of a file's content names the file: a CA file, a client certificate file and a
+    /// private key file holding no PEM of their kind.
+    #[test]
+    fn bad_file_contents_name_the_file() {
+        let dir = std::env::temp_dir().join(format!("grpc-tls-files-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let garbage = |name: &str| {
+            let path = dir.join(name);
+            std::fs::write(&path, "not a PEM\n").expect("write");
+            path
+        };
+        let e = TlsConfig::new()
+            .ca_certificate_file(garbage("bad-ca.pem"))
+            .connector("x")
+            .expect_err("no CA certificate");
+        assert!(
+            e.to_string().contains("bad-ca.pem") && e.to_string().contains("CERTIFICATE"),
+            "{e}"
+        );
+        let e = TlsConfig::new()
+            .webpki_roots()
+            .identity_files(garbage("bad-chain.pem"), garbage("key.pem"))
+            .connector("x")
+            .expect_err("no client certificate");
+        assert!(e.to_string().contains("bad-chain.pem"), "{e}");
+        use interop::tls::{TestCa, Usage};
+        let ca = TestCa::new("tls files test CA").expect("CA");
+        let client = ca.issue(&["client.test"], Usage::Client).expect("client");
+        let chain = dir.join("chain.pem");
+        std::fs::write(&chain, &client.cert_pem).expect("write");
+        let e = TlsConfig::new()
+            .webpki_roots()
+            .identity_files(chain, garbage("bad-key.pem"))
+            .connector("x")
+            .expect_err("no key");
+        assert!(e.to_string().contains("bad-key.pem"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -258,3 +258,136 @@ async fn with_every_server_down_the_watcher_gets_the_error() {
     assert!(state.value.is_none());
     assert_eq!(ads.server_uri(), second.server_uri());
 }
+
+/// A71 + A65: the first server's `tls` files cannot be read (a connection to it can never be made),
+/// but the second server is healthy. That is a connectivity failure of the first server, so the client
+/// falls back to the second (grpc-go builds its `tls` bundle lazily and falls back the same way)
+/// instead of refusing to start; a lone server's unreadable file still fails the client at once.
+#[tokio::test]
+async fn a_first_server_with_unreadable_tls_files_falls_back_to_the_second() {
+    let second = ManagementServer::start().await.expect("second");
+    set_cluster(&second, "from-second");
+    let mut bootstrap = bootstrap(
+        &["127.0.0.1:1".to_owned(), second.server_uri()],
+        "bad-first-files",
+    );
+    let missing = temp_dir("missing-first").join("no-such-ca.pem");
+    bootstrap.xds_servers[0].channel_creds = ChannelCreds::Tls(CertificateFiles {
+        ca_certificate_file: Some(missing),
+        ..CertificateFiles::default()
+    });
+    let ads = AdsClient::shared(&bootstrap)
+        .unwrap_or_else(|status| panic!("the second server could serve: {status:?}"));
+    let mut watch = ads.watch(ResourceType::Cluster, "c1", Arc::default());
+    let state = until(&mut watch, |s| s.value.is_some() || s.error.is_some()).await;
+    assert!(
+        eds_name(&state).is_some_and(|d| d.contains("from-second")),
+        "{state:?}"
+    );
+    assert_eq!(ads.server_uri(), second.server_uri());
+}
+
+/// A71: after falling back, the first server returns but sends an invalid (NACKed) version of the
+/// watched Cluster. gRFC A71 / grpc-go keep one resource cache per authority across servers: a NACK
+/// of a resource the watcher already has is an ambient error, and the watcher keeps the valid value
+/// the second server gave: the switch back hands the restored server's `WatchEvent::Error` (its own
+/// client never had the resource) to the watcher, which keeps its value with the error ambient.
+#[tokio::test]
+async fn a_nack_from_the_restored_first_server_keeps_the_fallback_value() {
+    let mut first = ManagementServer::start().await.expect("first");
+    let mut invalid = eds_cluster("c1");
+    invalid.eds_cluster_config = None;
+    first.set(
+        type_url::CLUSTER,
+        vec![named("c1", type_url::CLUSTER, &invalid)],
+    );
+    first.stop().await;
+    let second = ManagementServer::start().await.expect("second");
+    set_cluster(&second, "from-second");
+    let ads = AdsClient::shared(&bootstrap(
+        &[first.server_uri(), second.server_uri()],
+        "nack-after-restore",
+    ))
+    .expect("ads");
+    let mut watch = ads.watch(ResourceType::Cluster, "c1", Arc::default());
+    let state = until(&mut watch, |s| s.value.is_some()).await;
+    assert!(
+        eds_name(&state).is_some_and(|d| d.contains("from-second")),
+        "{state:?}"
+    );
+    first.restart().await.expect("restart");
+    // The first server's response (a NACKed Cluster) reaches the watcher as an error.
+    let state = until(&mut watch, |s| s.error.is_some()).await;
+    assert!(
+        eds_name(&state).is_some_and(|d| d.contains("from-second")),
+        "the valid Cluster from the second server was dropped: {state:?}"
+    );
+}
+
+/// A65: a CA file that exists but holds no certificate (garbage, or an empty file a half-finished
+/// rotation left) is a bad file: the client fails with UNAVAILABLE naming it, as for a missing file,
+/// so with several servers and files the operator can tell which file is bad.
+#[tokio::test]
+async fn a_ca_file_without_a_certificate_fails_naming_it() {
+    let mut bootstrap = bootstrap(&["127.0.0.1:1".to_owned()], "mtls-garbage-ca");
+    let garbage = temp_dir("garbage").join("garbage-ca.pem");
+    std::fs::write(&garbage, "this is not a PEM certificate\n").expect("write");
+    bootstrap.xds_servers[0].channel_creds = ChannelCreds::Tls(CertificateFiles {
+        ca_certificate_file: Some(garbage),
+        ..CertificateFiles::default()
+    });
+    let status = match AdsClient::shared(&bootstrap) {
+        Err(status) => status,
+        Ok(ads) => {
+            let mut watch = ads.watch(ResourceType::Cluster, "c1", Arc::default());
+            let state = until(&mut watch, |s| s.error.is_some()).await;
+            crate::wire::status::Status::unavailable(state.error.unwrap_or_default())
+        }
+    };
+    assert!(status.message().contains("garbage-ca.pem"), "{status:?}");
+}
+
+/// A71 (turn4.md §4.3): with the first server gone while every watched resource is cached, the
+/// client stays on the cache; a new watch of a resource that is already cached (a second channel to
+/// the same target sharing the client, or a resolver watching the same Cluster again) adds nothing
+/// missing, so it gets the cached value before the fallback check, and no fallback happens.
+#[tokio::test(start_paused = true)]
+async fn a_new_watch_of_a_cached_resource_does_not_fall_back() {
+    let mut first = ManagementServer::start().await.expect("first");
+    set_cluster(&first, "from-first");
+    let second = ManagementServer::start().await.expect("second");
+    set_cluster(&second, "from-second");
+    let ads = AdsClient::shared(&bootstrap(
+        &[first.server_uri(), second.server_uri()],
+        "cached-second-watch",
+    ))
+    .expect("ads");
+    let mut watch = ads.watch(ResourceType::Cluster, "c1", Arc::default());
+    let state = until(&mut watch, |s| s.value.is_some()).await;
+    assert!(eds_name(&state).is_some_and(|d| d.contains("from-first")));
+    // The first server goes away; its reconnection attempts (backoff of a second or so) fail. The
+    // client stays on its cache. Bounded: 600 steps of 100 ms on the paused clock.
+    first.stop().await;
+    for _ in 0..600 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        ads.server_uri(),
+        first.server_uri(),
+        "all cached: no fallback"
+    );
+    assert_eq!(second.streams_opened(), 0);
+    // A second watch of the same, cached Cluster.
+    let mut again = ads.watch(ResourceType::Cluster, "c1", Arc::default());
+    let state = until(&mut again, |s| s.value.is_some() || s.error.is_some()).await;
+    assert_eq!(
+        ads.server_uri(),
+        first.server_uri(),
+        "a watch of a cached resource made the client fall back: {state:?}"
+    );
+    assert!(
+        eds_name(&state).is_some_and(|d| d.contains("from-first")),
+        "{state:?}"
+    );
+    assert_eq!(second.streams_opened(), 0);
+}

@@ -14,6 +14,9 @@
 
 pub(crate) mod admin;
 pub(crate) mod ads;
+mod ads_state;
+mod ads_stream;
+mod ads_task;
 mod aggregate;
 pub(crate) mod cert_provider;
 mod cluster_config;
