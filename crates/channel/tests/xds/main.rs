@@ -12,6 +12,7 @@ mod xds_cluster_lifetime;
 mod xds_cluster_security;
 mod xds_clusters;
 mod xds_end_to_end;
+mod xds_mesh;
 mod xds_observability;
 mod xds_readme;
 mod xds_ring_hash;
