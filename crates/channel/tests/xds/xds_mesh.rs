@@ -144,3 +144,163 @@ async fn an_aggregate_fails_over_from_a_leaf_whose_every_endpoint_is_ejected() {
     })
     .await;
 }
+
+/// A channel with xDS credentials over `boot`, resolving LOGICAL_DNS names with the test DNS at `dns`.
+fn secured_dns_channel(boot: String, dns: std::net::SocketAddr) -> Channel {
+    Channel::builder(format!("xds:///{}", support::xds::NAME))
+        .xds_bootstrap(boot)
+        .xds_credentials()
+        .resolver_options(
+            grpc_channel::ResolverOptions::default()
+                .with_default_server(Some(dns))
+                .with_query_timeout(Duration::from_secs(2)),
+        )
+        .build()
+        .expect("xds channel")
+}
+
+/// Publishes the Listener, routes (`x-cluster: plain` to "plain", the rest to "sec") and the clusters:
+/// "sec" an EDS cluster of `backend` with mTLS, "plain" a LOGICAL_DNS cluster of `host:port` without
+/// security.
+fn publish_sec_and_plain(
+    server: &interop::xds_server::ManagementServer,
+    backend: std::net::SocketAddr,
+    host: &str,
+    port: u16,
+) {
+    use interop::xds_resources::{assignment, logical_dns_cluster, tls_cluster};
+    publish(
+        server,
+        &["*"],
+        vec![
+            route_to_cluster(&RouteMatchSpec::any().header("x-cluster", "plain"), "plain"),
+            route_to_cluster(&RouteMatchSpec::any(), "sec"),
+        ],
+        &[],
+    );
+    server.set(
+        type_url::CLUSTER,
+        vec![
+            named(
+                "sec",
+                type_url::CLUSTER,
+                &tls_cluster(
+                    "sec",
+                    Some("identity"),
+                    "roots",
+                    &[super::xds_security::SERVER_SPIFFE],
+                ),
+            ),
+            named(
+                "plain",
+                type_url::CLUSTER,
+                &logical_dns_cluster("plain", host, port),
+            ),
+        ],
+    );
+    server.set(
+        type_url::ENDPOINTS,
+        vec![named(
+            "sec",
+            type_url::ENDPOINTS,
+            &assignment("sec", &locality(&[backend])),
+        )],
+    );
+}
+
+// A29: a cluster without security uses the channel's own (plaintext) transport; a secured cluster's
+// connections are its own, "distinct settings never share subchannels or connections"
+// (crates/channel/src/xds/credentials.rs docs). When the same address is an EDS endpoint of a secured
+// cluster and the LOGICAL_DNS answer of a plain one, a call routed to the plain cluster must go over
+// plaintext (and fail against this TLS-only backend); it must never ride the secured cluster's mTLS
+// connection, and the secured cluster's calls must keep passing.
+#[tokio::test]
+async fn an_address_in_a_secured_and_a_plain_cluster_gets_each_clusters_own_transport() {
+    bounded("same address, two transports", async {
+        let m = super::xds_security::mesh("same-address").await;
+        let (backend, seen) = super::xds_security::mtls_backend(&m.ca).await;
+        let dns = interop::dns::TestDns::start().await.expect("dns");
+        dns.add_a("backend.test", std::net::Ipv4Addr::LOCALHOST)
+            .await;
+        publish_sec_and_plain(&m.server, backend.addr, "backend.test", backend.addr.port());
+        let boot = super::xds_security::bootstrap(&m.server, &m.dir.0, "600s");
+        let ch = secured_dns_channel(boot, dns.addr);
+        let by = served_by(&ch, CALL).await.expect("an mTLS call to \"sec\"");
+        assert_eq!(by, backend.addr.to_string());
+        for _ in 0..5 {
+            let plain = support::xds::unary_served_by(&ch, &[("x-cluster", "plain")]).await;
+            assert!(
+                plain.is_err(),
+                "a call routed to the plaintext cluster was served by the TLS-only backend (over the \
+                 secured cluster's connection): {plain:?}"
+            );
+            served_by(&ch, CALL)
+                .await
+                .expect("the secured cluster's calls keep passing");
+        }
+        assert!(seen
+            .lock()
+            .iter()
+            .all(|c| *c == super::xds_security::der(&m.client.cert_pem)));
+    })
+    .await;
+}
+
+/// How many tasks are alive on this runtime.
+fn alive_tasks() -> usize {
+    tokio::runtime::Handle::current()
+        .metrics()
+        .num_alive_tasks()
+}
+
+// A channel closed (`Channel::close()`, the value kept) stops everything it started: its ADS stream, its
+// resolver, each LOGICAL_DNS name's resolver task, its connections over each cluster's transport. A user
+// closing channels that used an xDS mesh (secured EDS cluster and a LOGICAL_DNS cluster) expects no task
+// left running, as `closing_the_only_xds_channel_leaves_no_task_behind` shows for a plain EDS cluster.
+#[tokio::test]
+async fn closing_a_channel_with_secured_and_logical_dns_clusters_leaves_no_task_behind() {
+    bounded("close a mesh channel", async {
+        let m = super::xds_security::mesh("close-mesh").await;
+        let (backend, _seen) = super::xds_security::mtls_backend(&m.ca).await;
+        let plain = interop_server_handle().await;
+        let dns = interop::dns::TestDns::start().await.expect("dns");
+        dns.add_a("backend.test", std::net::Ipv4Addr::LOCALHOST)
+            .await;
+        publish_sec_and_plain(&m.server, backend.addr, "backend.test", plain.addr.port());
+        let boot = super::xds_security::bootstrap(&m.server, &m.dir.0, "600s");
+        // A first channel warms what is process-wide (system roots, the DNS client).
+        let warm = secured_dns_channel(boot.clone(), dns.addr);
+        served_by(&warm, CALL).await.expect("an mTLS call");
+        support::xds::unary_served_by(&warm, &[("x-cluster", "plain")])
+            .await
+            .expect("a plaintext call");
+        warm.close();
+        drop(warm);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let before = alive_tasks();
+        let mut kept = Vec::new();
+        for _ in 0..5 {
+            let ch = secured_dns_channel(boot.clone(), dns.addr);
+            served_by(&ch, CALL).await.expect("an mTLS call");
+            support::xds::unary_served_by(&ch, &[("x-cluster", "plain")])
+                .await
+                .expect("a plaintext call");
+            ch.close();
+            kept.push(ch);
+        }
+        let mut after = 0;
+        for _ in 0..200 {
+            after = alive_tasks();
+            if after <= before {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(
+            after <= before,
+            "tasks left: {before} before, {after} after 5 closed channels"
+        );
+        drop(kept);
+    })
+    .await;
+}
