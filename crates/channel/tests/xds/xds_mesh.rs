@@ -304,3 +304,115 @@ async fn closing_a_channel_with_secured_and_logical_dns_clusters_leaves_no_task_
     })
     .await;
 }
+
+/// Sets the Cluster "sec" to an mTLS cluster checking `sans`.
+fn set_sec_cluster(server: &interop::xds_server::ManagementServer, sans: &[&str]) {
+    server.set(
+        type_url::CLUSTER,
+        vec![named(
+            "sec",
+            type_url::CLUSTER,
+            &interop::xds_resources::tls_cluster("sec", Some("identity"), "roots", sans),
+        )],
+    );
+}
+
+/// Reads the rest of `stream`: how many responses, or the status it failed with.
+async fn rest_of(
+    mut stream: grpc_channel::Streaming<interop_proto::StreamingOutputCallResponse>,
+) -> Result<usize, grpc_channel::Status> {
+    let mut n = 0;
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), stream.message())
+            .await
+            .expect("the stream goes on")
+        {
+            Ok(Some(_)) => n += 1,
+            Ok(None) => return Ok(n),
+            Err(status) => return Err(status),
+        }
+    }
+}
+
+// A29 + A28: a Cluster update that changes only its TLS settings (here the SAN matcher, from the
+// backend's SPIFFE ID to its DNS name: both match) gives new connections the new settings; a call in
+// flight, committed on a connection made with the old settings, is not lost (grpc-go keeps the old
+// subchannel's transport until its streams end, as for any endpoint the update removes), and new calls
+// pass over mTLS, never plaintext.
+#[tokio::test]
+async fn a_tls_only_cluster_update_keeps_the_call_in_flight_and_new_calls_pass() {
+    bounded("tls-only update", async {
+        let m = super::xds_security::mesh("tls-update").await;
+        let (backend, seen) = super::xds_security::mtls_backend(&m.ca).await;
+        publish(
+            &m.server,
+            &["*"],
+            vec![route_to_cluster(&RouteMatchSpec::any(), "sec")],
+            &[("sec", locality(&[backend.addr]))],
+        );
+        set_sec_cluster(&m.server, &[super::xds_security::SERVER_SPIFFE]);
+        let boot = super::xds_security::bootstrap(&m.server, &m.dir.0, "600s");
+        let ch = super::xds_security::channel(boot, true);
+        served_by(&ch, CALL).await.expect("an mTLS call");
+        let stream = support::xds::slow_stream(&ch, 20, Duration::from_millis(50)).await;
+        let handshakes = seen.lock().len();
+        set_sec_cluster(&m.server, &[super::xds_security::SERVER_DNS]);
+        // New calls pass; once one went over a new connection, the update has taken effect.
+        for _ in 0..200 {
+            served_by(&ch, CALL)
+                .await
+                .expect("calls pass across a TLS-only update");
+            if seen.lock().len() > handshakes {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(
+            seen.lock().len() > handshakes,
+            "the new TLS settings never made a new connection"
+        );
+        let rest = rest_of(stream).await;
+        assert_eq!(
+            rest.as_ref().ok(),
+            Some(&19),
+            "the stream in flight was lost by a TLS-only cluster update: {rest:?}"
+        );
+    })
+    .await;
+}
+
+// The same with new settings that do not match the backend (a SAN matcher naming another identity): new
+// calls fail UNAVAILABLE naming the SAN mismatch and never go over plaintext; the call in flight on the
+// connection the old settings made still finishes.
+#[tokio::test]
+async fn a_tls_update_to_a_mismatching_san_fails_new_calls_but_not_the_one_in_flight() {
+    bounded("tls update to a mismatch", async {
+        let m = super::xds_security::mesh("tls-mismatch").await;
+        let (backend, _seen) = super::xds_security::mtls_backend(&m.ca).await;
+        publish(
+            &m.server,
+            &["*"],
+            vec![route_to_cluster(&RouteMatchSpec::any(), "sec")],
+            &[("sec", locality(&[backend.addr]))],
+        );
+        set_sec_cluster(&m.server, &[super::xds_security::SERVER_SPIFFE]);
+        let boot = super::xds_security::bootstrap(&m.server, &m.dir.0, "600s");
+        let ch = super::xds_security::channel(boot, true);
+        served_by(&ch, CALL).await.expect("an mTLS call");
+        let stream = support::xds::slow_stream(&ch, 20, Duration::from_millis(50)).await;
+        set_sec_cluster(&m.server, &["spiffe://elsewhere/sa/x"]);
+        let status = super::xds_security::first_failure(&ch).await;
+        assert_eq!(status.code(), grpc_channel::Code::Unavailable, "{status:?}");
+        assert!(
+            status.message().contains("SANs"),
+            "new calls fail on the SAN check: {status:?}"
+        );
+        let rest = rest_of(stream).await;
+        assert_eq!(
+            rest.as_ref().ok(),
+            Some(&19),
+            "the stream in flight was lost by a TLS-only cluster update: {rest:?}"
+        );
+    })
+    .await;
+}
