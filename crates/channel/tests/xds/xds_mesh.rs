@@ -416,3 +416,83 @@ async fn a_tls_update_to_a_mismatching_san_fails_new_calls_but_not_the_one_in_fl
     })
     .await;
 }
+
+/// A bootstrap listing `servers` in order, with the providers "identity" and "roots" of `dir`.
+fn two_server_bootstrap(servers: &[String], dir: &std::path::Path) -> String {
+    let path = |f: &str| dir.join(f).display().to_string();
+    let servers: Vec<serde_json::Value> = servers
+        .iter()
+        .map(|u| {
+            serde_json::json!({
+                "server_uri": u,
+                "channel_creds": [{"type": "insecure"}],
+                "server_features": ["xds_v3"],
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "xds_servers": servers,
+        "node": {"id": "mesh-fallback"},
+        "certificate_providers": {
+            "identity": {"plugin_name": "file_watcher", "config": {
+                "certificate_file": path("client.pem"),
+                "private_key_file": path("client.key"),
+                "refresh_interval": "600s",
+            }},
+            "roots": {"plugin_name": "file_watcher", "config": {
+                "ca_certificate_file": path("ca.pem"),
+                "refresh_interval": "600s",
+            }},
+        },
+    })
+    .to_string()
+}
+
+// A71 + A29: while the first management server is down, the second's resources are used, whatever their
+// TLS settings (here: cluster "sec" without security, a plaintext backend); once the first is back, its
+// Cluster "sec" (mTLS to another backend) replaces the second's, and calls go over mTLS to the first's
+// backend: nothing of the second's plaintext setting stays.
+#[tokio::test]
+async fn fallback_to_a_server_serving_the_cluster_without_tls_and_back_restores_mtls() {
+    bounded("fallback and tls", async {
+        let m = super::xds_security::mesh("fallback-tls").await;
+        let (secure, seen) = super::xds_security::mtls_backend(&m.ca).await;
+        let plain = interop_server_handle().await;
+        let mut first = m.server;
+        publish(
+            &first,
+            &["*"],
+            vec![route_to_cluster(&RouteMatchSpec::any(), "sec")],
+            &[("sec", locality(&[secure.addr]))],
+        );
+        set_sec_cluster(&first, &[super::xds_security::SERVER_SPIFFE]);
+        first.stop().await;
+        let second = management_server().await;
+        publish(
+            &second,
+            &["*"],
+            vec![route_to_cluster(&RouteMatchSpec::any(), "sec")],
+            &[("sec", locality(&[plain.addr]))],
+        );
+        let boot = two_server_bootstrap(&[first.server_uri(), second.server_uri()], &m.dir.0);
+        let ch = super::xds_security::channel(boot, true);
+        let by = served_by(&ch, CALL).await.expect("a plaintext call via the second server");
+        assert_eq!(by, plain.addr.to_string());
+        first.restart().await.expect("restart the first server");
+        let secure_id = secure.addr.to_string();
+        let _ = support::xds::call_until(&ch, "calls reach the first server's mTLS backend", |r| {
+            r.as_deref().ok() == Some(secure_id.as_str())
+        })
+        .await;
+        for _ in 0..5 {
+            let by = served_by(&ch, CALL).await.expect("an mTLS call");
+            assert_eq!(by, secure_id);
+        }
+        assert!(!seen.lock().is_empty());
+        assert!(seen
+            .lock()
+            .iter()
+            .all(|c| *c == super::xds_security::der(&m.client.cert_pem)));
+    })
+    .await;
+}
