@@ -496,3 +496,117 @@ async fn fallback_to_a_server_serving_the_cluster_without_tls_and_back_restores_
     })
     .await;
 }
+
+// A37/A75 + A29: an aggregate of two secured leaves over the same backend address with different SAN
+// matchers ("wrong" names another identity, "right" the backend's): each leaf connects with its own
+// settings, so "wrong"'s connection fails the SAN check (its leaf is TRANSIENT_FAILURE) and the aggregate
+// fails over to "right", whose own connection to the same address passes; every call is served over mTLS.
+#[tokio::test]
+async fn an_aggregate_of_two_secured_leaves_on_one_address_fails_over_by_each_leafs_san_check() {
+    bounded("two secured leaves", async {
+        let m = super::xds_security::mesh("two-leaves").await;
+        let (backend, _seen) = super::xds_security::mtls_backend(&m.ca).await;
+        publish(
+            &m.server,
+            &["*"],
+            vec![route_to_cluster(&RouteMatchSpec::any(), "agg")],
+            &[
+                ("wrong", locality(&[backend.addr])),
+                ("right", locality(&[backend.addr])),
+            ],
+        );
+        let tls = |name: &str, san: &str| {
+            named(
+                name,
+                type_url::CLUSTER,
+                &interop::xds_resources::tls_cluster(name, Some("identity"), "roots", &[san]),
+            )
+        };
+        m.server.set(
+            type_url::CLUSTER,
+            vec![
+                named(
+                    "agg",
+                    type_url::CLUSTER,
+                    &aggregate_cluster("agg", &["wrong", "right"]),
+                ),
+                tls("wrong", "spiffe://elsewhere/sa/x"),
+                tls("right", super::xds_security::SERVER_SPIFFE),
+            ],
+        );
+        let boot = super::xds_security::bootstrap(&m.server, &m.dir.0, "600s");
+        let ch = super::xds_security::channel(boot, true);
+        let want = backend.addr.to_string();
+        let _ = support::xds::call_until(&ch, "a call passes via the second leaf", |r| {
+            r.as_deref().ok() == Some(want.as_str())
+        })
+        .await;
+        for _ in 0..10 {
+            let by = served_by(&ch, CALL).await.expect("calls keep passing via \"right\"");
+            assert_eq!(by, want);
+        }
+    })
+    .await;
+}
+
+// A37: an aggregate whose first leaf is a secured EDS cluster that cannot connect (its SAN matcher names
+// another identity) fails over to its second leaf, a plaintext LOGICAL_DNS cluster; its calls go over
+// plaintext to that leaf's backend, never over the first leaf's settings.
+#[tokio::test]
+async fn an_aggregate_fails_over_from_a_secured_eds_leaf_to_a_plain_logical_dns_leaf() {
+    bounded("secured then plain", async {
+        let m = super::xds_security::mesh("sec-then-dns").await;
+        let (backend, _seen) = super::xds_security::mtls_backend(&m.ca).await;
+        let plain = interop_server_handle().await;
+        let dns = interop::dns::TestDns::start().await.expect("dns");
+        dns.add_a("backend.test", std::net::Ipv4Addr::LOCALHOST)
+            .await;
+        publish(
+            &m.server,
+            &["*"],
+            vec![route_to_cluster(&RouteMatchSpec::any(), "agg")],
+            &[("sec", locality(&[backend.addr]))],
+        );
+        m.server.set(
+            type_url::CLUSTER,
+            vec![
+                named(
+                    "agg",
+                    type_url::CLUSTER,
+                    &aggregate_cluster("agg", &["sec", "dns"]),
+                ),
+                named(
+                    "sec",
+                    type_url::CLUSTER,
+                    &interop::xds_resources::tls_cluster(
+                        "sec",
+                        Some("identity"),
+                        "roots",
+                        &["spiffe://elsewhere/sa/x"],
+                    ),
+                ),
+                named(
+                    "dns",
+                    type_url::CLUSTER,
+                    &interop::xds_resources::logical_dns_cluster(
+                        "dns",
+                        "backend.test",
+                        plain.addr.port(),
+                    ),
+                ),
+            ],
+        );
+        let boot = super::xds_security::bootstrap(&m.server, &m.dir.0, "600s");
+        let ch = secured_dns_channel(boot, dns.addr);
+        let want = plain.addr.to_string();
+        let _ = support::xds::call_until(&ch, "a call passes via the DNS leaf", |r| {
+            r.as_deref().ok() == Some(want.as_str())
+        })
+        .await;
+        for _ in 0..10 {
+            let by = served_by(&ch, CALL).await.expect("calls keep passing via \"dns\"");
+            assert_eq!(by, want);
+        }
+    })
+    .await;
+}
