@@ -610,3 +610,60 @@ async fn an_aggregate_fails_over_from_a_secured_eds_leaf_to_a_plain_logical_dns_
     })
     .await;
 }
+
+// A37/A75 + A50: as `an_aggregate_fails_over_from_a_leaf_whose_every_endpoint_is_ejected`, with a
+// RING_HASH first leaf. Its every endpoint ejected, the leaf cannot take calls (grpc-go: the ejected
+// subchannels are TRANSIENT_FAILURE to ring_hash, which is then TRANSIENT_FAILURE, and so is the leaf's
+// priority), so the aggregate fails over to its second leaf.
+#[tokio::test]
+async fn an_aggregate_fails_over_from_a_ring_hash_leaf_whose_every_endpoint_is_ejected() {
+    bounded("aggregate over an ejected ring_hash leaf", async {
+        let good = interop_server_handle().await;
+        let bad_a = FaultyServer::start().await.expect("faulty server");
+        let bad_b = FaultyServer::start().await.expect("faulty server");
+        let server = management_server().await;
+        publish(
+            &server,
+            &["*"],
+            vec![route_to_cluster(&RouteMatchSpec::any(), "agg")],
+            &[
+                ("od", locality(&[bad_a.addr, bad_b.addr])),
+                ("spare", locality(&[good.addr])),
+            ],
+        );
+        server.set(
+            type_url::CLUSTER,
+            vec![
+                named(
+                    "agg",
+                    type_url::CLUSTER,
+                    &aggregate_cluster("agg", &["od", "spare"]),
+                ),
+                named(
+                    "od",
+                    type_url::CLUSTER,
+                    &with_failure_percentage_ejection(
+                        interop::xds_resources::ring_hash_cluster("od", 1024, 4096),
+                        100,
+                        50,
+                        2,
+                        4,
+                    ),
+                ),
+                named("spare", type_url::CLUSTER, &eds_cluster("spare")),
+            ],
+        );
+        let channel = xds_channel(&server);
+        let bad = [bad_a.addr.to_string(), bad_b.addr.to_string()];
+        assert!(
+            until_ejected(&channel, &bad).await,
+            "the ring_hash leaf's failing endpoints were never both ejected"
+        );
+        let served = until_served_by(&channel, &good.addr.to_string()).await;
+        assert!(
+            served.is_ok(),
+            "no call reached the aggregate's second leaf while the ring_hash leaf was all ejected: {served:?}"
+        );
+    })
+    .await;
+}
