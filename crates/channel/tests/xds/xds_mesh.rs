@@ -667,3 +667,55 @@ async fn an_aggregate_fails_over_from_a_ring_hash_leaf_whose_every_endpoint_is_e
     })
     .await;
 }
+
+// Dropping every handle of a channel (no close()) releases what it held as close() does (xds_close.rs:
+// `dropping_the_only_xds_channel_without_close_ends_the_ads_stream`): its transports' certificate
+// providers too. So a channel built after the only one was dropped reads the provider files again and
+// presents the identity now in them (A29; grpc-go releases a channel's provider references when it
+// closes, C-core when its credentials go).
+#[tokio::test]
+async fn a_channel_built_after_the_only_one_was_dropped_presents_the_identity_now_in_the_files() {
+    bounded("dropped provider", async {
+        let m = super::xds_security::mesh("dropped-provider").await;
+        let (backend, seen) = super::xds_security::mtls_backend(&m.ca).await;
+        let dns = interop::dns::TestDns::start().await.expect("dns");
+        dns.add_a("backend.test", std::net::Ipv4Addr::LOCALHOST)
+            .await;
+        let plain = interop_server_handle().await;
+        publish_sec_and_plain(&m.server, backend.addr, "backend.test", plain.addr.port());
+        let boot = super::xds_security::bootstrap(&m.server, &m.dir.0, "600s");
+        let first = secured_dns_channel(boot.clone(), dns.addr);
+        served_by(&first, CALL).await.expect("an mTLS call");
+        support::xds::unary_served_by(&first, &[("x-cluster", "plain")])
+            .await
+            .expect("a plaintext call");
+        drop(first);
+        let streams = m.server.streams_opened();
+        for _ in 0..500 {
+            if m.server.streams_ended() == streams {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+        }
+        let second_identity =
+            m.ca.issue(&["second.client.test"], interop::tls::Usage::Client)
+                .expect("second identity");
+        std::fs::write(m.dir.0.join("client.pem"), &second_identity.cert_pem).expect("cert");
+        std::fs::write(m.dir.0.join("client.key"), &second_identity.key_pem).expect("key");
+        let second = secured_dns_channel(boot, dns.addr);
+        served_by(&second, CALL)
+            .await
+            .expect("an mTLS call on the new channel");
+        let presented = seen.lock().last().cloned();
+        assert!(
+            presented == Some(super::xds_security::der(&second_identity.cert_pem)),
+            "the new channel presents the identity in the files, not the one the dropped channel's \
+             provider read (first identity: {})",
+            presented == Some(super::xds_security::der(&m.client.cert_pem))
+        );
+    })
+    .await;
+}
