@@ -305,6 +305,53 @@ async fn closing_a_channel_with_secured_and_logical_dns_clusters_leaves_no_task_
     .await;
 }
 
+// As `closing_a_channel_with_secured_and_logical_dns_clusters_leaves_no_task_behind`, dropping every
+// handle instead of close(): nothing it started keeps running.
+#[tokio::test]
+async fn dropping_a_channel_with_secured_and_logical_dns_clusters_leaves_no_task_behind() {
+    bounded("drop a mesh channel", async {
+        let m = super::xds_security::mesh("close-mesh").await;
+        let (backend, _seen) = super::xds_security::mtls_backend(&m.ca).await;
+        let plain = interop_server_handle().await;
+        let dns = interop::dns::TestDns::start().await.expect("dns");
+        dns.add_a("backend.test", std::net::Ipv4Addr::LOCALHOST)
+            .await;
+        publish_sec_and_plain(&m.server, backend.addr, "backend.test", plain.addr.port());
+        let boot = super::xds_security::bootstrap(&m.server, &m.dir.0, "600s");
+        // A first channel warms what is process-wide (system roots, the DNS client).
+        let warm = secured_dns_channel(boot.clone(), dns.addr);
+        served_by(&warm, CALL).await.expect("an mTLS call");
+        support::xds::unary_served_by(&warm, &[("x-cluster", "plain")])
+            .await
+            .expect("a plaintext call");
+        warm.close();
+        drop(warm);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let before = alive_tasks();
+        for _ in 0..5 {
+            let ch = secured_dns_channel(boot.clone(), dns.addr);
+            served_by(&ch, CALL).await.expect("an mTLS call");
+            support::xds::unary_served_by(&ch, &[("x-cluster", "plain")])
+                .await
+                .expect("a plaintext call");
+            drop(ch);
+        }
+        let mut after = 0;
+        for _ in 0..200 {
+            after = alive_tasks();
+            if after <= before {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(
+            after <= before,
+            "tasks left: {before} before, {after} after 5 dropped channels"
+        );
+    })
+    .await;
+}
+
 /// Sets the Cluster "sec" to an mTLS cluster checking `sans`.
 fn set_sec_cluster(server: &interop::xds_server::ManagementServer, sans: &[&str]) {
     server.set(
