@@ -95,6 +95,59 @@ async fn a_priority_whose_every_endpoint_is_ejected_fails_over_to_the_next_prior
     .await;
 }
 
+// As `a_priority_whose_every_endpoint_is_ejected_fails_over_to_the_next_priority`, in a RING_HASH
+// cluster (grpc-go: ring_hash over ejected, i.e. TRANSIENT_FAILURE, subchannels is TRANSIENT_FAILURE, and
+// the priority policy fails over). Wrong: crates/lb/src/xds_clusters.rs `cluster_pick` (~lines 450-471):
+// the ejected endpoints look TRANSIENT_FAILURE to the ring's picks only, priority 0 stays selected, and
+// every call fails with a misleading "failed to connect to all endpoints of priority 0; last error: none"
+// (every endpoint is connected).
+#[tokio::test]
+async fn a_ring_hash_priority_whose_every_endpoint_is_ejected_fails_over_to_the_next_priority() {
+    bounded("ring_hash ejection fails over", async {
+        let good = interop_server_handle().await;
+        let bad_a = FaultyServer::start().await.expect("faulty server");
+        let bad_b = FaultyServer::start().await.expect("faulty server");
+        let server = management_server().await;
+        let mut standby = LocalitySpec::new("z2", &[good.addr]);
+        standby.priority = 1;
+        let mut localities = locality(&[bad_a.addr, bad_b.addr]);
+        localities.push(standby);
+        publish(
+            &server,
+            &["*"],
+            vec![route_to_cluster(&RouteMatchSpec::any(), "c")],
+            &[("c", localities)],
+        );
+        server.set(
+            type_url::CLUSTER,
+            vec![named(
+                "c",
+                type_url::CLUSTER,
+                &with_failure_percentage_ejection(
+                    interop::xds_resources::ring_hash_cluster("c", 1024, 4096),
+                    100,
+                    50,
+                    2,
+                    4,
+                ),
+            )],
+        );
+        let channel = xds_channel(&server);
+        let bad = [bad_a.addr.to_string(), bad_b.addr.to_string()];
+        assert!(
+            until_ejected(&channel, &bad).await,
+            "priority 0's failing endpoints were never both ejected"
+        );
+        // Ejected for 30 s: priority 0 has no usable endpoint; priority 1's backend serves.
+        let served = until_served_by(&channel, &good.addr.to_string()).await;
+        assert!(
+            served.is_ok(),
+            "no call reached priority 1 while priority 0 was all ejected: {served:?}"
+        );
+    })
+    .await;
+}
+
 // A37/A75: an aggregate cluster fails over from a leaf that cannot take calls to the next leaf; a leaf
 // whose every endpoint its own outlier detection ejected cannot take calls (grpc-go: its priority is
 // TRANSIENT_FAILURE), so the next leaf serves.
