@@ -819,3 +819,72 @@ async fn a_channel_built_after_the_only_one_was_dropped_presents_the_identity_no
     })
     .await;
 }
+
+// `ChannelStats::addresses` (call/telemetry.rs) gives per address "its subchannel's connectivity and health
+// state"; with A29 one address can have a subchannel per transport. When two secured leaves of an
+// aggregate share the backend address and only "right"'s SAN matcher accepts it, the address carries
+// every call over a READY connection for the whole test: a user reading the stats expects it READY, not
+// the state of "wrong"'s failing subchannel to the same address. Wrong:
+// crates/channel/src/control/address_stats.rs `set_state` (~line 96), fed by the event loop's
+// `set_subchannel_state` (control/event_loop/call_results.rs) for every subchannel of the address, whatever
+// its transport: the row shows whichever subchannel changed last (CONNECTING / TRANSIENT_FAILURE as
+// "wrong"'s subchannel retries).
+#[tokio::test]
+async fn an_address_serving_calls_over_one_transport_reads_ready_while_another_transport_fails() {
+    bounded("stats of one address, two transports", async {
+        let m = super::xds_security::mesh("stats-two-transports").await;
+        let (backend, _seen) = super::xds_security::mtls_backend(&m.ca).await;
+        publish(
+            &m.server,
+            &["*"],
+            vec![route_to_cluster(&RouteMatchSpec::any(), "agg")],
+            &[
+                ("wrong", locality(&[backend.addr])),
+                ("right", locality(&[backend.addr])),
+            ],
+        );
+        let tls = |name: &str, san: &str| {
+            named(
+                name,
+                type_url::CLUSTER,
+                &interop::xds_resources::tls_cluster(name, Some("identity"), "roots", &[san]),
+            )
+        };
+        m.server.set(
+            type_url::CLUSTER,
+            vec![
+                named(
+                    "agg",
+                    type_url::CLUSTER,
+                    &aggregate_cluster("agg", &["wrong", "right"]),
+                ),
+                tls("wrong", "spiffe://elsewhere/sa/x"),
+                tls("right", super::xds_security::SERVER_SPIFFE),
+            ],
+        );
+        let boot = super::xds_security::bootstrap(&m.server, &m.dir.0, "600s");
+        let ch = super::xds_security::channel(boot, true);
+        let want = backend.addr.to_string();
+        let _ = support::xds::call_until(&ch, "a call passes via the second leaf", |r| {
+            r.as_deref().ok() == Some(want.as_str())
+        })
+        .await;
+        // About 3 s: "wrong"'s subchannel retries (1 s backoff) meanwhile; every call passes.
+        let mut states = Vec::new();
+        for _ in 0..60 {
+            let by = served_by(&ch, CALL).await.expect("calls keep passing via \"right\"");
+            assert_eq!(by, want);
+            let state = ch.stats().addresses.get(&want).map(|a| a.state);
+            if states.last() != Some(&state) {
+                states.push(state);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(
+            states,
+            vec![Some(grpc_channel::ConnectivityState::Ready)],
+            "the address carrying every call over a READY connection read otherwise"
+        );
+    })
+    .await;
+}
