@@ -888,3 +888,56 @@ async fn an_address_serving_calls_over_one_transport_reads_ready_while_another_t
     })
     .await;
 }
+
+// A channel that went IDLE (its idle timeout) and is used again resolves again and serves every cluster
+// with its own transport as before: the secured cluster over mTLS, the LOGICAL_DNS one over plaintext.
+#[tokio::test]
+async fn after_idle_a_mesh_channel_serves_its_secured_and_logical_dns_clusters_again() {
+    bounded("idle and back", async {
+        let m = super::xds_security::mesh("idle-mesh").await;
+        let (backend, seen) = super::xds_security::mtls_backend(&m.ca).await;
+        let plain = interop_server_handle().await;
+        let dns = interop::dns::TestDns::start().await.expect("dns");
+        dns.add_a("backend.test", std::net::Ipv4Addr::LOCALHOST)
+            .await;
+        publish_sec_and_plain(&m.server, backend.addr, "backend.test", plain.addr.port());
+        let boot = super::xds_security::bootstrap(&m.server, &m.dir.0, "600s");
+        let ch = Channel::builder(format!("xds:///{}", support::xds::NAME))
+            .xds_bootstrap(boot)
+            .xds_credentials()
+            .idle_timeout(Duration::from_millis(200))
+            .resolver_options(
+                grpc_channel::ResolverOptions::default().with_default_server(Some(dns.addr)),
+            )
+            .build()
+            .expect("xds channel");
+        for round in 0..2 {
+            let by = served_by(&ch, CALL).await;
+            assert_eq!(
+                by.as_deref().ok(),
+                Some(backend.addr.to_string().as_str()),
+                "round {round}: {by:?}"
+            );
+            let by = support::xds::unary_served_by(&ch, &[("x-cluster", "plain")]).await;
+            assert_eq!(
+                by.as_deref().ok(),
+                Some(plain.addr.to_string().as_str()),
+                "round {round}: {by:?}"
+            );
+            let mut idle = false;
+            for _ in 0..200 {
+                if ch.state() == grpc_channel::ConnectivityState::Idle {
+                    idle = true;
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            assert!(idle, "round {round}: the channel never went IDLE");
+        }
+        assert!(seen
+            .lock()
+            .iter()
+            .all(|c| *c == super::xds_security::der(&m.client.cert_pem)));
+    })
+    .await;
+}
