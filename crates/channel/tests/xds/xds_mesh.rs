@@ -941,3 +941,41 @@ async fn after_idle_a_mesh_channel_serves_its_secured_and_logical_dns_clusters_a
     })
     .await;
 }
+
+// A37: a LOGICAL_DNS cluster's address is resolved as the channel resolves a `dns:` target; an IP literal
+// (as control planes give for a fixed backend) resolves to itself with no DNS query (grpc-go's DNS resolver
+// returns an IP literal as the address, C-core's too). The test DNS server knows no name here.
+#[tokio::test]
+async fn a_logical_dns_cluster_of_an_ip_literal_serves_without_a_dns_answer() {
+    bounded("ip literal", async {
+        let plain = interop_server_handle().await;
+        let dns = interop::dns::TestDns::start().await.expect("dns");
+        let server = management_server().await;
+        publish(
+            &server,
+            &["*"],
+            vec![route_to_cluster(&RouteMatchSpec::any(), "dns")],
+            &[],
+        );
+        server.set(
+            type_url::CLUSTER,
+            vec![named(
+                "dns",
+                type_url::CLUSTER,
+                &interop::xds_resources::logical_dns_cluster("dns", "127.0.0.1", plain.addr.port()),
+            )],
+        );
+        let ch = Channel::builder(format!("xds:///{}", support::xds::NAME))
+            .xds_bootstrap(server.bootstrap_json())
+            .resolver_options(
+                grpc_channel::ResolverOptions::default()
+                    .with_default_server(Some(dns.addr))
+                    .with_query_timeout(Duration::from_secs(1)),
+            )
+            .build()
+            .expect("xds channel");
+        let by = served_by(&ch, CALL).await;
+        assert_eq!(by.as_deref().ok(), Some(plain.addr.to_string().as_str()), "{by:?}");
+    })
+    .await;
+}
