@@ -979,3 +979,55 @@ async fn a_logical_dns_cluster_of_an_ip_literal_serves_without_a_dns_answer() {
     })
     .await;
 }
+
+// A29 + A37: when no leaf of an aggregate can connect because each one's SAN matcher rejects the backend,
+// a call fails UNAVAILABLE quoting why (the SAN mismatch, as a single secured cluster's calls do:
+// xds_security.rs `a_san_mismatch_fails_unavailable_and_reaches_no_server`), so the user can see it is
+// the mesh's TLS settings, not the backend, that fail.
+#[tokio::test]
+async fn an_aggregate_whose_every_secured_leaf_fails_its_san_check_quotes_the_mismatch() {
+    bounded("aggregate of mismatches", async {
+        let m = super::xds_security::mesh("agg-mismatch").await;
+        let (backend, seen) = super::xds_security::mtls_backend(&m.ca).await;
+        publish(
+            &m.server,
+            &["*"],
+            vec![route_to_cluster(&RouteMatchSpec::any(), "agg")],
+            &[
+                ("one", locality(&[backend.addr])),
+                ("two", locality(&[backend.addr])),
+            ],
+        );
+        let tls = |name: &str, san: &str| {
+            named(
+                name,
+                type_url::CLUSTER,
+                &interop::xds_resources::tls_cluster(name, Some("identity"), "roots", &[san]),
+            )
+        };
+        m.server.set(
+            type_url::CLUSTER,
+            vec![
+                named(
+                    "agg",
+                    type_url::CLUSTER,
+                    &aggregate_cluster("agg", &["one", "two"]),
+                ),
+                tls("one", "spiffe://elsewhere/sa/one"),
+                tls("two", "spiffe://elsewhere/sa/two"),
+            ],
+        );
+        let boot = super::xds_security::bootstrap(&m.server, &m.dir.0, "600s");
+        let ch = super::xds_security::channel(boot, true);
+        let status = super::xds_security::first_failure(&ch).await;
+        assert_eq!(status.code(), grpc_channel::Code::Unavailable, "{status:?}");
+        assert!(
+            status
+                .message()
+                .contains("SANs from certificate did not match SANs from xDS control plane"),
+            "{status:?}"
+        );
+        assert!(seen.lock().is_empty(), "no call reached the server");
+    })
+    .await;
+}
