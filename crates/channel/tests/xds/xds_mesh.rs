@@ -1031,3 +1031,73 @@ async fn an_aggregate_whose_every_secured_leaf_fails_its_san_check_quotes_the_mi
     })
     .await;
 }
+
+// A call failing because its cluster cannot connect quotes that cluster's connection error (grpc-go: each
+// cluster's picker carries its own balancer's last error; this project: "failed to connect to all
+// addresses of priority 0; last error: ..."). With a secured cluster "sec" failing its SAN check and a
+// plain cluster "plain" whose only endpoint refuses connections, a call to "plain" must not be told about
+// "sec"'s SAN mismatch (nor name "sec"'s backend), and a call to "sec" must quote the SAN mismatch, not
+// "plain"'s refused connection. Wrong: crates/lb/src/subchannel.rs `last_error` (~line 88, set ~line 630)
+// is one for every subchannel of the policy, every cluster and transport alike, and
+// crates/lb/src/xds_clusters.rs `cluster_pick` (~line 510) quotes it in each cluster's failure.
+#[tokio::test]
+async fn each_clusters_failure_quotes_its_own_connection_error() {
+    bounded("each cluster's own error", async {
+        let m = super::xds_security::mesh("own-error").await;
+        let (backend, _seen) = super::xds_security::mtls_backend(&m.ca).await;
+        let (_hold, refused) = support::reserved_port();
+        publish(
+            &m.server,
+            &["*"],
+            vec![
+                route_to_cluster(&RouteMatchSpec::any().header("x-cluster", "plain"), "plain"),
+                route_to_cluster(&RouteMatchSpec::any(), "sec"),
+            ],
+            &[
+                ("sec", locality(&[backend.addr])),
+                ("plain", locality(&[refused])),
+            ],
+        );
+        m.server.set(
+            type_url::CLUSTER,
+            vec![
+                named(
+                    "sec",
+                    type_url::CLUSTER,
+                    &interop::xds_resources::tls_cluster(
+                        "sec",
+                        Some("identity"),
+                        "roots",
+                        &["spiffe://elsewhere/sa/x"],
+                    ),
+                ),
+                named("plain", type_url::CLUSTER, &eds_cluster("plain")),
+            ],
+        );
+        let boot = super::xds_security::bootstrap(&m.server, &m.dir.0, "600s");
+        let ch = super::xds_security::channel(boot, true);
+        let sec_status = super::xds_security::first_failure(&ch).await;
+        assert!(sec_status.message().contains("SANs"), "{sec_status:?}");
+        let mut wrong = Vec::new();
+        for _ in 0..20 {
+            let plain = support::xds::unary_served_by(&ch, &[("x-cluster", "plain")])
+                .await
+                .expect_err("nothing listens at plain's endpoint");
+            if plain.message().contains("SANs") || plain.message().contains(&backend.addr.to_string())
+            {
+                wrong.push(format!("plain: {}", plain.message()));
+            }
+            let sec = served_by(&ch, CALL).await.expect_err("sec fails its SAN check");
+            if !sec.message().contains("SANs") {
+                wrong.push(format!("sec: {}", sec.message()));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        wrong.dedup();
+        assert!(
+            wrong.is_empty(),
+            "a cluster's failure quoted another cluster's connection error: {wrong:#?}"
+        );
+    })
+    .await;
+}
