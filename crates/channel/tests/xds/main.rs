@@ -1,5 +1,6 @@
 //! `xds:` targets against the test management server: end to end, ring_hash, cluster lifetimes, close,
-//! xDS credentials (A29), the management servers (`unix:`, fallback), and what the channel shows of its
+//! xDS credentials (A29), the management servers (`unix:`, fallback), where these mesh features meet
+//! (`xds_mesh`: transports, aggregates, outlier detection, priorities, close), and what the channel shows of its
 //! xDS state.
 //!
 //! One test binary of grpc-channel's integration tests (rust-analyzer's `tests/slow-tests/main.rs` is the

@@ -1101,3 +1101,32 @@ async fn each_clusters_failure_quotes_its_own_connection_error() {
     })
     .await;
 }
+
+// A29 + priorities: a secured cluster whose priority 0 endpoint fails the certificate check (TRANSIENT_FAILURE)
+// fails over to its priority 1 endpoint, connected with the same cluster's settings, which pass.
+#[tokio::test]
+async fn a_secured_cluster_fails_over_from_a_priority_failing_its_certificate_check() {
+    bounded("san failover", async {
+        let m = super::xds_security::mesh("san-failover").await;
+        let (good, _seen) = super::xds_security::mtls_backend(&m.ca).await;
+        // Another CA's server: its certificate is not trusted by the cluster's roots.
+        let other_ca = interop::tls::TestCa::new("another CA").expect("CA");
+        let (untrusted, _) = super::xds_security::mtls_backend(&other_ca).await;
+        let mut standby = LocalitySpec::new("z2", &[good.addr]);
+        standby.priority = 1;
+        let mut localities = locality(&[untrusted.addr]);
+        localities.push(standby);
+        publish(
+            &m.server,
+            &["*"],
+            vec![route_to_cluster(&RouteMatchSpec::any(), "sec")],
+            &[("sec", localities)],
+        );
+        set_sec_cluster(&m.server, &[super::xds_security::SERVER_SPIFFE]);
+        let boot = super::xds_security::bootstrap(&m.server, &m.dir.0, "600s");
+        let ch = super::xds_security::channel(boot, true);
+        let served = until_served_by(&ch, &good.addr.to_string()).await;
+        assert!(served.is_ok(), "priority 1 never served: {served:?}");
+    })
+    .await;
+}
