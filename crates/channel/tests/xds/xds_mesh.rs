@@ -576,7 +576,9 @@ async fn fallback_to_a_server_serving_the_cluster_without_tls_and_back_restores_
         );
         let boot = two_server_bootstrap(&[first.server_uri(), second.server_uri()], &m.dir.0);
         let ch = super::xds_security::channel(boot, true);
-        let by = served_by(&ch, CALL).await.expect("a plaintext call via the second server");
+        let by = served_by(&ch, CALL)
+            .await
+            .expect("a plaintext call via the second server");
         assert_eq!(by, plain.addr.to_string());
         first.restart().await.expect("restart the first server");
         let secure_id = secure.addr.to_string();
@@ -642,7 +644,9 @@ async fn an_aggregate_of_two_secured_leaves_on_one_address_fails_over_by_each_le
         })
         .await;
         for _ in 0..10 {
-            let by = served_by(&ch, CALL).await.expect("calls keep passing via \"right\"");
+            let by = served_by(&ch, CALL)
+                .await
+                .expect("calls keep passing via \"right\"");
             assert_eq!(by, want);
         }
     })
@@ -704,7 +708,9 @@ async fn an_aggregate_fails_over_from_a_secured_eds_leaf_to_a_plain_logical_dns_
         })
         .await;
         for _ in 0..10 {
-            let by = served_by(&ch, CALL).await.expect("calls keep passing via \"dns\"");
+            let by = served_by(&ch, CALL)
+                .await
+                .expect("calls keep passing via \"dns\"");
             assert_eq!(by, want);
         }
     })
@@ -872,7 +878,9 @@ async fn an_address_serving_calls_over_one_transport_reads_ready_while_another_t
         // About 3 s: "wrong"'s subchannel retries (1 s backoff) meanwhile; every call passes.
         let mut states = Vec::new();
         for _ in 0..60 {
-            let by = served_by(&ch, CALL).await.expect("calls keep passing via \"right\"");
+            let by = served_by(&ch, CALL)
+                .await
+                .expect("calls keep passing via \"right\"");
             assert_eq!(by, want);
             let state = ch.stats().addresses.get(&want).map(|a| a.state);
             if states.last() != Some(&state) {
@@ -975,7 +983,11 @@ async fn a_logical_dns_cluster_of_an_ip_literal_serves_without_a_dns_answer() {
             .build()
             .expect("xds channel");
         let by = served_by(&ch, CALL).await;
-        assert_eq!(by.as_deref().ok(), Some(plain.addr.to_string().as_str()), "{by:?}");
+        assert_eq!(
+            by.as_deref().ok(),
+            Some(plain.addr.to_string().as_str()),
+            "{by:?}"
+        );
     })
     .await;
 }
@@ -1083,11 +1095,14 @@ async fn each_clusters_failure_quotes_its_own_connection_error() {
             let plain = support::xds::unary_served_by(&ch, &[("x-cluster", "plain")])
                 .await
                 .expect_err("nothing listens at plain's endpoint");
-            if plain.message().contains("SANs") || plain.message().contains(&backend.addr.to_string())
+            if plain.message().contains("SANs")
+                || plain.message().contains(&backend.addr.to_string())
             {
                 wrong.push(format!("plain: {}", plain.message()));
             }
-            let sec = served_by(&ch, CALL).await.expect_err("sec fails its SAN check");
+            let sec = served_by(&ch, CALL)
+                .await
+                .expect_err("sec fails its SAN check");
             if !sec.message().contains("SANs") {
                 wrong.push(format!("sec: {}", sec.message()));
             }
