@@ -1,7 +1,7 @@
 //! `xds:` targets against the test management server: end to end, ring_hash, cluster lifetimes, close,
 //! xDS credentials (A29), the management servers (`unix:`, fallback), where these mesh features meet
-//! (`xds_mesh`: transports, aggregates, outlier detection, priorities, close), and what the channel shows of its
-//! xDS state.
+//! (`xds_mesh`: transports, aggregates, outlier detection, priorities, close), and what the channel
+//! shows of its xDS state.
 //!
 //! One test binary of grpc-channel's integration tests (rust-analyzer's `tests/slow-tests/main.rs` is the
 //! model): each module was a test binary of its own, and its tests keep their names under the module's.
