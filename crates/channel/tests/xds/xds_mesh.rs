@@ -1117,8 +1117,9 @@ async fn each_clusters_failure_quotes_its_own_connection_error() {
     .await;
 }
 
-// A29 + priorities: a secured cluster whose priority 0 endpoint fails the certificate check (TRANSIENT_FAILURE)
-// fails over to its priority 1 endpoint, connected with the same cluster's settings, which pass.
+// A29 + priorities: a secured cluster whose priority 0 endpoint fails the certificate check
+// (TRANSIENT_FAILURE) fails over to its priority 1 endpoint, connected with the same cluster's settings,
+// which pass.
 #[tokio::test]
 async fn a_secured_cluster_fails_over_from_a_priority_failing_its_certificate_check() {
     bounded("san failover", async {
