@@ -1,6 +1,7 @@
 //! `xds:` targets against the test management server: end to end, ring_hash, cluster lifetimes, close,
-//! xDS credentials (A29), the management servers (`unix:`, fallback), and what the channel shows of its
-//! xDS state.
+//! xDS credentials (A29), the management servers (`unix:`, fallback), where these mesh features meet
+//! (`xds_mesh`: transports, aggregates, outlier detection, priorities, close), and what the channel
+//! shows of its xDS state.
 //!
 //! One test binary of grpc-channel's integration tests (rust-analyzer's `tests/slow-tests/main.rs` is the
 //! model): each module was a test binary of its own, and its tests keep their names under the module's.
@@ -12,6 +13,7 @@ mod xds_cluster_lifetime;
 mod xds_cluster_security;
 mod xds_clusters;
 mod xds_end_to_end;
+mod xds_mesh;
 mod xds_observability;
 mod xds_readme;
 mod xds_ring_hash;

@@ -36,8 +36,8 @@ use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, SignatureS
 use support::xds::{bounded, locality, management_server, set_routes, CALL, NAME, ROUTES};
 use support::{interop_server_handle, served_by};
 
-const SERVER_DNS: &str = "backend.mesh.test";
-const SERVER_SPIFFE: &str = "spiffe://mesh.test/ns/default/sa/backend";
+pub(super) const SERVER_DNS: &str = "backend.mesh.test";
+pub(super) const SERVER_SPIFFE: &str = "spiffe://mesh.test/ns/default/sa/backend";
 
 /// Records the leaf certificate of every client that presented one.
 #[derive(Debug)]
@@ -86,10 +86,10 @@ impl ClientCertVerifier for Recording {
 }
 
 /// The client certificates a backend saw.
-type Seen = Arc<Mutex<Vec<Vec<u8>>>>;
+pub(super) type Seen = Arc<Mutex<Vec<Vec<u8>>>>;
 
 /// An interop server over TLS (a DNS and a SPIFFE SAN) requiring a client certificate from `ca`.
-async fn mtls_backend(ca: &TestCa) -> (ServerHandle, Seen) {
+pub(super) async fn mtls_backend(ca: &TestCa) -> (ServerHandle, Seen) {
     let server = ca
         .issue_with_uris(&[SERVER_DNS], &[SERVER_SPIFFE], Usage::Server)
         .expect("server certificate");
@@ -122,7 +122,7 @@ async fn mtls_backend(ca: &TestCa) -> (ServerHandle, Seen) {
 }
 
 /// A temporary directory, removed on drop.
-struct Dir(PathBuf);
+pub(super) struct Dir(pub(super) PathBuf);
 
 impl Drop for Dir {
     fn drop(&mut self) {
@@ -147,7 +147,7 @@ fn write_identity(dir: &Path, id: &CertifiedPem) {
     std::fs::write(dir.join("client.key"), &id.key_pem).expect("write key");
 }
 
-fn der(pem: &str) -> Vec<u8> {
+pub(super) fn der(pem: &str) -> Vec<u8> {
     CertificateDer::from_pem_slice(pem.as_bytes())
         .expect("PEM")
         .to_vec()
@@ -155,7 +155,7 @@ fn der(pem: &str) -> Vec<u8> {
 
 /// A bootstrap naming `server`, with the instances "identity" (client.pem, client.key) and "roots"
 /// (ca.pem) of `dir`, re-read every `refresh`.
-fn bootstrap(server: &ManagementServer, dir: &Path, refresh: &str) -> String {
+pub(super) fn bootstrap(server: &ManagementServer, dir: &Path, refresh: &str) -> String {
     let path = |f: &str| dir.join(f).display().to_string();
     serde_json::json!({
         "xds_servers": [{
@@ -179,7 +179,7 @@ fn bootstrap(server: &ManagementServer, dir: &Path, refresh: &str) -> String {
     .to_string()
 }
 
-fn channel(bootstrap: String, credentials: bool) -> Channel {
+pub(super) fn channel(bootstrap: String, credentials: bool) -> Channel {
     let builder = Channel::builder(format!("xds:///{NAME}")).xds_bootstrap(bootstrap);
     let builder = if credentials {
         builder.xds_credentials()
@@ -219,14 +219,14 @@ fn publish_cluster(
     );
 }
 
-struct Mesh {
-    ca: TestCa,
-    dir: Dir,
-    client: CertifiedPem,
-    server: ManagementServer,
+pub(super) struct Mesh {
+    pub(super) ca: TestCa,
+    pub(super) dir: Dir,
+    pub(super) client: CertifiedPem,
+    pub(super) server: ManagementServer,
 }
 
-async fn mesh(tag: &str) -> Mesh {
+pub(super) async fn mesh(tag: &str) -> Mesh {
     let ca = TestCa::new("xDS security test CA").expect("CA");
     let dir = temp_dir(tag);
     std::fs::write(dir.0.join("ca.pem"), &ca.cert_pem).expect("write CA");
@@ -243,7 +243,7 @@ async fn mesh(tag: &str) -> Mesh {
 }
 
 /// Calls until one fails; its status (bounded).
-async fn first_failure(channel: &Channel) -> grpc_channel::Status {
+pub(super) async fn first_failure(channel: &Channel) -> grpc_channel::Status {
     for _ in 0..500 {
         if let Err(status) = served_by(channel, CALL).await {
             return status;
