@@ -20,12 +20,13 @@
 //! with the new localities. Not here: grpc-go's reuse of child names by locality overlap, and
 //! `ignoreReresolutionRequests` (no aggregate clusters).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::time::{Duration, Instant};
 
 use grpc_base::Address;
 
 use crate::ring_hash::RingHash;
+use crate::round_robin::effective_state;
 use crate::state::{ConnectivityState, SubchannelId};
 use crate::subchannel::Subchannels;
 use crate::transport::TransportKey;
@@ -89,11 +90,12 @@ impl ChildPolicy {
         &mut self,
         changed: &BTreeSet<SubchannelId>,
         subs: &mut Subchannels,
+        ejections: Ejections<'_>,
         now: Instant,
     ) -> ConnectivityState {
         match self {
-            ChildPolicy::RoundRobin(t) => t.refresh(changed, subs),
-            ChildPolicy::RingHash(r) => r.refresh(changed, subs, now),
+            ChildPolicy::RoundRobin(t) => t.refresh(changed, subs, ejections),
+            ChildPolicy::RingHash(r) => r.refresh(changed, subs, ejections, now),
         }
     }
 
@@ -199,16 +201,23 @@ impl Priority {
 
     /// Recomputes the children's states from the subchannels that changed (applying the timer rules) and
     /// runs the selection.
-    pub(crate) fn refresh(&mut self, changes: &mut Changes, subs: &mut Subchannels, now: Instant) {
+    /// `ejections` is the cluster's own outlier ejection overlay.
+    pub(crate) fn refresh(
+        &mut self,
+        changes: &mut Changes,
+        subs: &mut Subchannels,
+        ejections: Ejections<'_>,
+        now: Instant,
+    ) {
         for child in self.children.iter_mut().flatten() {
             if child.failover_at.is_some_and(|t| t <= now) {
                 child.failover_at = None;
             }
-            let state = child.target.refresh(&changes.round, subs, now);
+            let state = child.target.refresh(&changes.round, subs, ejections, now);
             changes.absorb(subs);
             child.set_state(state, now);
         }
-        self.select(changes, subs, now);
+        self.select(changes, subs, ejections, now);
     }
 
     /// Whether a round_robin child (which keeps every endpoint connected) has subchannel `id`.
@@ -219,7 +228,13 @@ impl Priority {
         })
     }
 
-    fn select(&mut self, changes: &mut Changes, subs: &mut Subchannels, now: Instant) {
+    fn select(
+        &mut self,
+        changes: &mut Changes,
+        subs: &mut Subchannels,
+        ejections: Ejections<'_>,
+        now: Instant,
+    ) {
         let n = self.configs.len();
         self.selected = None;
         for p in 0..n {
@@ -235,7 +250,7 @@ impl Priority {
                         deactivated_at: None,
                         ready_or_idle_last: false,
                     };
-                    let state = child.target.refresh(&changes.round, subs, now);
+                    let state = child.target.refresh(&changes.round, subs, ejections, now);
                     changes.absorb(subs);
                     child.set_state(state, now);
                     slot.insert(child)
@@ -344,5 +359,34 @@ impl Changes {
             self.round.extend(changed.iter().copied());
             self.during.extend(changed);
         }
+    }
+}
+
+/// One cluster's own outlier ejections as its children see them (A50's overlay, per cluster in xDS): an
+/// endpoint whose address the cluster's detector ejected counts as TRANSIENT_FAILURE in that cluster's
+/// localities and rings (so a priority whose every endpoint is ejected fails over, A56), while its
+/// subchannel stays connected and other clusters keep using it.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Ejections<'a> {
+    /// The addresses the cluster's detector ejected (`None`: none).
+    pub(crate) out: Option<&'a HashSet<Address>>,
+    /// The cluster's subchannels whose ejection changed since its children last looked (read again as
+    /// if their state had changed).
+    pub(crate) changed: Option<&'a BTreeSet<SubchannelId>>,
+}
+
+impl Ejections<'_> {
+    /// The state subchannel `id` counts as in the cluster: TRANSIENT_FAILURE while ejected, else
+    /// round_robin's effective state (failed since READY counts as TRANSIENT_FAILURE).
+    pub(crate) fn state(&self, subs: &Subchannels, id: SubchannelId) -> ConnectivityState {
+        match (self.out, subs.get(id)) {
+            (Some(out), Some(s)) if out.contains(&s.addr) => ConnectivityState::TransientFailure,
+            _ => effective_state(subs, id),
+        }
+    }
+
+    /// The subchannels whose ejection changed.
+    pub(crate) fn changed(&self) -> impl Iterator<Item = &SubchannelId> + '_ {
+        self.changed.into_iter().flatten()
     }
 }

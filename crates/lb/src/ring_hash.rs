@@ -35,8 +35,8 @@ use std::time::Instant;
 
 use grpc_base::Address;
 
+use crate::priority::Ejections;
 use crate::ring_pick::{ConnectRequests, FailureNote, RingPick};
-use crate::round_robin::effective_state;
 use crate::state::{ConnectivityState, SubchannelId};
 use crate::subchannel::{StateCounts, Subchannels};
 use crate::transport::TransportKey;
@@ -219,12 +219,12 @@ impl RingHash {
     }
 
     /// Reads endpoint `i`'s state again.
-    fn recount_one(&mut self, i: usize, subs: &Subchannels) {
+    fn recount_one(&mut self, i: usize, subs: &Subchannels, ejections: Ejections<'_>) {
         let (Some((id, _, _)), Some(old)) = (self.endpoints.get(i), self.states.get(i).copied())
         else {
             return;
         };
-        let new = effective_state(subs, *id);
+        let new = ejections.state(subs, *id);
         if new == old {
             return;
         }
@@ -241,13 +241,13 @@ impl RingHash {
     }
 
     /// Reads every endpoint's state again.
-    fn recount_all(&mut self, subs: &Subchannels) {
+    fn recount_all(&mut self, subs: &Subchannels, ejections: Ejections<'_>) {
         self.states = self
             .endpoints
             .iter()
             .map(|(id, _, _)| {
                 visit(1);
-                effective_state(subs, *id)
+                ejections.state(subs, *id)
             })
             .collect();
         self.counts = StateCounts::default();
@@ -262,12 +262,14 @@ impl RingHash {
     }
 
     /// Connects what pickers asked for and the failed endpoints whose backoff ended, reads again the
-    /// states of the endpoints in `changed` (and of those it connects), connects one IDLE endpoint if the
-    /// rules say so, and returns the aggregate.
+    /// states of the endpoints in `changed` and of those whose ejection changed (and of those it connects),
+    /// an ejected endpoint counting as TRANSIENT_FAILURE (so picks skip it as a failed one), connects one
+    /// IDLE endpoint if the rules say so, and returns the aggregate.
     pub(crate) fn refresh(
         &mut self,
         changed: &BTreeSet<SubchannelId>,
         subs: &mut Subchannels,
+        ejections: Ejections<'_>,
         now: Instant,
     ) -> ConnectivityState {
         let recount = std::mem::take(&mut self.recount);
@@ -285,6 +287,7 @@ impl RingHash {
         } else {
             changed
                 .iter()
+                .chain(ejections.changed())
                 .filter_map(|id| {
                     visit(1);
                     self.index.get(id).copied()
@@ -306,10 +309,10 @@ impl RingHash {
             touched.push(i);
         }
         if recount {
-            self.recount_all(subs);
+            self.recount_all(subs, ejections);
         } else {
             for i in touched {
-                self.recount_one(i, subs);
+                self.recount_one(i, subs, ejections);
             }
         }
         let state = aggregate_counts(&self.counts);
@@ -327,7 +330,7 @@ impl RingHash {
                 .and_then(|i| self.endpoints.get(*i).map(|(id, _, _)| (*i, *id)));
             if let Some((i, id)) = idle {
                 subs.connect(id, now);
-                self.recount_one(i, subs);
+                self.recount_one(i, subs, ejections);
                 return aggregate_counts(&self.counts);
             }
         }

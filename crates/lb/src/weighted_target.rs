@@ -17,6 +17,7 @@ use std::time::Instant;
 use grpc_base::Address;
 
 use crate::cluster_picker::ReadyLocality;
+use crate::priority::Ejections;
 use crate::round_robin::effective_state;
 use crate::state::{ConnectivityState, SubchannelId};
 use crate::subchannel::{StateCounts, Subchannels};
@@ -128,20 +129,34 @@ impl WeightedTarget {
         self.index.contains_key(&id)
     }
 
-    /// Counts again the subchannels in `changed` (those of other targets are ignored), recomputes the
-    /// states of their localities, and returns the aggregate.
+    /// Counts again the subchannels in `changed` and those whose ejection changed (those of other targets
+    /// are ignored), each ejected one as TRANSIENT_FAILURE, recomputes the states of their localities, and
+    /// returns the aggregate. After a new locality list, counts every backend again.
     pub(crate) fn refresh(
         &mut self,
         changed: &BTreeSet<SubchannelId>,
         subs: &Subchannels,
+        ejections: Ejections<'_>,
     ) -> ConnectivityState {
         let mut touched = Vec::new();
-        for id in changed {
+        if self.recount {
+            // `update` counted the backends without the cluster's ejections.
+            for l in &mut self.localities {
+                l.counts = StateCounts::default();
+                for b in &mut l.backends {
+                    visit(1);
+                    b.2 = ejections.state(subs, b.0);
+                    l.counts.add(b.2);
+                }
+            }
+            self.dirty = true;
+        }
+        for id in changed.iter().chain(ejections.changed()) {
             visit(1);
             let Some(places) = self.index.get(id) else {
                 continue;
             };
-            let new = effective_state(subs, *id);
+            let new = ejections.state(subs, *id);
             for &(i, j) in places {
                 visit(1);
                 let Some(l) = self.localities.get_mut(i) else {

@@ -23,10 +23,15 @@
 //! cluster and priority and carries the policy's latest connection error (which may be another cluster's:
 //! errors are not kept per endpoint).
 //!
+//! A cluster's own outlier detection (A50's xDS mapping) ejects addresses from that cluster only: its
+//! children count an ejected endpoint as TRANSIENT_FAILURE (the ejection overlay, `priority.rs`
+//! [`Ejections`]), so round_robin localities and ring_hash picks skip it and a priority whose every
+//! endpoint is ejected fails over (A56); an ejection change recounts that cluster's children only.
+//!
 //! Not here: client-side health checking (the overlay stays off for this policy), load reporting (LRS),
 //! and the channel's use of [`crate::BreakerClaim`] for the call's life.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::time::Instant;
 
 use grpc_base::Address;
@@ -35,7 +40,7 @@ use crate::action::{LbAction, TimerEvent};
 use crate::cluster_picker::{ClusterPick, ClusterPickerSpec, ReadyLocality};
 use crate::pick::InFlightCounter;
 use crate::picker::PickerSpec;
-use crate::priority::{Changes, ChildPolicy, Priority};
+use crate::priority::{Changes, ChildPolicy, Ejections, Priority};
 use crate::state::{ConnectivityState, SubchannelId};
 use crate::subchannel::Subchannels;
 use crate::transport::TransportKey;
@@ -61,6 +66,9 @@ struct Cluster {
     single_endpoint: bool,
     /// With `single_endpoint`: the address its calls go to while it is READY.
     chosen: Option<Address>,
+    /// Its subchannels whose ejection by the cluster's outlier detection changed since its children last
+    /// looked.
+    ejection_changed: BTreeSet<SubchannelId>,
 }
 
 pub(crate) struct XdsClusters {
@@ -114,6 +122,7 @@ impl XdsClusters {
                 leaves: Vec::new(),
                 single_endpoint: false,
                 chosen: None,
+                ejection_changed: BTreeSet::new(),
             });
             cluster
                 .priority
@@ -164,8 +173,9 @@ impl XdsClusters {
     }
 
     /// The outlier detection of `cluster` ejected `addr` from the cluster's picks (`ejected`), or
-    /// returned it: only that cluster's picker changes (the subchannel stays connected, and other
-    /// clusters keep picking it).
+    /// returned it: only that cluster's children count it again (as TRANSIENT_FAILURE while ejected, so a
+    /// priority whose every endpoint is ejected fails over); the subchannel stays connected, and other
+    /// clusters keep picking it.
     pub(crate) fn cluster_ejection_changed(
         &mut self,
         cluster: &str,
@@ -192,8 +202,9 @@ impl XdsClusters {
             return;
         }
         if let Some(c) = self.clusters.get_mut(cluster) {
-            // Built again at the next publish.
-            c.built_for = None;
+            if let Some(id) = self.subs.find_with(addr, c.priority.transport()) {
+                c.ejection_changed.insert(id);
+            }
         }
         self.refresh(now);
     }
@@ -252,8 +263,14 @@ impl XdsClusters {
         }
         changes.absorb(&mut self.subs);
         changes.during.clear();
-        for c in self.clusters.values_mut() {
-            c.priority.refresh(&mut changes, &mut self.subs, now);
+        for (name, c) in &mut self.clusters {
+            let ejection_changed = std::mem::take(&mut c.ejection_changed);
+            let ejections = Ejections {
+                out: self.ejected.get(name.as_str()),
+                changed: (!ejection_changed.is_empty()).then_some(&ejection_changed),
+            };
+            c.priority
+                .refresh(&mut changes, &mut self.subs, ejections, now);
         }
         // The children before the one that changed a subchannel see it at the next refresh.
         self.subs.mark_changed(changes.during);
@@ -321,7 +338,7 @@ impl XdsClusters {
                         Some(ClusterPick::Aggregate(c.leaves.clone())),
                     )
                 } else {
-                    cluster_pick(name, c, &self.subs, self.ejected.get(name.as_str()))
+                    cluster_pick(name, c, &self.subs)
                 };
                 let sticky = c.reported == ConnectivityState::TransientFailure
                     && matches!(
@@ -427,7 +444,6 @@ fn cluster_pick(
     name: &str,
     c: &mut Cluster,
     subs: &Subchannels,
-    ejected: Option<&HashSet<Address>>,
 ) -> (ConnectivityState, Option<ClusterPick>) {
     let built_for = c.built_for.take();
     if let Some(failure) = &c.failure {
@@ -452,23 +468,8 @@ fn cluster_pick(
                 "cluster {name}: ring_hash: failed to connect to all endpoints of priority {p}; last error: {}",
                 subs.last_error.as_deref().unwrap_or("none")
             );
-            let mut spec = ring.pick_spec(failure);
-            if let Some(out) = ejected {
-                // The cluster's ejected endpoints look TRANSIENT_FAILURE to its ring.
-                spec.endpoints = spec
-                    .endpoints
-                    .iter()
-                    .map(|(id, a, s)| {
-                        let s = if out.contains(a) {
-                            ConnectivityState::TransientFailure
-                        } else {
-                            *s
-                        };
-                        (*id, a.clone(), s)
-                    })
-                    .collect();
-            }
-            return (state, Some(ClusterPick::Ring(spec)));
+            // The cluster's ejected endpoints are TRANSIENT_FAILURE in the ring's states already.
+            return (state, Some(ClusterPick::Ring(ring.pick_spec(failure))));
         }
         ChildPolicy::RingHash(_) => None,
         ChildPolicy::RoundRobin(target) => Some(target),
@@ -481,21 +482,8 @@ fn cluster_pick(
                 if !dirty && built_for == Some(p) {
                     return (state, None);
                 }
-                let mut ready = target.ready();
-                if let Some(out) = ejected {
-                    for l in &mut ready {
-                        l.subchannels.retain(|(_, a)| !out.contains(a));
-                    }
-                    ready.retain(|l| !l.subchannels.is_empty());
-                    if ready.is_empty() {
-                        return (
-                            ConnectivityState::TransientFailure,
-                            Some(ClusterPick::Fail(format!(
-                                "cluster {name}: every READY endpoint of priority {p} is ejected by outlier detection"
-                            ))),
-                        );
-                    }
-                }
+                // The cluster's ejected endpoints are not READY in the target's states.
+                let ready = target.ready();
                 if c.single_endpoint {
                     ClusterPick::Ready(one_endpoint(ready, &mut c.chosen))
                 } else {
