@@ -38,7 +38,7 @@ use grpc_base::Address;
 use crate::priority::Ejections;
 use crate::ring_pick::{ConnectRequests, FailureNote, RingPick};
 use crate::state::{ConnectivityState, SubchannelId};
-use crate::subchannel::{StateCounts, Subchannels};
+use crate::subchannel::{LatestError, StateCounts, Subchannels};
 use crate::transport::TransportKey;
 use crate::work::{rebuilt, visit};
 use crate::xds_config::PriorityConfig;
@@ -139,6 +139,8 @@ pub(crate) struct RingHash {
     listed: Option<Arc<[(SubchannelId, Address, ConnectivityState)]>>,
     /// The policy was asked to leave IDLE (`exit_idle`) since the last refresh.
     woken: bool,
+    /// The latest connection error among its endpoints.
+    latest_error: LatestError,
 }
 
 impl RingHash {
@@ -157,6 +159,7 @@ impl RingHash {
             recount: true,
             listed: None,
             woken: false,
+            latest_error: LatestError::default(),
         }
     }
 
@@ -224,6 +227,7 @@ impl RingHash {
         else {
             return;
         };
+        self.latest_error.offer(subs, *id);
         let new = ejections.state(subs, *id);
         if new == old {
             return;
@@ -247,6 +251,7 @@ impl RingHash {
             .iter()
             .map(|(id, _, _)| {
                 visit(1);
+                self.latest_error.offer(subs, *id);
                 ejections.state(subs, *id)
             })
             .collect();
@@ -335,6 +340,11 @@ impl RingHash {
             }
         }
         state
+    }
+
+    /// The latest connection error among its endpoints, if any.
+    pub(crate) fn last_error(&self) -> Option<&str> {
+        self.latest_error.message()
     }
 
     /// The picker's view: the ring and each endpoint's state at the last refresh; `failure` is the message

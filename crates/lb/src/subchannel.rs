@@ -55,6 +55,48 @@ pub struct Subchannel {
     pub(crate) failed_since_ready: bool,
     /// The health of its current connection (`Unknown` unless READY).
     pub(crate) health: Health,
+    /// Its latest connection error (a failed or timed-out attempt), with the registry's error sequence
+    /// number, bounded to [`MAX_ERROR_LEN`] bytes.
+    last_error: Option<(u64, String)>,
+}
+
+/// The longest connection error kept per subchannel, in bytes (longer ones are cut at a character
+/// boundary and end with `…`).
+pub(crate) const MAX_ERROR_LEN: usize = 1024;
+
+/// `error` cut to [`MAX_ERROR_LEN`] bytes.
+fn bounded_error(mut error: String) -> String {
+    if error.len() > MAX_ERROR_LEN {
+        let mut end = MAX_ERROR_LEN - '…'.len_utf8();
+        while !error.is_char_boundary(end) {
+            end -= 1;
+        }
+        error.truncate(end);
+        error.push('…');
+    }
+    error
+}
+
+/// The latest connection error among a set of subchannels (one child policy's), kept as their changes
+/// are seen: O(1) per change.
+#[derive(Debug, Default)]
+pub(crate) struct LatestError(Option<(u64, String)>);
+
+impl LatestError {
+    /// Keeps subchannel `id`'s error if it is later than the one kept.
+    pub(crate) fn offer(&mut self, subs: &Subchannels, id: SubchannelId) {
+        let Some((seq, error)) = subs.get(id).and_then(|s| s.last_error.as_ref()) else {
+            return;
+        };
+        if self.0.as_ref().is_none_or(|(kept, _)| kept < seq) {
+            self.0 = Some((*seq, error.clone()));
+        }
+    }
+
+    /// The error kept, if any.
+    pub(crate) fn message(&self) -> Option<&str> {
+        self.0.as_ref().map(|(_, e)| e.as_str())
+    }
 }
 
 /// The subchannels of one policy, and the actions they produce (the registry every policy, built-in or
@@ -86,6 +128,8 @@ pub struct Subchannels {
     pub(crate) rng: Box<dyn Rng>,
     pub(crate) out: VecDeque<LbAction>,
     pub(crate) last_error: Option<String>,
+    /// The sequence number of the last subchannel error (orders the errors of different subchannels).
+    error_seq: u64,
     /// Addresses outlier detection ejected.
     ejected: HashSet<Address>,
     /// Whether the health overlay applies (only a policy that health checks turns it on).
@@ -181,6 +225,11 @@ impl Subchannel {
         self.health
     }
 
+    /// Its latest connection error ("address: error", at most 1024 bytes), if an attempt failed.
+    pub fn last_error(&self) -> Option<&str> {
+        self.last_error.as_ref().map(|(_, e)| e.as_str())
+    }
+
     /// When its timer fires, if it has one.
     fn timer(&self) -> Option<Instant> {
         match self.state {
@@ -207,6 +256,7 @@ impl Subchannels {
             rng,
             out: VecDeque::new(),
             last_error: None,
+            error_seq: 0,
             ejected: HashSet::new(),
             health_checking: false,
         }
@@ -228,7 +278,7 @@ impl Subchannels {
     }
 
     /// The last error a subchannel saw (a failed attempt, an ejection, a health check), for a failing
-    /// picker's message.
+    /// picker's message: one for the whole policy ([`Subchannel::last_error`] is each subchannel's own).
     pub fn last_error(&self) -> Option<&str> {
         self.last_error.as_deref()
     }
@@ -495,6 +545,7 @@ impl Subchannels {
                 idle_at: None,
                 failed_since_ready: false,
                 health: Health::Unknown,
+                last_error: None,
             },
         );
         self.counts.add(ConnectivityState::Idle);
@@ -619,15 +670,19 @@ impl Subchannels {
         if self.real_state(id) != ConnectivityState::Connecting {
             return false;
         }
-        let addr = self.with(id, |s| {
+        self.error_seq += 1;
+        let seq = self.error_seq;
+        let error = self.with(id, |s| {
             s.state = ConnectivityState::TransientFailure;
             s.connect_deadline = None;
             s.failed_since_ready = true;
             s.idle_at = Some(s.next_start.unwrap_or(now).max(now));
-            s.addr.clone()
+            let error = bounded_error(format!("{}: {error}", s.addr));
+            s.last_error = Some((seq, error.clone()));
+            error
         });
-        if let Some(addr) = addr {
-            self.last_error = Some(format!("{addr}: {error}"));
+        if let Some(error) = error {
+            self.last_error = Some(error);
         }
         true
     }
@@ -689,5 +744,21 @@ impl Subchannels {
     /// Every subchannel, in id order: O(n), for the events that concern them all.
     pub fn iter(&self) -> impl Iterator<Item = &Subchannel> {
         self.by_id.values().inspect(|_| visit(1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{bounded_error, MAX_ERROR_LEN};
+
+    #[test]
+    fn an_error_at_the_bound_is_kept_whole_and_a_longer_one_is_cut_at_a_char_boundary() {
+        let at_bound = "e".repeat(MAX_ERROR_LEN);
+        assert_eq!(bounded_error(at_bound.clone()), at_bound);
+        let over = "é".repeat(MAX_ERROR_LEN);
+        let cut = bounded_error(over);
+        assert!(cut.len() <= MAX_ERROR_LEN, "{}", cut.len());
+        assert!(cut.ends_with('…'));
+        assert!(cut.starts_with("éé"));
     }
 }

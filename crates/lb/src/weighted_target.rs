@@ -20,7 +20,7 @@ use crate::cluster_picker::ReadyLocality;
 use crate::priority::Ejections;
 use crate::round_robin::effective_state;
 use crate::state::{ConnectivityState, SubchannelId};
-use crate::subchannel::{StateCounts, Subchannels};
+use crate::subchannel::{LatestError, StateCounts, Subchannels};
 use crate::transport::TransportKey;
 use crate::work::{rebuilt, visit};
 use crate::xds_config::PriorityConfig;
@@ -54,6 +54,8 @@ pub(crate) struct WeightedTarget {
     recount: bool,
     /// The READY localities, or their READY backends, changed since the last [`WeightedTarget::ready`].
     dirty: bool,
+    /// The latest connection error among its backends.
+    latest_error: LatestError,
 }
 
 impl WeightedTarget {
@@ -64,6 +66,7 @@ impl WeightedTarget {
             states: StateCounts::default(),
             recount: true,
             dirty: true,
+            latest_error: LatestError::default(),
         }
     }
 
@@ -145,6 +148,7 @@ impl WeightedTarget {
                 l.counts = StateCounts::default();
                 for b in &mut l.backends {
                     visit(1);
+                    self.latest_error.offer(subs, b.0);
                     b.2 = ejections.state(subs, b.0);
                     l.counts.add(b.2);
                 }
@@ -156,6 +160,7 @@ impl WeightedTarget {
             let Some(places) = self.index.get(id) else {
                 continue;
             };
+            self.latest_error.offer(subs, *id);
             let new = ejections.state(subs, *id);
             for &(i, j) in places {
                 visit(1);
@@ -204,6 +209,11 @@ impl WeightedTarget {
             }
         }
         self.states.aggregate()
+    }
+
+    /// The latest connection error among its backends, if any.
+    pub(crate) fn last_error(&self) -> Option<&str> {
+        self.latest_error.message()
     }
 
     /// Whether the READY localities or their READY subchannels changed since this was last asked.

@@ -20,8 +20,8 @@
 //! retention left them unused. An event looks at the subchannels it changed only (each child counts its
 //! endpoints' states), and a cluster's picker is built again only when what it shows changed. A failed or
 //! lost connection asks for re-resolution, as round_robin does. The message of a failed cluster names the
-//! cluster and priority and carries the policy's latest connection error (which may be another cluster's:
-//! errors are not kept per endpoint).
+//! cluster and priority and carries the latest connection error among that priority's own subchannels
+//! (each subchannel keeps its last error; another cluster's errors never show).
 //!
 //! A cluster's own outlier detection (A50's xDS mapping) ejects addresses from that cluster only: its
 //! children count an ejected endpoint as TRANSIENT_FAILURE (the ejection overlay, `priority.rs`
@@ -338,7 +338,7 @@ impl XdsClusters {
                         Some(ClusterPick::Aggregate(c.leaves.clone())),
                     )
                 } else {
-                    cluster_pick(name, c, &self.subs)
+                    cluster_pick(name, c)
                 };
                 let sticky = c.reported == ConnectivityState::TransientFailure
                     && matches!(
@@ -440,11 +440,7 @@ fn aggregate_state(
 
 /// A cluster's state and picker: those of its chosen priority. No picker when the cluster's READY
 /// round_robin priority lists the same READY localities and subchannels as in the last picker.
-fn cluster_pick(
-    name: &str,
-    c: &mut Cluster,
-    subs: &Subchannels,
-) -> (ConnectivityState, Option<ClusterPick>) {
+fn cluster_pick(name: &str, c: &mut Cluster) -> (ConnectivityState, Option<ClusterPick>) {
     let built_for = c.built_for.take();
     if let Some(failure) = &c.failure {
         return (
@@ -466,7 +462,7 @@ fn cluster_pick(
         ChildPolicy::RingHash(ring) if has_addresses => {
             let failure = format!(
                 "cluster {name}: ring_hash: failed to connect to all endpoints of priority {p}; last error: {}",
-                subs.last_error.as_deref().unwrap_or("none")
+                ring.last_error().unwrap_or("none")
             );
             // The cluster's ejected endpoints are TRANSIENT_FAILURE in the ring's states already.
             return (state, Some(ClusterPick::Ring(ring.pick_spec(failure))));
@@ -498,7 +494,7 @@ fn cluster_pick(
             ClusterPick::Fail(if has_addresses {
                 format!(
                     "cluster {name}: failed to connect to all addresses of priority {p}; last error: {}",
-                    subs.last_error.as_deref().unwrap_or("none")
+                    target.and_then(|t| t.last_error()).unwrap_or("none")
                 )
             } else {
                 format!("cluster {name}: priority {p} has no endpoints")
