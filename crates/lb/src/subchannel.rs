@@ -455,12 +455,18 @@ impl Subchannels {
         true
     }
 
-    /// The health of `addr`'s subchannel's connection (`None` without a subchannel for it; the first
-    /// one's, the channel's own transport first, when the address has several).
+    /// The health of `addr`'s subchannel's connection (`None` without a subchannel for it; when the
+    /// address has several, one per transport, the first READY one's, else the first one's, the channel's
+    /// own transport first).
     pub fn health(&self, addr: &Address) -> Option<Health> {
-        self.all_of(addr)
-            .first()
-            .and_then(|id| self.get(*id))
+        let subs: Vec<&Subchannel> = self
+            .all_of(addr)
+            .into_iter()
+            .filter_map(|id| self.get(id))
+            .collect();
+        subs.iter()
+            .find(|s| s.state == ConnectivityState::Ready)
+            .or(subs.first())
             .map(|s| s.health)
     }
 

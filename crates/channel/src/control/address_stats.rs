@@ -5,6 +5,12 @@
 //! attempts reach through their pick, so a call costs two relaxed atomic adds and takes no lock; the event
 //! loop writes the states here as its subchannels change (O(log n) per event).
 //!
+//! An address may have several subchannels (one per transport, A29; a retired policy's connections while
+//! a new policy starts): its row keeps each one's state and shows the best (READY over CONNECTING over
+//! IDLE over TRANSIENT_FAILURE), so an address carrying calls over one READY connection reads READY while
+//! another transport's subchannel to it fails. A row holds one entry per live subchannel of the address
+//! (a disconnected or removed one leaves), so its size is bounded by the transports in use.
+//!
 //! Bounded by the address list: an address has a row while it is in the list the resolver gave (a resolver
 //! update is bounded in size by the channel), and loses it, its counts with it, when it leaves. Not here:
 //! the outlier detector's counts and ejections (`outlier.rs`) and the channel-wide call figures
@@ -14,7 +20,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use grpc_lb::{Address, ConnectivityState, Health};
+use grpc_lb::{Address, ConnectivityState, Health, SubchannelId};
 use parking_lot::Mutex;
 
 use crate::control::outlier::CallResults;
@@ -37,7 +43,9 @@ pub struct AddressStats {
     /// The state of the address's subchannel: IDLE before the policy connects to it (or after its
     /// connection closed), CONNECTING, READY, or TRANSIENT_FAILURE after a failed connection attempt. The
     /// connection's own state: an address outlier detection ejected stays READY here (see
-    /// [`ChannelStats::ejected_addresses`](crate::ChannelStats::ejected_addresses)).
+    /// [`ChannelStats::ejected_addresses`](crate::ChannelStats::ejected_addresses)). With several
+    /// subchannels to the address (one per transport with xDS security), the best of their states: READY
+    /// over CONNECTING over IDLE over TRANSIENT_FAILURE.
     pub state: ConnectivityState,
     /// What its health check last said (gRFC A17), while the policy health checks (round_robin with a
     /// `healthCheckConfig`); `None` otherwise. [`Health::Unknown`] until the connection is READY and
@@ -63,11 +71,50 @@ impl AddressStats {
     }
 }
 
+/// Whose state a row entry is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Owner {
+    /// A subchannel of the current policy.
+    Subchannel(SubchannelId),
+    /// The connections a retired policy left serving while the new one starts.
+    Retired,
+}
+
 /// One address's row.
 struct Row {
     calls: Arc<CallResults>,
+    /// Each live subchannel's state (few: one per transport).
+    states: Vec<(Owner, ConnectivityState)>,
+    /// The best of `states` (IDLE without any).
     state: ConnectivityState,
     health: Health,
+}
+
+/// How good a state is for a row: READY over CONNECTING over IDLE over TRANSIENT_FAILURE.
+fn rank(state: ConnectivityState) -> u8 {
+    match state {
+        ConnectivityState::Ready => 4,
+        ConnectivityState::Connecting => 3,
+        ConnectivityState::Idle => 2,
+        ConnectivityState::TransientFailure => 1,
+        ConnectivityState::Shutdown => 0,
+    }
+}
+
+impl Row {
+    /// Shows the best state of its subchannels (its health starts over unless READY stays READY).
+    fn show(&mut self) {
+        let best = self
+            .states
+            .iter()
+            .map(|(_, s)| *s)
+            .max_by_key(|s| rank(*s))
+            .unwrap_or(ConnectivityState::Idle);
+        if best != self.state {
+            self.health = Health::Unknown;
+        }
+        self.state = best;
+    }
 }
 
 /// The event loop's per-address rows, read by `Channel::stats()`.
@@ -86,19 +133,54 @@ impl AddressTable {
         for (address, calls) in results {
             rows.entry(address.clone()).or_insert_with(|| Row {
                 calls: calls.clone(),
+                states: Vec::new(),
                 state: ConnectivityState::Idle,
                 health: Health::Unknown,
             });
         }
     }
 
-    /// `address`'s subchannel is now in `state` (its health starts over unless READY stays READY).
-    pub(crate) fn set_state(&self, address: &Address, state: ConnectivityState) {
+    /// `address`'s subchannel `id` is now in `state`; the row shows the best state of the address's
+    /// subchannels (its health starts over unless READY stays READY).
+    pub(crate) fn set_state(&self, address: &Address, id: SubchannelId, state: ConnectivityState) {
         if let Some(row) = self.rows.lock().get_mut(address) {
-            if row.state != state {
-                row.health = Health::Unknown;
+            let owner = Owner::Subchannel(id);
+            match row.states.iter_mut().find(|(o, _)| *o == owner) {
+                Some(entry) => entry.1 = state,
+                None => row.states.push((owner, state)),
             }
-            row.state = state;
+            row.show();
+        }
+    }
+
+    /// `address`'s subchannel `id` has no connection any more (disconnected or removed): it no longer
+    /// counts in the row (IDLE without any other).
+    pub(crate) fn disconnected(&self, address: &Address, id: SubchannelId) {
+        if let Some(row) = self.rows.lock().get_mut(address) {
+            row.states.retain(|(o, _)| *o != Owner::Subchannel(id));
+            row.show();
+        }
+    }
+
+    /// The policy was retired: `address`'s subchannels are gone, but if `kept`, its connections serve on
+    /// (as one entry with their best state) until [`AddressTable::retired_gone`].
+    pub(crate) fn retire(&self, address: &Address, kept: bool) {
+        if let Some(row) = self.rows.lock().get_mut(address) {
+            row.show();
+            let state = row.state;
+            row.states.clear();
+            if kept {
+                row.states.push((Owner::Retired, state));
+            }
+            row.show();
+        }
+    }
+
+    /// The retired policy's connections to `address` are let go.
+    pub(crate) fn retired_gone(&self, address: &Address) {
+        if let Some(row) = self.rows.lock().get_mut(address) {
+            row.states.retain(|(o, _)| *o != Owner::Retired);
+            row.show();
         }
     }
 
@@ -117,6 +199,7 @@ impl AddressTable {
     /// Every subchannel is gone (IDLE, shutdown): each address shows IDLE; the counts stay.
     pub(crate) fn all_idle(&self) {
         for row in self.rows.lock().values_mut() {
+            row.states.clear();
             row.state = ConnectivityState::Idle;
             row.health = Health::Unknown;
         }
@@ -153,9 +236,9 @@ mod tests {
         let mut results: HashMap<Address, Arc<CallResults>> =
             (1..=3).map(|n| (addr(n), Arc::default())).collect();
         table.sync(&results);
-        table.set_state(&addr(1), ConnectivityState::Ready);
+        table.set_state(&addr(1), SubchannelId(0), ConnectivityState::Ready);
         table.set_health(&addr(1), Health::Serving);
-        table.set_state(&addr(9), ConnectivityState::Ready);
+        table.set_state(&addr(9), SubchannelId(1), ConnectivityState::Ready);
         let stats = table.snapshot();
         assert_eq!(stats.len(), 3, "no row for an address outside the list");
         assert_eq!(stats["10.0.0.1:443"].state, ConnectivityState::Ready);
@@ -178,6 +261,49 @@ mod tests {
             table.snapshot()["10.0.0.1:443"].state,
             ConnectivityState::Idle
         );
+    }
+
+    #[test]
+    fn an_address_with_several_subchannels_shows_the_best_state() {
+        let table = AddressTable::default();
+        let results: HashMap<Address, Arc<CallResults>> =
+            [(addr(1), Arc::default())].into_iter().collect();
+        table.sync(&results);
+        let state = |t: &AddressTable| t.snapshot()["10.0.0.1:443"].state;
+        let (plain, secure) = (SubchannelId(0), SubchannelId(1));
+        table.set_state(&addr(1), plain, ConnectivityState::Ready);
+        table.set_health(&addr(1), Health::Serving);
+        for s in [
+            ConnectivityState::Connecting,
+            ConnectivityState::TransientFailure,
+            ConnectivityState::Idle,
+            ConnectivityState::Connecting,
+        ] {
+            table.set_state(&addr(1), secure, s);
+            assert_eq!(state(&table), ConnectivityState::Ready);
+        }
+        table.set_health_checking(true);
+        assert_eq!(
+            table.snapshot()["10.0.0.1:443"].health,
+            Some(Health::Serving),
+            "the READY subchannel's health stays"
+        );
+        table.disconnected(&addr(1), plain);
+        assert_eq!(state(&table), ConnectivityState::Connecting);
+        table.set_state(&addr(1), secure, ConnectivityState::TransientFailure);
+        table.set_state(&addr(1), plain, ConnectivityState::Idle);
+        assert_eq!(state(&table), ConnectivityState::Idle);
+        table.disconnected(&addr(1), plain);
+        assert_eq!(state(&table), ConnectivityState::TransientFailure);
+        // A retired policy's serving connection counts until it is let go.
+        table.set_state(&addr(1), plain, ConnectivityState::Ready);
+        table.retire(&addr(1), true);
+        table.set_state(&addr(1), plain, ConnectivityState::Connecting);
+        assert_eq!(state(&table), ConnectivityState::Ready);
+        table.retired_gone(&addr(1));
+        assert_eq!(state(&table), ConnectivityState::Connecting);
+        table.disconnected(&addr(1), plain);
+        assert_eq!(state(&table), ConnectivityState::Idle);
     }
 
     #[test]

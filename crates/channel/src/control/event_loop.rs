@@ -289,7 +289,7 @@ impl Loop {
             Event::Ready(id, generation, addr, conn) if self.is_current(id, generation) => {
                 self.stats
                     .addresses
-                    .set_state(&addr, ConnectivityState::Ready);
+                    .set_state(&addr, id, ConnectivityState::Ready);
                 if let Some(p) = self.activity.policy() {
                     p.subchannel_ready(id, now);
                     let seed = self.rng.next();
@@ -664,7 +664,7 @@ impl Loop {
                 } => {
                     self.stats
                         .addresses
-                        .set_state(&addr, ConnectivityState::Connecting);
+                        .set_state(&addr, id, ConnectivityState::Connecting);
                     self.subchannel_addresses.insert(id, addr.clone());
                     self.generation += 1;
                     let generation = self.generation;
@@ -696,9 +696,7 @@ impl Loop {
                 }
                 LbAction::Disconnect { id } => {
                     if let Some(addr) = self.subchannel_addresses.remove(&id) {
-                        self.stats
-                            .addresses
-                            .set_state(&addr, ConnectivityState::Idle);
+                        self.stats.addresses.disconnected(&addr, id);
                     }
                     if let Some((_, task)) = self.tasks.remove(&id) {
                         // A READY connection finishes the calls it carries (h2 closes it once its handles

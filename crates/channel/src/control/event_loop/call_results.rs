@@ -245,7 +245,7 @@ impl Loop {
     /// The subchannel `id` is now in `state`, as `Channel::stats()` shows its address.
     pub(super) fn set_subchannel_state(&self, id: SubchannelId, state: ConnectivityState) {
         if let Some(addr) = self.subchannel_addresses.get(&id) {
-            self.stats.addresses.set_state(addr, state);
+            self.stats.addresses.set_state(addr, id, state);
         }
     }
 }

@@ -6,7 +6,7 @@
 
 use std::collections::HashSet;
 
-use grpc_lb::{Address, ConnectivityState};
+use grpc_lb::Address;
 use tokio::task::JoinHandle;
 
 use super::{Loop, Retired};
@@ -59,10 +59,8 @@ impl Loop {
         // but for the kept connections, which serve until the switch ends.
         let old: Vec<Address> = self.subchannel_addresses.drain().map(|(_, a)| a).collect();
         let kept: HashSet<&Address> = self.retired.iter().flat_map(Retired::addresses).collect();
-        for addr in old.iter().filter(|a| !kept.contains(a)) {
-            self.stats
-                .addresses
-                .set_state(addr, ConnectivityState::Idle);
+        for addr in &old {
+            self.stats.addresses.retire(addr, kept.contains(addr));
         }
     }
 
@@ -70,12 +68,9 @@ impl Loop {
     /// they carry (h2 closes a connection whose handles are gone once its last stream ends).
     pub(super) fn drop_retired(&mut self, abort: bool) {
         if let Some(retired) = self.retired.take() {
-            // Their rows show IDLE, but where the current policy has a subchannel of its own.
-            let current: HashSet<&Address> = self.subchannel_addresses.values().collect();
-            for addr in retired.addresses().filter(|a| !current.contains(a)) {
-                self.stats
-                    .addresses
-                    .set_state(addr, ConnectivityState::Idle);
+            // Their rows show what the current policy's subchannels show (IDLE without any).
+            for addr in retired.addresses() {
+                self.stats.addresses.retired_gone(addr);
             }
             retired.release(abort);
         }
