@@ -38,6 +38,7 @@ mod api;
 mod backoff;
 mod builtins;
 mod cluster_picker;
+mod ejections;
 mod health;
 mod outlier_detection;
 mod outlier_scopes;

@@ -35,7 +35,7 @@ use std::time::Instant;
 
 use grpc_base::Address;
 
-use crate::priority::Ejections;
+use crate::ejections::Ejections;
 use crate::ring_pick::{ConnectRequests, FailureNote, RingPick};
 use crate::state::{ConnectivityState, SubchannelId};
 use crate::subchannel::{LatestError, StateCounts, Subchannels};

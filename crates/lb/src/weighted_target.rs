@@ -17,7 +17,7 @@ use std::time::Instant;
 use grpc_base::Address;
 
 use crate::cluster_picker::ReadyLocality;
-use crate::priority::Ejections;
+use crate::ejections::Ejections;
 use crate::round_robin::effective_state;
 use crate::state::{ConnectivityState, SubchannelId};
 use crate::subchannel::{LatestError, StateCounts, Subchannels};

@@ -24,7 +24,7 @@
 //! (each subchannel keeps its last error; another cluster's errors never show).
 //!
 //! A cluster's own outlier detection (A50's xDS mapping) ejects addresses from that cluster only: its
-//! children count an ejected endpoint as TRANSIENT_FAILURE (the ejection overlay, `priority.rs`
+//! children count an ejected endpoint as TRANSIENT_FAILURE (the ejection overlay, `ejections.rs`
 //! [`Ejections`]), so round_robin localities and ring_hash picks skip it and a priority whose every
 //! endpoint is ejected fails over (A56); an ejection change recounts that cluster's children only.
 //!
@@ -38,9 +38,10 @@ use grpc_base::Address;
 
 use crate::action::{LbAction, TimerEvent};
 use crate::cluster_picker::{ClusterPick, ClusterPickerSpec, ReadyLocality};
+use crate::ejections::Ejections;
 use crate::pick::InFlightCounter;
 use crate::picker::PickerSpec;
-use crate::priority::{Changes, ChildPolicy, Ejections, Priority};
+use crate::priority::{Changes, ChildPolicy, Priority};
 use crate::state::{ConnectivityState, SubchannelId};
 use crate::subchannel::Subchannels;
 use crate::transport::TransportKey;
