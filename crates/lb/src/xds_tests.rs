@@ -793,6 +793,42 @@ fn a_clusters_ejection_applies_to_its_own_picks_only() {
 }
 
 #[test]
+fn a_priority_whose_every_endpoint_its_cluster_ejected_fails_over_and_comes_back() {
+    let mut s = Sim::with(vec![
+        ("a", priorities(&[&[1, 2], &[3]])),
+        ("b", priorities(&[&[1]])),
+    ]);
+    s.ready(0);
+    s.ready(1);
+    assert_eq!(s.picker_shown(), "{a: READY [0,1], b: READY [0]}");
+    s.lb.set_ejected_in_cluster("a", &v4(1), true, s.now);
+    s.lb.set_ejected_in_cluster("a", &v4(2), true, s.now);
+    // Priority 0 of "a" looks TRANSIENT_FAILURE: priority 1 connects; "b" keeps its pick.
+    assert_eq!(s.connections(), ["connect 2 10.0.0.3:443"]);
+    s.ready(2);
+    assert_eq!(s.picker_shown(), "{a: READY [2], b: READY [0]}");
+    s.lb.set_ejected_in_cluster("a", &v4(1), false, s.now);
+    assert_eq!(s.picker_shown(), "{a: READY [0], b: READY [0]}");
+}
+
+#[test]
+fn a_clusters_failure_quotes_its_own_subchannels_latest_error() {
+    let mut s = Sim::with(vec![("a", priorities(&[&[1]])), ("b", priorities(&[&[2]]))]);
+    s.lb.subchannel_failed(SubchannelId(0), "refused by a".into(), s.now);
+    s.lb.subchannel_failed(SubchannelId(1), "refused by b".into(), s.now);
+    let p = s.picker(0);
+    for (cluster, own, other) in [
+        ("a", "refused by a", "refused by b"),
+        ("b", "refused by b", "refused by a"),
+    ] {
+        match pick(&p, cluster) {
+            PickResult::Fail(m) => assert!(m.contains(own) && !m.contains(other), "{m}"),
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[test]
 fn other_pickers_hand_out_no_guard_and_the_cluster_picker_lists_ready_addresses() {
     let rr = Picker::new(
         &PickerSpec::Ready(vec![(SubchannelId(4), v4(4))]),
