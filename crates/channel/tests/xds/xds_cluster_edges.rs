@@ -72,9 +72,7 @@ fn publish_aggregate(
 // policy over its leaves, each leaf under its own Cluster's config, outlier detection included
 // (`DiscoveryMechanism.OutlierDetection` per leaf in grpc-go). Leaf "a" (no outlier_detection) is
 // unreachable, so calls fail over to leaf "b", whose own outlier_detection must eject its failing
-// endpoint. Wrong: crates/channel/src/xds/cluster_config.rs `aggregate_config` (~line 55: `let mut config =
-// first.clone()`) gives the whole aggregate the first usable leaf's outlier detection ("a"'s: none), so
-// "b"'s is dropped and its failing endpoint keeps taking half the calls.
+// endpoint.
 #[tokio::test]
 async fn an_aggregates_leaf_ejects_its_failing_endpoint_by_its_own_outlier_detection() {
     bounded("a leaf's own outlier detection in an aggregate", async {
@@ -114,8 +112,7 @@ async fn an_aggregates_leaf_ejects_its_failing_endpoint_by_its_own_outlier_detec
 
 // The other way round: leaf "a" has an outlier_detection but is unreachable; leaf "b", which takes the
 // calls, has none, so (A50's xDS mapping: no outlier_detection is a no-op config; A75: per-leaf configs)
-// nothing of "b" may be ejected, however often its endpoint fails. Wrong: cluster_config.rs
-// `aggregate_config` (~line 55) applies "a"'s outlier detection to every leaf's endpoints.
+// nothing of "b" may be ejected, however often its endpoint fails.
 #[tokio::test]
 async fn an_aggregates_leaf_without_outlier_detection_ejects_nothing_under_another_leafs() {
     bounded(
@@ -163,10 +160,7 @@ async fn an_aggregates_leaf_without_outlier_detection_ejects_nothing_under_anoth
 // every call, "plain" (none, endpoint bad alone) the calls with `x-cluster: plain`. A cluster without an
 // outlier_detection ejects nothing (A50's xDS mapping; grpc-go and C-core run one outlier_detection policy
 // per cluster, over that cluster's own subchannels), so once "od" ejects `bad`, "plain"'s calls must still
-// reach it (and get its answer: UNIMPLEMENTED), not fail UNAVAILABLE for want of an endpoint. Wrong:
-// crates/lb/src/outlier_scopes.rs (module docs: "an address is ejected while any scope ejects it") and
-// the per-address overlay in control/event_loop/call_results.rs `apply_outlier_events` (`p.lb.eject`), which
-// ejects the address from every cluster.
+// reach it (and get its answer: UNIMPLEMENTED), not fail UNAVAILABLE for want of an endpoint.
 #[tokio::test]
 async fn a_cluster_without_outlier_detection_still_calls_an_address_another_cluster_ejected() {
     bounded("an ejection stays in its cluster", async {
@@ -229,9 +223,7 @@ async fn a_cluster_without_outlier_detection_still_calls_an_address_another_clus
 // addresses, under the cluster's policy): round_robin over that one endpoint sends every call to one
 // address (the first that connects), as pick_first does; grpc-go's clusterresolver
 // (`buildClusterImplConfigForDNS`: "LOGICAL_DNS requires all resolved addresses to be grouped into a
-// single logical endpoint"; before A61, a hard-coded pick_first) does the same. Wrong:
-// crates/channel/src/xds/cluster_config.rs `dns_cluster_config` (~line 20) makes each address an endpoint
-// of its own ("one endpoint per address instead"), so round_robin spreads the calls over every address.
+// single logical endpoint"; before A61, a hard-coded pick_first) does the same.
 #[tokio::test]
 async fn a_logical_dns_clusters_addresses_are_one_endpoint_so_its_calls_stay_on_one_backend() {
     bounded("LOGICAL_DNS addresses as one endpoint", async {
@@ -280,9 +272,7 @@ async fn a_logical_dns_clusters_addresses_are_one_endpoint_so_its_calls_stay_on_
 // A75 / grpc-go's clusterresolver: an aggregate is a priority policy over its leaves, each leaf's
 // priorities under that leaf's own cluster_impl (its EDS drop_overloads, its circuit breaker). Leaf "a"
 // drops every call (EDS drop_overloads 100 %) but its only endpoint is unreachable, so the aggregate fails
-// over to leaf "b" (no drops), whose calls must succeed. Wrong: crates/channel/src/xds/cluster_config.rs
-// `aggregate_config` (~line 55: `first.clone()`) gives the whole aggregate "a"'s drop list, so every call
-// is dropped, even those "b" would serve.
+// over to leaf "b" (no drops), whose calls must succeed.
 #[tokio::test]
 async fn an_aggregates_first_leafs_drops_do_not_drop_the_calls_another_leaf_serves() {
     use envoy_types::pb::envoy::config::endpoint::v3::cluster_load_assignment::policy::DropOverload;
@@ -368,10 +358,7 @@ async fn unary_answering(
 // A50 per cluster (grpc-go, C-core: one outlier_detection policy per cluster, counting the calls *that
 // cluster* sends through its own subchannels): cluster "od" (outlier_detection; endpoints good and
 // shared) sees only successes, so it ejects nothing, however many of cluster "other"'s calls (no
-// outlier_detection; endpoint shared; every call told to fail) fail on the shared backend. Wrong:
-// crates/lb/src/outlier_scopes.rs `record_counts` ("every scope that lists the address gets all its
-// calls") with the per-address counters of control/event_loop/call_results.rs `sweep`: "od"'s detector
-// counts "other"'s failures and ejects the shared backend, a healthy one for "od".
+// outlier_detection; endpoint shared; every call told to fail) fail on the shared backend.
 #[tokio::test]
 async fn a_clusters_outlier_detection_counts_only_the_calls_of_that_cluster() {
     bounded("another cluster's failures are not this cluster's", async {

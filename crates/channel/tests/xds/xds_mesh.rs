@@ -50,10 +50,7 @@ async fn until_served_by(channel: &Channel, want: &str) -> Result<(), Vec<String
 // → round_robin); an ejected endpoint looks TRANSIENT_FAILURE to the child, so a priority whose every
 // endpoint is ejected is TRANSIENT_FAILURE and the priority policy fails over to the next priority. A user
 // with a healthy backend at priority 1 expects calls to land there once priority 0's backends are all
-// ejected. Wrong: crates/lb/src/xds_clusters.rs `cluster_pick` (~line 486) keeps priority 0 selected
-// (its child is still READY: the ejection only filters the picks) and fails every call with "every READY
-// endpoint of priority 0 is ejected by outlier detection"; the ring_hash branch does the same (the
-// ejected endpoints look TRANSIENT_FAILURE to its ring only, never to the priority policy).
+// ejected: a cluster's ejections are an overlay on that cluster's children (crates/lb/src/ejections.rs).
 #[tokio::test]
 async fn a_priority_whose_every_endpoint_is_ejected_fails_over_to_the_next_priority() {
     bounded("ejection fails over", async {
@@ -97,10 +94,7 @@ async fn a_priority_whose_every_endpoint_is_ejected_fails_over_to_the_next_prior
 
 // As `a_priority_whose_every_endpoint_is_ejected_fails_over_to_the_next_priority`, in a RING_HASH
 // cluster (grpc-go: ring_hash over ejected, i.e. TRANSIENT_FAILURE, subchannels is TRANSIENT_FAILURE, and
-// the priority policy fails over). Wrong: crates/lb/src/xds_clusters.rs `cluster_pick` (~lines 450-471):
-// the ejected endpoints look TRANSIENT_FAILURE to the ring's picks only, priority 0 stays selected, and
-// every call fails with a misleading "failed to connect to all endpoints of priority 0; last error: none"
-// (every endpoint is connected).
+// the priority policy fails over).
 #[tokio::test]
 async fn a_ring_hash_priority_whose_every_endpoint_is_ejected_fails_over_to_the_next_priority() {
     bounded("ring_hash ejection fails over", async {
@@ -830,11 +824,8 @@ async fn a_channel_built_after_the_only_one_was_dropped_presents_the_identity_no
 // state"; with A29 one address can have a subchannel per transport. When two secured leaves of an
 // aggregate share the backend address and only "right"'s SAN matcher accepts it, the address carries
 // every call over a READY connection for the whole test: a user reading the stats expects it READY, not
-// the state of "wrong"'s failing subchannel to the same address. Wrong:
-// crates/channel/src/control/address_stats.rs `set_state` (~line 96), fed by the event loop's
-// `set_subchannel_state` (control/event_loop/call_results.rs) for every subchannel of the address, whatever
-// its transport: the row shows whichever subchannel changed last (CONNECTING / TRANSIENT_FAILURE as
-// "wrong"'s subchannel retries).
+// the state of "wrong"'s failing subchannel to the same address: a row shows the best state of its
+// address's subchannels (crates/channel/src/control/address_stats.rs).
 #[tokio::test]
 async fn an_address_serving_calls_over_one_transport_reads_ready_while_another_transport_fails() {
     bounded("stats of one address, two transports", async {
@@ -1049,9 +1040,8 @@ async fn an_aggregate_whose_every_secured_leaf_fails_its_san_check_quotes_the_mi
 // addresses of priority 0; last error: ..."). With a secured cluster "sec" failing its SAN check and a
 // plain cluster "plain" whose only endpoint refuses connections, a call to "plain" must not be told about
 // "sec"'s SAN mismatch (nor name "sec"'s backend), and a call to "sec" must quote the SAN mismatch, not
-// "plain"'s refused connection. Wrong: crates/lb/src/subchannel.rs `last_error` (~line 88, set ~line 630)
-// is one for every subchannel of the policy, every cluster and transport alike, and
-// crates/lb/src/xds_clusters.rs `cluster_pick` (~line 510) quotes it in each cluster's failure.
+// "plain"'s refused connection: each subchannel keeps its own last error, and a cluster quotes the latest
+// among its own (crates/lb/src/subchannel.rs, xds_clusters.rs).
 #[tokio::test]
 async fn each_clusters_failure_quotes_its_own_connection_error() {
     bounded("each cluster's own error", async {
