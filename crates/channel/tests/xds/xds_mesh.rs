@@ -7,16 +7,23 @@
 
 use grpc_test_support as support;
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
+use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use grpc_channel::Channel;
+use interop::dns::TestDns;
 use interop::faulty::FaultyServer;
+use interop::server::ServerHandle;
 use interop::xds_resources::{
     aggregate_cluster, eds_cluster, named, route_to_cluster, type_url,
     with_failure_percentage_ejection, LocalitySpec, RouteMatchSpec,
 };
+use interop::xds_server::ManagementServer;
 use support::xds::{bounded, locality, management_server, publish, xds_channel, CALL};
 use support::{interop_server_handle, served_by};
+
+use super::xds_security::{Mesh, Seen};
 
 /// Calls until `addr` shows as ejected (bounded); whether it did.
 async fn until_ejected(channel: &Channel, addrs: &[String]) -> bool {
@@ -46,6 +53,101 @@ async fn until_served_by(channel: &Channel, want: &str) -> Result<(), Vec<String
     Err(other)
 }
 
+/// Priority 0 (locality "z1"): `first`; priority 1 (locality "z2"): `standby`.
+fn with_standby(first: &[SocketAddr], standby: SocketAddr) -> Vec<LocalitySpec> {
+    let mut spare = LocalitySpec::new("z2", &[standby]);
+    spare.priority = 1;
+    let mut localities = locality(first);
+    localities.push(spare);
+    localities
+}
+
+/// The ejection tests' servers: `good` serves, `bad_a` and `bad_b` fail every call, `server` is the
+/// management server.
+struct Ejection {
+    good: ServerHandle,
+    bad_a: FaultyServer,
+    bad_b: FaultyServer,
+    server: ManagementServer,
+}
+
+impl Ejection {
+    async fn start() -> Self {
+        Ejection {
+            good: interop_server_handle().await,
+            bad_a: FaultyServer::start().await.expect("faulty server"),
+            bad_b: FaultyServer::start().await.expect("faulty server"),
+            server: management_server().await,
+        }
+    }
+
+    /// Publishes every call routed to the Cluster `c` (`cluster`): priority 0 the failing endpoints,
+    /// priority 1 the good one.
+    fn publish_priorities(&self, cluster: Cluster) {
+        publish(
+            &self.server,
+            &["*"],
+            vec![route_to_cluster(&RouteMatchSpec::any(), "c")],
+            &[(
+                "c",
+                with_standby(&[self.bad_a.addr, self.bad_b.addr], self.good.addr),
+            )],
+        );
+        self.server.set(
+            type_url::CLUSTER,
+            vec![named("c", type_url::CLUSTER, &cluster)],
+        );
+    }
+
+    /// Publishes every call routed to the aggregate "agg" of "od" (the Cluster `od`, of the failing
+    /// endpoints) and "spare" (an EDS cluster of the good one).
+    fn publish_aggregate(&self, od: Cluster) {
+        publish(
+            &self.server,
+            &["*"],
+            vec![route_to_cluster(&RouteMatchSpec::any(), "agg")],
+            &[
+                ("od", locality(&[self.bad_a.addr, self.bad_b.addr])),
+                ("spare", locality(&[self.good.addr])),
+            ],
+        );
+        self.server.set(
+            type_url::CLUSTER,
+            vec![
+                named(
+                    "agg",
+                    type_url::CLUSTER,
+                    &aggregate_cluster("agg", &["od", "spare"]),
+                ),
+                named("od", type_url::CLUSTER, &od),
+                named("spare", type_url::CLUSTER, &eds_cluster("spare")),
+            ],
+        );
+    }
+
+    /// Over a channel of the management server: both failing endpoints (of `ejected`) get ejected, then
+    /// a call reaches the good one (`fallback`).
+    async fn assert_fails_over(&self, ejected: &str, fallback: &str) {
+        let channel = xds_channel(&self.server);
+        let bad = [self.bad_a.addr.to_string(), self.bad_b.addr.to_string()];
+        assert!(
+            until_ejected(&channel, &bad).await,
+            "{ejected}'s failing endpoints were never both ejected"
+        );
+        let served = until_served_by(&channel, &self.good.addr.to_string()).await;
+        assert!(
+            served.is_ok(),
+            "no call reached {fallback} while {ejected} was all ejected: {served:?}"
+        );
+    }
+}
+
+/// The failure-percentage ejection of these tests on `cluster`: every 100 ms, 50 % failing, at least 2
+/// hosts, 4 requests.
+fn ejecting(cluster: Cluster) -> Cluster {
+    with_failure_percentage_ejection(cluster, 100, 50, 2, 4)
+}
+
 // gRFC A50 / grpc-go: outlier detection sits under the priority policy (cluster_impl → outlier_detection
 // → round_robin); an ejected endpoint looks TRANSIENT_FAILURE to the child, so a priority whose every
 // endpoint is ejected is TRANSIENT_FAILURE and the priority policy fails over to the next priority. A user
@@ -54,40 +156,10 @@ async fn until_served_by(channel: &Channel, want: &str) -> Result<(), Vec<String
 #[tokio::test]
 async fn a_priority_whose_every_endpoint_is_ejected_fails_over_to_the_next_priority() {
     bounded("ejection fails over", async {
-        let good = interop_server_handle().await;
-        let bad_a = FaultyServer::start().await.expect("faulty server");
-        let bad_b = FaultyServer::start().await.expect("faulty server");
-        let server = management_server().await;
-        let mut standby = LocalitySpec::new("z2", &[good.addr]);
-        standby.priority = 1;
-        let mut localities = locality(&[bad_a.addr, bad_b.addr]);
-        localities.push(standby);
-        publish(
-            &server,
-            &["*"],
-            vec![route_to_cluster(&RouteMatchSpec::any(), "c")],
-            &[("c", localities)],
-        );
-        server.set(
-            type_url::CLUSTER,
-            vec![named(
-                "c",
-                type_url::CLUSTER,
-                &with_failure_percentage_ejection(eds_cluster("c"), 100, 50, 2, 4),
-            )],
-        );
-        let channel = xds_channel(&server);
-        let bad = [bad_a.addr.to_string(), bad_b.addr.to_string()];
-        assert!(
-            until_ejected(&channel, &bad).await,
-            "priority 0's failing endpoints were never both ejected"
-        );
+        let e = Ejection::start().await;
+        e.publish_priorities(ejecting(eds_cluster("c")));
         // Ejected for 30 s: priority 0 has no usable endpoint; priority 1's backend serves.
-        let served = until_served_by(&channel, &good.addr.to_string()).await;
-        assert!(
-            served.is_ok(),
-            "no call reached priority 1 while priority 0 was all ejected: {served:?}"
-        );
+        e.assert_fails_over("priority 0", "priority 1").await;
     })
     .await;
 }
@@ -98,46 +170,12 @@ async fn a_priority_whose_every_endpoint_is_ejected_fails_over_to_the_next_prior
 #[tokio::test]
 async fn a_ring_hash_priority_whose_every_endpoint_is_ejected_fails_over_to_the_next_priority() {
     bounded("ring_hash ejection fails over", async {
-        let good = interop_server_handle().await;
-        let bad_a = FaultyServer::start().await.expect("faulty server");
-        let bad_b = FaultyServer::start().await.expect("faulty server");
-        let server = management_server().await;
-        let mut standby = LocalitySpec::new("z2", &[good.addr]);
-        standby.priority = 1;
-        let mut localities = locality(&[bad_a.addr, bad_b.addr]);
-        localities.push(standby);
-        publish(
-            &server,
-            &["*"],
-            vec![route_to_cluster(&RouteMatchSpec::any(), "c")],
-            &[("c", localities)],
-        );
-        server.set(
-            type_url::CLUSTER,
-            vec![named(
-                "c",
-                type_url::CLUSTER,
-                &with_failure_percentage_ejection(
-                    interop::xds_resources::ring_hash_cluster("c", 1024, 4096),
-                    100,
-                    50,
-                    2,
-                    4,
-                ),
-            )],
-        );
-        let channel = xds_channel(&server);
-        let bad = [bad_a.addr.to_string(), bad_b.addr.to_string()];
-        assert!(
-            until_ejected(&channel, &bad).await,
-            "priority 0's failing endpoints were never both ejected"
-        );
+        let e = Ejection::start().await;
+        e.publish_priorities(ejecting(interop::xds_resources::ring_hash_cluster(
+            "c", 1024, 4096,
+        )));
         // Ejected for 30 s: priority 0 has no usable endpoint; priority 1's backend serves.
-        let served = until_served_by(&channel, &good.addr.to_string()).await;
-        assert!(
-            served.is_ok(),
-            "no call reached priority 1 while priority 0 was all ejected: {served:?}"
-        );
+        e.assert_fails_over("priority 0", "priority 1").await;
     })
     .await;
 }
@@ -148,48 +186,37 @@ async fn a_ring_hash_priority_whose_every_endpoint_is_ejected_fails_over_to_the_
 #[tokio::test]
 async fn an_aggregate_fails_over_from_a_leaf_whose_every_endpoint_is_ejected() {
     bounded("aggregate over an ejected leaf", async {
-        let good = interop_server_handle().await;
-        let bad_a = FaultyServer::start().await.expect("faulty server");
-        let bad_b = FaultyServer::start().await.expect("faulty server");
-        let server = management_server().await;
-        publish(
-            &server,
-            &["*"],
-            vec![route_to_cluster(&RouteMatchSpec::any(), "agg")],
-            &[
-                ("od", locality(&[bad_a.addr, bad_b.addr])),
-                ("spare", locality(&[good.addr])),
-            ],
-        );
-        server.set(
-            type_url::CLUSTER,
-            vec![
-                named(
-                    "agg",
-                    type_url::CLUSTER,
-                    &aggregate_cluster("agg", &["od", "spare"]),
-                ),
-                named(
-                    "od",
-                    type_url::CLUSTER,
-                    &with_failure_percentage_ejection(eds_cluster("od"), 100, 50, 2, 4),
-                ),
-                named("spare", type_url::CLUSTER, &eds_cluster("spare")),
-            ],
-        );
-        let channel = xds_channel(&server);
-        let bad = [bad_a.addr.to_string(), bad_b.addr.to_string()];
-        assert!(
-            until_ejected(&channel, &bad).await,
-            "the leaf's failing endpoints were never both ejected"
-        );
-        let served = until_served_by(&channel, &good.addr.to_string()).await;
-        assert!(
-            served.is_ok(),
-            "no call reached the aggregate's second leaf while the first was all ejected: {served:?}"
-        );
+        let e = Ejection::start().await;
+        e.publish_aggregate(ejecting(eds_cluster("od")));
+        e.assert_fails_over("the leaf", "the aggregate's second leaf")
+            .await;
     })
     .await;
+}
+
+/// The test DNS server, answering "backend.test" with the loopback address.
+async fn test_dns() -> TestDns {
+    let dns = TestDns::start().await.expect("dns");
+    dns.add_a("backend.test", std::net::Ipv4Addr::LOCALHOST)
+        .await;
+    dns
+}
+
+/// The bootstrap of `m` (its management server, its providers' files re-read every 600 s).
+fn boot(m: &Mesh) -> String {
+    super::xds_security::bootstrap(&m.server, &m.dir.0, "600s")
+}
+
+/// A channel with xDS credentials over the bootstrap of `m`.
+fn mesh_channel(m: &Mesh) -> Channel {
+    super::xds_security::channel(boot(m), true)
+}
+
+/// Whether every client certificate in `seen` is `m`'s first client identity.
+fn only_first_identity(seen: &Seen, m: &Mesh) -> bool {
+    seen.lock()
+        .iter()
+        .all(|c| *c == super::xds_security::der(&m.client.cert_pem))
 }
 
 /// A channel with xDS credentials over `boot`, resolving LOGICAL_DNS names with the test DNS at `dns`.
@@ -210,7 +237,7 @@ fn secured_dns_channel(boot: String, dns: std::net::SocketAddr) -> Channel {
 /// "sec" an EDS cluster of `backend` with mTLS, "plain" a LOGICAL_DNS cluster of `host:port` without
 /// security.
 fn publish_sec_and_plain(
-    server: &interop::xds_server::ManagementServer,
+    server: &ManagementServer,
     backend: std::net::SocketAddr,
     host: &str,
     port: u16,
@@ -255,6 +282,49 @@ fn publish_sec_and_plain(
     );
 }
 
+/// A plaintext call routed to "plain" (`x-cluster: plain`).
+async fn plain_call(ch: &Channel) -> Result<String, grpc_channel::Status> {
+    support::xds::unary_served_by(ch, &[("x-cluster", "plain")]).await
+}
+
+/// A mesh with its mTLS backend, a plaintext backend `plain`, the test DNS, and "sec" (mTLS to
+/// `backend`) and "plain" (LOGICAL_DNS "backend.test" at `plain`'s port) published.
+struct DnsMesh {
+    m: Mesh,
+    backend: ServerHandle,
+    seen: Seen,
+    plain: ServerHandle,
+    dns: TestDns,
+}
+
+impl DnsMesh {
+    async fn start(tag: &str) -> Self {
+        let m = super::xds_security::mesh(tag).await;
+        let (backend, seen) = super::xds_security::mtls_backend(&m.ca).await;
+        let plain = interop_server_handle().await;
+        let dns = test_dns().await;
+        publish_sec_and_plain(&m.server, backend.addr, "backend.test", plain.addr.port());
+        DnsMesh {
+            m,
+            backend,
+            seen,
+            plain,
+            dns,
+        }
+    }
+
+    /// A new channel with xDS credentials and the test DNS.
+    fn channel(&self) -> Channel {
+        secured_dns_channel(boot(&self.m), self.dns.addr)
+    }
+}
+
+/// An mTLS call to "sec" and a plaintext call to "plain" pass on `ch`.
+async fn both_clusters_serve(ch: &Channel) {
+    served_by(ch, CALL).await.expect("an mTLS call");
+    plain_call(ch).await.expect("a plaintext call");
+}
+
 // A29: a cluster without security uses the channel's own (plaintext) transport; a secured cluster's
 // connections are its own, "distinct settings never share subchannels or connections"
 // (crates/channel/src/xds/credentials.rs docs). When the same address is an EDS endpoint of a secured
@@ -266,16 +336,13 @@ async fn an_address_in_a_secured_and_a_plain_cluster_gets_each_clusters_own_tran
     bounded("same address, two transports", async {
         let m = super::xds_security::mesh("same-address").await;
         let (backend, seen) = super::xds_security::mtls_backend(&m.ca).await;
-        let dns = interop::dns::TestDns::start().await.expect("dns");
-        dns.add_a("backend.test", std::net::Ipv4Addr::LOCALHOST)
-            .await;
+        let dns = test_dns().await;
         publish_sec_and_plain(&m.server, backend.addr, "backend.test", backend.addr.port());
-        let boot = super::xds_security::bootstrap(&m.server, &m.dir.0, "600s");
-        let ch = secured_dns_channel(boot, dns.addr);
+        let ch = secured_dns_channel(boot(&m), dns.addr);
         let by = served_by(&ch, CALL).await.expect("an mTLS call to \"sec\"");
         assert_eq!(by, backend.addr.to_string());
         for _ in 0..5 {
-            let plain = support::xds::unary_served_by(&ch, &[("x-cluster", "plain")]).await;
+            let plain = plain_call(&ch).await;
             assert!(
                 plain.is_err(),
                 "a call routed to the plaintext cluster was served by the TLS-only backend (over the \
@@ -285,10 +352,7 @@ async fn an_address_in_a_secured_and_a_plain_cluster_gets_each_clusters_own_tran
                 .await
                 .expect("the secured cluster's calls keep passing");
         }
-        assert!(seen
-            .lock()
-            .iter()
-            .all(|c| *c == super::xds_security::der(&m.client.cert_pem)));
+        assert!(only_first_identity(&seen, &m));
     })
     .await;
 }
@@ -300,55 +364,68 @@ fn alive_tasks() -> usize {
         .num_alive_tasks()
 }
 
+/// How a test ends its channels.
+#[derive(Clone, Copy, PartialEq)]
+enum End {
+    /// `Channel::close()`, the value kept until the end of the test.
+    Close,
+    /// Every handle dropped.
+    Drop,
+}
+
+/// Five channels of a mesh with a secured and a LOGICAL_DNS cluster, each used then ended by `end`, leave
+/// no task more than there were before them (bounded wait).
+async fn assert_no_task_left_behind(end: End) {
+    let mesh = DnsMesh::start("close-mesh").await;
+    // A first channel warms what is process-wide (system roots, the DNS client).
+    let warm = mesh.channel();
+    both_clusters_serve(&warm).await;
+    warm.close();
+    drop(warm);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = alive_tasks();
+    let mut kept = Vec::new();
+    for _ in 0..5 {
+        let ch = mesh.channel();
+        both_clusters_serve(&ch).await;
+        match end {
+            End::Close => {
+                ch.close();
+                kept.push(ch);
+            }
+            End::Drop => drop(ch),
+        }
+    }
+    let mut after = 0;
+    for _ in 0..200 {
+        after = alive_tasks();
+        if after <= before {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let how = if end == End::Close {
+        "closed"
+    } else {
+        "dropped"
+    };
+    assert!(
+        after <= before,
+        "tasks left: {before} before, {after} after 5 {how} channels"
+    );
+    drop(kept);
+}
+
 // A channel closed (`Channel::close()`, the value kept) stops everything it started: its ADS stream, its
 // resolver, each LOGICAL_DNS name's resolver task, its connections over each cluster's transport. A user
 // closing channels that used an xDS mesh (secured EDS cluster and a LOGICAL_DNS cluster) expects no task
 // left running, as `closing_the_only_xds_channel_leaves_no_task_behind` shows for a plain EDS cluster.
 #[tokio::test]
 async fn closing_a_channel_with_secured_and_logical_dns_clusters_leaves_no_task_behind() {
-    bounded("close a mesh channel", async {
-        let m = super::xds_security::mesh("close-mesh").await;
-        let (backend, _seen) = super::xds_security::mtls_backend(&m.ca).await;
-        let plain = interop_server_handle().await;
-        let dns = interop::dns::TestDns::start().await.expect("dns");
-        dns.add_a("backend.test", std::net::Ipv4Addr::LOCALHOST)
-            .await;
-        publish_sec_and_plain(&m.server, backend.addr, "backend.test", plain.addr.port());
-        let boot = super::xds_security::bootstrap(&m.server, &m.dir.0, "600s");
-        // A first channel warms what is process-wide (system roots, the DNS client).
-        let warm = secured_dns_channel(boot.clone(), dns.addr);
-        served_by(&warm, CALL).await.expect("an mTLS call");
-        support::xds::unary_served_by(&warm, &[("x-cluster", "plain")])
-            .await
-            .expect("a plaintext call");
-        warm.close();
-        drop(warm);
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        let before = alive_tasks();
-        let mut kept = Vec::new();
-        for _ in 0..5 {
-            let ch = secured_dns_channel(boot.clone(), dns.addr);
-            served_by(&ch, CALL).await.expect("an mTLS call");
-            support::xds::unary_served_by(&ch, &[("x-cluster", "plain")])
-                .await
-                .expect("a plaintext call");
-            ch.close();
-            kept.push(ch);
-        }
-        let mut after = 0;
-        for _ in 0..200 {
-            after = alive_tasks();
-            if after <= before {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        assert!(
-            after <= before,
-            "tasks left: {before} before, {after} after 5 closed channels"
-        );
-        drop(kept);
-    })
+    bounded(
+        "close a mesh channel",
+        assert_no_task_left_behind(End::Close),
+    )
     .await;
 }
 
@@ -356,51 +433,11 @@ async fn closing_a_channel_with_secured_and_logical_dns_clusters_leaves_no_task_
 // handle instead of close(): nothing it started keeps running.
 #[tokio::test]
 async fn dropping_a_channel_with_secured_and_logical_dns_clusters_leaves_no_task_behind() {
-    bounded("drop a mesh channel", async {
-        let m = super::xds_security::mesh("close-mesh").await;
-        let (backend, _seen) = super::xds_security::mtls_backend(&m.ca).await;
-        let plain = interop_server_handle().await;
-        let dns = interop::dns::TestDns::start().await.expect("dns");
-        dns.add_a("backend.test", std::net::Ipv4Addr::LOCALHOST)
-            .await;
-        publish_sec_and_plain(&m.server, backend.addr, "backend.test", plain.addr.port());
-        let boot = super::xds_security::bootstrap(&m.server, &m.dir.0, "600s");
-        // A first channel warms what is process-wide (system roots, the DNS client).
-        let warm = secured_dns_channel(boot.clone(), dns.addr);
-        served_by(&warm, CALL).await.expect("an mTLS call");
-        support::xds::unary_served_by(&warm, &[("x-cluster", "plain")])
-            .await
-            .expect("a plaintext call");
-        warm.close();
-        drop(warm);
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        let before = alive_tasks();
-        for _ in 0..5 {
-            let ch = secured_dns_channel(boot.clone(), dns.addr);
-            served_by(&ch, CALL).await.expect("an mTLS call");
-            support::xds::unary_served_by(&ch, &[("x-cluster", "plain")])
-                .await
-                .expect("a plaintext call");
-            drop(ch);
-        }
-        let mut after = 0;
-        for _ in 0..200 {
-            after = alive_tasks();
-            if after <= before {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        assert!(
-            after <= before,
-            "tasks left: {before} before, {after} after 5 dropped channels"
-        );
-    })
-    .await;
+    bounded("drop a mesh channel", assert_no_task_left_behind(End::Drop)).await;
 }
 
 /// Sets the Cluster "sec" to an mTLS cluster checking `sans`.
-fn set_sec_cluster(server: &interop::xds_server::ManagementServer, sans: &[&str]) {
+fn set_sec_cluster(server: &ManagementServer, sans: &[&str]) {
     server.set(
         type_url::CLUSTER,
         vec![named(
@@ -409,6 +446,18 @@ fn set_sec_cluster(server: &interop::xds_server::ManagementServer, sans: &[&str]
             &interop::xds_resources::tls_cluster("sec", Some("identity"), "roots", sans),
         )],
     );
+}
+
+/// Publishes every call routed to "sec", an mTLS cluster checking the backend's SPIFFE ID, of
+/// `localities`.
+fn publish_sec(server: &ManagementServer, localities: Vec<LocalitySpec>) {
+    publish(
+        server,
+        &["*"],
+        vec![route_to_cluster(&RouteMatchSpec::any(), "sec")],
+        &[("sec", localities)],
+    );
+    set_sec_cluster(server, &[super::xds_security::SERVER_SPIFFE]);
 }
 
 /// Reads the rest of `stream`: how many responses, or the status it failed with.
@@ -428,6 +477,38 @@ async fn rest_of(
     }
 }
 
+/// A mesh whose "sec" cluster is its mTLS backend, a channel over it that passed an mTLS call, and a
+/// slow stream of 20 responses in flight on it.
+async fn stream_in_flight(
+    tag: &str,
+) -> (
+    Mesh,
+    ServerHandle,
+    Seen,
+    Channel,
+    grpc_channel::Streaming<interop_proto::StreamingOutputCallResponse>,
+) {
+    let m = super::xds_security::mesh(tag).await;
+    let (backend, seen) = super::xds_security::mtls_backend(&m.ca).await;
+    publish_sec(&m.server, locality(&[backend.addr]));
+    let ch = mesh_channel(&m);
+    served_by(&ch, CALL).await.expect("an mTLS call");
+    let stream = support::xds::slow_stream(&ch, 20, Duration::from_millis(50)).await;
+    (m, backend, seen, ch, stream)
+}
+
+/// The rest of `stream` (from `stream_in_flight`) arrives: 19 responses.
+async fn assert_stream_finishes(
+    stream: grpc_channel::Streaming<interop_proto::StreamingOutputCallResponse>,
+) {
+    let rest = rest_of(stream).await;
+    assert_eq!(
+        rest.as_ref().ok(),
+        Some(&19),
+        "the stream in flight was lost by a TLS-only cluster update: {rest:?}"
+    );
+}
+
 // A29 + A28: a Cluster update that changes only its TLS settings (here the SAN matcher, from the
 // backend's SPIFFE ID to its DNS name: both match) gives new connections the new settings; a call in
 // flight, committed on a connection made with the old settings, is not lost (grpc-go keeps the old
@@ -436,19 +517,7 @@ async fn rest_of(
 #[tokio::test]
 async fn a_tls_only_cluster_update_keeps_the_call_in_flight_and_new_calls_pass() {
     bounded("tls-only update", async {
-        let m = super::xds_security::mesh("tls-update").await;
-        let (backend, seen) = super::xds_security::mtls_backend(&m.ca).await;
-        publish(
-            &m.server,
-            &["*"],
-            vec![route_to_cluster(&RouteMatchSpec::any(), "sec")],
-            &[("sec", locality(&[backend.addr]))],
-        );
-        set_sec_cluster(&m.server, &[super::xds_security::SERVER_SPIFFE]);
-        let boot = super::xds_security::bootstrap(&m.server, &m.dir.0, "600s");
-        let ch = super::xds_security::channel(boot, true);
-        served_by(&ch, CALL).await.expect("an mTLS call");
-        let stream = support::xds::slow_stream(&ch, 20, Duration::from_millis(50)).await;
+        let (m, _backend, seen, ch, stream) = stream_in_flight("tls-update").await;
         let handshakes = seen.lock().len();
         set_sec_cluster(&m.server, &[super::xds_security::SERVER_DNS]);
         // New calls pass; once one went over a new connection, the update has taken effect.
@@ -465,12 +534,7 @@ async fn a_tls_only_cluster_update_keeps_the_call_in_flight_and_new_calls_pass()
             seen.lock().len() > handshakes,
             "the new TLS settings never made a new connection"
         );
-        let rest = rest_of(stream).await;
-        assert_eq!(
-            rest.as_ref().ok(),
-            Some(&19),
-            "the stream in flight was lost by a TLS-only cluster update: {rest:?}"
-        );
+        assert_stream_finishes(stream).await;
     })
     .await;
 }
@@ -481,19 +545,7 @@ async fn a_tls_only_cluster_update_keeps_the_call_in_flight_and_new_calls_pass()
 #[tokio::test]
 async fn a_tls_update_to_a_mismatching_san_fails_new_calls_but_not_the_one_in_flight() {
     bounded("tls update to a mismatch", async {
-        let m = super::xds_security::mesh("tls-mismatch").await;
-        let (backend, _seen) = super::xds_security::mtls_backend(&m.ca).await;
-        publish(
-            &m.server,
-            &["*"],
-            vec![route_to_cluster(&RouteMatchSpec::any(), "sec")],
-            &[("sec", locality(&[backend.addr]))],
-        );
-        set_sec_cluster(&m.server, &[super::xds_security::SERVER_SPIFFE]);
-        let boot = super::xds_security::bootstrap(&m.server, &m.dir.0, "600s");
-        let ch = super::xds_security::channel(boot, true);
-        served_by(&ch, CALL).await.expect("an mTLS call");
-        let stream = support::xds::slow_stream(&ch, 20, Duration::from_millis(50)).await;
+        let (m, _backend, _seen, ch, stream) = stream_in_flight("tls-mismatch").await;
         set_sec_cluster(&m.server, &["spiffe://elsewhere/sa/x"]);
         let status = super::xds_security::first_failure(&ch).await;
         assert_eq!(status.code(), grpc_channel::Code::Unavailable, "{status:?}");
@@ -501,12 +553,7 @@ async fn a_tls_update_to_a_mismatching_san_fails_new_calls_but_not_the_one_in_fl
             status.message().contains("SANs"),
             "new calls fail on the SAN check: {status:?}"
         );
-        let rest = rest_of(stream).await;
-        assert_eq!(
-            rest.as_ref().ok(),
-            Some(&19),
-            "the stream in flight was lost by a TLS-only cluster update: {rest:?}"
-        );
+        assert_stream_finishes(stream).await;
     })
     .await;
 }
@@ -552,15 +599,9 @@ async fn fallback_to_a_server_serving_the_cluster_without_tls_and_back_restores_
         let m = super::xds_security::mesh("fallback-tls").await;
         let (secure, seen) = super::xds_security::mtls_backend(&m.ca).await;
         let plain = interop_server_handle().await;
-        let mut first = m.server;
-        publish(
-            &first,
-            &["*"],
-            vec![route_to_cluster(&RouteMatchSpec::any(), "sec")],
-            &[("sec", locality(&[secure.addr]))],
-        );
-        set_sec_cluster(&first, &[super::xds_security::SERVER_SPIFFE]);
-        first.stop().await;
+        publish_sec(&m.server, locality(&[secure.addr]));
+        let mut first = m;
+        first.server.stop().await;
         let second = management_server().await;
         publish(
             &second,
@@ -568,13 +609,20 @@ async fn fallback_to_a_server_serving_the_cluster_without_tls_and_back_restores_
             vec![route_to_cluster(&RouteMatchSpec::any(), "sec")],
             &[("sec", locality(&[plain.addr]))],
         );
-        let boot = two_server_bootstrap(&[first.server_uri(), second.server_uri()], &m.dir.0);
+        let boot = two_server_bootstrap(
+            &[first.server.server_uri(), second.server_uri()],
+            &first.dir.0,
+        );
         let ch = super::xds_security::channel(boot, true);
         let by = served_by(&ch, CALL)
             .await
             .expect("a plaintext call via the second server");
         assert_eq!(by, plain.addr.to_string());
-        first.restart().await.expect("restart the first server");
+        first
+            .server
+            .restart()
+            .await
+            .expect("restart the first server");
         let secure_id = secure.addr.to_string();
         let _ = support::xds::call_until(&ch, "calls reach the first server's mTLS backend", |r| {
             r.as_deref().ok() == Some(secure_id.as_str())
@@ -585,12 +633,54 @@ async fn fallback_to_a_server_serving_the_cluster_without_tls_and_back_restores_
             assert_eq!(by, secure_id);
         }
         assert!(!seen.lock().is_empty());
-        assert!(seen
-            .lock()
-            .iter()
-            .all(|c| *c == super::xds_security::der(&m.client.cert_pem)));
+        assert!(only_first_identity(&seen, &first));
     })
     .await;
+}
+
+/// Publishes every call routed to the aggregate "agg" of two mTLS leaves, each `(name, SAN it checks)`,
+/// both of the one endpoint `backend`.
+fn publish_aggregate_of_secured_leaves(
+    server: &ManagementServer,
+    backend: SocketAddr,
+    leaves: [(&str, &str); 2],
+) {
+    let [(first, _), (second, _)] = leaves;
+    publish(
+        server,
+        &["*"],
+        vec![route_to_cluster(&RouteMatchSpec::any(), "agg")],
+        &[
+            (first, locality(&[backend])),
+            (second, locality(&[backend])),
+        ],
+    );
+    let tls = |name: &str, san: &str| {
+        named(
+            name,
+            type_url::CLUSTER,
+            &interop::xds_resources::tls_cluster(name, Some("identity"), "roots", &[san]),
+        )
+    };
+    let mut clusters = vec![named(
+        "agg",
+        type_url::CLUSTER,
+        &aggregate_cluster("agg", &[first, second]),
+    )];
+    clusters.extend(leaves.iter().map(|(name, san)| tls(name, san)));
+    server.set(type_url::CLUSTER, clusters);
+}
+
+/// Calls until one is served by `want` (bounded, see `support::xds::call_until`), then `n` more, each
+/// served by `want`.
+async fn serves_from_now_on(ch: &Channel, what: &str, want: &str, n: usize) {
+    let _ = support::xds::call_until(ch, what, |r| r.as_deref().ok() == Some(want)).await;
+    for _ in 0..n {
+        let by = served_by(ch, CALL)
+            .await
+            .unwrap_or_else(|status| panic!("calls keep passing ({what}): {status:?}"));
+        assert_eq!(by, want);
+    }
 }
 
 // A37/A75 + A29: an aggregate of two secured leaves over the same backend address with different SAN
@@ -602,47 +692,17 @@ async fn an_aggregate_of_two_secured_leaves_on_one_address_fails_over_by_each_le
     bounded("two secured leaves", async {
         let m = super::xds_security::mesh("two-leaves").await;
         let (backend, _seen) = super::xds_security::mtls_backend(&m.ca).await;
-        publish(
+        publish_aggregate_of_secured_leaves(
             &m.server,
-            &["*"],
-            vec![route_to_cluster(&RouteMatchSpec::any(), "agg")],
-            &[
-                ("wrong", locality(&[backend.addr])),
-                ("right", locality(&[backend.addr])),
+            backend.addr,
+            [
+                ("wrong", "spiffe://elsewhere/sa/x"),
+                ("right", super::xds_security::SERVER_SPIFFE),
             ],
         );
-        let tls = |name: &str, san: &str| {
-            named(
-                name,
-                type_url::CLUSTER,
-                &interop::xds_resources::tls_cluster(name, Some("identity"), "roots", &[san]),
-            )
-        };
-        m.server.set(
-            type_url::CLUSTER,
-            vec![
-                named(
-                    "agg",
-                    type_url::CLUSTER,
-                    &aggregate_cluster("agg", &["wrong", "right"]),
-                ),
-                tls("wrong", "spiffe://elsewhere/sa/x"),
-                tls("right", super::xds_security::SERVER_SPIFFE),
-            ],
-        );
-        let boot = super::xds_security::bootstrap(&m.server, &m.dir.0, "600s");
-        let ch = super::xds_security::channel(boot, true);
+        let ch = mesh_channel(&m);
         let want = backend.addr.to_string();
-        let _ = support::xds::call_until(&ch, "a call passes via the second leaf", |r| {
-            r.as_deref().ok() == Some(want.as_str())
-        })
-        .await;
-        for _ in 0..10 {
-            let by = served_by(&ch, CALL)
-                .await
-                .expect("calls keep passing via \"right\"");
-            assert_eq!(by, want);
-        }
+        serves_from_now_on(&ch, "a call passes via the second leaf", &want, 10).await;
     })
     .await;
 }
@@ -656,9 +716,7 @@ async fn an_aggregate_fails_over_from_a_secured_eds_leaf_to_a_plain_logical_dns_
         let m = super::xds_security::mesh("sec-then-dns").await;
         let (backend, _seen) = super::xds_security::mtls_backend(&m.ca).await;
         let plain = interop_server_handle().await;
-        let dns = interop::dns::TestDns::start().await.expect("dns");
-        dns.add_a("backend.test", std::net::Ipv4Addr::LOCALHOST)
-            .await;
+        let dns = test_dns().await;
         publish(
             &m.server,
             &["*"],
@@ -694,19 +752,9 @@ async fn an_aggregate_fails_over_from_a_secured_eds_leaf_to_a_plain_logical_dns_
                 ),
             ],
         );
-        let boot = super::xds_security::bootstrap(&m.server, &m.dir.0, "600s");
-        let ch = secured_dns_channel(boot, dns.addr);
+        let ch = secured_dns_channel(boot(&m), dns.addr);
         let want = plain.addr.to_string();
-        let _ = support::xds::call_until(&ch, "a call passes via the DNS leaf", |r| {
-            r.as_deref().ok() == Some(want.as_str())
-        })
-        .await;
-        for _ in 0..10 {
-            let by = served_by(&ch, CALL)
-                .await
-                .expect("calls keep passing via \"dns\"");
-            assert_eq!(by, want);
-        }
+        serves_from_now_on(&ch, "a call passes via the DNS leaf", &want, 10).await;
     })
     .await;
 }
@@ -718,52 +766,12 @@ async fn an_aggregate_fails_over_from_a_secured_eds_leaf_to_a_plain_logical_dns_
 #[tokio::test]
 async fn an_aggregate_fails_over_from_a_ring_hash_leaf_whose_every_endpoint_is_ejected() {
     bounded("aggregate over an ejected ring_hash leaf", async {
-        let good = interop_server_handle().await;
-        let bad_a = FaultyServer::start().await.expect("faulty server");
-        let bad_b = FaultyServer::start().await.expect("faulty server");
-        let server = management_server().await;
-        publish(
-            &server,
-            &["*"],
-            vec![route_to_cluster(&RouteMatchSpec::any(), "agg")],
-            &[
-                ("od", locality(&[bad_a.addr, bad_b.addr])),
-                ("spare", locality(&[good.addr])),
-            ],
-        );
-        server.set(
-            type_url::CLUSTER,
-            vec![
-                named(
-                    "agg",
-                    type_url::CLUSTER,
-                    &aggregate_cluster("agg", &["od", "spare"]),
-                ),
-                named(
-                    "od",
-                    type_url::CLUSTER,
-                    &with_failure_percentage_ejection(
-                        interop::xds_resources::ring_hash_cluster("od", 1024, 4096),
-                        100,
-                        50,
-                        2,
-                        4,
-                    ),
-                ),
-                named("spare", type_url::CLUSTER, &eds_cluster("spare")),
-            ],
-        );
-        let channel = xds_channel(&server);
-        let bad = [bad_a.addr.to_string(), bad_b.addr.to_string()];
-        assert!(
-            until_ejected(&channel, &bad).await,
-            "the ring_hash leaf's failing endpoints were never both ejected"
-        );
-        let served = until_served_by(&channel, &good.addr.to_string()).await;
-        assert!(
-            served.is_ok(),
-            "no call reached the aggregate's second leaf while the ring_hash leaf was all ejected: {served:?}"
-        );
+        let e = Ejection::start().await;
+        e.publish_aggregate(ejecting(interop::xds_resources::ring_hash_cluster(
+            "od", 1024, 4096,
+        )));
+        e.assert_fails_over("the ring_hash leaf", "the aggregate's second leaf")
+            .await;
     })
     .await;
 }
@@ -776,19 +784,10 @@ async fn an_aggregate_fails_over_from_a_ring_hash_leaf_whose_every_endpoint_is_e
 #[tokio::test]
 async fn a_channel_built_after_the_only_one_was_dropped_presents_the_identity_now_in_the_files() {
     bounded("dropped provider", async {
-        let m = super::xds_security::mesh("dropped-provider").await;
-        let (backend, seen) = super::xds_security::mtls_backend(&m.ca).await;
-        let dns = interop::dns::TestDns::start().await.expect("dns");
-        dns.add_a("backend.test", std::net::Ipv4Addr::LOCALHOST)
-            .await;
-        let plain = interop_server_handle().await;
-        publish_sec_and_plain(&m.server, backend.addr, "backend.test", plain.addr.port());
-        let boot = super::xds_security::bootstrap(&m.server, &m.dir.0, "600s");
-        let first = secured_dns_channel(boot.clone(), dns.addr);
-        served_by(&first, CALL).await.expect("an mTLS call");
-        support::xds::unary_served_by(&first, &[("x-cluster", "plain")])
-            .await
-            .expect("a plaintext call");
+        let mesh = DnsMesh::start("dropped-provider").await;
+        let m = &mesh.m;
+        let first = mesh.channel();
+        both_clusters_serve(&first).await;
         drop(first);
         let streams = m.server.streams_opened();
         for _ in 0..500 {
@@ -805,11 +804,11 @@ async fn a_channel_built_after_the_only_one_was_dropped_presents_the_identity_no
                 .expect("second identity");
         std::fs::write(m.dir.0.join("client.pem"), &second_identity.cert_pem).expect("cert");
         std::fs::write(m.dir.0.join("client.key"), &second_identity.key_pem).expect("key");
-        let second = secured_dns_channel(boot, dns.addr);
+        let second = mesh.channel();
         served_by(&second, CALL)
             .await
             .expect("an mTLS call on the new channel");
-        let presented = seen.lock().last().cloned();
+        let presented = mesh.seen.lock().last().cloned();
         assert!(
             presented == Some(super::xds_security::der(&second_identity.cert_pem)),
             "the new channel presents the identity in the files, not the one the dropped channel's \
@@ -831,36 +830,15 @@ async fn an_address_serving_calls_over_one_transport_reads_ready_while_another_t
     bounded("stats of one address, two transports", async {
         let m = super::xds_security::mesh("stats-two-transports").await;
         let (backend, _seen) = super::xds_security::mtls_backend(&m.ca).await;
-        publish(
+        publish_aggregate_of_secured_leaves(
             &m.server,
-            &["*"],
-            vec![route_to_cluster(&RouteMatchSpec::any(), "agg")],
-            &[
-                ("wrong", locality(&[backend.addr])),
-                ("right", locality(&[backend.addr])),
+            backend.addr,
+            [
+                ("wrong", "spiffe://elsewhere/sa/x"),
+                ("right", super::xds_security::SERVER_SPIFFE),
             ],
         );
-        let tls = |name: &str, san: &str| {
-            named(
-                name,
-                type_url::CLUSTER,
-                &interop::xds_resources::tls_cluster(name, Some("identity"), "roots", &[san]),
-            )
-        };
-        m.server.set(
-            type_url::CLUSTER,
-            vec![
-                named(
-                    "agg",
-                    type_url::CLUSTER,
-                    &aggregate_cluster("agg", &["wrong", "right"]),
-                ),
-                tls("wrong", "spiffe://elsewhere/sa/x"),
-                tls("right", super::xds_security::SERVER_SPIFFE),
-            ],
-        );
-        let boot = super::xds_security::bootstrap(&m.server, &m.dir.0, "600s");
-        let ch = super::xds_security::channel(boot, true);
+        let ch = mesh_channel(&m);
         let want = backend.addr.to_string();
         let _ = support::xds::call_until(&ch, "a call passes via the second leaf", |r| {
             r.as_deref().ok() == Some(want.as_str())
@@ -893,20 +871,13 @@ async fn an_address_serving_calls_over_one_transport_reads_ready_while_another_t
 #[tokio::test]
 async fn after_idle_a_mesh_channel_serves_its_secured_and_logical_dns_clusters_again() {
     bounded("idle and back", async {
-        let m = super::xds_security::mesh("idle-mesh").await;
-        let (backend, seen) = super::xds_security::mtls_backend(&m.ca).await;
-        let plain = interop_server_handle().await;
-        let dns = interop::dns::TestDns::start().await.expect("dns");
-        dns.add_a("backend.test", std::net::Ipv4Addr::LOCALHOST)
-            .await;
-        publish_sec_and_plain(&m.server, backend.addr, "backend.test", plain.addr.port());
-        let boot = super::xds_security::bootstrap(&m.server, &m.dir.0, "600s");
+        let mesh = DnsMesh::start("idle-mesh").await;
         let ch = Channel::builder(format!("xds:///{}", support::xds::NAME))
-            .xds_bootstrap(boot)
+            .xds_bootstrap(boot(&mesh.m))
             .xds_credentials()
             .idle_timeout(Duration::from_millis(200))
             .resolver_options(
-                grpc_channel::ResolverOptions::default().with_default_server(Some(dns.addr)),
+                grpc_channel::ResolverOptions::default().with_default_server(Some(mesh.dns.addr)),
             )
             .build()
             .expect("xds channel");
@@ -914,13 +885,13 @@ async fn after_idle_a_mesh_channel_serves_its_secured_and_logical_dns_clusters_a
             let by = served_by(&ch, CALL).await;
             assert_eq!(
                 by.as_deref().ok(),
-                Some(backend.addr.to_string().as_str()),
+                Some(mesh.backend.addr.to_string().as_str()),
                 "round {round}: {by:?}"
             );
-            let by = support::xds::unary_served_by(&ch, &[("x-cluster", "plain")]).await;
+            let by = plain_call(&ch).await;
             assert_eq!(
                 by.as_deref().ok(),
-                Some(plain.addr.to_string().as_str()),
+                Some(mesh.plain.addr.to_string().as_str()),
                 "round {round}: {by:?}"
             );
             let mut idle = false;
@@ -933,10 +904,7 @@ async fn after_idle_a_mesh_channel_serves_its_secured_and_logical_dns_clusters_a
             }
             assert!(idle, "round {round}: the channel never went IDLE");
         }
-        assert!(seen
-            .lock()
-            .iter()
-            .all(|c| *c == super::xds_security::der(&m.client.cert_pem)));
+        assert!(only_first_identity(&mesh.seen, &mesh.m));
     })
     .await;
 }
@@ -948,7 +916,7 @@ async fn after_idle_a_mesh_channel_serves_its_secured_and_logical_dns_clusters_a
 async fn a_logical_dns_cluster_of_an_ip_literal_serves_without_a_dns_answer() {
     bounded("ip literal", async {
         let plain = interop_server_handle().await;
-        let dns = interop::dns::TestDns::start().await.expect("dns");
+        let dns = TestDns::start().await.expect("dns");
         let server = management_server().await;
         publish(
             &server,
@@ -992,36 +960,15 @@ async fn an_aggregate_whose_every_secured_leaf_fails_its_san_check_quotes_the_mi
     bounded("aggregate of mismatches", async {
         let m = super::xds_security::mesh("agg-mismatch").await;
         let (backend, seen) = super::xds_security::mtls_backend(&m.ca).await;
-        publish(
+        publish_aggregate_of_secured_leaves(
             &m.server,
-            &["*"],
-            vec![route_to_cluster(&RouteMatchSpec::any(), "agg")],
-            &[
-                ("one", locality(&[backend.addr])),
-                ("two", locality(&[backend.addr])),
+            backend.addr,
+            [
+                ("one", "spiffe://elsewhere/sa/one"),
+                ("two", "spiffe://elsewhere/sa/two"),
             ],
         );
-        let tls = |name: &str, san: &str| {
-            named(
-                name,
-                type_url::CLUSTER,
-                &interop::xds_resources::tls_cluster(name, Some("identity"), "roots", &[san]),
-            )
-        };
-        m.server.set(
-            type_url::CLUSTER,
-            vec![
-                named(
-                    "agg",
-                    type_url::CLUSTER,
-                    &aggregate_cluster("agg", &["one", "two"]),
-                ),
-                tls("one", "spiffe://elsewhere/sa/one"),
-                tls("two", "spiffe://elsewhere/sa/two"),
-            ],
-        );
-        let boot = super::xds_security::bootstrap(&m.server, &m.dir.0, "600s");
-        let ch = super::xds_security::channel(boot, true);
+        let ch = mesh_channel(&m);
         let status = super::xds_security::first_failure(&ch).await;
         assert_eq!(status.code(), grpc_channel::Code::Unavailable, "{status:?}");
         assert!(
@@ -1076,8 +1023,7 @@ async fn each_clusters_failure_quotes_its_own_connection_error() {
                 named("plain", type_url::CLUSTER, &eds_cluster("plain")),
             ],
         );
-        let boot = super::xds_security::bootstrap(&m.server, &m.dir.0, "600s");
-        let ch = super::xds_security::channel(boot, true);
+        let ch = mesh_channel(&m);
         let sec_status = super::xds_security::first_failure(&ch).await;
         assert!(sec_status.message().contains("SANs"), "{sec_status:?}");
         let mut wrong = Vec::new();
@@ -1118,19 +1064,8 @@ async fn a_secured_cluster_fails_over_from_a_priority_failing_its_certificate_ch
         // Another CA's server: its certificate is not trusted by the cluster's roots.
         let other_ca = interop::tls::TestCa::new("another CA").expect("CA");
         let (untrusted, _) = super::xds_security::mtls_backend(&other_ca).await;
-        let mut standby = LocalitySpec::new("z2", &[good.addr]);
-        standby.priority = 1;
-        let mut localities = locality(&[untrusted.addr]);
-        localities.push(standby);
-        publish(
-            &m.server,
-            &["*"],
-            vec![route_to_cluster(&RouteMatchSpec::any(), "sec")],
-            &[("sec", localities)],
-        );
-        set_sec_cluster(&m.server, &[super::xds_security::SERVER_SPIFFE]);
-        let boot = super::xds_security::bootstrap(&m.server, &m.dir.0, "600s");
-        let ch = super::xds_security::channel(boot, true);
+        publish_sec(&m.server, with_standby(&[untrusted.addr], good.addr));
+        let ch = mesh_channel(&m);
         let served = until_served_by(&ch, &good.addr.to_string()).await;
         assert!(served.is_ok(), "priority 1 never served: {served:?}");
     })
