@@ -23,7 +23,7 @@ use interop::xds_server::ManagementServer;
 use support::xds::{bounded, locality, management_server, publish, xds_channel, CALL};
 use support::{interop_server_handle, served_by};
 
-use super::xds_security::{Mesh, Seen};
+use super::xds_security::{mesh_bootstrap, mtls_channel, only_first_identity, Mesh, Seen};
 
 /// Calls until `addr` shows as ejected (bounded); whether it did.
 async fn until_ejected(channel: &Channel, addrs: &[String]) -> bool {
@@ -202,23 +202,6 @@ async fn test_dns() -> TestDns {
     dns
 }
 
-/// The bootstrap of `m` (its management server, its providers' files re-read every 600 s).
-fn boot(m: &Mesh) -> String {
-    super::xds_security::bootstrap(&m.server, &m.dir.0, "600s")
-}
-
-/// A channel with xDS credentials over the bootstrap of `m`.
-fn mesh_channel(m: &Mesh) -> Channel {
-    super::xds_security::channel(boot(m), true)
-}
-
-/// Whether every client certificate in `seen` is `m`'s first client identity.
-fn only_first_identity(seen: &Seen, m: &Mesh) -> bool {
-    seen.lock()
-        .iter()
-        .all(|c| *c == super::xds_security::der(&m.client.cert_pem))
-}
-
 /// A channel with xDS credentials over `boot`, resolving LOGICAL_DNS names with the test DNS at `dns`.
 fn secured_dns_channel(boot: String, dns: std::net::SocketAddr) -> Channel {
     Channel::builder(format!("xds:///{}", support::xds::NAME))
@@ -315,7 +298,7 @@ impl DnsMesh {
 
     /// A new channel with xDS credentials and the test DNS.
     fn channel(&self) -> Channel {
-        secured_dns_channel(boot(&self.m), self.dns.addr)
+        secured_dns_channel(mesh_bootstrap(&self.m), self.dns.addr)
     }
 }
 
@@ -338,7 +321,7 @@ async fn an_address_in_a_secured_and_a_plain_cluster_gets_each_clusters_own_tran
         let (backend, seen) = super::xds_security::mtls_backend(&m.ca).await;
         let dns = test_dns().await;
         publish_sec_and_plain(&m.server, backend.addr, "backend.test", backend.addr.port());
-        let ch = secured_dns_channel(boot(&m), dns.addr);
+        let ch = secured_dns_channel(mesh_bootstrap(&m), dns.addr);
         let by = served_by(&ch, CALL).await.expect("an mTLS call to \"sec\"");
         assert_eq!(by, backend.addr.to_string());
         for _ in 0..5 {
@@ -491,7 +474,7 @@ async fn stream_in_flight(
     let m = super::xds_security::mesh(tag).await;
     let (backend, seen) = super::xds_security::mtls_backend(&m.ca).await;
     publish_sec(&m.server, locality(&[backend.addr]));
-    let ch = mesh_channel(&m);
+    let ch = mtls_channel(&m);
     served_by(&ch, CALL).await.expect("an mTLS call");
     let stream = support::xds::slow_stream(&ch, 20, Duration::from_millis(50)).await;
     (m, backend, seen, ch, stream)
@@ -671,6 +654,19 @@ fn publish_aggregate_of_secured_leaves(
     server.set(type_url::CLUSTER, clusters);
 }
 
+/// A mesh with its mTLS backend, every call routed to the aggregate "agg" of two mTLS leaves of that
+/// backend (`publish_aggregate_of_secured_leaves`), and a channel with xDS credentials.
+async fn secured_aggregate(
+    tag: &str,
+    leaves: [(&str, &str); 2],
+) -> (Mesh, ServerHandle, Seen, Channel) {
+    let m = super::xds_security::mesh(tag).await;
+    let (backend, seen) = super::xds_security::mtls_backend(&m.ca).await;
+    publish_aggregate_of_secured_leaves(&m.server, backend.addr, leaves);
+    let ch = mtls_channel(&m);
+    (m, backend, seen, ch)
+}
+
 /// Calls until one is served by `want` (bounded, see `support::xds::call_until`), then `n` more, each
 /// served by `want`.
 async fn serves_from_now_on(ch: &Channel, what: &str, want: &str, n: usize) {
@@ -690,17 +686,14 @@ async fn serves_from_now_on(ch: &Channel, what: &str, want: &str, n: usize) {
 #[tokio::test]
 async fn an_aggregate_of_two_secured_leaves_on_one_address_fails_over_by_each_leafs_san_check() {
     bounded("two secured leaves", async {
-        let m = super::xds_security::mesh("two-leaves").await;
-        let (backend, _seen) = super::xds_security::mtls_backend(&m.ca).await;
-        publish_aggregate_of_secured_leaves(
-            &m.server,
-            backend.addr,
+        let (_m, backend, _seen, ch) = secured_aggregate(
+            "two-leaves",
             [
                 ("wrong", "spiffe://elsewhere/sa/x"),
                 ("right", super::xds_security::SERVER_SPIFFE),
             ],
-        );
-        let ch = mesh_channel(&m);
+        )
+        .await;
         let want = backend.addr.to_string();
         serves_from_now_on(&ch, "a call passes via the second leaf", &want, 10).await;
     })
@@ -752,7 +745,7 @@ async fn an_aggregate_fails_over_from_a_secured_eds_leaf_to_a_plain_logical_dns_
                 ),
             ],
         );
-        let ch = secured_dns_channel(boot(&m), dns.addr);
+        let ch = secured_dns_channel(mesh_bootstrap(&m), dns.addr);
         let want = plain.addr.to_string();
         serves_from_now_on(&ch, "a call passes via the DNS leaf", &want, 10).await;
     })
@@ -799,11 +792,7 @@ async fn a_channel_built_after_the_only_one_was_dropped_presents_the_identity_no
         for _ in 0..100 {
             tokio::task::yield_now().await;
         }
-        let second_identity =
-            m.ca.issue(&["second.client.test"], interop::tls::Usage::Client)
-                .expect("second identity");
-        std::fs::write(m.dir.0.join("client.pem"), &second_identity.cert_pem).expect("cert");
-        std::fs::write(m.dir.0.join("client.key"), &second_identity.key_pem).expect("key");
+        let second_identity = m.rotate_identity();
         let second = mesh.channel();
         served_by(&second, CALL)
             .await
@@ -828,17 +817,14 @@ async fn a_channel_built_after_the_only_one_was_dropped_presents_the_identity_no
 #[tokio::test]
 async fn an_address_serving_calls_over_one_transport_reads_ready_while_another_transport_fails() {
     bounded("stats of one address, two transports", async {
-        let m = super::xds_security::mesh("stats-two-transports").await;
-        let (backend, _seen) = super::xds_security::mtls_backend(&m.ca).await;
-        publish_aggregate_of_secured_leaves(
-            &m.server,
-            backend.addr,
+        let (_m, backend, _seen, ch) = secured_aggregate(
+            "stats-two-transports",
             [
                 ("wrong", "spiffe://elsewhere/sa/x"),
                 ("right", super::xds_security::SERVER_SPIFFE),
             ],
-        );
-        let ch = mesh_channel(&m);
+        )
+        .await;
         let want = backend.addr.to_string();
         let _ = support::xds::call_until(&ch, "a call passes via the second leaf", |r| {
             r.as_deref().ok() == Some(want.as_str())
@@ -873,7 +859,7 @@ async fn after_idle_a_mesh_channel_serves_its_secured_and_logical_dns_clusters_a
     bounded("idle and back", async {
         let mesh = DnsMesh::start("idle-mesh").await;
         let ch = Channel::builder(format!("xds:///{}", support::xds::NAME))
-            .xds_bootstrap(boot(&mesh.m))
+            .xds_bootstrap(mesh_bootstrap(&mesh.m))
             .xds_credentials()
             .idle_timeout(Duration::from_millis(200))
             .resolver_options(
@@ -958,17 +944,14 @@ async fn a_logical_dns_cluster_of_an_ip_literal_serves_without_a_dns_answer() {
 #[tokio::test]
 async fn an_aggregate_whose_every_secured_leaf_fails_its_san_check_quotes_the_mismatch() {
     bounded("aggregate of mismatches", async {
-        let m = super::xds_security::mesh("agg-mismatch").await;
-        let (backend, seen) = super::xds_security::mtls_backend(&m.ca).await;
-        publish_aggregate_of_secured_leaves(
-            &m.server,
-            backend.addr,
+        let (_m, _backend, seen, ch) = secured_aggregate(
+            "agg-mismatch",
             [
                 ("one", "spiffe://elsewhere/sa/one"),
                 ("two", "spiffe://elsewhere/sa/two"),
             ],
-        );
-        let ch = mesh_channel(&m);
+        )
+        .await;
         let status = super::xds_security::first_failure(&ch).await;
         assert_eq!(status.code(), grpc_channel::Code::Unavailable, "{status:?}");
         assert!(
@@ -1023,7 +1006,7 @@ async fn each_clusters_failure_quotes_its_own_connection_error() {
                 named("plain", type_url::CLUSTER, &eds_cluster("plain")),
             ],
         );
-        let ch = mesh_channel(&m);
+        let ch = mtls_channel(&m);
         let sec_status = super::xds_security::first_failure(&ch).await;
         assert!(sec_status.message().contains("SANs"), "{sec_status:?}");
         let mut wrong = Vec::new();
@@ -1065,7 +1048,7 @@ async fn a_secured_cluster_fails_over_from_a_priority_failing_its_certificate_ch
         let other_ca = interop::tls::TestCa::new("another CA").expect("CA");
         let (untrusted, _) = super::xds_security::mtls_backend(&other_ca).await;
         publish_sec(&m.server, with_standby(&[untrusted.addr], good.addr));
-        let ch = mesh_channel(&m);
+        let ch = mtls_channel(&m);
         let served = until_served_by(&ch, &good.addr.to_string()).await;
         assert!(served.is_ok(), "priority 1 never served: {served:?}");
     })

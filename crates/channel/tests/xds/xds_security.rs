@@ -242,6 +242,47 @@ pub(super) async fn mesh(tag: &str) -> Mesh {
     }
 }
 
+impl Mesh {
+    /// Issues a second client identity ("second.client.test") and writes it to the provider files.
+    pub(super) fn rotate_identity(&self) -> CertifiedPem {
+        let second = self
+            .ca
+            .issue(&["second.client.test"], Usage::Client)
+            .expect("second identity");
+        write_identity(&self.dir.0, &second);
+        second
+    }
+}
+
+/// The bootstrap of `m` (its management server, its providers' files re-read every 600 s).
+pub(super) fn mesh_bootstrap(m: &Mesh) -> String {
+    bootstrap(&m.server, &m.dir.0, "600s")
+}
+
+/// A channel with xDS credentials over the bootstrap of `m`.
+pub(super) fn mtls_channel(m: &Mesh) -> Channel {
+    channel(mesh_bootstrap(m), true)
+}
+
+/// Whether every client certificate in `seen` is `m`'s first client identity.
+pub(super) fn only_first_identity(seen: &Seen, m: &Mesh) -> bool {
+    seen.lock().iter().all(|c| *c == der(&m.client.cert_pem))
+}
+
+/// A mesh (`mesh(tag)`) and its mTLS backend, the only endpoint of "secure": an mTLS cluster with the
+/// provider instance `identity` (if any) and "roots", checking the SAN `san`; every call routed to it.
+async fn secured(tag: &str, identity: Option<&str>, san: &str) -> (Mesh, ServerHandle, Seen) {
+    let m = mesh(tag).await;
+    let (backend, seen) = mtls_backend(&m.ca).await;
+    publish_cluster(
+        &m.server,
+        "secure",
+        tls_cluster("secure", identity, "roots", &[san]),
+        &[backend.addr],
+    );
+    (m, backend, seen)
+}
+
 /// Calls until one fails; its status (bounded).
 pub(super) async fn first_failure(channel: &Channel) -> grpc_channel::Status {
     for _ in 0..500 {
@@ -256,22 +297,14 @@ pub(super) async fn first_failure(channel: &Channel) -> grpc_channel::Status {
 #[tokio::test]
 async fn mtls_calls_pass_with_the_cluster_identity_and_san_check() {
     bounded("mtls", async {
-        let m = mesh("mtls").await;
-        let (backend, seen) = mtls_backend(&m.ca).await;
-        publish_cluster(
-            &m.server,
-            "secure",
-            tls_cluster("secure", Some("identity"), "roots", &[SERVER_SPIFFE]),
-            &[backend.addr],
-        );
-        let ch = channel(bootstrap(&m.server, &m.dir.0, "600s"), true);
+        let (m, backend, seen) = secured("mtls", Some("identity"), SERVER_SPIFFE).await;
+        let ch = mtls_channel(&m);
         for _ in 0..5 {
             let by = served_by(&ch, CALL).await.expect("an mTLS call");
             assert_eq!(by, backend.addr.to_string());
         }
-        let seen = seen.lock();
-        assert!(!seen.is_empty());
-        assert!(seen.iter().all(|c| *c == der(&m.client.cert_pem)));
+        assert!(!seen.lock().is_empty());
+        assert!(only_first_identity(&seen, &m));
     })
     .await;
 }
@@ -279,20 +312,9 @@ async fn mtls_calls_pass_with_the_cluster_identity_and_san_check() {
 #[tokio::test]
 async fn a_san_mismatch_fails_unavailable_and_reaches_no_server() {
     bounded("mismatch", async {
-        let m = mesh("mismatch").await;
-        let (backend, seen) = mtls_backend(&m.ca).await;
-        publish_cluster(
-            &m.server,
-            "secure",
-            tls_cluster(
-                "secure",
-                Some("identity"),
-                "roots",
-                &["spiffe://elsewhere/sa/x"],
-            ),
-            &[backend.addr],
-        );
-        let ch = channel(bootstrap(&m.server, &m.dir.0, "600s"), true);
+        let (m, _backend, seen) =
+            secured("mismatch", Some("identity"), "spiffe://elsewhere/sa/x").await;
+        let ch = mtls_channel(&m);
         let status = first_failure(&ch).await;
         assert_eq!(status.code(), Code::Unavailable, "{status:?}");
         assert!(
@@ -315,7 +337,7 @@ async fn a_cluster_without_security_falls_back_to_plaintext() {
         let m = mesh("fallback").await;
         let plain = interop_server_handle().await;
         publish_cluster(&m.server, "plain", eds_cluster("plain"), &[plain.addr]);
-        let ch = channel(bootstrap(&m.server, &m.dir.0, "600s"), true);
+        let ch = mtls_channel(&m);
         let by = served_by(&ch, CALL).await.expect("a plaintext call");
         assert_eq!(by, plain.addr.to_string());
     })
@@ -343,15 +365,8 @@ async fn without_xds_credentials_the_tls_settings_are_ignored() {
 #[tokio::test]
 async fn a_cluster_without_identity_fails_cleanly_against_a_backend_requiring_one() {
     bounded("no identity", async {
-        let m = mesh("no-identity").await;
-        let (backend, _seen) = mtls_backend(&m.ca).await;
-        publish_cluster(
-            &m.server,
-            "secure",
-            tls_cluster("secure", None, "roots", &[SERVER_DNS]),
-            &[backend.addr],
-        );
-        let ch = channel(bootstrap(&m.server, &m.dir.0, "600s"), true);
+        let (m, _backend, _seen) = secured("no-identity", None, SERVER_DNS).await;
+        let ch = mtls_channel(&m);
         let status = first_failure(&ch).await;
         assert_eq!(status.code(), Code::Unavailable, "{status:?}");
         assert!(
@@ -365,16 +380,9 @@ async fn a_cluster_without_identity_fails_cleanly_against_a_backend_requiring_on
 #[tokio::test]
 async fn a_missing_provider_file_fails_unavailable_naming_it() {
     bounded("missing file", async {
-        let m = mesh("missing").await;
+        let (m, _backend, seen) = secured("missing", Some("identity"), SERVER_DNS).await;
         std::fs::remove_file(m.dir.0.join("client.key")).expect("remove key");
-        let (backend, seen) = mtls_backend(&m.ca).await;
-        publish_cluster(
-            &m.server,
-            "secure",
-            tls_cluster("secure", Some("identity"), "roots", &[SERVER_DNS]),
-            &[backend.addr],
-        );
-        let ch = channel(bootstrap(&m.server, &m.dir.0, "600s"), true);
+        let ch = mtls_channel(&m);
         let status = first_failure(&ch).await;
         assert_eq!(status.code(), Code::Unavailable, "{status:?}");
         assert!(status.message().contains("client.key"), "{status:?}");
@@ -386,21 +394,11 @@ async fn a_missing_provider_file_fails_unavailable_naming_it() {
 #[tokio::test]
 async fn a_rotated_identity_is_presented_by_new_connections_without_failed_calls() {
     bounded("rotation", async {
-        let m = mesh("rotation").await;
-        let (a, seen_a) = mtls_backend(&m.ca).await;
-        publish_cluster(
-            &m.server,
-            "secure",
-            tls_cluster("secure", Some("identity"), "roots", &[SERVER_DNS]),
-            &[a.addr],
-        );
+        let (m, a, seen_a) = secured("rotation", Some("identity"), SERVER_DNS).await;
         let ch = channel(bootstrap(&m.server, &m.dir.0, "0.1s"), true);
         served_by(&ch, CALL).await.expect("first identity");
         assert_eq!(seen_a.lock().last(), Some(&der(&m.client.cert_pem)));
-        let second =
-            m.ca.issue(&["second.client.test"], Usage::Client)
-                .expect("second identity");
-        write_identity(&m.dir.0, &second);
+        let second = m.rotate_identity();
         // New backends until one is connected with the rotated identity (the files are re-read every
         // 100 ms); every call meanwhile passes.
         let mut backends = Vec::new();
@@ -434,7 +432,7 @@ async fn a_rotated_identity_is_presented_by_new_connections_without_failed_calls
         }
         assert!(rotated, "a new connection presented the rotated identity");
         // The first connection is untouched: it presented the first identity only.
-        assert!(seen_a.lock().iter().all(|c| *c == der(&m.client.cert_pem)));
+        assert!(only_first_identity(&seen_a, &m));
     })
     .await;
 }
@@ -450,14 +448,7 @@ async fn a_rotated_identity_is_presented_by_new_connections_without_failed_calls
 #[tokio::test]
 async fn a_channel_built_after_the_only_one_closed_presents_the_identity_now_in_the_files() {
     bounded("closed-provider", async {
-        let m = mesh("closed-provider").await;
-        let (backend, seen) = mtls_backend(&m.ca).await;
-        publish_cluster(
-            &m.server,
-            "secure",
-            tls_cluster("secure", Some("identity"), "roots", &[SERVER_SPIFFE]),
-            &[backend.addr],
-        );
+        let (m, _backend, seen) = secured("closed-provider", Some("identity"), SERVER_SPIFFE).await;
         let boot = bootstrap(&m.server, &m.dir.0, "600s");
         let first = channel(boot.clone(), true);
         served_by(&first, CALL).await.expect("an mTLS call");
@@ -466,10 +457,7 @@ async fn a_channel_built_after_the_only_one_closed_presents_the_identity_now_in_
         for _ in 0..100 {
             tokio::task::yield_now().await;
         }
-        let second_identity =
-            m.ca.issue(&["second.client.test"], Usage::Client)
-                .expect("second identity");
-        write_identity(&m.dir.0, &second_identity);
+        let second_identity = m.rotate_identity();
         let second = channel(boot, true);
         served_by(&second, CALL)
             .await
