@@ -11,6 +11,8 @@
 //! certificate, key and CA into one directory as a bootstrap's `file_watcher` certificate provider names
 //! them (replaced whole, for rotation), and [`certificate_sans`] reads the SANs of a peer's certificate (a
 //! small DER walk of the one extension, not a general X.509 parser: it does not check signatures or dates).
+//! [`start_recording_mtls_server`] starts an interop server requiring a client certificate and records the
+//! ones clients presented.
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -20,10 +22,12 @@ use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
     Issuer, KeyPair, KeyUsagePurpose, SanType,
 };
+use rustls::client::danger::HandshakeSignatureValid;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::WebPkiClientVerifier;
-use rustls::RootCertStore;
+use rustls::{DigitallySignedStruct, RootCertStore, SignatureScheme};
 
 /// The names of the interop suite's server certificate.
 pub const INTEROP_SERVER_NAMES: &[&str] = &["*.test.google.fr", "localhost", "127.0.0.1", "::1"];
@@ -201,6 +205,97 @@ pub fn server_config(
     let mut config = builder.with_single_cert(chain, key)?;
     config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     Ok(Arc::new(config))
+}
+
+/// The leaf certificates (DER) of the clients that presented one to a server, in order.
+pub type SeenClients = Arc<parking_lot::Mutex<Vec<Vec<u8>>>>;
+
+/// A client certificate verifier that records the leaf certificate of every client presenting one, then
+/// leaves the verdict to `inner`.
+#[derive(Debug)]
+struct RecordingClientVerifier {
+    inner: Arc<dyn ClientCertVerifier>,
+    seen: SeenClients,
+}
+
+impl ClientCertVerifier for RecordingClientVerifier {
+    fn root_hint_subjects(&self) -> &[rustls::DistinguishedName] {
+        self.inner.root_hint_subjects()
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        self.seen.lock().push(end_entity.to_vec());
+        self.inner
+            .verify_client_cert(end_entity, intermediates, now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
+}
+
+/// An interop server on an ephemeral loopback port over TLS (ALPN `h2`), presenting a certificate `ca`
+/// issues with the DNS SAN `dns` and the URI SAN `uri`, requiring a client certificate signed by `ca`;
+/// and the client certificates it saw (each handshake's, verified or not). For xDS security tests.
+pub async fn start_recording_mtls_server(
+    ca: &TestCa,
+    dns: &str,
+    uri: &str,
+) -> Result<(crate::server::ServerHandle, SeenClients), TlsSetupError> {
+    let server = ca.issue_with_uris(&[dns], &[uri], Usage::Server)?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = RootCertStore::empty();
+    roots.add(
+        CertificateDer::from_pem_slice(ca.cert_pem.as_bytes())
+            .map_err(|e| TlsSetupError::Pem(e.to_string()))?,
+    )?;
+    let inner = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+        .build()
+        .map_err(|e| TlsSetupError::Pem(e.to_string()))?;
+    let seen = SeenClients::default();
+    let verifier = Arc::new(RecordingClientVerifier {
+        inner,
+        seen: seen.clone(),
+    });
+    let chain = vec![CertificateDer::from_pem_slice(server.cert_pem.as_bytes())
+        .map_err(|e| TlsSetupError::Pem(e.to_string()))?];
+    let key = PrivateKeyDer::from_pem_slice(server.key_pem.as_bytes())
+        .map_err(|e| TlsSetupError::Pem(e.to_string()))?;
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(chain, key)?;
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let handle = crate::server::start_tls(
+        std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+        Arc::new(config),
+    )
+    .await
+    .map_err(|e| TlsSetupError::Io(e.to_string()))?;
+    Ok((handle, seen))
 }
 
 /// The interop suite's files, as `interop-certs` writes them into one directory.

@@ -11,20 +11,15 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use grpc_lb::Address;
 use grpc_xds::resource::{ClusterSecurity, ProviderInstance, RootSource, StringMatch};
 use grpc_xds::CertificateFiles;
-use interop::server::{start_tls, ServerHandle};
-use interop::tls::{CertifiedPem, TestCa, Usage};
-use parking_lot::Mutex;
+use interop::server::ServerHandle;
+use interop::tls::{start_recording_mtls_server, CertifiedPem, SeenClients, TestCa, Usage};
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
-use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
-use rustls::server::WebPkiClientVerifier;
-use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, SignatureScheme};
+use rustls::pki_types::CertificateDer;
 
 use super::credentials::XdsCredentials;
 use crate::conn::connect::{connect, Http2Settings};
@@ -35,85 +30,12 @@ use crate::wire::status::{Code, Status};
 const SERVER_DNS: &str = "backend.mesh.test";
 const SERVER_SPIFFE: &str = "spiffe://mesh.test/ns/default/sa/backend";
 
-/// Records the leaf certificate of every client that presented one.
-#[derive(Debug)]
-struct Recording {
-    inner: Arc<dyn ClientCertVerifier>,
-    seen: Arc<Mutex<Vec<Vec<u8>>>>,
-}
-
-impl ClientCertVerifier for Recording {
-    fn root_hint_subjects(&self) -> &[DistinguishedName] {
-        self.inner.root_hint_subjects()
-    }
-
-    fn verify_client_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        now: UnixTime,
-    ) -> Result<ClientCertVerified, rustls::Error> {
-        self.seen.lock().push(end_entity.to_vec());
-        self.inner
-            .verify_client_cert(end_entity, intermediates, now)
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.inner.supported_verify_schemes()
-    }
-}
-
 /// An interop server over TLS with a DNS and a SPIFFE SAN, requiring a client certificate from `ca`;
 /// the client certificates it saw.
-async fn mtls_backend(ca: &TestCa) -> (ServerHandle, Arc<Mutex<Vec<Vec<u8>>>>) {
-    let server = ca
-        .issue_with_uris(&[SERVER_DNS], &[SERVER_SPIFFE], Usage::Server)
-        .expect("test setup");
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut roots = RootCertStore::empty();
-    roots
-        .add(CertificateDer::from_pem_slice(ca.cert_pem.as_bytes()).expect("test setup"))
-        .expect("test setup");
-    let inner = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-        .build()
-        .expect("test setup");
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let verifier = Arc::new(Recording {
-        inner,
-        seen: seen.clone(),
-    });
-    let chain =
-        vec![CertificateDer::from_pem_slice(server.cert_pem.as_bytes()).expect("test setup")];
-    let key = PrivateKeyDer::from_pem_slice(server.key_pem.as_bytes()).expect("test setup");
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .expect("test setup")
-        .with_client_cert_verifier(verifier)
-        .with_single_cert(chain, key)
-        .expect("test setup");
-    config.alpn_protocols = vec![b"h2".to_vec()];
-    let handle = start_tls(SocketAddr::from(([127, 0, 0, 1], 0)), Arc::new(config))
+async fn mtls_backend(ca: &TestCa) -> (ServerHandle, SeenClients) {
+    start_recording_mtls_server(ca, SERVER_DNS, SERVER_SPIFFE)
         .await
-        .expect("test setup");
-    (handle, seen)
+        .expect("test setup")
 }
 
 struct Dir(PathBuf);
@@ -214,7 +136,7 @@ struct Setup {
     ca: TestCa,
     dir: Dir,
     backend: ServerHandle,
-    seen: Arc<Mutex<Vec<Vec<u8>>>>,
+    seen: SeenClients,
     client: CertifiedPem,
 }
 

@@ -16,109 +16,32 @@ use grpc_test_support as support;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use grpc_channel::{Channel, Code};
-use interop::server::{start_tls, ServerHandle};
-use interop::tls::{CertifiedPem, TestCa, Usage};
+use interop::server::ServerHandle;
+use interop::tls::{start_recording_mtls_server, CertifiedPem, SeenClients, TestCa, Usage};
 use interop::xds_resources::{
     assignment, eds_cluster, named, rds_listener, route_to_cluster, tls_cluster, type_url,
     RouteMatchSpec,
 };
 use interop::xds_server::ManagementServer;
-use parking_lot::Mutex;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
-use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
-use rustls::server::WebPkiClientVerifier;
-use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, SignatureScheme};
+use rustls::pki_types::CertificateDer;
 use support::xds::{bounded, locality, management_server, set_routes, CALL, NAME, ROUTES};
 use support::{interop_server_handle, served_by};
 
 pub(super) const SERVER_DNS: &str = "backend.mesh.test";
 pub(super) const SERVER_SPIFFE: &str = "spiffe://mesh.test/ns/default/sa/backend";
 
-/// Records the leaf certificate of every client that presented one.
-#[derive(Debug)]
-struct Recording {
-    inner: Arc<dyn ClientCertVerifier>,
-    seen: Arc<Mutex<Vec<Vec<u8>>>>,
-}
-
-impl ClientCertVerifier for Recording {
-    fn root_hint_subjects(&self) -> &[DistinguishedName] {
-        self.inner.root_hint_subjects()
-    }
-
-    fn verify_client_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        now: UnixTime,
-    ) -> Result<ClientCertVerified, rustls::Error> {
-        self.seen.lock().push(end_entity.to_vec());
-        self.inner
-            .verify_client_cert(end_entity, intermediates, now)
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.inner.supported_verify_schemes()
-    }
-}
-
 /// The client certificates a backend saw.
-pub(super) type Seen = Arc<Mutex<Vec<Vec<u8>>>>;
+pub(super) type Seen = SeenClients;
 
 /// An interop server over TLS (a DNS and a SPIFFE SAN) requiring a client certificate from `ca`.
 pub(super) async fn mtls_backend(ca: &TestCa) -> (ServerHandle, Seen) {
-    let server = ca
-        .issue_with_uris(&[SERVER_DNS], &[SERVER_SPIFFE], Usage::Server)
-        .expect("server certificate");
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut roots = RootCertStore::empty();
-    roots
-        .add(CertificateDer::from_pem_slice(ca.cert_pem.as_bytes()).expect("CA"))
-        .expect("root");
-    let inner = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-        .build()
-        .expect("verifier");
-    let seen: Seen = Arc::default();
-    let verifier = Arc::new(Recording {
-        inner,
-        seen: seen.clone(),
-    });
-    let chain = vec![CertificateDer::from_pem_slice(server.cert_pem.as_bytes()).expect("cert")];
-    let key = PrivateKeyDer::from_pem_slice(server.key_pem.as_bytes()).expect("key");
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_client_cert_verifier(verifier)
-        .with_single_cert(chain, key)
-        .expect("server config");
-    config.alpn_protocols = vec![b"h2".to_vec()];
-    let handle = start_tls(SocketAddr::from(([127, 0, 0, 1], 0)), Arc::new(config))
+    start_recording_mtls_server(ca, SERVER_DNS, SERVER_SPIFFE)
         .await
-        .expect("TLS backend");
-    (handle, seen)
+        .expect("TLS backend")
 }
 
 /// A temporary directory, removed on drop.
