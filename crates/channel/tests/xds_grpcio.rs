@@ -17,131 +17,25 @@
 
 use grpc_test_support as support;
 
-use std::collections::BTreeMap;
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use interop::faulty::{methods, FaultyServer};
-use interop::grpcio_peer::{proto_dir, python_or_skip, script, PeerProcess};
 use interop::xds_resources::{
     route_to_cluster, route_to_weighted, type_url, with_retry_policy, LocalitySpec, RouteMatchSpec,
 };
 use interop::xds_server::ManagementServer;
-use serde_json::Value;
 use support::flaky::attempts;
+use support::grpcio_xds::{grpcio_xds_client, GrpcioXds};
 use support::xds::{
     bounded, locality, management_server, nack_of, publish, set_endpoints,
     set_listener_without_api_listener, set_routes_with_unknown_filter, NAME,
 };
 use support::{interop_server_handle, reserved_port};
 
-/// A bound on the client's start-up (protoc runs first), not a measurement.
-const START: Duration = Duration::from_secs(120);
-
-/// A bound on one command (a batch of calls).
-const COMMAND: Duration = Duration::from_secs(60);
-
-/// The grpcio client, on a channel to `xds:///<NAME>`; its bootstrap file is removed when it is dropped.
-struct GrpcioXds {
-    process: PeerProcess,
-    bootstrap: PathBuf,
-}
-
-impl Drop for GrpcioXds {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.bootstrap);
-    }
-}
-
-/// What one batch of calls did.
-#[derive(Debug)]
-struct Batch {
-    /// Successful `UnaryCall`s per server id (other methods count under "").
-    served: BTreeMap<String, u64>,
-    /// Calls per status code name (`OK`, `UNAVAILABLE`, …).
-    codes: BTreeMap<String, u64>,
-    /// The first error messages.
-    details: Vec<String>,
-}
-
-impl Batch {
-    fn ok(&self) -> u64 {
-        self.codes.get("OK").copied().unwrap_or(0)
-    }
-
-    fn served_by(&self, addr: SocketAddr) -> u64 {
-        self.served.get(&addr.to_string()).copied().unwrap_or(0)
-    }
-}
-
-/// Starts the grpcio client with a bootstrap naming `server` (written to a file for `GRPC_XDS_BOOTSTRAP`);
-/// `None` when there is no grpcio (the test then passes).
+/// Starts the grpcio client with a bootstrap naming `server`; `None` when there is no grpcio (the test
+/// then passes).
 fn grpcio_client(server: &ManagementServer, test: &str) -> Option<GrpcioXds> {
-    let python = python_or_skip()?;
-    let bootstrap = std::env::temp_dir().join(format!(
-        "grpc-channel-xds-grpcio-{}-{test}.json",
-        std::process::id()
-    ));
-    std::fs::write(&bootstrap, server.bootstrap_json()).expect("write the bootstrap file");
-    let bootstrap_env = bootstrap.to_string_lossy().into_owned();
-    let process = PeerProcess::spawn(
-        &python,
-        &script("xds_client.py"),
-        &[
-            format!("--target=xds:///{NAME}"),
-            format!("--proto_dir={}", proto_dir().display()),
-        ],
-        &[("GRPC_XDS_BOOTSTRAP", &bootstrap_env)],
-    );
-    let client = GrpcioXds { process, bootstrap };
-    client.process.wait_for("ready", START);
-    Some(client)
-}
-
-impl GrpcioXds {
-    /// `calls` calls of `method` with `metadata`, one after another, on a blocking thread of the runtime.
-    async fn batch(&mut self, method: &str, calls: u32, metadata: &[(&str, &str)]) -> Batch {
-        let command = serde_json::json!({
-            "method": method,
-            "calls": calls,
-            "metadata": metadata.iter().map(|(k, v)| [k, v]).collect::<Vec<_>>(),
-            "timeout": 10,
-        })
-        .to_string();
-        let answer = tokio::task::block_in_place(|| self.process.command(&command, COMMAND));
-        let value: Value = serde_json::from_str(&answer)
-            .unwrap_or_else(|e| panic!("the grpcio client's answer {answer:?}: {e}"));
-        assert!(value.get("error").is_none(), "the grpcio client: {value}");
-        let counts = |key: &str| -> BTreeMap<String, u64> {
-            value[key]
-                .as_object()
-                .map(|o| {
-                    o.iter()
-                        .map(|(k, v)| (k.clone(), v.as_u64().unwrap_or(0)))
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        Batch {
-            served: counts("served"),
-            codes: counts("codes"),
-            details: value["details"]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|d| d.as_str().map(str::to_owned))
-                        .collect()
-                })
-                .unwrap_or_default(),
-        }
-    }
-
-    /// `calls` `UnaryCall`s asking which server answers.
-    async fn unary(&mut self, calls: u32, metadata: &[(&str, &str)]) -> Batch {
-        self.batch(interop_proto::paths::UNARY_CALL, calls, metadata)
-            .await
-    }
+    grpcio_xds_client(&server.bootstrap_json(), test, &[])
 }
 
 /// Waits (at most 10 s) for the grpcio client to ACK every type: a request naming a version, without error.

@@ -21,12 +21,9 @@
 
 use grpc_test_support as support;
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
-use interop::grpcio_peer::{proto_dir, python_or_skip, script, PeerProcess};
 use interop::server::{PeerLog, ServerHandle, ServerOptions};
 use interop::tls::{
     server_config, CertifiedPem, TestCa, Usage, WatchedFiles, CLIENT_SPIFFE_ID, SERVER_SPIFFE_ID,
@@ -37,14 +34,8 @@ use interop::xds_resources::{
     UpstreamTlsSpec,
 };
 use interop::xds_server::ManagementServer;
-use serde_json::Value;
-use support::xds::{locality, management_server, publish, set_endpoints, NAME};
-
-/// A bound on the client's start-up (protoc runs first), not a measurement.
-const START: Duration = Duration::from_secs(120);
-
-/// A bound on one command (a batch of calls).
-const COMMAND: Duration = Duration::from_secs(60);
+use support::grpcio_xds::{grpcio_xds_client, GrpcioXds};
+use support::xds::{locality, management_server, publish, set_endpoints};
 
 /// The certificate provider instance giving identity and roots.
 const MESH: &str = "mesh";
@@ -119,107 +110,10 @@ impl Pki {
     }
 }
 
-/// The grpcio client with xDS credentials, on a channel to `xds:///<NAME>`; its bootstrap file is removed
-/// when it is dropped.
-struct GrpcioXds {
-    process: PeerProcess,
-    bootstrap: PathBuf,
-}
-
-impl Drop for GrpcioXds {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.bootstrap);
-    }
-}
-
-/// What one batch of calls did.
-#[derive(Debug)]
-struct Batch {
-    /// Successful calls per server id.
-    served: BTreeMap<String, u64>,
-    /// Calls per status code name (`OK`, `UNAVAILABLE`, …).
-    codes: BTreeMap<String, u64>,
-    /// The first error messages.
-    #[allow(dead_code)] // shown by `{:?}` in failures
-    details: Vec<String>,
-}
-
-impl Batch {
-    fn count(&self, code: &str) -> u64 {
-        self.codes.get(code).copied().unwrap_or(0)
-    }
-
-    fn served_by(&self, addr: SocketAddr) -> u64 {
-        self.served.get(&addr.to_string()).copied().unwrap_or(0)
-    }
-}
-
-/// Starts the grpcio client (`--secure_mode=true`) with `bootstrap` (written to a file for
-/// `GRPC_XDS_BOOTSTRAP`); `None` when there is no grpcio (the test then passes).
+/// Starts the grpcio client (`--secure_mode=true`) with `bootstrap`; `None` when there is no grpcio (the
+/// test then passes).
 fn grpcio_client(bootstrap: &str, test: &str) -> Option<GrpcioXds> {
-    let python = python_or_skip()?;
-    let path = std::env::temp_dir().join(format!(
-        "grpc-channel-xds-grpcio-tls-{}-{test}.json",
-        std::process::id()
-    ));
-    std::fs::write(&path, bootstrap).expect("write the bootstrap file");
-    let bootstrap_env = path.to_string_lossy().into_owned();
-    let process = PeerProcess::spawn(
-        &python,
-        &script("xds_client.py"),
-        &[
-            format!("--target=xds:///{NAME}"),
-            format!("--proto_dir={}", proto_dir().display()),
-            "--secure_mode=true".to_owned(),
-        ],
-        &[("GRPC_XDS_BOOTSTRAP", &bootstrap_env)],
-    );
-    let client = GrpcioXds {
-        process,
-        bootstrap: path,
-    };
-    client.process.wait_for("ready", START);
-    Some(client)
-}
-
-impl GrpcioXds {
-    /// `calls` `UnaryCall`s asking which server answers, one after another, each with `metadata` and a
-    /// 10 s deadline.
-    async fn unary(&mut self, calls: u32, metadata: &[(&str, &str)]) -> Batch {
-        let command = serde_json::json!({
-            "method": interop_proto::paths::UNARY_CALL,
-            "calls": calls,
-            "metadata": metadata.iter().map(|(k, v)| [k, v]).collect::<Vec<_>>(),
-            "timeout": 10,
-        })
-        .to_string();
-        let answer = tokio::task::block_in_place(|| self.process.command(&command, COMMAND));
-        let value: Value = serde_json::from_str(&answer)
-            .unwrap_or_else(|e| panic!("the grpcio client's answer {answer:?}: {e}"));
-        assert!(value.get("error").is_none(), "the grpcio client: {value}");
-        let counts = |key: &str| -> BTreeMap<String, u64> {
-            value[key]
-                .as_object()
-                .map(|o| {
-                    o.iter()
-                        .map(|(k, v)| (k.clone(), v.as_u64().unwrap_or(0)))
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        Batch {
-            served: counts("served"),
-            codes: counts("codes"),
-            details: value["details"]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|d| d.as_str().map(str::to_owned))
-                        .collect()
-                })
-                .unwrap_or_default(),
-        }
-    }
+    grpcio_xds_client(bootstrap, &format!("tls-{test}"), &["--secure_mode=true"])
 }
 
 /// Publishes the Listener and a route of every call to `cluster` (its endpoints: `backends`), then replaces

@@ -14,6 +14,7 @@ pub mod config;
 pub mod flaky;
 pub mod frames;
 pub mod grpcio;
+pub mod grpcio_xds;
 pub mod guards;
 pub mod h2_server;
 pub mod health_watch;
