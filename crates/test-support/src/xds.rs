@@ -10,10 +10,11 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use envoy_types::pb::envoy::config::route::v3::Route;
-use grpc_channel::{Channel, Request, Status};
+use grpc_channel::{Channel, Request, ResolverOptions, Status};
 use interop::xds_resources::{
-    assignment, eds_cluster, named, rds_listener, ring_hash_cluster, route_configuration,
-    route_to_cluster, type_url, with_header_hash_policy, LocalitySpec, RouteMatchSpec,
+    assignment, eds_cluster, logical_dns_cluster, named, rds_listener, ring_hash_cluster,
+    route_configuration, route_to_cluster, type_url, with_header_hash_policy, LocalitySpec,
+    RouteMatchSpec,
 };
 use interop::xds_server::ManagementServer;
 use interop_proto::paths;
@@ -55,6 +56,16 @@ pub fn xds_channel(server: &ManagementServer) -> Channel {
 pub fn xds_channel_for(server: &ManagementServer, name: &str) -> Channel {
     Channel::builder(format!("xds:///{name}"))
         .xds_bootstrap(server.bootstrap_json())
+        .build()
+        .expect("xds channel")
+}
+
+/// A channel to `xds:///<NAME>` with `server`'s bootstrap, resolving with `options` (a LOGICAL_DNS
+/// cluster's names: the test DNS server as `options`' default server).
+pub fn xds_channel_resolving(server: &ManagementServer, options: ResolverOptions) -> Channel {
+    Channel::builder(format!("xds:///{NAME}"))
+        .xds_bootstrap(server.bootstrap_json())
+        .resolver_options(options)
         .build()
         .expect("xds channel")
 }
@@ -169,6 +180,35 @@ pub fn set_endpoints(server: &ManagementServer, clusters: &[(&str, Vec<LocalityS
             .map(|(c, l)| named(c, type_url::ENDPOINTS, &assignment(c, l)))
             .collect(),
     );
+}
+
+/// Publishes the Listener and a route of every call to "dns", a LOGICAL_DNS cluster of `host:port`.
+pub fn publish_logical_dns(server: &ManagementServer, host: &str, port: u16) {
+    publish(
+        server,
+        &["*"],
+        vec![route_to_cluster(&RouteMatchSpec::any(), "dns")],
+        &[],
+    );
+    server.set(
+        type_url::CLUSTER,
+        vec![named(
+            "dns",
+            type_url::CLUSTER,
+            &logical_dns_cluster("dns", host, port),
+        )],
+    );
+}
+
+/// Two interop servers on one port: the first at 127.0.0.1, the second at 127.0.0.2 (as a LOGICAL_DNS
+/// cluster's name may resolve to both).
+pub async fn backends_on_one_port() -> (interop::server::ServerHandle, interop::server::ServerHandle)
+{
+    let first = crate::interop_server_handle().await;
+    let second = interop::server::start(SocketAddr::from(([127, 0, 0, 2], first.addr.port())))
+        .await
+        .expect("a second backend on 127.0.0.2");
+    (first, second)
 }
 
 /// One locality (priority 0) with these endpoints.

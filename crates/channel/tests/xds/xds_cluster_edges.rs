@@ -13,16 +13,15 @@ use std::time::Duration;
 
 use grpc_channel::{Channel, ResolverOptions};
 use interop::faulty::FaultyServer;
-use interop::xds_resources::logical_dns_cluster;
 use interop::xds_resources::{
     aggregate_cluster, assignment, eds_cluster, named, route_to_cluster, type_url,
     with_failure_percentage_ejection, RouteMatchSpec,
 };
 use interop::xds_server::ManagementServer;
+use support::xds::tally;
 use support::xds::{
     bounded, locality, management_server, publish, unary_served_by, xds_channel, CALL,
 };
-use support::xds::{tally, NAME};
 use support::{interop_server_handle, reserved_port, served_by};
 
 /// Every call to the aggregate `agg` of the EDS clusters `a` (`a_endpoints`) then `b` (`b_endpoints`).
@@ -227,36 +226,18 @@ async fn a_cluster_without_outlier_detection_still_calls_an_address_another_clus
 #[tokio::test]
 async fn a_logical_dns_clusters_addresses_are_one_endpoint_so_its_calls_stay_on_one_backend() {
     bounded("LOGICAL_DNS addresses as one endpoint", async {
-        let first = interop_server_handle().await;
-        let port = first.addr.port();
-        let second = interop::server::start(std::net::SocketAddr::from(([127, 0, 0, 2], port)))
-            .await
-            .expect("a second backend on 127.0.0.2");
+        let (first, second) = support::xds::backends_on_one_port().await;
         let dns = interop::dns::TestDns::start().await.expect("dns");
         dns.add_a("backend.test", std::net::Ipv4Addr::LOCALHOST)
             .await;
         dns.add_a("backend.test", std::net::Ipv4Addr::new(127, 0, 0, 2))
             .await;
         let server = management_server().await;
-        publish(
+        support::xds::publish_logical_dns(&server, "backend.test", first.addr.port());
+        let channel = support::xds::xds_channel_resolving(
             &server,
-            &["*"],
-            vec![route_to_cluster(&RouteMatchSpec::any(), "dns")],
-            &[],
+            ResolverOptions::default().with_default_server(Some(dns.addr)),
         );
-        server.set(
-            type_url::CLUSTER,
-            vec![named(
-                "dns",
-                type_url::CLUSTER,
-                &logical_dns_cluster("dns", "backend.test", port),
-            )],
-        );
-        let channel = Channel::builder(format!("xds:///{NAME}"))
-            .xds_bootstrap(server.bootstrap_json())
-            .resolver_options(ResolverOptions::default().with_default_server(Some(dns.addr)))
-            .build()
-            .expect("xds channel");
         // Both backends up and connectable: one endpoint means one of them takes every call.
         let counts = tally(&channel, 20).await;
         assert_eq!(

@@ -20,7 +20,7 @@ use interop::xds_resources::{
     type_url, with_failure_percentage_ejection, RouteMatchSpec,
 };
 use interop::xds_server::ManagementServer;
-use support::xds::{bounded, locality, management_server, publish, tally, xds_channel, CALL, NAME};
+use support::xds::{bounded, locality, management_server, publish, tally, xds_channel, CALL};
 use support::{interop_server_handle, reserved_port, served_by};
 
 /// Publishes every call to the EDS cluster `c` of `endpoints`, its Cluster `cluster`.
@@ -148,11 +148,10 @@ async fn an_aggregate_cluster_fails_over_from_an_unreachable_eds_cluster_to_a_lo
                 &assignment("eds", &locality(&[unreachable])),
             )],
         );
-        let channel = Channel::builder(format!("xds:///{NAME}"))
-            .xds_bootstrap(server.bootstrap_json())
-            .resolver_options(ResolverOptions::default().with_default_server(Some(dns.addr)))
-            .build()
-            .expect("xds channel");
+        let channel = support::xds::xds_channel_resolving(
+            &server,
+            ResolverOptions::default().with_default_server(Some(dns.addr)),
+        );
         let mut last = None;
         for _ in 0..500 {
             match served_by(&channel, CALL).await {
@@ -266,38 +265,17 @@ async fn an_aggregates_leaves_stay_watched_while_it_names_them() {
 #[tokio::test]
 async fn a_logical_dns_cluster_resolves_again_when_its_backend_goes() {
     bounded("LOGICAL_DNS re-resolution", async {
-        let first = interop_server_handle().await;
-        let port = first.addr.port();
         // The same port on another loopback address.
-        let second = interop::server::start(std::net::SocketAddr::from(([127, 0, 0, 2], port)))
-            .await
-            .expect("a second backend on 127.0.0.2");
+        let (first, second) = support::xds::backends_on_one_port().await;
         let dns = interop::dns::TestDns::start().await.expect("dns");
         dns.add_a("backend.test", std::net::Ipv4Addr::LOCALHOST)
             .await;
         let server = management_server().await;
-        publish(
-            &server,
-            &["*"],
-            vec![route_to_cluster(&RouteMatchSpec::any(), "dns")],
-            &[],
-        );
-        server.set(
-            type_url::CLUSTER,
-            vec![named(
-                "dns",
-                type_url::CLUSTER,
-                &logical_dns_cluster("dns", "backend.test", port),
-            )],
-        );
+        support::xds::publish_logical_dns(&server, "backend.test", first.addr.port());
         let options = ResolverOptions::default()
             .with_default_server(Some(dns.addr))
             .with_min_interval(Duration::from_millis(10));
-        let channel = Channel::builder(format!("xds:///{NAME}"))
-            .xds_bootstrap(server.bootstrap_json())
-            .resolver_options(options)
-            .build()
-            .expect("xds channel");
+        let channel = support::xds::xds_channel_resolving(&server, options);
         let counts = tally(&channel, 3).await;
         assert_eq!(
             counts.keys().cloned().collect::<Vec<_>>(),

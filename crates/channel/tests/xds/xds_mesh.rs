@@ -904,29 +904,13 @@ async fn a_logical_dns_cluster_of_an_ip_literal_serves_without_a_dns_answer() {
         let plain = interop_server_handle().await;
         let dns = TestDns::start().await.expect("dns");
         let server = management_server().await;
-        publish(
+        support::xds::publish_logical_dns(&server, "127.0.0.1", plain.addr.port());
+        let ch = support::xds::xds_channel_resolving(
             &server,
-            &["*"],
-            vec![route_to_cluster(&RouteMatchSpec::any(), "dns")],
-            &[],
+            grpc_channel::ResolverOptions::default()
+                .with_default_server(Some(dns.addr))
+                .with_query_timeout(Duration::from_secs(1)),
         );
-        server.set(
-            type_url::CLUSTER,
-            vec![named(
-                "dns",
-                type_url::CLUSTER,
-                &interop::xds_resources::logical_dns_cluster("dns", "127.0.0.1", plain.addr.port()),
-            )],
-        );
-        let ch = Channel::builder(format!("xds:///{}", support::xds::NAME))
-            .xds_bootstrap(server.bootstrap_json())
-            .resolver_options(
-                grpc_channel::ResolverOptions::default()
-                    .with_default_server(Some(dns.addr))
-                    .with_query_timeout(Duration::from_secs(1)),
-            )
-            .build()
-            .expect("xds channel");
         let by = served_by(&ch, CALL).await;
         assert_eq!(
             by.as_deref().ok(),
