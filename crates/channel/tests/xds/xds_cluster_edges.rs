@@ -67,6 +67,39 @@ fn publish_aggregate(
     );
 }
 
+/// Every call with `x-cluster: <other>` to the EDS cluster `other` of `shared` alone (no
+/// outlier_detection), the rest to "od" of `good` and `shared`, with a failure-percentage ejection.
+fn publish_od_and(
+    server: &ManagementServer,
+    other: &str,
+    good: std::net::SocketAddr,
+    shared: std::net::SocketAddr,
+) {
+    publish(
+        server,
+        &["*"],
+        vec![
+            route_to_cluster(&RouteMatchSpec::any().header("x-cluster", other), other),
+            route_to_cluster(&RouteMatchSpec::any(), "od"),
+        ],
+        &[
+            ("od", locality(&[good, shared])),
+            (other, locality(&[shared])),
+        ],
+    );
+    server.set(
+        type_url::CLUSTER,
+        vec![
+            named(
+                "od",
+                type_url::CLUSTER,
+                &with_failure_percentage_ejection(eds_cluster("od"), 100, 50, 2, 4),
+            ),
+            named(other, type_url::CLUSTER, &eds_cluster(other)),
+        ],
+    );
+}
+
 // A75 (and grpc-go's clusterresolver, C-core's xds_cluster_impl per leaf): an aggregate is a priority
 // policy over its leaves, each leaf under its own Cluster's config, outlier detection included
 // (`DiscoveryMechanism.OutlierDetection` per leaf in grpc-go). Leaf "a" (no outlier_detection) is
@@ -166,29 +199,7 @@ async fn a_cluster_without_outlier_detection_still_calls_an_address_another_clus
         let good = interop_server_handle().await;
         let bad = FaultyServer::start().await.expect("faulty server");
         let server = management_server().await;
-        publish(
-            &server,
-            &["*"],
-            vec![
-                route_to_cluster(&RouteMatchSpec::any().header("x-cluster", "plain"), "plain"),
-                route_to_cluster(&RouteMatchSpec::any(), "od"),
-            ],
-            &[
-                ("od", locality(&[good.addr, bad.addr])),
-                ("plain", locality(&[bad.addr])),
-            ],
-        );
-        server.set(
-            type_url::CLUSTER,
-            vec![
-                named(
-                    "od",
-                    type_url::CLUSTER,
-                    &with_failure_percentage_ejection(eds_cluster("od"), 100, 50, 2, 4),
-                ),
-                named("plain", type_url::CLUSTER, &eds_cluster("plain")),
-            ],
-        );
+        publish_od_and(&server, "plain", good.addr, bad.addr);
         let channel = xds_channel(&server);
         // "plain" reaches `bad` before any ejection.
         let before = unary_served_by(&channel, &[("x-cluster", "plain")])
@@ -346,29 +357,7 @@ async fn a_clusters_outlier_detection_counts_only_the_calls_of_that_cluster() {
         let good = interop_server_handle().await;
         let shared = interop_server_handle().await;
         let server = management_server().await;
-        publish(
-            &server,
-            &["*"],
-            vec![
-                route_to_cluster(&RouteMatchSpec::any().header("x-cluster", "other"), "other"),
-                route_to_cluster(&RouteMatchSpec::any(), "od"),
-            ],
-            &[
-                ("od", locality(&[good.addr, shared.addr])),
-                ("other", locality(&[shared.addr])),
-            ],
-        );
-        server.set(
-            type_url::CLUSTER,
-            vec![
-                named(
-                    "od",
-                    type_url::CLUSTER,
-                    &with_failure_percentage_ejection(eds_cluster("od"), 100, 50, 2, 4),
-                ),
-                named("other", type_url::CLUSTER, &eds_cluster("other")),
-            ],
-        );
+        publish_od_and(&server, "other", good.addr, shared.addr);
         let channel = xds_channel(&server);
         // Both clusters serve.
         let first = unary_answering(&channel, &[], 0).await;
