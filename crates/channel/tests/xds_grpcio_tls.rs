@@ -116,6 +116,32 @@ fn grpcio_client(bootstrap: &str, test: &str) -> Option<GrpcioXds> {
     grpcio_xds_client(bootstrap, &format!("tls-{test}"), &["--secure_mode=true"])
 }
 
+/// Publishes every call routed to the EDS cluster `cluster` of `backend`, with the UpstreamTlsContext
+/// `tls`.
+fn publish_one_secure(
+    server: &ManagementServer,
+    cluster: &str,
+    backend: SocketAddr,
+    tls: &UpstreamTlsSpec,
+) {
+    publish_secure(
+        server,
+        vec![route_to_cluster(&RouteMatchSpec::any(), cluster)],
+        &[(cluster, locality(&[backend]))],
+        vec![with_upstream_tls(eds_cluster(cluster), tls)],
+    );
+}
+
+/// No call reached the server `log` records.
+fn assert_no_call_reached(log: &PeerLog) {
+    assert_eq!(
+        log.calls(),
+        0,
+        "a call reached the server: {:?}",
+        log.connections()
+    );
+}
+
 /// Publishes the Listener and a route of every call to `cluster` (its endpoints: `backends`), then replaces
 /// the Clusters with `clusters`.
 fn publish_secure(
@@ -232,14 +258,11 @@ async fn grpcio_san_mismatch_fails_unavailable_and_no_call_reaches_the_server() 
     let log = PeerLog::new();
     let backend = pki.mtls_backend(&log).await;
     let server = management_server().await;
-    publish_secure(
+    publish_one_secure(
         &server,
-        vec![route_to_cluster(&RouteMatchSpec::any(), "secure")],
-        &[("secure", locality(&[backend.addr]))],
-        vec![with_upstream_tls(
-            eds_cluster("secure"),
-            &UpstreamTlsSpec::mtls(MESH, MESH).san(exact_matcher(OTHER_SPIFFE_ID)),
-        )],
+        "secure",
+        backend.addr,
+        &UpstreamTlsSpec::mtls(MESH, MESH).san(exact_matcher(OTHER_SPIFFE_ID)),
     );
     let bootstrap = pki.bootstrap(&server, Duration::from_secs(600));
     let Some(mut client) = grpcio_client(&bootstrap, "san-mismatch") else {
@@ -247,12 +270,7 @@ async fn grpcio_san_mismatch_fails_unavailable_and_no_call_reaches_the_server() 
     };
     let batch = client.unary(5, &[]).await;
     assert_eq!(batch.count("UNAVAILABLE"), 5, "{batch:?}");
-    assert_eq!(
-        log.calls(),
-        0,
-        "a call reached the server: {:?}",
-        log.connections()
-    );
+    assert_no_call_reached(&log);
     clusters_acked(&server).await;
 }
 
@@ -298,14 +316,11 @@ async fn grpcio_fails_cleanly_when_the_backend_requires_a_certificate_the_cluste
     let log = PeerLog::new();
     let backend = pki.mtls_backend(&log).await;
     let server = management_server().await;
-    publish_secure(
+    publish_one_secure(
         &server,
-        vec![route_to_cluster(&RouteMatchSpec::any(), "tls-only")],
-        &[("tls-only", locality(&[backend.addr]))],
-        vec![with_upstream_tls(
-            eds_cluster("tls-only"),
-            &UpstreamTlsSpec::tls("mesh-roots").san(exact_matcher(SERVER_SPIFFE_ID)),
-        )],
+        "tls-only",
+        backend.addr,
+        &UpstreamTlsSpec::tls("mesh-roots").san(exact_matcher(SERVER_SPIFFE_ID)),
     );
     let bootstrap = pki.bootstrap(&server, Duration::from_secs(600));
     let Some(mut client) = grpcio_client(&bootstrap, "no-identity") else {
@@ -313,12 +328,7 @@ async fn grpcio_fails_cleanly_when_the_backend_requires_a_certificate_the_cluste
     };
     let batch = client.unary(5, &[]).await;
     assert_eq!(batch.count("UNAVAILABLE"), 5, "{batch:?}");
-    assert_eq!(
-        log.calls(),
-        0,
-        "a call reached the server: {:?}",
-        log.connections()
-    );
+    assert_no_call_reached(&log);
     assert!(
         log.connections().iter().all(|c| c.client_sans.is_empty()),
         "{:?}",
@@ -336,14 +346,11 @@ async fn grpcio_new_connections_present_the_rotated_identity() {
     let log = PeerLog::new();
     let first = pki.mtls_backend(&log).await;
     let server = management_server().await;
-    publish_secure(
+    publish_one_secure(
         &server,
-        vec![route_to_cluster(&RouteMatchSpec::any(), "secure")],
-        &[("secure", locality(&[first.addr]))],
-        vec![with_upstream_tls(
-            eds_cluster("secure"),
-            &UpstreamTlsSpec::mtls(MESH, MESH).san(exact_matcher(SERVER_SPIFFE_ID)),
-        )],
+        "secure",
+        first.addr,
+        &UpstreamTlsSpec::mtls(MESH, MESH).san(exact_matcher(SERVER_SPIFFE_ID)),
     );
     let bootstrap = pki.bootstrap(&server, Duration::from_secs(1));
     let Some(mut client) = grpcio_client(&bootstrap, "rotation") else {
