@@ -11,8 +11,8 @@
 //! certificate, key and CA into one directory as a bootstrap's `file_watcher` certificate provider names
 //! them (replaced whole, for rotation), and [`certificate_sans`] reads the SANs of a peer's certificate (a
 //! small DER walk of the one extension, not a general X.509 parser: it does not check signatures or dates).
-//! [`start_recording_mtls_server`] starts an interop server requiring a client certificate and records the
-//! ones clients presented.
+//! [`recording_mtls_server_config`] makes a server configuration requiring a client certificate that records
+//! the ones clients presented.
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -257,14 +257,14 @@ impl ClientCertVerifier for RecordingClientVerifier {
     }
 }
 
-/// An interop server on an ephemeral loopback port over TLS (ALPN `h2`), presenting a certificate `ca`
-/// issues with the DNS SAN `dns` and the URI SAN `uri`, requiring a client certificate signed by `ca`;
-/// and the client certificates it saw (each handshake's, verified or not). For xDS security tests.
-pub async fn start_recording_mtls_server(
+/// A rustls server configuration (ALPN `h2`) presenting a certificate `ca` issues with the DNS SAN `dns`
+/// and the URI SAN `uri`, requiring a client certificate signed by `ca`; and the client certificates its
+/// servers see (each handshake's, verified or not). For xDS security tests (`crate::server::start_tls`).
+pub fn recording_mtls_server_config(
     ca: &TestCa,
     dns: &str,
     uri: &str,
-) -> Result<(crate::server::ServerHandle, SeenClients), TlsSetupError> {
+) -> Result<(Arc<rustls::ServerConfig>, SeenClients), TlsSetupError> {
     let server = ca.issue_with_uris(&[dns], &[uri], Usage::Server)?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut roots = RootCertStore::empty();
@@ -289,13 +289,7 @@ pub async fn start_recording_mtls_server(
         .with_client_cert_verifier(verifier)
         .with_single_cert(chain, key)?;
     config.alpn_protocols = vec![b"h2".to_vec()];
-    let handle = crate::server::start_tls(
-        std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
-        Arc::new(config),
-    )
-    .await
-    .map_err(|e| TlsSetupError::Io(e.to_string()))?;
-    Ok((handle, seen))
+    Ok((Arc::new(config), seen))
 }
 
 /// The interop suite's files, as `interop-certs` writes them into one directory.

@@ -16,8 +16,8 @@ use std::time::Duration;
 use grpc_lb::Address;
 use grpc_xds::resource::{ClusterSecurity, ProviderInstance, RootSource, StringMatch};
 use grpc_xds::CertificateFiles;
-use interop::server::ServerHandle;
-use interop::tls::{start_recording_mtls_server, CertifiedPem, SeenClients, TestCa, Usage};
+use interop::server::{start_tls, ServerHandle};
+use interop::tls::{recording_mtls_server_config, CertifiedPem, SeenClients, TestCa, Usage};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
 
@@ -33,9 +33,12 @@ const SERVER_SPIFFE: &str = "spiffe://mesh.test/ns/default/sa/backend";
 /// An interop server over TLS with a DNS and a SPIFFE SAN, requiring a client certificate from `ca`;
 /// the client certificates it saw.
 async fn mtls_backend(ca: &TestCa) -> (ServerHandle, SeenClients) {
-    start_recording_mtls_server(ca, SERVER_DNS, SERVER_SPIFFE)
+    let (config, seen) =
+        recording_mtls_server_config(ca, SERVER_DNS, SERVER_SPIFFE).expect("test setup");
+    let handle = start_tls(SocketAddr::from(([127, 0, 0, 1], 0)), config)
         .await
-        .expect("test setup")
+        .expect("test setup");
+    (handle, seen)
 }
 
 struct Dir(PathBuf);

@@ -19,8 +19,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use grpc_channel::{Channel, Code};
-use interop::server::ServerHandle;
-use interop::tls::{start_recording_mtls_server, CertifiedPem, SeenClients, TestCa, Usage};
+use interop::server::{start_tls, ServerHandle};
+use interop::tls::{recording_mtls_server_config, CertifiedPem, SeenClients, TestCa, Usage};
 use interop::xds_resources::{
     assignment, eds_cluster, named, rds_listener, route_to_cluster, tls_cluster, type_url,
     RouteMatchSpec,
@@ -39,9 +39,12 @@ pub(super) type Seen = SeenClients;
 
 /// An interop server over TLS (a DNS and a SPIFFE SAN) requiring a client certificate from `ca`.
 pub(super) async fn mtls_backend(ca: &TestCa) -> (ServerHandle, Seen) {
-    start_recording_mtls_server(ca, SERVER_DNS, SERVER_SPIFFE)
+    let (config, seen) =
+        recording_mtls_server_config(ca, SERVER_DNS, SERVER_SPIFFE).expect("TLS backend");
+    let handle = start_tls(SocketAddr::from(([127, 0, 0, 1], 0)), config)
         .await
-        .expect("TLS backend")
+        .expect("TLS backend");
+    (handle, seen)
 }
 
 /// A temporary directory, removed on drop.
