@@ -174,6 +174,20 @@ async fn a_unix_socket_management_server_is_reached() {
     assert_eq!(ads.server_uri(), server.server_uri());
 }
 
+/// A second management server serving "from-second", and an ADS client of `first` then it (node `node`)
+/// watching the Cluster "c1".
+async fn with_second_server(
+    first: &ManagementServer,
+    node: &str,
+) -> (ManagementServer, Arc<AdsClient>, ResourceWatch) {
+    let second = ManagementServer::start().await.expect("second");
+    set_cluster(&second, "from-second");
+    let ads = AdsClient::shared(&bootstrap(&[first.server_uri(), second.server_uri()], node))
+        .expect("ads");
+    let watch = ads.watch(ResourceType::Cluster, "c1", Arc::default());
+    (second, ads, watch)
+}
+
 /// A71: the first server down at start: the resource comes from the second, with no error shown;
 /// once the first serves again, its resource replaces the second's and the second's stream closes.
 #[tokio::test]
@@ -181,14 +195,7 @@ async fn the_second_server_serves_while_the_first_is_down_and_the_first_takes_ov
     let mut first = ManagementServer::start().await.expect("first");
     set_cluster(&first, "from-first");
     first.stop().await;
-    let second = ManagementServer::start().await.expect("second");
-    set_cluster(&second, "from-second");
-    let ads = AdsClient::shared(&bootstrap(
-        &[first.server_uri(), second.server_uri()],
-        "fallback-at-start",
-    ))
-    .expect("ads");
-    let mut watch = ads.watch(ResourceType::Cluster, "c1", Arc::default());
+    let (second, ads, mut watch) = with_second_server(&first, "fallback-at-start").await;
     let state = until(&mut watch, |s| s.value.is_some() || s.error.is_some()).await;
     assert!(
         eds_name(&state).is_some_and(|d| d.contains("from-second")),
@@ -302,14 +309,7 @@ async fn a_nack_from_the_restored_first_server_keeps_the_fallback_value() {
         vec![named("c1", type_url::CLUSTER, &invalid)],
     );
     first.stop().await;
-    let second = ManagementServer::start().await.expect("second");
-    set_cluster(&second, "from-second");
-    let ads = AdsClient::shared(&bootstrap(
-        &[first.server_uri(), second.server_uri()],
-        "nack-after-restore",
-    ))
-    .expect("ads");
-    let mut watch = ads.watch(ResourceType::Cluster, "c1", Arc::default());
+    let (_second, _ads, mut watch) = with_second_server(&first, "nack-after-restore").await;
     let state = until(&mut watch, |s| s.value.is_some()).await;
     assert!(
         eds_name(&state).is_some_and(|d| d.contains("from-second")),
@@ -355,14 +355,7 @@ async fn a_ca_file_without_a_certificate_fails_naming_it() {
 async fn a_new_watch_of_a_cached_resource_does_not_fall_back() {
     let mut first = ManagementServer::start().await.expect("first");
     set_cluster(&first, "from-first");
-    let second = ManagementServer::start().await.expect("second");
-    set_cluster(&second, "from-second");
-    let ads = AdsClient::shared(&bootstrap(
-        &[first.server_uri(), second.server_uri()],
-        "cached-second-watch",
-    ))
-    .expect("ads");
-    let mut watch = ads.watch(ResourceType::Cluster, "c1", Arc::default());
+    let (second, ads, mut watch) = with_second_server(&first, "cached-second-watch").await;
     let state = until(&mut watch, |s| s.value.is_some()).await;
     assert!(eds_name(&state).is_some_and(|d| d.contains("from-first")));
     // The first server goes away; its reconnection attempts (backoff of a second or so) fail. The
