@@ -84,21 +84,28 @@ fn secured_cluster(name: &str, roots: &str) -> (String, Any) {
     named(name, type_url::CLUSTER, &cluster)
 }
 
+/// A backend and a management server routing every call to "secure", the cluster of that backend
+/// secured with the provider instance "mesh".
+async fn secured_by_mesh() -> (interop::server::ServerHandle, ManagementServer) {
+    let a = support::interop_server_handle().await;
+    let server = management_server().await;
+    publish(
+        &server,
+        &["*"],
+        vec![interop::xds_resources::route_to_cluster(
+            &interop::xds_resources::RouteMatchSpec::any(),
+            "secure",
+        )],
+        &[("secure", locality(&[a.addr]))],
+    );
+    server.set(type_url::CLUSTER, vec![secured_cluster("secure", "mesh")]);
+    (a, server)
+}
+
 #[tokio::test]
 async fn cluster_provider_instances_are_checked_against_the_bootstrap() {
     bounded("transport_socket instances", async {
-        let a = support::interop_server_handle().await;
-        let server = management_server().await;
-        publish(
-            &server,
-            &["*"],
-            vec![interop::xds_resources::route_to_cluster(
-                &interop::xds_resources::RouteMatchSpec::any(),
-                "secure",
-            )],
-            &[("secure", locality(&[a.addr]))],
-        );
-        server.set(type_url::CLUSTER, vec![secured_cluster("secure", "mesh")]);
+        let (a, server) = secured_by_mesh().await;
         let channel = channel_with_providers(&server, &["mesh"]);
         assert_eq!(
             served_by(&channel, CALL).await.expect("the cluster is accepted"),
@@ -127,18 +134,7 @@ async fn cluster_provider_instances_are_checked_against_the_bootstrap() {
 #[tokio::test]
 async fn a_bootstrap_without_the_instance_nacks_the_cluster_on_its_own_stream() {
     bounded("transport_socket without the instance", async {
-        let a = support::interop_server_handle().await;
-        let server = management_server().await;
-        publish(
-            &server,
-            &["*"],
-            vec![interop::xds_resources::route_to_cluster(
-                &interop::xds_resources::RouteMatchSpec::any(),
-                "secure",
-            )],
-            &[("secure", locality(&[a.addr]))],
-        );
-        server.set(type_url::CLUSTER, vec![secured_cluster("secure", "mesh")]);
+        let (a, server) = secured_by_mesh().await;
         // Two channels with the same server and node but other instances: each has its own ADS
         // stream, and only the one defining "mesh" accepts the cluster.
         let with_mesh = channel_with_providers(&server, &["mesh"]);
