@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use grpc_lb::Address;
+use grpc_lb::{Address, TransportKey};
 use grpc_xds::resource::{ClusterSecurity, ProviderInstance, RootSource, StringMatch};
 use grpc_xds::CertificateFiles;
 use interop::server::{start_tls, ServerHandle};
@@ -122,11 +122,19 @@ async fn connect_with(
     let credentials = XdsCredentials::new(providers.clone(), transports.clone());
     let key = XdsCredentials::key(security);
     credentials.sync(&BTreeMap::from([(key.clone(), security.clone())]));
-    let addr = Address::Tcp(backend);
-    let tls = transports.connector(&key, &addr)?;
+    connect_over(&transports, &key, &Address::Tcp(backend)).await
+}
+
+/// Connects to `addr` with the transport `transports` registered under `key` (bounded: 20 s).
+async fn connect_over(
+    transports: &Transports,
+    key: &TransportKey,
+    addr: &Address,
+) -> Result<crate::conn::connect::Established, Status> {
+    let tls = transports.connector(key, addr)?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     connect(
-        &addr,
+        addr,
         deadline,
         &Http2Settings::default(),
         Some(&tls),
@@ -254,18 +262,7 @@ async fn a_rotated_identity_is_presented_by_new_connections() {
     let key = XdsCredentials::key(&sec);
     credentials.sync(&BTreeMap::from([(key.clone(), sec.clone())]));
     let addr = Address::Tcp(s.backend.addr);
-    let connect_once = || async {
-        let tls = transports.connector(&key, &addr)?;
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-        connect(
-            &addr,
-            deadline,
-            &Http2Settings::default(),
-            Some(&tls),
-            &Route::Direct,
-        )
-        .await
-    };
+    let connect_once = || connect_over(&transports, &key, &addr);
     let first = connect_once().await.expect("first identity");
     assert_eq!(s.seen.lock().last(), Some(&der(&s.client.cert_pem)));
     let second =
