@@ -40,29 +40,16 @@ fn grpcio_client(server: &ManagementServer, test: &str) -> Option<GrpcioXds> {
 
 /// Waits (at most 10 s) for the grpcio client to ACK every type: a request naming a version, without error.
 async fn acked_every_type(server: &ManagementServer) {
-    for t in [
-        type_url::LISTENER,
-        type_url::ROUTE,
-        type_url::CLUSTER,
-        type_url::ENDPOINTS,
-    ] {
-        let ack = server
-            .wait_for_request(Duration::from_secs(10), |r| {
-                r.type_url == t && !r.version_info.is_empty() && r.error_detail.is_none()
-            })
-            .await;
-        assert!(
-            ack.is_some(),
-            "grpcio sent no ACK of {t}: {:?}",
-            server.requests()
-        );
-    }
-    let nacks: Vec<_> = server
-        .requests()
-        .into_iter()
-        .filter(|r| r.error_detail.is_some())
-        .collect();
-    assert!(nacks.is_empty(), "grpcio NACKed: {nacks:?}");
+    support::grpcio_xds::assert_acked(
+        server,
+        &[
+            type_url::LISTENER,
+            type_url::ROUTE,
+            type_url::CLUSTER,
+            type_url::ENDPOINTS,
+        ],
+    )
+    .await;
 }
 
 /// Listener → RDS route → EDS cluster of two endpoints: grpcio ACKs every resource, every call succeeds,

@@ -162,24 +162,7 @@ fn publish_secure(
 
 /// Waits (at most 10 s) for grpcio to ACK the Clusters, and checks it NACKed nothing.
 async fn clusters_acked(server: &ManagementServer) {
-    let ack = server
-        .wait_for_request(Duration::from_secs(10), |r| {
-            r.type_url == type_url::CLUSTER
-                && !r.version_info.is_empty()
-                && r.error_detail.is_none()
-        })
-        .await;
-    assert!(
-        ack.is_some(),
-        "grpcio sent no ACK of the Clusters: {:?}",
-        server.requests()
-    );
-    let nacks: Vec<_> = server
-        .requests()
-        .into_iter()
-        .filter(|r| r.error_detail.is_some())
-        .collect();
-    assert!(nacks.is_empty(), "grpcio NACKed: {nacks:?}");
+    support::grpcio_xds::assert_acked(server, &[type_url::CLUSTER]).await;
 }
 
 /// mTLS with both validation-context forms: the Cluster `secure` names the provider `mesh` for identity and

@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use interop::grpcio_peer::{proto_dir, python_or_skip, script, PeerProcess};
+use interop::xds_server::ManagementServer;
 use serde_json::Value;
 
 use crate::xds::NAME;
@@ -139,4 +140,27 @@ impl GrpcioXds {
         self.batch(interop_proto::paths::UNARY_CALL, calls, metadata)
             .await
     }
+}
+
+/// Waits (at most 10 s each) for the grpcio client to ACK each of `types` (a request naming a version,
+/// without error), and checks it NACKed nothing.
+pub async fn assert_acked(server: &ManagementServer, types: &[&str]) {
+    for t in types {
+        let ack = server
+            .wait_for_request(Duration::from_secs(10), |r| {
+                r.type_url == *t && !r.version_info.is_empty() && r.error_detail.is_none()
+            })
+            .await;
+        assert!(
+            ack.is_some(),
+            "grpcio sent no ACK of {t}: {:?}",
+            server.requests()
+        );
+    }
+    let nacks: Vec<_> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.error_detail.is_some())
+        .collect();
+    assert!(nacks.is_empty(), "grpcio NACKed: {nacks:?}");
 }

@@ -15,28 +15,7 @@ use interop::xds_resources::{eds_cluster, named, type_url};
 use interop::xds_server::ManagementServer;
 
 use super::ads::{AdsClient, ResourceWatch, WatchState};
-
-/// Waits (bounded) until the watch's state satisfies `what`.
-async fn until(watch: &mut ResourceWatch, what: impl Fn(&WatchState) -> bool) -> WatchState {
-    let wait = async {
-        loop {
-            let state = watch.state();
-            if what(&state) {
-                return state;
-            }
-            if !watch.changed().await {
-                return watch.state();
-            }
-        }
-    };
-    match tokio::time::timeout(Duration::from_secs(30), wait).await {
-        Ok(state) => state,
-        Err(_) => panic!(
-            "the watch never reached the expected state: {:?}",
-            watch.state()
-        ),
-    }
-}
+use super::ads_tests::until;
 
 /// The name of the watched Cluster's EDS service, which tells which server sent it.
 fn eds_name(state: &WatchState) -> Option<String> {

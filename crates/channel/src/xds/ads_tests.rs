@@ -13,7 +13,10 @@ use interop::xds_server::ManagementServer;
 use super::ads::{off_runtime, AdsClient, ResourceWatch, WatchState, Watchers, TASK_ENDED};
 
 /// Waits (bounded, on tokio's clock) until the watch's state satisfies `what`.
-async fn until(watch: &mut ResourceWatch, what: impl Fn(&WatchState) -> bool) -> WatchState {
+pub(super) async fn until(
+    watch: &mut ResourceWatch,
+    what: impl Fn(&WatchState) -> bool,
+) -> WatchState {
     let wait = async {
         loop {
             let state = watch.state();
