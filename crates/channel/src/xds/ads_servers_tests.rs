@@ -25,8 +25,23 @@ fn eds_name(state: &WatchState) -> Option<String> {
     }
 }
 
-/// A fresh directory under the system's temporary one.
-fn temp_dir(what: &str) -> PathBuf {
+/// A fresh directory under the system's temporary one, removed with everything in it when dropped.
+struct TempDir(PathBuf);
+
+impl std::ops::Deref for TempDir {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn temp_dir(what: &str) -> TempDir {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let dir = std::env::temp_dir().join(format!(
         "grpc-ads-{what}-{}-{}",
@@ -34,7 +49,7 @@ fn temp_dir(what: &str) -> PathBuf {
         NEXT.fetch_add(1, Ordering::Relaxed)
     ));
     std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
+    TempDir(dir)
 }
 
 /// A bootstrap naming these servers (insecure) and a node id unique to the test.
@@ -64,7 +79,7 @@ fn set_cluster(server: &ManagementServer, service: &str) {
 
 /// A CA, a management server over TLS requiring a client certificate from it, and the files of the
 /// CA and of a client identity.
-async fn mtls_server() -> (ManagementServer, PathBuf) {
+async fn mtls_server() -> (ManagementServer, TempDir) {
     let ca = TestCa::new("xds server test CA").expect("CA");
     let server_identity = ca
         .issue(INTEROP_SERVER_NAMES, Usage::Server)
@@ -126,7 +141,8 @@ async fn tls_channel_creds_without_a_client_certificate_fail_naming_tls() {
 #[tokio::test]
 async fn an_unreadable_ca_file_fails_naming_it() {
     let mut bootstrap = bootstrap(&["127.0.0.1:1".to_owned()], "mtls-bad-file");
-    let missing = temp_dir("missing").join("no-such-ca.pem");
+    let dir = temp_dir("missing");
+    let missing = dir.join("no-such-ca.pem");
     bootstrap.xds_servers[0].channel_creds = ChannelCreds::Tls(CertificateFiles {
         ca_certificate_file: Some(missing),
         ..CertificateFiles::default()
@@ -140,7 +156,8 @@ async fn an_unreadable_ca_file_fails_naming_it() {
 #[cfg(unix)]
 #[tokio::test]
 async fn a_unix_socket_management_server_is_reached() {
-    let path = temp_dir("unix").join("xds.sock");
+    let dir = temp_dir("unix");
+    let path = dir.join("xds.sock");
     let server = ManagementServer::start_unix(&path)
         .await
         .expect("unix server");
@@ -257,7 +274,8 @@ async fn a_first_server_with_unreadable_tls_files_falls_back_to_the_second() {
         &["127.0.0.1:1".to_owned(), second.server_uri()],
         "bad-first-files",
     );
-    let missing = temp_dir("missing-first").join("no-such-ca.pem");
+    let dir = temp_dir("missing-first");
+    let missing = dir.join("no-such-ca.pem");
     bootstrap.xds_servers[0].channel_creds = ChannelCreds::Tls(CertificateFiles {
         ca_certificate_file: Some(missing),
         ..CertificateFiles::default()
@@ -309,7 +327,8 @@ async fn a_nack_from_the_restored_first_server_keeps_the_fallback_value() {
 #[tokio::test]
 async fn a_ca_file_without_a_certificate_fails_naming_it() {
     let mut bootstrap = bootstrap(&["127.0.0.1:1".to_owned()], "mtls-garbage-ca");
-    let garbage = temp_dir("garbage").join("garbage-ca.pem");
+    let dir = temp_dir("garbage");
+    let garbage = dir.join("garbage-ca.pem");
     std::fs::write(&garbage, "this is not a PEM certificate\n").expect("write");
     bootstrap.xds_servers[0].channel_creds = ChannelCreds::Tls(CertificateFiles {
         ca_certificate_file: Some(garbage),

@@ -80,8 +80,7 @@ fn asked_for_the_listener(server: &ManagementServer) -> bool {
 async fn a_unix_management_server_serves_the_channel() {
     bounded("unix management server", async {
         let backend = interop_server_handle().await;
-        let dir = std::env::temp_dir().join(format!("grpc-xds-unix-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("dir");
+        let dir = TempDir::new(format!("grpc-xds-unix-{}", std::process::id()));
         let server = ManagementServer::start_unix(&dir.join("ads.sock"))
             .await
             .expect("unix management server");
@@ -209,7 +208,31 @@ async fn with_everything_cached_the_channel_stays_on_the_cache() {
 
 /// A CA, a management server over TLS requiring a client certificate from it, and a directory with
 /// the CA's certificate (`ca.pem`) and a client identity (`client.pem`, `client.key`).
-async fn mtls_management_server() -> (ManagementServer, std::path::PathBuf) {
+/// A directory under the system's temporary one, removed with everything in it when dropped.
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn new(name: String) -> TempDir {
+        let dir = std::env::temp_dir().join(name);
+        std::fs::create_dir_all(&dir).expect("dir");
+        TempDir(dir)
+    }
+}
+
+impl std::ops::Deref for TempDir {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+async fn mtls_management_server() -> (ManagementServer, TempDir) {
     let ca = TestCa::new("xds management server CA").expect("CA");
     let identity = ca
         .issue(INTEROP_SERVER_NAMES, Usage::Server)
@@ -217,8 +240,7 @@ async fn mtls_management_server() -> (ManagementServer, std::path::PathBuf) {
     let client = ca.issue(&["client.test"], Usage::Client).expect("client");
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("grpc-xds-mtls-{}-{n}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
+    let dir = TempDir::new(format!("grpc-xds-mtls-{}-{n}", std::process::id()));
     std::fs::write(dir.join("ca.pem"), &ca.cert_pem).expect("write");
     std::fs::write(dir.join("client.pem"), &client.cert_pem).expect("write");
     std::fs::write(dir.join("client.key"), &client.key_pem).expect("write");
