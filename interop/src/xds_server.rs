@@ -65,6 +65,8 @@ pub struct ManagementServer {
     mode: Mode,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
+    /// The task that owns the listener: `stop` waits for it to end, so the port is free for `restart`.
+    accepting: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for ManagementServer {
@@ -128,6 +130,7 @@ impl ManagementServer {
             mode,
             stop: None,
             task: None,
+            accepting: None,
         };
         server.listen().await?;
         Ok(server)
@@ -169,11 +172,9 @@ impl ManagementServer {
             shared: self.shared.clone(),
         });
         let (connections, incoming) = mpsc::unbounded_channel();
-        let accepting = tokio::spawn(accept(listener, tls, connections));
+        self.accepting = Some(tokio::spawn(accept(listener, tls, connections)));
         let incoming = tokio_stream::wrappers::UnboundedReceiverStream::new(incoming);
         let task = tokio::spawn(async move {
-            // Accepting stops with the server.
-            let _accepting = AbortOnDrop(accepting);
             let _ = tonic::transport::Server::builder()
                 .add_service(service)
                 .serve_with_incoming_shutdown(incoming, async {
@@ -274,6 +275,11 @@ impl ManagementServer {
             task.abort();
             let _ = task.await;
         }
+        // Awaiting the aborted task returns once its listener is dropped (closed).
+        if let Some(accepting) = self.accepting.take() {
+            accepting.abort();
+            let _ = accepting.await;
+        }
     }
 
     /// Serves again on the same port, with the same resources.
@@ -287,6 +293,9 @@ impl Drop for ManagementServer {
     fn drop(&mut self) {
         if let Some(task) = self.task.take() {
             task.abort();
+        }
+        if let Some(accepting) = self.accepting.take() {
+            accepting.abort();
         }
     }
 }
@@ -369,14 +378,6 @@ async fn accept(
 }
 
 /// Aborts a task when dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 /// One accepted connection.
 enum Connection {
     Tcp(tokio::net::TcpStream),
