@@ -3,8 +3,6 @@
 //! the failure without one), a `unix:` server, and A71's fallback to the bootstrap's second server and
 //! back. The `tls` creds are set on parsed bootstraps directly.
 
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,6 +14,7 @@ use interop::xds_server::ManagementServer;
 
 use super::ads::{AdsClient, ResourceWatch, WatchState};
 use super::ads_tests::until;
+use super::temp_dir::TempDir;
 
 /// The name of the watched Cluster's EDS service, which tells which server sent it.
 fn eds_name(state: &WatchState) -> Option<String> {
@@ -26,30 +25,8 @@ fn eds_name(state: &WatchState) -> Option<String> {
 }
 
 /// A fresh directory under the system's temporary one, removed with everything in it when dropped.
-struct TempDir(PathBuf);
-
-impl std::ops::Deref for TempDir {
-    type Target = std::path::Path;
-    fn deref(&self) -> &std::path::Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn temp_dir(what: &str) -> TempDir {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "grpc-ads-{what}-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    TempDir(dir)
+    super::temp_dir::temp_dir("grpc-ads", what)
 }
 
 /// A bootstrap naming these servers (insecure) and a node id unique to the test.

@@ -270,22 +270,8 @@ mod tests {
     use super::*;
     use interop::tls::{TestCa, Usage};
 
-    struct Dir(std::path::PathBuf);
-
-    impl Drop for Dir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-
-    fn temp_dir(tag: &str) -> Dir {
-        let dir = std::env::temp_dir().join(format!(
-            "grpc-cert-provider-{tag}-{}-{}",
-            std::process::id(),
-            crate::control::clock_seed()
-        ));
-        std::fs::create_dir_all(&dir).expect("test setup");
-        Dir(dir)
+    fn temp_dir(tag: &str) -> crate::xds::temp_dir::TempDir {
+        crate::xds::temp_dir::temp_dir("grpc-cert-provider", tag)
     }
 
     fn files(dir: &Path, refresh: Duration) -> CertificateFiles {

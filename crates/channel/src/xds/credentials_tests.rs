@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use grpc_lb::{Address, TransportKey};
@@ -41,22 +41,8 @@ async fn mtls_backend(ca: &TestCa) -> (ServerHandle, SeenClients) {
     (handle, seen)
 }
 
-struct Dir(PathBuf);
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn temp_dir(tag: &str) -> Dir {
-    let dir = std::env::temp_dir().join(format!(
-        "grpc-xds-credentials-{tag}-{}-{}",
-        std::process::id(),
-        crate::control::clock_seed()
-    ));
-    std::fs::create_dir_all(&dir).expect("test setup");
-    Dir(dir)
+fn temp_dir(tag: &str) -> super::temp_dir::TempDir {
+    super::temp_dir::temp_dir("grpc-xds-credentials", tag)
 }
 
 fn write_identity(dir: &Path, id: &CertifiedPem) {
@@ -145,7 +131,7 @@ async fn connect_over(
 
 struct Setup {
     ca: TestCa,
-    dir: Dir,
+    dir: super::temp_dir::TempDir,
     backend: ServerHandle,
     seen: SeenClients,
     client: CertifiedPem,

@@ -31,6 +31,8 @@ mod ads_servers_tests;
 mod ads_tests;
 #[cfg(test)]
 mod credentials_tests;
+#[cfg(test)]
+mod temp_dir;
 
 #[cfg(test)]
 mod resolver_tests;
